@@ -1,0 +1,36 @@
+"""Every environment variable trncat reads, read once, here. Tests patch this module."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+#: Hub endpoint, as in huggingface_hub (the local hub sets it for the demo and tests).
+HF_ENDPOINT: str = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+#: Hub token; only the publish job has one.
+HF_TOKEN: str | None = os.environ.get("HF_TOKEN") or None
+#: True on CI (GitHub Actions sets CI=true): progress bars stay quiet.
+IS_CI: bool = _bool("CI")
+#: GitHub Actions provenance, recorded in each result.
+GITHUB_RUN_ID: str | None = os.environ.get("GITHUB_RUN_ID") or None
+GITHUB_SHA: str | None = os.environ.get("GITHUB_SHA") or None
+GITHUB_ACTIONS: bool = _bool("GITHUB_ACTIONS")
+RUNNER_NAME: str | None = os.environ.get("RUNNER_NAME") or None
+#: Where the schemas live when running from a checkout.
+REPO_ROOT: Path = Path(__file__).resolve().parent.parent
+#: Neuron settings, recorded by the neuron backend.
+NEURON_RT_VISIBLE_CORES: str | None = os.environ.get("NEURON_RT_VISIBLE_CORES") or None
+NEURON_LOGICAL_NC_CONFIG: str | None = os.environ.get("NEURON_LOGICAL_NC_CONFIG") or None
+NEURON_COMPILE_CACHE_URL: str | None = os.environ.get("NEURON_COMPILE_CACHE_URL") or None
+#: Container image digest of the runner, when the bench runs in one.
+TRNCAT_IMAGE_DIGEST: str | None = os.environ.get("TRNCAT_IMAGE_DIGEST") or None
+#: Instance type override (otherwise read from IMDS-free sources such as neuron-ls).
+TRNCAT_INSTANCE_TYPE: str | None = os.environ.get("TRNCAT_INSTANCE_TYPE") or None

@@ -1,0 +1,68 @@
+"""The one exception hierarchy of trncat.
+
+Every error the pipeline raises on purpose is a :class:`PipelineError`. Each child also subclasses the
+built-in that fits (``ValueError``, ``OSError``, ...), so a caller can catch broadly or narrowly. Hub
+errors are translated into these classes in :mod:`pipeline.hub` and nowhere else.
+"""
+
+from __future__ import annotations
+
+
+class PipelineError(Exception):
+    """Base class of every error trncat raises on purpose. The CLI prints it as one line."""
+
+    exit_code: int = 2
+
+
+class ConfigError(PipelineError, ValueError):
+    """Bad input from the user or a hand-kept file (a bad model id, an unknown task, a malformed YAML)."""
+
+
+class ModelIdError(ConfigError):
+    """A string that is not a valid Hub model id (``org/name``)."""
+
+
+class RecordError(PipelineError, ValueError):
+    """A result record that does not satisfy the contract."""
+
+    exit_code = 1
+
+
+class PlanError(PipelineError, ValueError):
+    """The planner cannot size a model (no config.json, no architecture, no parameter count)."""
+
+
+class BenchError(PipelineError, RuntimeError):
+    """The harness could not produce a record at all (not the same as a model that fails: that is a record)."""
+
+
+class BackendUnavailableError(BenchError):
+    """The requested backend's runtime is not installed or has no device here (e.g. torch_neuronx absent)."""
+
+
+class DatasetError(PipelineError, OSError):
+    """The dataset folder is unreadable or inconsistent."""
+
+
+class HubError(PipelineError, OSError):
+    """The Hub (or the local hub) answered with an error we could not recover from."""
+
+
+class RepoNotFoundError(HubError):
+    """The repository or revision does not exist, or is private."""
+
+
+class GatedRepoError(RepoNotFoundError):
+    """The repository is gated and we have no access."""
+
+
+class HubRateLimitError(HubError):
+    """The Hub kept answering 429 after the retry budget was spent."""
+
+
+class HubServerError(HubError):
+    """The Hub kept answering 5xx after the retry budget was spent."""
+
+
+class ParentMovedError(HubError):
+    """The target branch moved while we committed (409/412) and rebasing did not converge."""

@@ -1,0 +1,25 @@
+"""`Literal` aliases: the single source of allowed values.
+
+The schema enums, the CLI choices and the registries of backends and tasks are checked against these by
+``tests/test_registry.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+Status = Literal["pass", "fail", "error"]
+Stage = Literal["load", "compile", "run", "oom", "timeout", "crash"]
+Device = Literal["cpu", "cuda", "neuron"]
+Task = Literal["text-generation", "image-text-to-text"]
+Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
+Source = Literal["ci", "community", "local"]
+View = Literal["trending", "downloads", "selected"]
+
+STATUSES: tuple[str, ...] = get_args(Status)
+STAGES: tuple[str, ...] = get_args(Stage)
+DEVICES: tuple[str, ...] = get_args(Device)
+TASKS: tuple[str, ...] = get_args(Task)
+DTYPES: tuple[str, ...] = get_args(Dtype)
+SOURCES: tuple[str, ...] = get_args(Source)
+VIEWS: tuple[str, ...] = get_args(View)

@@ -1,0 +1,1 @@
+"""The benchmark harness: ``run(spec) -> record``. Backends and tasks come from registries."""

@@ -1,0 +1,38 @@
+"""The backend registry: one module per backend, one line here.
+
+A backend knows its device: the device string, how to synchronize, whether and how to compile, its peak
+memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
+is shared (``tests/test_backends.py`` checks that swapping the backend is the only difference).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pipeline.bench.backends.base import Backend
+from pipeline.errors import ConfigError
+
+#: name -> "module:Class". Adding a backend = one module + one line here + tests.
+REGISTRY: dict[str, str] = {
+    "cpu": "pipeline.bench.backends.cpu:CpuBackend",
+    "cuda": "pipeline.bench.backends.cuda:CudaBackend",
+    "neuron": "pipeline.bench.backends.neuron:NeuronBackend",
+}
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend called ``name`` (importing nothing device-specific yet).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    try:
+        target = REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown device {name!r}; choose from {', '.join(REGISTRY)}") from None
+    module_name, _, class_name = target.partition(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls()
+
+
+__all__ = ["REGISTRY", "Backend", "get_backend"]

@@ -1,0 +1,221 @@
+"""The parent side of a benchmark: start the child, watch it, and turn whatever happened into one record.
+
+A crash, a hang, a memory blow-up or an exception in the child all end as a valid record with a classified
+failure; only a record that cannot be written at all is an error of the harness itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pipeline import constants
+from pipeline.bench.backends import get_backend
+from pipeline.bench.failures import classify, summarize_message
+from pipeline.bench.models import RemoteCodeRefused, ResolvedModel, check_remote_code
+from pipeline.bench.spec import BenchSpec
+from pipeline.errors import BenchError
+from pipeline.records import SCHEMA_VERSION, validate_record
+
+logger = logging.getLogger(__name__)
+
+METRIC_FIELDS = (
+    "params",
+    "weights_bytes",
+    "load_s",
+    "compile_s",
+    "ttft_s",
+    "latency_s",
+    "decode_tokens_per_s",
+    "wall_s",
+    "peak_device_memory_bytes",
+    "peak_host_memory_bytes",
+    "roofline_fraction",
+    "iterations",
+    "compile_cache_hit",
+)
+_POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What the parent saw of one child run."""
+
+    report: dict[str, Any]
+    returncode: int | None
+    timed_out: bool
+    over_memory: bool
+    log_tail: str
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for proc in [process, *process.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def run_child(
+    spec: BenchSpec, *, env: dict[str, str], launcher: list[str] | None, timeout_s: float,
+    memory_limit_bytes: int | None,
+) -> ChildOutcome:
+    """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit."""
+    with tempfile.TemporaryDirectory(prefix="trncat-bench-") as tmp:
+        work = Path(tmp)
+        spec_file, report_file, log_file = work / "spec.json", work / "report.json", work / "child.log"
+        spec_file.write_text(spec.to_json(), encoding="utf-8")
+        command = [*(launcher or [sys.executable]), "-m", "pipeline.bench.child", str(spec_file), str(report_file)]
+        child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        timed_out = over_memory = False
+        with log_file.open("wb") as log:
+            # A new session makes the child a process group leader, so a kill reaches its helpers too.
+            proc = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
+                start_new_session=True,
+            )
+            watched = psutil.Process(proc.pid)
+            deadline = time.monotonic() + timeout_s
+            while True:
+                try:
+                    proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    _kill_group(proc)
+                    break
+                if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
+                    over_memory = True
+                    _kill_group(proc)
+                    break
+        try:
+            report = json.loads(report_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            report = {"stage": "load", "metrics": {}, "error": None, "done": False}
+        log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
+    return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail)
+
+
+def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
+    report = outcome.report
+    stage = report.get("stage") or "load"
+    if outcome.timed_out:
+        c = classify(timed_out=True, stage_hint=stage)
+        message = f"no result after {timeout_s:g} s (was at stage {stage})"
+        return c.status, {"stage": c.stage, "code": c.code, "message": message}
+    if outcome.over_memory:
+        c = classify(signal=signal.SIGKILL, message="host memory limit exceeded; killed", stage_hint=stage)
+        return c.status, {"stage": c.stage, "code": c.code, "message": "host memory limit exceeded; killed"}
+    error = report.get("error")
+    if error:
+        c = classify(exc_type=error.get("type"), message=error.get("message", ""), stage_hint=stage)
+        return c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(error.get("message", ""))}
+    if outcome.returncode != 0 or not report.get("done"):
+        code = outcome.returncode
+        sig = -code if code is not None and code < 0 else None
+        c = classify(signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage)
+        what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+        tail = summarize_message(outcome.log_tail, limit=1500)
+        return c.status, {"stage": c.stage, "code": c.code, "message": f"child {what} at stage {stage}. {tail}".strip()}
+    return None
+
+
+def run(
+    spec: BenchSpec,
+    model: ResolvedModel,
+    *,
+    timeout_s: float = 1800.0,
+    memory_limit_bytes: int | None = None,
+    source: str = "local",
+    plan: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
+
+    Raises:
+        BenchError: the record that came out is not valid (a harness bug: nothing is written).
+    """
+    backend = get_backend(spec.device)
+    backend.check_available()
+    started = _now()
+    metrics: dict[str, Any] = dict.fromkeys(METRIC_FIELDS)
+    failure: dict[str, str] | None = None
+    status = "pass"
+    try:
+        check_remote_code(model.path)
+    except RemoteCodeRefused as exc:
+        c = classify(exc_type="RemoteCodeRefused", message=str(exc), stage_hint="load")
+        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(exc)}
+    else:
+        outcome = run_child(
+            spec, env=backend.environment(cores=spec.cores), launcher=backend.launcher(cores=spec.cores),
+            timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
+        )
+        reported = outcome.report.get("metrics", {})
+        metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
+        found = _failure_from(outcome, timeout_s=timeout_s)
+        if found is not None:
+            status, failure = found
+            # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
+            for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):
+                metrics[name] = None
+    finished = _now()
+    record = {
+        "schema_version": SCHEMA_VERSION,
+        "model_id": model.model_id,
+        "revision": model.revision,
+        "task": spec.task,
+        "status": status,
+        "failure": failure,
+        "device": spec.device,
+        "hardware": backend.hardware(cores=spec.cores),
+        "cores": spec.cores,
+        "dtype": spec.dtype,
+        "workload": spec.workload.to_dict(),
+        "metrics": metrics,
+        "versions": backend.versions(),
+        "run": {
+            "started_at": started,
+            "finished_at": finished,
+            "runner": constants.RUNNER_NAME,
+            "github_run_id": constants.GITHUB_RUN_ID,
+            "github_sha": constants.GITHUB_SHA,
+            "source": source,
+        },
+        "attempts": [],
+        "plan": plan,
+    }
+    if metrics["wall_s"] is None and status != "pass":
+        metrics["wall_s"] = None
+    problems = validate_record(record)
+    if problems:
+        details = "; ".join(f"{field}: {message}" for field, message in problems)
+        raise BenchError(f"the harness built an invalid record for {model.model_id}: {details}")
+    return record

@@ -1,0 +1,67 @@
+"""What one benchmark run is asked to do, passed from the parent to the benchmark child as JSON."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import ConfigError
+from pipeline.types import DEVICES, DTYPES, TASKS
+from pipeline.workload import Workload
+
+#: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound.
+FAULTS = ("segfault", "sigkill", "hang", "allocate", "raise")
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    """One benchmark run.
+
+    Args:
+        path: local folder holding the model (already downloaded when it came from the Hub).
+        task: a registered task.
+        device: a registered backend.
+        dtype: weights dtype.
+        cores: cores the model is sharded over.
+        workload: the fixed workload.
+        warmup: untimed calls after the first (compiling) call.
+        iterations: timed calls for the latency percentiles.
+        fault: test-only fault injected into the child.
+    """
+
+    path: str
+    task: str
+    device: str
+    dtype: str
+    cores: int = 1
+    workload: Workload = field(default_factory=Workload)
+    warmup: int = 1
+    iterations: int = 5
+    fault: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.task not in TASKS:
+            raise ConfigError(f"unknown task {self.task!r}; choose from {', '.join(TASKS)}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
+        if self.cores < 1 or self.warmup < 0 or self.iterations < 1:
+            raise ConfigError("cores and iterations must be >= 1 and warmup >= 0")
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ConfigError(f"unknown fault {self.fault!r}")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> BenchSpec:
+        data: dict[str, Any] = json.loads(text)
+        data["workload"] = Workload(**data["workload"])
+        return cls(**data)
+
+    @classmethod
+    def read(cls, path: Path) -> BenchSpec:
+        return cls.from_json(path.read_text(encoding="utf-8"))

@@ -1,0 +1,34 @@
+"""The task registry: one module per task, one line here.
+
+A task knows how to load the model and its processor, build the fixed workload's inputs and count tokens.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from pipeline.bench.tasks.base import Task
+from pipeline.errors import ConfigError
+
+#: name -> "module:Class". Adding a task = one module + one line here + tests.
+REGISTRY: dict[str, str] = {
+    "text-generation": "pipeline.bench.tasks.text_generation:TextGeneration",
+    "image-text-to-text": "pipeline.bench.tasks.image_text_to_text:ImageTextToText",
+}
+
+
+def get_task(name: str) -> Task:
+    """Instantiate the task called ``name``.
+
+    Raises:
+        ConfigError: no such task.
+    """
+    try:
+        target = REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown task {name!r}; choose from {', '.join(REGISTRY)}") from None
+    module_name, _, class_name = target.partition(":")
+    return getattr(importlib.import_module(module_name), class_name)()
+
+
+__all__ = ["REGISTRY", "Task", "get_task"]

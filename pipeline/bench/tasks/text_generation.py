@@ -1,0 +1,26 @@
+"""text-generation: a causal LM continues a prompt of exactly ``input_tokens`` tokens."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pipeline.bench.tasks.base import Task
+from pipeline.workload import Workload
+
+
+class TextGeneration(Task):
+    name: ClassVar[str] = "text-generation"
+    auto_model: ClassVar[str] = "AutoModelForCausalLM"
+
+    def load_processor(self, path: Path) -> Any:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
+
+    def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
+        import torch
+
+        ids = self.prompt_ids(processor, workload.input_tokens)
+        input_ids = torch.tensor([ids] * workload.batch_size, dtype=torch.long)
+        return {"input_ids": input_ids, "attention_mask": torch.ones_like(input_ids)}

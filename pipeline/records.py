@@ -1,0 +1,302 @@
+"""The result record: schema loading, JSON-Schema + semantic validation, and its flat Arrow form.
+
+One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.0"). Validation is
+the JSON Schema (compiled once with jsonschema-rs, which names the field) plus the semantic checks that a
+schema cannot express. A bad record is reported with its file and field and set aside; it never stops the
+good ones.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema_rs
+
+from pipeline.constants import REPO_ROOT
+from pipeline.errors import RecordError
+from pipeline.ids import model_id_problem
+
+SCHEMA_VERSION = "1.0"
+MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
+
+
+def _schema_dir() -> Path:
+    for candidate in (REPO_ROOT / "schemas", Path(__file__).resolve().parent / "_schemas"):
+        if (candidate / "result.schema.json").is_file():
+            return candidate
+    raise RecordError("schemas/result.schema.json not found next to the package")
+
+
+@functools.cache
+def load_schema(name: str = "result") -> dict[str, Any]:
+    """The parsed JSON Schema ``schemas/<name>.schema.json``."""
+    return json.loads((_schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _validator() -> Any:
+    return jsonschema_rs.Draft202012Validator(load_schema("result"))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One reason a record is invalid: the file, the dotted field path and what is wrong."""
+
+    file: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.field}: {self.message}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"file": self.file, "field": self.field, "message": self.message}
+
+
+def _path(parts: Iterable[Any]) -> str:
+    text = ".".join(str(p) for p in parts)
+    return text or "(record)"
+
+
+def _non_finite(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[str, str]]:
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield _path(path), f"{value!r} is not a finite number"
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, (*path, index))
+
+
+def _parse_time(text: str) -> dt.datetime | None:
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else None
+
+
+_PASS_REQUIRED = ("params", "load_s", "ttft_s", "latency_s", "decode_tokens_per_s", "wall_s")
+
+
+def _semantic(record: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Checks beyond the schema; ``record`` already satisfies the schema (so the lookups cannot fail)."""
+    model_id = record["model_id"]
+    if "--" in model_id or ".." in model_id or model_id.endswith(".git"):
+        yield "model_id", model_id_problem(model_id) or "not a Hub model id"
+    status, failure, metrics = record["status"], record["failure"], record["metrics"]
+    if status == "pass":
+        if failure is not None:
+            yield "failure", "a pass has no failure"
+        if None in (metrics["params"], metrics["load_s"], metrics["ttft_s"], metrics["latency_s"],
+                    metrics["decode_tokens_per_s"], metrics["wall_s"]):
+            for name in _PASS_REQUIRED:
+                if metrics[name] is None:
+                    yield f"metrics.{name}", "a pass must report it"
+    elif failure is None:
+        yield "failure", f"status {status!r} needs a failure {{stage, code, message}}"
+    wall = metrics["wall_s"]
+    if wall is not None:
+        limit = wall * 1.000001 + 1e-9
+        for name in ("compile_s", "load_s", "ttft_s"):
+            value = metrics[name]
+            if value is not None and value > limit:
+                yield f"metrics.{name}", f"{value} s exceeds wall_s {wall} s"
+    latency = metrics["latency_s"]
+    if latency is not None and latency["p50"] > latency["p90"]:
+        yield "metrics.latency_s.p50", "p50 exceeds p90"
+    run = record["run"]
+    started, finished = _parse_time(run["started_at"]), _parse_time(run["finished_at"])
+    if started is None:
+        yield "run.started_at", "not a real ISO 8601 time with a timezone"
+    if finished is None:
+        yield "run.finished_at", "not a real ISO 8601 time with a timezone"
+    if started is not None and finished is not None and finished < started:
+        yield "run.finished_at", "earlier than run.started_at"
+    hardware, cores = record["hardware"], record["cores"]
+    per_core, peak = hardware["memory_per_core_bytes"], metrics["peak_device_memory_bytes"]
+    if per_core is not None and peak is not None and peak > per_core * cores:
+        yield "metrics.peak_device_memory_bytes", f"{peak} B does not fit {cores} core(s) of {per_core} B"
+    available = hardware["cores_available"]
+    if available is not None and cores > available:
+        yield "cores", f"{cores} cores used but the hardware has {available}"
+    if record["device"] == "neuron":
+        versions = record["versions"]
+        if not versions.get("neuronx_cc"):
+            yield "versions.neuronx_cc", "a neuron result must carry it"
+        if not versions.get("torch_neuronx"):
+            yield "versions.torch_neuronx", "a neuron result must carry it"
+        if status == "pass" and not peak:
+            yield "metrics.peak_device_memory_bytes", "a neuron pass must report device memory"
+
+
+def validate_record(record: Any, *, from_strict_json: bool = False) -> list[tuple[str, str]]:
+    """All problems of one record as ``(field, message)`` pairs; empty when valid. Never raises.
+
+    Args:
+        record: the parsed record.
+        from_strict_json: the record came from :func:`parse_record`, which already refuses NaN, Infinity and
+            overflowing numbers, so the walk that looks for them is skipped.
+    """
+    validator = _validator()
+    try:
+        if validator.is_valid(record):
+            if from_strict_json or _all_finite(record):
+                return list(_semantic(record))
+            return list(_non_finite(record))
+        non_finite = list(_non_finite(record))
+        # jsonschema-rs reads NaN/Infinity as null: its message about them would only confuse.
+        hidden = {path for path, _ in non_finite}
+        problems = [
+            (path, error.message)
+            for error in validator.iter_errors(record)
+            if (path := _path(error.instance_path)) not in hidden
+        ]
+    except (ValueError, TypeError, OverflowError) as exc:  # objects JSON cannot hold, e.g. from Python callers
+        return [("(record)", f"not a JSON value: {exc}")]
+    problems.extend(non_finite)
+    return problems or [("(record)", "does not match the schema")]
+
+
+def _all_finite(value: Any) -> bool:
+    # jsonschema-rs reads NaN and +-Infinity as null, which nullable fields accept: look for them ourselves.
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        cls = item.__class__
+        if cls is dict:
+            stack.extend(item.values())
+        elif cls is float:
+            if item != item or item in (math.inf, -math.inf):
+                return False
+        elif cls is list:
+            stack.extend(item)
+    return True
+
+
+def is_valid(record: Any) -> bool:
+    """True when ``record`` satisfies the schema and every semantic check."""
+    return not validate_record(record)
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid JSON (NaN and Infinity are not numbers here)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} overflows a 64-bit float")
+    return value
+
+
+def parse_record(text: str | bytes) -> Any:
+    """Parse JSON strictly: NaN, Infinity, numbers that overflow and duplicate keys are errors.
+
+    Raises:
+        ValueError: not strict JSON.
+    """
+
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ValueError(f"duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    return json.loads(
+        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=no_duplicates
+    )
+
+
+def dump_record(record: dict[str, Any]) -> str:
+    """Canonical JSON text of a record (sorted keys, no NaN), ending in a newline."""
+    return json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def record_id(record: dict[str, Any]) -> str:
+    """A stable id of a record's content (sha256 of its canonical JSON), used to deduplicate."""
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+@dataclass
+class Report:
+    """What validating a set of files found: the good records (with their file) and every problem."""
+
+    records: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.files > 0
+
+    @property
+    def bad_files(self) -> list[str]:
+        return sorted({p.file for p in self.problems})
+
+
+def iter_record_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """Every ``*.json`` file named or under a folder named, sorted, each once.
+
+    Raises:
+        RecordError: a path does not exist.
+    """
+    seen: set[Path] = set()
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            candidates = sorted(p for p in path.rglob("*.json") if p.is_file())
+        elif path.is_file():
+            candidates = [path]
+        else:
+            raise RecordError(f"{path}: no such file or folder")
+        for candidate in candidates:
+            if candidate not in seen:
+                seen.add(candidate)
+                yield candidate
+
+
+def check_file(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """Read and validate one record file; returns the record (None when invalid) and its problems."""
+    name = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, [Problem(name, "(file)", f"unreadable: {exc.strerror or exc}")]
+    if len(data) > MAX_RECORD_BYTES:
+        return None, [Problem(name, "(file)", f"larger than {MAX_RECORD_BYTES} bytes")]
+    try:
+        record = parse_record(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return None, [Problem(name, "(json)", f"not valid JSON: {exc}")]
+    problems = [Problem(name, f, m) for f, m in validate_record(record, from_strict_json=True)]
+    return (None, problems) if problems else (record, [])
+
+
+def validate_paths(paths: Iterable[str | Path]) -> Report:
+    """Validate every record file under ``paths``; every file is checked even when some are bad.
+
+    Raises:
+        RecordError: a path does not exist.
+    """
+    report = Report()
+    for path in iter_record_files(paths):
+        report.files += 1
+        record, problems = check_file(path)
+        if record is not None:
+            report.records.append((str(path), record))
+        report.problems.extend(problems)
+    return report

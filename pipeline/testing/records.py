@@ -1,0 +1,92 @@
+"""Sample result records that satisfy the contract, to build fixtures and benchmarks from."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from typing import Any
+
+_BASE: dict[str, Any] = {
+    "schema_version": "1.0",
+    "model_id": "trncat-demo/tiny-llama",
+    "revision": "0123456789abcdef0123456789abcdef01234567",
+    "task": "text-generation",
+    "status": "pass",
+    "failure": None,
+    "device": "neuron",
+    "hardware": {
+        "name": "trn2.48xlarge",
+        "instance_type": "trn2.48xlarge",
+        "accelerator": "Trainium2",
+        "core_config": "lnc=2",
+        "memory_per_core_bytes": 24 * 1024**3,
+        "cores_available": 64,
+    },
+    "cores": 1,
+    "dtype": "bfloat16",
+    "workload": {"batch_size": 1, "input_tokens": 128, "output_tokens": 64, "image_size": None},
+    "metrics": {
+        "params": 1_235_814_400,
+        "weights_bytes": 2_471_628_800,
+        "load_s": 4.2,
+        "compile_s": 61.5,
+        "ttft_s": 0.031,
+        "latency_s": {"p50": 0.83, "p90": 0.86},
+        "decode_tokens_per_s": 77.1,
+        "wall_s": 72.9,
+        "peak_device_memory_bytes": 3_100_000_000,
+        "peak_host_memory_bytes": 5_900_000_000,
+        "roofline_fraction": 0.26,
+        "iterations": 5,
+        "compile_cache_hit": False,
+    },
+    "versions": {
+        "pipeline": "0.1.0",
+        "python": "3.11.7",
+        "torch": "2.9.0",
+        "transformers": "5.0.0",
+        "torch_neuronx": "2.14.0",
+        "neuronx_cc": "2.21.0",
+        "runtime": "2.28.0",
+        "driver": "2.24.0",
+        "sdk": "2.27.0",
+        "container_image": None,
+        "cuda": None,
+    },
+    "run": {
+        "started_at": "2026-11-28T10:00:00+00:00",
+        "finished_at": "2026-11-28T10:01:13+00:00",
+        "runner": "trn2-runner-1",
+        "github_run_id": "1234567890",
+        "github_sha": "89abcdef0123456789abcdef0123456789abcdef",
+        "source": "ci",
+    },
+    "attempts": [],
+    "plan": {"cores": 1, "fits": True, "advice": "fits on one NeuronCore", "instance": "trn2.48xlarge",
+             "tp_degree": 1, "total_bytes": 3_000_000_000},
+}
+
+
+def sample_record(**overrides: Any) -> dict[str, Any]:
+    """A valid neuron pass record; ``overrides`` replace top-level keys (dicts are merged one level deep)."""
+    record = copy.deepcopy(_BASE)
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(record.get(key), dict):
+            record[key].update(value)
+        else:
+            record[key] = value
+    return record
+
+
+def sample_failure(*, stage: str = "compile", code: str = "ncc_evrf001", message: str = "compile failed",
+                   status: str = "fail", **overrides: Any) -> dict[str, Any]:
+    """A valid fail (or error) record."""
+    record = sample_record(status=status, failure={"stage": stage, "code": code, "message": message}, **overrides)
+    record["metrics"].update(ttft_s=None, latency_s=None, decode_tokens_per_s=None, roofline_fraction=None,
+                             peak_device_memory_bytes=None, compile_s=None, iterations=None)
+    return record
+
+
+def fake_revision(text: str) -> str:
+    """A deterministic 40-hex revision derived from ``text``."""
+    return hashlib.sha1(text.encode()).hexdigest()

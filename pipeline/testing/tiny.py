@@ -1,0 +1,211 @@
+"""Tiny models built offline, saved as ordinary model folders: what the tests and the demo benchmark.
+
+Everything is deterministic (fixed corpus, fixed seeds), so a folder's content hash, and therefore the
+revision a local folder gets, is stable across runs and machines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+IMAGE_TOKEN = "<image>"
+_SPECIAL = ["<unk>", "<s>", "</s>", "<pad>", IMAGE_TOKEN]
+_CORPUS = [
+    "Trainium2 runs transformers models on NeuronCores.",
+    "The quick brown fox jumps over the lazy dog.",
+    "A catalog tells engineers which models run unmodified, on how many cores, and how fast.",
+    "Describe the image in one sentence.",
+    "Large language models generate text one token at a time.",
+    "Compile once, run many times: the compiler caches its graphs.",
+    "Memory bandwidth bounds the speed of decoding.",
+    "What is in this picture? A red square on a blue background.",
+] * 4
+
+_CHAT_TEMPLATE = (
+    "{% for message in messages %}{{ message['role'] }}: "
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}<image>{% else %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+)
+
+
+def build_tokenizer(*, vocab_size: int = 384):
+    """A byte-level BPE tokenizer trained on a built-in corpus, wrapped as a transformers fast tokenizer."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=_SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        extra_special_tokens={"image_token": IMAGE_TOKEN},
+    )
+    fast.chat_template = _CHAT_TEMPLATE
+    return fast
+
+
+def _text_config(vocab_size: int, *, pad_token_id: int, bos_token_id: int, eos_token_id: int):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+        tie_word_embeddings=False,
+    )
+
+
+def build_tiny_llama(folder: Path | str) -> Path:
+    """Save a 2-layer Llama causal LM (about 100k parameters) with its tokenizer into ``folder``.
+
+    Returns:
+        The folder, ready for ``AutoModelForCausalLM.from_pretrained``.
+    """
+    import torch
+    from transformers import GenerationConfig, LlamaForCausalLM
+
+    folder = Path(folder)
+    tokenizer = build_tokenizer()
+    config = _text_config(
+        len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    config.architectures = ["LlamaForCausalLM"]
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config).eval()
+    model.generation_config = GenerationConfig(
+        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
+    )
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    logger.debug("built tiny llama in %s", folder)
+    return folder
+
+
+def build_tiny_llava(folder: Path | str) -> Path:
+    """Save a tiny LLaVA (CLIP vision tower + Llama text model) with a PIL image processor into ``folder``."""
+    import torch
+    from transformers import CLIPVisionConfig, GenerationConfig, LlavaConfig, LlavaForConditionalGeneration
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+    from transformers.models.llava.processing_llava import LlavaProcessor
+
+    folder = Path(folder)
+    tokenizer = build_tokenizer()
+    image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
+    text_config = _text_config(
+        len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    vision_config = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+        projection_dim=32,
+    )
+    config = LlavaConfig(
+        vision_config=vision_config,
+        text_config=text_config,
+        image_token_index=image_token_id,
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config.architectures = ["LlavaForConditionalGeneration"]
+    torch.manual_seed(0)
+    model = LlavaForConditionalGeneration(config).eval()
+    model.generation_config = GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
+    )
+    model.save_pretrained(folder)
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}, do_convert_rgb=True
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        chat_template=_CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(folder)
+    logger.debug("built tiny llava in %s", folder)
+    return folder
+
+
+def build_unknown_architecture(folder: Path | str) -> Path:
+    """A folder whose config names a model type no transformers release knows."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {"model_type": "trncat-nonexistent", "architectures": ["NonexistentForCausalLM"], "hidden_size": 8}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def build_remote_code_model(folder: Path | str, *, sentinel: Path | str) -> Path:
+    """A folder that only loads with remote code; importing its code would create ``sentinel``.
+
+    The test asserts the sentinel never appears: the harness must refuse before importing anything.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    config = {
+        "model_type": "trncat-remote",
+        "architectures": ["RemoteForCausalLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_remote.RemoteConfig",
+            "AutoModelForCausalLM": "modeling_remote.RemoteForCausalLM",
+        },
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    payload = f"import pathlib\npathlib.Path({str(sentinel)!r}).write_text('imported')\n"
+    (folder / "configuration_remote.py").write_text(payload, encoding="utf-8")
+    (folder / "modeling_remote.py").write_text(payload, encoding="utf-8")
+    return folder
+
+
+def corrupt_weights(folder: Path | str) -> Path:
+    """Overwrite the safetensors file of a built model with garbage of the same name."""
+    folder = Path(folder)
+    for weights in folder.glob("*.safetensors"):
+        weights.write_bytes(b"\xff" * 64 + b"not a safetensors file")
+    return folder
+
+
+def remove_tokenizer(folder: Path | str) -> Path:
+    """Delete the tokenizer files of a built model."""
+    folder = Path(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+        (folder / name).unlink(missing_ok=True)
+    return folder

@@ -102,6 +102,7 @@ def _first_token_streamer(backend: Any) -> Any:
 
 
 def run(spec: BenchSpec, progress: Progress) -> None:
+    _inject(spec.fault)
     import torch
 
     wall_start = time.perf_counter()
@@ -110,11 +111,11 @@ def run(spec: BenchSpec, progress: Progress) -> None:
     torch.set_grad_enabled(False)
     dtype = getattr(torch, spec.dtype)
     path = Path(spec.path)
-    _inject(spec.fault)
 
     start = time.perf_counter()
-    processor = task.load_processor(path)
+    # The model first: an unknown architecture should fail as such, not as the tokenizer it brings.
     model = task.load_model(path, dtype=dtype)
+    processor = task.load_processor(path)
     seen: set[int] = set()
     params = weights_bytes = 0
     for tensor in list(model.parameters()) + list(model.buffers()):

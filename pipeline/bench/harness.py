@@ -23,7 +23,7 @@ import psutil
 
 from pipeline import constants
 from pipeline.bench.backends import get_backend
-from pipeline.bench.failures import classify, summarize_message
+from pipeline.bench.failures import HOST_OOM_HINT, classify, summarize_message
 from pipeline.bench.models import RemoteCodeRefused, ResolvedModel, check_remote_code
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
@@ -47,6 +47,10 @@ METRIC_FIELDS = (
     "compile_cache_hit",
 )
 _POLL_S = 0.2
+
+
+class _Unfetched(Exception):
+    """The model's files could not be fetched (the revision is known)."""
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def run_child(
-    spec: BenchSpec, *, env: dict[str, str], launcher: list[str] | None, timeout_s: float,
+    spec: BenchSpec,
+    *,
+    env: dict[str, str],
+    launcher: list[str] | None,
+    timeout_s: float,
     memory_limit_bytes: int | None,
 ) -> ChildOutcome:
     """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit."""
@@ -97,7 +105,11 @@ def run_child(
         with log_file.open("wb") as log:
             # A new session makes the child a process group leader, so a kill reaches its helpers too.
             proc = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=child_env,
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
                 start_new_session=True,
             )
             watched = psutil.Process(proc.pid)
@@ -132,8 +144,9 @@ def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict
         message = f"no result after {timeout_s:g} s (was at stage {stage})"
         return c.status, {"stage": c.stage, "code": c.code, "message": message}
     if outcome.over_memory:
-        c = classify(signal=signal.SIGKILL, message="host memory limit exceeded; killed", stage_hint=stage)
-        return c.status, {"stage": c.stage, "code": c.code, "message": "host memory limit exceeded; killed"}
+        message = f"{HOST_OOM_HINT}: killed at stage {stage}"
+        c = classify(signal=signal.SIGKILL, message=message, stage_hint=stage)
+        return c.status, {"stage": c.stage, "code": c.code, "message": message}
     error = report.get("error")
     if error:
         c = classify(exc_type=error.get("type"), message=error.get("message", ""), stage_hint=stage)
@@ -169,14 +182,22 @@ def run(
     failure: dict[str, str] | None = None
     status = "pass"
     try:
+        if model.error is not None:
+            raise _Unfetched(model.error)
         check_remote_code(model.path)
+    except _Unfetched as exc:
+        c = classify(exc_type="HubError", message=str(exc), stage_hint="load")
+        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(str(exc))}
     except RemoteCodeRefused as exc:
         c = classify(exc_type="RemoteCodeRefused", message=str(exc), stage_hint="load")
         status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(exc)}
     else:
         outcome = run_child(
-            spec, env=backend.environment(cores=spec.cores), launcher=backend.launcher(cores=spec.cores),
-            timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes,
+            spec,
+            env=backend.environment(cores=spec.cores),
+            launcher=backend.launcher(cores=spec.cores),
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
         )
         reported = outcome.report.get("metrics", {})
         metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})

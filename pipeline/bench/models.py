@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.errors import PipelineError
 from pipeline.ids import is_revision, validate_model_id
@@ -33,9 +34,16 @@ class RemoteCodeRefused(PipelineError):
 
 @dataclass(frozen=True)
 class ResolvedModel:
+    """A model ready to benchmark: its folder, and the id and revision its record carries.
+
+    ``error`` is set when the revision is known but the files could not be fetched (an infrastructure error
+    that still deserves a record).
+    """
+
     path: Path
     model_id: str
     revision: str
+    error: str | None = None
 
 
 def content_revision(folder: Path) -> str:
@@ -103,3 +111,29 @@ def check_remote_code(folder: Path) -> None:
         f"model type {model_type!r} is not in transformers and the model asks for its own code (auto_map); "
         "trncat never runs remote code"
     )
+
+
+def resolve_hub(model_id: str, *, revision: str | None = None, hub: Any = None) -> ResolvedModel:
+    """Download a Hub model at a revision (default: the main branch's head), without any code file.
+
+    Raises:
+        ModelIdError: not a valid model id.
+        RepoNotFoundError / GatedRepoError: the model or revision is missing, private or gated (no revision to
+            record, so no record can be made).
+    """
+    from pipeline.errors import HubError
+    from pipeline.hub import Hub
+
+    validate_model_id(model_id)
+    if revision is not None and not is_revision(revision):
+        raise PipelineError(f"--revision must be a 40-hex commit sha, got {revision!r}")
+    hub = hub or Hub()
+    info = hub.model_info(model_id, revision=revision)
+    sha = info.sha if info.sha and is_revision(info.sha) else revision
+    if sha is None:
+        raise PipelineError(f"the Hub gave no commit sha for {model_id}")
+    try:
+        path = hub.snapshot(model_id, revision=sha, allow_patterns=ALLOW_PATTERNS)
+    except HubError as exc:
+        return ResolvedModel(path=Path("."), model_id=model_id, revision=sha, error=f"download failed: {exc}")
+    return ResolvedModel(path=Path(path), model_id=model_id, revision=sha)

@@ -62,8 +62,14 @@ _BASE: dict[str, Any] = {
         "source": "ci",
     },
     "attempts": [],
-    "plan": {"cores": 1, "fits": True, "advice": "fits on one NeuronCore", "instance": "trn2.48xlarge",
-             "tp_degree": 1, "total_bytes": 3_000_000_000},
+    "plan": {
+        "cores": 1,
+        "fits": True,
+        "advice": "fits on one NeuronCore",
+        "instance": "trn2.48xlarge",
+        "tp_degree": 1,
+        "total_bytes": 3_000_000_000,
+    },
 }
 
 
@@ -78,12 +84,25 @@ def sample_record(**overrides: Any) -> dict[str, Any]:
     return record
 
 
-def sample_failure(*, stage: str = "compile", code: str = "ncc_evrf001", message: str = "compile failed",
-                   status: str = "fail", **overrides: Any) -> dict[str, Any]:
+def sample_failure(
+    *,
+    stage: str = "compile",
+    code: str = "ncc_evrf001",
+    message: str = "compile failed",
+    status: str = "fail",
+    **overrides: Any,
+) -> dict[str, Any]:
     """A valid fail (or error) record."""
     record = sample_record(status=status, failure={"stage": stage, "code": code, "message": message}, **overrides)
-    record["metrics"].update(ttft_s=None, latency_s=None, decode_tokens_per_s=None, roofline_fraction=None,
-                             peak_device_memory_bytes=None, compile_s=None, iterations=None)
+    record["metrics"].update(
+        ttft_s=None,
+        latency_s=None,
+        decode_tokens_per_s=None,
+        roofline_fraction=None,
+        peak_device_memory_bytes=None,
+        compile_s=None,
+        iterations=None,
+    )
     return record
 
 

@@ -34,6 +34,12 @@ _CHAT_TEMPLATE = (
 )
 
 
+def _quiet_transformers() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def build_tokenizer(*, vocab_size: int = 384):
     """A byte-level BPE tokenizer trained on a built-in corpus, wrapped as a transformers fast tokenizer."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -89,6 +95,7 @@ def build_tiny_llama(folder: Path | str) -> Path:
     from transformers import GenerationConfig, LlamaForCausalLM
 
     folder = Path(folder)
+    _quiet_transformers()
     tokenizer = build_tokenizer()
     config = _text_config(
         len(tokenizer),
@@ -116,6 +123,7 @@ def build_tiny_llava(folder: Path | str) -> Path:
     from transformers.models.llava.processing_llava import LlavaProcessor
 
     folder = Path(folder)
+    _quiet_transformers()
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     text_config = _text_config(

@@ -1,0 +1,435 @@
+"""Pure parsers for what the Neuron tools and driver report: ``neuron-ls``, ``neuron-monitor``, sysfs, cache.
+
+Nothing here imports torch or torch_neuronx, runs a tool or needs a device: the neuron backend runs the
+tools and hands their output to these functions, and the tests feed them recorded outputs
+(``tests/fixtures/neuron/``). Launch helpers (environment, torchrun, core escalation) are in
+:mod:`pipeline.bench.neuron_launch`.
+
+Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and seen in recorded output:
+
+- ``neuron-ls --json-output``: a JSON array, one object per Neuron device, with ``nc_count`` (cores the
+  runtime addresses, i.e. *logical* cores on trn2), ``logical_neuroncore_config``, ``memory_size`` (bytes
+  per device), ``neuroncore_ids``, ``neuron_processes`` and, in recent tools, ``instance_type``.
+- ``neuron-monitor``: one JSON report per line; per-core device memory in
+  ``neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage``.
+- sysfs: ``/sys/devices/virtual/neuron_device/neuron{N}/neuron_core{M}/stats/memory_usage/device_mem/``
+  holds ``total`` (current usage), ``present`` (size of the last allocation or free), ``peak`` (maximum
+  since the driver loaded or the counter was cleared), and one directory per category with the same
+  three files. Counters are cleared by writing to them (root only).
+
+The compile-cache helpers (:func:`snapshot_cache`, :func:`compile_cache_hit`) live beside the cache
+setting in :mod:`pipeline.bench.neuron_launch` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.bench.neuron_launch import compile_cache_hit, snapshot_cache
+from pipeline.errors import BenchError
+
+__all__ = [
+    "CoreMemory",
+    "MonitorSample",
+    "NeuronDevice",
+    "NeuronInventory",
+    "compile_cache_hit",
+    "driver_version",
+    "parse_neuron_ls",
+    "parse_neuron_monitor",
+    "peak_delta",
+    "read_device_memory",
+    "reset_peaks",
+    "snapshot_cache",
+]
+
+logger = logging.getLogger(__name__)
+
+NEURON_SYSFS = Path("devices/virtual/neuron_device")
+
+
+# --- neuron-ls ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NeuronDevice:
+    """One Neuron device (chip) as ``neuron-ls`` reports it."""
+
+    index: int
+    core_ids: tuple[int, ...]
+    memory_bytes: int
+    logical_nc_config: int | None
+    pids: tuple[int, ...] = ()
+    runtime_versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NeuronInventory:
+    """The instance's Neuron hardware, from ``neuron-ls --json-output``.
+
+    Attributes:
+        instance_type: EC2 instance type when the tool reports it (recent aws-neuronx-tools), else None.
+        device_count: Number of Neuron devices visible.
+        cores_per_device: NeuronCores the runtime addresses per device (logical cores at LNC=2).
+        logical_nc_config: LNC setting (1 or 2) when reported; None on trn1/inf2, which have no LNC.
+        memory_per_device_bytes: Device memory (HBM) of one device.
+        devices: Every device, in index order.
+    """
+
+    instance_type: str | None
+    device_count: int
+    cores_per_device: int
+    logical_nc_config: int | None
+    memory_per_device_bytes: int
+    devices: tuple[NeuronDevice, ...] = field(default=(), compare=False)
+
+    @property
+    def total_cores(self) -> int:
+        """All NeuronCores the runtime can address on this instance."""
+        return sum(len(d.core_ids) for d in self.devices) or self.device_count * self.cores_per_device
+
+    @property
+    def memory_per_core_bytes(self) -> int:
+        """Device memory per addressable core (24 GiB on trn2 at LNC=2)."""
+        return self.memory_per_device_bytes // max(self.cores_per_device, 1)
+
+    @property
+    def busy_core_ids(self) -> tuple[int, ...]:
+        """Cores of devices that some process holds (``neuron-ls`` shows holders per device)."""
+        return tuple(c for d in self.devices if d.pids for c in d.core_ids)
+
+    @property
+    def runtime_version(self) -> str | None:
+        """Neuron runtime version of the processes on the devices, if any was running."""
+        versions = sorted({v for d in self.devices for v in d.runtime_versions if v and v != "NA"})
+        return versions[-1] if versions else None
+
+
+def _int(value: Any, what: str) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError) as exc:
+        raise BenchError(f"neuron-ls: {what} is not an integer: {value!r}") from exc
+
+
+def _device(entry: Mapping[str, Any]) -> NeuronDevice:
+    if not isinstance(entry, Mapping) or "neuron_device" not in entry:
+        raise BenchError(f"neuron-ls: device entry without 'neuron_device': {entry!r:.200}")
+    index = _int(entry["neuron_device"], "neuron_device")
+    count = _int(entry.get("nc_count", 0), "nc_count")
+    ids = entry.get("neuroncore_ids")
+    # Older tools omit neuroncore_ids; the runtime numbers cores device by device.
+    core_ids = (
+        tuple(_int(c, "neuroncore_ids") for c in ids) if ids else tuple(range(index * count, index * count + count))
+    )
+    lnc = entry.get("logical_neuroncore_config")
+    procs = [p for p in entry.get("neuron_processes") or [] if isinstance(p, Mapping)]
+    return NeuronDevice(
+        index=index,
+        core_ids=core_ids,
+        memory_bytes=_int(entry.get("memory_size", 0), "memory_size"),
+        logical_nc_config=_int(lnc, "logical_neuroncore_config") if lnc is not None else None,
+        pids=tuple(_int(p["pid"], "pid") for p in procs if "pid" in p),
+        runtime_versions=tuple(str(p["neuron_runtime_version"]) for p in procs if p.get("neuron_runtime_version")),
+    )
+
+
+def parse_neuron_ls(json_text: str) -> NeuronInventory:
+    """Parse ``neuron-ls --json-output``.
+
+    Accepts the array the tool prints and, defensively, an object with ``neuron_devices`` (and
+    ``instance_type``) around it.
+
+    Args:
+        json_text: The tool's stdout.
+
+    Returns:
+        The :class:`NeuronInventory`.
+
+    Raises:
+        BenchError: If the text is not JSON of that shape or lists no device.
+    """
+    try:
+        data = json.loads(json_text)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"neuron-ls output is not JSON: {exc}") from exc
+    instance_type = None
+    if isinstance(data, Mapping):
+        instance_type = data.get("instance_type")
+        data = data.get("neuron_devices")
+    if not isinstance(data, list) or not data:
+        raise BenchError("neuron-ls output lists no Neuron device")
+    devices = tuple(sorted((_device(e) for e in data), key=lambda d: d.index))
+    types = {str(e["instance_type"]) for e in data if isinstance(e, Mapping) and e.get("instance_type")}
+    instance_type = instance_type or (sorted(types)[0] if types else None)
+    first = devices[0]
+    return NeuronInventory(
+        instance_type=str(instance_type) if instance_type else None,
+        device_count=len(devices),
+        cores_per_device=len(first.core_ids),
+        logical_nc_config=first.logical_nc_config,
+        memory_per_device_bytes=first.memory_bytes,
+        devices=devices,
+    )
+
+
+# --- sysfs ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CoreMemory:
+    """Device memory of one NeuronCore from sysfs, in bytes.
+
+    Attributes:
+        device: Neuron device index (``neuron{N}``).
+        core: Core index within the device (``neuron_core{M}``).
+        current: ``device_mem/total`` -- memory in use now.
+        peak: ``device_mem/peak`` -- maximum since the driver loaded or the counter was cleared.
+        categories: Current use per category (``tensors``, ``model_code``, ...).
+    """
+
+    device: int
+    core: int
+    current: int
+    peak: int
+    categories: Mapping[str, int] = field(default_factory=dict, compare=False, hash=False)
+
+
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _numbered(parent: Path, prefix: str) -> list[tuple[int, Path]]:
+    found = []
+    for child in parent.glob(f"{prefix}*"):
+        suffix = child.name[len(prefix) :]
+        if suffix.isdigit() and child.is_dir():
+            found.append((int(suffix), child))
+    return sorted(found)
+
+
+def _core_dirs(sysfs_root: Path) -> Iterable[tuple[int, int, int, Path]]:
+    """(global index, device, core, path) of every NeuronCore directory, numbered device by device."""
+    offset = 0
+    for device, device_dir in _numbered(sysfs_root / NEURON_SYSFS, "neuron"):
+        cores = _numbered(device_dir, "neuron_core")
+        for core, core_dir in cores:
+            yield offset + core, device, core, core_dir
+        offset += len(cores)
+
+
+def read_device_memory(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> dict[int, CoreMemory]:
+    """Current and peak device memory per NeuronCore, from the Neuron driver's sysfs tree.
+
+    Cores are keyed by a global index, numbered device by device in sysfs order (device 0's cores first).
+    sysfs lists the cores the driver sees; with LNC=2 on trn2, logical core ``k`` spans two of them.
+
+    Args:
+        sysfs_root: Root of sysfs (``/sys`` on a real host; a directory tree in tests).
+        cores: Global indices to read; all cores when None.
+
+    Returns:
+        ``{global core index: CoreMemory}`` for the cores that have memory counters (empty without a
+        Neuron driver).
+    """
+    wanted = set(cores) if cores is not None else None
+    out: dict[int, CoreMemory] = {}
+    for index, device, core, core_dir in _core_dirs(sysfs_root):
+        if wanted is not None and index not in wanted:
+            continue
+        mem = core_dir / "stats" / "memory_usage" / "device_mem"
+        if not mem.is_dir():
+            continue
+        categories = {
+            child.name: value
+            for child in sorted(mem.iterdir())
+            if child.is_dir() and (value := _read_int(child / "total")) is not None
+        }
+        current = _read_int(mem / "total")
+        peak = _read_int(mem / "peak")
+        # Some driver versions expose only the categories; their sum is the core's use.
+        current = current if current is not None else sum(categories.values())
+        out[index] = CoreMemory(device, core, current, peak if peak is not None else current, categories)
+    return out
+
+
+def peak_delta(before: Mapping[int, CoreMemory], after: Mapping[int, CoreMemory]) -> int:
+    """Peak device memory the run added, summed over cores: ``after.peak - before.current`` per core.
+
+    Exact when the peak counters were cleared before the run (:func:`reset_peaks`) or the run exceeded
+    the old peak; otherwise an upper bound, because ``peak`` remembers earlier processes.
+
+    Args:
+        before: Reading taken before the model was loaded.
+        after: Reading taken after the run and a synchronize.
+
+    Returns:
+        Bytes, never negative.
+    """
+    total = 0
+    for index, end in after.items():
+        start = before.get(index)
+        baseline = start.current if start is not None else 0
+        total += max(end.peak - baseline, 0)
+    return total
+
+
+def reset_peaks(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> bool:
+    """Clear the ``device_mem`` peak counters (sysfs counters are write-to-clear; needs root).
+
+    Args:
+        sysfs_root: Root of sysfs.
+        cores: Global core indices (as in :func:`read_device_memory`); all when None.
+
+    Returns:
+        True when every counter was cleared, False when one could not be written.
+    """
+    wanted = set(cores) if cores is not None else None
+    ok = True
+    for index, _device_idx, _core, core_dir in _core_dirs(sysfs_root):
+        if wanted is not None and index not in wanted:
+            continue
+        mem = core_dir / "stats" / "memory_usage" / "device_mem"
+        for peak in [mem / "peak", *sorted(mem.glob("*/peak"))]:
+            try:
+                peak.write_text("0\n")
+            except OSError as exc:
+                logger.debug("cannot clear %s: %s", peak, exc)
+                ok = False
+    return ok
+
+
+def driver_version(sysfs_root: Path = Path("/sys")) -> str | None:
+    """Version of the loaded Neuron kernel driver (``/sys/module/neuron/version``).
+
+    Args:
+        sysfs_root: Root of sysfs.
+
+    Returns:
+        The version string, or None when the driver is not loaded.
+    """
+    try:
+        text = (sysfs_root / "module" / "neuron" / "version").read_text().strip()
+    except OSError:
+        return None
+    return text or None
+
+
+# --- neuron-monitor -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MonitorSample:
+    """Device memory seen across one or more ``neuron-monitor`` reports.
+
+    Attributes:
+        reports: Number of reports parsed.
+        peak_per_core: Highest device memory per core (sum of its categories) over all reports.
+        last_per_core: Device memory per core in the last report that had any.
+        peak_device_bytes: Highest ``neuron_runtime_used_bytes.neuron_device`` (all cores of a runtime).
+        peak_host_bytes: Highest ``neuron_runtime_used_bytes.host``.
+        runtime_version: Runtime version when a report carries one.
+        instance_type: From ``instance_info``.
+        errors: Non-empty ``error`` strings the tool reported.
+    """
+
+    reports: int
+    peak_per_core: Mapping[int, int]
+    last_per_core: Mapping[int, int]
+    peak_device_bytes: int
+    peak_host_bytes: int
+    runtime_version: str | None = None
+    instance_type: str | None = None
+    errors: tuple[str, ...] = ()
+
+    @property
+    def peak_bytes(self) -> int:
+        """Sum over cores of each core's peak (cores peak at different times: an upper bound)."""
+        return sum(self.peak_per_core.values())
+
+
+def _reports(json_text: str) -> list[dict[str, Any]]:
+    text = json_text.strip()
+    if not text:
+        return []
+    try:
+        whole = json.loads(text)
+        return [whole] if isinstance(whole, dict) else [r for r in whole if isinstance(r, dict)]
+    except json.JSONDecodeError:
+        pass
+    reports = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            # The last line of a stream cut by the harness may be partial; anything else is corrupt.
+            if number == len(text.splitlines()):
+                logger.debug("ignoring partial last neuron-monitor line")
+                continue
+            raise BenchError(f"neuron-monitor line {number} is not JSON: {exc}") from exc
+        if isinstance(item, dict):
+            reports.append(item)
+    return reports
+
+
+def parse_neuron_monitor(json_text: str, *, pid: int | None = None) -> MonitorSample:
+    """Parse ``neuron-monitor`` output: one report, a JSON array of reports, or one report per line.
+
+    Args:
+        json_text: The tool's stdout.
+        pid: Keep only the runtime of this process (all runtimes when None).
+
+    Returns:
+        The :class:`MonitorSample`.
+
+    Raises:
+        BenchError: If a line (other than a cut last line) is not JSON.
+    """
+    peak: dict[int, int] = {}
+    last: dict[int, int] = {}
+    peak_device = peak_host = 0
+    version = instance_type = None
+    errors: list[str] = []
+    reports = _reports(json_text)
+    for report in reports:
+        instance_type = (report.get("instance_info") or {}).get("instance_type") or instance_type
+        this: dict[int, int] = {}
+        for runtime in report.get("neuron_runtime_data") or []:
+            if pid is not None and runtime.get("pid") != pid:
+                continue
+            if runtime.get("error"):
+                errors.append(str(runtime["error"]))
+            version = runtime.get("neuron_runtime_version") or version
+            used = ((runtime.get("report") or {}).get("memory_used") or {}).get("neuron_runtime_used_bytes") or {}
+            peak_device = max(peak_device, int(used.get("neuron_device") or 0))
+            peak_host = max(peak_host, int(used.get("host") or 0))
+            per_core = (used.get("usage_breakdown") or {}).get("neuroncore_memory_usage") or {}
+            for key, kinds in per_core.items():
+                if not str(key).isdigit() or not isinstance(kinds, Mapping):
+                    continue
+                value = sum(int(v) for v in kinds.values() if isinstance(v, (int, float)))
+                this[int(key)] = this.get(int(key), 0) + value
+        for core, value in this.items():
+            peak[core] = max(peak.get(core, 0), value)
+        if this:
+            last = this
+    return MonitorSample(
+        reports=len(reports),
+        peak_per_core=peak,
+        last_per_core=last,
+        peak_device_bytes=peak_device,
+        peak_host_bytes=peak_host,
+        runtime_version=str(version) if version else None,
+        instance_type=str(instance_type) if instance_type else None,
+        errors=tuple(errors),
+    )

@@ -1,0 +1,92 @@
+"""``trncat bench``: resolve the model, size it, run the harness (escalating cores on OOM), write the record."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from pipeline import fsatomic
+from pipeline.bench import harness
+from pipeline.bench.models import ResolvedModel, resolve_local
+from pipeline.bench.spec import BenchSpec
+from pipeline.errors import BenchError, ConfigError
+from pipeline.records import dump_record
+from pipeline.workload import Workload, default_workload
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "neuron": "bfloat16"}
+
+
+def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Any = None) -> ResolvedModel:
+    """A local folder as it is, or a Hub id downloaded (weights, configs and tokenizer; never code files)."""
+    folder = Path(model)
+    if folder.is_dir():
+        return resolve_local(folder, model_id=model_id, revision=revision)
+    from pipeline.bench.models import resolve_hub
+
+    if model_id is not None and model_id != model:
+        raise ConfigError("--model-id is for local folders; a Hub model is recorded under its own id")
+    return resolve_hub(model, revision=revision, hub=hub)
+
+
+def bench_model(
+    model: str,
+    *,
+    task: str,
+    device: str,
+    out: Path,
+    cores: int | None = None,
+    dtype: str | None = None,
+    model_id: str | None = None,
+    revision: str | None = None,
+    workload: Workload | None = None,
+    timeout_s: float = 1800.0,
+    memory_limit_bytes: int | None = None,
+    iterations: int = 5,
+    warmup: int = 1,
+    source: str = "local",
+    escalate: bool = False,
+    plan: dict[str, Any] | None = None,
+    fault: str | None = None,
+    hub: Any = None,
+) -> dict[str, Any]:
+    """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
+
+    Raises:
+        ConfigError: bad arguments (unknown task, device or dtype, a bad id or revision).
+        BenchError: no record could be made (the model could not even be resolved).
+    """
+    if out.exists() and out.is_dir():
+        raise ConfigError(f"--out {out} is a folder; give a file name")
+    resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)
+    spec = BenchSpec(
+        path=str(resolved.path),
+        task=task,
+        device=device,
+        dtype=dtype or DEFAULT_DTYPE[device],
+        cores=cores or (plan or {}).get("cores") or 1,
+        workload=workload or default_workload(task),
+        warmup=warmup,
+        iterations=iterations,
+        fault=fault,
+    )
+    logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, device, spec.cores)
+    if escalate:
+        from pipeline.bench.escalation import run_with_escalation
+
+        record = run_with_escalation(
+            spec, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+        )
+    else:
+        record = harness.run(
+            spec, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+        )
+    try:
+        fsatomic.write_text(out, dump_record(record))
+    except OSError as exc:
+        raise BenchError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    logger.debug("record: %s", json.dumps(record["metrics"]))
+    return record

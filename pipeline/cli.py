@@ -1,0 +1,319 @@
+"""The ``trncat`` command: thin commands that parse, call one stage, print, and map errors to exit codes.
+
+Every command's help ends with an example; ``tests/test_cli.py`` checks each is documented in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline import __version__
+from pipeline.errors import PipelineError
+from pipeline.types import DEVICES, DTYPES, TASKS
+
+logger = logging.getLogger("pipeline")
+
+Handler = Callable[[argparse.Namespace], int]
+_COMMANDS: list[tuple[str, str, str, Callable[[argparse.ArgumentParser], None], Handler]] = []
+
+
+def command(name: str, *, help: str, example: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``trncat NAME``: the decorated function adds arguments; its ``.handler`` runs it."""
+
+    def wrap(add_arguments: Callable[[argparse.ArgumentParser], None]) -> Callable[..., Any]:
+        def register(handler: Handler) -> Handler:
+            _COMMANDS.append((name, help, example, add_arguments, handler))
+            return handler
+
+        add_arguments.handler = register  # type: ignore[attr-defined]
+        return add_arguments
+
+    return wrap
+
+
+# -- validate -------------------------------------------------------------------------------------------
+
+
+@command(
+    "validate",
+    help="Check result records against the schema and the semantic rules.",
+    example="trncat validate results/ extra.json --json",
+)
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="record files (*.json) or folders holding them")
+    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
+
+
+@_validate_args.handler
+def _validate(args: argparse.Namespace) -> int:
+    from pipeline.records import validate_paths
+
+    report = validate_paths(args.paths)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "files": report.files,
+                    "valid": len(report.records),
+                    "invalid": len(report.bad_files),
+                    "problems": [p.to_dict() for p in report.problems],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for problem in report.problems:
+            print(problem)
+        print(f"{report.files} file(s): {len(report.records)} valid, {len(report.bad_files)} invalid", file=sys.stderr)
+    if report.files == 0:
+        print("error: no record files found", file=sys.stderr)
+        return 1
+    return 0 if report.ok else 1
+
+
+# -- bench ----------------------------------------------------------------------------------------------
+
+
+@command(
+    "bench",
+    help="Benchmark one model on one device and write its result record.",
+    example="trncat bench ./tiny-llama --task text-generation --device cpu --out result.json",
+)
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="Hub model id (org/name) or a local folder with config.json")
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--device", default="neuron", choices=DEVICES, help="default: %(default)s")
+    p.add_argument("--cores", type=int, default=None, help="cores to shard over (default: the plan's, else 1)")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE", help="where to write the record (JSON)")
+    p.add_argument("--model-id", default=None, help="record this Hub id for a local folder")
+    p.add_argument("--revision", default=None, help="40-hex commit (Hub: default the main branch's head)")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds before the run is killed")
+    p.add_argument("--memory-limit-gb", type=float, default=None, help="kill the run past this host memory")
+    p.add_argument("--iterations", type=int, default=5, help="timed calls (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
+    p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
+    p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
+
+
+@_bench_args.handler
+def _bench(args: argparse.Namespace) -> int:
+    from pipeline.bench.run import bench_model
+
+    record = bench_model(
+        args.model,
+        task=args.task,
+        device=args.device,
+        cores=args.cores,
+        dtype=args.dtype,
+        out=args.out,
+        model_id=args.model_id,
+        revision=args.revision,
+        timeout_s=args.timeout,
+        memory_limit_bytes=int(args.memory_limit_gb * 1024**3) if args.memory_limit_gb else None,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        source=args.source,
+        escalate=args.escalate,
+    )
+    failure = record["failure"]
+    verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"
+    print(f"{record['model_id']} {record['task']} on {record['device']}: {verdict} -> {args.out}")
+    return 0
+
+
+# -- build ----------------------------------------------------------------------------------------------
+
+
+@command(
+    "build",
+    help="Add result records to a dataset folder: Parquet, latest view, scripts, card.",
+    example="trncat build results/ --out dataset/",
+)
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the dataset folder (created if needed)")
+
+
+@_build_args.handler
+def _build(args: argparse.Namespace) -> int:
+    from pipeline.dataset import build
+    from pipeline.records import validate_paths
+
+    report = validate_paths(args.results)
+    for problem in report.problems:
+        print(f"skipped: {problem}", file=sys.stderr)
+    if not report.records:
+        print("error: no valid record to build from", file=sys.stderr)
+        return 1
+    summary = build((record for _, record in report.records), args.out)
+    if summary.changed:
+        print(
+            f"added {summary.added} row(s) to {args.out} ({summary.results_file}); "
+            f"{len(summary.scripts)} script folder(s) updated"
+        )
+    else:
+        print(f"nothing new: {summary.duplicates} record(s) already in {args.out}")
+    return 1 if report.problems else 0
+
+
+# -- demo -----------------------------------------------------------------------------------------------
+
+
+@command(
+    "demo",
+    help="Run the whole flow offline on this machine with tiny models, into DIR.",
+    example="trncat demo --out demo-out",
+)
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
+    p.add_argument("--work", type=Path, default=None, metavar="DIR", help="keep models and records here")
+
+
+@_demo_args.handler
+def _demo(args: argparse.Namespace) -> int:
+    from pipeline.demo import run_demo
+
+    summary = run_demo(out=args.out, work=args.work, echo=lambda line: print(line, file=sys.stderr))
+    print(summary.table())
+    return 0 if summary.ok else 1
+
+
+# -- plan -----------------------------------------------------------------------------------------------
+
+
+@command(
+    "plan",
+    help="Size a model from config.json: parameters, bytes, NeuronCores, parallelism advice.",
+    example="trncat plan meta-llama/Llama-3.1-8B --instance trn2.48xlarge --json",
+)
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
+    p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
+    p.add_argument("--lnc", type=int, choices=[1, 2], default=None, help="logical core config (trn2 default 2)")
+    p.add_argument("--revision", default=None)
+    p.add_argument("--task", choices=TASKS, default="text-generation", help="workload to size the KV cache for")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--input-tokens", type=int, default=None)
+    p.add_argument("--output-tokens", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+
+
+@_plan_args.handler
+def _plan(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from pipeline.plan import format_plan, plan_model
+    from pipeline.workload import default_workload
+
+    workload = default_workload(args.task)
+    changes = {
+        k: v
+        for k, v in (
+            ("batch_size", args.batch_size),
+            ("input_tokens", args.input_tokens),
+            ("output_tokens", args.output_tokens),
+        )
+        if v is not None
+    }
+    workload = dataclasses.replace(workload, **changes)
+    model: str | Path = Path(args.model) if Path(args.model).is_dir() else args.model
+    plan = plan_model(
+        model, revision=args.revision, dtype=args.dtype, instance=args.instance, lnc=args.lnc, workload=workload
+    )
+    print(json.dumps(plan.to_dict(), indent=2) if args.json else format_plan(plan))
+    return 0
+
+
+# -- localhub -------------------------------------------------------------------------------------------
+
+
+@command(
+    "localhub",
+    help="Serve the embedded Hub-compatible server (for offline runs and tests).",
+    example="trncat localhub serve --root /tmp/hub --port 8999",
+)
+def _localhub_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["serve"])
+    p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+
+
+@_localhub_args.handler
+def _localhub(args: argparse.Namespace) -> int:
+    from pipeline.localhub import serve
+
+    serve(
+        root=args.root,
+        host=args.host,
+        port=args.port,
+        ready=lambda url: print(f"local hub serving at {url}", flush=True),
+    )
+    return 0
+
+
+# -- main -----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trncat",
+        description="Which Hugging Face models run unmodified on AWS Trainium2, and how well.",
+        epilog="Run 'trncat COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"trncat {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs")
+    parser.add_argument("-q", "--quiet", action="store_true", help="show warnings and errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, help_text, example, add_arguments, handler in _COMMANDS:
+        p = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=f"example:\n  {example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        add_arguments(p)
+        p.set_defaults(handler=handler)
+    return parser
+
+
+def commands() -> dict[str, str]:
+    """name -> example, for the documentation test."""
+    return {name: example for name, _, example, _, _ in _COMMANDS}
+
+
+def _configure_logging(*, verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    root = logging.getLogger("pipeline")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(verbose=args.verbose, quiet=args.quiet)
+    try:
+        return int(args.handler(args))
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""All-or-nothing updates of a folder: stage a copy, change the copy, swap it in with one rename.
+
+A build killed at any moment leaves the target folder exactly as it was before or as it is after, never in
+between. The staged copy hard-links the unchanged files (no data copied), so every write in the stage must
+replace a file (:func:`write_bytes`), never modify one in place, or it would change the live folder too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+_STAGE_PREFIX = ".trncat-stage-"
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` (temp file + rename; never writes through an existing inode)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def write_text(path: Path, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False when the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    result = renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
+    if result == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(a))
+
+
+def _link_copy(source: Path, target: Path) -> None:
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link, symlinks=True)
+
+
+def clean_stale_stages(target: Path) -> None:
+    """Remove stages left behind by builds that were killed."""
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        return
+    for stale in parent.glob(f"{_STAGE_PREFIX}{target.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path) -> Iterator[Path]:
+    """Yield a staged copy of ``target`` to change; on success it replaces ``target`` in one atomic step.
+
+    An exception inside the block discards the stage and leaves ``target`` untouched.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_stages(target)
+    stage = target.resolve().parent / f"{_STAGE_PREFIX}{target.name}-{uuid.uuid4().hex[:12]}"
+    if target.exists():
+        _link_copy(target, stage)
+    else:
+        stage.mkdir()
+    try:
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    if not target.exists():
+        os.rename(stage, target)
+        return
+    if not _exchange(stage, target):
+        # No atomic exchange on this filesystem: two renames, with a brief window where target is absent.
+        logger.warning("atomic folder exchange unsupported here; falling back to two renames")
+        old = stage.with_name(stage.name + "-old")
+        os.rename(target, old)
+        os.rename(stage, target)
+        stage = old
+    shutil.rmtree(stage, ignore_errors=True)

@@ -1,0 +1,426 @@
+"""On-disk storage of the local hub: repos with real commit history, content-addressed blobs, refs, PRs.
+
+Layout under ``root``::
+
+    blobs/<sha256>                         every file content, once
+    repos/<type>s/<org>/<name>/meta.json   listing metadata (pipeline_tag, tags, downloads, ...)
+    repos/<type>s/<org>/<name>/refs.json   {"main": sha, "refs/pr/1": sha}
+    repos/<type>s/<org>/<name>/commits/<sha>.json   {sha, parent, message, date, tree: {path: entry}}
+    repos/<type>s/<org>/<name>/discussions.json
+
+One process owns a root. Reads are served from memory (a 5,000-model listing must not read 5,000 files per
+request); every write goes to disk first, atomically, then to memory.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import HubError
+
+REPO_TYPES = ("model", "dataset", "space")
+#: Size from which the real Hub asks for LFS whatever the name (10 MB).
+LFS_THRESHOLD = 10 * 1024 * 1024
+#: The patterns of the Hub's default .gitattributes that matter here: binaries go through LFS.
+LFS_PATTERNS = (
+    "*.7z *.arrow *.bin *.bz2 *.ckpt *.ftz *.gz *.h5 *.joblib *.mlmodel *.model *.msgpack *.npy *.npz *.onnx "
+    "*.ot *.parquet *.pb *.pickle *.pkl *.pt *.pth *.rar *.safetensors *.tar *.tflite *.tgz *.wasm *.xz *.zip "
+    "*.zst *.png *.jpg *.jpeg *.webp *.gguf"
+).split()
+DEFAULT_GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in LFS_PATTERNS).encode()
+
+
+class StoreError(HubError):
+    """A request the store refuses; ``status`` and ``code`` say how the server answers it."""
+
+    def __init__(self, message: str, *, status: int, code: str | None = None, commit: str | None = None):
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.commit = commit
+
+
+def git_blob_sha(data: bytes) -> str:
+    """The git object id of a blob, as the Hub reports it for regular files."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id, not security
+
+
+def is_lfs_path(path: str, size: int) -> bool:
+    """Whether the Hub would store ``path`` through LFS."""
+    name = path.rsplit("/", 1)[-1]
+    return size >= LFS_THRESHOLD or any(fnmatch.fnmatch(name, p) for p in LFS_PATTERNS)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    os.replace(tmp, path)
+
+
+@dataclass
+class Repo:
+    """A repo held in memory (mirrors its folder)."""
+
+    repo_id: str
+    repo_type: str
+    path: Path
+    meta: dict[str, Any]
+    refs: dict[str, str]
+    commits: dict[str, dict[str, Any]] = field(default_factory=dict)
+    discussions: list[dict[str, Any]] = field(default_factory=list)
+
+    def resolve(self, revision: str) -> str:
+        """Commit sha of a branch, PR ref or (full) commit sha.
+
+        Raises:
+            StoreError: 404 RevisionNotFound.
+        """
+        if revision in self.refs:
+            return self.refs[revision]
+        if revision.startswith("refs/heads/") and revision[len("refs/heads/") :] in self.refs:
+            return self.refs[revision[len("refs/heads/") :]]
+        if revision in self.commits:
+            return revision
+        raise StoreError(f"Invalid rev id: {revision}", status=404, code="RevisionNotFound")
+
+    def tree(self, revision: str) -> dict[str, dict[str, Any]]:
+        """The tree (path -> entry) at a revision."""
+        return self.commits[self.resolve(revision)]["tree"]
+
+
+class LocalHubStore:
+    """Repos of the local hub on disk; usable without HTTP to seed a hub.
+
+    Args:
+        root: Folder holding everything (created if missing).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.blobs = self.root / "blobs"
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        self.lock = threading.RLock()
+        self._repos: dict[tuple[str, str], Repo] = {}
+        self._counter = 0
+        self._load()
+
+    # -- loading -------------------------------------------------------------------------------------
+    def _load(self) -> None:
+        for meta_path in sorted((self.root / "repos").glob("*s/*/*/meta.json")):
+            folder = meta_path.parent
+            repo_type = folder.parent.parent.name[:-1]
+            repo = Repo(
+                repo_id=f"{folder.parent.name}/{folder.name}",
+                repo_type=repo_type,
+                path=folder,
+                meta=json.loads(meta_path.read_text()),
+                refs=json.loads((folder / "refs.json").read_text()),
+            )
+            for commit_path in (folder / "commits").glob("*.json"):
+                commit = json.loads(commit_path.read_text())
+                repo.commits[commit["sha"]] = commit
+            discussions = folder / "discussions.json"
+            if discussions.exists():
+                repo.discussions = json.loads(discussions.read_text())
+            self._repos[(repo_type, repo.repo_id)] = repo
+
+    # -- repos ---------------------------------------------------------------------------------------
+    def get(self, repo_id: str, *, repo_type: str = "model") -> Repo:
+        """The repo, or a 404 RepoNotFound StoreError."""
+        repo = self._repos.get((repo_type, repo_id))
+        if repo is None:
+            raise StoreError(f"Repository {repo_type}s/{repo_id} not found", status=404, code="RepoNotFound")
+        return repo
+
+    def repos(self, repo_type: str) -> list[Repo]:
+        """All repos of one type, in creation order."""
+        return [r for (t, _), r in self._repos.items() if t == repo_type]
+
+    def create_repo(
+        self, repo_id: str, *, repo_type: str = "model", metadata: dict[str, Any] | None = None, exist_ok=False
+    ) -> Repo:
+        """Create a repo with an initial commit holding the Hub's default ``.gitattributes``.
+
+        Args:
+            repo_id: ``org/name``.
+            repo_type: ``model``, ``dataset`` or ``space``.
+            metadata: Listing fields: pipeline_tag, tags, downloads, likes, trendingScore, gated (False,
+                "auto", "manual"), library_name, safetensors ({"total": N}), private.
+            exist_ok: Return the existing repo instead of raising 409.
+
+        Returns:
+            The repo.
+
+        Raises:
+            StoreError: 409 when it exists and not exist_ok; 400 on a bad id or type.
+        """
+        if repo_type not in REPO_TYPES or repo_id.count("/") != 1:
+            raise StoreError(f"Bad repo {repo_type}/{repo_id}", status=400)
+        with self.lock:
+            if (repo_type, repo_id) in self._repos:
+                if exist_ok:
+                    return self._repos[(repo_type, repo_id)]
+                raise StoreError("You already created this repo", status=409)
+            meta = {"createdAt": _now(), "downloads": 0, "likes": 0, "trendingScore": 0, "tags": []}
+            meta.update(metadata or {})
+            folder = self.root / "repos" / f"{repo_type}s" / repo_id
+            repo = Repo(repo_id=repo_id, repo_type=repo_type, path=folder, meta=meta, refs={})
+            # _add_commit writes meta.json and refs.json.
+            self._repos[(repo_type, repo_id)] = repo
+            blob = self.put_blob(DEFAULT_GITATTRIBUTES)
+            tree = {".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)}
+            self._add_commit(repo, "main", parent=None, tree=tree, message="initial commit")
+            return repo
+
+    def update_metadata(self, repo_id: str, *, repo_type: str = "model", **fields: Any) -> None:
+        """Change listing fields (downloads, trendingScore, gated, ...)."""
+        with self.lock:
+            repo = self.get(repo_id, repo_type=repo_type)
+            repo.meta.update(fields)
+            _write_json(repo.path / "meta.json", repo.meta)
+
+    # -- blobs ---------------------------------------------------------------------------------------
+    def put_blob(self, data: bytes) -> str:
+        """Store content; returns its sha256."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.blobs / digest
+        if not path.exists():
+            tmp = path.with_name(f".{digest}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        return digest
+
+    def put_blob_file(self, source: Path, sha256: str) -> None:
+        """Move an uploaded temp file into the blob store after checking its sha256.
+
+        Raises:
+            StoreError: 400 when the content does not match ``sha256``.
+        """
+        digest = hashlib.sha256()
+        with source.open("rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != sha256:
+            source.unlink(missing_ok=True)
+            raise StoreError(f"Uploaded content does not match oid {sha256}", status=400)
+        os.replace(source, self.blobs / sha256)
+
+    def has_blob(self, sha256: str, size: int | None = None) -> bool:
+        """Whether a blob is stored (with that size, when given)."""
+        path = self.blobs / sha256
+        return path.exists() and (size is None or path.stat().st_size == size)
+
+    def blob_path(self, sha256: str) -> Path:
+        """Where a blob lives."""
+        return self.blobs / sha256
+
+    def _entry(self, data: bytes | None, sha256: str, *, lfs: bool, size: int | None = None) -> dict[str, Any]:
+        if data is not None:
+            size = len(data)
+        assert size is not None
+        oid = git_blob_sha(data) if data is not None and not lfs else None
+        if oid is None:
+            # The git id of the LFS pointer file, as the Hub reports it for LFS files.
+            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+            oid = git_blob_sha(pointer)
+            return {"sha256": sha256, "size": size, "oid": oid, "lfs": True, "pointer_size": len(pointer)}
+        return {"sha256": sha256, "size": size, "oid": oid, "lfs": False}
+
+    def entry_for_lfs(self, sha256: str, size: int | None) -> dict[str, Any]:
+        """Tree entry of an uploaded LFS object.
+
+        Raises:
+            StoreError: 422 when the object was never uploaded.
+        """
+        if not self.has_blob(sha256):
+            raise StoreError(f"LFS object {sha256} was not uploaded", status=422)
+        return self._entry(None, sha256, lfs=True, size=size or self.blob_path(sha256).stat().st_size)
+
+    def entry_for_bytes(self, path: str, data: bytes) -> dict[str, Any]:
+        """Tree entry of inline content (regular git blob, or LFS when the Hub would use LFS)."""
+        return self._entry(data, self.put_blob(data), lfs=is_lfs_path(path, len(data)))
+
+    # -- commits -------------------------------------------------------------------------------------
+    def _add_commit(
+        self, repo: Repo, ref: str, *, parent: str | None, tree: dict[str, Any], message: str, description=""
+    ) -> str:
+        with self.lock:
+            self._counter += 1
+            seed = json.dumps([repo.repo_id, parent, message, tree, time.time_ns(), self._counter], sort_keys=True)
+            sha = hashlib.sha1(seed.encode()).hexdigest()  # noqa: S324 - an id, not security
+            commit = {
+                "sha": sha,
+                "parent": parent,
+                "message": message,
+                "description": description,
+                "date": _now(),
+                "tree": tree,
+            }
+            _write_json(repo.path / "commits" / f"{sha}.json", commit)
+            repo.commits[sha] = commit
+            repo.refs[ref] = sha
+            _write_json(repo.path / "refs.json", repo.refs)
+            repo.meta["lastModified"] = commit["date"]
+            _write_json(repo.path / "meta.json", repo.meta)
+            return sha
+
+    def apply_commit(
+        self,
+        repo: Repo,
+        *,
+        ref: str,
+        base: str,
+        additions: dict[str, dict[str, Any]],
+        deletions: list[str],
+        message: str,
+        description: str = "",
+    ) -> str:
+        """Write a commit on ``ref`` whose parent is ``base`` (a commit sha); returns the new sha.
+
+        Raises:
+            StoreError: 404 EntryNotFound when deleting a path that does not exist.
+        """
+        with self.lock:
+            tree = dict(repo.commits[base]["tree"])
+            for path in deletions:
+                if path.endswith("/"):
+                    gone = [p for p in tree if p.startswith(path)]
+                else:
+                    gone = [path] if path in tree else []
+                if not gone:
+                    raise StoreError(f"A file with this name doesn't exist: {path}", status=404, code="EntryNotFound")
+                for p in gone:
+                    del tree[p]
+            tree.update(additions)
+            return self._add_commit(repo, ref, parent=base, tree=tree, message=message, description=description)
+
+    def commit_files(
+        self,
+        repo_id: str,
+        files: dict[str, bytes | Path],
+        *,
+        message: str = "Upload files",
+        repo_type: str = "model",
+        branch: str = "main",
+        deletions: tuple[str, ...] = (),
+    ) -> str:
+        """Commit files straight into the store (seeding, or moving a branch in a test).
+
+        Args:
+            repo_id: An existing repo.
+            files: path in repo -> content (bytes, or a local file).
+            message: Commit message.
+            repo_type: Its type.
+            branch: Ref to move (``main`` or ``refs/pr/N``).
+            deletions: Paths to remove.
+
+        Returns:
+            The new commit sha.
+        """
+        with self.lock:
+            repo = self.get(repo_id, repo_type=repo_type)
+            additions = {}
+            for path, content in files.items():
+                data = content.read_bytes() if isinstance(content, Path) else content
+                additions[path] = self.entry_for_bytes(path, data)
+            return self.apply_commit(
+                repo,
+                ref=branch,
+                base=repo.resolve(branch),
+                additions=additions,
+                deletions=list(deletions),
+                message=message,
+            )
+
+    def read_file(self, repo_id: str, path: str, *, revision: str = "main", repo_type: str = "model") -> bytes:
+        """Content of a file at a revision (for tests and the demo)."""
+        entry = self.get(repo_id, repo_type=repo_type).tree(revision)[path]
+        return self.blob_path(entry["sha256"]).read_bytes()
+
+    def history(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[dict[str, Any]]:
+        """Commits from ``revision`` back to the first, newest first."""
+        repo = self.get(repo_id, repo_type=repo_type)
+        out, sha = [], repo.resolve(revision)
+        while sha is not None:
+            out.append(repo.commits[sha])
+            sha = repo.commits[sha]["parent"]
+        return out
+
+    # -- discussions ---------------------------------------------------------------------------------
+    def open_pull_request(self, repo: Repo, *, title: str, author: str, description: str = "") -> int:
+        """Create refs/pr/N from main and its discussion; returns N."""
+        with self.lock:
+            num = len(repo.discussions) + 1
+            repo.refs[f"refs/pr/{num}"] = repo.refs["main"]
+            _write_json(repo.path / "refs.json", repo.refs)
+            repo.discussions.append(
+                {
+                    "num": num,
+                    "title": title,
+                    "status": "open",
+                    "isPullRequest": True,
+                    "author": {"name": author},
+                    "createdAt": _now(),
+                    "events": [self._comment_event(description or title, author)],
+                }
+            )
+            self._save_discussions(repo)
+            return num
+
+    def add_discussion_event(self, repo: Repo, num: int, event: dict[str, Any]) -> None:
+        """Append an event (comment, commit, status-change) to discussion ``num``."""
+        with self.lock:
+            self.discussion(repo, num)["events"].append(event)
+            self._save_discussions(repo)
+
+    def set_discussion_status(self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset") -> None:
+        """Close, merge or reopen a discussion (what a maintainer does on the Hub)."""
+        with self.lock:
+            repo = self.get(repo_id, repo_type=repo_type)
+            self.discussion(repo, num)["status"] = status
+            self._save_discussions(repo)
+
+    def discussion(self, repo: Repo, num: int) -> dict[str, Any]:
+        """Discussion ``num``, or a 404."""
+        if not 1 <= num <= len(repo.discussions):
+            raise StoreError(f"Discussion {num} not found", status=404)
+        return repo.discussions[num - 1]
+
+    def _save_discussions(self, repo: Repo) -> None:
+        _write_json(repo.path / "discussions.json", repo.discussions)
+
+    def _comment_event(self, text: str, author: str) -> dict[str, Any]:
+        self._counter += 1
+        return {
+            "id": f"{self._counter:024x}",
+            "type": "comment",
+            "createdAt": _now(),
+            "author": {"name": author},
+            "data": {
+                "edited": False,
+                "hidden": False,
+                "latest": {"raw": text, "html": text, "updatedAt": _now(), "author": {"name": author}},
+                "history": [],
+            },
+        }
+
+    def comment(self, repo: Repo, num: int, text: str, *, author: str) -> dict[str, Any]:
+        """Add a comment; returns the event."""
+        with self.lock:
+            event = self._comment_event(text, author)
+            self.add_discussion_event(repo, num, event)
+            return event

@@ -1,0 +1,160 @@
+"""Generated files from jinja2 templates: run.py, requirements.txt and the dataset card.
+
+Templates run with StrictUndefined. Text that came from the Hub or from an error message is never inserted
+raw: into Python it goes through :func:`py_literal` (a ``repr`` of plain JSON values, which cannot break out
+of a literal), into Markdown through :func:`md_cell`, into YAML through :func:`yaml_scalar`. The HTML page's
+environment autoescapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import jinja2
+
+from pipeline.errors import PipelineError
+
+NEURON_INDEX_URL = "https://pip.repos.neuron.amazonaws.com"
+
+
+def py_literal(value: Any) -> str:
+    """A Python literal for a JSON-like value (str, int, float, bool, None, list, dict of those).
+
+    Raises:
+        PipelineError: any other type (so a template never receives an object whose repr is arbitrary).
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return repr(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise PipelineError("non-finite float in a generated script")
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(py_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        items = []
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise PipelineError(f"dict key {key!r} is not a string")
+            items.append(f"{py_literal(key)}: {py_literal(item)}")
+        return "{" + ", ".join(items) + "}"
+    raise PipelineError(f"cannot render {type(value).__name__} as a Python literal")
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+
+
+def md_cell(value: Any) -> str:
+    """Text safe inside a Markdown table cell: one line, Markdown and HTML characters escaped."""
+    text = "" if value is None else str(value)
+    text = " ".join(text.split())
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def yaml_scalar(value: Any) -> str:
+    """A YAML scalar: JSON strings are valid YAML double-quoted scalars, so json.dumps quotes safely."""
+    return json.dumps("" if value is None else str(value), ensure_ascii=True)
+
+
+def torchvision_for(torch_version: str | None) -> str | None:
+    """The torchvision release built for ``torch_version`` (torch 2.N pairs with torchvision 0.N+15)."""
+    if not torch_version:
+        return None
+    match = re.match(r"^2\.(\d+)\.(\d+)", torch_version)
+    if not match:
+        return None
+    return f"0.{int(match.group(1)) + 15}.{match.group(2)}"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("pipeline", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(enabled_extensions=("html",), default_for_string=False),
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["py"] = py_literal
+    env.filters["md"] = md_cell
+    env.filters["yaml"] = yaml_scalar
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def requirement_lines(record: dict[str, Any]) -> list[str]:
+    """requirements.txt lines for a record: the versions it ran with, Neuron packages from AWS's index."""
+    versions = {k: (v.split("+", 1)[0] if isinstance(v, str) else v) for k, v in record["versions"].items()}
+    # A local version label (torch 2.13.0+cpu) names a build pip cannot find on PyPI: pin the release.
+    lines: list[str] = []
+    if record["device"] == "neuron":
+        lines.append(f"--extra-index-url {NEURON_INDEX_URL}")
+        lines.append(f"torch-neuronx=={versions['torch_neuronx']}")
+        lines.append(f"neuronx-cc=={versions['neuronx_cc']}")
+    lines.append(f"torch=={versions['torch']}")
+    lines.append(f"transformers=={versions['transformers']}")
+    if record["task"] == "image-text-to-text":
+        lines.append("pillow")
+        vision = torchvision_for(versions["torch"])
+        if vision and record["device"] != "cpu":
+            # Qwen2-VL / SmolVLM video processors import torchvision; it must match the torch pinned above.
+            lines.append(f"torchvision=={vision}")
+    return [_safe_requirement(line) for line in lines]
+
+
+_REQUIREMENT_RE = re.compile(r"^(--extra-index-url https://[A-Za-z0-9./-]+|[A-Za-z0-9._-]+(==[A-Za-z0-9.+_-]+)?)$")
+
+
+def _safe_requirement(line: str) -> str:
+    # Versions come from records (untrusted text): a line pip would read as an option or a URL is refused.
+    if not _REQUIREMENT_RE.match(line):
+        raise PipelineError(f"refusing to write requirement line {line!r}")
+    return line
+
+
+def run_script(record: dict[str, Any]) -> str:
+    """The generated ``run.py`` for a record: runs the model unmodified with the benchmark's workload."""
+    return render(
+        "run.py.j2",
+        model_id=record["model_id"],
+        revision=record["revision"],
+        task=record["task"],
+        dtype=record["dtype"],
+        cores=record["cores"],
+        workload=record["workload"],
+        device=record["device"],
+        status=record["status"],
+    )
+
+
+def requirements(record: dict[str, Any]) -> str:
+    return render("requirements.txt.j2", model_id=record["model_id"], lines=requirement_lines(record))
+
+
+def dataset_card(*, rows: Iterable[dict[str, Any]], configs: list[tuple[str, str]], repo_title: str = "trncat") -> str:
+    """README.md of the dataset repo: YAML ``configs`` for the Parquet files and a human summary."""
+    rows = list(rows)
+    counts: dict[tuple[str, str], int] = {}
+    toolchains: dict[tuple[str, str, str], int] = {}
+    for row in rows:
+        counts[(row["task"], row["status"])] = counts.get((row["task"], row["status"]), 0) + 1
+        key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
+        toolchains[key] = toolchains.get(key, 0) + 1
+    tasks = sorted({task for task, _ in counts})
+    return render(
+        "dataset_card.md.j2",
+        title=repo_title,
+        configs=configs,
+        tasks=tasks,
+        counts=counts,
+        toolchains=sorted(toolchains.items()),
+        total=len(rows),
+    )

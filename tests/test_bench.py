@@ -1,0 +1,152 @@
+"""The CPU harness end to end: tiny models pass, and every broken model or dying child gives a valid record."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.bench.run import bench_model
+from pipeline.cli import main
+from pipeline.records import parse_record, validate_record
+from pipeline.testing import tiny
+from pipeline.workload import Workload
+
+SMALL = Workload(batch_size=1, input_tokens=16, output_tokens=8)
+SMALL_VLM = Workload(batch_size=1, input_tokens=16, output_tokens=8, image_size=64)
+
+
+def _bench(folder: Path, tmp_path: Path, *, task: str = "text-generation", **kwargs) -> dict:
+    kwargs.setdefault("workload", SMALL if task == "text-generation" else SMALL_VLM)
+    kwargs.setdefault("iterations", 2)
+    out = tmp_path / f"{folder.name}.json"
+    record = bench_model(str(folder), task=task, device="cpu", out=out, **kwargs)
+    on_disk = parse_record(out.read_text())
+    assert on_disk == record
+    assert validate_record(on_disk) == []
+    return record
+
+
+@pytest.mark.parametrize("task", ["text-generation", "image-text-to-text"])
+def test_tiny_models_pass_with_all_metrics(task: str, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    import torch
+    import transformers
+
+    record = _bench(tiny_models[task], tmp_path, task=task)
+    assert record["status"] == "pass", record["failure"]
+    m = record["metrics"]
+    auto = transformers.AutoModelForCausalLM if task == "text-generation" else transformers.AutoModelForImageTextToText
+    model = auto.from_pretrained(tiny_models[task], trust_remote_code=False)
+    assert m["params"] == sum(p.numel() for p in model.parameters())
+    assert m["weights_bytes"] >= m["params"] * torch.finfo(torch.float32).bits // 8
+    assert 0 < m["ttft_s"] <= m["latency_s"]["p50"] <= m["latency_s"]["p90"]
+    assert m["decode_tokens_per_s"] > 0 and m["load_s"] > 0 and m["compile_s"] == 0.0
+    assert m["wall_s"] >= m["load_s"]
+    assert m["peak_host_memory_bytes"] > 50 * 1024**2
+    assert record["workload"]["input_tokens"] == 16 and record["workload"]["output_tokens"] == 8
+    assert len(record["revision"]) == 40
+    assert record["model_id"].startswith("local/")
+    assert record["versions"]["torch"] == torch.__version__
+
+
+def test_local_folder_identity_is_deterministic_and_overridable(tiny_models: dict[str, Path]) -> None:
+    from pipeline.bench.models import resolve_local
+
+    folder = tiny_models["text-generation"]
+    first, second = resolve_local(folder), resolve_local(folder)
+    assert first == second and len(first.revision) == 40
+    custom = resolve_local(folder, model_id="acme/tiny", revision="a" * 40)
+    assert (custom.model_id, custom.revision) == ("acme/tiny", "a" * 40)
+
+
+def _assert_failure(record: dict, status: str, stage: str, code: str) -> None:
+    assert record["status"] == status, record
+    assert (record["failure"]["stage"], record["failure"]["code"]) == (stage, code), record["failure"]
+    assert record["failure"]["message"]
+    assert record["metrics"]["decode_tokens_per_s"] is None
+
+
+def test_unknown_architecture(tmp_path: Path) -> None:
+    record = _bench(tiny.build_unknown_architecture(tmp_path / "unknown"), tmp_path)
+    _assert_failure(record, "fail", "load", "unknown_architecture")
+
+
+def test_corrupt_weights(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    folder = tmp_path / "corrupt"
+    tiny.build_tiny_llama(folder)
+    record = _bench(tiny.corrupt_weights(folder), tmp_path)
+    _assert_failure(record, "fail", "load", "corrupt_weights")
+
+
+def test_missing_tokenizer(tmp_path: Path) -> None:
+    folder = tmp_path / "no-tokenizer"
+    tiny.build_tiny_llama(folder)
+    record = _bench(tiny.remove_tokenizer(folder), tmp_path)
+    _assert_failure(record, "fail", "load", "missing_tokenizer")
+
+
+def test_remote_code_is_refused_before_any_import(tmp_path: Path) -> None:
+    sentinel = tmp_path / "remote-code-ran"
+    folder = tiny.build_remote_code_model(tmp_path / "remote", sentinel=sentinel)
+    record = _bench(folder, tmp_path)
+    _assert_failure(record, "fail", "load", "remote_code")
+    assert not sentinel.exists()
+
+
+def test_declared_remote_code_on_a_known_architecture_runs_on_transformers_code(tmp_path: Path) -> None:
+    folder = tmp_path / "llama-with-auto-map"
+    tiny.build_tiny_llama(folder)
+    sentinel = tmp_path / "remote-code-ran"
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModelForCausalLM": "modeling_custom.CustomLlama"}
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_custom.py").write_text(f"open({str(sentinel)!r}, 'w').write('ran')\n")
+    record = _bench(folder, tmp_path)
+    assert record["status"] == "pass", record["failure"]
+    assert not sentinel.exists()
+
+
+def test_timeout_gives_a_record(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    record = _bench(tiny_models["text-generation"], tmp_path, fault="hang", timeout_s=2)
+    _assert_failure(record, "fail", "timeout", "timeout")
+
+
+@pytest.mark.parametrize(("fault", "code"), [("segfault", "signal_sigsegv"), ("sigkill", "signal_sigkill")])
+def test_child_killed_by_signal_gives_a_crash_record(
+    fault: str, code: str, tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    record = _bench(tiny_models["text-generation"], tmp_path, fault=fault)
+    _assert_failure(record, "fail", "crash", code)
+
+
+def test_memory_limit_gives_a_host_oom_record(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    record = _bench(tiny_models["text-generation"], tmp_path, fault="allocate", memory_limit_bytes=512 * 1024**2)
+    _assert_failure(record, "fail", "oom", "host_oom")
+
+
+def test_exception_in_child_is_classified_with_its_stage(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    record = _bench(tiny_models["text-generation"], tmp_path, fault="raise")
+    assert record["status"] == "fail"
+    assert record["failure"]["stage"] == "load"
+    assert "injected failure" in record["failure"]["message"]
+
+
+def test_cli_bench_exits_zero_on_a_fail_record_and_goes_on(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    broken = tiny.build_unknown_architecture(tmp_path / "broken")
+    out_broken, out_good = tmp_path / "broken.json", tmp_path / "good.json"
+    common = ["--task", "text-generation", "--device", "cpu", "--iterations", "1", "--warmup", "0"]
+    assert main(["bench", str(broken), *common, "--out", str(out_broken)]) == 0
+    assert main(["bench", str(tiny_models["text-generation"]), *common, "--out", str(out_good)]) == 0
+    assert parse_record(out_broken.read_text())["status"] == "fail"
+    assert parse_record(out_good.read_text())["status"] == "pass"
+
+
+def test_cli_bench_without_a_record_exits_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        ["bench", "not a model id", "--task", "text-generation", "--device", "cpu", "--out", str(tmp_path / "x.json")]
+    )
+    assert code != 0
+    assert not (tmp_path / "x.json").exists()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "model id" in err[0]

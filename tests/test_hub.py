@@ -1,0 +1,223 @@
+"""pipeline.hub against the local hub: listings, reads, commits, PRs, error translation, retries and rebases."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from huggingface_hub import CommitOperationAdd
+
+from pipeline import hub as hub_module
+from pipeline.errors import (
+    GatedRepoError,
+    HubRateLimitError,
+    HubServerError,
+    ModelIdError,
+    ParentMovedError,
+    RepoNotFoundError,
+)
+from pipeline.hub import ModelListing
+from pipeline.localhub import pytest_plugin
+
+localhub = pytest_plugin.localhub
+
+
+def _seed_models(store, n: int) -> None:
+    for i in range(n):
+        tags = ["transformers"] + (["custom_code"] if i % 10 == 3 else [])
+        store.create_repo(
+            f"org/m{i:04d}",
+            metadata={
+                "pipeline_tag": "text-generation" if i % 2 else "image-text-to-text",
+                "tags": tags,
+                "downloads": 10 * i,
+                "likes": i,
+                "trendingScore": n - i,
+                "gated": "auto" if i % 10 == 7 else False,
+                "library_name": "transformers",
+                "safetensors": {"total": 1_000_000 + i},
+            },
+        )
+
+
+def _dataset(localhub, repo_id: str = "org/results") -> str:
+    localhub.client.create_repo(repo_id, repo_type="dataset")
+    return repo_id
+
+
+def _ops(files: dict[str, bytes]):
+    return lambda parent: [CommitOperationAdd(path, data) for path, data in files.items()]
+
+
+def test_list_models_carries_everything_in_one_listing(localhub):
+    _seed_models(localhub.store, 300)
+    trending = localhub.client.list_models(task="text-generation", sort="trending_score", limit=50)
+    downloads = localhub.client.list_models(task="text-generation", sort="downloads", limit=50)
+
+    assert len(trending) == 50 and all(isinstance(m, ModelListing) for m in trending)
+    assert trending[0].id == "org/m0001" and downloads[0].id == "org/m0299"
+    top = downloads[0]
+    assert top.params == 1_000_299 and top.sha and len(top.sha) == 40
+    assert top.pipeline_tag == "text-generation" and top.library_name == "transformers"
+    assert top.downloads == 2990 and top.likes == 299 and top.trending_score == 1
+    assert top.last_modified is not None
+    assert {m.id for m in downloads if m.custom_code} == {f"org/m{i:04d}" for i in range(93, 300, 10)} & {
+        m.id for m in downloads
+    }
+    assert any(m.gated == "auto" for m in downloads) and any(m.gated is False for m in downloads)
+    api_requests = [p for m, p in localhub.server.requests if p.startswith("/api/models")]
+    assert len(api_requests) == 2  # one listing each, nothing per model
+
+
+def test_model_info_config_and_params_at_a_revision(localhub):
+    store = localhub.store
+    store.create_repo("org/tiny", metadata={"pipeline_tag": "text-generation", "safetensors": {"total": 123}})
+    old = store.commit_files("org/tiny", {"config.json": json.dumps({"model_type": "llama", "v": 1}).encode()})
+    store.commit_files("org/tiny", {"config.json": json.dumps({"model_type": "llama", "v": 2}).encode()})
+    client = localhub.client
+
+    assert client.fetch_config("org/tiny")["v"] == 2
+    assert client.fetch_config("org/tiny", revision=old)["v"] == 1
+    assert client.model_info("org/tiny", revision=old).sha == old
+    assert client.fetch_safetensors_params("org/tiny") == 123
+    # The module-level helpers the planner imports use the default Hub (pointed here by the fixture).
+    assert hub_module.fetch_config("org/tiny", revision=old)["v"] == 1
+    assert hub_module.fetch_safetensors_params("org/tiny") == 123
+    with pytest.raises(ModelIdError):
+        hub_module.fetch_config("not a model id")
+
+
+def test_download_snapshot_and_files(localhub, tmp_path):
+    store = localhub.store
+    store.create_repo("org/tiny")
+    sha = store.commit_files("org/tiny", {"a.json": b"{}", "sub/b.txt": b"b", "w.safetensors": b"W" * 64})
+    client = localhub.client
+    assert client.download("org/tiny", "sub/b.txt", revision=sha).read_bytes() == b"b"
+    folder = client.snapshot("org/tiny", local_dir=tmp_path / "snap", allow_patterns=["*.json", "sub/*"])
+    assert (folder / "sub" / "b.txt").exists() and not (folder / "w.safetensors").exists()
+    assert client.list_files("org/tiny", repo_type="model") == [
+        ".gitattributes",
+        "a.json",
+        "sub/b.txt",
+        "w.safetensors",
+    ]
+    assert client.file_exists("org/tiny", "a.json", repo_type="model")
+    assert not client.file_exists("org/tiny", "nope.json", repo_type="model")
+    assert client.head_sha("org/tiny", repo_type="model") == sha
+
+
+def test_errors_become_pipeline_errors(localhub):
+    localhub.store.create_repo("org/gated", metadata={"gated": "manual"})
+    localhub.store.commit_files("org/gated", {"config.json": b"{}"})
+    localhub.store.create_repo("org/noconfig")
+    client = localhub.client
+    with pytest.raises(RepoNotFoundError, match="org/missing"):
+        client.model_info("org/missing")
+    with pytest.raises(GatedRepoError, match="gated"):
+        client.fetch_config("org/gated")
+    with pytest.raises(RepoNotFoundError, match="config.json"):
+        client.fetch_config("org/noconfig")
+    with pytest.raises(RepoNotFoundError, match="revision"):
+        client.model_info("org/noconfig", revision="nope")
+    assert isinstance(GatedRepoError("x"), RepoNotFoundError)
+    assert localhub.sleeps == []  # none of these is retried
+
+
+def test_commit_pr_push_to_open_pr_and_comment(localhub):
+    repo = _dataset(localhub)
+    client = localhub.client
+    assert client.open_bot_pr(repo) is None
+    pr = client.commit(repo, operations_factory=_ops({"data/a.txt": b"a"}), message="[trncat] results", create_pr=True)
+    assert pr.pr_num == 1 and pr.created and pr.rebases == 0
+    assert client.open_bot_pr(repo, author="localhub-user", title_prefix="[trncat]") == 1
+    assert client.open_bot_pr(repo, title_prefix="[other]") is None
+
+    pushed = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="more", revision="refs/pr/1")
+    assert pushed.pr_num is None and client.head_sha(repo, revision="refs/pr/1") == pushed.sha
+    assert "data/a.txt" not in client.list_files(repo)  # main untouched until a maintainer merges
+    client.comment(repo, 1, "Updated with run 42")
+    events = localhub.store.get(repo, repo_type="dataset").discussions[0]["events"]
+    assert events[-1]["data"]["latest"]["raw"] == "Updated with run 42"
+
+    same = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="again", revision="refs/pr/1")
+    assert not same.created and same.sha == pushed.sha  # nothing changed: no commit
+
+
+def test_429_then_success_honours_retry_after(localhub):
+    localhub.store.create_repo("org/tiny")
+    localhub.server.inject(r"^/api/models/org/tiny", "GET", statuses=[429], retry_after=7)
+    assert localhub.client.model_info("org/tiny").id == "org/tiny"
+    assert localhub.sleeps == [7.0]
+
+
+def test_500_then_success_on_commit(localhub):
+    repo = _dataset(localhub)
+    fault = localhub.server.inject(r"/commit/", "POST", statuses=[500])
+    result = localhub.client.commit(repo, operations_factory=_ops({"a.txt": b"a"}), message="m")
+    assert fault.hits == 1 and localhub.sleeps == [1.0]
+    assert localhub.store.read_file(repo, "a.txt", repo_type="dataset") == b"a"
+    assert localhub.client.head_sha(repo) == result.sha
+
+
+def test_listing_retries_share_one_budget_with_huggingface_hub(localhub):
+    _seed_models(localhub.store, 5)
+    localhub.server.inject(r"^/api/models\?", "GET", statuses=[503, 429])
+    assert len(localhub.client.list_models(task="text-generation", sort="downloads", limit=10)) == 2
+    assert len(localhub.sleeps) == 2  # huggingface_hub's own backoff slept through our clock
+
+
+def test_500_forever_fails_after_the_budget_with_one_line(localhub):
+    repo = _dataset(localhub)
+    client = localhub.make_client(max_retries=3)
+    localhub.server.inject(r"/commit/", "POST", statuses=[500], forever=True)
+    with pytest.raises(HubServerError) as caught:
+        client.commit(repo, operations_factory=_ops({"a.txt": b"a"}), message="m")
+    message = str(caught.value)
+    assert "\n" not in message and "HTTP 500" in message and "after 4 attempts" in message
+    assert localhub.server.count_requests(r"/commit/", "POST") == 4
+    assert localhub.sleeps == [1.0, 2.0, 4.0]  # capped exponential backoff
+    assert "a.txt" not in client.list_files(repo)
+
+
+def test_rate_limit_forever_on_listing_is_one_budget(localhub):
+    _seed_models(localhub.store, 3)
+    client = localhub.make_client(max_retries=2)
+    localhub.server.inject(r"^/api/models\?", "GET", statuses=[429], forever=True)
+    with pytest.raises(HubRateLimitError, match="429"):
+        client.list_models(task="text-generation", sort="downloads", limit=10)
+    # huggingface_hub retries listing pages itself; both layers together make max_retries + 1 requests.
+    assert localhub.server.count_requests(r"^/api/models\?") == 3
+
+
+def test_moved_parent_is_rebuilt_on_the_new_head(localhub):
+    repo = _dataset(localhub)
+    hook = localhub.server.move_branch_before_commit(repo, count=1)
+    parents: list[str] = []
+
+    def factory(parent: str):
+        parents.append(parent)
+        return [CommitOperationAdd("data/new.txt", f"built on {parent}".encode())]
+
+    result = localhub.client.commit(repo, operations_factory=factory, message="publish")
+    assert hook.hits == 1 and result.rebases == 1
+    assert len(set(parents)) == 2  # rebuilt with the moved head
+    head = localhub.store.history(repo, repo_type="dataset")[0]
+    assert head["sha"] == result.sha and head["parent"] == parents[-1]
+    tree = head["tree"]
+    assert "concurrent/1.txt" in tree  # the concurrent commit is kept, not overwritten
+    assert localhub.store.read_file(repo, "data/new.txt", repo_type="dataset") == f"built on {parents[-1]}".encode()
+
+
+def test_parent_that_keeps_moving_gives_parent_moved_error(localhub):
+    repo = _dataset(localhub)
+    localhub.server.move_branch_before_commit(repo, count=100)
+    client = localhub.make_client(max_rebases=2)
+    with pytest.raises(ParentMovedError, match="moved 3 times"):
+        client.commit(repo, operations_factory=_ops({"a.txt": b"a"}), message="m")
+
+
+def test_validate_model_id():
+    assert hub_module.validate_model_id("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    for bad in ["gpt2", "org/name/extra", "org/-name", "org/name.", "org/a--b", "org/a..b", "org/" + "x" * 97]:
+        with pytest.raises(ModelIdError):
+            hub_module.validate_model_id(bad)

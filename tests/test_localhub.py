@@ -1,0 +1,223 @@
+"""huggingface_hub, unmodified, against the local hub: the protocol subset pipeline.hub relies on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import httpx2
+import pytest
+from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, hf_hub_download
+from huggingface_hub import errors as hf_errors
+
+from pipeline.localhub import LocalHubStore, pytest_plugin
+from pipeline.localhub.storage import git_blob_sha
+
+localhub = pytest_plugin.localhub
+
+
+def _api(localhub) -> HfApi:
+    return HfApi(endpoint=localhub.url, token="localhub-token")
+
+
+def _models_requests(localhub) -> list[str]:
+    return [p for m, p in localhub.server.requests if m == "GET" and p.startswith("/api/models?")]
+
+
+def test_listing_follows_link_pagination_with_the_expected_request_count(localhub):
+    for i in range(2500):
+        tag = "text-generation" if i % 5 else "image-text-to-text"
+        meta = {"pipeline_tag": tag, "downloads": i, "trendingScore": (i * 7919) % 2500, "safetensors": {"total": i}}
+        localhub.store.create_repo(f"org/m{i:04d}", metadata=meta)
+
+    models = list(
+        _api(localhub).list_models(
+            pipeline_tag="text-generation", sort="downloads", limit=1200, expand=["sha", "safetensors", "downloads"]
+        )
+    )
+
+    assert len(models) == 1200
+    assert [m.downloads for m in models] == sorted((m.downloads for m in models), reverse=True)
+    assert models[0].id == "org/m2499" and models[0].safetensors.total == 2499
+    assert all(len(m.sha) == 40 for m in models)
+    requests = _models_requests(localhub)
+    assert len(requests) == 2  # 1,000 per page: the second page comes from the Link header
+    assert "cursor=1000" in requests[1] and "expand=sha" in requests[1]
+
+
+def test_listing_filters_tags_and_expand_limits_fields(localhub):
+    localhub.store.create_repo("org/a", metadata={"pipeline_tag": "text-generation", "tags": ["custom_code"]})
+    localhub.store.create_repo("org/b", metadata={"pipeline_tag": "text-generation", "tags": ["transformers"]})
+    response = httpx2.get(f"{localhub.url}/api/models", params={"filter": "custom_code", "expand[]": "tags"})
+    assert response.status_code == 200
+    assert response.json() == [{"_id": "org/a", "id": "org/a", "tags": ["custom_code"]}]
+
+
+def test_model_info_and_download_at_a_revision(localhub, tmp_path):
+    store = localhub.store
+    store.create_repo("org/tiny", metadata={"pipeline_tag": "text-generation", "safetensors": {"total": 42}})
+    old = store.commit_files("org/tiny", {"config.json": b'{"v": 1}'})
+    new = store.commit_files("org/tiny", {"config.json": b'{"v": 2}', "extra.txt": b"x"})
+    api = _api(localhub)
+
+    assert api.model_info("org/tiny").sha == new
+    info = api.model_info("org/tiny", revision=old)
+    assert info.sha == old and {s.rfilename for s in info.siblings} == {".gitattributes", "config.json"}
+    assert info.safetensors.total == 42
+
+    old_path = hf_hub_download("org/tiny", "config.json", revision=old, endpoint=localhub.url, cache_dir=tmp_path)
+    new_path = hf_hub_download("org/tiny", "config.json", endpoint=localhub.url, cache_dir=tmp_path)
+    assert json.loads(Path(old_path).read_text()) == {"v": 1}
+    assert json.loads(Path(new_path).read_text()) == {"v": 2}
+
+
+def test_resolve_headers_and_range(localhub):
+    localhub.store.create_repo("org/tiny")
+    data = bytes(range(256)) * 4
+    sha = localhub.store.commit_files("org/tiny", {"notes.txt": data, "w.safetensors": b"S" * 100})
+    url = f"{localhub.url}/org/tiny/resolve/main"
+
+    head = httpx2.head(f"{url}/notes.txt")
+    assert head.headers["X-Repo-Commit"] == sha
+    assert head.headers["ETag"] == f'"{git_blob_sha(data)}"'
+    assert head.headers["Content-Length"] == str(len(data))
+    lfs = httpx2.head(f"{url}/w.safetensors")
+    assert lfs.headers["X-Linked-Etag"] == f'"{hashlib.sha256(b"S" * 100).hexdigest()}"'
+    assert lfs.headers["X-Linked-Size"] == "100"
+
+    part = httpx2.get(f"{url}/notes.txt", headers={"Range": "bytes=10-19"})
+    assert part.status_code == 206 and part.content == data[10:20]
+    assert part.headers["Content-Range"] == f"bytes 10-19/{len(data)}"
+    assert httpx2.get(f"{url}/notes.txt", headers={"Range": "bytes=-5"}).content == data[-5:]
+    assert httpx2.get(f"{url}/notes.txt", headers={"Range": "bytes=5000-"}).status_code == 416
+    missing = httpx2.get(f"{url}/nope.txt")
+    assert missing.status_code == 404 and missing.headers["X-Error-Code"] == "EntryNotFound"
+
+
+def test_small_file_commit_builds_history(localhub):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset", exist_ok=True)
+    first = api.create_commit(
+        "org/ds", [CommitOperationAdd("a.txt", b"hello")], commit_message="add a", repo_type="dataset"
+    )
+    second = api.create_commit(
+        "org/ds",
+        [CommitOperationAdd("b/c.txt", b"world"), CommitOperationDelete("a.txt")],
+        commit_message="add b/c, drop a",
+        repo_type="dataset",
+    )
+    history = localhub.store.history("org/ds", repo_type="dataset")
+    assert [c["sha"] for c in history[:2]] == [second.oid, first.oid]
+    assert history[0]["parent"] == first.oid and history[0]["message"] == "add b/c, drop a"
+    assert api.list_repo_files("org/ds", repo_type="dataset") == [".gitattributes", "b/c.txt"]
+    assert localhub.store.read_file("org/ds", "b/c.txt", repo_type="dataset") == b"world"
+    assert not any("/lfs" in p for _, p in localhub.server.requests)  # small text files go inline
+
+
+def test_lfs_commit_goes_through_batch_upload_and_verify(localhub, tmp_path):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset")
+    big = tmp_path / "big.bin.txt"
+    big.write_bytes(b"\x00\x01" * (5 * 1024 * 1024 + 10))  # > 10 MB: LFS whatever the name
+    parquet = b"PAR1" + b"rows" * 50 + b"PAR1"
+    info = api.create_commit(
+        "org/ds",
+        [CommitOperationAdd("data/results/x.parquet", parquet), CommitOperationAdd("big.txt", big)],
+        commit_message="lfs",
+        repo_type="dataset",
+    )
+    paths = [p for _, p in localhub.server.requests]
+    assert any(p.endswith(".git/info/lfs/objects/batch") for p in paths)
+    assert sum(p.startswith("/lfs-upload/") for p in paths) == 2
+    assert sum(p.startswith("/lfs-verify/") for p in paths) == 2
+    tree = localhub.store.get("org/ds", repo_type="dataset").tree(info.oid)
+    assert tree["data/results/x.parquet"]["lfs"] and tree["big.txt"]["lfs"]
+    files = {f.path: f for f in api.list_repo_tree("org/ds", repo_type="dataset", recursive=True) if f.path != "data"}
+    assert files["big.txt"].lfs.size == big.stat().st_size
+    got = hf_hub_download("org/ds", "data/results/x.parquet", repo_type="dataset", endpoint=localhub.url,
+                          cache_dir=tmp_path / "c")  # fmt: skip
+    assert Path(got).read_bytes() == parquet
+    # Same content again: the batch answer has no upload action, nothing is sent twice.
+    api.create_commit(
+        "org/ds", [CommitOperationAdd("copy.parquet", parquet)], commit_message="again", repo_type="dataset"
+    )
+    assert sum(p.startswith("/lfs-upload/") for _, p in localhub.server.requests) == 2
+
+
+def test_pull_request_push_to_it_and_discussions(localhub):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset")
+    main_before = api.dataset_info("org/ds").sha
+    pr = api.create_commit(
+        "org/ds", [CommitOperationAdd("r.txt", b"1")], commit_message="Results", repo_type="dataset", create_pr=True
+    )
+    assert pr.pr_num == 1 and pr.pr_revision == "refs/pr/1"
+    pushed = api.create_commit(
+        "org/ds", [CommitOperationAdd("r2.txt", b"2")], commit_message="More", repo_type="dataset",
+        revision="refs/pr/1",
+    )  # fmt: skip
+    assert api.dataset_info("org/ds").sha == main_before  # main untouched
+    assert api.dataset_info("org/ds", revision="refs/pr/1").sha == pushed.oid
+    assert set(api.list_repo_files("org/ds", repo_type="dataset", revision="refs/pr/1")) >= {"r.txt", "r2.txt"}
+
+    discussions = list(api.get_repo_discussions("org/ds", repo_type="dataset", discussion_status="open"))
+    assert [(d.num, d.title, d.is_pull_request, d.status) for d in discussions] == [(1, "Results", True, "open")]
+    comment = api.comment_discussion("org/ds", 1, "looks good", repo_type="dataset")
+    assert comment.content == "looks good"
+    details = api.get_discussion_details("org/ds", 1, repo_type="dataset")
+    assert [e.type for e in details.events] == ["comment", "commit", "commit", "comment"]
+
+    localhub.store.set_discussion_status("org/ds", 1, "closed")
+    assert list(api.get_repo_discussions("org/ds", repo_type="dataset", discussion_status="open")) == []
+
+
+def test_stale_parent_commit_is_refused_with_412(localhub):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset")
+    parent = api.dataset_info("org/ds").sha
+    localhub.store.commit_files("org/ds", {"other.txt": b"x"}, repo_type="dataset")
+    with pytest.raises(hf_errors.HfHubHTTPError) as caught:
+        api.create_commit(
+            "org/ds", [CommitOperationAdd("a.txt", b"a")], commit_message="m", repo_type="dataset",
+            parent_commit=parent,
+        )  # fmt: skip
+    assert caught.value.response.status_code == 412
+
+
+def test_errors_are_hub_shaped(localhub, tmp_path):
+    api = _api(localhub)
+    localhub.store.create_repo("org/gated", metadata={"gated": "manual"})
+    with pytest.raises(hf_errors.RepositoryNotFoundError):
+        api.model_info("org/missing")
+    with pytest.raises(hf_errors.RevisionNotFoundError):
+        api.model_info("org/gated", revision="nope")
+    with pytest.raises(hf_errors.GatedRepoError):
+        hf_hub_download("org/gated", ".gitattributes", endpoint=localhub.url, cache_dir=tmp_path)
+    assert api.model_info("org/gated").gated == "manual"  # listing data stays public
+
+
+def test_fault_injection_and_request_log(localhub):
+    localhub.store.create_repo("org/tiny")
+    fault = localhub.server.inject(r"^/api/models/org/tiny", "GET", statuses=[429, 503], retry_after=3)
+    url = f"{localhub.url}/api/models/org/tiny"
+    first, second, third = httpx2.get(url), httpx2.get(url), httpx2.get(url)
+    assert (first.status_code, second.status_code, third.status_code) == (429, 503, 200)
+    assert first.headers["Retry-After"] == "3" and fault.hits == 2
+    assert localhub.server.count_requests(r"^/api/models/org/tiny", "GET") == 3
+
+    forever = localhub.server.inject(r"/api/whoami", statuses=[500], forever=True)
+    assert all(httpx2.get(f"{localhub.url}/api/whoami-v2").status_code == 500 for _ in range(4))
+    assert forever.hits == 4
+    localhub.server.clear_faults()
+    assert httpx2.get(f"{localhub.url}/api/whoami-v2").json()["name"] == "localhub-user"
+
+
+def test_store_survives_a_restart(tmp_path):
+    store = LocalHubStore(tmp_path)
+    store.create_repo("org/ds", repo_type="dataset", metadata={"likes": 3})
+    sha = store.commit_files("org/ds", {"a.txt": b"a"}, repo_type="dataset")
+    reopened = LocalHubStore(tmp_path)
+    repo = reopened.get("org/ds", repo_type="dataset")
+    assert repo.refs["main"] == sha and repo.meta["likes"] == 3
+    assert reopened.read_file("org/ds", "a.txt", repo_type="dataset") == b"a"

@@ -1,0 +1,341 @@
+"""Neuron-side parsers and launch helpers, on recorded tool outputs and a fake sysfs tree."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.bench.failures import classify
+from pipeline.bench.neuron_launch import (
+    escalation_plan,
+    neuron_env,
+    next_cores,
+    torchrun_command,
+    visible_cores,
+)
+from pipeline.bench.neuron_tools import (
+    CoreMemory,
+    compile_cache_hit,
+    driver_version,
+    parse_neuron_ls,
+    parse_neuron_monitor,
+    peak_delta,
+    read_device_memory,
+    reset_peaks,
+    snapshot_cache,
+)
+from pipeline.errors import BenchError, ConfigError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "neuron"
+GIB = 1024**3
+
+
+# --- neuron-ls ------------------------------------------------------------------------------------
+
+
+def test_neuron_ls_trn2_3xlarge():
+    inv = parse_neuron_ls((FIXTURES / "neuron_ls_trn2_3xlarge.json").read_text())
+    assert inv.instance_type == "trn2.3xlarge"
+    assert (inv.device_count, inv.cores_per_device, inv.logical_nc_config) == (1, 4, 2)
+    assert inv.memory_per_device_bytes == 96 * GIB
+    assert inv.memory_per_core_bytes == 24 * GIB
+    assert inv.total_cores == 4
+    assert inv.busy_core_ids == () and inv.runtime_version is None
+
+
+def test_neuron_ls_trn1_has_no_instance_type_or_lnc():
+    inv = parse_neuron_ls((FIXTURES / "neuron_ls_trn1_2xlarge.json").read_text())
+    assert inv.instance_type is None and inv.logical_nc_config is None
+    assert (inv.cores_per_device, inv.memory_per_core_bytes) == (2, 16 * GIB)
+
+
+def test_neuron_ls_reports_busy_cores_and_runtime_version():
+    inv = parse_neuron_ls((FIXTURES / "neuron_ls_trn2_48xlarge_one_device.json").read_text())
+    assert inv.instance_type == "trn2.48xlarge"
+    assert inv.busy_core_ids == (0, 1, 2, 3)
+    assert inv.runtime_version == "2.34.10"
+    assert inv.devices[0].pids == (1966680, 1966681)
+
+
+def test_neuron_ls_many_devices_and_wrapped_form():
+    devices = [
+        {
+            "neuron_device": i,
+            "nc_count": 4,
+            "logical_neuroncore_config": 2,
+            "memory_size": 96 * GIB,
+            "neuroncore_ids": [4 * i + k for k in range(4)],
+            "neuron_processes": [],
+        }
+        for i in reversed(range(16))
+    ]
+    inv = parse_neuron_ls(json.dumps({"instance_type": "trn2.48xlarge", "neuron_devices": devices}))
+    assert (inv.instance_type, inv.device_count, inv.total_cores) == ("trn2.48xlarge", 16, 64)
+    assert [d.index for d in inv.devices] == list(range(16))
+    # Without neuroncore_ids, cores are numbered device by device.
+    del devices[0]["neuroncore_ids"]
+    assert parse_neuron_ls(json.dumps(devices)).devices[15].core_ids == (60, 61, 62, 63)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("not json", "not JSON"),
+        ("[]", "no Neuron device"),
+        ('[{"nc_count": 2}]', "neuron_device"),
+        ('[{"neuron_device": 0, "nc_count": "two"}]', "nc_count"),
+        ('{"neuron_devices": null}', "no Neuron"),
+    ],
+)
+def test_neuron_ls_rejects_bad_output(text, match):
+    with pytest.raises(BenchError, match=match):
+        parse_neuron_ls(text)
+
+
+# --- sysfs ----------------------------------------------------------------------------------------
+
+CATEGORIES = ("constants", "model_code", "tensors", "runtime_memory", "dma_rings")
+
+
+def _write_core(root: Path, device: int, core: int, *, total: int, peak: int, tensors: int = 0) -> None:
+    mem = (
+        root
+        / "devices/virtual/neuron_device"
+        / f"neuron{device}"
+        / f"neuron_core{core}"
+        / "stats/memory_usage/device_mem"
+    )
+    for name, value in (("total", total), ("present", 4096), ("peak", peak)):
+        (mem / name).parent.mkdir(parents=True, exist_ok=True)
+        (mem / name).write_text(f"{value}\n")
+    for category in CATEGORIES:
+        (mem / category).mkdir(exist_ok=True)
+        value = tensors if category == "tensors" else (total - tensors if category == "constants" else 0)
+        for name in ("total", "present", "peak"):
+            (mem / category / name).write_text(f"{value}\n")
+
+
+@pytest.fixture
+def sysfs(tmp_path: Path) -> Path:
+    # Two devices of two cores each, the structure the Neuron Sysfs User Guide documents.
+    _write_core(tmp_path, 0, 0, total=100, peak=100)
+    _write_core(tmp_path, 0, 1, total=0, peak=0)
+    _write_core(tmp_path, 1, 0, total=50, peak=70)
+    _write_core(tmp_path, 1, 1, total=0, peak=0)
+    (tmp_path / "devices/virtual/neuron_device/neuron0/neuron_core0/info").mkdir()  # not a counter
+    (tmp_path / "module/neuron").mkdir(parents=True)
+    (tmp_path / "module/neuron/version").write_text("2.26.5.0\n")
+    return tmp_path
+
+
+def test_read_device_memory_numbers_cores_device_by_device(sysfs):
+    mem = read_device_memory(sysfs)
+    assert sorted(mem) == [0, 1, 2, 3]
+    assert mem[2] == CoreMemory(device=1, core=0, current=50, peak=70)
+    assert mem[0].categories["constants"] == 100
+    assert set(read_device_memory(sysfs, cores=[1, 2])) == {1, 2}
+
+
+def test_read_device_memory_without_driver(tmp_path):
+    assert read_device_memory(tmp_path) == {}
+
+
+def test_read_device_memory_falls_back_to_category_sum(sysfs):
+    mem_dir = sysfs / "devices/virtual/neuron_device/neuron0/neuron_core1/stats/memory_usage/device_mem"
+    (mem_dir / "total").unlink()
+    (mem_dir / "peak").unlink()
+    (mem_dir / "tensors" / "total").write_text("30\n")
+    core = read_device_memory(sysfs, cores=[1])[1]
+    assert (core.current, core.peak) == (30, 30)
+
+
+def test_peak_delta_sums_peak_after_minus_current_before(sysfs):
+    before = read_device_memory(sysfs)
+    _write_core(sysfs, 0, 0, total=150, peak=400, tensors=250)
+    _write_core(sysfs, 0, 1, total=10, peak=60, tensors=10)
+    after = read_device_memory(sysfs)
+    # core0: 400-100, core1: 60-0, core2: 70-50 (old peak, an upper bound), core3: 0.
+    assert peak_delta(before, after) == 300 + 60 + 20
+    assert peak_delta({}, {0: CoreMemory(0, 0, 5, 9)}) == 9
+    assert peak_delta({0: CoreMemory(0, 0, 50, 50)}, {0: CoreMemory(0, 0, 10, 20)}) == 0
+
+
+def test_reset_peaks_clears_counters(sysfs):
+    assert reset_peaks(sysfs, cores=[2])
+    assert read_device_memory(sysfs)[2].peak == 0
+    assert read_device_memory(sysfs)[0].peak == 100
+
+
+def test_reset_peaks_reports_unwritable(sysfs, monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise PermissionError("read-only")
+
+    monkeypatch.setattr(Path, "write_text", refuse)
+    assert reset_peaks(sysfs) is False
+
+
+def test_driver_version(sysfs, tmp_path):
+    assert driver_version(sysfs) == "2.26.5.0"
+    assert driver_version(tmp_path / "nowhere") is None
+
+
+# --- neuron-monitor -------------------------------------------------------------------------------
+
+
+def test_monitor_stream_takes_peak_across_reports():
+    sample = parse_neuron_monitor((FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text())
+    assert sample.reports == 3
+    assert sample.peak_per_core == {0: 196608 + 101125344 + 943608, 1: 32768}
+    assert sample.last_per_core[0] == 196608 + 101125344 + 943608
+    assert sample.peak_device_bytes == 102298328
+    assert sample.peak_host_bytes == 612179968
+    assert sample.instance_type == "trn1.2xlarge"
+    assert sample.errors == ()
+
+
+def test_monitor_filters_by_pid():
+    text = (FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text()
+    sample = parse_neuron_monitor(text, pid=16851)
+    assert sample.peak_host_bytes == 612179968
+    only_second = parse_neuron_monitor(text.splitlines()[1], pid=16851)
+    assert only_second.peak_per_core[0] == 196608 + 101125344 + 521468
+    assert parse_neuron_monitor(text, pid=1).peak_per_core == {}
+
+
+def test_monitor_docs_report_trn2():
+    sample = parse_neuron_monitor((FIXTURES / "neuron_monitor_trn2_docs.json").read_text())
+    assert sample.instance_type == "trn2n.48xlarge"
+    assert sample.peak_per_core == {0: 391243392, 1: 391243392}
+    assert sample.peak_bytes == 2 * 391243392
+    assert sample.peak_device_bytes == 12519788544
+
+
+def test_monitor_runtime_version_and_errors():
+    report = {"neuron_runtime_data": [{"pid": 7, "error": "no data", "neuron_runtime_version": "2.23.0", "report": {}}]}
+    sample = parse_neuron_monitor(json.dumps(report))
+    assert sample.runtime_version == "2.23.0" and sample.errors == ("no data",)
+
+
+def test_monitor_tolerates_a_cut_last_line_but_not_a_corrupt_one():
+    text = (FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text()
+    assert parse_neuron_monitor(text + '{"neuron_runtime_da').reports == 3
+    lines = text.splitlines()
+    with pytest.raises(BenchError, match="line 2"):
+        parse_neuron_monitor("\n".join([lines[0], "garbage", lines[1]]))
+    assert parse_neuron_monitor("").reports == 0
+
+
+# --- compile cache --------------------------------------------------------------------------------
+
+
+def _module(cache: Path, name: str) -> None:
+    path = cache / "neuronxcc-2.13.72.0+78a426937" / name
+    path.mkdir(parents=True)
+    (path / "model.neff").write_bytes(b"neff")
+
+
+def test_cache_miss_then_hit(tmp_path):
+    cache = tmp_path / "neuron-compile-cache"
+    before = snapshot_cache(cache)
+    assert before == set()
+    _module(cache, "MODULE_13170552691779535425+d41d8cd9")
+    assert not compile_cache_hit(cache, before)  # a new module: the compile really ran
+    warm = snapshot_cache(cache)
+    assert warm == {"neuronxcc-2.13.72.0+78a426937/MODULE_13170552691779535425+d41d8cd9"}
+    assert compile_cache_hit(cache, warm)  # nothing new: served from the cache
+
+
+def test_cache_legacy_layout_and_unrelated_entries(tmp_path):
+    (tmp_path / "USER_neuroncc-2.2.0.73+0af5a171c" / "MODULE_13878571457055826912").mkdir(parents=True)
+    (tmp_path / "lock").write_text("")
+    (tmp_path / "other" / "MODULE_1").mkdir(parents=True)
+    assert snapshot_cache(tmp_path) == {"USER_neuroncc-2.2.0.73+0af5a171c/MODULE_13878571457055826912"}
+
+
+def test_empty_cache_is_not_a_hit(tmp_path):
+    assert not compile_cache_hit(tmp_path, set())
+
+
+# --- launch ---------------------------------------------------------------------------------------
+
+
+def test_visible_cores_and_env(tmp_path):
+    assert visible_cores(cores=1, first_core=3) == "3"
+    assert visible_cores(cores=4) == "0-3"
+    env = neuron_env(cores=2, first_core=2, lnc=2, cache_dir=tmp_path, total_cores=4)
+    assert env == {
+        "NEURON_RT_VISIBLE_CORES": "2-3",
+        "NEURON_LOGICAL_NC_CONFIG": "2",
+        "NEURON_COMPILE_CACHE_URL": str(tmp_path),
+    }
+    assert neuron_env(cores=1, lnc=None, cache_dir=None) == {"NEURON_RT_VISIBLE_CORES": "0"}
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(cores=0),
+        dict(cores=1, first_core=-1),
+        dict(cores=2, lnc=3),
+        dict(cores=4, first_core=2, total_cores=4),
+        dict(cores=1, total_cores=0),
+    ],
+)
+def test_env_rejects_bad_ranges(kwargs):
+    kwargs = {"lnc": None, "cache_dir": None, **kwargs}
+    with pytest.raises(ConfigError):
+        neuron_env(**kwargs)
+
+
+def test_torchrun_command_is_a_list_torchrun_accepts():
+    from torch.distributed.run import get_args_parser
+
+    cmd = torchrun_command(nproc=4, module_args=["pipeline.bench.child", "--spec", "s.json"], python="/py")
+    assert cmd[:4] == ["/py", "-m", "torch.distributed.run", "--standalone"]
+    args = get_args_parser().parse_args(cmd[3:])
+    assert (args.nproc_per_node, args.module, args.standalone) == ("4", True, True)
+    assert (args.training_script, args.training_script_args) == ("pipeline.bench.child", ["--spec", "s.json"])
+
+    fixed = torchrun_command(nproc=2, module_args=["m"], master_port=29500)
+    args = get_args_parser().parse_args(fixed[3:])
+    assert (args.standalone, args.rdzv_endpoint, args.nnodes) == (False, "127.0.0.1:29500", "1")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(nproc=0, module_args=["m"]),
+        dict(nproc=1, module_args=[]),
+        dict(nproc=1, module_args=["--flag"]),
+        dict(nproc=1, module_args=["m"], master_port=70000),
+    ],
+)
+def test_torchrun_command_rejects_bad_input(kwargs):
+    with pytest.raises(ConfigError):
+        torchrun_command(**kwargs)
+
+
+def test_escalation_plan():
+    assert escalation_plan(start=1, max_cores=4) == [1, 2, 4]
+    assert escalation_plan(start=1, max_cores=64) == [1, 2, 4, 8, 16, 32, 64]
+    assert escalation_plan(start=3, max_cores=16) == [3, 6, 12]
+    assert escalation_plan(start=4, max_cores=4) == [4]
+    with pytest.raises(ConfigError):
+        escalation_plan(start=0, max_cores=4)
+    with pytest.raises(ConfigError):
+        escalation_plan(start=8, max_cores=4)
+
+
+def test_next_cores_doubles_only_on_device_or_compiler_oom():
+    compiler_oom = classify(message="[NCC_EOOM001] Maximum peak HBM usage of 32.00GB exceeds HBM limit")
+    device_oom = classify(message='nrt_tensor_allocate status=4 message="Allocation Failure"')
+    host_oom = classify(exc_type="MemoryError")
+    busy = classify(message="Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0")
+    assert next_cores(1, compiler_oom, 4) == 2
+    assert next_cores(2, device_oom, 4) == 4
+    assert next_cores(4, device_oom, 4) is None
+    assert next_cores(1, host_oom, 4) is None
+    assert next_cores(1, busy, 4) is None
+    assert next_cores(1, classify(exit_code=-11), 4) is None

@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from pipeline import fsatomic, render
 from pipeline.errors import DatasetError, RecordError
 from pipeline.ids import slug
-from pipeline.records import arrow_schema, flatten, record_id, unflatten, validate_record
+from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
 

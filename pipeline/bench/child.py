@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import statistics
 import sys
 import time
 import traceback

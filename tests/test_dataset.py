@@ -1,0 +1,182 @@
+"""The dataset folder: Parquet read back by pandas and datasets, append-only, latest view, all-or-nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.dataset import LATEST_DIR, RESULTS_DIR, build
+from pipeline.errors import RecordError
+from pipeline.records import COLUMN_NAMES, arrow_schema
+from pipeline.testing.records import sample_failure, sample_record
+
+
+def _records() -> list[dict]:
+    return [
+        sample_record(),
+        sample_record(
+            model_id="acme/vlm",
+            task="image-text-to-text",
+            workload={"batch_size": 1, "input_tokens": 64, "output_tokens": 32, "image_size": 224},
+        ),
+        sample_failure(model_id="acme/broken", stage="compile", code="ncc_evrf001", message="NCC_EVRF001 <b>x</b>"),
+    ]
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file (hidden temp files included: none may be left)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_build_reads_back_with_pandas_and_datasets(tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "ds"
+    summary = build(_records(), out)
+    assert summary.added == 3 and summary.results_file
+    results = pd.read_parquet(out / RESULTS_DIR)
+    latest = pd.read_parquet(out / LATEST_DIR)
+    assert list(results.columns) == list(COLUMN_NAMES)
+    assert sorted(latest.model_id) == ["acme/broken", "acme/vlm", "trncat-demo/tiny-llama"]
+    assert set(latest.loc[latest.status == "pass", "task"]) == {"text-generation", "image-text-to-text"}
+    for path in (out / RESULTS_DIR).glob("*.parquet"):
+        assert pq.read_schema(path).remove_metadata() == arrow_schema()
+    loaded = datasets.load_dataset(
+        "parquet", data_files={"latest": str(out / LATEST_DIR / "*.parquet")}, cache_dir=str(tmp_path / "hf-cache")
+    )
+    assert loaded["latest"].num_rows == 3
+    assert set(loaded["latest"].column_names) == set(COLUMN_NAMES)
+    card = (out / "README.md").read_text()
+    assert 'config_name: "latest"' in card and "data/latest/*.parquet" in card
+    for model in ("acme/vlm", "acme/broken", "trncat-demo/tiny-llama"):
+        assert (out / "scripts" / model / "run.py").is_file()
+        assert (out / "scripts" / model / "requirements.txt").is_file()
+
+
+def test_results_are_append_only_and_duplicates_change_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    build(_records(), out)
+    first = _tree(out)
+    again = build(_records(), out)
+    assert not again.changed and again.duplicates == 3
+    assert _tree(out) == first
+    newer = sample_record(
+        run={"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"},
+        metrics={"decode_tokens_per_s": 99.0},
+    )
+    summary = build([newer], out)
+    after = _tree(out)
+    old_results = {k: v for k, v in first.items() if k.startswith(RESULTS_DIR)}
+    assert all(after[k] == v for k, v in old_results.items()), "an old results file was rewritten"
+    assert len([k for k in after if k.startswith(RESULTS_DIR)]) == len(old_results) + 1
+    latest = pd.read_parquet(out / LATEST_DIR)
+    row = latest[latest.model_id == "trncat-demo/tiny-llama"].iloc[0]
+    assert row.decode_tokens_per_s == 99.0
+    assert summary.latest_files and all(after[f] != first.get(f) for f in summary.latest_files)
+    untouched = [k for k in first if k.startswith(LATEST_DIR) and k not in summary.latest_files]
+    assert all(after[k] == first[k] for k in untouched), "a latest shard that did not change was rewritten"
+
+
+def test_an_older_record_does_not_replace_the_latest(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    build([sample_record(run={"finished_at": "2026-11-29T10:05:00+00:00"}, metrics={"decode_tokens_per_s": 99.0})], out)
+    build([sample_record(metrics={"decode_tokens_per_s": 1.0})], out)
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
+    assert pd.read_parquet(out / LATEST_DIR).decode_tokens_per_s.tolist() == [99.0]
+
+
+def test_an_invalid_record_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    bad = sample_record(revision="main")
+    with pytest.raises(RecordError, match="revision"):
+        build([sample_record(), bad], tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from pipeline.dataset import build
+    records = json.loads(Path(sys.argv[1]).read_text())
+    print("ready", flush=True)
+    sys.stdin.readline()
+    build(records, Path(sys.argv[2]))
+    print("done", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_build_killed_at_random_moments_leaves_before_or_after(tmp_path: Path) -> None:
+    import json
+
+    base = [sample_record(model_id=f"org/model-{i}") for i in range(30)]
+    extra = [
+        sample_record(model_id=f"org/model-{i}", run={"finished_at": "2026-11-29T00:00:00+00:00"})
+        for i in range(0, 60, 2)
+    ]
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps(extra))
+    script = tmp_path / "kill_build.py"
+    script.write_text(_KILL_SCRIPT)
+
+    def fresh(name: str) -> Path:
+        folder = tmp_path / name
+        build(base, folder)
+        return folder
+
+    reference = fresh("reference")
+    before = _tree(reference)
+    build(extra, reference)
+    after = _tree(reference)
+    assert before != after
+
+    def run_once(out: Path, delay: float | None) -> float:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(batch), str(out)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=Path(__file__).parent.parent,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        start = time.perf_counter()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        if delay is None:
+            proc.wait(timeout=120)
+            assert proc.returncode == 0
+            return time.perf_counter() - start
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        return delay
+
+    duration = run_once(fresh("timing"), None)
+    rng = random.Random(20261129)
+    states = {"before": 0, "after": 0}
+    for attempt in range(20):
+        out = fresh(f"killed-{attempt}")
+        run_once(out, rng.uniform(0, duration * 1.1))
+        tree = _tree(out)
+        assert tree in (before, after), f"attempt {attempt}: the folder is neither before nor after"
+        states["before" if tree == before else "after"] += 1
+        pd.read_parquet(out / LATEST_DIR)  # and it stays readable
+    assert states["before"] > 0, states  # the kills did land mid-build, not only after it
+    build(extra, tmp_path / "killed-0")  # a later build cleans what killed builds left behind
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".trncat-stage-killed-0-")]

@@ -1,0 +1,30 @@
+"""`trncat demo` end to end: the README's main command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.cli import main
+
+
+@pytest.mark.slow
+def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "demo-out"
+    assert main(["demo", "--out", str(out)]) == 0
+    latest = pd.read_parquet(out / "data" / "latest")
+    passes = latest[latest.status == "pass"]
+    assert set(passes.task) == {"text-generation", "image-text-to-text"}
+    assert (passes.decode_tokens_per_s > 0).all()
+    assert len(list((out / "data" / "results").glob("*.parquet"))) == 1
+    for model_id in latest.model_id:
+        assert (out / "scripts" / model_id / "run.py").is_file()
+    table = capsys.readouterr().out
+    assert "trncat-demo/tiny-llama" in table and "pass" in table
+    # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
+    first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
+    assert main(["demo", "--out", str(out)]) == 0
+    second = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
+    assert len(second) == 2 and all(second[name] == data for name, data in first.items())

@@ -1,0 +1,119 @@
+"""Generated files: golden files, escaping of untrusted text, and the generated run.py really runs."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline import render
+from pipeline.dataset import build
+from pipeline.errors import PipelineError
+from pipeline.testing.records import sample_failure, sample_record
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("TRNCAT_UPDATE_GOLDEN") == "1"
+
+
+def _golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.read_text() == text, f"{name} changed; rerun with TRNCAT_UPDATE_GOLDEN=1 if intended"
+
+
+def test_golden_run_py_and_requirements() -> None:
+    neuron = sample_record(cores=8)
+    _golden("run_neuron_8_cores.py", render.run_script(neuron))
+    _golden("requirements_neuron.txt", render.requirements(neuron))
+    vlm = sample_record(
+        task="image-text-to-text",
+        model_id="acme/vlm",
+        workload={"batch_size": 1, "input_tokens": 64, "output_tokens": 32, "image_size": 224},
+    )
+    _golden("requirements_neuron_vlm.txt", render.requirements(vlm))
+    cpu = sample_record(
+        device="cpu",
+        versions={"torch": "2.13.0+cpu", "torch_neuronx": None, "neuronx_cc": None},
+        hardware={"name": "cpu-x86_64", "memory_per_core_bytes": None, "cores_available": None},
+    )
+    _golden("requirements_cpu.txt", render.requirements(cpu))
+
+
+def test_golden_dataset_card(tmp_path: Path) -> None:
+    build([sample_record(), sample_failure(model_id="acme/broken")], tmp_path / "ds")
+    _golden("dataset_card.md", (tmp_path / "ds" / "README.md").read_text())
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["'; import os; os.system('x') #", '"""\nimport os\n"""', "\\", "\x00", "{{ 7*7 }}", "</script>", "\u2028"],
+)
+def test_python_literals_never_break_out(hostile: str) -> None:
+    source = f"VALUE = {render.py_literal({'a': [hostile, 1, None, True, 2.5]})}\n"
+    tree = ast.parse(source)
+    assert len(tree.body) == 1
+    assert ast.literal_eval(tree.body[0].value) == {"a": [hostile, 1, None, True, 2.5]}
+
+
+def test_py_literal_refuses_other_types() -> None:
+    with pytest.raises(PipelineError):
+        render.py_literal(object())
+    with pytest.raises(PipelineError):
+        render.py_literal(float("nan"))
+
+
+def test_requirements_refuse_injected_versions() -> None:
+    record = sample_record(versions={"transformers": "5.0.0 --index-url https://evil.example"})
+    with pytest.raises(PipelineError, match="refusing"):
+        render.requirements(record)
+    record = sample_record(versions={"neuronx_cc": "2.21\n--extra-index-url http://evil"})
+    with pytest.raises(PipelineError, match="refusing"):
+        render.requirements(record)
+
+
+def test_markdown_and_yaml_escaping() -> None:
+    assert render.md_cell("a|b <img src=x onerror=alert(1)>\nnext") == r"a\|b \<img src=x onerror=alert\(1\)\> next"
+    import yaml
+
+    for hostile in ["x\n- injected: true", "a: b", "'quote\"", "#comment"]:
+        assert yaml.safe_load(f"key: {render.yaml_scalar(hostile)}") == {"key": hostile}
+
+
+def test_torchvision_pairs_with_torch() -> None:
+    assert render.torchvision_for("2.9.1") == "0.24.1"
+    assert render.torchvision_for("2.14.1+cu128") == "0.29.1"
+    assert render.torchvision_for("nonsense") is None
+
+
+@pytest.mark.parametrize("task", ["text-generation", "image-text-to-text"])
+def test_generated_run_py_runs_on_cpu(task: str, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    record = sample_record(
+        task=task,
+        model_id="acme/tiny",
+        workload={
+            "batch_size": 1,
+            "input_tokens": 12,
+            "output_tokens": 4,
+            "image_size": 48 if task != "text-generation" else None,
+        },
+    )
+    script = tmp_path / "run.py"
+    script.write_text(render.run_script(record))
+    compile(script.read_text(), str(script), "exec")
+    done = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--model", str(tiny_models[task]), "--iterations", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tokens_per_s" in done.stdout and "latency_s" in done.stdout
+    assert str(tiny_models[task]) in done.stdout

@@ -313,6 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. `trncat plan ... --json | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

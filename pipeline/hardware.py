@@ -1,0 +1,141 @@
+"""The Trainium instances trncat plans for and benchmarks on: cores, memory per core, memory bandwidth.
+
+One small exact table. The planner reads memory per core from it; the benchmark harness reads the memory
+bandwidth for its roofline (decode throughput against the bandwidth bound). Numbers are AWS's published
+ones: a Trainium2 chip has 8 physical NeuronCores and 96 GiB of HBM at 2.9 TB/s; with the default logical
+core config ``LNC=2`` two physical cores act as one logical core (4 per chip, 24 GiB each); with ``LNC=1``
+each physical core is its own (8 per chip, 12 GiB each). A Trainium1 chip has 2 cores, 32 GiB of HBM at
+820 GB/s, and no logical core config (``lnc`` is 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from pipeline.errors import ConfigError
+
+GiB = 1024**3
+
+#: Per-chip figures of each accelerator family, keyed by (family, lnc): (cores per chip, bytes per core).
+_CHIP: dict[tuple[str, int], tuple[int, int]] = {
+    ("trn2", 2): (4, 24 * GiB),
+    ("trn2", 1): (8, 12 * GiB),
+    ("trn1", 1): (2, 16 * GiB),
+}
+#: HBM bandwidth of one chip in bytes/s (decimal TB/s and GB/s, as AWS publishes them).
+_CHIP_BANDWIDTH: dict[str, float] = {"trn2": 2.9e12, "trn1": 820e9}
+#: The logical core config a family runs with when none is asked for.
+_DEFAULT_LNC: dict[str, int] = {"trn2": 2, "trn1": 1}
+#: Instance type -> (family, chips).
+_INSTANCES: dict[str, tuple[str, int]] = {
+    "trn2.3xlarge": ("trn2", 1),
+    "trn2.48xlarge": ("trn2", 16),
+    "trn1.2xlarge": ("trn1", 1),
+    "trn1.32xlarge": ("trn1", 16),
+}
+
+INSTANCE_NAMES: tuple[str, ...] = tuple(_INSTANCES)
+DEFAULT_INSTANCE = "trn2.48xlarge"
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One instance type at one logical core config.
+
+    Args:
+        name: EC2 instance type, e.g. ``trn2.48xlarge``.
+        family: accelerator family, ``trn2`` or ``trn1``.
+        chips: Trainium chips in the instance.
+        cores: NeuronCores the runtime exposes (logical cores on trn2) in the whole instance.
+        memory_per_core_bytes: HBM each of those cores owns.
+        bandwidth_bytes_per_s: HBM bandwidth of ONE CHIP, shared by its cores (see :func:`bandwidth_for_cores`).
+        lnc: logical core config (2 or 1 on trn2; always 1 on trn1).
+    """
+
+    name: str
+    family: str
+    chips: int
+    cores: int
+    memory_per_core_bytes: int
+    bandwidth_bytes_per_s: float
+    lnc: int
+
+    @property
+    def cores_per_chip(self) -> int:
+        """NeuronCores on one chip at this logical core config."""
+        return self.cores // self.chips
+
+    @property
+    def memory_bytes(self) -> int:
+        """HBM of the whole instance."""
+        return self.cores * self.memory_per_core_bytes
+
+    @property
+    def accelerator(self) -> str:
+        """The accelerator's marketing name, as result records carry it."""
+        return {"trn2": "trainium2", "trn1": "trainium1"}[self.family]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields plus ``cores_per_chip`` and ``accelerator``, for JSON output."""
+        data = asdict(self)
+        data["cores_per_chip"] = self.cores_per_chip
+        data["accelerator"] = self.accelerator
+        return data
+
+
+def get_instance(name: str, *, lnc: int | None = None) -> Instance:
+    """Look up an instance type.
+
+    Args:
+        name: one of :data:`INSTANCE_NAMES`.
+        lnc: logical core config; None means the family's default (2 on trn2, 1 on trn1).
+
+    Returns:
+        The :class:`Instance`.
+
+    Raises:
+        ConfigError: unknown instance type, or an ``lnc`` the family does not have.
+    """
+    try:
+        family, chips = _INSTANCES[name]
+    except KeyError:
+        raise ConfigError(f"unknown instance {name!r}; choose from {', '.join(INSTANCE_NAMES)}") from None
+    lnc = _DEFAULT_LNC[family] if lnc is None else lnc
+    try:
+        cores_per_chip, memory_per_core = _CHIP[(family, lnc)]
+    except KeyError:
+        allowed = sorted(k[1] for k in _CHIP if k[0] == family)
+        raise ConfigError(
+            f"{name} has no logical core config LNC={lnc!r}; choose from {', '.join(map(str, allowed))}"
+        ) from None
+    return Instance(
+        name=name,
+        family=family,
+        chips=chips,
+        cores=chips * cores_per_chip,
+        memory_per_core_bytes=memory_per_core,
+        bandwidth_bytes_per_s=_CHIP_BANDWIDTH[family],
+        lnc=lnc,
+    )
+
+
+def bandwidth_for_cores(instance: Instance, cores: int) -> float:
+    """HBM bandwidth, in bytes/s, available to ``cores`` NeuronCores of ``instance``.
+
+    A chip's bandwidth is shared equally by its cores, so ``cores`` cores get ``cores / cores_per_chip``
+    of a chip's bandwidth (several chips when ``cores`` spans them).
+
+    Args:
+        instance: the instance the cores belong to.
+        cores: how many cores the model runs on, 1 to ``instance.cores``.
+
+    Returns:
+        Bytes per second.
+
+    Raises:
+        ConfigError: ``cores`` is not between 1 and the instance's core count.
+    """
+    if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= instance.cores:
+        raise ConfigError(f"cores must be an integer from 1 to {instance.cores} on {instance.name}, got {cores!r}")
+    return instance.bandwidth_bytes_per_s * cores / instance.cores_per_chip

@@ -1,0 +1,419 @@
+"""Exact parameter counts and attention shapes of a model, from its config.json alone.
+
+The architecture is instantiated on PyTorch's meta device (shapes without storage, so a 47B MoE costs a few
+milliseconds and no memory) through the same Auto class a benchmark would load it with, and its unique
+parameters are counted: tied embeddings once, every expert of an MoE, vision towers and projectors. The same
+pass records which parameters transformers' tensor-parallel plan shards (the rest is replicated on every
+core) and the attention shape the KV cache is sized from.
+
+Results are cached per (architecture, config hash): the Hub holds thousands of fine-tunes with the same
+config, and those plan from one instantiation. Configs that differ in any size hash differently, so the
+cache never trades exactness for speed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import re
+import struct
+import sys
+import warnings
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import PlanError
+
+logger = logging.getLogger(__name__)
+
+#: Config keys that never change the parameter count or attention shape; dropped before hashing so that
+#: copies saved by different transformers versions or at different dtypes share a cache entry.
+_HASH_IGNORED_KEYS = frozenset({"_name_or_path", "transformers_version", "torch_dtype", "dtype", "_commit_hash"})
+#: Config keys, in order of preference, for the routed experts of an MoE and the experts used per token.
+_NUM_EXPERTS_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
+_TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k")
+#: Config keys giving a fixed number of image tokens per image.
+_IMAGE_TOKEN_KEYS = ("image_seq_length", "mm_tokens_per_image", "image_seq_len", "num_image_tokens")
+_CACHE_SIZE = 4096
+#: Attention kinds that keep no per-token KV cache (their state does not grow with the sequence).
+_STATELESS_KINDS = ("linear", "mamba", "conv", "recurrent")
+
+
+@dataclass(frozen=True)
+class AttentionShape:
+    """What the KV cache of the text decoder is sized from.
+
+    Args:
+        num_layers: decoder layers.
+        num_attention_heads: query heads (None when the config does not say).
+        num_key_value_heads: key/value heads (GQA/MQA); equals the query heads for plain multi-head attention.
+        key_dim: width of one token's cached key in one layer (all kv heads together).
+        value_dim: same for the value.
+        layer_types: per-layer attention kind (``full_attention``, ``sliding_attention``, ...), or None when
+            every layer is alike.
+        window: tokens a sliding or chunked layer keeps, or None.
+        hidden_size: model width (for the activation estimate).
+        intermediate_size: MLP width (for the activation estimate).
+        vocab_size: vocabulary size (for the logits estimate).
+    """
+
+    num_layers: int
+    num_attention_heads: int | None
+    num_key_value_heads: int | None
+    key_dim: int
+    value_dim: int
+    layer_types: tuple[str, ...] | None
+    window: int | None
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+
+    def kv_values(self, tokens: int) -> int:
+        """Values a static KV cache holds for one sequence of ``tokens`` tokens (times bytes = its size).
+
+        Sum over layers of (key width + value width) x cached tokens, where a sliding-window or chunked
+        layer caches at most its window and a linear-attention or state-space layer caches none.
+        """
+        kinds: tuple[str | None, ...] = self.layer_types[: self.num_layers] if self.layer_types else ()
+        kinds += (None,) * (self.num_layers - len(kinds))
+        cached = 0
+        for kind in kinds:
+            if kind is not None and any(word in kind for word in _STATELESS_KINDS):
+                continue
+            windowed = self.window is not None and (kind is None or "sliding" in kind or "chunked" in kind)
+            cached += min(tokens, self.window) if windowed and self.window else tokens
+        return cached * (self.key_dim + self.value_dim)
+
+
+@dataclass(frozen=True)
+class VisionShape:
+    """How many tokens one image turns into.
+
+    Args:
+        fixed_tokens: tokens per image when the config fixes it (LLaVA's 576, Gemma 3's 256).
+        patch_size: vision patch side in pixels.
+        image_size: the vision tower's native input side in pixels.
+        reduction: patches merged into one token (Qwen2-VL's spatial merge, Idefics3's pixel shuffle).
+        dynamic: True when the tower takes the image at its own resolution (Qwen2-VL) instead of resizing.
+    """
+
+    fixed_tokens: int | None
+    patch_size: int | None
+    image_size: int | None
+    reduction: int
+    dynamic: bool
+
+    def image_tokens(self, image_size: int) -> int:
+        """Estimated tokens for one square image of ``image_size`` pixels (no tiling)."""
+        if self.fixed_tokens:
+            return self.fixed_tokens
+        if not self.patch_size:
+            return 0
+        side = image_size if self.dynamic or not self.image_size else self.image_size
+        patches = -(-side // self.patch_size)
+        return max(1, patches * patches // max(1, self.reduction))
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """Everything the planner needs to know about one config.
+
+    Args:
+        architecture: the class named in ``architectures`` (or the Auto class's choice), if any.
+        model_type: the config's ``model_type``.
+        attention: the decoder's attention shape, or None when the config does not give one.
+        vision: the image tokenizer's shape for image-text models, else None.
+        instantiable: True when transformers built the model on the meta device and the counts below are set.
+        reason: why it could not be built, when ``instantiable`` is False.
+        params: unique parameters (None when not instantiable).
+        active_params: parameters used per token (MoE: shared part + top-k of the routed experts).
+        tp_sharded_params: parameters transformers' tensor-parallel plan splits across cores.
+        has_tp_plan: whether transformers has a tensor-parallel plan for the architecture at all.
+    """
+
+    architecture: str | None
+    model_type: str | None
+    attention: AttentionShape | None
+    vision: VisionShape | None
+    instantiable: bool = False
+    reason: str | None = None
+    params: int | None = None
+    active_params: int | None = None
+    tp_sharded_params: int | None = None
+    has_tp_plan: bool = False
+
+
+_cache: dict[tuple[str, str], ModelInfo] = {}
+
+
+def config_hash(config: Mapping[str, Any]) -> str:
+    """SHA-256 of the config's canonical JSON, ignoring keys that cannot change the count.
+
+    Args:
+        config: a parsed config.json.
+
+    Returns:
+        64 hex digits.
+    """
+    canonical = json.dumps(_strip(config), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _strip(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _strip(v) for k, v in value.items() if k not in _HASH_IGNORED_KEYS}
+    if isinstance(value, (list, tuple)):
+        return [_strip(v) for v in value]
+    return value
+
+
+def clear_cache() -> None:
+    """Forget every cached :class:`ModelInfo` (tests use it to time cold planning)."""
+    _cache.clear()
+
+
+def describe(config: Mapping[str, Any]) -> ModelInfo:
+    """Count the parameters of ``config``'s architecture and read its attention shape.
+
+    Args:
+        config: a parsed config.json (a plain dict, as on the Hub).
+
+    Returns:
+        The :class:`ModelInfo`; ``instantiable`` is False when transformers does not know the architecture
+        or could not build it, and then only the shapes read from the raw config are filled in.
+
+    Raises:
+        PlanError: the config is not a JSON object or names neither a model_type nor an architecture.
+    """
+    if not isinstance(config, Mapping):
+        raise PlanError(f"config.json must be a JSON object, got {type(config).__name__}")
+    architectures = config.get("architectures") or []
+    architecture = architectures[0] if isinstance(architectures, list) and architectures else None
+    model_type = config.get("model_type")
+    if not model_type and not architecture:
+        raise PlanError("config.json names neither a model_type nor an architecture")
+    key = (str(architecture or model_type), config_hash(config))
+    info = _cache.get(key)
+    if info is None:
+        info = _describe(dict(config), architecture, model_type)
+        if len(_cache) >= _CACHE_SIZE:
+            _cache.pop(next(iter(_cache)))
+        _cache[key] = info
+    return info
+
+
+def _describe(config: dict[str, Any], architecture: str | None, model_type: str | None) -> ModelInfo:
+    import transformers
+
+    def raw(reason: str) -> ModelInfo:
+        text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+        vision = _vision(config, config.get("vision_config") or {})
+        return ModelInfo(architecture, model_type, _attention(text), vision, reason=reason)
+
+    if not model_type or model_type not in transformers.CONFIG_MAPPING:
+        return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
+    try:
+        with _quiet():
+            hf_config = transformers.CONFIG_MAPPING[model_type].from_dict(config)
+            model, architecture = _instantiate(hf_config, architecture, model_type)
+    except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
+        logger.warning("cannot instantiate %s on the meta device: %s", architecture or model_type, exc)
+        return raw(f"transformers could not build {architecture or model_type}: {type(exc).__name__}: {exc}")
+    total, active, sharded, has_plan = _count(model, hf_config)
+    attention = _attention(hf_config.get_text_config())
+    vision = _vision(hf_config, getattr(hf_config, "vision_config", None) or {})
+    return ModelInfo(architecture, model_type, attention, vision, True, None, total, active, sharded, has_plan)
+
+
+def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> tuple[Any, str]:
+    """Build the model on the meta device with the Auto class a benchmark would use."""
+    import torch
+    import transformers
+    from transformers.models.auto import modeling_auto as auto
+
+    causal = auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    image_text = auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    # The checkpoint's own class decides first (Gemma 3 is in both mappings; a text-only Llama 4 checkpoint
+    # says ForCausalLM); the model_type decides when the class name is absent or foreign.
+    if architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
+        auto_cls: Any = transformers.AutoModelForImageTextToText
+    elif architecture in causal.values() or model_type in causal:
+        auto_cls = transformers.AutoModelForCausalLM
+    else:
+        auto_cls = None
+    with torch.device("meta"), _no_torch_init():
+        if auto_cls is not None:
+            model = auto_cls.from_config(hf_config, trust_remote_code=False)
+        else:
+            cls = getattr(transformers, architecture or "", None)
+            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
+                model = cls._from_config(hf_config)
+            else:
+                model = transformers.AutoModel.from_config(hf_config, trust_remote_code=False)
+    return model, type(model).__name__
+
+
+def _count(model: Any, hf_config: Any) -> tuple[int, int, int, bool]:
+    """(total, active per token, tensor-parallel sharded, has a tp plan) of a meta model."""
+    plan = getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {}
+    # A module a plan names is sharded with everything under it, unless its style replicates it.
+    patterns = [re.escape(k).replace(r"\*", r"\d+") for k, v in plan.items() if not str(v).startswith("replicated")]
+    sharded_re = re.compile(rf"(?:{'|'.join(patterns)})(?:\..+)?") if patterns else None
+    total = experts = sharded = 0
+    # named_parameters() yields a tied tensor once, which is exactly "tied embeddings counted once".
+    for name, param in model.named_parameters():
+        n = param.numel()
+        total += n
+        if "experts" in name.split("."):
+            experts += n
+        if sharded_re is not None and sharded_re.fullmatch(name):
+            sharded += n
+    text = hf_config.get_text_config()
+    num_experts = _int(text, *_NUM_EXPERTS_KEYS)
+    top_k = _int(text, *_TOP_K_KEYS)
+    active = total
+    if experts and num_experts and top_k and top_k < num_experts:
+        active = total - experts + experts * top_k // num_experts
+    return total, active, sharded, bool(patterns)
+
+
+def _get(source: Any, *names: str) -> Any:
+    """First non-None of ``names``, read alike from a transformers config (attributes) or a raw dict."""
+    for name in names:
+        value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def _int(source: Any, *names: str) -> int | None:
+    value = _get(source, *names)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _attention(text: Any) -> AttentionShape | None:
+    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
+    hidden = _int(text, "hidden_size", "n_embd", "d_model")
+    heads = _int(text, "num_attention_heads", "n_head", "num_heads")
+    if not layers or not hidden:
+        return None
+    kv_heads = _int(text, "num_key_value_heads", "num_kv_heads", "multi_query_group_num") or heads
+    head_dim = _int(text, "head_dim") or (hidden // heads if heads else hidden)
+    key_dim = value_dim = (kv_heads or 1) * head_dim
+    if _int(text, "kv_lora_rank") and heads:
+        # Multi-head latent attention (DeepSeek V2/V3): transformers caches the decompressed per-head keys
+        # (nope + rope parts) and values of every query head.
+        kv_heads = heads
+        key_dim = heads * ((_int(text, "qk_nope_head_dim") or 0) + (_int(text, "qk_rope_head_dim") or 0))
+        value_dim = heads * (_int(text, "v_head_dim") or head_dim)
+    layer_types = _get(text, "layer_types")
+    use_window = _get(text, "use_sliding_window") is not False
+    window = _int(text, "sliding_window") if use_window else None
+    window = window or _int(text, "attention_chunk_size")
+    return AttentionShape(
+        num_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        key_dim=key_dim,
+        value_dim=value_dim,
+        layer_types=tuple(str(t) for t in layer_types) if isinstance(layer_types, (list, tuple)) else None,
+        window=window,
+        hidden_size=hidden,
+        intermediate_size=_int(text, "intermediate_size", "ffn_dim", "n_inner") or 4 * hidden,
+        vocab_size=_int(text, "vocab_size") or 0,
+    )
+
+
+def _vision(top: Any, vision: Any) -> VisionShape | None:
+    fixed = _int(top, *_IMAGE_TOKEN_KEYS)
+    patch = _int(vision, "patch_size")
+    if not fixed and not patch:
+        return None
+    merge = _int(vision, "spatial_merge_size") or _int(top, "spatial_merge_size")
+    scale = _int(top, "scale_factor") or 1
+    return VisionShape(
+        fixed_tokens=fixed,
+        patch_size=patch,
+        image_size=_int(vision, "image_size"),
+        reduction=(merge or scale) ** 2,
+        dynamic=bool(merge),
+    )
+
+
+def safetensors_param_count(folder: Path) -> int | None:
+    """Parameters in the ``*.safetensors`` files of a local folder, read from their headers only.
+
+    Args:
+        folder: a local model folder.
+
+    Returns:
+        The element count of every tensor, or None when the folder has no readable safetensors file.
+    """
+    total, found = 0, False
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with file.open("rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(length))
+        except (OSError, struct.error, ValueError) as exc:
+            logger.warning("unreadable safetensors header in %s: %s", file, exc)
+            continue
+        found = True
+        for name, entry in header.items():
+            if name != "__metadata__":
+                total += math.prod(entry.get("shape", []))
+    return total if found else None
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence transformers' per-instantiation warnings (unused config keys, default dtypes, ...)."""
+    from transformers.utils import logging as hf_logging
+
+    previous = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        hf_logging.set_verbosity(previous)
+
+
+@contextlib.contextmanager
+def _no_torch_init() -> Iterator[None]:
+    """Make torch.nn.init functions no-ops while building: on meta tensors they only cost time (~30 %).
+
+    transformers' own ``init_weights`` still runs, so weight tying (which it performs) is kept. Uses the
+    list of init functions transformers itself patches; if that moves, building is just slower. Patches
+    module globals for the duration, like transformers' ``no_init_weights``: not for concurrent threads.
+    """
+    try:
+        from transformers import initialization as hf_init
+
+        module_names = tuple(hf_init.TORCH_MODULES_TO_PATCH)
+        function_names = tuple(hf_init.TORCH_INIT_FUNCTIONS)
+    except (ImportError, AttributeError):
+        yield
+        return
+
+    def skip(tensor: Any = None, *args: Any, **kwargs: Any) -> Any:
+        return tensor
+
+    originals: list[tuple[Any, str, Any]] = []
+    try:
+        for module_name in module_names:
+            module = sys.modules.get(module_name)
+            for function_name in function_names if module is not None else ():
+                if hasattr(module, function_name):
+                    originals.append((module, function_name, getattr(module, function_name)))
+                    setattr(module, function_name, skip)
+        yield
+    finally:
+        for module, function_name, function in reversed(originals):
+            setattr(module, function_name, function)

@@ -163,6 +163,64 @@ def _build(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+# -- publish --------------------------------------------------------------------------------------------
+
+
+@command(
+    "publish",
+    help="Publish result records to the Hub dataset as one pull request (or into a local folder).",
+    example="trncat publish results/ --repo trncat/results --overlay discovery/ --dry-run",
+)
+def _publish_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
+    target.add_argument("--to-folder", type=Path, metavar="DIR", help="offline target: a local dataset folder")
+    p.add_argument(
+        "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+
+
+@_publish_args.handler
+def _publish(args: argparse.Namespace) -> int:
+    from pipeline import constants
+    from pipeline.publish import publish, publish_to_folder
+    from pipeline.records import validate_paths
+
+    report = validate_paths(args.results)
+    for problem in report.problems:
+        print(f"set aside: {problem}", file=sys.stderr)
+    records = [record for _, record in report.records]
+    if not records and not args.overlay:
+        print("error: no valid record to publish", file=sys.stderr)
+        return 1
+    if args.to_folder:
+        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay)
+    else:
+        from pipeline.hub import Hub
+
+        hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
+        result = publish(
+            records, repo=args.repo, hub=hub, overlay=args.overlay, dry_run=args.dry_run, invalid=len(report.bad_files)
+        )
+    if result.dry_run:
+        print(
+            f"dry run: would commit {len(result.files)} file(s) to {result.repo}"
+            + (f" (onto open PR #{result.pr_num})" if result.pr_num else " (as a new PR)")
+        )
+        for path in result.files:
+            print(f"  {path}")
+        print(result.description)
+    elif not result.files:
+        print(f"nothing to publish: {result.repo} already holds these results")
+    elif result.pr_num is not None:
+        print(f"published {len(result.files)} file(s) to {result.repo} PR #{result.pr_num}: {result.pr_url or ''}")
+    else:
+        print(f"published {len(result.files)} file(s) to {result.repo}")
+    return 1 if report.problems else 0
+
+
 # -- demo -----------------------------------------------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,24 @@ SCRIPTS_DIR = "scripts"
 LATEST_SHARD_DIGITS = 2
 
 
+@dataclass(frozen=True)
+class Change:
+    """How the latest row of one (model_id, task, hardware) key changed in a build."""
+
+    key: tuple[str, str, str]
+    before: dict[str, Any] | None
+    after: dict[str, Any]
+
+    @property
+    def is_new_model(self) -> bool:
+        return self.before is None
+
+    @property
+    def is_regression(self) -> bool:
+        """It passed before (with an older toolchain or revision) and fails now."""
+        return self.before is not None and self.before["status"] == "pass" and self.after["status"] == "fail"
+
+
 @dataclass
 class BuildSummary:
     """What a build changed."""
@@ -50,11 +69,15 @@ class BuildSummary:
     results_file: str | None = None
     latest_files: list[str] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)
-    changed_keys: list[tuple[str, str, str]] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return self.added > 0
+
+    @property
+    def changed_keys(self) -> list[tuple[str, str, str]]:
+        return [change.key for change in self.changes]
 
 
 def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
@@ -66,8 +89,34 @@ def shard_of(key: tuple[str, str, str]) -> str:
     return digest[:LATEST_SHARD_DIGITS]
 
 
-def _table(rows: Sequence[dict[str, Any]]) -> pa.Table:
-    return pa.Table.from_pylist(list(rows), schema=arrow_schema())
+#: The latest view has one more column than the results: the key's earlier runs, newest first, as JSON.
+HISTORY_COLUMN = "history_json"
+_HISTORY_FIELDS = (
+    "record_id",
+    "finished_at",
+    "status",
+    "failure_stage",
+    "failure_code",
+    "revision",
+    "device",
+    "cores",
+    "neuronx_cc_version",
+    "torch_neuronx_version",
+    "transformers_version",
+    "torch_version",
+    "compile_s",
+    "ttft_s",
+    "decode_tokens_per_s",
+    "peak_device_memory_bytes",
+)
+
+
+def latest_schema() -> pa.Schema:
+    return arrow_schema().append(pa.field(HISTORY_COLUMN, pa.string(), nullable=False))
+
+
+def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
+    return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
 
 
 def _parquet_bytes(table: pa.Table) -> bytes:
@@ -83,20 +132,33 @@ def _read_rows(path: Path, columns: list[str] | None = None) -> list[dict[str, A
         raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
 
 
-def existing_record_ids(root: Path) -> set[str]:
-    """Ids of every record already in ``data/results`` (only that column is read)."""
-    ids: set[str] = set()
-    for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-        ids.update(row["record_id"] for row in _read_rows(path, ["record_id"]))
-    return ids
-
-
 def read_latest(root: Path) -> list[dict[str, Any]]:
-    """Every row of the latest view (flat rows)."""
+    """Every row of the latest view (flat rows, with ``history_json``)."""
     rows: list[dict[str, Any]] = []
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
         rows.extend(_read_rows(path))
     return rows
+
+
+def history(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The earlier runs of a latest row's key, newest first."""
+    return json.loads(row.get(HISTORY_COLUMN) or "[]")
+
+
+def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
+    entry = {name: row.get(name) for name in _HISTORY_FIELDS}
+    entry["finished_at"] = row["finished_at"].isoformat()
+    return entry
+
+
+def toolchain(row: dict[str, Any]) -> str:
+    """A short human label of the toolchain a row ran with."""
+    if row.get("device") == "neuron":
+        return (
+            f"neuronx-cc {row.get('neuronx_cc_version')}, torch-neuronx {row.get('torch_neuronx_version')}, "
+            f"transformers {row.get('transformers_version')}"
+        )
+    return f"torch {row.get('torch_version')}, transformers {row.get('transformers_version')}"
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -126,10 +188,45 @@ def _configs(root: Path) -> list[tuple[str, str]]:
     return configs
 
 
-def build(records: Iterable[dict[str, Any]], out: Path) -> BuildSummary:
+def _merge_shard(
+    current: dict[tuple[str, str, str], dict[str, Any]], rows: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[Change], int]:
+    """Fold new rows into one shard's latest rows; returns the rows appended to results, changes, duplicates."""
+    appended: list[dict[str, Any]] = []
+    duplicates = 0
+    before = {key: dict(row) for key, row in current.items()}
+    for row in sorted(rows, key=lambda r: (r["finished_at"], r["started_at"], r["record_id"])):
+        key = latest_key(row)
+        existing = current.get(key)
+        past = history(existing) if existing else []
+        if existing and (
+            row["record_id"] == existing["record_id"] or row["record_id"] in {h["record_id"] for h in past}
+        ):
+            duplicates += 1
+            continue
+        appended.append(row)
+        if existing is None:
+            current[key] = {**row, HISTORY_COLUMN: "[]"}
+        elif _newer(row, existing):
+            entries = [_history_entry(existing), *past]
+            current[key] = {**row, HISTORY_COLUMN: json.dumps(entries, separators=(",", ":"))}
+        else:  # a late result older than the latest: it joins the history, in order
+            entries = sorted([*past, _history_entry(row)], key=lambda e: e["finished_at"], reverse=True)
+            existing[HISTORY_COLUMN] = json.dumps(entries, separators=(",", ":"))
+    changes = [
+        Change(key=key, before=before.get(key), after=row)
+        for key, row in current.items()
+        if key not in before or before[key]["record_id"] != row["record_id"]
+    ]
+    return appended, changes, duplicates
+
+
+def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
-    Records already present (same content) are skipped; nothing new means nothing is written.
+    Only the latest shards of the keys the records touch are read and rewritten; a record already present
+    (the key's latest row or one in its history) is a duplicate and skipped. Nothing new: nothing is written.
+    ``out`` may be a partial mirror of the dataset repo that holds only ``data/latest/`` (what publish uses).
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -143,10 +240,23 @@ def build(records: Iterable[dict[str, Any]], out: Path) -> BuildSummary:
             field_name, message = problems[0]
             raise RecordError(f"invalid record for {record.get('model_id')!r}: {field_name}: {message}")
         row = flatten(record)
+        if row["record_id"] in rows_by_id:
+            summary.duplicates += 1
         rows_by_id.setdefault(row["record_id"], row)
-    known = existing_record_ids(out) if out.exists() else set()
-    new_rows = [row for rid, row in rows_by_id.items() if rid not in known]
-    summary.duplicates = len(rows_by_id) - len(new_rows)
+    by_shard: dict[str, list[dict[str, Any]]] = {}
+    for row in rows_by_id.values():
+        by_shard.setdefault(shard_of(latest_key(row)), []).append(row)
+    merged: dict[str, list[dict[str, Any]]] = {}
+    new_rows: list[dict[str, Any]] = []
+    for shard, rows in sorted(by_shard.items()):
+        path = out / LATEST_DIR / f"{shard}.parquet"
+        current = {latest_key(r): r for r in _read_rows(path)} if path.exists() else {}
+        appended, changes, duplicates = _merge_shard(current, rows)
+        summary.duplicates += duplicates
+        if appended:
+            new_rows.extend(appended)
+            summary.changes.extend(changes)
+            merged[shard] = [current[k] for k in sorted(current)]
     if not new_rows:
         logger.info("nothing new to add to %s", out)
         return summary
@@ -157,24 +267,12 @@ def build(records: Iterable[dict[str, Any]], out: Path) -> BuildSummary:
         fsatomic.write_bytes(stage / results_path, _parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
-
-        by_shard: dict[str, list[dict[str, Any]]] = {}
-        for row in new_rows:
-            by_shard.setdefault(shard_of(latest_key(row)), []).append(row)
-        for shard, rows in sorted(by_shard.items()):
-            path = stage / LATEST_DIR / f"{shard}.parquet"
-            current = {latest_key(r): r for r in _read_rows(path)} if path.exists() else {}
-            for row in rows:
-                key = latest_key(row)
-                if key not in current or _newer(row, current[key]):
-                    current[key] = row
-                    summary.changed_keys.append(key)
-            ordered = [current[k] for k in sorted(current)]
-            fsatomic.write_bytes(path, _parquet_bytes(_table(ordered)))
+        for shard, rows in sorted(merged.items()):
+            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", _parquet_bytes(_table(rows, latest_schema())))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
         latest = read_latest(stage)
-        touched_models = {key[0] for key in summary.changed_keys}
+        touched_models = {change.key[0] for change in summary.changes}
         for model_id in sorted(touched_models):
             record = _script_record(r for r in latest if r["model_id"] == model_id)
             org, model_name = slug(model_id)
@@ -182,6 +280,18 @@ def build(records: Iterable[dict[str, Any]], out: Path) -> BuildSummary:
             fsatomic.write_text(folder / "run.py", render.run_script(record))
             fsatomic.write_text(folder / "requirements.txt", render.requirements(record))
             summary.scripts.append(f"{SCRIPTS_DIR}/{org}/{model_name}")
-        fsatomic.write_text(stage / "README.md", render.dataset_card(rows=latest, configs=_configs(stage)))
+        write_front_files(stage, latest=latest, page=page)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary
+
+
+def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True) -> None:
+    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content."""
+    latest = read_latest(root) if latest is None else latest
+    fsatomic.write_text(root / "README.md", render.dataset_card(rows=latest, configs=_configs(root)))
+    if page:
+        try:
+            from pipeline.page import build_page
+        except ImportError:  # the page module is optional until it lands
+            return
+        fsatomic.write_text(root / "index.html", build_page(root))

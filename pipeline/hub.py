@@ -284,6 +284,10 @@ class Hub:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._sleep = sleep
         self._api = HfApi(endpoint=self.endpoint, token=self.token)
+        if constants.IS_CI:  # progress bars only clutter CI logs
+            from huggingface_hub.utils import disable_progress_bars
+
+            disable_progress_bars()
 
     # -- the retry loop --------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T]) -> T:
@@ -574,3 +578,10 @@ def fetch_config(model_id: str, *, revision: str | None = None) -> dict[str, Any
 def fetch_safetensors_params(model_id: str, *, revision: str | None = None) -> int | None:
     """Safetensors parameter total of a Hub model, or None (see :meth:`Hub.fetch_safetensors_params`)."""
     return default_hub().fetch_safetensors_params(validate_model_id(model_id), revision=revision)
+
+
+def file_additions(files: dict[str, Path]) -> list[CommitOperation]:
+    """Commit operations adding (or replacing) ``path_in_repo -> local file``; the only place they are built."""
+    from huggingface_hub import CommitOperationAdd
+
+    return [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(local)) for path, local in sorted(files.items())]

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.dataset import LATEST_DIR, RESULTS_DIR, build
+from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, history, read_latest
 from pipeline.errors import RecordError
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_failure, sample_record
@@ -59,7 +59,7 @@ def test_build_reads_back_with_pandas_and_datasets(tmp_path: Path) -> None:
         "parquet", data_files={"latest": str(out / LATEST_DIR / "*.parquet")}, cache_dir=str(tmp_path / "hf-cache")
     )
     assert loaded["latest"].num_rows == 3
-    assert set(loaded["latest"].column_names) == set(COLUMN_NAMES)
+    assert loaded["latest"].column_names == [*COLUMN_NAMES, HISTORY_COLUMN]
     card = (out / "README.md").read_text()
     assert 'config_name: "latest"' in card and "data/latest/*.parquet" in card
     for model in ("acme/vlm", "acme/broken", "trncat-demo/tiny-llama"):
@@ -97,6 +97,33 @@ def test_an_older_record_does_not_replace_the_latest(tmp_path: Path) -> None:
     build([sample_record(metrics={"decode_tokens_per_s": 1.0})], out)
     assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
     assert pd.read_parquet(out / LATEST_DIR).decode_tokens_per_s.tolist() == [99.0]
+
+
+def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    old_toolchain = sample_record()
+    new_toolchain = sample_failure(
+        versions={"neuronx_cc": "2.22.0"},
+        run={"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"},
+    )
+    build([old_toolchain], out)
+    summary = build([new_toolchain], out)
+    [change] = summary.changes
+    assert change.is_regression and not change.is_new_model
+    [row] = read_latest(out)
+    assert row["status"] == "fail"
+    [earlier] = history(row)
+    assert earlier["status"] == "pass" and earlier["neuronx_cc_version"] == "2.21.0"
+    # a late result older than the latest joins the history and results, without replacing the latest
+    late = sample_record(run={"started_at": "2026-11-28T11:00:00+00:00", "finished_at": "2026-11-28T11:30:00+00:00"})
+    assert build([late], out).added == 1
+    [row] = read_latest(out)
+    assert row["status"] == "fail"
+    assert [h["finished_at"] for h in history(row)] == ["2026-11-28T11:30:00+00:00", "2026-11-28T10:01:13+00:00"]
+    # republishing any of them is a duplicate: the latest row and its history index every record of the key
+    again = build([old_toolchain, new_toolchain, late], out)
+    assert not again.changed and again.duplicates == 3
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 3
 
 
 def test_an_invalid_record_is_refused_and_nothing_is_written(tmp_path: Path) -> None:

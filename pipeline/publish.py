@@ -1,0 +1,310 @@
+"""``trncat publish``: one commit (data + scripts + card + page) to the Hub dataset, as a PR a maintainer reviews.
+
+The commit is built on a partial mirror of the dataset repo: only the latest view (``data/latest/``), the newest
+rankings snapshot per task and view, the exclusions, the card and the page are downloaded, never the results
+history, so a publish costs O(new rows + latest view), not O(history). The history stays append-only: a
+publish only adds a results file.
+
+When the bot already has an open PR, the commit goes onto it (``refs/pr/N``) instead of opening a second one;
+when the branch moves while committing, the commit is rebuilt on the new head (:meth:`pipeline.hub.Hub.commit`).
+Publishing results that are already there changes nothing: no commit, no PR.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline import fsatomic
+from pipeline.dataset import (
+    EXCLUSIONS_FILE,
+    LATEST_DIR,
+    RANKINGS_DIR,
+    BuildSummary,
+    Change,
+    build,
+    toolchain,
+    write_front_files,
+)
+from pipeline.errors import PipelineError
+from pipeline.ids import validate_model_id
+from pipeline.render import md_cell
+
+logger = logging.getLogger(__name__)
+
+PR_TITLE_PREFIX = "[trncat] benchmark results"
+FRONT_FILES = ("README.md", "index.html")
+
+
+class _NothingToPublish(Exception):
+    """The target already holds everything (raised inside a commit attempt to cancel it)."""
+
+
+@dataclass
+class Prepared:
+    """The files one publish would add or replace, built on a mirror of the target at ``parent``."""
+
+    parent: str | None
+    folder: Path
+    changed: dict[str, Path] = field(default_factory=dict)
+    summary: BuildSummary = field(default_factory=BuildSummary)
+
+    @property
+    def empty(self) -> bool:
+        return not self.changed
+
+
+@dataclass
+class PublishResult:
+    repo: str
+    files: list[str]
+    summary: BuildSummary
+    description: str
+    pr_num: int | None = None
+    pr_url: str | None = None
+    commit: str | None = None
+    dry_run: bool = False
+
+    @property
+    def published(self) -> bool:
+        return self.commit is not None
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """path -> sha256 of the dataset files under ``root`` (client caches and temp files left out)."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root).as_posix()
+        if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
+            out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return out
+
+
+def overlay_files(overlay: Path | None) -> dict[str, Path]:
+    """Discovery outputs to publish along: rankings snapshots and the exclusions (path in repo -> file)."""
+    if overlay is None:
+        return {}
+    files = {f"{RANKINGS_DIR}/{p.name}": p for p in sorted((overlay / RANKINGS_DIR).glob("*.parquet"))}
+    if (overlay / EXCLUSIONS_FILE).is_file():
+        files[EXCLUSIONS_FILE] = overlay / EXCLUSIONS_FILE
+    return files
+
+
+def _newest_rankings(paths: Iterable[str]) -> list[str]:
+    """The newest snapshot per (task, view): names are ``<YYYY-MM-DD>-<task>-<view>.parquet``."""
+    newest: dict[str, str] = {}
+    for path in paths:
+        name = path.rsplit("/", 1)[-1]
+        if not path.startswith(f"{RANKINGS_DIR}/") or not name.endswith(".parquet") or len(name) < 12:
+            continue
+        series = name[11:]
+        if series not in newest or name > newest[series].rsplit("/", 1)[-1]:
+            newest[series] = path
+    return sorted(newest.values())
+
+
+def mirror_paths(remote_files: Iterable[str], *, extra: Iterable[str] = ()) -> list[str]:
+    """Which remote files a publish downloads: the latest view, the newest rankings, exclusions, card, page."""
+    remote = set(remote_files)
+    wanted = {p for p in remote if p.startswith(f"{LATEST_DIR}/") and p.endswith(".parquet")}
+    wanted.update(_newest_rankings(remote))
+    wanted.update(p for p in (EXCLUSIONS_FILE, *FRONT_FILES, *extra) if p in remote)
+    return sorted(wanted)
+
+
+def prepare_folder(
+    records: list[dict[str, Any]],
+    *,
+    folder: Path,
+    overlay: Path | None,
+    fetch: Callable[[list[str], Path], None],
+    remote_files: Iterable[str],
+    parent: str | None = None,
+) -> Prepared:
+    """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed."""
+    overlay_map = overlay_files(overlay)
+    wanted = mirror_paths(remote_files, extra=overlay_map)
+    folder.mkdir(parents=True, exist_ok=True)
+    if wanted:
+        fetch(wanted, folder)
+    before = _tree(folder)
+    for path_in_repo, source in overlay_map.items():
+        fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
+    overlay_changed = _tree(folder) != before
+    summary = build(records, folder, page=True) if records else BuildSummary()
+    if not summary.changed and overlay_changed:
+        write_front_files(folder)
+    after = _tree(folder)
+    changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
+    return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
+
+
+def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> str:
+    """The PR description: what changed, for the maintainer who reviews it."""
+
+    def line(change: Change) -> str:
+        after = change.after
+        text = f"- `{md_cell(after['model_id'])}` ({md_cell(after['task'])}, {md_cell(after['hardware'])})"
+        if after["status"] != "pass":
+            text += f": {md_cell(after['failure_stage'])}/{md_cell(after['failure_code'])}"
+        if change.is_regression and change.before is not None:
+            text += f" — passed with {md_cell(toolchain(change.before))}, fails with {md_cell(toolchain(after))}"
+        return text
+
+    changes = summary.changes
+    sections = [
+        ("New models", [c for c in changes if c.is_new_model]),
+        (
+            "New passes",
+            [c for c in changes if c.after["status"] == "pass" and (c.before is None or c.before["status"] != "pass")],
+        ),
+        (
+            "New failures",
+            [
+                c
+                for c in changes
+                if c.after["status"] == "fail"
+                and not c.is_regression
+                and (c.before is None or c.before["status"] != "fail")
+            ],
+        ),
+        ("Regressions", [c for c in changes if c.is_regression]),
+    ]
+    out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
+    for title, items in sections:
+        out.append(f"### {title} ({len(items)})")
+        out.extend(line(c) for c in items[:200])
+        if len(items) > 200:
+            out.append(f"- ... and {len(items) - 200} more")
+        out.append("")
+    if invalid:
+        out.append(f"{invalid} invalid record file(s) were set aside (see the publish job's log).")
+    out.append("Generated by trncat; merge after review.")
+    return "\n".join(out)
+
+
+def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None) -> PublishResult:
+    """The offline target: the same files as a Hub publish, written into a local dataset folder."""
+    before = _tree(out) if out.exists() else {}
+    summary = build(records, out) if records else BuildSummary()
+    overlay_map = overlay_files(overlay)
+    if overlay_map:
+        with fsatomic.staged_folder(out) as stage:
+            for path_in_repo, source in overlay_map.items():
+                fsatomic.write_bytes(stage / path_in_repo, source.read_bytes())
+            write_front_files(stage)
+    after = _tree(out) if out.exists() else {}
+    files = sorted(p for p, d in after.items() if before.get(p) != d)
+    return PublishResult(
+        repo=str(out),
+        files=files,
+        summary=summary,
+        description=describe(summary, files=files),
+        commit="local" if files else None,
+    )
+
+
+def publish(
+    records: list[dict[str, Any]],
+    *,
+    repo: str,
+    hub: Any,
+    overlay: Path | None = None,
+    dry_run: bool = False,
+    invalid: int = 0,
+) -> PublishResult:
+    """Publish ``records`` (valid ones: validate first) and ``overlay`` to the Hub dataset ``repo`` as a PR.
+
+    Raises:
+        HubError: (or a child) the Hub failed after retries and rebases; nothing local is changed.
+    """
+    validate_model_id(repo)
+    with tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
+        work = Path(tmp)
+        try:
+            hub.list_files(repo, revision="main", repo_type="dataset")
+        except PipelineError as exc:
+            from pipeline.errors import RepoNotFoundError
+
+            if not isinstance(exc, RepoNotFoundError) or dry_run:
+                raise
+            logger.info("creating the dataset repo %s", repo)
+            hub.create_repo(repo, repo_type="dataset", exist_ok=True)
+        pr_num = hub.open_bot_pr(repo, repo_type="dataset", title_prefix=PR_TITLE_PREFIX)
+        revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
+        attempts: list[Prepared] = []
+
+        def prepare_at(parent: str) -> Prepared:
+            folder = work / f"mirror-{len(attempts)}"
+
+            def fetch(paths: list[str], into: Path) -> None:
+                hub.snapshot(repo, revision=parent, repo_type="dataset", local_dir=into, allow_patterns=paths)
+
+            remote = hub.list_files(repo, revision=parent, repo_type="dataset")
+            prepared = prepare_folder(
+                records, folder=folder, overlay=overlay, fetch=fetch, remote_files=remote, parent=parent
+            )
+            attempts.append(prepared)
+            return prepared
+
+        first = prepare_at(hub.head_sha(repo, repo_type="dataset", revision=revision))
+        files = sorted(first.changed)
+        description = describe(first.summary, files=files, invalid=invalid)
+        if dry_run or first.empty:
+            if first.empty:
+                description = "nothing to publish: the dataset already holds these results"
+            return PublishResult(
+                repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run, description=description
+            )
+
+        def operations(parent: str) -> list[Any]:
+            from pipeline.hub import file_additions
+
+            prepared = attempts[-1] if attempts[-1].parent == parent else prepare_at(parent)
+            if prepared.empty:
+                raise _NothingToPublish
+            return file_additions(prepared.changed)
+
+        title = f"{PR_TITLE_PREFIX} {dt.date.today().isoformat()}"
+        try:
+            result = hub.commit(
+                repo,
+                operations_factory=operations,
+                message=title,
+                description=description,
+                repo_type="dataset",
+                create_pr=pr_num is None,
+                revision=revision if pr_num is not None else None,
+            )
+        except _NothingToPublish:  # the branch moved to a state that already holds everything
+            return PublishResult(
+                repo=repo,
+                files=[],
+                summary=attempts[-1].summary,
+                pr_num=pr_num,
+                description="nothing to publish: the dataset already holds these results",
+            )
+        last = attempts[-1]
+        files = sorted(last.changed)
+        description = describe(last.summary, files=files, invalid=invalid)
+        if pr_num is not None:  # an update to the open bot PR: say what this commit adds
+            hub.comment(repo, pr_num, description, repo_type="dataset")
+        pr_num = result.pr_num if result.pr_num is not None else pr_num
+        for prepared in attempts:
+            shutil.rmtree(prepared.folder, ignore_errors=True)
+        return PublishResult(
+            repo=repo,
+            files=files,
+            summary=last.summary,
+            description=description,
+            pr_num=pr_num,
+            pr_url=result.pr_url,
+            commit=result.sha,
+        )

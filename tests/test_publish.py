@@ -1,0 +1,156 @@
+"""Publishing to the (local) Hub as one reviewed PR: idempotent, onto the open bot PR, robust to faults."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pipeline.cli import main
+from pipeline.errors import HubServerError
+from pipeline.publish import publish
+from pipeline.testing.records import sample_failure, sample_record
+
+REPO = "trncat/results"
+
+
+def _records() -> list[dict]:
+    return [sample_record(), sample_failure(model_id="acme/broken")]
+
+
+def _later(**overrides: object) -> dict:
+    return sample_record(
+        run={"started_at": "2026-11-29T09:00:00+00:00", "finished_at": "2026-11-29T09:05:00+00:00"}, **overrides
+    )
+
+
+def _tree(store, revision: str) -> dict[str, str]:
+    repo = store.get(REPO, repo_type="dataset")
+    return {path: entry.get("sha256") or entry.get("oid", "") for path, entry in repo.tree(revision).items()}
+
+
+def _write_records(folder: Path, records: list[dict]) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, record in enumerate(records):
+        (folder / f"r{index}.json").write_text(json.dumps(record))
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()}
+
+
+@pytest.fixture
+def dataset_repo(localhub):
+    localhub.store.create_repo(REPO, repo_type="dataset")
+    return localhub
+
+
+def test_publish_opens_one_pr_and_is_idempotent(dataset_repo) -> None:
+    hub, store = dataset_repo.client, dataset_repo.store
+    main_before = _tree(store, "main")
+    first = publish(_records(), repo=REPO, hub=hub)
+    assert first.published and first.pr_num == 1
+    pr_tree = _tree(store, "refs/pr/1")
+    assert _tree(store, "main") == main_before, "main must only change when a maintainer merges"
+    assert any(p.startswith("data/results/") for p in pr_tree)
+    assert any(p.startswith("data/latest/") for p in pr_tree)
+    assert "scripts/acme/broken/run.py" in pr_tree and "README.md" in pr_tree
+    latest = pd.concat(
+        pd.read_parquet(io.BytesIO(store.read_file(REPO, p, revision="refs/pr/1", repo_type="dataset")))
+        for p in pr_tree
+        if p.startswith("data/latest/")
+    )
+    assert sorted(latest.model_id) == ["acme/broken", "trncat-demo/tiny-llama"]
+    assert "### New models (2)" in first.description
+
+    commits = len(store.history(REPO, revision="refs/pr/1", repo_type="dataset"))
+    again = publish(_records(), repo=REPO, hub=hub)
+    assert not again.published and again.files == []
+    assert len(store.history(REPO, revision="refs/pr/1", repo_type="dataset")) == commits
+    assert _tree(store, "refs/pr/1") == pr_tree
+
+    update = publish([_later(metrics={"decode_tokens_per_s": 123.0})], repo=REPO, hub=hub)
+    assert update.published and update.pr_num == 1, "an open bot PR gets the commit; no second PR"
+    assert len(store.history(REPO, revision="refs/pr/1", repo_type="dataset")) == commits + 1
+    results = [p for p in _tree(store, "refs/pr/1") if p.startswith("data/results/")]
+    assert len(results) == 2
+    assert dataset_repo.server.count_requests(r"/discussions/1/comment", "POST") == 1
+
+
+def test_a_closed_bot_pr_leads_to_a_new_one_and_regressions_are_named(dataset_repo) -> None:
+    hub, store = dataset_repo.client, dataset_repo.store
+    assert publish([sample_record()], repo=REPO, hub=hub).pr_num == 1
+    regression = sample_failure(
+        versions={"neuronx_cc": "2.22.0"},
+        run={"started_at": "2026-11-29T09:00:00+00:00", "finished_at": "2026-11-29T09:05:00+00:00"},
+    )
+    result = publish([regression], repo=REPO, hub=hub)
+    assert result.pr_num == 1
+    assert "### Regressions (1)" in result.description
+    assert (
+        "passed with neuronx-cc 2.21.0" in result.description and "fails with neuronx-cc 2.22.0" in result.description
+    )
+    # once the maintainers close it, the next publish opens a new PR (from main, which never got those rows)
+    store.set_discussion_status(REPO, 1, "closed", repo_type="dataset")
+    assert publish([regression], repo=REPO, hub=hub).pr_num == 2
+
+
+def test_dry_run_changes_nothing(dataset_repo, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    _write_records(folder, _records())
+    before = _tree(dataset_repo.store, "main")
+    assert main(["publish", str(folder), "--repo", REPO, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "dry run: would commit" in out and "data/latest/" in out
+    assert _tree(dataset_repo.store, "main") == before
+    assert dataset_repo.server.count_requests(r"/commit/", "POST") == 0
+
+
+def test_transient_429_and_500_are_retried(dataset_repo, tmp_path: Path) -> None:
+    fault = dataset_repo.server.inject(r"/api/datasets/trncat/results/commit/", "POST", statuses=(429, 500))
+    result = publish(_records(), repo=REPO, hub=dataset_repo.client)
+    assert result.published and fault.hits == 2
+    assert len(dataset_repo.sleeps) >= 2
+
+
+def test_moved_parent_is_rebuilt_on_the_new_head(dataset_repo) -> None:
+    hub, store, server = dataset_repo.client, dataset_repo.store, dataset_repo.server
+    publish([sample_record()], repo=REPO, hub=hub)  # PR #1 exists; the next publish pushes onto it
+    server.move_branch_before_commit(REPO, repo_type="dataset", branch="refs/pr/1", count=1)
+    result = publish([_later()], repo=REPO, hub=hub)
+    assert result.published and result.pr_num == 1
+    tree = _tree(store, "refs/pr/1")
+    assert len([p for p in tree if p.startswith("data/results/")]) == 2
+
+
+def test_a_hub_that_stays_down_fails_with_one_line_and_local_results_are_intact(
+    dataset_repo, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "results"
+    before = _write_records(folder, _records())
+    dataset_repo.server.inject(r"/commit/", "POST", statuses=(500,), forever=True)
+    with pytest.raises(HubServerError):
+        publish(_records(), repo=REPO, hub=dataset_repo.client)
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", dataset_repo.url)
+    from pipeline.hub import Hub
+
+    monkeypatch.setitem(Hub.__init__.__kwdefaults__, "sleep", lambda seconds: None)  # no real back-off waits
+    code = main(["-q", "publish", str(folder), "--repo", REPO])
+    assert code != 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    errors = [line for line in err if line.startswith("error: ")]
+    assert len(errors) == 1 and "500" in errors[0], err
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.iterdir()} == before
+    assert not any(p.startswith("data/") for p in _tree(dataset_repo.store, "main"))
+
+
+def test_publish_to_a_local_folder(tmp_path: Path) -> None:
+    from pipeline.publish import publish_to_folder
+
+    out = tmp_path / "ds"
+    first = publish_to_folder(_records(), out=out)
+    assert first.files and (out / "README.md").is_file()
+    assert publish_to_folder(_records(), out=out).files == []

@@ -14,6 +14,7 @@ A build is all-or-nothing (:mod:`pipeline.fsatomic`): killed at any moment, the 
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import io
 import json
@@ -89,8 +90,10 @@ def shard_of(key: tuple[str, str, str]) -> str:
     return digest[:LATEST_SHARD_DIGITS]
 
 
-#: The latest view has one more column than the results: the key's earlier runs, newest first, as JSON.
+#: The latest view has one more column than the results: the key's earlier runs, newest first, as JSON
+#: (at most HISTORY_LIMIT of them: the full history is data/results).
 HISTORY_COLUMN = "history_json"
+HISTORY_LIMIT = 10
 _HISTORY_FIELDS = (
     "record_id",
     "finished_at",
@@ -143,6 +146,44 @@ def read_latest(root: Path) -> list[dict[str, Any]]:
 def history(row: dict[str, Any]) -> list[dict[str, Any]]:
     """The earlier runs of a latest row's key, newest first."""
     return json.loads(row.get(HISTORY_COLUMN) or "[]")
+
+
+def results_file_time(name: str) -> dt.datetime | None:
+    """The newest ``finished_at`` of the rows in a results file, from its name (see :func:`run_name`)."""
+    try:
+        return dt.datetime.strptime(name.rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+    except ValueError:
+        return None
+
+
+def results_files_since(names: Iterable[str], since: dt.datetime | None) -> list[str]:
+    """The results files that may hold a record finished at ``since`` or later.
+
+    A file is named after the newest ``finished_at`` it holds, so a record finished at T can only be in a file
+    whose name's time is T or later: publishing new runs reads no old file at all (publish is O(new rows)).
+    Files with an unexpected name are always included.
+    """
+    if since is None:
+        return []
+    floor = since.replace(microsecond=0)
+    out = []
+    for name in names:
+        when = results_file_time(name)
+        if when is None or when >= floor:
+            out.append(name)
+    return sorted(out)
+
+
+def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
+    """Record ids already in ``data/results`` among the files that may hold records finished at ``since`` or later."""
+    folder = root / RESULTS_DIR
+    if since is None or not folder.is_dir():
+        return set()
+    names = [p.name for p in folder.glob("*.parquet")]
+    ids: set[str] = set()
+    for name in results_files_since(names, since):
+        ids.update(row["record_id"] for row in _read_rows(folder / name, ["record_id"]))
+    return ids
 
 
 def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
@@ -224,9 +265,10 @@ def _merge_shard(
 def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
-    Only the latest shards of the keys the records touch are read and rewritten; a record already present
-    (the key's latest row or one in its history) is a duplicate and skipped. Nothing new: nothing is written.
-    ``out`` may be a partial mirror of the dataset repo that holds only ``data/latest/`` (what publish uses).
+    Only the latest shards of the keys the records touch are read and rewritten, and only the results files
+    that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
+    Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
+    files (what publish uses).
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -243,6 +285,10 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
         if row["record_id"] in rows_by_id:
             summary.duplicates += 1
         rows_by_id.setdefault(row["record_id"], row)
+    known = published_ids(out, since=min((r["finished_at"] for r in rows_by_id.values()), default=None))
+    for record_id in [rid for rid in rows_by_id if rid in known]:
+        del rows_by_id[record_id]
+        summary.duplicates += 1
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
         by_shard.setdefault(shard_of(latest_key(row)), []).append(row)

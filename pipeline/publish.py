@@ -27,9 +27,11 @@ from pipeline.dataset import (
     EXCLUSIONS_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
+    RESULTS_DIR,
     BuildSummary,
     Change,
     build,
+    results_files_since,
     toolchain,
     write_front_files,
 )
@@ -110,13 +112,22 @@ def _newest_rankings(paths: Iterable[str]) -> list[str]:
     return sorted(newest.values())
 
 
-def mirror_paths(remote_files: Iterable[str], *, extra: Iterable[str] = ()) -> list[str]:
-    """Which remote files a publish downloads: the latest view, the newest rankings, exclusions, card, page."""
+def mirror_paths(
+    remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
+) -> list[str]:
+    """Which remote files a publish downloads: the latest view, the newest rankings, exclusions, card, page,
+    and the results files that could already hold records finished at ``since`` or later (none, for new runs)."""
     remote = set(remote_files)
     wanted = {p for p in remote if p.startswith(f"{LATEST_DIR}/") and p.endswith(".parquet")}
+    results = [p for p in remote if p.startswith(f"{RESULTS_DIR}/") and p.endswith(".parquet")]
+    wanted.update(results_files_since(results, since))
     wanted.update(_newest_rankings(remote))
     wanted.update(p for p in (EXCLUSIONS_FILE, *FRONT_FILES, *extra) if p in remote)
     return sorted(wanted)
+
+
+def _finished_at(record: dict[str, Any]) -> dt.datetime:
+    return dt.datetime.fromisoformat(record["run"]["finished_at"].replace("Z", "+00:00")).astimezone(dt.timezone.utc)
 
 
 def prepare_folder(
@@ -130,7 +141,8 @@ def prepare_folder(
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed."""
     overlay_map = overlay_files(overlay)
-    wanted = mirror_paths(remote_files, extra=overlay_map)
+    since = min((_finished_at(r) for r in records), default=None)
+    wanted = mirror_paths(remote_files, extra=overlay_map, since=since)
     folder.mkdir(parents=True, exist_ok=True)
     if wanted:
         fetch(wanted, folder)

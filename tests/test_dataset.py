@@ -120,7 +120,7 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     [row] = read_latest(out)
     assert row["status"] == "fail"
     assert [h["finished_at"] for h in history(row)] == ["2026-11-28T11:30:00+00:00", "2026-11-28T10:01:13+00:00"]
-    # republishing any of them is a duplicate: the latest row and its history index every record of the key
+    # republishing any of them is a duplicate, the late one included
     again = build([old_toolchain, new_toolchain, late], out)
     assert not again.changed and again.duplicates == 3
     assert len(pd.read_parquet(out / RESULTS_DIR)) == 3

@@ -39,8 +39,9 @@ LATEST_DIR = "data/latest"
 RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
 SCRIPTS_DIR = "scripts"
-#: Hex digits of the key hash that name a latest shard: 2 -> at most 256 files, each rewritten only when touched.
-LATEST_SHARD_DIGITS = 2
+#: Hex digits of the key hash that name a latest shard: 1 -> at most 16 files, each rewritten only when touched
+#: (a catalog of 20k models keeps them near 1k rows each; a publish downloads them all for the card and page).
+LATEST_SHARD_DIGITS = 1
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,16 +91,29 @@ def run_child(
     spec: BenchSpec,
     *,
     env: dict[str, str],
-    launcher: list[str] | None,
+    launcher: Callable[[Sequence[str]], list[str]] | None,
     timeout_s: float,
     memory_limit_bytes: int | None,
 ) -> ChildOutcome:
-    """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit."""
+    """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit.
+
+    Args:
+        spec: What to run.
+        env: Variables added to the child's environment (the backend's, for its cores).
+        launcher: Builds the command from the module and its arguments (plain python when None; torchrun
+            for several cores).
+        timeout_s: Wall-clock limit; the child's whole process group is killed past it.
+        memory_limit_bytes: Host memory limit of the child's process tree (RSS), or None.
+
+    Returns:
+        What the parent saw.
+    """
     with tempfile.TemporaryDirectory(prefix="trncat-bench-") as tmp:
         work = Path(tmp)
         spec_file, report_file, log_file = work / "spec.json", work / "report.json", work / "child.log"
         spec_file.write_text(spec.to_json(), encoding="utf-8")
-        command = [*(launcher or [sys.executable]), "-m", "pipeline.bench.child", str(spec_file), str(report_file)]
+        module_args = ["pipeline.bench.child", str(spec_file), str(report_file)]
+        command = launcher(module_args) if launcher else [sys.executable, "-m", *module_args]
         child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
         timed_out = over_memory = False
         with log_file.open("wb") as log:
@@ -169,10 +183,24 @@ def run(
     memory_limit_bytes: int | None = None,
     source: str = "local",
     plan: dict[str, Any] | None = None,
+    child_runner: Callable[..., ChildOutcome] = run_child,
 ) -> dict[str, Any]:
     """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
 
+    Args:
+        spec: What to run.
+        model: The resolved model (folder, id, revision).
+        timeout_s: Wall-clock limit of the child.
+        memory_limit_bytes: Host memory limit of the child's process tree.
+        source: The record's ``run.source``.
+        plan: The planner's advice, recorded as is.
+        child_runner: Runs the child (:func:`run_child`; tests inject an in-process one).
+
+    Returns:
+        The record, validated.
+
     Raises:
+        BackendUnavailableError: the backend cannot run here (one clear line).
         BenchError: the record that came out is not valid (a harness bug: nothing is written).
     """
     backend = get_backend(spec.device)
@@ -192,10 +220,10 @@ def run(
         c = classify(exc_type="RemoteCodeRefused", message=str(exc), stage_hint="load")
         status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(exc)}
     else:
-        outcome = run_child(
+        outcome = child_runner(
             spec,
             env=backend.environment(cores=spec.cores),
-            launcher=backend.launcher(cores=spec.cores),
+            launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
             timeout_s=timeout_s,
             memory_limit_bytes=memory_limit_bytes,
         )
@@ -208,7 +236,7 @@ def run(
             for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):
                 metrics[name] = None
     finished = _now()
-    record = {
+    record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "model_id": model.model_id,
         "revision": model.revision,
@@ -233,8 +261,6 @@ def run(
         "attempts": [],
         "plan": plan,
     }
-    if metrics["wall_s"] is None and status != "pass":
-        metrics["wall_s"] = None
     problems = validate_record(record)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)

@@ -61,6 +61,9 @@ def bench_model(
     """
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out} is a folder; give a file name")
+    from pipeline.bench.backends import get_backend
+
+    get_backend(device).check_available()  # before any download: a missing runtime is one clear line
     resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)
     spec = BenchSpec(
         path=str(resolved.path),

@@ -29,6 +29,9 @@ class BenchSpec:
         warmup: untimed calls after the first (compiling) call.
         iterations: timed calls for the latency percentiles.
         fault: test-only fault injected into the child.
+        compile: whether ``generate()`` compiles its decode step; None = the backend's default
+            (neuron compiles, cpu and cuda run eagerly).
+        fullgraph: ``torch.compile(fullgraph=...)`` when compiling: a graph break is then an error.
     """
 
     path: str
@@ -40,6 +43,8 @@ class BenchSpec:
     warmup: int = 1
     iterations: int = 5
     fault: str | None = None
+    compile: bool | None = None
+    fullgraph: bool = True
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -1,21 +1,96 @@
-"""The interface every backend implements, with the defaults most of them share."""
+"""The interface every backend implements, with the defaults most of them share.
+
+A backend is the only thing that differs between a CPU, a CUDA and a Neuron run: the device string, how
+to synchronize, whether and how ``generate()`` is compiled, peak device memory, memory per core, versions,
+the environment and the launcher for N cores. The child (:mod:`pipeline.bench.child`) and the parent
+(:mod:`pipeline.bench.harness`) call only these methods.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import sys
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import pipeline
+from pipeline.errors import ConfigError
 
 
 def package_version(name: str) -> str | None:
-    """Installed version of distribution ``name`` without importing it, or None."""
+    """Installed version of distribution ``name`` without importing it, or None.
+
+    Args:
+        name: Distribution name as pip knows it (``torch-neuronx``, ``neuronx-cc``).
+
+    Returns:
+        The version string, or None when the distribution is not installed.
+    """
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def world_of(env: Mapping[str, str] | None = None) -> tuple[int, int, int]:
+    """``(rank, local_rank, world_size)`` as torchrun sets them; ``(0, 0, 1)`` outside torchrun.
+
+    Args:
+        env: Environment to read; ``os.environ`` when None.
+
+    Returns:
+        The three integers.
+    """
+    env = os.environ if env is None else env
+    return int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1"))
+
+
+def enable_generate_compile(model: Any, *, backend: str, fullgraph: bool, mode: str | None = None) -> None:
+    """Make ``model.generate()`` compile its decode step: static KV cache and a ``CompileConfig``.
+
+    transformers compiles the forward inside ``generate()`` when the cache is static and the device type is
+    one it trusts (cuda, neuron, ...); ``dynamic=False`` because the static cache keeps every shape fixed.
+
+    Args:
+        model: A transformers model with a ``generation_config``.
+        backend: ``torch.compile`` backend name (``neuron``, ``inductor``).
+        fullgraph: Whether a graph break is an error instead of a split graph.
+        mode: ``torch.compile`` mode; None keeps transformers' default.
+    """
+    import torch._dynamo
+    from transformers import CompileConfig
+
+    # A compile error must fail the run, never fall back to eager behind our back.
+    torch._dynamo.config.suppress_errors = False
+    compile_config = CompileConfig(backend=backend, dynamic=False, fullgraph=fullgraph)
+    if mode is not None:
+        compile_config.mode = mode
+    config = model.generation_config
+    config.cache_implementation = "static"
+    config.compile_config = compile_config
+    config.disable_compile = False
+
+
+def sum_across_ranks(value: int, *, device: Any) -> int:
+    """Sum an integer over the torch.distributed ranks (the value itself when not distributed).
+
+    Args:
+        value: This rank's value.
+        device: Device the collective's tensor lives on (the backend's device).
+
+    Returns:
+        The sum over all ranks.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return value
+    tensor = torch.tensor([value], dtype=torch.int64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return int(tensor.item())
 
 
 class Backend:
@@ -26,8 +101,10 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
-    #: `torch.compile` backend name, or None when the model runs eagerly.
+    #: `torch.compile` backend name used when the run compiles, or None when this backend cannot compile.
     compile_backend: ClassVar[str | None] = None
+    #: Whether runs compile when the spec does not say.
+    compile_by_default: ClassVar[bool] = False
 
     # -- parent side: no torch needed -------------------------------------------------------------
     def check_available(self) -> None:
@@ -37,9 +114,17 @@ class Backend:
         """Environment variables the benchmark child needs for ``cores`` cores."""
         return {}
 
-    def launcher(self, *, cores: int) -> list[str] | None:
-        """Command prefix that starts the child on ``cores`` cores (e.g. torchrun), or None for plain python."""
-        return None
+    def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
+        """The command that runs ``python -m <module_args>`` on ``cores`` cores (plain python by default).
+
+        Args:
+            cores: Cores the model is sharded over.
+            module_args: Module name followed by its arguments.
+
+        Returns:
+            The argument list for ``subprocess``.
+        """
+        return [python_executable(), "-m", *module_args]
 
     def versions(self) -> dict[str, str | None]:
         """Versions recorded in every result of this backend (package metadata, no imports)."""
@@ -65,6 +150,17 @@ class Backend:
         """Memory bandwidth available to ``cores`` cores, for the roofline; None when unknown."""
         return None
 
+    def will_compile(self, *, requested: bool | None) -> bool:
+        """Whether a run compiles: ``requested`` when given, else the backend's default.
+
+        Raises:
+            ConfigError: compilation was asked of a backend that has no compile backend.
+        """
+        wanted = self.compile_by_default if requested is None else requested
+        if wanted and self.compile_backend is None:
+            raise ConfigError(f"the {self.name} backend does not compile")
+        return wanted
+
     # -- child side: torch imported -----------------------------------------------------------------
     def device(self) -> Any:
         """The torch device models and inputs go to."""
@@ -80,10 +176,32 @@ class Backend:
         """Peak device memory since the last reset, or None when the backend has no device memory."""
         return None
 
-    def prepare(self, model: Any) -> Any:
-        """Move ``model`` to the device and compile it when the backend compiles; returns the model to call."""
-        return model.to(self.device())
+    def prepare(self, model: Any, *, compile: bool = False, fullgraph: bool = True) -> Any:
+        """Move ``model`` to the device, and set ``generate()`` up to compile when ``compile``.
+
+        Args:
+            model: The loaded model (on the CPU, or already placed by ``tp_plan``).
+            compile: Whether ``generate()`` compiles (see :meth:`will_compile`).
+            fullgraph: Passed to ``torch.compile``.
+
+        Returns:
+            The model to call.
+        """
+        if world_of()[2] == 1:  # under tp_plan transformers has already placed the shards
+            model = model.to(self.device())
+        if compile and self.compile_backend is not None:
+            enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph)
+        return model
+
+    def compile_cache_snapshot(self) -> Any:
+        """State of the persistent compile cache before the first call (None: the backend has no cache)."""
+        return None
+
+    def compile_cache_hit(self, snapshot: Any) -> bool | None:
+        """Whether the first call was served from the compile cache; None when unknown or no cache."""
+        return None
 
 
 def python_executable() -> str:
+    """The interpreter the benchmark child runs with (the parent's own)."""
     return sys.executable

@@ -21,12 +21,16 @@ class Task:
     #: transformers auto class that loads the model.
     auto_model: ClassVar[str] = ""
 
-    def load_model(self, path: Path, *, dtype: Any) -> Any:
-        """Load the model from a local folder with transformers' own code (never remote code)."""
+    def load_model(self, path: Path, *, dtype: Any, **kwargs: Any) -> Any:
+        """Load the model from a local folder with transformers' own code (never remote code).
+
+        Extra ``kwargs`` go to ``from_pretrained`` (e.g. ``tp_plan="auto"`` under torchrun).
+        """
         import transformers
 
+        kwargs["trust_remote_code"] = False
         auto = getattr(transformers, self.auto_model)
-        return auto.from_pretrained(path, dtype=dtype, trust_remote_code=False).eval()
+        return auto.from_pretrained(path, dtype=dtype, **kwargs).eval()
 
     def load_processor(self, path: Path) -> Any:
         raise NotImplementedError

@@ -1,0 +1,193 @@
+"""Build the catalog page from 10,000 synthetic rows and time it in headless Chromium.
+
+Rows are drawn (seeded) from the sample record: both tasks, passes, failures and infrastructure errors, sizes
+from 100M to 400B parameters, a history with an older toolchain for a third of them, rankings per task and view,
+exclusions, and a ~6 KB run.py per model (the page inlines them up to its budget).
+
+    .venv/bin/python benchmarks/page_scale.py [--rows 10000] [--runs 3] [--keep DIR]
+
+Prints the build time and page size, then, in Chromium (Debian's /usr/bin/chromium, driven by Playwright):
+first render (first contentful paint of the server-rendered table), script ready (tabs, search and filters
+live), and the time to filter by a search (input event to the next frame, worst of several queries).
+Goal: <= 1 s each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import http.server
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pipeline.page import render_page  # noqa: E402
+from pipeline.records import flatten  # noqa: E402
+from pipeline.testing.records import sample_record  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+QUERIES = ("model-01", "org7/", "llama", "no-such-model", "m", "")
+FILTER_JS = """async (q) => {
+  const input = document.getElementById("q");
+  const t0 = performance.now();
+  input.value = q;
+  input.dispatchEvent(new Event("input"));
+  await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
+  return performance.now() - t0;
+}"""
+
+
+def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
+    """render_page's arguments for ``n`` latest rows."""
+    rng = random.Random(seed)
+    base = flatten(sample_record())
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    latest, history, scripts = [], [], {}
+    for i in range(n):
+        row = dict(base)
+        model_id = f"org{i % 97}/{rng.choice(['llama', 'qwen', 'gemma', 'mistral', 'phi'])}-model-{i:05d}"
+        params = int(10 ** rng.uniform(8, 11.6))
+        status = rng.choices(["pass", "fail", "error"], weights=[80, 15, 5])[0]
+        cores = max(1, min(64, 2 ** round(max(0.0, (params * 2 / 20e9) ** 0.5))))
+        finished = start + dt.timedelta(minutes=i)
+        row.update(
+            model_id=model_id,
+            task="text-generation" if i % 10 < 7 else "image-text-to-text",
+            status=status,
+            params=params,
+            cores=cores,
+            plan_cores=cores,
+            plan_tp_degree=cores,
+            plan_advice=f"shard over {cores} cores" if cores > 1 else "fits on one NeuronCore",
+            compile_s=rng.uniform(20, 3000),
+            wall_s=rng.uniform(3000, 4000),
+            ttft_s=rng.uniform(0.01, 2),
+            decode_tokens_per_s=rng.uniform(2, 300),
+            peak_device_memory_bytes=params * 2 + rng.randint(0, 10**9),
+            finished_at=finished,
+            started_at=finished - dt.timedelta(minutes=30),
+        )
+        if status != "pass":
+            row.update(
+                failure_stage=rng.choice(["compile", "run", "oom", "load"]),
+                failure_code=rng.choice(["NCC_EOOM001", "NCC_EVRF001", "unsupported_op", "oom"]),
+                failure_message=f"error {i}: " + "x" * rng.randint(20, 300),
+                ttft_s=None,
+                decode_tokens_per_s=None,
+                compile_s=None,
+                peak_device_memory_bytes=None,
+            )
+        latest.append(row)
+        history.append(row)
+        if i % 3 == 0:
+            older = dict(row, status="pass", neuronx_cc_version="2.20.0", finished_at=finished - dt.timedelta(days=20))
+            history.append(older)
+        scripts[model_id] = {
+            "run.py": f"MODEL_ID = {model_id!r}\n" + "# generated script body\n" * 250,
+            "requirements.txt": "torch-neuronx==2.14.0\nneuronx-cc==2.21.0\ntransformers==5.0.0\n",
+        }
+    rankings = []
+    for task, share in (("text-generation", 7), ("image-text-to-text", 3)):
+        ids = [r["model_id"] for r in latest if r["task"] == task]
+        for view, size in (("selected", 300), ("trending", 1000), ("downloads", 5000)):
+            picked = rng.sample(ids, min(len(ids), size * share // 7))
+            rankings += [
+                {"date": "2026-11-28", "task": task, "view": view, "rank": rank, "model_id": m}
+                for rank, m in enumerate(picked, 1)
+            ]
+    exclusions = [
+        {"model_id": f"gated/model-{i}", "task": None, "reason": "gated on the Hub", "kind": "gated"}
+        for i in range(200)
+    ]
+    return {"latest": latest, "history": history, "rankings": rankings, "exclusions": exclusions, "scripts": scripts}
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+def measure(site: Path, runs: int) -> dict[str, float]:
+    """Median first paint and script-ready times over ``runs`` loads, and the worst filter time."""
+    from playwright.sync_api import sync_playwright
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/index.html"
+    paints, readies, filters = [], [], []
+    try:
+        with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
+            context = playwright.chromium.launch_persistent_context(
+                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+            )
+            for _ in range(runs):
+                page = context.new_page()
+                page.goto(url)
+                page.wait_for_selector("html[data-ready='1']", timeout=30_000)
+                paint = page.evaluate(
+                    "performance.getEntriesByName('first-contentful-paint').map(e => e.startTime)[0] || null"
+                )
+                paints.append(paint)
+                readies.append(float(page.evaluate("document.documentElement.dataset.readyMs")))
+                page.click("#view-tabs button[data-view='all']")  # the largest list: every model of the task
+                filters.extend(page.evaluate(FILTER_JS, q) for q in QUERIES)
+                page.close()
+            context.close()
+    finally:
+        server.shutdown()
+    return {
+        "first_render_ms": statistics.median(paints),
+        "script_ready_ms": statistics.median(readies),
+        "filter_ms_worst": max(filters),
+        "filter_ms_median": statistics.median(filters),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--keep", type=Path, help="write index.html into this folder and keep it")
+    args = parser.parse_args(argv)
+    data = synthetic(args.rows)
+    began = time.perf_counter()
+    html = render_page(**data)
+    build_s = time.perf_counter() - began
+    with tempfile.TemporaryDirectory() as tmp:
+        site = args.keep or Path(tmp)
+        site.mkdir(parents=True, exist_ok=True)
+        (site / "index.html").write_text(html, encoding="utf-8")
+        print(f"rows: {args.rows}  build: {build_s:.2f} s  page: {len(html.encode()) / 1e6:.1f} MB")
+        if not Path(CHROMIUM).is_file():
+            print("no /usr/bin/chromium: install Debian's chromium to measure in a browser")
+            return 1
+        result = measure(site, args.runs)
+    print(f"first render (first contentful paint): {result['first_render_ms']:.0f} ms")
+    print(f"script ready (tabs, search, filters):   {result['script_ready_ms']:.0f} ms")
+    print(f"filter by search: worst {result['filter_ms_worst']:.0f} ms, median {result['filter_ms_median']:.0f} ms")
+    ok = max(result["first_render_ms"], result["script_ready_ms"], result["filter_ms_worst"]) <= 1000
+    print("goal (<= 1 s each):", "met" if ok else "NOT met")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,280 @@
+"""Neuron backend: TorchNeuron (torch-neuronx 2.14), the native PyTorch device ``"neuron"`` on Trainium2.
+
+The model runs transformers' own code on device ``neuron``; ``generate()`` compiles its decode step with
+``torch.compile(backend="neuron")`` over a static KV cache (``dynamic=False``), and a compile error fails
+the run (no eager fallback). More than one core: the child runs under torchrun, one process per logical
+NeuronCore, and loads with ``tp_plan="auto"``; cores are reserved with ``NEURON_RT_VISIBLE_CORES``.
+
+Parent-side methods never import torch or torch_neuronx: they read package metadata, sysfs and
+``neuron-ls --json-output`` (run with a timeout). Instance figures come from :mod:`pipeline.hardware`.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import subprocess
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pipeline import constants, hardware
+from pipeline.bench import neuron_launch, neuron_tools
+from pipeline.bench.backends.base import Backend, package_version, sum_across_ranks, world_of
+from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
+
+logger = logging.getLogger(__name__)
+
+#: Where the runtime caches compiled NEFFs when NEURON_COMPILE_CACHE_URL is not set.
+DEFAULT_CACHE_DIR = Path("/var/tmp/neuron-compile-cache")
+#: Trainium2 defaults (DESIGN.md) when neither neuron-ls nor the environment tell the instance type.
+DEFAULT_FAMILY_INSTANCE = "trn2.3xlarge"
+NEURON_LS_TIMEOUT_S = 30.0
+
+
+def run_neuron_ls(timeout_s: float = NEURON_LS_TIMEOUT_S) -> str | None:
+    """stdout of ``neuron-ls --json-output``, or None when the tool is missing, fails or hangs."""
+    try:
+        done = subprocess.run(
+            ["neuron-ls", "--json-output"], capture_output=True, text=True, timeout=timeout_s, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        logger.warning("neuron-ls failed: %s", exc)
+        return None
+    if done.returncode != 0:
+        logger.warning("neuron-ls exited with %d: %s", done.returncode, done.stderr.strip()[:200])
+        return None
+    return done.stdout
+
+
+def dpkg_version(package: str, timeout_s: float = 10.0) -> str | None:
+    """Version of a Debian package (the Neuron runtime ships as ``aws-neuronx-runtime-lib``), or None."""
+    try:
+        done = subprocess.run(
+            ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=timeout_s
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        return None
+    return done.stdout.strip() or None
+
+
+def sysfs_core_indices(*, cores: int, first_core: int = 0, lnc: int) -> list[int]:
+    """sysfs ``neuron_core`` indices behind ``cores`` logical cores: at LNC=2 logical core k is 2k and 2k+1.
+
+    Args:
+        cores: Logical cores used.
+        first_core: First logical core.
+        lnc: Logical core config.
+
+    Returns:
+        Global sysfs core indices, as :func:`pipeline.bench.neuron_tools.read_device_memory` numbers them.
+    """
+    return [k * lnc + j for k in range(first_core, first_core + cores) for j in range(lnc)]
+
+
+def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) -> int | None:
+    """The peak device memory to record: the larger of the allocator's and a trustworthy sysfs figure.
+
+    The allocator counts tensors only; sysfs counts everything the driver gave the cores (tensors, NEFF
+    code, scratchpad, collective buffers), so it is the footprint a user must fit. A sysfs peak that could
+    not be cleared and was not exceeded remembers an earlier process, so it is then only logged.
+
+    Args:
+        allocator: ``torch_neuronx.max_memory_allocated`` summed over ranks.
+        sysfs: :func:`pipeline.bench.neuron_tools.peak_delta` over the cores used.
+        sysfs_exact: Whether the peak counters were cleared before the run or all exceeded their old value.
+
+    Returns:
+        Bytes, or None when neither source gave a figure.
+    """
+    candidates = [v for v in (allocator, sysfs if sysfs_exact else None) if v is not None]
+    return max(candidates) if candidates else None
+
+
+class NeuronBackend(Backend):
+    """TorchNeuron on Trainium2. Constructor arguments exist for tests (fake sysfs, recorded neuron-ls)."""
+
+    name: ClassVar[str] = "neuron"
+    compile_backend: ClassVar[str | None] = "neuron"
+    compile_by_default: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        dev_root: Path = Path("/dev"),
+        sysfs_root: Path = Path("/sys"),
+        neuron_ls: Callable[[], str | None] = run_neuron_ls,
+        cache_dir: Path | None = None,
+        find_spec: Callable[[str], Any] = importlib.util.find_spec,
+        packages: Callable[[str], str | None] = package_version,
+    ) -> None:
+        self.dev_root = dev_root
+        self.sysfs_root = sysfs_root
+        self._neuron_ls = neuron_ls
+        self._find_spec = find_spec
+        self._packages = packages
+        url = constants.NEURON_COMPILE_CACHE_URL
+        self.cache_dir = cache_dir or (Path(url) if url and "://" not in url else DEFAULT_CACHE_DIR)
+        self._before: dict[int, neuron_tools.CoreMemory] = {}
+        self._cleared = False
+
+    # -- parent side --------------------------------------------------------------------------------
+    def check_available(self) -> None:
+        # find_spec, not import: importing torch_neuronx in the parent would start the Neuron runtime.
+        if self._find_spec("torch_neuronx") is None:
+            raise BackendUnavailableError(
+                "the neuron backend needs torch-neuronx (TorchNeuron), which is not installed here; "
+                "install it from the Neuron pip repository on a Trainium instance"
+            )
+        if self._packages("neuronx-cc") is None:
+            raise BackendUnavailableError("the neuron backend needs the Neuron compiler (neuronx-cc), not installed")
+        if not any(self.dev_root.glob("neuron[0-9]*")):
+            raise BackendUnavailableError(f"no Neuron device ({self.dev_root}/neuron*) on this machine")
+
+    @functools.cached_property
+    def inventory(self) -> neuron_tools.NeuronInventory | None:
+        """What ``neuron-ls`` reports, or None when it cannot be run or parsed."""
+        text = self._neuron_ls()
+        if not text:
+            return None
+        try:
+            return neuron_tools.parse_neuron_ls(text)
+        except BenchError as exc:
+            logger.warning("%s", exc)
+            return None
+
+    @property
+    def lnc(self) -> int:
+        """Logical core config: NEURON_LOGICAL_NC_CONFIG, else what neuron-ls reports, else 2 (trn2's default)."""
+        configured = constants.NEURON_LOGICAL_NC_CONFIG
+        if configured:
+            try:
+                return int(configured)
+            except ValueError:
+                raise ConfigError(f"NEURON_LOGICAL_NC_CONFIG must be 1 or 2, got {configured!r}") from None
+        inventory = self.inventory
+        if inventory is not None and inventory.logical_nc_config:
+            return inventory.logical_nc_config
+        return 2
+
+    @property
+    def instance(self) -> hardware.Instance:
+        """The instance's table entry (neuron-ls, else TRNCAT_INSTANCE_TYPE, else a trn2.3xlarge)."""
+        inventory = self.inventory
+        name = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
+        try:
+            return hardware.get_instance(name or DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
+        except ConfigError:
+            logger.warning("instance %r is not in pipeline.hardware; using trn2 figures", name)
+            return hardware.get_instance(DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
+
+    def environment(self, *, cores: int) -> dict[str, str]:
+        inventory = self.inventory
+        return neuron_launch.neuron_env(
+            cores=cores,
+            lnc=self.lnc,
+            cache_dir=self.cache_dir,
+            total_cores=inventory.total_cores if inventory else None,
+        )
+
+    def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
+        if cores == 1:
+            return super().launcher(cores=cores, module_args=module_args)
+        return neuron_launch.torchrun_command(nproc=cores, module_args=module_args)
+
+    def versions(self) -> dict[str, str | None]:
+        versions = super().versions()
+        inventory = self.inventory
+        versions.update(
+            torch_neuronx=self._packages("torch-neuronx"),
+            neuronx_cc=self._packages("neuronx-cc"),
+            runtime=(inventory.runtime_version if inventory else None)
+            or self._packages("aws-neuronx-runtime-lib")
+            or dpkg_version("aws-neuronx-runtime-lib"),
+            driver=neuron_tools.driver_version(self.sysfs_root),
+            # No package carries the SDK release number; the image digest pins it instead.
+            sdk=None,
+            container_image=constants.TRNCAT_IMAGE_DIGEST,
+        )
+        return versions
+
+    def hardware(self, *, cores: int) -> dict[str, Any]:
+        inventory, instance = self.inventory, self.instance
+        instance_type = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
+        return {
+            "name": instance_type or instance.family,
+            "instance_type": instance_type,
+            "accelerator": instance.accelerator,
+            "core_config": f"lnc={self.lnc}",
+            "memory_per_core_bytes": inventory.memory_per_core_bytes if inventory else instance.memory_per_core_bytes,
+            "cores_available": inventory.total_cores if inventory else None,
+        }
+
+    def bandwidth_bytes_per_s(self, *, cores: int) -> float | None:
+        instance = self.instance
+        # A chip's HBM bandwidth is shared by its cores; cores beyond one instance's count cannot occur.
+        return hardware.bandwidth_for_cores(instance, min(cores, instance.cores))
+
+    def compile_cache_snapshot(self) -> Any:
+        return neuron_launch.snapshot_cache(self.cache_dir)
+
+    def compile_cache_hit(self, snapshot: Any) -> bool | None:
+        if not self.cache_dir.is_dir():
+            return None  # a remote (s3://) or unused cache: nothing to compare
+        return neuron_launch.compile_cache_hit(self.cache_dir, snapshot)
+
+    # -- child side ---------------------------------------------------------------------------------
+    def device(self) -> Any:
+        import torch
+        import torch_neuronx  # noqa: F401  (registers the "neuron" device)
+
+        return torch.device("neuron", world_of()[1])
+
+    def synchronize(self) -> None:
+        import torch
+        import torch_neuronx
+
+        sync = getattr(getattr(torch, "neuron", None), "synchronize", None) or torch_neuronx.synchronize
+        sync()
+
+    def _used_sysfs_cores(self) -> list[int]:
+        world = world_of()[2]
+        return sysfs_core_indices(cores=world, lnc=self.lnc)
+
+    def reset_peak_memory(self) -> None:
+        import torch_neuronx
+
+        torch_neuronx.reset_peak_memory_stats()
+        if world_of()[0] == 0:
+            cores = self._used_sysfs_cores()
+            self._cleared = neuron_tools.reset_peaks(self.sysfs_root, cores=cores)
+            self._before = neuron_tools.read_device_memory(self.sysfs_root, cores=cores)
+
+    def peak_memory_bytes(self) -> int | None:
+        import torch_neuronx
+
+        self.synchronize()
+        allocator = int(torch_neuronx.max_memory_allocated())
+        if world_of()[2] > 1:
+            allocator = sum_across_ranks(allocator, device=self.device())
+        if world_of()[0] != 0:
+            return allocator
+        after = neuron_tools.read_device_memory(self.sysfs_root, cores=self._used_sysfs_cores())
+        exceeded = bool(after) and all(a.peak > self._before[i].peak for i, a in after.items() if i in self._before)
+        sysfs = neuron_tools.peak_delta(self._before, after) if after else None
+        chosen = choose_peak(allocator=allocator, sysfs=sysfs, sysfs_exact=self._cleared or exceeded)
+        logger.info("peak device memory: allocator %s B, sysfs %s B, recorded %s B", allocator, sysfs, chosen)
+        return chosen
+
+    def prepare(self, model: Any, *, compile: bool = True, fullgraph: bool = True) -> Any:
+        from pipeline.bench.backends.base import enable_generate_compile
+
+        if world_of()[2] == 1:
+            model = model.to(self.device())
+        if compile:
+            # TorchNeuron supports only the default torch.compile mode (others warn and are ignored).
+            enable_generate_compile(model, backend="neuron", fullgraph=fullgraph, mode="default")
+        return model

@@ -1,0 +1,108 @@
+"""Core escalation: start at the planner's core count, and on a device or compiler OOM retry on twice the cores.
+
+The record returned is the last attempt's (the smallest passing core count when one passed); the attempts
+before it are kept in its ``attempts`` list as ``{cores, status, stage, code}``. Which failures escalate is
+decided by :func:`pipeline.bench.neuron_launch.next_cores` (device and compiler OOM only: a host OOM needs
+more host memory, not more cores, and an infrastructure error is retried elsewhere at the same count).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pipeline.bench import harness
+from pipeline.bench.backends import get_backend
+from pipeline.bench.failures import Classification
+from pipeline.bench.models import ResolvedModel
+from pipeline.bench.neuron_launch import next_cores
+from pipeline.bench.spec import BenchSpec
+from pipeline.errors import BenchError
+from pipeline.records import validate_record
+
+logger = logging.getLogger(__name__)
+
+RunFn = Callable[..., dict[str, Any]]
+
+
+def attempt_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The ``attempts`` entry summarizing one record: ``{cores, status, stage, code}``."""
+    failure = record.get("failure") or {}
+    return {
+        "cores": record["cores"],
+        "status": record["status"],
+        "stage": failure.get("stage"),
+        "code": failure.get("code"),
+    }
+
+
+def _classification(record: dict[str, Any]) -> Classification | None:
+    failure = record.get("failure")
+    if record["status"] == "pass" or not failure:
+        return None
+    return Classification(status=record["status"], stage=failure["stage"], code=failure["code"], rule="record")
+
+
+def instance_cores(spec: BenchSpec) -> int:
+    """Cores the backend reports for this machine, or ``spec.cores`` when it cannot tell (no escalation)."""
+    available = get_backend(spec.device).hardware(cores=spec.cores).get("cores_available")
+    return int(available) if available else spec.cores
+
+
+def run_with_escalation(
+    spec: BenchSpec,
+    resolved: ResolvedModel,
+    *,
+    timeout_s: float,
+    memory_limit_bytes: int | None,
+    source: str,
+    plan: dict[str, Any] | None,
+    max_cores: int | None = None,
+    run: RunFn = harness.run,
+) -> dict[str, Any]:
+    """Benchmark ``resolved`` starting at ``spec.cores``, doubling the cores after each device/compiler OOM.
+
+    Args:
+        spec: The first attempt (its ``cores`` is the planner's count, or 1).
+        resolved: The model.
+        timeout_s: Per attempt.
+        memory_limit_bytes: Per attempt.
+        source: The record's ``run.source``.
+        plan: The planner's advice, recorded as is.
+        max_cores: Cores of the instance; asked of the backend when None.
+        run: Runs one attempt and returns its record (:func:`pipeline.bench.harness.run`; tests inject one).
+
+    Returns:
+        The last attempt's record, with ``attempts`` listing the failed attempts before it and
+        ``run.started_at`` set to the first attempt's start.
+
+    Raises:
+        BenchError: the assembled record is invalid (a harness bug).
+    """
+    limit = max_cores if max_cores is not None else instance_cores(spec)
+    earlier: list[dict[str, Any]] = []
+    started_at: str | None = None
+    current = spec
+    while True:
+        record = run(
+            current, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+        )
+        started_at = started_at or record["run"]["started_at"]
+        verdict = _classification(record)
+        if verdict is None:
+            break
+        following = next_cores(current.cores, verdict, limit)
+        if following is None or len(earlier) >= 15:  # the schema keeps at most 16 attempts
+            break
+        logger.info("%s: %s on %d core(s); retrying on %d", resolved.model_id, verdict.code, current.cores, following)
+        earlier.append(attempt_of(record))
+        current = dataclasses.replace(current, cores=following)
+    record["attempts"] = earlier
+    record["run"]["started_at"] = started_at
+    problems = validate_record(record)
+    if problems:
+        details = "; ".join(f"{field}: {message}" for field, message in problems)
+        raise BenchError(f"escalation built an invalid record for {resolved.model_id}: {details}")
+    return record

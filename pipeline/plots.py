@@ -1,0 +1,288 @@
+"""Inline SVG plots for the catalog page, drawn at build time: no JavaScript, no external asset.
+
+Every label can come from a record (model ids, toolchain versions), so every text and attribute value goes
+through :func:`markupsafe.escape`; the functions return :class:`markupsafe.Markup` that a template inserts as is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup, escape
+
+WIDTH, HEIGHT = 480, 300
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 58, 46
+TASK_COLORS = {"text-generation": "#2563eb", "image-text-to-text": "#ea580c"}
+OTHER_COLOR = "#6b7280"
+#: Beyond this many points a scatter keeps an evenly spaced sample: 10,000 circles weigh on the page for no insight.
+MAX_POINTS = 1500
+#: The pass-rate chart shows the newest toolchains only.
+MAX_TOOLCHAINS = 12
+#: Toolchain labels longer than this are cut (the full label stays in the tooltip).
+MAX_LABEL = 72
+
+
+@dataclass(frozen=True)
+class Point:
+    """One model on a scatter plot."""
+
+    x: float
+    y: float
+    task: str
+    label: str
+
+
+def fmt_params(value: float) -> str:
+    """1_235_814_400 -> '1.2B'."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if value >= scale:
+            number = value / scale
+            return f"{number:.0f}{suffix}" if number >= 10 else f"{number:.1f}{suffix}".replace(".0", "")
+    return f"{value:.0f}"
+
+
+def fmt_bytes(value: float) -> str:
+    """Bytes in binary units: 3_100_000_000 -> '2.9 GiB'."""
+    for scale, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if value >= scale:
+            number = value / scale
+            return f"{number:.0f} {suffix}" if number >= 100 else f"{number:.1f} {suffix}"
+    return f"{value:.0f} B"
+
+
+def fmt_si_bytes(value: float) -> str:
+    """Bytes in decimal units, for log axes whose ticks fall on powers of ten: 3_100_000_000 -> '3.1 GB'."""
+    for scale, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if value >= scale:
+            number = value / scale
+            return f"{number:.0f} {suffix}" if number >= 10 else f"{number:.1f} {suffix}".replace(".0 ", " ")
+    return f"{value:.0f} B"
+
+
+def fmt_seconds(value: float) -> str:
+    """Seconds for people: 0.031 -> '31 ms', 61.5 -> '61.5 s', 4000 -> '67 min'."""
+    if value < 1:
+        return f"{value * 1000:.0f} ms"
+    if value < 100:
+        return f"{value:.1f} s"
+    if value < 600:
+        return f"{value:.0f} s"
+    return f"{value / 60:.0f} min"
+
+
+def _text(x: float, y: float, text: str, *, anchor: str = "middle", cls: str = "", extra: str = "") -> str:
+    klass = f' class="{escape(cls)}"' if cls else ""
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{klass}{extra}>{escape(text)}</text>'
+
+
+def _open(title: str, height: int = HEIGHT) -> list[str]:
+    return [
+        f'<svg class="plot" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+        _text(WIDTH / 2, 20, title, cls="plot-title"),
+    ]
+
+
+def _ticks(low: int, high: int) -> list[float]:
+    """Tick values for a log axis from 10**low to 10**high: decades, with 2 and 5 between when the span is short."""
+    step = max(1, (high - low + 5) // 6)
+    ticks = [10.0**d for d in range(low, high + 1, step)]
+    if high - low <= 2:
+        ticks += [m * 10.0**d for d in range(low, high) for m in (2, 5)]
+    return sorted(ticks)
+
+
+def _decades(values: Sequence[float]) -> tuple[int, int]:
+    low = math.floor(min(math.log10(v) for v in values))
+    high = math.ceil(max(math.log10(v) for v in values))
+    return (low, high) if high > low else (low, low + 1)
+
+
+def scatter(
+    *,
+    title: str,
+    points: Sequence[Point],
+    x_label: str,
+    y_label: str,
+    x_fmt: Callable[[float], str],
+    y_fmt: Callable[[float], str],
+    note: str = "",
+) -> Markup:
+    """A log-log scatter plot, one colour per task, a tooltip per point.
+
+    Args:
+        title: the heading drawn above the plot.
+        points: the data; points with a non-positive coordinate are left out (a log axis cannot show them).
+        x_label: x axis label.
+        y_label: y axis label.
+        x_fmt: formats an x tick value.
+        y_fmt: formats a y tick value.
+        note: a small line under the title (e.g. which device the points come from).
+
+    Returns:
+        The ``<svg>`` element.
+    """
+    kept = sorted((p for p in points if p.x > 0 and p.y > 0), key=lambda p: (p.x, p.y, p.label))
+    if len(kept) > MAX_POINTS:
+        step = len(kept) / MAX_POINTS
+        kept = [kept[int(i * step)] for i in range(MAX_POINTS)]
+        note = f"{note} · sample of {MAX_POINTS}".strip(" ·")
+    parts = _open(title)
+    if note:
+        parts.append(_text(WIDTH / 2, 34, note, cls="plot-note"))
+    if not kept:
+        parts.append(_text(WIDTH / 2, HEIGHT / 2, "no measurements yet", cls="plot-empty"))
+        return Markup("".join(parts) + "</svg>")
+    x0, x1 = _decades([p.x for p in kept])
+    y0, y1 = _decades([p.y for p in kept])
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(value: float) -> float:
+        return LEFT + (math.log10(value) - x0) / (x1 - x0) * plot_w
+
+    def sy(value: float) -> float:
+        return TOP + plot_h - (math.log10(value) - y0) / (y1 - y0) * plot_h
+
+    parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot-frame"/>')
+    for tick in _ticks(x0, x1):
+        x = sx(tick)
+        parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot_h}" class="plot-grid"/>')
+        parts.append(_text(x, TOP + plot_h + 16, x_fmt(tick), cls="plot-tick"))
+    for tick in _ticks(y0, y1):
+        y = sy(tick)
+        parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot_w}" y2="{y:.1f}" class="plot-grid"/>')
+        parts.append(_text(LEFT - 6, y + 4, y_fmt(tick), anchor="end", cls="plot-tick"))
+    parts.append(_text(LEFT + plot_w / 2, HEIGHT - 8, x_label, cls="plot-axis"))
+    parts.append(
+        _text(
+            14, TOP + plot_h / 2, y_label, cls="plot-axis", extra=f' transform="rotate(-90 14 {TOP + plot_h / 2:.1f})"'
+        )
+    )
+    for p in kept:
+        color = TASK_COLORS.get(p.task, OTHER_COLOR)
+        tip = f"{p.label}: {x_fmt(p.x)}, {y_fmt(p.y)}"
+        parts.append(
+            f'<circle cx="{sx(p.x):.1f}" cy="{sy(p.y):.1f}" r="3.5" fill="{color}" fill-opacity="0.7">'
+            f"<title>{escape(tip)}</title></circle>"
+        )
+    legend_x = LEFT
+    for task in sorted({p.task for p in kept}):
+        color = TASK_COLORS.get(task, OTHER_COLOR)
+        parts.append(f'<circle cx="{legend_x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>')
+        parts.append(_text(legend_x + 12, TOP - 4, task, anchor="start", cls="plot-legend"))
+        legend_x += 24 + 7 * len(task)
+    return Markup("".join(parts) + "</svg>")
+
+
+def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]]) -> Markup:
+    """Horizontal bars: the share of models that pass, per toolchain.
+
+    Args:
+        title: the heading drawn above the chart.
+        rates: ``(toolchain label, passed, measured)`` per toolchain, in display order.
+
+    Returns:
+        The ``<svg>`` element.
+    """
+    rates = [r for r in rates if r[2] > 0][:MAX_TOOLCHAINS]
+    band, top = 34, 36
+    height = max(HEIGHT, top + band * len(rates) + 16)
+    parts = _open(title, height)
+    if not rates:
+        parts.append(_text(WIDTH / 2, height / 2, "no measurements yet", cls="plot-empty"))
+        return Markup("".join(parts) + "</svg>")
+    bar_w = WIDTH - 24 - 110
+    for index, (label, passed, measured) in enumerate(rates):
+        y = top + index * band
+        share = passed / measured
+        short = label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+        parts.append(
+            f'<text x="12" y="{y + 11}" class="plot-tick">{escape(short)}<title>{escape(label)}</title></text>'
+        )
+        parts.append(f'<rect x="12" y="{y + 15}" width="{bar_w}" height="12" class="plot-track"/>')
+        parts.append(f'<rect x="12" y="{y + 15}" width="{bar_w * share:.1f}" height="12" class="plot-bar"/>')
+        parts.append(
+            _text(12 + bar_w + 8, y + 25, f"{share:.0%} ({passed}/{measured})", anchor="start", cls="plot-tick")
+        )
+    return Markup("".join(parts) + "</svg>")
+
+
+def toolchain_label(row: dict[str, Any]) -> str:
+    """'neuronx-cc 2.21.0 · torch-neuronx 2.14.0 · transformers 5.0.0' (or the device when not on Neuron)."""
+    parts = []
+    if row.get("neuronx_cc_version"):
+        parts.append(f"neuronx-cc {row['neuronx_cc_version']}")
+    if row.get("torch_neuronx_version"):
+        parts.append(f"torch-neuronx {row['torch_neuronx_version']}")
+    if not parts:
+        parts.append(str(row.get("device") or "?"))
+    parts.append(f"transformers {row.get('transformers_version') or '?'}")
+    return " · ".join(parts)
+
+
+def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[str, Any]]) -> list[Markup]:
+    """The page's three plots: peak device memory vs params, compile time vs params, pass rate per toolchain.
+
+    Args:
+        latest: latest rows (scatter plots: each model once, as measured now).
+        history: every result row (pass rate per toolchain: the newest run of each model with that toolchain).
+
+    Returns:
+        Three ``<svg>`` elements.
+    """
+    latest = list(latest)
+    # The catalog is about Trainium: plot Neuron runs; fall back to whatever ran (the CPU demo) when there are none.
+    neuron = [r for r in latest if r.get("device") == "neuron"]
+    shown = neuron or latest
+    note = "device: " + ", ".join(sorted({str(r.get("device")) for r in shown})) if shown else ""
+    passes = [r for r in shown if r.get("status") == "pass" and r.get("params")]
+    memory = [
+        Point(float(r["params"]), float(r["peak_device_memory_bytes"]), r["task"], r["model_id"])
+        for r in passes
+        if r.get("peak_device_memory_bytes")
+    ]
+    compile_points = [
+        Point(float(r["params"]), float(r["compile_s"]), r["task"], r["model_id"]) for r in passes if r.get("compile_s")
+    ]
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in history:
+        if row.get("status") not in ("pass", "fail"):
+            continue  # an infrastructure error says nothing about the toolchain
+        key = (row["model_id"], row["task"], row.get("hardware"), toolchain_label(row))
+        if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
+            newest[key] = row
+    by_toolchain: dict[str, list[Any]] = {}
+    for (_, _, _, label), row in newest.items():
+        stats = by_toolchain.setdefault(label, [0, 0, row["finished_at"]])
+        stats[0] += row["status"] == "pass"
+        stats[1] += 1
+        stats[2] = max(stats[2], row["finished_at"])
+    ordered = sorted(by_toolchain.items(), key=lambda item: (item[1][2], item[0]), reverse=True)
+    return [
+        scatter(
+            title="Peak device memory vs parameters",
+            points=memory,
+            x_label="parameters",
+            y_label="peak device memory",
+            x_fmt=fmt_params,
+            y_fmt=fmt_si_bytes,
+            note=note,
+        ),
+        scatter(
+            title="Compile time vs parameters",
+            points=compile_points,
+            x_label="parameters",
+            y_label="compile time",
+            x_fmt=fmt_params,
+            y_fmt=fmt_seconds,
+            note=note,
+        ),
+        pass_rate(
+            title="Pass rate per toolchain (newest first)",
+            rates=[(label, stats[0], stats[1]) for label, stats in ordered],
+        ),
+    ]

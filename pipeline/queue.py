@@ -1,0 +1,346 @@
+"""The benchmark queue: candidates - already measured - ineligible -> GitHub Actions matrices.
+
+A candidate is measured when the dataset's results hold a row with the same key: model id, revision,
+task, device, dtype, workload (batch size, input/output tokens, image size) and toolchain versions (those
+the caller pins, e.g. ``runners/toolchain.yaml``). For that key a ``pass`` is not re-run and a ``fail`` is
+not retried (it is a real incompatibility until the revision or the toolchain changes); ``error`` rows are
+infrastructure failures, retried while their count is at most ``max_error_retries``.
+
+Each queued model is planned from its config.json (one download per model and revision, cached) to pick
+the runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most
+256 entries each, GitHub's cap on the jobs one matrix may generate.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from pipeline.constants import REPO_ROOT
+from pipeline.dataset import RESULTS_DIR
+from pipeline.discover import Candidate, Discovery
+from pipeline.errors import ConfigError, DatasetError, HubError, PlanError, RepoNotFoundError
+from pipeline.hardware import DEFAULT_INSTANCE, get_instance
+from pipeline.hub import Hub, default_hub
+from pipeline.ids import is_revision, model_id_problem
+from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
+from pipeline.records import COLUMN_NAMES
+from pipeline.workload import default_workload
+
+__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "load_candidates", "load_toolchain"]
+
+logger = logging.getLogger(__name__)
+
+#: GitHub Actions generates at most 256 jobs from one matrix.
+MAX_CHUNK = 256
+DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
+_WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
+
+Planner = Callable[[Candidate], Plan]
+
+
+def _version_column(key: str) -> str:
+    return f"{key}_version"
+
+
+def _public(version: object) -> str | None:
+    """A version without its local ``+build`` part (the runner may report one the pin does not carry)."""
+    return None if version is None else str(version).split("+", 1)[0]
+
+
+def load_toolchain(path: Path | None = None) -> dict[str, str]:
+    """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}``.
+
+    Args:
+        path: A YAML (or JSON) mapping of version key -> version; None for ``runners/toolchain.yaml``.
+
+    Returns:
+        The mapping.
+
+    Raises:
+        ConfigError: unreadable file, or a key that is no record version field, or a value not a string.
+    """
+    path = DEFAULT_TOOLCHAIN if path is None else Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a mapping of version key -> version")
+    try:
+        return _check_toolchain(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def _check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
+    if not toolchain:
+        raise ConfigError("the toolchain names no version to compare results against")
+    for key, value in toolchain.items():
+        if _version_column(str(key)) not in COLUMN_NAMES:
+            known = sorted(c.removesuffix("_version") for c in COLUMN_NAMES if c.endswith("_version"))
+            raise ConfigError(f"toolchain key {key!r} is not a record version; choose from {', '.join(known)}")
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"toolchain {key}: version must be a non-empty string, got {value!r}")
+    return {str(k): v.strip() for k, v in toolchain.items()}
+
+
+def load_candidates(paths: Iterable[Path]) -> list[Candidate]:
+    """Candidates from discovery JSON files (``trncat discover --json``: one discovery or a list of them).
+
+    Raises:
+        ConfigError: unreadable or malformed file.
+    """
+    candidates: list[Candidate] = []
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            docs = data if isinstance(data, list) else [data]
+            for doc in docs:
+                candidates.extend(Discovery.from_dict(doc).candidates)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"{path}: not a discovery file: {exc}") from None
+    return candidates
+
+
+class HubPlanner:
+    """Plans a candidate from its config.json at its revision (downloaded once per model and revision).
+
+    The parameter count for architectures transformers cannot build comes from the listing (no request).
+
+    Args:
+        hub: Where config.json comes from; None for the default Hub (``HF_ENDPOINT``).
+        dtype: Benchmark dtype.
+        instance: Instance type to plan for.
+    """
+
+    def __init__(self, *, hub: Hub | None = None, dtype: str = "bfloat16", instance: str = DEFAULT_INSTANCE) -> None:
+        self.hub = hub
+        self.dtype = normalize_dtype(dtype)
+        self.instance = instance
+        self._configs: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+    def __call__(self, candidate: Candidate) -> Plan:
+        """Plan ``candidate`` for its task's workload.
+
+        Raises:
+            PlanError: the parameters cannot be counted.
+            RepoNotFoundError: no config.json at that revision (or gated).
+            HubError: the Hub could not answer.
+        """
+        key = (candidate.model_id, candidate.sha)
+        if key not in self._configs:
+            hub = self.hub or default_hub()
+            self._configs[key] = hub.fetch_config(candidate.model_id, revision=candidate.sha)
+        plan = plan_config(
+            self._configs[key],
+            dtype=self.dtype,
+            instance=self.instance,
+            workload=default_workload(candidate.task),
+            safetensors_params=candidate.params,
+        )
+        return replace(plan, model=candidate.model_id, revision=candidate.sha)
+
+
+@dataclass
+class Queue:
+    """What to benchmark: ``chunks`` of GitHub matrices, and what was left out with a reason."""
+
+    chunks: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    toolchain: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def entries(self) -> list[dict[str, Any]]:
+        """Every matrix entry, across chunks."""
+        return [entry for chunk in self.chunks for entry in chunk["include"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"count", "chunks", "skipped", "toolchain"}``; each chunk is a ``strategy.matrix`` value."""
+        return {
+            "count": len(self.entries),
+            "chunks": self.chunks,
+            "skipped": self.skipped,
+            "toolchain": self.toolchain,
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        """:meth:`to_dict` as JSON (compact by default, as a ``$GITHUB_OUTPUT`` line wants it)."""
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def chunk_json(self, index: int) -> str:
+        """One chunk as compact JSON, for ``strategy.matrix: ${{ fromJSON(...) }}``.
+
+        Raises:
+            ConfigError: no such chunk (an empty queue has none: GitHub rejects an empty matrix).
+        """
+        if not 0 <= index < len(self.chunks):
+            raise ConfigError(f"chunk {index} does not exist; the queue has {len(self.chunks)} chunk(s)")
+        return json.dumps(self.chunks[index], separators=(",", ":"))
+
+
+_Key = tuple[Any, ...]
+
+
+def _history(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str]]:
+    """Status counts per key over every results file (only the key's columns are read)."""
+    versions = [_version_column(k) for k in toolchain]
+    columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
+    history: dict[_Key, Counter[str]] = {}
+    for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
+        try:
+            table = pq.read_table(path, columns=columns)
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: unreadable results file: {exc}") from exc
+        data = table.to_pydict()
+        for i in range(table.num_rows):
+            key = tuple(data[c][i] for c in columns[: -1 - len(versions)])
+            key += tuple(_public(data[c][i]) for c in versions)
+            history.setdefault(key, Counter())[data["status"][i]] += 1
+    return history
+
+
+def _key(candidate: Candidate, *, device: str, dtype: str, toolchain: Mapping[str, str]) -> _Key:
+    workload = default_workload(candidate.task).to_dict()
+    return (
+        candidate.model_id,
+        candidate.sha,
+        candidate.task,
+        device,
+        dtype,
+        *(workload[c] for c in _WORKLOAD_COLUMNS),
+        *(_public(v) for v in toolchain.values()),
+    )
+
+
+def build_queue(
+    *,
+    candidates: Iterable[Candidate],
+    dataset_root: Path | None,
+    toolchain: Mapping[str, str],
+    max_error_retries: int = 2,
+    chunk_size: int = MAX_CHUNK,
+    planner: Planner | None = None,
+    hub: Hub | None = None,
+    device: str = "neuron",
+    dtype: str = "bfloat16",
+    instance: str = DEFAULT_INSTANCE,
+) -> Queue:
+    """The benchmark matrices for ``candidates`` (in their order; a model and task listed twice runs once).
+
+    Args:
+        candidates: From discovery (any views; ineligible ones are skipped with their reason).
+        dataset_root: The dataset folder whose ``data/results`` says what was measured; None or missing: none.
+        toolchain: Version key -> version the runners run (e.g. from :func:`load_toolchain`).
+        max_error_retries: Re-queue a key while it has at most this many ``error`` results.
+        chunk_size: Entries per matrix, 1 to 256.
+        planner: Candidate -> :class:`~pipeline.plan.Plan`; None for a :class:`HubPlanner` on ``hub``.
+        hub: Hub for the default planner; None for the default Hub.
+        device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
+        dtype: Benchmark dtype.
+        instance: Instance type plans are made for.
+
+    Returns:
+        The :class:`Queue`.
+
+    Raises:
+        ConfigError: bad chunk size, retry count or toolchain.
+        DatasetError: an unreadable results file.
+        HubError: the Hub failed while fetching a config (a missing config is a note, not an error).
+    """
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not 1 <= chunk_size <= MAX_CHUNK:
+        raise ConfigError(f"chunk size must be an integer from 1 to {MAX_CHUNK}, got {chunk_size!r}")
+    if isinstance(max_error_retries, bool) or not isinstance(max_error_retries, int) or max_error_retries < 0:
+        raise ConfigError(f"max error retries must be a non-negative integer, got {max_error_retries!r}")
+    pinned = _check_toolchain(toolchain)
+    dtype = normalize_dtype(dtype)
+    family = get_instance(instance).family
+    plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)
+    root = Path(dataset_root) if dataset_root is not None else None
+    history = _history(root, pinned) if root is not None and root.is_dir() else {}
+    queue = Queue(toolchain=pinned)
+    entries: list[dict[str, Any]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def skip(c: Candidate, reason: str) -> None:
+        queue.skipped.append({"model_id": c.model_id, "task": c.task, "reason": reason})
+
+    for c in candidates:
+        if (c.model_id.casefold(), c.task) in seen:
+            continue
+        seen.add((c.model_id.casefold(), c.task))
+        if not c.eligible:
+            skip(c, f"{c.kind}: {c.reason}")
+            continue
+        # Ids reach job names, artifact names and `trncat bench` arguments: never trust them unchecked.
+        if model_id_problem(c.model_id) is not None or not is_revision(c.sha):
+            skip(c, "invalid: bad model id or revision")
+            continue
+        statuses = history.get(_key(c, device=device, dtype=dtype, toolchain=pinned), Counter())
+        if statuses["pass"]:
+            skip(c, "already passed at this revision, workload and toolchain")
+            continue
+        if statuses["fail"]:
+            skip(c, "failed at this revision, workload and toolchain (not retried until one of them changes)")
+            continue
+        if statuses["error"] > max_error_retries:
+            skip(c, f"infrastructure error {statuses['error']} times at this key (at most {max_error_retries} retries)")
+            continue
+        entry = _entry(c, plan_one, family=family, device=device, dtype=dtype, instance=instance)
+        if isinstance(entry, str):
+            skip(c, entry)
+            continue
+        entry["attempt"] = statuses["error"] + 1
+        entries.append(entry)
+    queue.chunks = [{"include": entries[i : i + chunk_size]} for i in range(0, len(entries), chunk_size)]
+    logger.info("queued %d jobs in %d chunk(s); skipped %d", len(entries), len(queue.chunks), len(queue.skipped))
+    return queue
+
+
+def _entry(
+    c: Candidate, planner: Planner, *, family: str, device: str, dtype: str, instance: str
+) -> dict[str, Any] | str:
+    """The matrix entry of an eligible candidate, or why it cannot run on any runner."""
+    assert c.sha is not None
+    problem: Exception | None = None
+    try:
+        plan = planner(c)
+    except HubError as exc:
+        if not isinstance(exc, RepoNotFoundError):
+            raise  # the Hub failing is no fact about the model
+        problem = exc
+    except PlanError as exc:
+        problem = exc
+    except Exception as exc:  # noqa: BLE001 - a hostile or odd config.json must not stop the whole queue
+        logger.warning("planning %s failed unexpectedly", c.model_id, exc_info=True)
+        problem = PlanError(f"{type(exc).__name__}: {exc}")
+    if problem is not None:
+        # Unplannable is not unrunnable: the benchmark on one core is what tells.
+        cores, runner, note = 1, f"{family}-1c", f"not planned ({problem}); runs on 1 core"
+    else:
+        if not plan.fits:
+            return f"does not fit: {plan.advice}"
+        cores, runner, note = plan.cores, runner_label(plan), ""
+    org, name = c.model_id.split("/")
+    return {
+        "model_id": c.model_id,
+        "revision": c.sha,
+        "task": c.task,
+        "device": device,
+        "dtype": dtype,
+        "cores": cores,
+        "runner": runner,
+        "instance": instance,
+        # Artifact names may not hold '/'; '--' cannot occur in a Hub id, so it separates unambiguously.
+        "artifact": f"{org}--{name}--{c.task}--{c.sha[:12]}",
+        "note": note,
+    }

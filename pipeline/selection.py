@@ -1,0 +1,139 @@
+"""The hand-kept inputs of discovery: ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``.
+
+Both are changed by pull request and validated on load against ``schemas/selection.schema.json`` and
+``schemas/exclusion.schema.json`` (JSON Schema 2020-12), plus the checks a schema cannot express (the Hub's
+id rules, duplicates). A bad file raises one :class:`~pipeline.errors.ConfigError` naming the file and entry.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema_rs
+import yaml
+
+from pipeline.constants import REPO_ROOT
+from pipeline.errors import ConfigError
+from pipeline.ids import model_id_problem
+from pipeline.records import load_schema
+
+__all__ = [
+    "DEFAULT_EXCLUSIONS",
+    "DEFAULT_SELECTED",
+    "Exclusion",
+    "ExclusionKind",
+    "Selection",
+    "load_exclusions",
+    "load_selected",
+]
+
+DEFAULT_SELECTED = REPO_ROOT / "dataset" / "selected.yaml"
+DEFAULT_EXCLUSIONS = REPO_ROOT / "dataset" / "exclusions.yaml"
+MAX_FILE_BYTES = 1 << 20  # hand-kept lists are a few KB
+
+ExclusionKind = Literal["low_priority", "incompatible"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One entry of selected.yaml: a model the catalog always covers under ``task``."""
+
+    model_id: str
+    task: str
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    """One entry of exclusions.yaml. ``task`` None excludes the model under every task."""
+
+    model_id: str
+    kind: ExclusionKind
+    reason: str
+    task: str | None = None
+
+
+@functools.cache
+def _validator(schema: str) -> Any:
+    return jsonschema_rs.Draft202012Validator(load_schema(schema))
+
+
+def _entry_label(doc: Any, key: str, index: int) -> str:
+    entry = doc[key][index] if isinstance(doc, dict) and isinstance(doc.get(key), list) else None
+    model = entry.get("model_id") if isinstance(entry, dict) else None
+    return f"{key}[{index}]" + (f" ({model})" if isinstance(model, str) else "")
+
+
+def _load(path: Path, schema: str, key: str) -> list[dict[str, Any]]:
+    """Entries of a hand-kept YAML file, validated; raises one ConfigError naming the file and the entry."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable: {exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{line}: {getattr(exc, 'problem', None) or exc}") from None
+    errors = list(_validator(schema).iter_errors(doc))
+    if errors:
+        first = errors[0]
+        parts = list(first.instance_path)
+        if len(parts) >= 2 and parts[0] == key and isinstance(parts[1], int):
+            where = _entry_label(doc, key, parts[1])
+            field = ".".join(str(p) for p in parts[2:])
+            where += f": {field}" if field else ""
+        else:
+            where = ".".join(str(p) for p in parts) or "top level"
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise ConfigError(f"{path}: {where}: {first.message}{more}")
+    entries: list[dict[str, Any]] = doc[key]
+    seen: dict[tuple[str, str | None], int] = {}
+    for index, entry in enumerate(entries):
+        if problem := model_id_problem(entry["model_id"]):
+            raise ConfigError(f"{path}: {_entry_label(doc, key, index)}: model_id: {problem}")
+        ident = (entry["model_id"].casefold(), entry.get("task"))
+        if ident in seen:
+            raise ConfigError(f"{path}: {_entry_label(doc, key, index)}: duplicates {key}[{seen[ident]}]")
+        seen[ident] = index
+    return entries
+
+
+def load_selected(path: Path | None = None) -> list[Selection]:
+    """The Selected list, in file order.
+
+    Args:
+        path: The YAML file; None for ``dataset/selected.yaml`` of this checkout.
+
+    Returns:
+        One :class:`Selection` per entry.
+
+    Raises:
+        ConfigError: missing, unparsable or invalid file (the message names the file and the entry).
+    """
+    path = DEFAULT_SELECTED if path is None else Path(path)
+    return [Selection(e["model_id"], e["task"], e.get("note")) for e in _load(path, "selection", "models")]
+
+
+def load_exclusions(path: Path | None = None) -> list[Exclusion]:
+    """The hand-kept exclusions, in file order.
+
+    Args:
+        path: The YAML file; None for ``dataset/exclusions.yaml`` of this checkout.
+
+    Returns:
+        One :class:`Exclusion` per entry.
+
+    Raises:
+        ConfigError: missing, unparsable or invalid file (the message names the file and the entry).
+    """
+    path = DEFAULT_EXCLUSIONS if path is None else Path(path)
+    return [
+        Exclusion(e["model_id"], e["kind"], e["reason"], e.get("task")) for e in _load(path, "exclusion", "exclusions")
+    ]

@@ -1,0 +1,130 @@
+"""Core escalation with a fake harness: no device, no child process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.bench.escalation import attempt_of, run_with_escalation
+from pipeline.bench.models import ResolvedModel
+from pipeline.bench.spec import BenchSpec
+from pipeline.errors import BenchError
+from pipeline.records import validate_record
+from pipeline.testing.records import sample_failure, sample_record
+
+MODEL = ResolvedModel(path=Path("."), model_id="acme/big", revision="a" * 40)
+OOM = {"stage": "oom", "code": "device_oom", "message": "NRT_RESOURCE: out of device memory"}
+COMPILER_OOM = {"stage": "oom", "code": "compiler_oom", "message": "NCC_EOOM001"}
+
+
+class FakeHarness:
+    """Answers each attempt from ``outcomes``: core count -> failure dict (or None for a pass)."""
+
+    def __init__(self, outcomes: dict[int, dict[str, str] | None]) -> None:
+        self.outcomes = outcomes
+        self.calls: list[int] = []
+
+    def __call__(self, spec: BenchSpec, resolved: ResolvedModel, **kwargs: Any) -> dict[str, Any]:
+        assert set(kwargs) == {"timeout_s", "memory_limit_bytes", "source", "plan"}
+        self.calls.append(spec.cores)
+        minute = len(self.calls)
+        run = {"started_at": f"2026-11-28T10:0{minute}:00+00:00", "finished_at": f"2026-11-28T10:0{minute}:30+00:00"}
+        failure = self.outcomes[spec.cores]
+        if failure is None:
+            return sample_record(cores=spec.cores, run=run)
+        return sample_failure(cores=spec.cores, run=run, **failure)
+
+
+def _escalate(fake: FakeHarness, *, start: int = 1, max_cores: int | None = 8) -> dict[str, Any]:
+    spec = BenchSpec(path=".", task="text-generation", device="neuron", dtype="bfloat16", cores=start)
+    return run_with_escalation(
+        spec, MODEL, timeout_s=60, memory_limit_bytes=None, source="ci", plan=None, max_cores=max_cores, run=fake
+    )
+
+
+def test_pass_first_time_has_no_attempts() -> None:
+    fake = FakeHarness({1: None})
+    record = _escalate(fake)
+    assert fake.calls == [1] and record["cores"] == 1 and record["attempts"] == []
+
+
+def test_oom_doubles_until_it_passes_and_keeps_the_failures() -> None:
+    fake = FakeHarness({1: OOM, 2: COMPILER_OOM, 4: None, 8: None})
+    record = _escalate(fake)
+    assert fake.calls == [1, 2, 4]  # stops at the smallest passing count
+    assert record["status"] == "pass" and record["cores"] == 4
+    assert record["attempts"] == [
+        {"cores": 1, "status": "fail", "stage": "oom", "code": "device_oom"},
+        {"cores": 2, "status": "fail", "stage": "oom", "code": "compiler_oom"},
+    ]
+    assert record["run"]["started_at"] == "2026-11-28T10:01:00+00:00"  # the first attempt's start
+    assert validate_record(record) == []
+
+
+def test_starts_at_the_planners_count() -> None:
+    fake = FakeHarness({4: OOM, 8: None})
+    record = _escalate(fake, start=4, max_cores=16)
+    assert fake.calls == [4, 8] and record["cores"] == 8 and len(record["attempts"]) == 1
+
+
+def test_stops_at_the_instance_and_records_the_last_failure() -> None:
+    fake = FakeHarness({1: OOM, 2: OOM, 4: OOM})
+    record = _escalate(fake, max_cores=4)
+    assert fake.calls == [1, 2, 4]
+    assert record["status"] == "fail" and record["cores"] == 4 and record["failure"]["code"] == "device_oom"
+    assert [a["cores"] for a in record["attempts"]] == [1, 2]
+    assert validate_record(record) == []
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        {"stage": "oom", "code": "host_oom", "message": "host memory limit exceeded"},  # more ranks need more host
+        {"stage": "compile", "code": "ncc_evrf013", "message": "NCC_EVRF013"},
+        {"stage": "load", "code": "nrt_init", "message": "nrt_init failed", "status": "error"},
+    ],
+)
+def test_other_failures_do_not_escalate(failure: dict[str, str]) -> None:
+    fake = FakeHarness({1: failure})
+    record = _escalate(fake)
+    assert fake.calls == [1] and record["attempts"] == [] and record["failure"]["code"] == failure["code"]
+
+
+def test_max_cores_from_the_backend_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.bench import escalation
+
+    monkeypatch.setattr(escalation, "instance_cores", lambda spec: 2)
+    fake = FakeHarness({1: OOM, 2: OOM})
+    record = _escalate(fake, max_cores=None)
+    assert fake.calls == [1, 2] and record["cores"] == 2
+
+
+def test_attempt_of_a_pass() -> None:
+    assert attempt_of(sample_record(cores=2)) == {"cores": 2, "status": "pass", "stage": None, "code": None}
+
+
+def test_an_invalid_record_is_a_harness_error() -> None:
+    def broken(spec: BenchSpec, resolved: ResolvedModel, **kwargs: Any) -> dict[str, Any]:
+        return sample_record(cores=spec.cores, status="fail")  # a fail without a failure
+
+    with pytest.raises(BenchError, match="invalid record"):
+        _escalate(broken)  # type: ignore[arg-type]
+
+
+def test_bench_model_escalates_through_the_cli_path(tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    from pipeline.bench.run import bench_model
+    from pipeline.workload import Workload
+
+    record = bench_model(
+        str(tiny_models["text-generation"]),
+        task="text-generation",
+        device="cpu",
+        out=tmp_path / "r.json",
+        workload=Workload(batch_size=1, input_tokens=8, output_tokens=4),
+        iterations=1,
+        warmup=0,
+        escalate=True,
+    )
+    assert record["status"] == "pass" and record["attempts"] == [] and record["cores"] == 1

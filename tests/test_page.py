@@ -1,0 +1,368 @@
+"""The catalog page: rows, views ordered by rankings, exclusions, details, history, plots, escaping, no CDN."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import page
+from pipeline.dataset import build
+from pipeline.records import flatten
+from pipeline.testing.records import sample_failure, sample_record
+
+PAYLOADS = (
+    '<img src=x onerror="window.__pwned=1">',
+    "</script><script>window.__pwned=1</script>",
+    '" onmouseover="window.__pwned=1" x="',
+    "'><svg onload=window.__pwned=1>",
+    "line\u2028break\u2029&amp;<!--",
+)
+
+
+def row(model_id: str = "acme/llama-1b", **overrides: Any) -> dict[str, Any]:
+    return flatten(sample_record(model_id=model_id, **overrides))
+
+
+def fail_row(model_id: str = "acme/broken", **overrides: Any) -> dict[str, Any]:
+    return flatten(sample_failure(model_id=model_id, **overrides))
+
+
+def at(day: int, hour: int = 10) -> dict[str, str]:
+    start = dt.datetime(2026, 11, day, hour, tzinfo=dt.timezone.utc)
+    return {"started_at": start.isoformat(), "finished_at": (start + dt.timedelta(minutes=5)).isoformat()}
+
+
+def ranking(task: str, view: str, date: str, *model_ids: str) -> list[dict[str, Any]]:
+    return [
+        {"date": date, "task": task, "view": view, "rank": rank, "model_id": m} for rank, m in enumerate(model_ids, 1)
+    ]
+
+
+def render(**kwargs: Any) -> str:
+    args: dict[str, Any] = {"latest": [], "rankings": [], "exclusions": [], "scripts": {}}
+    args.update(kwargs)
+    return page.render_page(**args)
+
+
+class _Page(HTMLParser):
+    """The server-rendered table rows (cell texts), the script blocks and every src/href."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self.row_classes: list[str] = []
+        self.scripts: dict[str, str] = {}
+        self.urls: list[tuple[str, str, str]] = []
+        self._in_tbody = False
+        self._cell: list[str] | None = None
+        self._script: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        for name in ("src", "href", "action", "xlink:href"):
+            if a.get(name):
+                self.urls.append((tag, name, a[name] or ""))
+        if tag == "tbody" and a.get("id") == "rows":
+            self._in_tbody = True
+        elif tag == "tr" and self._in_tbody:
+            self.rows.append([])
+            self.row_classes.append(a.get("class") or "")
+        elif tag == "td" and self._in_tbody:
+            self._cell = []
+        elif tag == "script":
+            self._script = a.get("id") or "app"
+            self.scripts[self._script] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody":
+            self._in_tbody = False
+        elif tag == "td" and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "script":
+            self._script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self.scripts[self._script] += data
+        elif self._cell is not None:
+            self._cell.append(data + " ")
+
+
+def parse(html: str) -> _Page:
+    parser = _Page()
+    parser.feed(html)
+    return parser
+
+
+def data_of(html: str) -> dict[str, Any]:
+    blob = json.loads(parse(html).scripts["trncat-data"])
+    blob["objects"] = [dict(zip(blob["cols"], e, strict=True)) for e in blob["entries"]]
+    return blob
+
+
+def test_a_row_shows_the_measurements_and_toolchain() -> None:
+    html = render(latest=[row()])
+    (cells,) = parse(html).rows
+    model, status, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
+    assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1"
+    assert (compile_s, ttft, tps, wall, mem, params) == ("61.5 s", "31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
+    assert date == "2026-11-28"
+    assert toolchain == "neuronx-cc 2.21.0 torch-neuronx 2.14.0 transformers 5.0.0"
+    assert '<a class="hub" href="https://huggingface.co/acme/llama-1b"' in html
+
+
+def test_a_failure_shows_its_classified_reason_and_message() -> None:
+    html = render(latest=[fail_row(stage="compile", code="NCC_EOOM001", message="compiler ran out of memory")])
+    status = parse(html).rows[0][2]
+    assert status == "fails compile · NCC_EOOM001"
+    assert 'title="compiler ran out of memory"' in html
+    (entry,) = data_of(html)["objects"]
+    assert entry["msg"] == "compiler ran out of memory" and entry["st"] == "fail"
+
+
+def test_untrusted_text_is_escaped_in_html_attributes_and_json() -> None:
+    latest = [fail_row(message=PAYLOADS[0] + PAYLOADS[1] + PAYLOADS[2] + PAYLOADS[3] + PAYLOADS[4])]
+    latest[0]["neuronx_cc_version"] = PAYLOADS[1]
+    rankings = ranking("text-generation", "selected", "2026-11-28", "acme/broken", PAYLOADS[1], PAYLOADS[0])
+    exclusions = [{"model_id": PAYLOADS[3], "task": None, "reason": PAYLOADS[2], "kind": "gated"}]
+    html = render(latest=latest, rankings=rankings, exclusions=exclusions)
+    for raw in ("<img src=x", "<script>window", "<svg onload", "</script><", '" onmouseover="', "<!--"):
+        assert raw not in html
+    # U+2028/2029 are plain text in HTML but line ends in older JavaScript: the JSON blocks escape them.
+    blocks = re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, flags=re.S)
+    assert len(blocks) == 2 and not any("\u2028" in b or "\u2029" in b for b in blocks)
+    # Exactly three script elements end: the two data blocks and the app; no data ended one early.
+    assert html.count("</script>") == 3
+    doc = parse(html)
+    data = json.loads(doc.scripts["trncat-data"])
+    ids = {e[0] for e in data["entries"]}
+    assert {PAYLOADS[0], PAYLOADS[1], PAYLOADS[3], "acme/broken"} <= ids
+    messages = [e[data["cols"].index("msg")] for e in data["entries"]]
+    assert "".join(PAYLOADS) in messages
+    # An id that is not a Hub id is shown as text, never as a link.
+    assert not [u for u in doc.urls if "__pwned" in u[2] or "<" in u[2] or ">" in u[2]]
+    assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in html
+
+
+def test_views_follow_the_latest_snapshot_per_task_and_view() -> None:
+    latest = [row("acme/a"), row("acme/b"), row("acme/c"), row("acme/v", task="image-text-to-text")]
+    rankings = [
+        *ranking("text-generation", "trending", "2026-11-01", "acme/a", "acme/b", "acme/c"),
+        *ranking("text-generation", "trending", "2026-11-20", "acme/c", "acme/new", "acme/a"),
+        *ranking("text-generation", "downloads", "2026-11-05", "acme/b", "acme/a"),
+        *ranking("image-text-to-text", "selected", "2026-11-05", "acme/v"),
+        *ranking("no-such-task", "trending", "2026-11-05", "acme/x"),
+        *ranking("text-generation", "bogus", "2026-11-05", "acme/x"),
+    ]
+    html = render(latest=latest, rankings=rankings)
+    data = data_of(html)
+
+    def ids(key: str) -> list[tuple[str, int | None]]:
+        return [(data["objects"][i]["id"], rank) for i, rank in data["lists"][key]["items"]]
+
+    assert ids("text-generation/trending") == [("acme/c", 1), ("acme/new", 2), ("acme/a", 3)]
+    assert data["lists"]["text-generation/trending"]["date"] == "2026-11-20"
+    assert ids("text-generation/downloads") == [("acme/b", 1), ("acme/a", 2)]
+    assert data["lists"]["text-generation/selected"] is None  # no snapshot: the page says so
+    assert [m for m, _ in ids("text-generation/all")] == ["acme/a", "acme/b", "acme/c"]
+    assert ids("image-text-to-text/selected") == [("acme/v", 1)]
+    assert data["tasks"] == ["text-generation", "image-text-to-text"]
+    assert "acme/x" not in {e["id"] for e in data["objects"]}
+    # Default view: the first task's first view with a snapshot, server-rendered in its order.
+    assert data["default"] == {"task": "text-generation", "view": "trending"}
+    rows = parse(html).rows
+    assert [(r[0], r[1].split()[0]) for r in rows] == [("1", "acme/c"), ("2", "acme/new"), ("3", "acme/a")]
+    assert rows[1][2] == "not yet measured"
+
+
+def test_excluded_models_appear_marked_with_their_reason() -> None:
+    exclusions = [
+        {
+            "model_id": "acme/remote",
+            "task": "text-generation",
+            "reason": "needs trust_remote_code",
+            "kind": "remote_code",
+        },
+        {"model_id": "acme/everywhere", "task": None, "reason": "not a transformers model", "kind": "not_transformers"},
+        {"model_id": "acme/a", "task": "text-generation", "reason": "low priority for now", "kind": "low_priority"},
+    ]
+    html = render(latest=[row("acme/a")], exclusions=exclusions)
+    data = data_of(html)
+    by_id = {e["id"]: e for e in data["objects"] if e["task"] == "text-generation"}
+    assert (by_id["acme/remote"]["ek"], by_id["acme/remote"]["er"]) == ("remote_code", "needs trust_remote_code")
+    assert by_id["acme/a"]["st"] == "pass" and by_id["acme/a"]["ek"] == "low_priority"
+    everywhere = [e for e in data["objects"] if e["id"] == "acme/everywhere"]
+    assert {e["task"] for e in everywhere} == {"text-generation", "image-text-to-text"}
+    statuses = {r[1].split()[0]: r[2] for r in parse(html).rows}
+    assert statuses["acme/remote"] == "excluded remote_code: needs trust_remote_code"
+    assert statuses["acme/a"] == "runs excluded low_priority: low priority for now"
+
+
+def test_detail_data_carries_scripts_command_and_plan() -> None:
+    multi = row("acme/big", cores=4, plan={"cores": 4, "tp_degree": 4, "advice": "shard over 4 cores", "fits": True})
+    latest = [row("acme/small"), multi]
+    scripts = {
+        "acme/small": {"run.py": "MODEL_ID = 'acme/small'\n", "requirements.txt": "torch==2.9.0\n"},
+        "acme/big": {"run.py": "MODEL_ID = 'acme/big'\n", "requirements.txt": "torch==2.9.0\n"},
+    }
+    html = render(latest=latest, scripts=scripts)
+    blob = json.loads(parse(html).scripts["trncat-scripts"])
+    assert blob["texts"].count("torch==2.9.0\n") == 1  # deduplicated
+    assert blob["texts"][blob["models"]["acme/big"][0]] == "MODEL_ID = 'acme/big'\n"
+    big = next(e for e in data_of(html)["objects"] if e["id"] == "acme/big")
+    assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
+    assert page.command(big) == "pip install -r requirements.txt && torchrun --nproc-per-node 4 run.py"
+    assert page.command({"cores": 1}) == "pip install -r requirements.txt && python run.py"
+    app = parse(html).scripts["app"]
+    assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
+    assert '<a class="more" href="scripts/acme/big/run.py">' in html
+
+
+def test_scripts_past_the_inline_budget_are_linked_not_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(page, "MAX_INLINE_SCRIPT_BYTES", 30)
+    scripts = {"acme/a": {"run.py": "x" * 20, "requirements.txt": "y" * 20}}
+    blob = json.loads(parse(render(latest=[row("acme/a")], scripts=scripts)).scripts["trncat-scripts"])
+    assert blob["texts"] == ["x" * 20] and blob["models"]["acme/a"] == [0, None]
+
+
+def test_history_across_toolchains_highlights_a_regression() -> None:
+    old_pass = row("acme/r", run=at(1))
+    new_fail = fail_row("acme/r", run=at(20), versions={"neuronx_cc": "2.22.0", "torch_neuronx": "2.15.0"})
+    steady = row("acme/s", run=at(2))
+    steady_new = row("acme/s", run=at(21), versions={"neuronx_cc": "2.22.0"})
+    html = render(latest=[new_fail, steady_new], history=[old_pass, new_fail, steady, steady_new])
+    by_id = {e["id"]: e for e in data_of(html)["objects"]}
+    regressed, stable = by_id["acme/r"], by_id["acme/s"]
+    assert regressed["reg"] is True and stable["reg"] is False
+    hcols = data_of(html)["hcols"]
+    lines = [dict(zip(hcols, line, strict=True)) for line in regressed["hist"]]
+    assert [(h["date"], h["st"], h["cc"], h["reg"]) for h in lines] == [
+        ("2026-11-20", "fail", "2.22.0", False),
+        ("2026-11-01", "pass", "2.21.0", True),
+    ]
+    doc = parse(html)
+    index = [r[1].split()[0] for r in doc.rows].index("acme/r")
+    assert doc.row_classes[index] == "regressed" and "regression" in doc.rows[index][2]
+
+
+def test_a_fail_on_other_hardware_or_the_same_toolchain_is_not_a_regression() -> None:
+    other_hw = row("acme/r", run=at(1), hardware={"name": "trn2.3xlarge"})
+    same_toolchain = row("acme/q", run=at(1))
+    fails = [fail_row("acme/r", run=at(20), versions={"neuronx_cc": "2.22.0"}), fail_row("acme/q", run=at(20))]
+    data = data_of(render(latest=fails, history=[other_hw, same_toolchain, *fails]))
+    assert [e["reg"] for e in data["objects"]] == [False, False]
+
+
+def test_plots_are_inline_svg_with_escaped_labels() -> None:
+    latest = [row("acme/a"), row("acme/b", metrics={"params": 7_000_000_000, "compile_s": 300.0, "wall_s": 400.0})]
+    latest[1]["transformers_version"] = PAYLOADS[0]
+    html = render(latest=latest)
+    svgs = re.findall(r"<svg class=\"plot\".*?</svg>", html, flags=re.S)
+    assert len(svgs) == 3
+    memory, compile_plot, rates = svgs
+    assert "Peak device memory vs parameters" in memory and memory.count("<circle") == 2 + 1  # points + legend
+    assert "Compile time vs parameters" in compile_plot and "acme/b: 7B, 300 s" in compile_plot
+    assert "100% (1/1)" in rates and "&lt;img src=x" in rates and "<img" not in rates
+
+
+def test_the_first_view_is_server_rendered_one_page_at_a_time() -> None:
+    latest = [row(f"acme/m{i:03d}") for i in range(page.PAGE_SIZE + 30)]
+    html = render(latest=latest)
+    rows = parse(html).rows
+    assert len(rows) == page.PAGE_SIZE and rows[0][1].startswith("acme/m000")
+    assert f"Showing 1–{page.PAGE_SIZE} of {page.PAGE_SIZE + 30}" in html
+    assert len(data_of(html)["entries"]) == page.PAGE_SIZE + 30
+    empty = parse(render()).rows
+    assert empty == [["No results yet."]]
+
+
+def test_nothing_external_is_loaded() -> None:
+    html = render(latest=[row(), fail_row()], rankings=ranking("text-generation", "selected", "2026-11-28", "a/b"))
+    doc = parse(html)
+    assert "<link" not in html and "@import" not in html and "url(" not in html and "@font-face" not in html
+    for tag, attr, url in doc.urls:
+        if url.startswith(("http://", "https://", "//")):
+            assert (tag, attr) == ("a", "href") and url.startswith("https://huggingface.co/"), url
+    assert re.findall(r"\bsrc=", html) == []
+
+
+def test_only_the_page_script_may_run() -> None:
+    html = render(latest=[row()])
+    app = parse(html).scripts["app"]
+    digest = base64.b64encode(hashlib.sha256(app.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in html
+    assert "unsafe-inline'; img-src" in html and "script-src 'unsafe" not in html
+
+
+def test_script_json_cannot_end_its_element() -> None:
+    text = page.script_json({"a": "</script><!--\u2028\u2029&"})
+    assert str(text) == '{"a":"\\u003c/script\\u003e\\u003c!--\\u2028\\u2029\\u0026"}'
+    assert json.loads(str(text)) == {"a": "</script><!--\u2028\u2029&"}
+
+
+def _write(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+RANKING_SCHEMA = pa.schema(
+    [
+        ("date", pa.string()),
+        ("task", pa.string()),
+        ("view", pa.string()),
+        ("rank", pa.int64()),
+        ("model_id", pa.string()),
+    ]
+)
+EXCLUSION_SCHEMA = pa.schema(
+    [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
+)
+
+
+def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
+    out = tmp_path / "dataset"
+    build([sample_record(model_id="acme/a", run=at(1))], out)
+    build([sample_failure(model_id="acme/a", run=at(20), versions={"neuronx_cc": "2.22.0"})], out)
+    without = build_page_html(out)
+    assert "acme/a" in without and data_of(without)["default"]["view"] == "all"
+    trending = "data/rankings/{}-text-generation-trending.parquet"
+    _write(
+        out / trending.format("2026-11-01"),
+        ranking("text-generation", "trending", "2026-11-01", "acme/old"),
+        RANKING_SCHEMA,
+    )
+    _write(
+        out / trending.format("2026-11-20"),
+        ranking("text-generation", "trending", "2026-11-20", "acme/a", "acme/fresh"),
+        RANKING_SCHEMA,
+    )
+    _write(
+        out / "data/exclusions.parquet",
+        [{"model_id": "acme/gated", "task": None, "reason": "gated", "kind": "gated"}],
+        EXCLUSION_SCHEMA,
+    )
+    html = build_page_html(out)
+    data = data_of(html)
+    items = data["lists"]["text-generation/trending"]["items"]
+    assert [data["objects"][i]["id"] for i, _ in items] == ["acme/a", "acme/fresh"]
+    a = next(e for e in data["objects"] if e["id"] == "acme/a")
+    assert a["st"] == "fail" and a["reg"] is True and len(a["hist"]) == 2
+    assert any(e["id"] == "acme/gated" and e["ek"] == "gated" for e in data["objects"])
+    blob = json.loads(parse(html).scripts["trncat-scripts"])
+    run_py = blob["texts"][blob["models"]["acme/a"][0]]
+    assert "MODEL_ID = 'acme/a'" in run_py
+
+
+def build_page_html(root: Path) -> str:
+    return page.build_page(root)

@@ -1,0 +1,289 @@
+"""The catalog page in a real browser: headless Chromium (Debian's `chromium`) driven by Playwright's Python package.
+
+Skipped only where /usr/bin/chromium or the playwright package is missing (CI installs both). The page is served
+from a loopback HTTP server; a screenshot of each run lands in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.page import build_page, render_page
+from pipeline.records import flatten
+from pipeline.testing.records import sample_failure, sample_record
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+
+
+def _playwright() -> Any:
+    if not CHROMIUM.is_file():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("needs the playwright Python package (pip install 'playwright>=1.40')")
+    return sync_playwright
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
+        pass
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Path], str]]:
+    """Serve a folder on 127.0.0.1; returns its base URL."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(folder: Path) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=folder))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start headless Chromium with a fresh user data dir; returns its (only) browser context."""
+    sync_playwright = _playwright()
+    with sync_playwright() as playwright:
+        contexts: list[Any] = []
+
+        def start(**options: Any) -> Any:
+            profile = tmp_path / f"profile-{len(contexts)}"
+            context = playwright.chromium.launch_persistent_context(
+                str(profile),
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 900},
+                **options,
+            )
+            contexts.append(context)
+            return context
+
+        yield start
+        for context in contexts:
+            context.close()
+
+
+def _open(context: Any, url: str) -> tuple[Any, dict[str, list[str]]]:
+    """A page loaded from ``url`` once its script is ready, with what it logged, requested and alerted."""
+    seen: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
+    page = context.new_page()
+    page.on("pageerror", lambda exc: seen["errors"].append(str(exc)))
+    page.on("request", lambda request: seen["requests"].append(request.url))
+
+    def on_dialog(dialog: Any) -> None:
+        seen["dialogs"].append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.goto(url)
+    page.wait_for_selector("html[data-ready='1']", timeout=10_000)
+    return page, seen
+
+
+def _models(page: Any) -> list[str]:
+    return page.locator("#rows tr[data-i] td.model .hub").all_inner_texts()
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's dataset folder with a rankings snapshot and an exclusion added, and its index.html."""
+    _playwright()  # skip before the demo's half minute of work when there is no browser
+    from pipeline.demo import run_demo
+
+    out = tmp_path_factory.mktemp("demo") / "dataset"
+    summary = run_demo(out=out)
+    assert summary.ok
+    _write(
+        out / "data/rankings/2026-11-28-text-generation-trending.parquet",
+        [
+            {"date": "2026-11-28", "task": "text-generation", "view": "trending", "rank": 1, "model_id": m}
+            for m in ("trncat-demo/tiny-llama",)
+        ]
+        + [{"date": "2026-11-28", "task": "text-generation", "view": "trending", "rank": 2, "model_id": "acme/next"}],
+    )
+    _write(
+        out / "data/exclusions.parquet",
+        [
+            {
+                "model_id": "acme/remote",
+                "task": "text-generation",
+                "reason": "needs trust_remote_code",
+                "kind": "remote_code",
+            }
+        ],
+    )
+    (out / "index.html").write_text(build_page(out), encoding="utf-8")
+    return out
+
+
+@pytest.mark.slow
+def test_the_demo_page_switches_views_searches_and_copies_the_command(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    base = serve(demo_site)
+    context = launch()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    page, seen = _open(context, f"{base}/index.html")
+
+    # Default: the first view with a snapshot, in ranking order, the unmeasured one marked.
+    assert page.locator("#caption").inner_text().startswith("text-generation · Trending")
+    assert _models(page) == ["trncat-demo/tiny-llama", "acme/next"]
+    assert page.locator("#rows tr[data-i]").nth(1).locator("td.status").inner_text() == "not yet measured"
+
+    page.click("#task-tabs button[data-task='image-text-to-text']")
+    page.click("#view-tabs button[data-view='all']")
+    assert _models(page) == ["trncat-demo/tiny-llava"]
+    assert "runs" in page.locator("#rows td.status").first.inner_text()
+
+    page.click("#task-tabs button[data-task='text-generation']")
+    assert _models(page) == ["acme/remote", "trncat-demo/tiny-llama"]
+    assert "needs trust_remote_code" in page.locator("#rows tr[data-i]").first.inner_text()
+    page.select_option("#f-status", "excluded")
+    assert _models(page) == ["acme/remote"]
+    page.select_option("#f-status", "all")
+
+    page.fill("#q", "LLAMA")
+    assert _models(page) == ["trncat-demo/tiny-llama"]
+    assert "q=LLAMA" in page.url  # the state lives in the URL: a search can be shared
+
+    page.click("#rows a.more")
+    detail = page.locator("tr.detail")
+    run_py = detail.locator(".file pre.code").first.inner_text()
+    assert "MODEL_ID = 'trncat-demo/tiny-llama'" in run_py
+    assert "transformers==" in detail.locator(".file pre.code").nth(1).inner_text()
+    assert detail.locator("a.download").first.get_attribute("href").startswith("data:text/plain")
+    assert "History across toolchains" in detail.inner_text()
+    command = "pip install -r requirements.txt && python run.py"
+    assert detail.locator("code.cmd").inner_text() == command
+    detail.get_by_role("button", name="Copy command").click()
+    page.wait_for_function("() => document.querySelector('tr.detail .command button').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == command
+    detail.locator(".file").first.get_by_role("button", name="Copy").click()
+    page.wait_for_function("() => document.querySelector('tr.detail .file button').textContent === 'Copied'")
+    script = (demo_site / "scripts/trncat-demo/tiny-llama/run.py").read_text(encoding="utf-8")
+    assert page.evaluate("navigator.clipboard.readText()") == script
+    # The relative link to the script works where the page is served with its folder (a Space, a checkout).
+    assert page.request.get(f"{base}/scripts/trncat-demo/tiny-llama/run.py").ok
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-demo.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []
+    assert all(url.startswith((base, "data:")) for url in seen["requests"]), seen["requests"]
+
+
+@pytest.mark.slow
+def test_the_first_view_reads_without_javascript(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    page = launch(java_script_enabled=False).new_page()
+    page.goto(f"{serve(demo_site)}/index.html")
+    assert page.locator("html").get_attribute("class") == "no-js"
+    assert page.locator("#rows tr[data-i] td.model .hub").all_inner_texts() == ["trncat-demo/tiny-llama", "acme/next"]
+    assert not page.locator("#q").is_visible()  # controls that need the script are hidden, not dead
+    assert page.locator("svg.plot").count() == 3
+
+
+PWN = "window.__pwned=1;alert(1)"
+PAYLOADS = [
+    f'<img src=x onerror="{PWN}">',
+    f"</script><script>{PWN}</script>",
+    f'" autofocus onfocus="{PWN}" x="',
+    f"'><svg onload={PWN}>",
+    f"javascript:{PWN}",
+    "<!--<script>",
+]
+
+
+def _hostile_page() -> str:
+    text = " ".join(PAYLOADS)
+    fail = flatten(sample_failure(model_id="acme/broken", message=text))
+    fail["hardware"] = PAYLOADS[2]
+    fail["plan_advice"] = PAYLOADS[3]
+    fail["neuronx_cc_version"] = PAYLOADS[0]
+    odd = flatten(sample_record(model_id="acme/fine"))
+    odd["model_id"] = PAYLOADS[4]  # a model id no validator let through: still only text
+    rankings = [
+        {"date": "2026-11-28", "task": "text-generation", "view": "selected", "rank": rank, "model_id": model_id}
+        for rank, model_id in enumerate(["acme/broken", PAYLOADS[1], PAYLOADS[0], PAYLOADS[4], "acme/excluded"], 1)
+    ]
+    exclusions = [
+        {"model_id": "acme/excluded", "task": None, "reason": text, "kind": PAYLOADS[3]},
+        {"model_id": PAYLOADS[2], "task": "text-generation", "reason": PAYLOADS[1], "kind": "gated"},
+    ]
+    scripts = {"acme/broken": {"run.py": text, "requirements.txt": PAYLOADS[1]}}
+    return render_page(latest=[fail, odd], rankings=rankings, exclusions=exclusions, scripts=scripts)
+
+
+@pytest.mark.parametrize("csp", [True, False], ids=["with-csp", "escaping-alone"])
+def test_hostile_text_renders_as_text_and_no_script_runs(
+    csp: bool, tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    html = _hostile_page()
+    if not csp:
+        # Without the policy, escaping alone must hold: a payload that escaped would run here.
+        html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+        assert count == 1
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(html, encoding="utf-8")
+    page, seen = _open(launch(), f"{serve(site)}/index.html")
+
+    for view in ("selected", "all"):
+        page.click(f"#view-tabs button[data-view='{view}']")
+        for index in range(page.locator("#rows a.more").count()):
+            page.locator("#rows a.more").nth(index).click()
+        page.locator("#rows td.status").first.hover()
+    page.fill("#q", "<img")
+    page.fill("#q", "")
+    page.click("#view-tabs button[data-view='selected']")
+    page.locator("#rows a.more").first.click()
+
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert seen["dialogs"] == [] and seen["errors"] == []
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
+    assert page.evaluate("document.scripts.length") == 3
+    shown = page.locator("#rows").inner_text()
+    for payload in PAYLOADS:
+        assert payload in shown or payload.strip() in shown, payload
+    assert page.locator("tr.detail pre.message").first.inner_text() == " ".join(PAYLOADS)
+    hrefs = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))")
+    downloads = [h for h in hrefs if h.startswith("data:")]
+    assert downloads and all(h.startswith("data:text/plain;charset=utf-8,") for h in downloads)  # inert text
+    assert not [h for h in hrefs if not h.startswith("data:") and ("javascript:" in h.lower() or "__pwned" in h)]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"page-xss-{'csp' if csp else 'no-csp'}.png"), full_page=True)

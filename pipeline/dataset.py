@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from pipeline import fsatomic, render
 from pipeline.errors import DatasetError, RecordError
 from pipeline.ids import slug
+from pipeline.page import build_page
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
@@ -152,7 +153,7 @@ def history(row: dict[str, Any]) -> list[dict[str, Any]]:
 def results_file_time(name: str) -> dt.datetime | None:
     """The newest ``finished_at`` of the rows in a results file, from its name (see :func:`run_name`)."""
     try:
-        return dt.datetime.strptime(name.rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.strptime(name.rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
     except ValueError:
         return None
 
@@ -337,8 +338,4 @@ def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None,
     latest = read_latest(root) if latest is None else latest
     fsatomic.write_text(root / "README.md", render.dataset_card(rows=latest, configs=_configs(root)))
     if page:
-        try:
-            from pipeline.page import build_page
-        except ImportError:  # the page module is optional until it lands
-            return
         fsatomic.write_text(root / "index.html", build_page(root))

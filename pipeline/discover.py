@@ -291,7 +291,7 @@ def discover(
     _check_task_view(task, view)
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
         raise ConfigError(f"limit must be an integer from 1 to {MAX_LIMIT}, got {limit!r}")
-    date = today or dt.datetime.now(dt.timezone.utc).date()
+    date = today or dt.datetime.now(dt.UTC).date()
     excluded = _exclusion_index(load_exclusions() if exclusions is None else exclusions)
     judge: dict[str, Any] = {"excluded": excluded, "allow_gated": allow_gated}
     cache = {} if listings is None else listings

@@ -127,7 +127,7 @@ def mirror_paths(
 
 
 def _finished_at(record: dict[str, Any]) -> dt.datetime:
-    return dt.datetime.fromisoformat(record["run"]["finished_at"].replace("Z", "+00:00")).astimezone(dt.timezone.utc)
+    return dt.datetime.fromisoformat(record["run"]["finished_at"].replace("Z", "+00:00")).astimezone(dt.UTC)
 
 
 def prepare_folder(

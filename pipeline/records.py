@@ -66,16 +66,33 @@ def _path(parts: Iterable[Any]) -> str:
     return text or "(record)"
 
 
-def _non_finite(value: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[str, str]]:
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            yield _path(path), f"{value!r} is not a finite number"
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _non_finite(item, (*path, key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _non_finite(item, (*path, index))
+def _bad_value(value: Any) -> str | None:
+    """Why a leaf cannot be stored (NaN, Infinity, a lone surrogate), or None."""
+    if value.__class__ is float and not math.isfinite(value):
+        return f"{value!r} is not a finite number"
+    if value.__class__ is str and not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "text holds a lone surrogate, which is not valid Unicode"
+    return None
+
+
+def _non_finite(value: Any) -> list[tuple[str, str]]:
+    """Every leaf JSON cannot hold faithfully, with its dotted path (iterative: no recursion limit)."""
+    out: list[tuple[str, str]] = []
+    stack: list[tuple[tuple[Any, ...], Any]] = [((), value)]
+    while stack:
+        path, item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(((*path, key), inner) for key, inner in item.items())
+        elif isinstance(item, list):
+            stack.extend(((*path, index), inner) for index, inner in enumerate(item))
+        else:
+            problem = _bad_value(item)
+            if problem:
+                out.append((_path(path), problem))
+    return sorted(out)
 
 
 def _parse_time(text: str) -> dt.datetime | None:
@@ -89,61 +106,72 @@ def _parse_time(text: str) -> dt.datetime | None:
 _PASS_REQUIRED = ("params", "load_s", "ttft_s", "latency_s", "decode_tokens_per_s", "wall_s")
 
 
-def _semantic(record: dict[str, Any]) -> Iterator[tuple[str, str]]:
+def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, str]]:
+    """run.started_at / finished_at: real times (the schema's pattern already fixed their shape), in order."""
+    # Fast path: a day <= 28 exists in every month, and two stamps of the same length and offset compare
+    # as text. Everything else is parsed.
+    if (
+        started_text[8:10] <= "28"
+        and finished_text[8:10] <= "28"
+        and len(started_text) == len(finished_text)
+        and started_text[19:][-6:] == finished_text[19:][-6:]
+        and (started_text.endswith("Z") or started_text[-6] in "+-")
+    ):
+        return [("run.finished_at", "earlier than run.started_at")] if finished_text < started_text else []
+    out = []
+    started, finished = _parse_time(started_text), _parse_time(finished_text)
+    if started is None:
+        out.append(("run.started_at", "not a real ISO 8601 time with a timezone"))
+    if finished is None:
+        out.append(("run.finished_at", "not a real ISO 8601 time with a timezone"))
+    if started is not None and finished is not None and finished < started:
+        out.append(("run.finished_at", "earlier than run.started_at"))
+    return out
+
+
+def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     """Checks beyond the schema; ``record`` already satisfies the schema (so the lookups cannot fail)."""
+    out: list[tuple[str, str]] = []
     model_id = record["model_id"]
     if "--" in model_id or ".." in model_id or model_id.endswith(".git"):
-        yield "model_id", model_id_problem(model_id) or "not a Hub model id"
+        out.append(("model_id", model_id_problem(model_id) or "not a Hub model id"))
     status, failure, metrics = record["status"], record["failure"], record["metrics"]
     if status == "pass":
         if failure is not None:
-            yield "failure", "a pass has no failure"
-        if None in (
-            metrics["params"],
-            metrics["load_s"],
-            metrics["ttft_s"],
-            metrics["latency_s"],
-            metrics["decode_tokens_per_s"],
-            metrics["wall_s"],
-        ):
-            for name in _PASS_REQUIRED:
-                if metrics[name] is None:
-                    yield f"metrics.{name}", "a pass must report it"
+            out.append(("failure", "a pass has no failure"))
+        if None in (metrics["params"], metrics["load_s"], metrics["ttft_s"], metrics["latency_s"],
+                    metrics["decode_tokens_per_s"], metrics["wall_s"]):  # fmt: skip
+            out.extend((f"metrics.{name}", "a pass must report it") for name in _PASS_REQUIRED if metrics[name] is None)
     elif failure is None:
-        yield "failure", f"status {status!r} needs a failure {{stage, code, message}}"
+        out.append(("failure", f"status {status!r} needs a failure {{stage, code, message}}"))
     wall = metrics["wall_s"]
     if wall is not None:
         limit = wall * 1.000001 + 1e-9
         for name in ("compile_s", "load_s", "ttft_s"):
             value = metrics[name]
             if value is not None and value > limit:
-                yield f"metrics.{name}", f"{value} s exceeds wall_s {wall} s"
+                out.append((f"metrics.{name}", f"{value} s exceeds wall_s {wall} s"))
     latency = metrics["latency_s"]
     if latency is not None and latency["p50"] > latency["p90"]:
-        yield "metrics.latency_s.p50", "p50 exceeds p90"
+        out.append(("metrics.latency_s.p50", "p50 exceeds p90"))
     run = record["run"]
-    started, finished = _parse_time(run["started_at"]), _parse_time(run["finished_at"])
-    if started is None:
-        yield "run.started_at", "not a real ISO 8601 time with a timezone"
-    if finished is None:
-        yield "run.finished_at", "not a real ISO 8601 time with a timezone"
-    if started is not None and finished is not None and finished < started:
-        yield "run.finished_at", "earlier than run.started_at"
+    out.extend(_times_problems(run["started_at"], run["finished_at"]))
     hardware, cores = record["hardware"], record["cores"]
     per_core, peak = hardware["memory_per_core_bytes"], metrics["peak_device_memory_bytes"]
     if per_core is not None and peak is not None and peak > per_core * cores:
-        yield "metrics.peak_device_memory_bytes", f"{peak} B does not fit {cores} core(s) of {per_core} B"
+        out.append(("metrics.peak_device_memory_bytes", f"{peak} B does not fit {cores} core(s) of {per_core} B"))
     available = hardware["cores_available"]
     if available is not None and cores > available:
-        yield "cores", f"{cores} cores used but the hardware has {available}"
+        out.append(("cores", f"{cores} cores used but the hardware has {available}"))
     if record["device"] == "neuron":
         versions = record["versions"]
         if not versions.get("neuronx_cc"):
-            yield "versions.neuronx_cc", "a neuron result must carry it"
+            out.append(("versions.neuronx_cc", "a neuron result must carry it"))
         if not versions.get("torch_neuronx"):
-            yield "versions.torch_neuronx", "a neuron result must carry it"
+            out.append(("versions.torch_neuronx", "a neuron result must carry it"))
         if status == "pass" and not peak:
-            yield "metrics.peak_device_memory_bytes", "a neuron pass must report device memory"
+            out.append(("metrics.peak_device_memory_bytes", "a neuron pass must report device memory"))
+    return out
 
 
 def validate_record(record: Any, *, from_strict_json: bool = False) -> list[tuple[str, str]]:
@@ -158,7 +186,7 @@ def validate_record(record: Any, *, from_strict_json: bool = False) -> list[tupl
     try:
         if validator.is_valid(record):
             if from_strict_json or _all_finite(record):
-                return list(_semantic(record))
+                return _semantic(record)
             return list(_non_finite(record))
         non_finite = list(_non_finite(record))
         # jsonschema-rs reads NaN/Infinity as null: its message about them would only confuse.
@@ -168,14 +196,15 @@ def validate_record(record: Any, *, from_strict_json: bool = False) -> list[tupl
             for error in validator.iter_errors(record)
             if (path := _path(error.instance_path)) not in hidden
         ]
-    except (ValueError, TypeError, OverflowError) as exc:  # objects JSON cannot hold, e.g. from Python callers
-        return [("(record)", f"not a JSON value: {exc}")]
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # objects JSON cannot hold
+        return [("(record)", f"not a JSON value: {type(exc).__name__}: {exc}")]
     problems.extend(non_finite)
     return problems or [("(record)", "does not match the schema")]
 
 
 def _all_finite(value: Any) -> bool:
-    # jsonschema-rs reads NaN and +-Infinity as null, which nullable fields accept: look for them ourselves.
+    # jsonschema-rs reads NaN and +-Infinity as null, which nullable fields accept, and lets lone surrogates
+    # through: look for both ourselves.
     stack = [value]
     while stack:
         item = stack.pop()
@@ -184,6 +213,9 @@ def _all_finite(value: Any) -> bool:
             stack.extend(item.values())
         elif cls is float:
             if item != item or item in (math.inf, -math.inf):
+                return False
+        elif cls is str:
+            if not item.isascii() and _bad_value(item):
                 return False
         elif cls is list:
             stack.extend(item)
@@ -221,7 +253,15 @@ def parse_record(text: str | bytes) -> Any:
             out[key] = value
         return out
 
-    return json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=no_duplicates)
+    record = json.loads(
+        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=no_duplicates
+    )
+    raw = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
+    if "\\u" in raw:  # only an escape can make a lone surrogate: look only then
+        bad = _non_finite(record)
+        if bad:
+            raise ValueError(f"{bad[0][0]}: {bad[0][1]}")
+    return record
 
 
 def dump_record(record: dict[str, Any]) -> str:
@@ -286,6 +326,8 @@ def check_file(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
         record = parse_record(data)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, [Problem(name, "(json)", f"not valid JSON: {exc}")]
+    except RecursionError:
+        return None, [Problem(name, "(json)", "not valid JSON: nested too deeply")]
     problems = [Problem(name, f, m) for f, m in validate_record(record, from_strict_json=True)]
     return (None, problems) if problems else (record, [])
 
@@ -425,7 +467,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             record["attempts"] = json.loads(value) if value else []
             continue
         if value is not None and kind == _TIME:
-            value = value.astimezone(dt.timezone.utc).isoformat(timespec="seconds")
+            value = value.astimezone(dt.UTC).isoformat(timespec="seconds")
         elif value is not None and kind == _INT:
             value = int(value)
         elif value is not None and kind == _FLOAT:

@@ -38,7 +38,7 @@ def fail_row(model_id: str = "acme/broken", **overrides: Any) -> dict[str, Any]:
 
 
 def at(day: int, hour: int = 10) -> dict[str, str]:
-    start = dt.datetime(2026, 11, day, hour, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 11, day, hour, tzinfo=dt.UTC)
     return {"started_at": start.isoformat(), "finished_at": (start + dt.timedelta(minutes=5)).isoformat()}
 
 

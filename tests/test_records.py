@@ -267,7 +267,6 @@ def test_validate_record_rejects_what_is_not_a_record_without_raising(value: Any
 _DEPTH = 20_000
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="validator gap: RecursionError escapes check_file")
 def test_deeply_nested_file_is_reported_and_the_others_still_checked(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -280,7 +279,6 @@ def test_deeply_nested_file_is_reported_and_the_others_still_checked(
     assert (report["files"], report["valid"], report["invalid"]) == (2, 1, 1)
 
 
-@pytest.mark.xfail(strict=True, raises=RecursionError, reason="validator gap: _non_finite recurses without a limit")
 def test_deeply_nested_record_built_in_python_is_rejected_without_raising() -> None:
     record = _base("neuron_pass")
     nested: list[Any] = []

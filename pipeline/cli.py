@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.errors import PipelineError
-from pipeline.types import DEVICES, DTYPES, TASKS
+from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
 
 logger = logging.getLogger("pipeline")
 
@@ -161,6 +161,138 @@ def _build(args: argparse.Namespace) -> int:
     else:
         print(f"nothing new: {summary.duplicates} record(s) already in {args.out}")
     return 1 if report.problems else 0
+
+
+# -- discover -------------------------------------------------------------------------------------------
+
+
+@command(
+    "discover",
+    help="Read the Hub's rankings (and the Selected list) into candidates, a rankings snapshot and exclusions.",
+    example="trncat discover --task text-generation --view trending --limit 100 --out-dir discovery/",
+)
+def _discover_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="all", choices=[*TASKS, "all"], help="default: %(default)s")
+    p.add_argument("--view", default="all", choices=[*VIEWS, "all"], help="default: %(default)s")
+    p.add_argument("--limit", type=int, default=100, help="top models per ranked view (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/candidates/<task>-<view>.json, DIR/data/rankings/*.parquet, DIR/data/exclusions.parquet",
+    )
+    p.add_argument("--selected", type=Path, metavar="FILE", help="default: dataset/selected.yaml")
+    p.add_argument("--exclusions", type=Path, metavar="FILE", help="default: dataset/exclusions.yaml")
+    p.add_argument("--allow-gated", action="store_true", help="keep gated models (the runners' token must have access)")
+
+
+@_discover_args.handler
+def _discover(args: argparse.Namespace) -> int:
+    from pipeline import constants, fsatomic
+    from pipeline.discover import discover_all, exclusion_rows, write_exclusions, write_snapshot
+    from pipeline.hub import Hub
+    from pipeline.selection import load_exclusions, load_selected
+
+    tasks = TASKS if args.task == "all" else (args.task,)
+    views = VIEWS if args.view == "all" else (args.view,)
+    selected = load_selected(args.selected) if "selected" in views else None
+    exclusions = load_exclusions(args.exclusions)
+    hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
+    discoveries = discover_all(
+        hub=hub,
+        limit=args.limit,
+        tasks=tasks,
+        views=views,
+        selected=selected,
+        exclusions=exclusions,
+        allow_gated=args.allow_gated,
+    )
+    if args.out_dir:
+        for discovery in discoveries:
+            name = f"{discovery.task}-{discovery.view}.json"
+            fsatomic.write_text(args.out_dir / "candidates" / name, json.dumps(discovery.to_dict(), indent=2) + "\n")
+            write_snapshot(discovery, args.out_dir)
+        write_exclusions(exclusion_rows(exclusions, discoveries), args.out_dir)
+    if args.json:
+        print(json.dumps([d.to_dict() for d in discoveries], indent=2))
+    else:
+        for discovery in discoveries:
+            kept = discovery.ineligible
+            print(f"{discovery.task} / {discovery.view}: {len(discovery.eligible)} eligible, {len(kept)} kept out")
+            for c in kept:
+                print(f"  kept out: {c.model_id} ({c.kind}: {c.reason})")
+    return 0
+
+
+# -- queue ----------------------------------------------------------------------------------------------
+
+
+@command(
+    "queue",
+    help="Candidates minus what is already measured and what is excluded -> GitHub Actions matrix chunks.",
+    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json",
+)
+def _queue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--candidates",
+        type=Path,
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="discovery JSON files or folders of them (trncat discover --out-dir DIR: DIR/candidates)",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--dataset", type=Path, metavar="DIR", help="a local dataset folder (data/results)")
+    source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset (its data/results is read)")
+    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--device", choices=DEVICES, default="neuron")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--instance", default="trn2.48xlarge")
+    p.add_argument("--max-error-retries", type=int, default=2)
+    p.add_argument("--chunk-size", type=int, default=256)
+    p.add_argument("--chunk", type=int, default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
+    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="default: print to stdout")
+
+
+@_queue_args.handler
+def _queue(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from pipeline import constants, fsatomic
+    from pipeline.hub import Hub
+    from pipeline.queue import build_queue, load_candidates, load_toolchain
+
+    files: list[Path] = []
+    for path in args.candidates:
+        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
+    with tempfile.TemporaryDirectory(prefix="trncat-queue-") as tmp:
+        root = args.dataset
+        if args.dataset_repo:
+            root = Path(tmp) / "dataset"
+            remote = hub.list_files(args.dataset_repo, repo_type="dataset")
+            wanted = [f for f in remote if f.startswith("data/results/") and f.endswith(".parquet")]
+            if wanted:
+                hub.snapshot(args.dataset_repo, repo_type="dataset", local_dir=root, allow_patterns=wanted)
+        queue = build_queue(
+            candidates=load_candidates(files),
+            dataset_root=root,
+            toolchain=load_toolchain(args.toolchain),
+            max_error_retries=args.max_error_retries,
+            chunk_size=args.chunk_size,
+            hub=hub,
+            device=args.device,
+            dtype=args.dtype or ("float32" if args.device == "cpu" else "bfloat16"),
+            instance=args.instance,
+        )
+    text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
+    if args.out:
+        fsatomic.write_text(args.out, text + "\n")
+    else:
+        print(text)
+    print(f"{len(queue.entries)} job(s) in {len(queue.chunks)} chunk(s); {len(queue.skipped)} skipped", file=sys.stderr)
+    return 0
 
 
 # -- publish --------------------------------------------------------------------------------------------

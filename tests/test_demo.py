@@ -23,6 +23,15 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
         assert (out / "scripts" / model_id / "run.py").is_file()
     table = capsys.readouterr().out
     assert "trncat-demo/tiny-llama" in table and "pass" in table
+    # the demo went through the local hub: discovery kept the remote-code and gated models out, with reasons
+    assert "kept out: remote_code" in table and "kept out: gated" in table
+    exclusions = pd.read_parquet(out / "data" / "exclusions.parquet")
+    assert set(exclusions.kind) == {"remote_code", "gated"}
+    assert set(latest.model_id) == {"trncat-demo/tiny-llama", "trncat-demo/tiny-llava"}
+    rankings = pd.read_parquet(out / "data" / "rankings")
+    assert set(rankings.view) == {"trending", "downloads"}
+    assert (out / "index.html").is_file() and "PR #1" in table
+    assert (latest.plan_advice.str.contains("NeuronCore")).all()
     # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
     first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
     assert main(["demo", "--out", str(out)]) == 0

@@ -339,3 +339,17 @@ def test_next_cores_doubles_only_on_device_or_compiler_oom():
     assert next_cores(1, host_oom, 4) is None
     assert next_cores(1, busy, 4) is None
     assert next_cores(1, classify(exit_code=-11), 4) is None
+
+
+def test_a_run_stays_inside_the_runners_core_range() -> None:
+    from pipeline.bench.neuron_launch import parse_visible_cores, partition_start
+    from pipeline.errors import ConfigError
+
+    assert parse_visible_cores("8-15") == (8, 8)
+    assert parse_visible_cores("3") == (3, 1)
+    assert partition_start(cores=4, inherited=None) == 0
+    assert partition_start(cores=4, inherited="16-23") == 16
+    with pytest.raises(ConfigError, match="owns only 8"):
+        partition_start(cores=16, inherited="16-23")
+    with pytest.raises(ConfigError):
+        parse_visible_cores("7-3")

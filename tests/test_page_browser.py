@@ -128,13 +128,21 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("demo") / "dataset"
     summary = run_demo(out=out)
     assert summary.ok
+    # Replace the demo's own trending snapshot (same file, same date) with one that also ranks an unmeasured model.
+    [snapshot] = sorted((out / "data/rankings").glob("*-text-generation-trending.parquet"))
+    date = snapshot.name[:10]
     _write(
-        out / "data/rankings/2026-11-28-text-generation-trending.parquet",
+        snapshot,
         [
-            {"date": "2026-11-28", "task": "text-generation", "view": "trending", "rank": 1, "model_id": m}
-            for m in ("trncat-demo/tiny-llama",)
-        ]
-        + [{"date": "2026-11-28", "task": "text-generation", "view": "trending", "rank": 2, "model_id": "acme/next"}],
+            {
+                "date": date,
+                "task": "text-generation",
+                "view": "trending",
+                "rank": 1,
+                "model_id": "trncat-demo/tiny-llama",
+            },
+            {"date": date, "task": "text-generation", "view": "trending", "rank": 2, "model_id": "acme/next"},
+        ],
     )
     _write(
         out / "data/exclusions.parquet",

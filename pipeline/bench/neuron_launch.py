@@ -58,6 +58,41 @@ def visible_cores(*, cores: int, first_core: int = 0) -> str:
     return str(first_core) if cores == 1 else f"{first_core}-{last}"
 
 
+def parse_visible_cores(value: str) -> tuple[int, int]:
+    """``"a"`` or ``"a-b"`` -> (first core, number of cores).
+
+    Raises:
+        ConfigError: not such a range.
+    """
+    first, _, last = value.strip().partition("-")
+    try:
+        start, end = int(first), int(last or first)
+    except ValueError:
+        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not 'a' or 'a-b'") from None
+    if start < 0 or end < start:
+        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not an increasing range")
+    return start, end - start + 1
+
+
+def partition_start(*, cores: int, inherited: str | None) -> int:
+    """The first core a run of ``cores`` cores may use: 0, or the start of the runner's own range.
+
+    A runner that shares an instance owns a ``NEURON_RT_VISIBLE_CORES`` range (runners/README.md); a run must
+    stay inside it rather than start at core 0 and collide with its neighbours.
+
+    Raises:
+        ConfigError: the run needs more cores than the runner's range holds.
+    """
+    if not inherited:
+        return 0
+    start, size = parse_visible_cores(inherited)
+    if cores > size:
+        raise ConfigError(
+            f"{cores} cores asked, but this runner owns only {size} (NEURON_RT_VISIBLE_CORES={inherited})"
+        )
+    return start
+
+
 def neuron_env(
     *,
     cores: int,

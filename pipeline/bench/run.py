@@ -32,6 +32,34 @@ def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Any 
     return resolve_hub(model, revision=revision, hub=hub)
 
 
+def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.48xlarge") -> dict[str, Any] | None:
+    """The planner's verdict for the record (cores and advice on Trainium2, whatever device runs the bench).
+
+    None when the model cannot be planned: the benchmark itself is what tells then.
+    """
+    from pipeline.errors import PlanError
+    from pipeline.plan import plan_model
+
+    try:
+        plan = plan_model(
+            folder,
+            dtype=dtype if dtype != "float32" else "bfloat16",
+            instance=instance,
+            workload=default_workload(task),
+        )
+    except PlanError as exc:
+        logger.info("no plan for %s: %s", folder, exc)
+        return None
+    return {
+        "cores": plan.cores,
+        "fits": plan.fits,
+        "advice": plan.advice,
+        "instance": plan.instance,
+        "tp_degree": plan.tp_degree,
+        "total_bytes": plan.total_bytes,
+    }
+
+
 def bench_model(
     model: str,
     *,
@@ -65,12 +93,14 @@ def bench_model(
 
     get_backend(device).check_available()  # before any download: a missing runtime is one clear line
     resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)
+    if plan is None and resolved.error is None:
+        plan = plan_summary(resolved.path, task=task, dtype=dtype or DEFAULT_DTYPE[device])
     spec = BenchSpec(
         path=str(resolved.path),
         task=task,
         device=device,
         dtype=dtype or DEFAULT_DTYPE[device],
-        cores=cores or (plan or {}).get("cores") or 1,
+        cores=cores or ((plan or {}).get("cores") if device == "neuron" else None) or 1,
         workload=workload or default_workload(task),
         warmup=warmup,
         iterations=iterations,

@@ -175,6 +175,7 @@ class NeuronBackend(Backend):
         inventory = self.inventory
         return neuron_launch.neuron_env(
             cores=cores,
+            first_core=neuron_launch.partition_start(cores=cores, inherited=constants.NEURON_RT_VISIBLE_CORES),
             lnc=self.lnc,
             cache_dir=self.cache_dir,
             total_cores=inventory.total_cores if inventory else None,

@@ -1,0 +1,174 @@
+"""The workflows' own step scripts, run in order against a local hub: discover -> queue -> bench (cpu) ->
+validate -> build -> publish.
+
+Each step's `run:` script is taken from the YAML and run by bash exactly as written, with its `env:` (workflow,
+job and step levels merged). Only the `${{ }}` values, which GitHub would fill in, come from this test, and the
+test fails if a step gains one it does not know. So a flag renamed in the CLI, or a path changed in one
+workflow and not the other, fails here instead of in the nightly run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.cli import commands
+from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
+from tests.test_workflows import jobs, load, step
+
+ROOT = Path(__file__).resolve().parent.parent
+DATASET = "trncat/results"
+MODELS = {
+    "trncat-demo/tiny-llama": ("text-generation", build_tiny_llama, 900, 40),
+    "trncat-demo/tiny-llava": ("image-text-to-text", build_tiny_llava, 500, 30),
+}
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)"),
+    pytest.mark.skipif(
+        not {"discover", "queue"} <= set(commands()),
+        reason="`trncat discover` / `trncat queue` are not wired into the CLI yet",
+    ),
+]
+
+
+def step_env(
+    workflow: str, job: str, s: dict[str, Any], values: dict[str, str], replace: dict[str, str]
+) -> dict[str, str]:
+    """The step's environment as GitHub builds it.
+
+    ``values`` supplies every `${{ }}` value (and nothing else); ``replace`` swaps named literals (the device).
+    """
+    merged = {**load(workflow).get("env", {}), **jobs(workflow)[job].get("env", {}), **s.get("env", {})}
+    assert set(replace) <= set(merged), f"{workflow}.yml {job}/{s.get('id')}: no literal {set(replace) - set(merged)}"
+    env = {}
+    for key, value in merged.items():
+        if isinstance(value, str) and "${{" in value:
+            assert key in values, f"{workflow}.yml {job}/{s.get('id')}: no test value for {key}: {value}"
+            env[key] = values[key]
+        else:
+            assert key not in values, f"{workflow}.yml {job}/{s.get('id')}: {key} is a literal in the YAML"
+            env[key] = replace.get(key, str(value).lower() if isinstance(value, bool) else str(value))
+    return env
+
+
+class Runner:
+    """Runs step scripts in one workspace (the checkout), collecting each step's GITHUB_OUTPUT."""
+
+    def __init__(self, workspace: Path, base_env: dict[str, str]) -> None:
+        self.workspace = workspace
+        self.base_env = base_env
+        self.count = 0
+
+    def __call__(
+        self, workflow: str, job: str, step_id: str, *, replace: dict[str, str] | None = None, **values: str
+    ) -> dict[str, str]:
+        s = step(workflow, job, step_id)
+        self.count += 1
+        output = self.workspace.parent / f"output-{self.count}"
+        output.write_text("")
+        env = {**self.base_env, **step_env(workflow, job, s, values, replace or {})}
+        env |= {"GITHUB_OUTPUT": str(output), "GITHUB_STEP_SUMMARY": str(output.with_suffix(".md"))}
+        result = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s["run"]],
+            cwd=self.workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert result.returncode == 0, f"{workflow}.yml {job}/{step_id} failed:\n{result.stdout}\n{result.stderr}"
+        outputs = {}
+        for line in output.read_text().splitlines():
+            key, _, value = line.partition("=")
+            outputs[key] = value
+        return outputs
+
+
+def seed(localhub: Any, root: Path) -> None:
+    """The two tiny models as Hub model repos with listing metadata, and an empty dataset repo."""
+    for model_id, (task, builder, downloads, trending) in MODELS.items():
+        folder = builder(root / model_id.split("/")[1])
+        metadata = {"pipeline_tag": task, "library_name": "transformers", "tags": ["transformers"]}
+        metadata |= {"downloads": downloads, "trendingScore": trending}
+        localhub.store.create_repo(model_id, metadata=metadata)
+        files = {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
+        localhub.store.commit_files(model_id, files, message="tiny model")
+    localhub.store.create_repo(DATASET, repo_type="dataset")
+
+
+def artifact_path(workflow: str, job: str, action: str, name: str) -> str:
+    """The `path:` of the upload/download step whose artifact name (or pattern) starts with ``name``."""
+    for s in jobs(workflow)[job]["steps"]:
+        given = s.get("with", {}).get("name") or s.get("with", {}).get("pattern", "")
+        if action in s.get("uses", "") and given.startswith(name):
+            return s["with"]["path"].rstrip("/")
+    raise AssertionError(f"{workflow}.yml {job}: no {action} of {name}")
+
+
+def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Path) -> None:
+    seed(localhub, tmp_path / "models")
+    workspace = tmp_path / "checkout"
+    (workspace / "runners").mkdir(parents=True)
+    shutil.copy(ROOT / "runners" / "toolchain.yaml", workspace / "runners" / "toolchain.yaml")
+    base_env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "HF_ENDPOINT": localhub.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_CACHE": str(localhub.cache_dir),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    run = Runner(workspace, base_env)
+
+    # discover.yml: discover, queue, split into matrix chunks
+    run("discover", "discover", "discover", TASKS="all", VIEWS="all", LIMIT="5")
+    run("discover", "discover", "queue", DATASET_REPO=DATASET)
+    split = run("discover", "discover", "split")
+    assert split["chunks"] == "1"
+    entries = json.loads(split["chunk-0"])["include"]
+    assert sorted(e["model_id"] for e in entries) == sorted(MODELS)
+    assert {e["runner"] for e in entries} == {"trn2-1c"}
+
+    # benchmark.yml, once per matrix entry, on cpu instead of neuron
+    assert step("benchmark", "bench", "bench")["env"]["DEVICE"] == "neuron"
+    for entry in entries:
+        matrix = {key.upper(): str(value) for key, value in entry.items()}
+        values = {k: matrix[k] for k in ("MODEL_ID", "REVISION", "TASK", "CORES", "DTYPE", "ARTIFACT")}
+        run("benchmark", "bench", "bench", replace={"DEVICE": "cpu"}, **values)
+    run("benchmark", "bench", "validate")
+
+    # artifacts: what benchmark.yml and discover.yml upload is what publish.yml downloads
+    records = workspace / artifact_path("benchmark", "bench", "upload-artifact", "record-")
+    results = workspace / artifact_path("publish", "publish", "download-artifact", "record-")
+    assert sorted(p.name for p in records.glob("*.json")) == sorted(f"{e['artifact']}.json" for e in entries)
+    assert records != results
+    shutil.copytree(records, results)
+    discovery = artifact_path("discover", "discover", "upload-artifact", "discovery")
+    assert discovery == artifact_path("publish", "publish", "download-artifact", "discovery")
+
+    # publish.yml: validate, build, plan, publish to the local hub as a PR
+    validated = run("publish", "publish", "validate", DATASET_REPO=DATASET)
+    assert validated == {"records": "2"}
+    run("publish", "publish", "build", DATASET_REPO=DATASET)
+    assert len(list((workspace / "dataset-preview" / "data" / "results").glob("*.parquet"))) == 1
+    run("publish", "publish", "plan", DATASET_REPO=DATASET, SET_ASIDE="")
+    assert not localhub.store.get(DATASET, repo_type="dataset").discussions, "the plan changes nothing"
+    run("publish", "publish", "publish", DATASET_REPO=DATASET, SET_ASIDE="", HF_TOKEN="localhub-token")
+
+    repo = localhub.store.get(DATASET, repo_type="dataset")
+    (pr,) = repo.discussions
+    tree = repo.tree(f"refs/pr/{pr['num']}")
+    assert any(p.startswith("data/results/") and p.endswith(".parquet") for p in tree)
+    assert any(p.startswith("data/rankings/") for p in tree)
+    assert "data/exclusions.parquet" in tree
+    assert not [p for p in tree if p.startswith("candidates/") or p.endswith("queue.json")], "only data is published"

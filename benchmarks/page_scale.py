@@ -60,7 +60,7 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
     """render_page's arguments for ``n`` latest rows."""
     rng = random.Random(seed)
     base = flatten(sample_record())
-    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
     latest, history, scripts = [], [], {}
     for i in range(n):
         row = dict(base)

@@ -32,7 +32,7 @@ from pipeline.records import arrow_schema, flatten  # noqa: E402
 from pipeline.testing.records import sample_record  # noqa: E402
 
 REPO = "bench/results"
-BASE = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+BASE = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def _record(index: int, when: dt.datetime) -> dict:

@@ -11,7 +11,6 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from pipeline import __version__
 from pipeline.errors import PipelineError
@@ -23,34 +22,32 @@ Handler = Callable[[argparse.Namespace], int]
 _COMMANDS: list[tuple[str, str, str, Callable[[argparse.ArgumentParser], None], Handler]] = []
 
 
-def command(name: str, *, help: str, example: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register ``trncat NAME``: the decorated function adds arguments; its ``.handler`` runs it."""
+def command(
+    name: str, *, help: str, example: str, arguments: Callable[[argparse.ArgumentParser], None]
+) -> Callable[[Handler], Handler]:
+    """Register ``trncat NAME``: ``arguments`` adds its options; the decorated function runs it."""
 
-    def wrap(add_arguments: Callable[[argparse.ArgumentParser], None]) -> Callable[..., Any]:
-        def register(handler: Handler) -> Handler:
-            _COMMANDS.append((name, help, example, add_arguments, handler))
-            return handler
+    def register(handler: Handler) -> Handler:
+        _COMMANDS.append((name, help, example, arguments, handler))
+        return handler
 
-        add_arguments.handler = register  # type: ignore[attr-defined]
-        return add_arguments
-
-    return wrap
+    return register
 
 
 # -- validate -------------------------------------------------------------------------------------------
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="record files (*.json) or folders holding them")
+    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
 
 
 @command(
     "validate",
     help="Check result records against the schema and the semantic rules.",
     example="trncat validate results/ extra.json --json",
+    arguments=_validate_args,
 )
-def _validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("paths", nargs="+", metavar="PATH", help="record files (*.json) or folders holding them")
-    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
-
-
-@_validate_args.handler
 def _validate(args: argparse.Namespace) -> int:
     from pipeline.records import validate_paths
 
@@ -80,11 +77,6 @@ def _validate(args: argparse.Namespace) -> int:
 # -- bench ----------------------------------------------------------------------------------------------
 
 
-@command(
-    "bench",
-    help="Benchmark one model on one device and write its result record.",
-    example="trncat bench ./tiny-llama --task text-generation --device cpu --out result.json",
-)
 def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="Hub model id (org/name) or a local folder with config.json")
     p.add_argument("--task", required=True, choices=TASKS)
@@ -102,7 +94,12 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
 
 
-@_bench_args.handler
+@command(
+    "bench",
+    help="Benchmark one model on one device and write its result record.",
+    example="trncat bench ./tiny-llama --task text-generation --device cpu --out result.json",
+    arguments=_bench_args,
+)
 def _bench(args: argparse.Namespace) -> int:
     from pipeline.bench.run import bench_model
 
@@ -131,17 +128,17 @@ def _bench(args: argparse.Namespace) -> int:
 # -- build ----------------------------------------------------------------------------------------------
 
 
-@command(
-    "build",
-    help="Add result records to a dataset folder: Parquet, latest view, scripts, card.",
-    example="trncat build results/ --out dataset/",
-)
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the dataset folder (created if needed)")
 
 
-@_build_args.handler
+@command(
+    "build",
+    help="Add result records to a dataset folder: Parquet, latest view, scripts, card.",
+    example="trncat build results/ --out dataset/",
+    arguments=_build_args,
+)
 def _build(args: argparse.Namespace) -> int:
     from pipeline.dataset import build
     from pipeline.records import validate_paths
@@ -166,11 +163,6 @@ def _build(args: argparse.Namespace) -> int:
 # -- discover -------------------------------------------------------------------------------------------
 
 
-@command(
-    "discover",
-    help="Read the Hub's rankings (and the Selected list) into candidates, a rankings snapshot and exclusions.",
-    example="trncat discover --task text-generation --view trending --limit 100 --out-dir discovery/",
-)
 def _discover_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="all", choices=[*TASKS, "all"], help="default: %(default)s")
     p.add_argument("--view", default="all", choices=[*VIEWS, "all"], help="default: %(default)s")
@@ -187,7 +179,12 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-gated", action="store_true", help="keep gated models (the runners' token must have access)")
 
 
-@_discover_args.handler
+@command(
+    "discover",
+    help="Read the Hub's rankings (and the Selected list) into candidates, a rankings snapshot and exclusions.",
+    example="trncat discover --task text-generation --view trending --limit 100 --out-dir discovery/",
+    arguments=_discover_args,
+)
 def _discover(args: argparse.Namespace) -> int:
     from pipeline import constants, fsatomic
     from pipeline.discover import discover_all, exclusion_rows, write_exclusions, write_snapshot
@@ -228,11 +225,6 @@ def _discover(args: argparse.Namespace) -> int:
 # -- queue ----------------------------------------------------------------------------------------------
 
 
-@command(
-    "queue",
-    help="Candidates minus what is already measured and what is excluded -> GitHub Actions matrix chunks.",
-    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json",
-)
 def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--candidates",
@@ -255,7 +247,12 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, metavar="FILE", help="default: print to stdout")
 
 
-@_queue_args.handler
+@command(
+    "queue",
+    help="Candidates minus what is already measured and what is excluded -> GitHub Actions matrix chunks.",
+    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json",
+    arguments=_queue_args,
+)
 def _queue(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -298,11 +295,6 @@ def _queue(args: argparse.Namespace) -> int:
 # -- publish --------------------------------------------------------------------------------------------
 
 
-@command(
-    "publish",
-    help="Publish result records to the Hub dataset as one pull request (or into a local folder).",
-    example="trncat publish results/ --repo trncat/results --overlay discovery/ --dry-run",
-)
 def _publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
     target = p.add_mutually_exclusive_group(required=True)
@@ -314,7 +306,12 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
 
 
-@_publish_args.handler
+@command(
+    "publish",
+    help="Publish result records to the Hub dataset as one pull request (or into a local folder).",
+    example="trncat publish results/ --repo trncat/results --overlay discovery/ --dry-run",
+    arguments=_publish_args,
+)
 def _publish(args: argparse.Namespace) -> int:
     from pipeline import constants
     from pipeline.publish import publish, publish_to_folder
@@ -356,17 +353,17 @@ def _publish(args: argparse.Namespace) -> int:
 # -- demo -----------------------------------------------------------------------------------------------
 
 
-@command(
-    "demo",
-    help="Run the whole flow offline on this machine with tiny models, into DIR.",
-    example="trncat demo --out demo-out",
-)
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
     p.add_argument("--work", type=Path, default=None, metavar="DIR", help="keep models and records here")
 
 
-@_demo_args.handler
+@command(
+    "demo",
+    help="Run the whole flow offline through the embedded local hub, with tiny models, into DIR.",
+    example="trncat demo --out demo-out",
+    arguments=_demo_args,
+)
 def _demo(args: argparse.Namespace) -> int:
     from pipeline.demo import run_demo
 
@@ -378,11 +375,6 @@ def _demo(args: argparse.Namespace) -> int:
 # -- plan -----------------------------------------------------------------------------------------------
 
 
-@command(
-    "plan",
-    help="Size a model from config.json: parameters, bytes, NeuronCores, parallelism advice.",
-    example="trncat plan meta-llama/Llama-3.1-8B --instance trn2.48xlarge --json",
-)
 def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
@@ -396,7 +388,12 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-@_plan_args.handler
+@command(
+    "plan",
+    help="Size a model from config.json: parameters, bytes, NeuronCores, parallelism advice.",
+    example="trncat plan meta-llama/Llama-3.1-8B --instance trn2.48xlarge --json",
+    arguments=_plan_args,
+)
 def _plan(args: argparse.Namespace) -> int:
     import dataclasses
 
@@ -425,11 +422,6 @@ def _plan(args: argparse.Namespace) -> int:
 # -- localhub -------------------------------------------------------------------------------------------
 
 
-@command(
-    "localhub",
-    help="Serve the embedded Hub-compatible server (for offline runs and tests).",
-    example="trncat localhub serve --root /tmp/hub --port 8999",
-)
 def _localhub_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["serve"])
     p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
@@ -437,7 +429,12 @@ def _localhub_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
 
 
-@_localhub_args.handler
+@command(
+    "localhub",
+    help="Serve the embedded Hub-compatible server (for offline runs and tests).",
+    example="trncat localhub serve --root /tmp/hub --port 8999",
+    arguments=_localhub_args,
+)
 def _localhub(args: argparse.Namespace) -> int:
     from pipeline.localhub import serve
 

@@ -50,3 +50,37 @@ def test_parser_choices_come_from_the_literal_types() -> None:
     actions = {a.dest: a for a in bench._actions}
     assert tuple(actions["task"].choices) == TASKS
     assert tuple(actions["device"].choices) == DEVICES
+
+
+def test_plan_prints_advice_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    fixtures = Path(__file__).parent / "fixtures" / "configs"
+    folder = tmp_path / "mixtral"
+    folder.mkdir()
+    (folder / "config.json").write_text((fixtures / "mixtral-8x7b-v0.1.json").read_text())
+    assert main(["plan", str(folder)]) == 0
+    text = capsys.readouterr().out
+    assert "NeuronCores" in text and "tensor parallelism" in text
+    assert main(["plan", str(folder), "--json", "--dtype", "bfloat16"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    for key in (
+        "params",
+        "active_params",
+        "weights_bytes",
+        "kv_cache_bytes",
+        "total_bytes",
+        "cores",
+        "instance",
+        "fits",
+        "advice",
+        "source",
+    ):
+        assert key in plan
+    assert plan["active_params"] < plan["params"] and plan["fits"] and plan["cores"] > 1
+
+
+def test_plan_of_a_folder_without_config_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(tmp_path)]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "config.json" in err[0]

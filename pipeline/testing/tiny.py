@@ -147,7 +147,6 @@ def build_tiny_llava(folder: Path | str) -> Path:
         image_token_index=image_token_id,
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
-        pad_token_id=tokenizer.pad_token_id,
     )
     config.architectures = ["LlavaForConditionalGeneration"]
     torch.manual_seed(0)

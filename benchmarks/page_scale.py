@@ -32,19 +32,9 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline.page import render_page  # noqa: E402
 from pipeline.records import flatten  # noqa: E402
+from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from pipeline.testing.records import sample_record  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 QUERIES = ("model-01", "org7/", "llama", "no-such-model", "m", "")
 FILTER_JS = """async (q) => {
   const input = document.getElementById("q");
@@ -137,7 +127,7 @@ def measure(site: Path, runs: int) -> dict[str, float]:
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
             context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+                profile, executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
             )
             for _ in range(runs):
                 page = context.new_page()

@@ -20,19 +20,9 @@ import pytest
 
 from pipeline.page import build_page, render_page
 from pipeline.records import flatten
+from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from pipeline.testing.records import sample_failure, sample_record
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 
 

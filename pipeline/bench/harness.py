@@ -28,25 +28,12 @@ from pipeline.bench.failures import HOST_OOM_HINT, classify, summarize_message
 from pipeline.bench.models import RemoteCodeRefused, ResolvedModel, check_remote_code
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
-from pipeline.records import SCHEMA_VERSION, validate_record
+from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
 
 logger = logging.getLogger(__name__)
 
-METRIC_FIELDS = (
-    "params",
-    "weights_bytes",
-    "load_s",
-    "compile_s",
-    "ttft_s",
-    "latency_s",
-    "decode_tokens_per_s",
-    "wall_s",
-    "peak_device_memory_bytes",
-    "peak_host_memory_bytes",
-    "roofline_fraction",
-    "iterations",
-    "compile_cache_hit",
-)
+#: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
+METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
 _POLL_S = 0.2
 
 

@@ -7,10 +7,8 @@ is shared (``tests/test_backends.py`` checks that swapping the backend is the on
 
 from __future__ import annotations
 
-import importlib
-
 from pipeline.bench.backends.base import Backend
-from pipeline.errors import ConfigError
+from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
 REGISTRY: dict[str, str] = {
@@ -26,13 +24,7 @@ def get_backend(name: str) -> Backend:
     Raises:
         ConfigError: no such backend.
     """
-    try:
-        target = REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown device {name!r}; choose from {', '.join(REGISTRY)}") from None
-    module_name, _, class_name = target.partition(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls()
+    return load_entry(REGISTRY, name, what="device")()
 
 
 __all__ = ["REGISTRY", "Backend", "get_backend"]

@@ -5,10 +5,8 @@ A task knows how to load the model and its processor, build the fixed workload's
 
 from __future__ import annotations
 
-import importlib
-
 from pipeline.bench.tasks.base import Task
-from pipeline.errors import ConfigError
+from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a task = one module + one line here + tests.
 REGISTRY: dict[str, str] = {
@@ -23,12 +21,7 @@ def get_task(name: str) -> Task:
     Raises:
         ConfigError: no such task.
     """
-    try:
-        target = REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown task {name!r}; choose from {', '.join(REGISTRY)}") from None
-    module_name, _, class_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), class_name)()
+    return load_entry(REGISTRY, name, what="task")()
 
 
 __all__ = ["REGISTRY", "Task", "get_task"]

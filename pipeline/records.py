@@ -452,7 +452,11 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             row[name] = json.dumps(record.get("attempts") or [], sort_keys=True, separators=(",", ":"))
         else:
             value = _get(record, path)
-            row[name] = _parse_time(value) if kind == _TIME and value is not None else value
+            if value is not None and kind == _TIME:
+                value = _parse_time(value)
+            elif value is not None and kind == _FLOAT:
+                value = float(value)  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
+            row[name] = value
     return row
 
 

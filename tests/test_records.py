@@ -321,3 +321,14 @@ def test_arrow_schema_accepts_flattened_rows_and_gives_them_back() -> None:
     assert [unflatten(row) for row in table.to_pylist()] == records
     assert table.column("status").to_pylist() == [r["status"] for r in records]
     assert table.column("latency_p50_s").to_pylist()[0] is not None
+
+
+def test_an_integer_in_a_float_field_reaches_arrow() -> None:
+    # JSON has one number type: a valid 2**63 - 1 in a float field must still fill the float64 column.
+    import pyarrow as pa
+
+    record = sample_record()
+    record["metrics"]["decode_tokens_per_s"] = 2**63 - 1
+    assert validate_record(record) == []
+    table = pa.Table.from_pylist([flatten(record)], schema=arrow_schema())
+    assert table.column("decode_tokens_per_s")[0].as_py() == float(2**63 - 1)

@@ -88,7 +88,8 @@ def run_cli(url: str, limit: int, cache: Path) -> list[tuple[str, str, int, int]
             done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, check=False)
             if done.returncode != 0:
                 raise SystemExit(f"{' '.join(argv[1:])} failed: {done.stderr.strip()[-500:]}")
-            candidates = json.loads(done.stdout)["candidates"]
+            [discovery] = json.loads(done.stdout)  # one task and view: a list of one discovery
+            candidates = discovery["candidates"]
             out.append((task, view, len(candidates), sum(1 for c in candidates if c["eligible"])))
     return out
 

@@ -74,6 +74,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+_STAGE_WORDS = {"load": "loading the model", "compile": "first call (compiling)", "run": "timed runs"}
+
+
+def _stage_of(report_file: Path) -> str | None:
+    """The stage the child reported last (its file is replaced atomically, so a read sees a whole one)."""
+    try:
+        stage = json.loads(report_file.read_text(encoding="utf-8")).get("stage")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return stage if isinstance(stage, str) else None
+
+
 def run_child(
     spec: BenchSpec,
     *,
@@ -114,13 +126,19 @@ def run_child(
                 start_new_session=True,
             )
             watched = psutil.Process(proc.pid)
-            deadline = time.monotonic() + timeout_s
+            started = time.monotonic()
+            deadline = started + timeout_s
+            stage = None
             while True:
                 try:
                     proc.wait(timeout=_POLL_S)
                     break
                 except subprocess.TimeoutExpired:
                     pass
+                now_at = _stage_of(report_file)
+                if now_at and now_at != stage:  # progress: a Neuron compile can take many minutes
+                    stage = now_at
+                    logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
                 if time.monotonic() > deadline:
                     timed_out = True
                     _kill_group(proc)

@@ -150,3 +150,57 @@ def test_cli_bench_without_a_record_exits_non_zero(tmp_path: Path, capsys: pytes
     assert not (tmp_path / "x.json").exists()
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "model id" in err[0]
+
+
+def _upload(localhub, repo_id: str, folder: Path, **extra: bytes) -> str:
+    files: dict[str, Path | bytes] = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
+    files.update(extra)
+    localhub.store.create_repo(repo_id, metadata={"pipeline_tag": "text-generation", "library_name": "transformers"})
+    return localhub.store.commit_files(repo_id, files, message="upload")
+
+
+def test_a_hub_model_is_fetched_at_its_revision_without_code_files(
+    localhub, tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    sha = _upload(localhub, "acme/tiny", tiny_models["text-generation"], **{"modeling_evil.py": b"raise SystemExit"})
+    record = _bench_hub("acme/tiny", localhub, tmp_path)
+    assert record["status"] == "pass", record["failure"]
+    assert (record["model_id"], record["revision"]) == ("acme/tiny", sha)
+    assert not list(localhub.cache_dir.rglob("*.py")), "code files must never be downloaded"
+
+
+def test_a_checkpoint_with_only_pytorch_bin_weights_still_runs(localhub, tmp_path: Path) -> None:
+    import torch
+    import transformers
+
+    folder = tiny.build_tiny_llama(tmp_path / "bin-only")
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=False)
+    for weights in folder.glob("*.safetensors"):
+        weights.unlink()
+    torch.save(model.state_dict(), folder / "pytorch_model.bin")  # what older checkpoints on the Hub hold
+    assert list(folder.glob("*.bin")) and not list(folder.glob("*.safetensors"))
+    _upload(localhub, "acme/legacy", folder)
+    record = _bench_hub("acme/legacy", localhub, tmp_path)
+    assert record["status"] == "pass", record["failure"]
+
+
+def test_a_missing_hub_model_gives_no_record_and_one_line(localhub, tmp_path: Path) -> None:
+    from pipeline.errors import RepoNotFoundError
+
+    with pytest.raises(RepoNotFoundError):
+        _bench_hub("acme/does-not-exist", localhub, tmp_path)
+    assert not (tmp_path / "hub.json").exists()
+
+
+def _bench_hub(model_id: str, localhub, tmp_path: Path) -> dict:
+    out = tmp_path / "hub.json"
+    return bench_model(
+        model_id,
+        task="text-generation",
+        device="cpu",
+        out=out,
+        hub=localhub.client,
+        workload=SMALL,
+        iterations=1,
+        warmup=0,
+    )

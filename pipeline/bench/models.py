@@ -28,6 +28,10 @@ ALLOW_PATTERNS = [
 ]
 
 
+#: Fetched only when a revision has no safetensors at all (never beside them: that would double the download).
+LEGACY_WEIGHTS = ["pytorch_model*.bin"]
+
+
 class RemoteCodeRefused(PipelineError):
     """The model only loads with its own code, which trncat never runs."""
 
@@ -134,6 +138,9 @@ def resolve_hub(model_id: str, *, revision: str | None = None, hub: Any = None) 
         raise PipelineError(f"the Hub gave no commit sha for {model_id}")
     try:
         path = hub.snapshot(model_id, revision=sha, allow_patterns=ALLOW_PATTERNS)
+        if not any(Path(path).glob("*.safetensors")):
+            # Older checkpoints ship only PyTorch pickles; transformers loads them with weights_only=True.
+            path = hub.snapshot(model_id, revision=sha, allow_patterns=[*ALLOW_PATTERNS, *LEGACY_WEIGHTS])
     except HubError as exc:
         return ResolvedModel(path=Path("."), model_id=model_id, revision=sha, error=f"download failed: {exc}")
     return ResolvedModel(path=Path(path), model_id=model_id, revision=sha)

@@ -242,6 +242,10 @@ def command(entry: Mapping[str, Any]) -> str:
     """The one command that runs a model from its downloaded ``run.py`` and ``requirements.txt``."""
     cores = entry.get("cores") or entry.get("pc") or 1
     run = f"torchrun --nproc-per-node {int(cores)} run.py" if cores > 1 else "python run.py"
+    # run.py defaults to Trainium; a row measured elsewhere runs as it was measured (keep in step with the JS).
+    device = entry.get("device")
+    if device in ("cpu", "cuda"):
+        run += f" --device {device}"
     return f"pip install -r requirements.txt && {run}"
 
 

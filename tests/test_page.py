@@ -224,6 +224,7 @@ def test_detail_data_carries_scripts_command_and_plan() -> None:
     assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
     assert page.command(big) == "pip install -r requirements.txt && torchrun --nproc-per-node 4 run.py"
     assert page.command({"cores": 1}) == "pip install -r requirements.txt && python run.py"
+    assert page.command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
     app = parse(html).scripts["app"]
     assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
     assert '<a class="more" href="scripts/acme/big/run.py">' in html

@@ -186,7 +186,7 @@ def test_the_demo_page_switches_views_searches_and_copies_the_command(
     assert "transformers==" in detail.locator(".file pre.code").nth(1).inner_text()
     assert detail.locator("a.download").first.get_attribute("href").startswith("data:text/plain")
     assert "History across toolchains" in detail.inner_text()
-    command = "pip install -r requirements.txt && python run.py"
+    command = "pip install -r requirements.txt && python run.py --device cpu"  # the demo measured on the CPU
     assert detail.locator("code.cmd").inner_text() == command
     detail.get_by_role("button", name="Copy command").click()
     page.wait_for_function("() => document.querySelector('tr.detail .command button').textContent === 'Copied'")

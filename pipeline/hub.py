@@ -513,6 +513,18 @@ class Hub:
             f"committing to {repo_id}@{branch}: the branch moved {self.max_rebases + 1} times while committing"
         )
 
+    def whoami(self) -> str:
+        """The user (or bot account) the token belongs to.
+
+        Raises:
+            HubError: no valid token, or the Hub failed.
+        """
+        info = self._call("reading the token's user", lambda: self._api.whoami(token=self.token))
+        name = info.get("name") if isinstance(info, dict) else None
+        if not isinstance(name, str) or not name:
+            raise HubError("the Hub did not say whose token this is")
+        return name
+
     def open_bot_pr(
         self,
         repo_id: str,

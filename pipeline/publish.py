@@ -249,7 +249,15 @@ def publish(
                 raise
             logger.info("creating the dataset repo %s", repo)
             hub.create_repo(repo, repo_type="dataset", exist_ok=True)
-        pr_num = hub.open_bot_pr(repo, repo_type="dataset", title_prefix=PR_TITLE_PREFIX)
+        # Only our own open PR is reused: a PR anyone else titled like ours must never receive the bot's commits.
+        try:
+            author: str | None = hub.whoami()
+        except PipelineError:
+            if not dry_run:
+                raise
+            author = None  # a dry run may go without a token; it then shows the PR a token's owner might reuse
+            logger.warning("no Hub token: the dry run looks for the bot's open PR by title only")
+        pr_num = hub.open_bot_pr(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
         attempts: list[Prepared] = []
 

@@ -135,6 +135,7 @@ def test_a_hub_that_stays_down_fails_with_one_line_and_local_results_are_intact(
     from pipeline import constants
 
     monkeypatch.setattr(constants, "HF_ENDPOINT", dataset_repo.url)
+    monkeypatch.setattr(constants, "HF_TOKEN", "localhub-token")
     from pipeline.hub import Hub
 
     monkeypatch.setitem(Hub.__init__.__kwdefaults__, "sleep", lambda seconds: None)  # no real back-off waits
@@ -154,3 +155,14 @@ def test_publish_to_a_local_folder(tmp_path: Path) -> None:
     first = publish_to_folder(_records(), out=out)
     assert first.files and (out / "README.md").is_file()
     assert publish_to_folder(_records(), out=out).files == []
+
+
+def test_a_pr_someone_else_titled_like_ours_is_never_reused(dataset_repo) -> None:
+    from pipeline.publish import PR_TITLE_PREFIX
+
+    store = dataset_repo.store
+    repo = store.get(REPO, repo_type="dataset")
+    impostor = store.open_pull_request(repo, title=f"{PR_TITLE_PREFIX} (not really)", author="mallory")
+    result = publish(_records(), repo=REPO, hub=dataset_repo.client)
+    assert result.published and result.pr_num != impostor
+    assert not any(p.startswith("data/") for p in _tree(store, f"refs/pr/{impostor}"))

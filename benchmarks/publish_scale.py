@@ -73,7 +73,7 @@ def measure(rows: int, *, keys: int, new: int, work: Path) -> tuple[float, int]:
             later = BASE + dt.timedelta(days=1)
             step = max(1, keys // new)
             records = [_record(i * step % keys, later + dt.timedelta(seconds=i)) for i in range(new)]
-            hub = Hub(endpoint=local.url, cache_dir=work / f"cache-{rows}")
+            hub = Hub(endpoint=local.url, token="bench", cache_dir=work / f"cache-{rows}")
             before = len(local.server.requests)
             start = time.perf_counter()
             result = publish(records, repo=REPO, hub=hub)

@@ -118,7 +118,8 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
             try:
                 echo(f"local hub at {local.url}")
                 _seed(local.store, work, out, echo)
-                hub = Hub(endpoint=local.url, cache_dir=work / "hf-cache")
+                # The local hub takes any token; publish needs one to know the bot's own PRs (whoami).
+                hub = Hub(endpoint=local.url, token="trncat-demo", cache_dir=work / "hf-cache")
                 echo("discover: trending and downloads, per task")
                 discoveries = discover_all(hub=hub, limit=10, views=("trending", "downloads"), exclusions=[])
                 overlay = work / "discovery"

@@ -341,145 +341,24 @@ def validate_paths(paths: Iterable[str | Path]) -> Report:
     return report
 
 
-# -- the flat Arrow form: one row per record, snake_case columns, fixed types ------------------------------
+# The flat Arrow form lives in pipeline.columns; it is re-exported here, beside the record it flattens.
+from pipeline.columns import COLUMN_NAMES, COLUMNS, arrow_schema, flatten, unflatten  # noqa: E402
 
-_STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timestamp"
-
-#: (column, path in the record, type). The order is the column order of every Parquet file.
-COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    ("record_id", (), _STR),
-    ("schema_version", ("schema_version",), _STR),
-    ("model_id", ("model_id",), _STR),
-    ("revision", ("revision",), _STR),
-    ("task", ("task",), _STR),
-    ("status", ("status",), _STR),
-    ("failure_stage", ("failure", "stage"), _STR),
-    ("failure_code", ("failure", "code"), _STR),
-    ("failure_message", ("failure", "message"), _STR),
-    ("device", ("device",), _STR),
-    ("hardware", ("hardware", "name"), _STR),
-    ("instance_type", ("hardware", "instance_type"), _STR),
-    ("accelerator", ("hardware", "accelerator"), _STR),
-    ("core_config", ("hardware", "core_config"), _STR),
-    ("memory_per_core_bytes", ("hardware", "memory_per_core_bytes"), _INT),
-    ("cores_available", ("hardware", "cores_available"), _INT),
-    ("cores", ("cores",), _INT),
-    ("dtype", ("dtype",), _STR),
-    ("batch_size", ("workload", "batch_size"), _INT),
-    ("input_tokens", ("workload", "input_tokens"), _INT),
-    ("output_tokens", ("workload", "output_tokens"), _INT),
-    ("image_size", ("workload", "image_size"), _INT),
-    ("params", ("metrics", "params"), _INT),
-    ("weights_bytes", ("metrics", "weights_bytes"), _INT),
-    ("load_s", ("metrics", "load_s"), _FLOAT),
-    ("compile_s", ("metrics", "compile_s"), _FLOAT),
-    ("ttft_s", ("metrics", "ttft_s"), _FLOAT),
-    ("latency_p50_s", ("metrics", "latency_s", "p50"), _FLOAT),
-    ("latency_p90_s", ("metrics", "latency_s", "p90"), _FLOAT),
-    ("decode_tokens_per_s", ("metrics", "decode_tokens_per_s"), _FLOAT),
-    ("wall_s", ("metrics", "wall_s"), _FLOAT),
-    ("peak_device_memory_bytes", ("metrics", "peak_device_memory_bytes"), _INT),
-    ("peak_host_memory_bytes", ("metrics", "peak_host_memory_bytes"), _INT),
-    ("roofline_fraction", ("metrics", "roofline_fraction"), _FLOAT),
-    ("iterations", ("metrics", "iterations"), _INT),
-    ("compile_cache_hit", ("metrics", "compile_cache_hit"), _BOOL),
-    ("pipeline_version", ("versions", "pipeline"), _STR),
-    ("python_version", ("versions", "python"), _STR),
-    ("torch_version", ("versions", "torch"), _STR),
-    ("transformers_version", ("versions", "transformers"), _STR),
-    ("torch_neuronx_version", ("versions", "torch_neuronx"), _STR),
-    ("neuronx_cc_version", ("versions", "neuronx_cc"), _STR),
-    ("runtime_version", ("versions", "runtime"), _STR),
-    ("driver_version", ("versions", "driver"), _STR),
-    ("sdk_version", ("versions", "sdk"), _STR),
-    ("container_image", ("versions", "container_image"), _STR),
-    ("cuda_version", ("versions", "cuda"), _STR),
-    ("started_at", ("run", "started_at"), _TIME),
-    ("finished_at", ("run", "finished_at"), _TIME),
-    ("runner", ("run", "runner"), _STR),
-    ("github_run_id", ("run", "github_run_id"), _STR),
-    ("github_sha", ("run", "github_sha"), _STR),
-    ("source", ("run", "source"), _STR),
-    ("plan_cores", ("plan", "cores"), _INT),
-    ("plan_fits", ("plan", "fits"), _BOOL),
-    ("plan_advice", ("plan", "advice"), _STR),
-    ("plan_instance", ("plan", "instance"), _STR),
-    ("plan_tp_degree", ("plan", "tp_degree"), _INT),
-    ("plan_total_bytes", ("plan", "total_bytes"), _INT),
-    ("attempts_json", ("attempts",), _STR),
-)
-COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
-
-
-@functools.cache
-def arrow_schema() -> Any:
-    """The fixed Arrow schema of the results and latest Parquet files."""
-    import pyarrow as pa
-
-    types = {
-        _STR: pa.string(),
-        _INT: pa.int64(),
-        _FLOAT: pa.float64(),
-        _BOOL: pa.bool_(),
-        _TIME: pa.timestamp("us", tz="UTC"),
-    }
-    return pa.schema([pa.field(name, types[kind], nullable=True) for name, _, kind in COLUMNS])
-
-
-def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-def flatten(record: dict[str, Any]) -> dict[str, Any]:
-    """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes."""
-    row: dict[str, Any] = {}
-    for name, path, kind in COLUMNS:
-        if name == "record_id":
-            row[name] = record_id(record)
-        elif name == "attempts_json":
-            row[name] = json.dumps(record.get("attempts") or [], sort_keys=True, separators=(",", ":"))
-        else:
-            value = _get(record, path)
-            if value is not None and kind == _TIME:
-                value = _parse_time(value)
-            elif value is not None and kind == _FLOAT:
-                value = float(value)  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
-            row[name] = value
-    return row
-
-
-def unflatten(row: dict[str, Any]) -> dict[str, Any]:
-    """The record a flat row came from (the inverse of :func:`flatten`)."""
-    record: dict[str, Any] = {}
-    for name, path, kind in COLUMNS:
-        if not path:
-            continue
-        value = row.get(name)
-        if name == "attempts_json":
-            record["attempts"] = json.loads(value) if value else []
-            continue
-        if value is not None and kind == _TIME:
-            value = value.astimezone(dt.UTC).isoformat(timespec="seconds")
-        elif value is not None and kind == _INT:
-            value = int(value)
-        elif value is not None and kind == _FLOAT:
-            value = float(value)
-        elif value is not None and kind == _BOOL:
-            value = bool(value)
-        target = record
-        for key in path[:-1]:
-            target = target.setdefault(key, {})
-        target[path[-1]] = value
-    if record.get("failure", {}).get("stage") is None:
-        record["failure"] = None
-    latency = record["metrics"]["latency_s"]
-    if latency.get("p50") is None:
-        record["metrics"]["latency_s"] = None
-    if record.get("plan", {}).get("cores") is None:
-        record["plan"] = None
-    return record
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "SCHEMA_VERSION",
+    "Problem",
+    "Report",
+    "arrow_schema",
+    "check_file",
+    "dump_record",
+    "flatten",
+    "is_valid",
+    "load_schema",
+    "parse_record",
+    "record_id",
+    "unflatten",
+    "validate_paths",
+    "validate_record",
+]

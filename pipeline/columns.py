@@ -9,8 +9,25 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 from typing import Any
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    """An ISO 8601 time with a timezone (``Z`` allowed), or None when it is not one."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return value if value.tzinfo is not None else None
+
+
+def record_id(record: dict[str, Any]) -> str:
+    """A stable id of a record's content (sha256 of its canonical JSON), used to deduplicate."""
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
 
 _STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timestamp"
 
@@ -109,13 +126,13 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {}
     for name, path, kind in COLUMNS:
         if name == "record_id":
-            row[name] = _record_id(record)
+            row[name] = record_id(record)
         elif name == "attempts_json":
             row[name] = json.dumps(record.get("attempts") or [], sort_keys=True, separators=(",", ":"))
         else:
             value = _get(record, path)
             if value is not None and kind == _TIME:
-                value = _parse_time(value)
+                value = parse_time(value)
             elif value is not None and kind == _FLOAT:
                 value = float(value)  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
             row[name] = value
@@ -152,15 +169,3 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     if record.get("plan", {}).get("cores") is None:
         record["plan"] = None
     return record
-
-
-def _record_id(record: dict[str, Any]) -> str:
-    from pipeline.records import record_id
-
-    return record_id(record)
-
-
-def _parse_time(text: str) -> dt.datetime | None:
-    from pipeline.records import _parse_time as parse
-
-    return parse(text)

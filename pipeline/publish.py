@@ -15,7 +15,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -37,12 +36,14 @@ from pipeline.dataset import (
 )
 from pipeline.errors import PipelineError
 from pipeline.ids import validate_model_id
+from pipeline.records import parse_time
 from pipeline.render import md_cell
 
 logger = logging.getLogger(__name__)
 
 PR_TITLE_PREFIX = "[trncat] benchmark results"
 FRONT_FILES = ("README.md", "index.html")
+NOTHING_TO_PUBLISH = "nothing to publish: the dataset already holds these results"
 
 
 class _NothingToPublish(Exception):
@@ -126,10 +127,6 @@ def mirror_paths(
     return sorted(wanted)
 
 
-def _finished_at(record: dict[str, Any]) -> dt.datetime:
-    return dt.datetime.fromisoformat(record["run"]["finished_at"].replace("Z", "+00:00")).astimezone(dt.UTC)
-
-
 def prepare_folder(
     records: list[dict[str, Any]],
     *,
@@ -141,7 +138,8 @@ def prepare_folder(
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed."""
     overlay_map = overlay_files(overlay)
-    since = min((_finished_at(r) for r in records), default=None)
+    # Records are valid here, so every finish time parses.
+    since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
     wanted = mirror_paths(remote_files, extra=overlay_map, since=since)
     folder.mkdir(parents=True, exist_ok=True)
     if wanted:
@@ -241,7 +239,7 @@ def publish(
     with tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
         work = Path(tmp)
         try:
-            hub.list_files(repo, revision="main", repo_type="dataset")
+            main_head = hub.head_sha(repo, repo_type="dataset", revision="main")
         except PipelineError as exc:
             from pipeline.errors import RepoNotFoundError
 
@@ -249,6 +247,7 @@ def publish(
                 raise
             logger.info("creating the dataset repo %s", repo)
             hub.create_repo(repo, repo_type="dataset", exist_ok=True)
+            main_head = hub.head_sha(repo, repo_type="dataset", revision="main")
         # Only our own open PR is reused: a PR anyone else titled like ours must never receive the bot's commits.
         try:
             author: str | None = hub.whoami()
@@ -274,12 +273,12 @@ def publish(
             attempts.append(prepared)
             return prepared
 
-        first = prepare_at(hub.head_sha(repo, repo_type="dataset", revision=revision))
+        first = prepare_at(main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision))
         files = sorted(first.changed)
         description = describe(first.summary, files=files, invalid=invalid)
         if dry_run or first.empty:
             if first.empty:
-                description = "nothing to publish: the dataset already holds these results"
+                description = NOTHING_TO_PUBLISH
             return PublishResult(
                 repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run, description=description
             )
@@ -309,7 +308,7 @@ def publish(
                 files=[],
                 summary=attempts[-1].summary,
                 pr_num=pr_num,
-                description="nothing to publish: the dataset already holds these results",
+                description=NOTHING_TO_PUBLISH,
             )
         last = attempts[-1]
         files = sorted(last.changed)
@@ -317,8 +316,6 @@ def publish(
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
         pr_num = result.pr_num if result.pr_num is not None else pr_num
-        for prepared in attempts:
-            shutil.rmtree(prepared.folder, ignore_errors=True)
         return PublishResult(
             repo=repo,
             files=files,

@@ -8,9 +8,7 @@ good ones.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -20,6 +18,8 @@ from typing import Any
 
 import jsonschema_rs
 
+# The flat Arrow form lives in pipeline.columns; it is re-exported here, beside the record it flattens.
+from pipeline.columns import COLUMN_NAMES, COLUMNS, arrow_schema, flatten, parse_time, record_id, unflatten
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
@@ -95,14 +95,6 @@ def _non_finite(value: Any) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def _parse_time(text: str) -> dt.datetime | None:
-    try:
-        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return value if value.tzinfo is not None else None
-
-
 def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, str]]:
     """run.started_at / finished_at: real times (the schema's pattern already fixed their shape), in order."""
     # Fast path: a day <= 28 exists in every month of every year from 0001, and two stamps of the same length
@@ -118,7 +110,7 @@ def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, st
     ):
         return [("run.finished_at", "earlier than run.started_at")] if finished_text < started_text else []
     out = []
-    started, finished = _parse_time(started_text), _parse_time(finished_text)
+    started, finished = parse_time(started_text), parse_time(finished_text)
     if started is None:
         out.append(("run.started_at", "not a real ISO 8601 time with a timezone"))
     if finished is None:
@@ -262,12 +254,6 @@ def dump_record(record: dict[str, Any]) -> str:
     return json.dumps(record, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def record_id(record: dict[str, Any]) -> str:
-    """A stable id of a record's content (sha256 of its canonical JSON), used to deduplicate."""
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
-
-
 @dataclass
 class Report:
     """What validating a set of files found: the good records (with their file) and every problem."""
@@ -340,9 +326,6 @@ def validate_paths(paths: Iterable[str | Path]) -> Report:
         report.problems.extend(problems)
     return report
 
-
-# The flat Arrow form lives in pipeline.columns; it is re-exported here, beside the record it flattens.
-from pipeline.columns import COLUMN_NAMES, COLUMNS, arrow_schema, flatten, unflatten  # noqa: E402
 
 __all__ = [
     "COLUMNS",

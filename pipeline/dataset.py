@@ -78,10 +78,6 @@ class BuildSummary:
     def changed(self) -> bool:
         return self.added > 0
 
-    @property
-    def changed_keys(self) -> list[tuple[str, str, str]]:
-        return [change.key for change in self.changes]
-
 
 def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
     return (row["model_id"], row["task"], row["hardware"])

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 logger = logging.getLogger(__name__)
 
@@ -67,21 +68,30 @@ def build_tokenizer(*, vocab_size: int = 384):
     return fast
 
 
-def _text_config(vocab_size: int, *, pad_token_id: int, bos_token_id: int, eos_token_id: int):
+def _text_config(tokenizer: Any) -> Any:
+    """The tiny Llama text model, sized to ``tokenizer`` and using its special tokens."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
-        vocab_size=vocab_size,
+        vocab_size=len(tokenizer),
         hidden_size=64,
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=1024,
-        pad_token_id=pad_token_id,
-        bos_token_id=bos_token_id,
-        eos_token_id=eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
         tie_word_embeddings=False,
+    )
+
+
+def _generation_config(tokenizer: Any) -> Any:
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
 
 
@@ -92,23 +102,16 @@ def build_tiny_llama(folder: Path | str) -> Path:
         The folder, ready for ``AutoModelForCausalLM.from_pretrained``.
     """
     import torch
-    from transformers import GenerationConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     folder = Path(folder)
     _quiet_transformers()
     tokenizer = build_tokenizer()
-    config = _text_config(
-        len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    config = _text_config(tokenizer)
     config.architectures = ["LlamaForCausalLM"]
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()
-    model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id
-    )
+    model.generation_config = _generation_config(tokenizer)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     logger.debug("built tiny llama in %s", folder)
@@ -118,7 +121,7 @@ def build_tiny_llama(folder: Path | str) -> Path:
 def build_tiny_llava(folder: Path | str) -> Path:
     """Save a tiny LLaVA (CLIP vision tower + Llama text model) with a PIL image processor into ``folder``."""
     import torch
-    from transformers import CLIPVisionConfig, GenerationConfig, LlavaConfig, LlavaForConditionalGeneration
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.llava.processing_llava import LlavaProcessor
 
@@ -126,12 +129,7 @@ def build_tiny_llava(folder: Path | str) -> Path:
     _quiet_transformers()
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    text_config = _text_config(
-        len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
+    text_config = _text_config(tokenizer)
     vision_config = CLIPVisionConfig(
         hidden_size=32,
         intermediate_size=64,
@@ -151,9 +149,7 @@ def build_tiny_llava(folder: Path | str) -> Path:
     config.architectures = ["LlavaForConditionalGeneration"]
     torch.manual_seed(0)
     model = LlavaForConditionalGeneration(config).eval()
-    model.generation_config = GenerationConfig(
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
-    )
+    model.generation_config = _generation_config(tokenizer)
     model.save_pretrained(folder)
     image_processor = CLIPImageProcessorPil(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}, do_convert_rgb=True

@@ -187,8 +187,8 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     arguments=_discover_args,
 )
 def _discover(args: argparse.Namespace) -> int:
-    from pipeline import constants, fsatomic
-    from pipeline.discover import discover_all, exclusion_rows, write_exclusions, write_snapshot
+    from pipeline import constants
+    from pipeline.discover import discover_all, write_outputs
     from pipeline.hub import Hub
     from pipeline.selection import load_exclusions, load_selected
 
@@ -207,11 +207,7 @@ def _discover(args: argparse.Namespace) -> int:
         allow_gated=args.allow_gated,
     )
     if args.out_dir:
-        for discovery in discoveries:
-            name = f"{discovery.task}-{discovery.view}.json"
-            fsatomic.write_text(args.out_dir / "candidates" / name, json.dumps(discovery.to_dict(), indent=2) + "\n")
-            write_snapshot(discovery, args.out_dir)
-        write_exclusions(exclusion_rows(exclusions, discoveries), args.out_dir)
+        write_outputs(discoveries, exclusions, args.out_dir)
     if args.json:
         print(json.dumps([d.to_dict() for d in discoveries], indent=2))
     else:
@@ -259,7 +255,7 @@ def _queue(args: argparse.Namespace) -> int:
 
     from pipeline import constants, fsatomic
     from pipeline.hub import Hub
-    from pipeline.queue import build_queue, load_candidates, load_toolchain
+    from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
 
     files: list[Path] = []
     for path in args.candidates:
@@ -268,11 +264,7 @@ def _queue(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="trncat-queue-") as tmp:
         root = args.dataset
         if args.dataset_repo:
-            root = Path(tmp) / "dataset"
-            remote = hub.list_files(args.dataset_repo, repo_type="dataset")
-            wanted = [f for f in remote if f.startswith("data/results/") and f.endswith(".parquet")]
-            if wanted:
-                hub.snapshot(args.dataset_repo, repo_type="dataset", local_dir=root, allow_patterns=wanted)
+            root = fetch_results(hub, args.dataset_repo, into=Path(tmp) / "dataset")
         queue = build_queue(
             candidates=load_candidates(files),
             dataset_root=root,

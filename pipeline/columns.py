@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 
@@ -169,3 +170,26 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     if record.get("plan", {}).get("cores") is None:
         record["plan"] = None
     return record
+
+
+def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
+    then a pass before a failure, then the newest.
+
+    Args:
+        rows: Flat rows of one model (non-empty).
+
+    Returns:
+        The chosen row.
+    """
+    return max(rows, key=lambda r: (r.get("device") == "neuron", r.get("status") == "pass", r["finished_at"]))
+
+
+def toolchain_label(row: dict[str, Any]) -> str:
+    """A short human label of the toolchain a row ran with."""
+    if row.get("device") == "neuron":
+        return (
+            f"neuronx-cc {row.get('neuronx_cc_version')}, torch-neuronx {row.get('torch_neuronx_version')}, "
+            f"transformers {row.get('transformers_version')}"
+        )
+    return f"torch {row.get('torch_version')}, transformers {row.get('transformers_version')}"

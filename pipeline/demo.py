@@ -102,7 +102,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
 
     The pull request's tree lands in ``out``; what ``out`` held before is the dataset's main branch.
     """
-    from pipeline.discover import discover_all, exclusion_rows, write_exclusions, write_snapshot
+    from pipeline.discover import discover_all, write_outputs
     from pipeline.hub import Hub
     from pipeline.localhub import LocalHub, configure_client_for
     from pipeline.publish import publish
@@ -123,9 +123,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 echo("discover: trending and downloads, per task")
                 discoveries = discover_all(hub=hub, limit=10, views=("trending", "downloads"), exclusions=[])
                 overlay = work / "discovery"
-                for discovery in discoveries:
-                    write_snapshot(discovery, overlay)
-                write_exclusions(exclusion_rows([], discoveries), overlay)
+                write_outputs(discoveries, [], overlay)
                 summary.kept_out = sorted(
                     {(c.model_id, f"{c.kind}: {c.reason}") for d in discoveries for c in d.ineligible}
                 )

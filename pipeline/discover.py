@@ -15,18 +15,15 @@ from the Hub are untrusted and validated).
 from __future__ import annotations
 
 import datetime as dt
-import io
+import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from pipeline import fsatomic
-from pipeline.dataset import EXCLUSIONS_FILE, RANKINGS_DIR
+from pipeline.dataset import write_exclusions, write_rankings
 from pipeline.errors import ConfigError, GatedRepoError, RepoNotFoundError
 from pipeline.hub import Hub, HubSort, ModelListing
 from pipeline.ids import is_revision, model_id_problem
@@ -41,8 +38,7 @@ __all__ = [
     "discover_all",
     "exclusion_rows",
     "snapshot_rows",
-    "write_exclusions",
-    "write_snapshot",
+    "write_outputs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -58,19 +54,6 @@ VIEW_SORT: dict[str, HubSort] = {"trending": "trending_score", "downloads": "dow
 #: Size of the listing Selected reads its metadata from when no earlier listing is given (one call).
 SELECTED_LISTING_LIMIT = 1000
 MAX_LIMIT = 10_000
-
-SNAPSHOT_SCHEMA = pa.schema(
-    [
-        ("date", pa.string()),
-        ("task", pa.string()),
-        ("view", pa.string()),
-        ("rank", pa.int64()),
-        ("model_id", pa.string()),
-    ]
-)
-EXCLUSIONS_SCHEMA = pa.schema(
-    [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
-)
 
 
 @dataclass(frozen=True)
@@ -401,30 +384,6 @@ def snapshot_rows(discovery: Discovery) -> list[dict[str, Any]]:
     ]
 
 
-def _parquet_bytes(rows: list[dict[str, Any]], schema: pa.Schema) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), sink, compression="zstd")
-    return sink.getvalue()
-
-
-def write_snapshot(discovery: Discovery, root: Path) -> Path:
-    """Write ``data/rankings/<YYYY-MM-DD>-<task>-<view>.parquet`` under the dataset folder ``root``.
-
-    The same task and view discovered again on the same day replace that day's file (atomically).
-
-    Args:
-        discovery: One discovery.
-        root: The dataset folder.
-
-    Returns:
-        The file written.
-    """
-    path = Path(root) / RANKINGS_DIR / f"{discovery.date.isoformat()}-{discovery.task}-{discovery.view}.parquet"
-    fsatomic.write_bytes(path, _parquet_bytes(snapshot_rows(discovery), SNAPSHOT_SCHEMA))
-    logger.info("wrote %s (%d rows)", path, len(discovery.candidates))
-    return path
-
-
 def exclusion_rows(exclusions: Iterable[Exclusion], discoveries: Iterable[Discovery]) -> list[dict[str, Any]]:
     """Rows of ``data/exclusions.parquet``: the hand-kept exclusions plus the models discovery kept out.
 
@@ -450,17 +409,26 @@ def exclusion_rows(exclusions: Iterable[Exclusion], discoveries: Iterable[Discov
     return [rows[key] for key in sorted(rows)]
 
 
-def write_exclusions(rows: Sequence[dict[str, Any]], root: Path) -> Path:
-    """Replace ``data/exclusions.parquet`` under the dataset folder ``root`` (atomically).
+def write_outputs(discoveries: Sequence[Discovery], exclusions: Sequence[Exclusion], out_dir: Path) -> list[Path]:
+    """Write a discovery run into ``out_dir``: the candidates for the queue and the data for the dataset.
+
+    ``out_dir/candidates/<task>-<view>.json`` (what ``trncat queue --candidates`` reads), one rankings snapshot
+    per task and view and ``data/exclusions.parquet`` (a dataset folder overlay: ``trncat publish --overlay``).
 
     Args:
-        rows: From :func:`exclusion_rows`, built from every discovery of the run (the file is replaced).
-        root: The dataset folder.
+        discoveries: This run's discoveries.
+        exclusions: The hand-kept exclusions the run used.
+        out_dir: The folder (created when missing).
 
     Returns:
-        The file written.
+        The files written.
     """
-    path = Path(root) / EXCLUSIONS_FILE
-    fsatomic.write_bytes(path, _parquet_bytes(list(rows), EXCLUSIONS_SCHEMA))
-    logger.info("wrote %s (%d rows)", path, len(rows))
-    return path
+    written: list[Path] = []
+    for discovery in discoveries:
+        path = Path(out_dir) / "candidates" / f"{discovery.task}-{discovery.view}.json"
+        fsatomic.write_text(path, json.dumps(discovery.to_dict(), indent=2) + "\n")
+        written.append(path)
+        rows = snapshot_rows(discovery)
+        written.append(write_rankings(rows, out_dir, date=discovery.date, task=discovery.task, view=discovery.view))
+    written.append(write_exclusions(exclusion_rows(exclusions, discoveries), out_dir))
+    return written

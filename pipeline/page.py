@@ -17,14 +17,14 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
 from pipeline import plots
+from pipeline.columns import representative
 from pipeline.ids import model_id_problem
 from pipeline.types import TASKS
 
@@ -100,11 +100,6 @@ def _date(value: Any) -> str | None:
 
 def _toolchain(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (row.get("neuronx_cc_version"), row.get("torch_neuronx_version"), row.get("transformers_version"))
-
-
-def _primary(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    # One row per (model, task) on the page: a Neuron result before any other, a pass before a failure.
-    return max(rows, key=lambda r: (r.get("device") == "neuron", r.get("status") == "pass", r["finished_at"]))
 
 
 def _history(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], bool]:
@@ -194,7 +189,7 @@ def catalog(
             exclusion = excluded.get(key) or excluded.get((model_id, None))
             index[key] = len(entries)
             entries.append(
-                _entry(model_id, task, _primary(rows) if rows else None, exclusion, hist_by_key.get(key, []))
+                _entry(model_id, task, representative(rows) if rows else None, exclusion, hist_by_key.get(key, []))
             )
         return index[key]
 
@@ -355,68 +350,3 @@ def render_page(
         summary=summary,
         plots=plots.catalog_plots(latest=latest, history=latest if history is None else history),
     )
-
-
-def _rankings(root: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
-
-    # Snapshots accumulate (one file per discovery); only the newest per (task, view) is read. Names are
-    # <YYYY-MM-DD>-<task>-<view>.parquet; a file named otherwise is read in full rather than skipped.
-    newest: dict[tuple[str, str], Path] = {}
-    others: list[Path] = []
-    for path in sorted((root / "data/rankings").glob("*.parquet")):
-        date, rest = path.stem[:10], path.stem[11:]
-        task, _, view = rest.rpartition("-")
-        if len(date) != 10 or view not in RANKED_VIEWS or not task:
-            others.append(path)
-        elif (task, view) not in newest or path.name > newest[(task, view)].name:
-            newest[(task, view)] = path
-    rows: list[dict[str, Any]] = []
-    for path in [*newest.values(), *others]:
-        rows.extend(pq.read_table(path, columns=["date", "task", "view", "rank", "model_id"]).to_pylist())
-    return rows
-
-
-def build_page(root: Path) -> str:
-    """Read the dataset folder ``root`` and return its catalog page.
-
-    Args:
-        root: the dataset folder (``data/latest``, ``data/results``, optional ``data/rankings``,
-            ``data/exclusions.parquet`` and ``scripts/``).
-
-    Returns:
-        The HTML text (the caller writes it as ``index.html``).
-
-    Raises:
-        DatasetError: a Parquet file is unreadable.
-    """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    # Imported here: dataset.build calls build_page, so a module-level import would be circular.
-    from pipeline.dataset import EXCLUSIONS_FILE, RESULTS_DIR, SCRIPTS_DIR, read_latest
-    from pipeline.errors import DatasetError
-    from pipeline.ids import slug
-
-    latest = read_latest(root)
-    try:
-        history = []
-        for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-            history.extend(pq.read_table(path, columns=HISTORY_READ).to_pylist())
-        rankings = _rankings(root)
-        exclusions_path = root / EXCLUSIONS_FILE
-        exclusions = (
-            pq.read_table(exclusions_path, columns=["model_id", "task", "reason", "kind"]).to_pylist()
-            if exclusions_path.is_file()
-            else []
-        )
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"{root}: cannot read the data for the catalog page: {exc}") from exc
-    scripts: dict[str, dict[str, str]] = {}
-    for model_id in sorted({row["model_id"] for row in latest}):
-        folder = root / SCRIPTS_DIR / Path(*slug(model_id))
-        files = {name: (folder / name).read_text(encoding="utf-8") for name in ("run.py", "requirements.txt")
-                 if (folder / name).is_file()}  # fmt: skip
-        if files:
-            scripts[model_id] = files
-    return render_page(latest=latest, history=history, rankings=rankings, exclusions=exclusions, scripts=scripts)

@@ -13,7 +13,6 @@ Publishing results that are already there changes nothing: no commit, no PR.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 import tempfile
 from collections.abc import Callable, Iterable
@@ -22,16 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic
+from pipeline.columns import toolchain_label
 from pipeline.dataset import (
-    EXCLUSIONS_FILE,
-    LATEST_DIR,
-    RANKINGS_DIR,
-    RESULTS_DIR,
     BuildSummary,
     Change,
     build,
-    results_files_since,
-    toolchain,
+    overlay_files,
+    publish_paths,
+    tree_digests,
     write_front_files,
 )
 from pipeline.errors import PipelineError
@@ -42,7 +39,6 @@ from pipeline.render import md_cell
 logger = logging.getLogger(__name__)
 
 PR_TITLE_PREFIX = "[trncat] benchmark results"
-FRONT_FILES = ("README.md", "index.html")
 NOTHING_TO_PUBLISH = "nothing to publish: the dataset already holds these results"
 
 
@@ -80,53 +76,6 @@ class PublishResult:
         return self.commit is not None
 
 
-def _tree(root: Path) -> dict[str, str]:
-    """path -> sha256 of the dataset files under ``root`` (client caches and temp files left out)."""
-    out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
-            out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
-
-
-def overlay_files(overlay: Path | None) -> dict[str, Path]:
-    """Discovery outputs to publish along: rankings snapshots and the exclusions (path in repo -> file)."""
-    if overlay is None:
-        return {}
-    files = {f"{RANKINGS_DIR}/{p.name}": p for p in sorted((overlay / RANKINGS_DIR).glob("*.parquet"))}
-    if (overlay / EXCLUSIONS_FILE).is_file():
-        files[EXCLUSIONS_FILE] = overlay / EXCLUSIONS_FILE
-    return files
-
-
-def _newest_rankings(paths: Iterable[str]) -> list[str]:
-    """The newest snapshot per (task, view): names are ``<YYYY-MM-DD>-<task>-<view>.parquet``."""
-    newest: dict[str, str] = {}
-    for path in paths:
-        name = path.rsplit("/", 1)[-1]
-        if not path.startswith(f"{RANKINGS_DIR}/") or not name.endswith(".parquet") or len(name) < 12:
-            continue
-        series = name[11:]
-        if series not in newest or name > newest[series].rsplit("/", 1)[-1]:
-            newest[series] = path
-    return sorted(newest.values())
-
-
-def mirror_paths(
-    remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
-) -> list[str]:
-    """Which remote files a publish downloads: the latest view, the newest rankings, exclusions, card, page,
-    and the results files that could already hold records finished at ``since`` or later (none, for new runs)."""
-    remote = set(remote_files)
-    wanted = {p for p in remote if p.startswith(f"{LATEST_DIR}/") and p.endswith(".parquet")}
-    results = [p for p in remote if p.startswith(f"{RESULTS_DIR}/") and p.endswith(".parquet")]
-    wanted.update(results_files_since(results, since))
-    wanted.update(_newest_rankings(remote))
-    wanted.update(p for p in (EXCLUSIONS_FILE, *FRONT_FILES, *extra) if p in remote)
-    return sorted(wanted)
-
-
 def prepare_folder(
     records: list[dict[str, Any]],
     *,
@@ -140,18 +89,18 @@ def prepare_folder(
     overlay_map = overlay_files(overlay)
     # Records are valid here, so every finish time parses.
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
-    wanted = mirror_paths(remote_files, extra=overlay_map, since=since)
+    wanted = publish_paths(remote_files, extra=overlay_map, since=since)
     folder.mkdir(parents=True, exist_ok=True)
     if wanted:
         fetch(wanted, folder)
-    before = _tree(folder)
+    before = tree_digests(folder)
     for path_in_repo, source in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
-    overlay_changed = _tree(folder) != before
+    overlay_changed = tree_digests(folder) != before
     summary = build(records, folder, page=True) if records else BuildSummary()
     if not summary.changed and overlay_changed:
         write_front_files(folder)
-    after = _tree(folder)
+    after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
     return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
 
@@ -165,7 +114,8 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> st
         if after["status"] != "pass":
             text += f": {md_cell(after['failure_stage'])}/{md_cell(after['failure_code'])}"
         if change.is_regression and change.before is not None:
-            text += f" — passed with {md_cell(toolchain(change.before))}, fails with {md_cell(toolchain(after))}"
+            before, now = md_cell(toolchain_label(change.before)), md_cell(toolchain_label(after))
+            text += f" — passed with {before}, fails with {now}"
         return text
 
     changes = summary.changes
@@ -202,7 +152,7 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> st
 
 def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None) -> PublishResult:
     """The offline target: the same files as a Hub publish, written into a local dataset folder."""
-    before = _tree(out) if out.exists() else {}
+    before = tree_digests(out) if out.exists() else {}
     summary = build(records, out) if records else BuildSummary()
     overlay_map = overlay_files(overlay)
     if overlay_map:
@@ -210,7 +160,7 @@ def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path
             for path_in_repo, source in overlay_map.items():
                 fsatomic.write_bytes(stage / path_in_repo, source.read_bytes())
             write_front_files(stage)
-    after = _tree(out) if out.exists() else {}
+    after = tree_digests(out) if out.exists() else {}
     files = sorted(p for p, d in after.items() if before.get(p) != d)
     return PublishResult(
         repo=str(out),

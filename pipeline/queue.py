@@ -21,14 +21,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 
 from pipeline.constants import REPO_ROOT
-from pipeline.dataset import RESULTS_DIR
+from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
-from pipeline.errors import ConfigError, DatasetError, HubError, PlanError, RepoNotFoundError
+from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub, default_hub
 from pipeline.ids import is_revision, model_id_problem
@@ -36,7 +34,7 @@ from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
 from pipeline.workload import default_workload
 
-__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "load_candidates", "load_toolchain"]
+__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain"]
 
 logger = logging.getLogger(__name__)
 
@@ -196,17 +194,23 @@ def _history(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str
     versions = [_version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-        try:
-            table = pq.read_table(path, columns=columns)
-        except (OSError, pa.ArrowException) as exc:
-            raise DatasetError(f"{path}: unreadable results file: {exc}") from exc
-        data = table.to_pydict()
-        for i in range(table.num_rows):
-            key = tuple(data[c][i] for c in columns[: -1 - len(versions)])
-            key += tuple(_public(data[c][i]) for c in versions)
-            history.setdefault(key, Counter())[data["status"][i]] += 1
+    for row in iter_results(root, columns):
+        key = tuple(row[c] for c in columns[: -1 - len(versions)])
+        key += tuple(_public(row[c]) for c in versions)
+        history.setdefault(key, Counter())[row["status"]] += 1
     return history
+
+
+def fetch_results(hub: Hub, repo: str, *, into: Path) -> Path:
+    """Download the results files of the Hub dataset ``repo`` into ``into`` (what :func:`build_queue` reads).
+
+    Raises:
+        HubError: (or a child) the Hub failed.
+    """
+    wanted = results_paths(hub.list_files(repo, repo_type="dataset"))
+    if wanted:
+        hub.snapshot(repo, repo_type="dataset", local_dir=into, allow_patterns=wanted)
+    return into
 
 
 def _key(candidate: Candidate, *, device: str, dtype: str, toolchain: Mapping[str, str]) -> _Key:
@@ -254,7 +258,7 @@ def build_queue(
 
     Raises:
         ConfigError: bad chunk size, retry count or toolchain.
-        DatasetError: an unreadable results file.
+        DatasetError: an unreadable results file (from :func:`pipeline.dataset.iter_results`).
         HubError: the Hub failed while fetching a config (a missing config is a note, not an error).
     """
     if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or not 1 <= chunk_size <= MAX_CHUNK:

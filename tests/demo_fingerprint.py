@@ -9,7 +9,8 @@ trees and diff them::
     diff before.txt after.txt
 
 Parquet files are printed as their schema and their rows; text files as their text. Masked: times and dates,
-run file names, record ids, content revisions, every float (every number on the page), peak memory figures and the page's CSP hashes (they hash the data).
+run file names, record ids, content revisions, every float (every number on the page), peak memory figures
+and the page's CSP hashes (they hash the data).
 """
 
 from __future__ import annotations

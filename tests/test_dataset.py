@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, history, read_latest
+from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
 from pipeline.errors import RecordError
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_failure, sample_record
@@ -112,14 +112,14 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     assert change.is_regression and not change.is_new_model
     [row] = read_latest(out)
     assert row["status"] == "fail"
-    [earlier] = history(row)
+    [earlier] = earlier_runs(row)
     assert earlier["status"] == "pass" and earlier["neuronx_cc_version"] == "2.21.0"
     # a late result older than the latest joins the history and results, without replacing the latest
     late = sample_record(run={"started_at": "2026-11-28T11:00:00+00:00", "finished_at": "2026-11-28T11:30:00+00:00"})
     assert build([late], out).added == 1
     [row] = read_latest(out)
     assert row["status"] == "fail"
-    assert [h["finished_at"] for h in history(row)] == ["2026-11-28T11:30:00+00:00", "2026-11-28T10:01:13+00:00"]
+    assert [h["finished_at"] for h in earlier_runs(row)] == ["2026-11-28T11:30:00+00:00", "2026-11-28T10:01:13+00:00"]
     # republishing any of them is a duplicate, the late one included
     again = build([old_toolchain, new_toolchain, late], out)
     assert not again.changed and again.duplicates == 3

@@ -19,8 +19,7 @@ from pipeline.discover import (
     discover_all,
     exclusion_rows,
     snapshot_rows,
-    write_exclusions,
-    write_snapshot,
+    write_outputs,
 )
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
@@ -188,7 +187,10 @@ def test_snapshot_and_exclusions_parquet_read_back_with_exact_columns(localhub, 
     hand_kept = [Exclusion("deepseek-ai/DeepSeek-V3", "low_priority", "671B parameters")]
     found = discover(hub=localhub.client, task=TG, view="trending", limit=10, exclusions=hand_kept, today=TODAY)
     assert [c.kind for c in found.candidates[:3]] == ["remote_code", "low_priority", "invalid"]
-    path = write_snapshot(found, tmp_path)
+    written = write_outputs([found], hand_kept, tmp_path)
+    path = written[1]
+    assert written[0] == tmp_path / "candidates/text-generation-trending.json"
+    assert json.loads(written[0].read_text())["candidates"][0]["model_id"] == "x/remote"
 
     assert path == tmp_path / "data/rankings/2026-11-30-text-generation-trending.parquet"
     frame = pd.read_parquet(path)
@@ -207,8 +209,8 @@ def test_snapshot_and_exclusions_parquet_read_back_with_exact_columns(localhub, 
         "model_id": "x/remote",
     }
 
-    rows = exclusion_rows(hand_kept, [found])
-    excluded_path = write_exclusions(rows, tmp_path)
+    assert len(exclusion_rows(hand_kept, [found])) == 2
+    excluded_path = written[2]
     assert excluded_path == tmp_path / "data/exclusions.parquet"
     excluded = pd.read_parquet(excluded_path)
     assert list(excluded.columns) == ["model_id", "task", "reason", "kind"]

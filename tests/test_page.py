@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import page
-from pipeline.dataset import build
+from pipeline.dataset import build, page_html
 from pipeline.records import flatten
 from pipeline.testing.records import sample_failure, sample_record
 
@@ -366,4 +366,4 @@ def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
 
 
 def build_page_html(root: Path) -> str:
-    return page.build_page(root)
+    return page_html(root)

@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.page import build_page, render_page
+from pipeline.dataset import page_html
+from pipeline.page import render_page
 from pipeline.records import flatten
 from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from pipeline.testing.records import sample_failure, sample_record
@@ -145,7 +146,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             }
         ],
     )
-    (out / "index.html").write_text(build_page(out), encoding="utf-8")
+    (out / "index.html").write_text(page_html(out), encoding="utf-8")
     return out
 
 

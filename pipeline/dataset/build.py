@@ -1,13 +1,4 @@
-"""The dataset repo on disk: append results, keep the latest view, write scripts and the card.
-
-Layout (DESIGN.md)::
-
-    README.md                      card with YAML `configs`
-    data/results/<run>.parquet     append-only, one file per build that added rows
-    data/latest/<xx>.parquet       newest row per (model_id, task, hardware), sharded by a hash of that key
-    data/rankings/*.parquet        discovery snapshots (written by discover)
-    data/exclusions.parquet
-    scripts/<org>/<name>/run.py, requirements.txt
+"""Building the dataset folder: append results, keep the latest view with each key's history, write scripts.
 
 A build is all-or-nothing (:mod:`pipeline.fsatomic`): killed at any moment, the folder is as before or after.
 """
@@ -16,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import io
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -25,21 +15,25 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline import fsatomic, render
-from pipeline.errors import DatasetError, RecordError
-from pipeline.ids import slug
-from pipeline.page import build_page
+from pipeline.columns import representative
+from pipeline.dataset.front import write_front_files
+from pipeline.dataset.layout import (
+    LATEST_DIR,
+    RESULTS_DIR,
+    parquet_bytes,
+    read_rows,
+    results_files_since,
+    run_name,
+    script_folder,
+)
+from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, latest_schema, read_latest
+from pipeline.errors import RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
 
-RESULTS_DIR = "data/results"
-LATEST_DIR = "data/latest"
-RANKINGS_DIR = "data/rankings"
-EXCLUSIONS_FILE = "data/exclusions.parquet"
-SCRIPTS_DIR = "scripts"
 #: Hex digits of the key hash that name a latest shard: 1 -> at most 16 files, each rewritten only when touched
 #: (a catalog of 20k models keeps them near 1k rows each; a publish downloads them all for the card and page).
 LATEST_SHARD_DIGITS = 1
@@ -88,9 +82,6 @@ def shard_of(key: tuple[str, str, str]) -> str:
     return digest[:LATEST_SHARD_DIGITS]
 
 
-#: The latest view has one more column than the results: the key's earlier runs, newest first, as JSON
-#: (at most HISTORY_LIMIT of them: the full history is data/results).
-HISTORY_COLUMN = "history_json"
 HISTORY_LIMIT = 10
 _HISTORY_FIELDS = (
     "record_id",
@@ -112,64 +103,8 @@ _HISTORY_FIELDS = (
 )
 
 
-def latest_schema() -> pa.Schema:
-    return arrow_schema().append(pa.field(HISTORY_COLUMN, pa.string(), nullable=False))
-
-
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
-
-
-def _parquet_bytes(table: pa.Table) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(table, sink, compression="zstd")
-    return sink.getvalue()
-
-
-def _read_rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
-    try:
-        return pq.read_table(path, columns=columns).to_pylist()
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
-
-
-def read_latest(root: Path) -> list[dict[str, Any]]:
-    """Every row of the latest view (flat rows, with ``history_json``)."""
-    rows: list[dict[str, Any]] = []
-    for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        rows.extend(_read_rows(path))
-    return rows
-
-
-def history(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The earlier runs of a latest row's key, newest first."""
-    return json.loads(row.get(HISTORY_COLUMN) or "[]")
-
-
-def results_file_time(name: str) -> dt.datetime | None:
-    """The newest ``finished_at`` of the rows in a results file, from its name (see :func:`run_name`)."""
-    try:
-        return dt.datetime.strptime(name.rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
-    except ValueError:
-        return None
-
-
-def results_files_since(names: Iterable[str], since: dt.datetime | None) -> list[str]:
-    """The results files that may hold a record finished at ``since`` or later.
-
-    A file is named after the newest ``finished_at`` it holds, so a record finished at T can only be in a file
-    whose name's time is T or later: publishing new runs reads no old file at all (publish is O(new rows)).
-    Files with an unexpected name are always included.
-    """
-    if since is None:
-        return []
-    floor = since.replace(microsecond=0)
-    out = []
-    for name in names:
-        when = results_file_time(name)
-        if when is None or when >= floor:
-            out.append(name)
-    return sorted(out)
 
 
 def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
@@ -180,7 +115,7 @@ def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
     names = [p.name for p in folder.glob("*.parquet")]
     ids: set[str] = set()
     for name in results_files_since(names, since):
-        ids.update(row["record_id"] for row in _read_rows(folder / name, ["record_id"]))
+        ids.update(row["record_id"] for row in read_rows(folder / name, ["record_id"]))
     return ids
 
 
@@ -190,41 +125,9 @@ def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
-def toolchain(row: dict[str, Any]) -> str:
-    """A short human label of the toolchain a row ran with."""
-    if row.get("device") == "neuron":
-        return (
-            f"neuronx-cc {row.get('neuronx_cc_version')}, torch-neuronx {row.get('torch_neuronx_version')}, "
-            f"transformers {row.get('transformers_version')}"
-        )
-    return f"torch {row.get('torch_version')}, transformers {row.get('transformers_version')}"
-
-
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when row ``a`` supersedes row ``b`` for the same key."""
     return (a["finished_at"], a["started_at"], a["record_id"]) > (b["finished_at"], b["started_at"], b["record_id"])
-
-
-def run_name(rows: Sequence[dict[str, Any]]) -> str:
-    """A deterministic file name for a batch: newest finish time, then a hash of the record ids."""
-    newest = max(row["finished_at"] for row in rows)
-    digest = hashlib.sha256("".join(sorted(row["record_id"] for row in rows)).encode()).hexdigest()[:12]
-    return f"{newest.strftime('%Y%m%dT%H%M%SZ')}-{digest}"
-
-
-def _script_record(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The record a model's scripts come from: a neuron pass first, then any pass, then the newest row."""
-    ranked = sorted(rows, key=lambda r: (r["status"] == "pass", r["device"] == "neuron", r["finished_at"]))
-    return unflatten(ranked[-1])
-
-
-def _configs(root: Path) -> list[tuple[str, str]]:
-    configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
-    if any((root / RANKINGS_DIR).glob("*.parquet")):
-        configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
-    if (root / EXCLUSIONS_FILE).is_file():
-        configs.append(("exclusions", EXCLUSIONS_FILE))
-    return configs
 
 
 def _merge_shard(
@@ -237,7 +140,7 @@ def _merge_shard(
     for row in sorted(rows, key=lambda r: (r["finished_at"], r["started_at"], r["record_id"])):
         key = latest_key(row)
         existing = current.get(key)
-        past = history(existing) if existing else []
+        past = earlier_runs(existing) if existing else []
         if existing and (
             row["record_id"] == existing["record_id"] or row["record_id"] in {h["record_id"] for h in past}
         ):
@@ -294,7 +197,7 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
         path = out / LATEST_DIR / f"{shard}.parquet"
-        current = {latest_key(r): r for r in _read_rows(path)} if path.exists() else {}
+        current = {latest_key(r): r for r in read_rows(path)} if path.exists() else {}
         appended, changes, duplicates = _merge_shard(current, rows)
         summary.duplicates += duplicates
         if appended:
@@ -308,30 +211,22 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
     with fsatomic.staged_folder(out) as stage:
         name = run_name(new_rows)
         results_path = f"{RESULTS_DIR}/{name}.parquet"
-        fsatomic.write_bytes(stage / results_path, _parquet_bytes(_table(new_rows)))
+        fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
         for shard, rows in sorted(merged.items()):
-            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", _parquet_bytes(_table(rows, latest_schema())))
+            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_table(rows, latest_schema())))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
         latest = read_latest(stage)
         touched_models = {change.key[0] for change in summary.changes}
         for model_id in sorted(touched_models):
-            record = _script_record(r for r in latest if r["model_id"] == model_id)
-            org, model_name = slug(model_id)
-            folder = stage / SCRIPTS_DIR / org / model_name
-            fsatomic.write_text(folder / "run.py", render.run_script(record))
-            fsatomic.write_text(folder / "requirements.txt", render.requirements(record))
-            summary.scripts.append(f"{SCRIPTS_DIR}/{org}/{model_name}")
+            # The scripts come from the same row the page shows for the model (pipeline.columns.representative).
+            record = unflatten(representative(r for r in latest if r["model_id"] == model_id))
+            folder = script_folder(model_id)
+            fsatomic.write_text(stage / folder / "run.py", render.run_script(record))
+            fsatomic.write_text(stage / folder / "requirements.txt", render.requirements(record))
+            summary.scripts.append(folder)
         write_front_files(stage, latest=latest, page=page)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary
-
-
-def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True) -> None:
-    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content."""
-    latest = read_latest(root) if latest is None else latest
-    fsatomic.write_text(root / "README.md", render.dataset_card(rows=latest, configs=_configs(root)))
-    if page:
-        fsatomic.write_text(root / "index.html", build_page(root))

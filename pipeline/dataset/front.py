@@ -1,0 +1,45 @@
+"""The dataset's front files: the card (README.md) and the catalog page (index.html), from the folder's data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pipeline import fsatomic, render
+from pipeline.dataset.layout import CARD_FILE, EXCLUSIONS_FILE, LATEST_DIR, PAGE_FILE, RANKINGS_DIR, RESULTS_DIR
+from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.page import HISTORY_READ, render_page
+
+
+def card_configs(root: Path) -> list[tuple[str, str]]:
+    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds."""
+    configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
+    if any((root / RANKINGS_DIR).glob("*.parquet")):
+        configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
+    if (root / EXCLUSIONS_FILE).is_file():
+        configs.append(("exclusions", EXCLUSIONS_FILE))
+    return configs
+
+
+def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
+    """The catalog page of the dataset folder ``root``.
+
+    Raises:
+        DatasetError: a Parquet file is unreadable.
+    """
+    latest = read_latest(root) if latest is None else latest
+    return render_page(
+        latest=latest,
+        history=list(iter_results(root, HISTORY_READ)),
+        rankings=read_rankings(root),
+        exclusions=read_exclusions(root),
+        scripts=read_scripts(root, {row["model_id"] for row in latest}),
+    )
+
+
+def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True) -> None:
+    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content."""
+    latest = read_latest(root) if latest is None else latest
+    fsatomic.write_text(root / CARD_FILE, render.dataset_card(rows=latest, configs=card_configs(root)))
+    if page:
+        fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))

@@ -1,0 +1,142 @@
+"""Names and file formats of the dataset folder: the only place that knows where each file lives.
+
+Layout::
+
+    README.md                                 card with YAML `configs`
+    data/results/<run>.parquet                append-only, one file per build that added rows
+    data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by key hash
+    data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
+    data/exclusions.parquet                   hand-kept and discovered exclusions
+    scripts/<org>/<name>/run.py, requirements.txt
+    index.html                                the catalog page
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import io
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.errors import DatasetError
+from pipeline.ids import slug
+
+RESULTS_DIR = "data/results"
+LATEST_DIR = "data/latest"
+RANKINGS_DIR = "data/rankings"
+EXCLUSIONS_FILE = "data/exclusions.parquet"
+SCRIPTS_DIR = "scripts"
+CARD_FILE = "README.md"
+PAGE_FILE = "index.html"
+FRONT_FILES = (CARD_FILE, PAGE_FILE)
+SCRIPT_FILES = ("run.py", "requirements.txt")
+#: The views a rankings snapshot can be of (discovery's ranked views and the curated list).
+RANKED_VIEWS = ("selected", "trending", "downloads")
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """A table as zstd-compressed Parquet bytes (every Parquet file of the dataset is written so)."""
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def read_rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of one Parquet file.
+
+    Raises:
+        DatasetError: the file is unreadable.
+    """
+    try:
+        return pq.read_table(path, columns=columns).to_pylist()
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+
+
+def is_results_file(path: str) -> bool:
+    return path.startswith(f"{RESULTS_DIR}/") and path.endswith(".parquet")
+
+
+def is_latest_file(path: str) -> bool:
+    return path.startswith(f"{LATEST_DIR}/") and path.endswith(".parquet")
+
+
+def run_name(rows: Sequence[dict[str, Any]]) -> str:
+    """A deterministic results file name for a batch: newest finish time, then a hash of the record ids."""
+    newest = max(row["finished_at"] for row in rows)
+    digest = hashlib.sha256("".join(sorted(row["record_id"] for row in rows)).encode()).hexdigest()[:12]
+    return f"{newest.strftime('%Y%m%dT%H%M%SZ')}-{digest}"
+
+
+def results_file_time(name: str) -> dt.datetime | None:
+    """The newest ``finished_at`` of the rows in a results file, from its name (see :func:`run_name`)."""
+    try:
+        return dt.datetime.strptime(name.rsplit("/", 1)[-1][:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=dt.UTC)
+    except ValueError:
+        return None
+
+
+def results_files_since(names: Iterable[str], since: dt.datetime | None) -> list[str]:
+    """The results files that may hold a record finished at ``since`` or later.
+
+    A file is named after the newest ``finished_at`` it holds, so a record finished at T can only be in a file
+    whose name's time is T or later: publishing new runs reads no old file at all (publish is O(new rows)).
+    Files with an unexpected name are always included.
+    """
+    if since is None:
+        return []
+    floor = since.replace(microsecond=0)
+    out = []
+    for name in names:
+        when = results_file_time(name)
+        if when is None or when >= floor:
+            out.append(name)
+    return sorted(out)
+
+
+def rankings_path(date: dt.date, task: str, view: str) -> str:
+    """Where the snapshot of one task and view on one date lives."""
+    return f"{RANKINGS_DIR}/{date.isoformat()}-{task}-{view}.parquet"
+
+
+def parse_rankings_name(name: str) -> tuple[str, str, str] | None:
+    """``(date, task, view)`` of a snapshot file name (``<YYYY-MM-DD>-<task>-<view>.parquet``), or None."""
+    name = name.rsplit("/", 1)[-1]
+    if not name.endswith(".parquet"):
+        return None
+    stem = name.removesuffix(".parquet")
+    date, rest = stem[:10], stem[11:]
+    task, _, view = rest.rpartition("-")
+    try:
+        dt.date.fromisoformat(date)
+    except ValueError:
+        return None
+    if view not in RANKED_VIEWS or not task or stem[10:11] != "-":
+        return None
+    return date, task, view
+
+
+def newest_rankings(paths: Iterable[str]) -> tuple[list[str], list[str]]:
+    """The newest snapshot per (task, view) among ``paths``, and the paths named otherwise (read in full)."""
+    newest: dict[tuple[str, str], tuple[str, str]] = {}
+    others: list[str] = []
+    for path in paths:
+        parsed = parse_rankings_name(path)
+        if parsed is None:
+            others.append(path)
+            continue
+        date, task, view = parsed
+        if (task, view) not in newest or date > newest[(task, view)][0]:
+            newest[(task, view)] = (date, path)
+    return sorted(path for _, path in newest.values()), sorted(others)
+
+
+def script_folder(model_id: str) -> str:
+    """The folder of a model's ``run.py`` and ``requirements.txt``."""
+    org, name = slug(model_id)
+    return f"{SCRIPTS_DIR}/{org}/{name}"

@@ -102,12 +102,13 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     arguments=_bench_args,
 )
 def _bench(args: argparse.Namespace) -> int:
+    from pipeline.bench.backends import get_backend
     from pipeline.bench.run import bench_model
 
     record = bench_model(
         args.model,
         task=args.task,
-        device=args.device,
+        backend=get_backend(args.device),
         cores=args.cores,
         dtype=args.dtype,
         out=args.out,
@@ -254,6 +255,7 @@ def _queue(args: argparse.Namespace) -> int:
     import tempfile
 
     from pipeline import constants, fsatomic
+    from pipeline.bench.backends import backend_class
     from pipeline.hub import Hub
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
 
@@ -273,7 +275,7 @@ def _queue(args: argparse.Namespace) -> int:
             chunk_size=args.chunk_size,
             hub=hub,
             device=args.device,
-            dtype=args.dtype or ("float32" if args.device == "cpu" else "bfloat16"),
+            dtype=args.dtype or backend_class(args.device).default_dtype,
             instance=args.instance,
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)

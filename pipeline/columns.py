@@ -186,10 +186,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def toolchain_label(row: dict[str, Any]) -> str:
-    """A short human label of the toolchain a row ran with."""
-    if row.get("device") == "neuron":
-        return (
-            f"neuronx-cc {row.get('neuronx_cc_version')}, torch-neuronx {row.get('torch_neuronx_version')}, "
-            f"transformers {row.get('transformers_version')}"
-        )
-    return f"torch {row.get('torch_version')}, transformers {row.get('transformers_version')}"
+    """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
+    from pipeline.bench.backends import backend_class
+
+    return backend_class(row["device"]).toolchain_label(row)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic
+from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_paths
 from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
@@ -140,12 +141,13 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 )
                 results = work / "results"
                 entries = queue.entries
+                cpu = get_backend("cpu")
                 for index, entry in enumerate(entries, 1):
                     echo(f"[bench {index}/{len(entries)}] {entry['model_id']} ({entry['task']}) on cpu")
                     bench_model(
                         entry["model_id"],
                         task=entry["task"],
-                        device="cpu",
+                        backend=cpu,
                         revision=entry["revision"],
                         dtype=entry["dtype"],
                         cores=entry["cores"],

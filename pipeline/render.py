@@ -18,8 +18,6 @@ import jinja2
 
 from pipeline.errors import PipelineError
 
-NEURON_INDEX_URL = "https://pip.repos.neuron.amazonaws.com"
-
 
 def py_literal(value: Any) -> str:
     """A Python literal for a JSON-like value (str, int, float, bool, None, list, dict of those).
@@ -91,20 +89,19 @@ def render(template: str, **context: Any) -> str:
 
 
 def requirement_lines(record: dict[str, Any]) -> list[str]:
-    """requirements.txt lines for a record: the versions it ran with, Neuron packages from AWS's index."""
+    """requirements.txt lines for a record: the versions it ran with, and what its device needs besides."""
+    from pipeline.bench.backends import backend_class
+
+    backend = backend_class(record["device"])
     versions = {k: (v.split("+", 1)[0] if isinstance(v, str) else v) for k, v in record["versions"].items()}
     # A local version label (torch 2.13.0+cpu) names a build pip cannot find on PyPI: pin the release.
-    lines: list[str] = []
-    if record["device"] == "neuron":
-        lines.append(f"--extra-index-url {NEURON_INDEX_URL}")
-        lines.append(f"torch-neuronx=={versions['torch_neuronx']}")
-        lines.append(f"neuronx-cc=={versions['neuronx_cc']}")
+    lines = backend.requirement_lines(versions)
     lines.append(f"torch=={versions['torch']}")
     lines.append(f"transformers=={versions['transformers']}")
     if record["task"] == "image-text-to-text":
         lines.append("pillow")
         vision = torchvision_for(versions["torch"])
-        if vision and record["device"] != "cpu":
+        if vision and backend.pins_torchvision:
             # Qwen2-VL / SmolVLM video processors import torchvision; it must match the torch pinned above.
             lines.append(f"torchvision=={vision}")
     return [_safe_requirement(line) for line in lines]

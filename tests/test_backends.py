@@ -199,7 +199,7 @@ def test_peak_memory_cross_checks_sysfs(machine: Path, fake_torch_neuronx: types
 def test_peak_memory_ignores_a_stale_sysfs_peak(
     machine: Path, fake_torch_neuronx: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.bench import neuron_tools
+    from pipeline.bench.backends.neuron import tools as neuron_tools
 
     monkeypatch.setattr(neuron_tools, "reset_peaks", lambda root, cores=None: False)  # not root
     backend = _neuron(machine)
@@ -385,7 +385,9 @@ def test_the_backend_module_is_all_that_differs(
     for device in ("cpu", "neuron"):
         spec = BenchSpec(path=str(resolved.path), task="text-generation", device=device, dtype="float32")
         spec = BenchSpec(**{**spec.__dict__, "workload": SMALL, "iterations": 2, "warmup": 1})
-        records[device] = harness.run(spec, resolved, child_runner=in_process_child)
+        records[device] = harness.bench_once(
+            spec, resolved, backend=backends.get_backend(device), child_runner=in_process_child
+        )
     cpu, neuron = records["cpu"], records["neuron"]
     assert validate_record(neuron) == [] and neuron["status"] == "pass", neuron["failure"]
     shared = set(cpu) - {"device", "hardware", "versions", "metrics", "run"}

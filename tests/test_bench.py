@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.cli import main
 from pipeline.records import parse_record, validate_record
@@ -21,7 +22,7 @@ def _bench(folder: Path, tmp_path: Path, *, task: str = "text-generation", **kwa
     kwargs.setdefault("workload", SMALL if task == "text-generation" else SMALL_VLM)
     kwargs.setdefault("iterations", 2)
     out = tmp_path / f"{folder.name}.json"
-    record = bench_model(str(folder), task=task, device="cpu", out=out, **kwargs)
+    record = bench_model(str(folder), task=task, backend=get_backend("cpu"), out=out, **kwargs)
     on_disk = parse_record(out.read_text())
     assert on_disk == record
     assert validate_record(on_disk) == []
@@ -197,7 +198,7 @@ def _bench_hub(model_id: str, localhub, tmp_path: Path) -> dict:
     return bench_model(
         model_id,
         task="text-generation",
-        device="cpu",
+        backend=get_backend("cpu"),
         out=out,
         hub=localhub.client,
         workload=SMALL,

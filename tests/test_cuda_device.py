@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_record
 from pipeline.workload import Workload
@@ -23,7 +24,7 @@ def test_tiny_model_runs_on_one_gpu(task: str, tiny_models: dict[str, Path], tmp
     record = bench_model(
         str(tiny_models[task]),
         task=task,
-        device="cuda",
+        backend=get_backend("cuda"),
         out=tmp_path / f"{task}.json",
         dtype="bfloat16",
         workload=WORKLOADS[task],

@@ -7,7 +7,10 @@ from typing import Any
 
 import pytest
 
-from pipeline.bench.escalation import attempt_of, run_with_escalation
+from pipeline.bench.backends import Backend, get_backend
+from pipeline.bench.backends.neuron import NeuronBackend
+from pipeline.bench.escalation import attempt_of, next_cores, run_with_escalation
+from pipeline.bench.failures import classify
 from pipeline.bench.models import ResolvedModel
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
@@ -27,7 +30,7 @@ class FakeHarness:
         self.calls: list[int] = []
 
     def __call__(self, spec: BenchSpec, resolved: ResolvedModel, **kwargs: Any) -> dict[str, Any]:
-        assert set(kwargs) == {"timeout_s", "memory_limit_bytes", "source", "plan"}
+        assert set(kwargs) == {"backend", "timeout_s", "memory_limit_bytes", "source", "plan"}
         self.calls.append(spec.cores)
         minute = len(self.calls)
         run = {"started_at": f"2026-11-28T10:0{minute}:00+00:00", "finished_at": f"2026-11-28T10:0{minute}:30+00:00"}
@@ -37,10 +40,20 @@ class FakeHarness:
         return sample_failure(cores=spec.cores, run=run, **failure)
 
 
-def _escalate(fake: FakeHarness, *, start: int = 1, max_cores: int | None = 8) -> dict[str, Any]:
+def _escalate(
+    fake: FakeHarness, *, start: int = 1, max_cores: int | None = 8, backend: Backend | None = None
+) -> dict[str, Any]:
     spec = BenchSpec(path=".", task="text-generation", device="neuron", dtype="bfloat16", cores=start)
     return run_with_escalation(
-        spec, MODEL, timeout_s=60, memory_limit_bytes=None, source="ci", plan=None, max_cores=max_cores, run=fake
+        spec,
+        MODEL,
+        backend=backend or NeuronBackend(),
+        timeout_s=60,
+        memory_limit_bytes=None,
+        source="ci",
+        plan=None,
+        max_cores=max_cores,
+        attempt=fake,
     )
 
 
@@ -92,12 +105,13 @@ def test_other_failures_do_not_escalate(failure: dict[str, str]) -> None:
     assert fake.calls == [1] and record["attempts"] == [] and record["failure"]["code"] == failure["code"]
 
 
-def test_max_cores_from_the_backend_hardware(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pipeline.bench import escalation
+def test_max_cores_from_the_backend_hardware() -> None:
+    class TwoCores(NeuronBackend):
+        def hardware(self, *, cores: int) -> dict[str, Any]:
+            return {"cores_available": 2}
 
-    monkeypatch.setattr(escalation, "instance_cores", lambda spec: 2)
     fake = FakeHarness({1: OOM, 2: OOM})
-    record = _escalate(fake, max_cores=None)
+    record = _escalate(fake, max_cores=None, backend=TwoCores(neuron_ls=lambda: None))
     assert fake.calls == [1, 2] and record["cores"] == 2
 
 
@@ -120,7 +134,7 @@ def test_bench_model_escalates_through_the_cli_path(tiny_models: dict[str, Path]
     record = bench_model(
         str(tiny_models["text-generation"]),
         task="text-generation",
-        device="cpu",
+        backend=get_backend("cpu"),
         out=tmp_path / "r.json",
         workload=Workload(batch_size=1, input_tokens=8, output_tokens=4),
         iterations=1,
@@ -128,3 +142,16 @@ def test_bench_model_escalates_through_the_cli_path(tiny_models: dict[str, Path]
         escalate=True,
     )
     assert record["status"] == "pass" and record["attempts"] == [] and record["cores"] == 1
+
+
+def test_next_cores_doubles_only_on_device_or_compiler_oom():
+    compiler_oom = classify(message="[NCC_EOOM001] Maximum peak HBM usage of 32.00GB exceeds HBM limit")
+    device_oom = classify(message='nrt_tensor_allocate status=4 message="Allocation Failure"')
+    host_oom = classify(exc_type="MemoryError")
+    busy = classify(message="Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0")
+    assert next_cores(1, compiler_oom, 4) == 2
+    assert next_cores(2, device_oom, 4) == 4
+    assert next_cores(4, device_oom, 4) is None
+    assert next_cores(1, host_oom, 4) is None
+    assert next_cores(1, busy, 4) is None
+    assert next_cores(1, classify(exit_code=-11), 4) is None

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_record
 from pipeline.workload import Workload
@@ -26,7 +27,7 @@ def _bench(folder: Path, task: str, tmp_path: Path, *, cores: int = 1) -> dict:
     record = bench_model(
         str(folder),
         task=task,
-        device="neuron",
+        backend=get_backend("neuron"),
         out=tmp_path / f"{task}-{cores}.json",
         cores=cores,
         dtype="bfloat16",

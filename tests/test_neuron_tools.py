@@ -7,24 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.failures import classify
-from pipeline.bench.neuron_launch import (
-    escalation_plan,
-    neuron_env,
-    next_cores,
-    torchrun_command,
-    visible_cores,
-)
-from pipeline.bench.neuron_tools import (
+from pipeline.bench.backends.launch import torchrun_command
+from pipeline.bench.backends.neuron.launch import compile_cache_hit, neuron_env, snapshot_cache, visible_cores
+from pipeline.bench.backends.neuron.tools import (
     CoreMemory,
-    compile_cache_hit,
     driver_version,
     parse_neuron_ls,
     parse_neuron_monitor,
     peak_delta,
     read_device_memory,
     reset_peaks,
-    snapshot_cache,
 )
 from pipeline.errors import BenchError, ConfigError
 
@@ -317,32 +309,8 @@ def test_torchrun_command_rejects_bad_input(kwargs):
         torchrun_command(**kwargs)
 
 
-def test_escalation_plan():
-    assert escalation_plan(start=1, max_cores=4) == [1, 2, 4]
-    assert escalation_plan(start=1, max_cores=64) == [1, 2, 4, 8, 16, 32, 64]
-    assert escalation_plan(start=3, max_cores=16) == [3, 6, 12]
-    assert escalation_plan(start=4, max_cores=4) == [4]
-    with pytest.raises(ConfigError):
-        escalation_plan(start=0, max_cores=4)
-    with pytest.raises(ConfigError):
-        escalation_plan(start=8, max_cores=4)
-
-
-def test_next_cores_doubles_only_on_device_or_compiler_oom():
-    compiler_oom = classify(message="[NCC_EOOM001] Maximum peak HBM usage of 32.00GB exceeds HBM limit")
-    device_oom = classify(message='nrt_tensor_allocate status=4 message="Allocation Failure"')
-    host_oom = classify(exc_type="MemoryError")
-    busy = classify(message="Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0")
-    assert next_cores(1, compiler_oom, 4) == 2
-    assert next_cores(2, device_oom, 4) == 4
-    assert next_cores(4, device_oom, 4) is None
-    assert next_cores(1, host_oom, 4) is None
-    assert next_cores(1, busy, 4) is None
-    assert next_cores(1, classify(exit_code=-11), 4) is None
-
-
 def test_a_run_stays_inside_the_runners_core_range() -> None:
-    from pipeline.bench.neuron_launch import parse_visible_cores, partition_start
+    from pipeline.bench.backends.neuron.launch import parse_visible_cores, partition_start
     from pipeline.errors import ConfigError
 
     assert parse_visible_cores("8-15") == (8, 8)

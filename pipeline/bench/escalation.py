@@ -2,7 +2,7 @@
 
 The record returned is the last attempt's (the smallest passing core count when one passed); the attempts
 before it are kept in its ``attempts`` list as ``{cores, status, stage, code}``. Which failures escalate is
-decided by :func:`pipeline.bench.neuron_launch.next_cores` (device and compiler OOM only: a host OOM needs
+decided by :func:`next_cores` (device and compiler OOM only: a host OOM needs
 more host memory, not more cores, and an infrastructure error is retried elsewhere at the same count).
 """
 
@@ -14,10 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.bench import harness
-from pipeline.bench.backends import get_backend
+from pipeline.bench.backends import Backend
 from pipeline.bench.failures import Classification
 from pipeline.bench.models import ResolvedModel
-from pipeline.bench.neuron_launch import next_cores
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
 from pipeline.records import validate_record
@@ -25,6 +24,29 @@ from pipeline.records import validate_record
 logger = logging.getLogger(__name__)
 
 RunFn = Callable[..., dict[str, Any]]
+#: Failure codes that more cores can fix: device memory split over more cores. A host OOM is not one:
+#: more ranks need more host memory, not less.
+ESCALATING_CODES = frozenset({"compiler_oom", "device_oom"})
+
+
+def next_cores(previous: int, classification: Classification, max_cores: int) -> int | None:
+    """The core count for the next attempt after a failure, or None to stop.
+
+    Only failures more cores can fix escalate (:data:`ESCALATING_CODES`); infrastructure errors are
+    retried by the harness at the same count, not here.
+
+    Args:
+        previous: Cores of the failed attempt.
+        classification: How the attempt failed.
+        max_cores: Cores on the instance.
+
+    Returns:
+        ``2 * previous`` when that fits and the failure was a device or compiler OOM, else None.
+    """
+    if classification.status != "fail" or classification.code not in ESCALATING_CODES:
+        return None
+    doubled = previous * 2
+    return doubled if doubled <= max_cores else None
 
 
 def attempt_of(record: dict[str, Any]) -> dict[str, Any]:
@@ -45,9 +67,9 @@ def _classification(record: dict[str, Any]) -> Classification | None:
     return Classification(status=record["status"], stage=failure["stage"], code=failure["code"], rule="record")
 
 
-def instance_cores(spec: BenchSpec) -> int:
+def instance_cores(backend: Backend, spec: BenchSpec) -> int:
     """Cores the backend reports for this machine, or ``spec.cores`` when it cannot tell (no escalation)."""
-    available = get_backend(spec.device).hardware(cores=spec.cores).get("cores_available")
+    available = backend.hardware(cores=spec.cores).get("cores_available")
     return int(available) if available else spec.cores
 
 
@@ -55,24 +77,27 @@ def run_with_escalation(
     spec: BenchSpec,
     resolved: ResolvedModel,
     *,
+    backend: Backend,
     timeout_s: float,
     memory_limit_bytes: int | None,
     source: str,
     plan: dict[str, Any] | None,
     max_cores: int | None = None,
-    run: RunFn = harness.run,
+    attempt: RunFn = harness.bench_once,
 ) -> dict[str, Any]:
     """Benchmark ``resolved`` starting at ``spec.cores``, doubling the cores after each device/compiler OOM.
 
     Args:
         spec: The first attempt (its ``cores`` is the planner's count, or 1).
         resolved: The model.
+        backend: The backend of ``spec.device``.
         timeout_s: Per attempt.
         memory_limit_bytes: Per attempt.
         source: The record's ``run.source``.
         plan: The planner's advice, recorded as is.
         max_cores: Cores of the instance; asked of the backend when None.
-        run: Runs one attempt and returns its record (:func:`pipeline.bench.harness.run`; tests inject one).
+        attempt: Runs one attempt and returns its record (:func:`pipeline.bench.harness.bench_once`; tests
+            inject one).
 
     Returns:
         The last attempt's record, with ``attempts`` listing the failed attempts before it and
@@ -81,13 +106,19 @@ def run_with_escalation(
     Raises:
         BenchError: the assembled record is invalid (a harness bug).
     """
-    limit = max_cores if max_cores is not None else instance_cores(spec)
+    limit = max_cores if max_cores is not None else instance_cores(backend, spec)
     earlier: list[dict[str, Any]] = []
     started_at: str | None = None
     current = spec
     while True:
-        record = run(
-            current, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+        record = attempt(
+            current,
+            resolved,
+            backend=backend,
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
+            source=source,
+            plan=plan,
         )
         started_at = started_at or record["run"]["started_at"]
         verdict = _classification(record)

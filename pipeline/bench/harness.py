@@ -23,7 +23,7 @@ from typing import Any
 import psutil
 
 from pipeline import constants
-from pipeline.bench.backends import get_backend
+from pipeline.bench.backends import Backend
 from pipeline.bench.failures import HOST_OOM_HINT, classify, summarize_message
 from pipeline.bench.models import RemoteCodeRefused, ResolvedModel, check_remote_code
 from pipeline.bench.spec import BenchSpec
@@ -180,10 +180,11 @@ def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict
     return None
 
 
-def run(
+def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
     *,
+    backend: Backend,
     timeout_s: float = 1800.0,
     memory_limit_bytes: int | None = None,
     source: str = "local",
@@ -195,6 +196,7 @@ def run(
     Args:
         spec: What to run.
         model: The resolved model (folder, id, revision).
+        backend: The backend of ``spec.device``, resolved (and checked) once by the caller.
         timeout_s: Wall-clock limit of the child.
         memory_limit_bytes: Host memory limit of the child's process tree.
         source: The record's ``run.source``.
@@ -205,11 +207,10 @@ def run(
         The record, validated.
 
     Raises:
-        BackendUnavailableError: the backend cannot run here (one clear line).
         BenchError: the record that came out is not valid (a harness bug: nothing is written).
     """
-    backend = get_backend(spec.device)
-    backend.check_available()
+    if backend.name != spec.device:
+        raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
     started = _now()
     metrics: dict[str, Any] = dict.fromkeys(METRIC_FIELDS)
     failure: dict[str, str] | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline import fsatomic
 from pipeline.bench import harness
+from pipeline.bench.backends import Backend
 from pipeline.bench.models import ResolvedModel, resolve_local
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
@@ -16,8 +17,6 @@ from pipeline.records import dump_record
 from pipeline.workload import Workload, default_workload
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "neuron": "bfloat16"}
 
 
 def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Any = None) -> ResolvedModel:
@@ -64,7 +63,7 @@ def bench_model(
     model: str,
     *,
     task: str,
-    device: str,
+    backend: Backend,
     out: Path,
     cores: int | None = None,
     dtype: str | None = None,
@@ -83,39 +82,53 @@ def bench_model(
 ) -> dict[str, Any]:
     """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
 
+    The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
+    the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
+
     Raises:
         ConfigError: bad arguments (unknown task, device or dtype, a bad id or revision).
         BenchError: no record could be made (the model could not even be resolved).
     """
     if out.exists() and out.is_dir():
         raise ConfigError(f"--out {out} is a folder; give a file name")
-    from pipeline.bench.backends import get_backend
-
-    get_backend(device).check_available()  # before any download: a missing runtime is one clear line
+    backend.check_available()  # before any download: a missing runtime is one clear line
+    dtype = dtype or backend.default_dtype
     resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)
     if plan is None and resolved.error is None:
-        plan = plan_summary(resolved.path, task=task, dtype=dtype or DEFAULT_DTYPE[device])
+        plan = plan_summary(resolved.path, task=task, dtype=dtype)
     spec = BenchSpec(
         path=str(resolved.path),
         task=task,
-        device=device,
-        dtype=dtype or DEFAULT_DTYPE[device],
-        cores=cores or ((plan or {}).get("cores") if device == "neuron" else None) or 1,
+        device=backend.name,
+        dtype=dtype,
+        cores=backend.cores_for(requested=cores, planned=(plan or {}).get("cores")),
         workload=workload or default_workload(task),
         warmup=warmup,
         iterations=iterations,
         fault=fault,
     )
-    logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, device, spec.cores)
+    logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, backend.name, spec.cores)
     if escalate:
         from pipeline.bench.escalation import run_with_escalation
 
         record = run_with_escalation(
-            spec, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+            spec,
+            resolved,
+            backend=backend,
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
+            source=source,
+            plan=plan,
         )
     else:
-        record = harness.run(
-            spec, resolved, timeout_s=timeout_s, memory_limit_bytes=memory_limit_bytes, source=source, plan=plan
+        record = harness.bench_once(
+            spec,
+            resolved,
+            backend=backend,
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
+            source=source,
+            plan=plan,
         )
     try:
         fsatomic.write_text(out, dump_record(record))

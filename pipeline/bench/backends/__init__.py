@@ -18,6 +18,16 @@ REGISTRY: dict[str, str] = {
 }
 
 
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    cls: type[Backend] = load_entry(REGISTRY, name, what="device")
+    return cls
+
+
 def get_backend(name: str) -> Backend:
     """Instantiate the backend called ``name`` (importing nothing device-specific yet).
 
@@ -27,4 +37,4 @@ def get_backend(name: str) -> Backend:
     return load_entry(REGISTRY, name, what="device")()
 
 
-__all__ = ["REGISTRY", "Backend", "get_backend"]
+__all__ = ["REGISTRY", "Backend", "backend_class", "get_backend"]

@@ -101,12 +101,38 @@ class Backend:
     """
 
     name: ClassVar[str] = ""
+    #: dtype of a run that asks for none.
+    default_dtype: ClassVar[str] = "bfloat16"
+    #: (distribution, record version key) of the packages that name this backend's toolchain, in label order.
+    toolchain_packages: ClassVar[tuple[tuple[str, str], ...]] = (("torch", "torch"), ("transformers", "transformers"))
+    #: Whether generated requirements pin the torchvision that matches torch (image-text-to-text processors
+    #: import it; the CPU rows come from development machines where it cannot be installed).
+    pins_torchvision: ClassVar[bool] = True
     #: `torch.compile` backend name used when the run compiles, or None when this backend cannot compile.
     compile_backend: ClassVar[str | None] = None
     #: Whether runs compile when the spec does not say.
     compile_by_default: ClassVar[bool] = False
 
+    # -- no instance needed ------------------------------------------------------------------------
+    @classmethod
+    def requirement_lines(cls, versions: Mapping[str, Any]) -> list[str]:
+        """Lines a generated requirements.txt needs before torch for this device (an index, its packages).
+
+        Args:
+            versions: The record's versions, local ``+build`` labels removed.
+        """
+        return []
+
+    @classmethod
+    def toolchain_label(cls, row: Mapping[str, Any]) -> str:
+        """A short human label of the toolchain a flat row ran with (``torch 2.13.0, transformers 5.0``)."""
+        return ", ".join(f"{package} {row.get(f'{key}_version')}" for package, key in cls.toolchain_packages)
+
     # -- parent side: no torch needed -------------------------------------------------------------
+    def cores_for(self, *, requested: int | None, planned: int | None) -> int:
+        """Cores a run shards over: the requested count, else one (backends that follow the plan override)."""
+        return requested or 1
+
     def check_available(self) -> None:
         """Raise :class:`pipeline.errors.BackendUnavailableError` (one clear line) when unusable here."""
 

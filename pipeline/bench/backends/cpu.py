@@ -38,6 +38,8 @@ def measure_copy_bandwidth(*, size_bytes: int = 256 * 1024 * 1024, repeats: int 
 
 class CpuBackend(Backend):
     name: ClassVar[str] = "cpu"
+    default_dtype: ClassVar[str] = "float32"
+    pins_torchvision: ClassVar[bool] = False
 
     def hardware(self, *, cores: int) -> dict[str, Any]:
         return {

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from pipeline.bench.backends.base import Backend, python_executable, sum_across_ranks, world_of
-from pipeline.bench.neuron_launch import torchrun_command
+from pipeline.bench.backends.launch import torchrun_command
 from pipeline.errors import BackendUnavailableError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the

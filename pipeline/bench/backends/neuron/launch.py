@@ -1,40 +1,30 @@
-"""Launch helpers for the neuron backend: core reservation env, torchrun, compile cache, core escalation.
+"""Launch helpers for the neuron backend: the core reservation environment and the compile cache.
 
 Pure functions: they build values and never touch ``os.environ``, run anything or import torch. The
-backend merges :func:`neuron_env` into the child's environment and runs :func:`torchrun_command` with
-``subprocess`` (an argument list, never a shell string).
+backend merges :func:`neuron_env` into the child's environment.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.bench.failures import Classification
 from pipeline.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
-    "ESCALATING_CODES",
     "LNC_VALUES",
     "compile_cache_hit",
-    "escalation_plan",
-    "next_cores",
     "neuron_env",
+    "partition_start",
     "snapshot_cache",
-    "torchrun_command",
     "visible_cores",
 ]
 
 #: Logical NeuronCore settings the runtime accepts (trn2 defaults to 2; trn1/inf2 have no LNC).
 LNC_VALUES = (1, 2)
-#: Failure codes that more cores can fix: device memory split over more cores. A host OOM is not one:
-#: more ranks need more host memory, not less.
-ESCALATING_CODES = frozenset({"compiler_oom", "device_oom"})
 
 
 def visible_cores(*, cores: int, first_core: int = 0) -> str:
@@ -130,87 +120,6 @@ def neuron_env(
     if cache_dir is not None:
         env["NEURON_COMPILE_CACHE_URL"] = str(cache_dir)
     return env
-
-
-def torchrun_command(
-    *,
-    nproc: int,
-    module_args: Sequence[str],
-    python: str = sys.executable,
-    master_port: int | None = None,
-) -> list[str]:
-    """Argument list that runs a Python module under ``torch.distributed.run`` on one node.
-
-    Args:
-        nproc: Processes (one per NeuronCore).
-        module_args: The module to run (``-m``) followed by its arguments, e.g.
-            ``["pipeline.bench.child", "--spec", "spec.json"]``.
-        python: Interpreter to run torchrun with.
-        master_port: Rendezvous port on 127.0.0.1; None lets ``--standalone`` pick a free one.
-
-    Returns:
-        The command as a list, for ``subprocess.run(cmd)``.
-
-    Raises:
-        ConfigError: If ``nproc`` or ``master_port`` is out of range or ``module_args`` is empty.
-    """
-    if nproc < 1:
-        raise ConfigError(f"nproc must be at least 1, got {nproc}")
-    if not module_args or not module_args[0] or module_args[0].startswith("-"):
-        raise ConfigError("module_args must start with the module name to run")
-    cmd = [python, "-m", "torch.distributed.run"]
-    if master_port is None:
-        cmd.append("--standalone")
-    else:
-        if not 1 <= master_port <= 65535:
-            raise ConfigError(f"master_port must be in 1..65535, got {master_port}")
-        # --standalone would override the endpoint with localhost:0, so spell the rendezvous out.
-        cmd += ["--nnodes", "1", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{master_port}"]
-    cmd += ["--nproc-per-node", str(nproc), "-m", *module_args]
-    return cmd
-
-
-def escalation_plan(*, start: int, max_cores: int) -> list[int]:
-    """Core counts to try in order: ``start``, then doubling while it fits the instance.
-
-    Args:
-        start: The planner's core count, or 1 without a plan.
-        max_cores: Cores on the instance.
-
-    Returns:
-        E.g. ``[1, 2, 4]`` for start 1 on a trn2.3xlarge (4 cores).
-
-    Raises:
-        ConfigError: If ``start`` is below 1 or above ``max_cores``.
-    """
-    if start < 1:
-        raise ConfigError(f"start must be at least 1, got {start}")
-    if start > max_cores:
-        raise ConfigError(f"the plan needs {start} cores but the instance has {max_cores}")
-    plan = [start]
-    while plan[-1] * 2 <= max_cores:
-        plan.append(plan[-1] * 2)
-    return plan
-
-
-def next_cores(previous: int, classification: Classification, max_cores: int) -> int | None:
-    """The core count for the next attempt after a failure, or None to stop.
-
-    Only failures more cores can fix escalate (:data:`ESCALATING_CODES`); infrastructure errors are
-    retried by the harness at the same count, not here.
-
-    Args:
-        previous: Cores of the failed attempt.
-        classification: How the attempt failed.
-        max_cores: Cores on the instance.
-
-    Returns:
-        ``2 * previous`` when that fits and the failure was a device or compiler OOM, else None.
-    """
-    if classification.status != "fail" or classification.code not in ESCALATING_CODES:
-        return None
-    doubled = previous * 2
-    return doubled if doubled <= max_cores else None
 
 
 # --- compile cache --------------------------------------------------------------------------------

@@ -15,13 +15,21 @@ import functools
 import importlib.util
 import logging
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants, hardware
-from pipeline.bench import neuron_launch, neuron_tools
-from pipeline.bench.backends.base import Backend, package_version, sum_across_ranks, world_of
+from pipeline.bench.backends.base import (
+    Backend,
+    enable_generate_compile,
+    package_version,
+    sum_across_ranks,
+    world_of,
+)
+from pipeline.bench.backends.launch import torchrun_command
+from pipeline.bench.backends.neuron import launch as neuron_launch
+from pipeline.bench.backends.neuron import tools as neuron_tools
 from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -31,6 +39,8 @@ DEFAULT_CACHE_DIR = Path("/var/tmp/neuron-compile-cache")
 #: Trainium2 defaults (DESIGN.md) when neither neuron-ls nor the environment tell the instance type.
 DEFAULT_FAMILY_INSTANCE = "trn2.3xlarge"
 NEURON_LS_TIMEOUT_S = 30.0
+#: AWS's pip repository of the Neuron packages (torch-neuronx, neuronx-cc).
+NEURON_INDEX_URL = "https://pip.repos.neuron.amazonaws.com"
 
 
 def run_neuron_ls(timeout_s: float = NEURON_LS_TIMEOUT_S) -> str | None:
@@ -70,7 +80,7 @@ def sysfs_core_indices(*, cores: int, first_core: int = 0, lnc: int) -> list[int
         lnc: Logical core config.
 
     Returns:
-        Global sysfs core indices, as :func:`pipeline.bench.neuron_tools.read_device_memory` numbers them.
+        Global sysfs core indices, as :func:`pipeline.bench.backends.neuron.tools.read_device_memory` numbers them.
     """
     return [k * lnc + j for k in range(first_core, first_core + cores) for j in range(lnc)]
 
@@ -84,7 +94,7 @@ def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) 
 
     Args:
         allocator: ``torch_neuronx.max_memory_allocated`` summed over ranks.
-        sysfs: :func:`pipeline.bench.neuron_tools.peak_delta` over the cores used.
+        sysfs: :func:`pipeline.bench.backends.neuron.tools.peak_delta` over the cores used.
         sysfs_exact: Whether the peak counters were cleared before the run or all exceeded their old value.
 
     Returns:
@@ -100,6 +110,11 @@ class NeuronBackend(Backend):
     name: ClassVar[str] = "neuron"
     compile_backend: ClassVar[str | None] = "neuron"
     compile_by_default: ClassVar[bool] = True
+    toolchain_packages: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("neuronx-cc", "neuronx_cc"),
+        ("torch-neuronx", "torch_neuronx"),
+        ("transformers", "transformers"),
+    )
 
     def __init__(
         self,
@@ -121,7 +136,20 @@ class NeuronBackend(Backend):
         self._before: dict[int, neuron_tools.CoreMemory] = {}
         self._cleared = False
 
+    @classmethod
+    def requirement_lines(cls, versions: Mapping[str, Any]) -> list[str]:
+        # The Neuron packages come from AWS's pip repository, not PyPI.
+        return [
+            f"--extra-index-url {NEURON_INDEX_URL}",
+            f"torch-neuronx=={versions['torch_neuronx']}",
+            f"neuronx-cc=={versions['neuronx_cc']}",
+        ]
+
     # -- parent side --------------------------------------------------------------------------------
+    def cores_for(self, *, requested: int | None, planned: int | None) -> int:
+        # A Neuron run shards over the planned cores unless told otherwise.
+        return requested or planned or 1
+
     def check_available(self) -> None:
         # find_spec, not import: importing torch_neuronx in the parent would start the Neuron runtime.
         if self._find_spec("torch_neuronx") is None:
@@ -184,7 +212,7 @@ class NeuronBackend(Backend):
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
         if cores == 1:
             return super().launcher(cores=cores, module_args=module_args)
-        return neuron_launch.torchrun_command(nproc=cores, module_args=module_args)
+        return torchrun_command(nproc=cores, module_args=module_args)
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()
@@ -271,8 +299,6 @@ class NeuronBackend(Backend):
         return chosen
 
     def prepare(self, model: Any, *, compile: bool = True, fullgraph: bool = True) -> Any:
-        from pipeline.bench.backends.base import enable_generate_compile
-
         if world_of()[2] == 1:
             model = model.to(self.device())
         if compile:

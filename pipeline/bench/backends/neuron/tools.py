@@ -2,8 +2,8 @@
 
 Nothing here imports torch or torch_neuronx, runs a tool or needs a device: the neuron backend runs the
 tools and hands their output to these functions, and the tests feed them recorded outputs
-(``tests/fixtures/neuron/``). Launch helpers (environment, torchrun, core escalation) are in
-:mod:`pipeline.bench.neuron_launch`.
+(``tests/fixtures/neuron/``). Launch helpers (the core reservation environment, the compile cache) are in
+:mod:`pipeline.bench.backends.neuron.launch`.
 
 Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and seen in recorded output:
 
@@ -16,9 +16,6 @@ Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and s
   holds ``total`` (current usage), ``present`` (size of the last allocation or free), ``peak`` (maximum
   since the driver loaded or the counter was cleared), and one directory per category with the same
   three files. Counters are cleared by writing to them (root only).
-
-The compile-cache helpers (:func:`snapshot_cache`, :func:`compile_cache_hit`) live beside the cache
-setting in :mod:`pipeline.bench.neuron_launch` and are re-exported here.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.bench.neuron_launch import compile_cache_hit, snapshot_cache
 from pipeline.errors import BenchError
 
 __all__ = [
@@ -38,14 +34,12 @@ __all__ = [
     "MonitorSample",
     "NeuronDevice",
     "NeuronInventory",
-    "compile_cache_hit",
     "driver_version",
     "parse_neuron_ls",
     "parse_neuron_monitor",
     "peak_delta",
     "read_device_memory",
     "reset_peaks",
-    "snapshot_cache",
 ]
 
 logger = logging.getLogger(__name__)

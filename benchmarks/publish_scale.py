@@ -25,8 +25,11 @@ import pyarrow.parquet as pq
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipeline.dataset import RESULTS_DIR, build  # noqa: E402
-from pipeline.hub import Hub  # noqa: E402
-from pipeline.localhub import LocalHub, configure_client_for  # noqa: E402
+from pipeline.hub import (
+    Hub,  # noqa: E402
+    point_client_at,
+)
+from pipeline.localhub import LocalHub  # noqa: E402
 from pipeline.publish import publish  # noqa: E402
 from pipeline.records import arrow_schema, flatten  # noqa: E402
 from pipeline.testing.records import sample_record  # noqa: E402
@@ -65,7 +68,7 @@ def measure(rows: int, *, keys: int, new: int, work: Path) -> tuple[float, int]:
     build([_record(i, BASE) for i in range(keys)], folder)
     history_files(rows - keys, keys, folder)
     with LocalHub(work / f"hub-{rows}") as local:
-        restore = configure_client_for(local.url, cache_dir=work / f"cache-{rows}")
+        restore = point_client_at(local.url, cache_dir=work / f"cache-{rows}")
         try:
             local.store.create_repo(REPO, repo_type="dataset")
             files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}

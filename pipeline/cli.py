@@ -11,16 +11,27 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import __version__
 from pipeline.errors import PipelineError
+
+if TYPE_CHECKING:
+    from pipeline.hub import Hub
 from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
 
 logger = logging.getLogger("pipeline")
 
 Handler = Callable[[argparse.Namespace], int]
 _COMMANDS: list[tuple[str, str, str, Callable[[argparse.ArgumentParser], None], Handler]] = []
+
+
+def _hub() -> Hub:
+    """The one Hub client of a command, on ``HF_ENDPOINT`` with ``HF_TOKEN`` (huggingface_hub's lookup without)."""
+    from pipeline import constants
+    from pipeline.hub import Hub
+
+    return Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
 
 
 def command(
@@ -120,6 +131,7 @@ def _bench(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         source=args.source,
         escalate=args.escalate,
+        hub=None if Path(args.model).is_dir() else _hub(),
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"
@@ -188,18 +200,15 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     arguments=_discover_args,
 )
 def _discover(args: argparse.Namespace) -> int:
-    from pipeline import constants
     from pipeline.discover import discover_all, write_outputs
-    from pipeline.hub import Hub
     from pipeline.selection import load_exclusions, load_selected
 
     tasks = TASKS if args.task == "all" else (args.task,)
     views = VIEWS if args.view == "all" else (args.view,)
     selected = load_selected(args.selected) if "selected" in views else None
     exclusions = load_exclusions(args.exclusions)
-    hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
     discoveries = discover_all(
-        hub=hub,
+        hub=_hub(),
         limit=args.limit,
         tasks=tasks,
         views=views,
@@ -254,15 +263,14 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
 def _queue(args: argparse.Namespace) -> int:
     import tempfile
 
-    from pipeline import constants, fsatomic
+    from pipeline import fsatomic
     from pipeline.bench.backends import backend_class
-    from pipeline.hub import Hub
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
 
     files: list[Path] = []
     for path in args.candidates:
         files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
-    hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
+    hub = _hub()
     with tempfile.TemporaryDirectory(prefix="trncat-queue-") as tmp:
         root = args.dataset
         if args.dataset_repo:
@@ -308,7 +316,6 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     arguments=_publish_args,
 )
 def _publish(args: argparse.Namespace) -> int:
-    from pipeline import constants
     from pipeline.publish import publish, publish_to_folder
     from pipeline.records import validate_paths
 
@@ -322,11 +329,13 @@ def _publish(args: argparse.Namespace) -> int:
     if args.to_folder:
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay)
     else:
-        from pipeline.hub import Hub
-
-        hub = Hub(endpoint=constants.HF_ENDPOINT, token=constants.HF_TOKEN)
         result = publish(
-            records, repo=args.repo, hub=hub, overlay=args.overlay, dry_run=args.dry_run, invalid=len(report.bad_files)
+            records,
+            repo=args.repo,
+            hub=_hub(),
+            overlay=args.overlay,
+            dry_run=args.dry_run,
+            invalid=len(report.bad_files),
         )
     if result.dry_run:
         print(
@@ -406,9 +415,15 @@ def _plan(args: argparse.Namespace) -> int:
         if v is not None
     }
     workload = dataclasses.replace(workload, **changes)
-    model: str | Path = Path(args.model) if Path(args.model).is_dir() else args.model
+    local = Path(args.model).is_dir()
     plan = plan_model(
-        model, revision=args.revision, dtype=args.dtype, instance=args.instance, lnc=args.lnc, workload=workload
+        Path(args.model) if local else args.model,
+        revision=args.revision,
+        dtype=args.dtype,
+        instance=args.instance,
+        lnc=args.lnc,
+        workload=workload,
+        hub=None if local else _hub(),
     )
     print(json.dumps(plan.to_dict(), indent=2) if args.json else format_plan(plan))
     return 0
@@ -493,6 +508,12 @@ def _configure_logging(*, verbose: bool, quiet: bool) -> None:
     root.handlers[:] = [handler]
     root.setLevel(level)
     root.propagate = False
+    from pipeline import constants
+
+    if constants.IS_CI:  # progress bars only clutter CI logs
+        from pipeline.hub import quiet_progress_bars
+
+        quiet_progress_bars()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -2,8 +2,8 @@
 
 It starts the local hub, seeds it with the tiny models it builds (as model repos with ranking metadata,
 beside a remote-code model and a gated one that discovery must keep out) and a dataset repo holding what
-``--out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
-it, and leaves the PR's tree in ``--out``.
+``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
+it, and leaves the PR's tree in ``out``.
 """
 
 from __future__ import annotations
@@ -104,8 +104,8 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     The pull request's tree lands in ``out``; what ``out`` held before is the dataset's main branch.
     """
     from pipeline.discover import discover_all, write_outputs
-    from pipeline.hub import Hub
-    from pipeline.localhub import LocalHub, configure_client_for
+    from pipeline.hub import Hub, point_client_at
+    from pipeline.localhub import LocalHub
     from pipeline.publish import publish
     from pipeline.queue import build_queue
 
@@ -115,7 +115,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     summary = DemoSummary(out=out)
     try:
         with LocalHub(work / "hub") as local:
-            restore = configure_client_for(local.url, cache_dir=work / "hf-cache")
+            restore = point_client_at(local.url, cache_dir=work / "hf-cache")
             try:
                 echo(f"local hub at {local.url}")
                 _seed(local.store, work, out, echo)

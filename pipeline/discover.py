@@ -412,8 +412,8 @@ def exclusion_rows(exclusions: Iterable[Exclusion], discoveries: Iterable[Discov
 def write_outputs(discoveries: Sequence[Discovery], exclusions: Sequence[Exclusion], out_dir: Path) -> list[Path]:
     """Write a discovery run into ``out_dir``: the candidates for the queue and the data for the dataset.
 
-    ``out_dir/candidates/<task>-<view>.json`` (what ``trncat queue --candidates`` reads), one rankings snapshot
-    per task and view and ``data/exclusions.parquet`` (a dataset folder overlay: ``trncat publish --overlay``).
+    ``out_dir/candidates/<task>-<view>.json`` (what the queue reads), one rankings snapshot per task and view
+    and ``data/exclusions.parquet`` (a dataset folder overlay that publish adds to the dataset).
 
     Args:
         discoveries: This run's discoveries.

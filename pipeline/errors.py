@@ -66,3 +66,17 @@ class HubServerError(HubError):
 
 class ParentMovedError(HubError):
     """The target branch moved while we committed (409/412) and rebasing did not converge."""
+
+
+class RetryableHubAnswer(PipelineError, RuntimeError):
+    """A 408/429/5xx answer or a network error inside a Hub call, raised to the Hub's retry loop.
+
+    :mod:`pipeline.hub.transport` raises it so that huggingface_hub's own backoff (which sleeps on the real
+    clock) never sees the answer; :class:`pipeline.hub.Hub` catches it, spends its budget and tries again, or
+    raises the translated error. It never reaches a caller of the Hub.
+    """
+
+    def __init__(self, message: str, *, status: int | None, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after

@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, GiB, Instance, get_instance
+from pipeline.ids import validate_model_id
 from pipeline.params import AttentionShape, describe, safetensors_param_count
 from pipeline.types import DTYPES
 from pipeline.workload import Workload, default_workload
+
+if TYPE_CHECKING:
+    from pipeline.hub import Hub
 
 logger = logging.getLogger(__name__)
 
@@ -36,9 +40,6 @@ HEADROOM_FRACTION = 0.10
 RUNTIME_RESERVE_BYTES = 1 * GiB
 #: The largest instance of each family, suggested when a model does not fit a smaller one.
 _LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
-
-FetchConfig = Callable[..., dict[str, Any]]
-FetchParams = Callable[..., "int | None"]
 
 
 @dataclass(frozen=True)
@@ -323,8 +324,7 @@ def plan_model(
     instance: str = DEFAULT_INSTANCE,
     lnc: int | None = None,
     workload: Workload | None = None,
-    fetch_config: FetchConfig | None = None,
-    fetch_safetensors_params: FetchParams | None = None,
+    hub: Hub | None = None,
 ) -> Plan:
     """Plan a local folder holding config.json, or a Hub model (its config only; weights never download).
 
@@ -335,15 +335,15 @@ def plan_model(
         instance: instance type.
         lnc: logical core config; None for the instance's default.
         workload: sizes the KV cache; None for the default workload of the model's task.
-        fetch_config: ``(model_id, revision=...) -> dict``; defaults to :func:`pipeline.hub.fetch_config`.
-        fetch_safetensors_params: ``(model_id, revision=...) -> int | None``, asked only when transformers
-            cannot build the architecture; defaults to :func:`pipeline.hub.fetch_safetensors_params`.
+        hub: Where a Hub id's config.json (and, when transformers cannot build the architecture, its
+            safetensors parameter count) comes from; needed for a Hub id only.
 
     Returns:
         The :class:`Plan`, with ``model`` and ``revision`` filled in.
 
     Raises:
-        ConfigError: unknown dtype or instance; a Hub error from the fetchers passes through.
+        ConfigError: unknown dtype or instance, or a Hub id without a Hub client.
+        HubError: (or a child) the Hub could not answer.
         PlanError: no readable config.json, or no way to count the parameters.
     """
     path = Path(model).expanduser()
@@ -353,11 +353,9 @@ def plan_model(
     if local:
         config = _read_local_config(path)
     else:
-        if fetch_config is None:
-            from pipeline import hub
-
-            fetch_config = hub.fetch_config
-        config = fetch_config(str(model), revision=revision)
+        if hub is None:
+            raise ConfigError(f"cannot plan {model}: a Hub id needs a Hub client")
+        config = hub.fetch_config(validate_model_id(str(model)), revision=revision)
         if not isinstance(config, Mapping):
             raise PlanError(f"cannot plan {model}: its config.json is not a JSON object")
     st_params = None
@@ -367,11 +365,8 @@ def plan_model(
         if local:
             st_params = safetensors_param_count(path)
         else:
-            if fetch_safetensors_params is None:
-                from pipeline import hub
-
-                fetch_safetensors_params = hub.fetch_safetensors_params
-            st_params = fetch_safetensors_params(str(model), revision=revision)
+            assert hub is not None
+            st_params = hub.fetch_safetensors_params(str(model), revision=revision)
         if not st_params:
             raise PlanError(f"cannot plan {model}: {info.reason}, and it has no safetensors metadata")
     plan = plan_config(config, dtype=dtype, instance=instance, lnc=lnc, workload=workload, safetensors_params=st_params)

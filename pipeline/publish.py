@@ -31,7 +31,8 @@ from pipeline.dataset import (
     tree_digests,
     write_front_files,
 )
-from pipeline.errors import PipelineError
+from pipeline.errors import PipelineError, RepoNotFoundError
+from pipeline.hub import Hub, file_additions
 from pipeline.ids import validate_model_id
 from pipeline.records import parse_time
 from pipeline.render import md_cell
@@ -40,10 +41,6 @@ logger = logging.getLogger(__name__)
 
 PR_TITLE_PREFIX = "[trncat] benchmark results"
 NOTHING_TO_PUBLISH = "nothing to publish: the dataset already holds these results"
-
-
-class _NothingToPublish(Exception):
-    """The target already holds everything (raised inside a commit attempt to cancel it)."""
 
 
 @dataclass
@@ -171,11 +168,50 @@ def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path
     )
 
 
+class _Publication:
+    """One publish to a Hub dataset: the mirrors prepared so far, each built on the parent commit it names.
+
+    A commit that finds the branch moved asks for its operations again (:meth:`operations`); the files are
+    then rebuilt on a fresh mirror of the new head.
+    """
+
+    def __init__(self, *, hub: Hub, repo: str, records: list[dict[str, Any]], overlay: Path | None, work: Path) -> None:
+        self.hub = hub
+        self.repo = repo
+        self.records = records
+        self.overlay = overlay
+        self.work = work
+        self.prepared: list[Prepared] = []
+
+    @property
+    def latest(self) -> Prepared:
+        return self.prepared[-1]
+
+    def prepare_at(self, parent: str) -> Prepared:
+        """Mirror the repo at ``parent`` into a new folder and build the records and the overlay on it."""
+        folder = self.work / f"mirror-{len(self.prepared)}"
+
+        def fetch(paths: list[str], into: Path) -> None:
+            self.hub.snapshot(self.repo, revision=parent, repo_type="dataset", local_dir=into, allow_patterns=paths)
+
+        remote = self.hub.list_files(self.repo, revision=parent, repo_type="dataset")
+        prepared = prepare_folder(
+            self.records, folder=folder, overlay=self.overlay, fetch=fetch, remote_files=remote, parent=parent
+        )
+        self.prepared.append(prepared)
+        return prepared
+
+    def operations(self, parent: str) -> list[Any]:
+        """The commit's operations on ``parent`` (none when that parent already holds everything)."""
+        prepared = self.latest if self.latest.parent == parent else self.prepare_at(parent)
+        return file_additions(prepared.changed)
+
+
 def publish(
     records: list[dict[str, Any]],
     *,
     repo: str,
-    hub: Any,
+    hub: Hub,
     overlay: Path | None = None,
     dry_run: bool = False,
     invalid: int = 0,
@@ -187,13 +223,10 @@ def publish(
     """
     validate_model_id(repo)
     with tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
-        work = Path(tmp)
         try:
             main_head = hub.head_sha(repo, repo_type="dataset", revision="main")
-        except PipelineError as exc:
-            from pipeline.errors import RepoNotFoundError
-
-            if not isinstance(exc, RepoNotFoundError) or dry_run:
+        except RepoNotFoundError:
+            if dry_run:
                 raise
             logger.info("creating the dataset repo %s", repo)
             hub.create_repo(repo, repo_type="dataset", exist_ok=True)
@@ -208,22 +241,9 @@ def publish(
             logger.warning("no Hub token: the dry run looks for the bot's open PR by title only")
         pr_num = hub.open_bot_pr(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
-        attempts: list[Prepared] = []
-
-        def prepare_at(parent: str) -> Prepared:
-            folder = work / f"mirror-{len(attempts)}"
-
-            def fetch(paths: list[str], into: Path) -> None:
-                hub.snapshot(repo, revision=parent, repo_type="dataset", local_dir=into, allow_patterns=paths)
-
-            remote = hub.list_files(repo, revision=parent, repo_type="dataset")
-            prepared = prepare_folder(
-                records, folder=folder, overlay=overlay, fetch=fetch, remote_files=remote, parent=parent
-            )
-            attempts.append(prepared)
-            return prepared
-
-        first = prepare_at(main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision))
+        publication = _Publication(hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp))
+        parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
+        first = publication.prepare_at(parent)
         files = sorted(first.changed)
         description = describe(first.summary, files=files, invalid=invalid)
         if dry_run or first.empty:
@@ -233,34 +253,21 @@ def publish(
                 repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run, description=description
             )
 
-        def operations(parent: str) -> list[Any]:
-            from pipeline.hub import file_additions
-
-            prepared = attempts[-1] if attempts[-1].parent == parent else prepare_at(parent)
-            if prepared.empty:
-                raise _NothingToPublish
-            return file_additions(prepared.changed)
-
         title = f"{PR_TITLE_PREFIX} {dt.date.today().isoformat()}"
-        try:
-            result = hub.commit(
-                repo,
-                operations_factory=operations,
-                message=title,
-                description=description,
-                repo_type="dataset",
-                create_pr=pr_num is None,
-                revision=revision if pr_num is not None else None,
-            )
-        except _NothingToPublish:  # the branch moved to a state that already holds everything
+        result = hub.commit(
+            repo,
+            operations_factory=publication.operations,
+            message=title,
+            description=description,
+            repo_type="dataset",
+            create_pr=pr_num is None,
+            revision=revision if pr_num is not None else None,
+        )
+        last = publication.latest
+        if last.empty:  # the branch moved to a state that already holds everything
             return PublishResult(
-                repo=repo,
-                files=[],
-                summary=attempts[-1].summary,
-                pr_num=pr_num,
-                description=NOTHING_TO_PUBLISH,
+                repo=repo, files=[], summary=last.summary, pr_num=pr_num, description=NOTHING_TO_PUBLISH
             )
-        last = attempts[-1]
         files = sorted(last.changed)
         description = describe(last.summary, files=files, invalid=invalid)
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds

@@ -28,7 +28,7 @@ from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
-from pipeline.hub import Hub, default_hub
+from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
@@ -116,12 +116,12 @@ class HubPlanner:
     The parameter count for architectures transformers cannot build comes from the listing (no request).
 
     Args:
-        hub: Where config.json comes from; None for the default Hub (``HF_ENDPOINT``).
+        hub: Where config.json comes from.
         dtype: Benchmark dtype.
         instance: Instance type to plan for.
     """
 
-    def __init__(self, *, hub: Hub | None = None, dtype: str = "bfloat16", instance: str = DEFAULT_INSTANCE) -> None:
+    def __init__(self, *, hub: Hub, dtype: str = "bfloat16", instance: str = DEFAULT_INSTANCE) -> None:
         self.hub = hub
         self.dtype = normalize_dtype(dtype)
         self.instance = instance
@@ -137,8 +137,7 @@ class HubPlanner:
         """
         key = (candidate.model_id, candidate.sha)
         if key not in self._configs:
-            hub = self.hub or default_hub()
-            self._configs[key] = hub.fetch_config(candidate.model_id, revision=candidate.sha)
+            self._configs[key] = self.hub.fetch_config(candidate.model_id, revision=candidate.sha)
         plan = plan_config(
             self._configs[key],
             dtype=self.dtype,
@@ -248,7 +247,7 @@ def build_queue(
         max_error_retries: Re-queue a key while it has at most this many ``error`` results.
         chunk_size: Entries per matrix, 1 to 256.
         planner: Candidate -> :class:`~pipeline.plan.Plan`; None for a :class:`HubPlanner` on ``hub``.
-        hub: Hub for the default planner; None for the default Hub.
+        hub: The Hub the default planner reads config.json from (needed when ``planner`` is None).
         device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
         dtype: Benchmark dtype.
         instance: Instance type plans are made for.
@@ -268,7 +267,9 @@ def build_queue(
     pinned = _check_toolchain(toolchain)
     dtype = normalize_dtype(dtype)
     family = get_instance(instance).family
-    plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)
+    if planner is None and hub is None:
+        raise ConfigError("build_queue needs a planner or a Hub to plan from")
+    plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)  # type: ignore[arg-type]
     root = Path(dataset_root) if dataset_root is not None else None
     history = _history(root, pinned) if root is not None and root.is_dir() else {}
     queue = Queue(toolchain=pinned)

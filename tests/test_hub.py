@@ -7,7 +7,6 @@ import json
 import pytest
 from huggingface_hub import CommitOperationAdd
 
-from pipeline import hub as hub_module
 from pipeline.errors import (
     GatedRepoError,
     HubRateLimitError,
@@ -17,6 +16,7 @@ from pipeline.errors import (
     RepoNotFoundError,
 )
 from pipeline.hub import ModelListing
+from pipeline.ids import validate_model_id
 from pipeline.localhub import pytest_plugin
 
 localhub = pytest_plugin.localhub
@@ -80,11 +80,6 @@ def test_model_info_config_and_params_at_a_revision(localhub):
     assert client.fetch_config("org/tiny", revision=old)["v"] == 1
     assert client.model_info("org/tiny", revision=old).sha == old
     assert client.fetch_safetensors_params("org/tiny") == 123
-    # The module-level helpers the planner imports use the default Hub (pointed here by the fixture).
-    assert hub_module.fetch_config("org/tiny", revision=old)["v"] == 1
-    assert hub_module.fetch_safetensors_params("org/tiny") == 123
-    with pytest.raises(ModelIdError):
-        hub_module.fetch_config("not a model id")
 
 
 def test_download_snapshot_and_files(localhub, tmp_path):
@@ -101,8 +96,6 @@ def test_download_snapshot_and_files(localhub, tmp_path):
         "sub/b.txt",
         "w.safetensors",
     ]
-    assert client.file_exists("org/tiny", "a.json", repo_type="model")
-    assert not client.file_exists("org/tiny", "nope.json", repo_type="model")
     assert client.head_sha("org/tiny", repo_type="model") == sha
 
 
@@ -159,11 +152,11 @@ def test_500_then_success_on_commit(localhub):
     assert localhub.client.head_sha(repo) == result.sha
 
 
-def test_listing_retries_share_one_budget_with_huggingface_hub(localhub):
+def test_retries_inside_huggingface_hub_calls_spend_the_hub_budget(localhub):
     _seed_models(localhub.store, 5)
     localhub.server.inject(r"^/api/models\?", "GET", statuses=[503, 429])
     assert len(localhub.client.list_models(task="text-generation", sort="downloads", limit=10)) == 2
-    assert len(localhub.sleeps) == 2  # huggingface_hub's own backoff slept through our clock
+    assert len(localhub.sleeps) == 2  # huggingface_hub's own backoff never ran: both waits on our clock
 
 
 def test_500_forever_fails_after_the_budget_with_one_line(localhub):
@@ -185,7 +178,7 @@ def test_rate_limit_forever_on_listing_is_one_budget(localhub):
     localhub.server.inject(r"^/api/models\?", "GET", statuses=[429], forever=True)
     with pytest.raises(HubRateLimitError, match="429"):
         client.list_models(task="text-generation", sort="downloads", limit=10)
-    # huggingface_hub retries listing pages itself; both layers together make max_retries + 1 requests.
+    # huggingface_hub would retry listing pages itself; inside a Hub call only the Hub's budget counts.
     assert localhub.server.count_requests(r"^/api/models\?") == 3
 
 
@@ -217,7 +210,42 @@ def test_parent_that_keeps_moving_gives_parent_moved_error(localhub):
 
 
 def test_validate_model_id():
-    assert hub_module.validate_model_id("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert validate_model_id("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
     for bad in ["gpt2", "org/name/extra", "org/-name", "org/name.", "org/a--b", "org/a..b", "org/" + "x" * 97]:
         with pytest.raises(ModelIdError):
-            hub_module.validate_model_id(bad)
+            validate_model_id(bad)
+
+
+def test_the_transport_adapter_is_what_huggingface_hub_sends_through(localhub, monkeypatch):
+    """Fails loudly when huggingface_hub stops building its shared client from the factory, or moves its hook."""
+    from huggingface_hub import constants as hf_constants
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    from pipeline.hub import transport
+
+    localhub.store.create_repo("org/tiny")
+    assert isinstance(transport.session_transport(), transport.BudgetTransport)
+    # Outside a Hub call the adapter is transparent: huggingface_hub's own answer comes back.
+    from huggingface_hub import get_session
+
+    assert get_session().get(f"{localhub.url}/api/models/org/tiny").status_code == 200
+    # huggingface_hub's request hook still runs (offline mode blocks the request before it is sent).
+    monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OfflineModeIsEnabled):
+        get_session().get(f"{localhub.url}/api/models/org/tiny")
+
+
+def test_a_network_error_is_retried_on_the_budget_then_one_line(tmp_path):
+    import socket
+
+    from pipeline.errors import HubError
+    from pipeline.hub import Hub
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps: list[float] = []
+    client = Hub(endpoint=f"http://127.0.0.1:{port}", token="t", sleep=sleeps.append, max_retries=2)
+    with pytest.raises(HubError, match="cannot reach the Hub after 3 attempts") as caught:
+        client.model_info("org/tiny")
+    assert "\n" not in str(caught.value) and sleeps == [1.0, 2.0]

@@ -169,61 +169,50 @@ def test_unknown_architecture_in_a_folder_counts_safetensors_headers(
     assert plan.params == sum(p.numel() for p in model.parameters())
 
 
-# ---- Hub ids go through injected fetchers; nothing leaves this machine ----
+# ---- Hub ids go through the injected Hub; nothing leaves this machine ----
+
+
+class FakeHub:
+    """The two Hub reads the planner makes, answered from memory and recorded."""
+
+    def __init__(self, config: dict[str, Any], params: int | None = None) -> None:
+        self.config, self.params = config, params
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    def fetch_config(self, model_id: str, *, revision: str | None = None) -> dict[str, Any]:
+        self.calls.append(("config", model_id, revision))
+        return self.config
+
+    def fetch_safetensors_params(self, model_id: str, *, revision: str | None = None) -> int | None:
+        self.calls.append(("params", model_id, revision))
+        return self.params
 
 
 def test_hub_id_fetches_the_config_and_never_the_safetensors_of_a_known_architecture() -> None:
-    calls: list[tuple[str, str | None]] = []
-
-    def fetch_config(model_id: str, *, revision: str | None = None) -> dict[str, Any]:
-        calls.append((model_id, revision))
-        return load("mistral-7b-v0.1")
-
-    def fetch_safetensors_params(model_id: str, *, revision: str | None = None) -> int | None:
-        raise AssertionError("must not be asked for a known architecture")
-
-    plan = plan_model(
-        "mistralai/Mistral-7B-v0.1",
-        revision="a" * 40,
-        fetch_config=fetch_config,
-        fetch_safetensors_params=fetch_safetensors_params,
-    )
-    assert calls == [("mistralai/Mistral-7B-v0.1", "a" * 40)]
+    hub = FakeHub(load("mistral-7b-v0.1"))
+    plan = plan_model("mistralai/Mistral-7B-v0.1", revision="a" * 40, hub=hub)  # type: ignore[arg-type]
+    assert hub.calls == [("config", "mistralai/Mistral-7B-v0.1", "a" * 40)]
     assert (plan.model, plan.revision, plan.params) == ("mistralai/Mistral-7B-v0.1", "a" * 40, 7_241_732_096)
 
 
 def test_hub_id_of_an_unknown_architecture_uses_safetensors_metadata() -> None:
     config = {"model_type": "trncat_unknown", "architectures": ["X"], "num_hidden_layers": 2, "hidden_size": 64}
-    asked: list[str] = []
-
-    def fetch_params(model_id: str, *, revision: str | None = None) -> int | None:
-        asked.append(model_id)
-        return 3_000_000_000
-
-    plan = plan_model("org/custom", fetch_config=lambda m, revision=None: config, fetch_safetensors_params=fetch_params)
-    assert asked == ["org/custom"]
+    hub = FakeHub(config, params=3_000_000_000)
+    plan = plan_model("org/custom", hub=hub)  # type: ignore[arg-type]
+    assert [c[0] for c in hub.calls] == ["config", "params"]
     assert (plan.source, plan.params, plan.active_params) == ("safetensors", 3_000_000_000, 3_000_000_000)
     assert plan.weights_bytes == 6_000_000_000
 
 
-def test_default_fetchers_come_from_pipeline_hub(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pipeline.hub
-
-    config = {"model_type": "trncat_unknown", "architectures": ["X"], "num_hidden_layers": 2, "hidden_size": 64}
-    monkeypatch.setattr(pipeline.hub, "fetch_config", lambda model_id, revision=None: config)
-    monkeypatch.setattr(pipeline.hub, "fetch_safetensors_params", lambda model_id, revision=None: 1000)
-    plan = plan_model("org/custom")
-    assert (plan.source, plan.params) == ("safetensors", 1000)
+def test_a_hub_id_without_a_hub_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="needs a Hub client"):
+        plan_model("org/custom")
 
 
 def test_unknown_architecture_without_safetensors_metadata_is_a_plan_error() -> None:
     config = {"model_type": "trncat_unknown", "architectures": ["X"]}
     with pytest.raises(PlanError, match="trncat_unknown"):
-        plan_model(
-            "org/custom",
-            fetch_config=lambda m, revision=None: config,
-            fetch_safetensors_params=lambda m, revision=None: None,
-        )
+        plan_model("org/custom", hub=FakeHub(config, params=None))  # type: ignore[arg-type]
     with pytest.raises(PlanError, match="cannot count"):
         plan_config(config)
 
@@ -241,7 +230,7 @@ def test_bad_local_folders_are_plan_errors(tmp_path: Path, contents: str | None,
 
 def test_missing_path_is_a_plan_error_not_a_hub_call(tmp_path: Path) -> None:
     with pytest.raises(PlanError, match="no such folder"):
-        plan_model(tmp_path / "missing", fetch_config=lambda m, revision=None: pytest.fail("no Hub call"))
+        plan_model(tmp_path / "missing", hub=FakeHub({}))  # type: ignore[arg-type]
 
 
 def test_config_without_model_type_or_architecture_is_a_plan_error() -> None:

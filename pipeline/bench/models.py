@@ -12,10 +12,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from pipeline.errors import PipelineError
+from pipeline.errors import ConfigError, PipelineError
 from pipeline.ids import is_revision, validate_model_id
+
+if TYPE_CHECKING:
+    from pipeline.hub import Hub
 
 #: Files a benchmark needs; code files (*.py) are never fetched, so remote code cannot even be on disk.
 ALLOW_PATTERNS = [
@@ -75,7 +78,7 @@ def resolve_local(folder: Path, *, model_id: str | None = None, revision: str | 
     if model_id is not None:
         validate_model_id(model_id)
     if revision is not None and not is_revision(revision):
-        raise PipelineError(f"--revision must be a 40-hex commit sha, got {revision!r}")
+        raise ConfigError(f"a revision must be a 40-hex commit sha, got {revision!r}")
     return ResolvedModel(
         path=folder,
         model_id=model_id or local_model_id(folder),
@@ -117,7 +120,7 @@ def check_remote_code(folder: Path) -> None:
     )
 
 
-def resolve_hub(model_id: str, *, revision: str | None = None, hub: Any = None) -> ResolvedModel:
+def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None) -> ResolvedModel:
     """Download a Hub model at a revision (default: the main branch's head), without any code file.
 
     Raises:
@@ -126,12 +129,10 @@ def resolve_hub(model_id: str, *, revision: str | None = None, hub: Any = None) 
             record, so no record can be made).
     """
     from pipeline.errors import HubError
-    from pipeline.hub import Hub
 
     validate_model_id(model_id)
     if revision is not None and not is_revision(revision):
-        raise PipelineError(f"--revision must be a 40-hex commit sha, got {revision!r}")
-    hub = hub or Hub()
+        raise ConfigError(f"a revision must be a 40-hex commit sha, got {revision!r}")
     info = hub.model_info(model_id, revision=revision)
     sha = info.sha if info.sha and is_revision(info.sha) else revision
     if sha is None:

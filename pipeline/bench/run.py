@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline import fsatomic
 from pipeline.bench import harness
@@ -16,18 +16,27 @@ from pipeline.errors import BenchError, ConfigError
 from pipeline.records import dump_record
 from pipeline.workload import Workload, default_workload
 
+if TYPE_CHECKING:
+    from pipeline.hub import Hub
+
 logger = logging.getLogger(__name__)
 
 
-def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Any = None) -> ResolvedModel:
-    """A local folder as it is, or a Hub id downloaded (weights, configs and tokenizer; never code files)."""
+def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Hub | None) -> ResolvedModel:
+    """A local folder as it is, or a Hub id downloaded (weights, configs and tokenizer; never code files).
+
+    Raises:
+        ConfigError: a Hub id without a Hub client, or a model id given for a Hub model.
+    """
     folder = Path(model)
     if folder.is_dir():
         return resolve_local(folder, model_id=model_id, revision=revision)
     from pipeline.bench.models import resolve_hub
 
     if model_id is not None and model_id != model:
-        raise ConfigError("--model-id is for local folders; a Hub model is recorded under its own id")
+        raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
+    if hub is None:
+        raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     return resolve_hub(model, revision=revision, hub=hub)
 
 
@@ -78,7 +87,7 @@ def bench_model(
     escalate: bool = False,
     plan: dict[str, Any] | None = None,
     fault: str | None = None,
-    hub: Any = None,
+    hub: Hub | None = None,
 ) -> dict[str, Any]:
     """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
 
@@ -90,7 +99,7 @@ def bench_model(
         BenchError: no record could be made (the model could not even be resolved).
     """
     if out.exists() and out.is_dir():
-        raise ConfigError(f"--out {out} is a folder; give a file name")
+        raise ConfigError(f"the record's path {out} is a folder; give a file name")
     backend.check_available()  # before any download: a missing runtime is one clear line
     dtype = dtype or backend.default_dtype
     resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.hub import Hub
-from pipeline.localhub import LocalHub, LocalHubServer, LocalHubStore, configure_client_for
+from pipeline.hub import Hub, point_client_at
+from pipeline.localhub import LocalHub, LocalHubServer, LocalHubStore
 
 
 @dataclass
@@ -42,7 +42,7 @@ def localhub(tmp_path: Path) -> Iterator[LocalHubFixture]:
     """A local hub on a free loopback port, with huggingface_hub pointed at it (Xet off, private cache)."""
     with LocalHub(tmp_path / "localhub") as hub:
         cache_dir = tmp_path / "hf-cache"
-        restore = configure_client_for(hub.url, cache_dir=cache_dir)
+        restore = point_client_at(hub.url, cache_dir=cache_dir)
         try:
             sleeps: list[float] = []
             client = Hub(endpoint=hub.url, token="localhub-token", sleep=sleeps.append, cache_dir=cache_dir)

@@ -1,252 +1,30 @@
-"""The only module of trncat that talks to the Hub (``huggingface_hub.HfApi`` and its download functions).
-
-Every huggingface_hub error becomes a :mod:`pipeline.errors` class here and nowhere else. One retry budget
-per call covers 429 and 5xx answers with capped exponential backoff (``Retry-After`` honoured); a commit whose
-parent moved (409/412) is rebuilt on the new branch head, up to a budget.
-
-huggingface_hub retries some requests itself (listing pages, preupload, LFS, downloads) and sleeps with
-``time.sleep`` inside ``huggingface_hub.utils._http``. So that there is one budget and one injectable clock,
-that module's ``time`` is replaced by a shim whose ``sleep`` goes to the calling :class:`Hub`: each of its
-retries counts against the Hub's ``max_retries``, and once that is spent the call fails with one message.
-Outside a Hub call the shim sleeps as before.
+"""The Hub client: every call trncat makes to the Hub (or the local hub), with errors translated and one
+retry budget per call (429, 5xx and network errors; ``Retry-After`` honoured). A commit whose parent moved
+(409/412) is rebuilt on the new branch head, up to a budget.
 """
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
-from functools import cache
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-import httpx2
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
-from huggingface_hub import errors as hf_errors
 from huggingface_hub._commit_api import CommitOperation
-from huggingface_hub.hf_api import ExpandModelProperty_T, ModelInfo
-from huggingface_hub.utils import _http as _hf_http
 
 from pipeline import constants
-from pipeline.errors import (
-    GatedRepoError,
-    HubError,
-    HubRateLimitError,
-    HubServerError,
-    ParentMovedError,
-    RepoNotFoundError,
-)
-from pipeline.ids import validate_model_id
-
-__all__ = [
-    "CommitResult",
-    "Hub",
-    "HubSort",
-    "ModelListing",
-    "fetch_config",
-    "fetch_safetensors_params",
-    "validate_model_id",
-]
+from pipeline.errors import HubError, ParentMovedError
+from pipeline.hub import transport
+from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
+from pipeline.hub.retry import Budget
+from pipeline.hub.translate import http_status, is_retryable, translate
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-HubSort = Literal["trending_score", "downloads"]
-RepoType = Literal["model", "dataset", "space"]
-#: What a listing carries, so discovery needs no request per model.
-LISTING_EXPAND: list[ExpandModelProperty_T] = [
-    "sha",
-    "safetensors",
-    "tags",
-    "gated",
-    "downloads",
-    "likes",
-    "trendingScore",
-    "pipeline_tag",
-    "library_name",
-    "lastModified",
-]
-RETRYABLE = frozenset({408, 429, 500, 502, 503, 504})
-PARENT_MOVED = frozenset({409, 412})
-MAX_RETRY_AFTER_S = 600.0
-
-
-@dataclass(frozen=True)
-class ModelListing:
-    """One model as the Hub lists it."""
-
-    id: str
-    sha: str | None
-    pipeline_tag: str | None
-    tags: tuple[str, ...]
-    gated: Literal[False, "auto", "manual"]
-    downloads: int
-    likes: int
-    trending_score: int
-    params: int | None
-    library_name: str | None
-    last_modified: datetime | None
-
-    @property
-    def custom_code(self) -> bool:
-        """The model needs ``trust_remote_code`` (we never run those)."""
-        return "custom_code" in self.tags
-
-    @classmethod
-    def from_info(cls, info: ModelInfo) -> ModelListing:
-        """Build from huggingface_hub's ModelInfo (fields it lacks get neutral values)."""
-        gated = info.gated if info.gated in ("auto", "manual") else False
-        return cls(
-            id=info.id,
-            sha=info.sha,
-            pipeline_tag=info.pipeline_tag,
-            tags=tuple(info.tags or ()),
-            gated=gated,
-            downloads=int(info.downloads or 0),
-            likes=int(info.likes or 0),
-            trending_score=int(info.trending_score or 0),
-            params=int(info.safetensors.total) if info.safetensors else None,
-            library_name=info.library_name,
-            last_modified=info.last_modified,
-        )
-
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What a commit produced. ``created`` is False when nothing changed (no commit was made)."""
-
-    sha: str
-    pr_num: int | None = None
-    pr_url: str | None = None
-    url: str | None = None
-    created: bool = True
-    rebases: int = 0
-
-
-# -- one retry budget shared with huggingface_hub's own backoff ------------------------------------------
-class _RetryBudgetSpent(Exception):
-    """Raised from huggingface_hub's backoff loop when the Hub call's budget is spent."""
-
-
-@dataclass
-class _Budget:
-    sleep: Callable[[float], None]
-    max_retries: int
-    max_delay: float
-    retries: int = 0
-    last_status: int | None = None
-    waits: list[float] = field(default_factory=list)
-
-    def wait(self, seconds: float) -> None:
-        if self.retries >= self.max_retries:
-            raise _RetryBudgetSpent
-        self.retries += 1
-        seconds = min(float(seconds), MAX_RETRY_AFTER_S)
-        self.waits.append(seconds)
-        self.sleep(seconds)
-
-
-_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("trncat_hub_budget", default=None)
-
-
-class _TimeShim:
-    """Stands in for ``time`` inside huggingface_hub.utils._http (see the module docstring)."""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(time, name)
-
-    @staticmethod
-    def sleep(seconds: float) -> None:
-        budget = _BUDGET.get()
-        if budget is None:
-            time.sleep(seconds)
-        else:
-            # huggingface_hub adds 1 s to Retry-After and uses its own base; cap to ours.
-            budget.wait(min(seconds, budget.max_delay))
-
-
-class _StatusCatcher(logging.Filter):
-    """huggingface_hub logs the status it is about to retry; keep it for the final message."""
-
-    _RE = re.compile(r"HTTP Error (\d{3}) thrown")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        budget = _BUDGET.get()
-        if budget is not None and (match := self._RE.search(str(record.msg))):
-            budget.last_status = int(match[1])
-        return True
-
-
-_hf_http.time = _TimeShim()  # type: ignore[assignment]
-logging.getLogger(_hf_http.__name__).addFilter(_StatusCatcher())
-
-
-def _http_status(exc: BaseException) -> tuple[int | None, float | None]:
-    """HTTP status and Retry-After found in an exception or its causes (hf wraps HEAD errors)."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        response = getattr(current, "response", None)
-        if isinstance(response, httpx2.Response):
-            retry_after = response.headers.get("Retry-After")
-            try:
-                wait = float(retry_after) if retry_after is not None else None
-            except ValueError:
-                wait = None
-            return response.status_code, wait
-        current = current.__cause__ or current.__context__
-    return None, None
-
-
-def _caused_by(exc: BaseException, kinds: type[BaseException] | tuple[type[BaseException], ...]) -> bool:
-    """Whether ``exc`` or one of its causes is one of ``kinds`` (huggingface_hub wraps errors)."""
-    current: BaseException | None = exc
-    for _ in range(20):
-        if current is None:
-            return False
-        if isinstance(current, kinds):
-            return True
-        current = current.__cause__ or current.__context__
-    return False
-
-
-def _is_network_error(exc: BaseException) -> bool:
-    return _caused_by(exc, (httpx2.TransportError, ConnectionError))
-
-
-def _translate(exc: BaseException, what: str, attempts: int, status: int | None) -> HubError:
-    """One-line pipeline error for a huggingface_hub failure."""
-    tries = f" after {attempts} attempts" if attempts > 1 else ""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and len(chain) < 10:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    if any(isinstance(e, hf_errors.GatedRepoError) for e in chain):
-        return GatedRepoError(f"{what}: the repo is gated and this token has no access")
-    if any(isinstance(e, hf_errors.RevisionNotFoundError) for e in chain):
-        return RepoNotFoundError(f"{what}: revision not found")
-    if any(isinstance(e, hf_errors.RemoteEntryNotFoundError) for e in chain):
-        return RepoNotFoundError(f"{what}: file not found in the repo")
-    if any(isinstance(e, hf_errors.RepositoryNotFoundError) for e in chain):
-        return RepoNotFoundError(f"{what}: repository not found (or private)")
-    if status == 429:
-        return HubRateLimitError(f"{what}: rate limited by the Hub (HTTP 429){tries}")
-    if status is not None and status >= 500:
-        return HubServerError(f"{what}: the Hub answered HTTP {status}{tries}")
-    if status in PARENT_MOVED:
-        return ParentMovedError(f"{what}: the branch moved during the commit (HTTP {status})")
-    if status is not None:
-        return HubError(f"{what}: HTTP {status}: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
-    if _is_network_error(exc):
-        return HubError(f"{what}: cannot reach the Hub{tries} ({type(exc).__name__})")
-    return HubError(f"{what}: {type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc) else ''}")
 
 
 class Hub:
@@ -284,34 +62,22 @@ class Hub:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._sleep = sleep
         self._api = HfApi(endpoint=self.endpoint, token=self.token)
-        if constants.IS_CI:  # progress bars only clutter CI logs
-            from huggingface_hub.utils import disable_progress_bars
-
-            disable_progress_bars()
+        transport.install()
 
     # -- the retry loop --------------------------------------------------------------------------------
     def _call(self, what: str, fn: Callable[[], T]) -> T:
-        budget = _Budget(self._sleep, self.max_retries, self.max_delay)
-        token = _BUDGET.set(budget)
-        try:
+        budget = Budget(self._sleep, self.max_retries, self.base_delay, self.max_delay)
+        with budget.active():
             while True:
                 try:
                     return fn()
                 except Exception as exc:
-                    if _caused_by(exc, _RetryBudgetSpent):
-                        raise _translate(exc, what, budget.retries + 1, budget.last_status or 500) from None
-                    status, retry_after = _http_status(exc)
-                    retryable = status in RETRYABLE or (status is None and _is_network_error(exc))
-                    if not retryable or budget.retries >= budget.max_retries:
-                        raise _translate(exc, what, budget.retries + 1, status) from exc
-                    if retry_after is None:
-                        delay = min(self.max_delay, self.base_delay * 2**budget.retries)
-                    else:
-                        delay = retry_after
+                    if not is_retryable(exc) or budget.spent:
+                        raise translate(exc, what, attempts=budget.attempts) from exc
+                    status, retry_after = http_status(exc)
+                    delay = budget.delay(retry_after)
                     logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
                     budget.wait(delay)
-        finally:
-            _BUDGET.reset(token)
 
     # -- reading -----------------------------------------------------------------------------------------
     def list_models(self, *, task: str, sort: HubSort, limit: int) -> list[ModelListing]:
@@ -420,15 +186,6 @@ class Hub:
             )
         )
 
-    def file_exists(
-        self, repo_id: str, filename: str, *, revision: str | None = None, repo_type: RepoType = "dataset"
-    ) -> bool:
-        """Whether ``filename`` exists at ``revision`` (False for a missing repo or revision too)."""
-        return self._call(
-            f"checking {filename} in {repo_id}",
-            lambda: self._api.file_exists(repo_id, filename, revision=revision, repo_type=repo_type),
-        )
-
     def list_files(self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset") -> list[str]:
         """Every file path of a repo at a revision."""
         return self._call(
@@ -466,7 +223,7 @@ class Hub:
         Args:
             repo_id: Target repo.
             operations_factory: parent sha -> operations (called again on each rebuild and retry, since
-                huggingface_hub mutates operations).
+                huggingface_hub mutates operations); none means the parent already holds everything.
             message: Commit title.
             description: Commit (and PR) description.
             repo_type: Target repo type.
@@ -485,9 +242,12 @@ class Hub:
             parent = self.head_sha(repo_id, repo_type=repo_type, revision=branch)
 
             def attempt(parent: str = parent) -> Any:
+                operations = operations_factory(parent)
+                if not operations:  # this parent already holds everything: no commit
+                    return None
                 return self._api.create_commit(
                     repo_id,
-                    operations_factory(parent),
+                    operations,
                     commit_message=message,
                     commit_description=description,
                     repo_type=repo_type,
@@ -501,6 +261,8 @@ class Hub:
             except ParentMovedError:
                 logger.warning("%s@%s moved under us; rebuilding the commit (%d)", repo_id, branch, rebase + 1)
                 continue
+            if info is None:
+                return CommitResult(sha=parent, created=False, rebases=rebase)
             return CommitResult(
                 sha=info.oid,
                 pr_num=info.pr_num,
@@ -566,30 +328,6 @@ class Hub:
                 lambda: self._api.create_repo(repo_id, repo_type=repo_type, exist_ok=exist_ok),
             )
         )
-
-
-@cache
-def _default_hub() -> Hub:
-    return Hub()
-
-
-def default_hub() -> Hub:
-    """The process-wide Hub client on ``pipeline.constants.HF_ENDPOINT`` (recreated if the endpoint changed)."""
-    hub = _default_hub()
-    if hub.endpoint != constants.HF_ENDPOINT.rstrip("/"):
-        _default_hub.cache_clear()
-        hub = _default_hub()
-    return hub
-
-
-def fetch_config(model_id: str, *, revision: str | None = None) -> dict[str, Any]:
-    """``config.json`` of a Hub model, parsed, via the default Hub (see :meth:`Hub.fetch_config`)."""
-    return default_hub().fetch_config(validate_model_id(model_id), revision=revision)
-
-
-def fetch_safetensors_params(model_id: str, *, revision: str | None = None) -> int | None:
-    """Safetensors parameter total of a Hub model, or None (see :meth:`Hub.fetch_safetensors_params`)."""
-    return default_hub().fetch_safetensors_params(validate_model_id(model_id), revision=revision)
 
 
 def file_additions(files: dict[str, Path]) -> list[CommitOperation]:

@@ -1,0 +1,27 @@
+"""The only package of trncat that talks to the Hub (``huggingface_hub``).
+
+- :mod:`~pipeline.hub.client`: :class:`Hub`, the API trncat uses (listings, downloads, commits, PRs);
+- :mod:`~pipeline.hub.retry`: one retry budget per call, on an injectable clock;
+- :mod:`~pipeline.hub.translate`: huggingface_hub's errors -> :mod:`pipeline.errors` (the only place);
+- :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call;
+- :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint.
+
+Collaborators build one :class:`Hub` at the edge (the CLI, the demo, a test) and pass it in.
+"""
+
+from __future__ import annotations
+
+from pipeline.hub.client import Hub, file_additions
+from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
+from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
+
+__all__ = [
+    "CommitResult",
+    "Hub",
+    "HubSort",
+    "ModelListing",
+    "RepoType",
+    "file_additions",
+    "point_client_at",
+    "quiet_progress_bars",
+]

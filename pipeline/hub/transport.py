@@ -1,0 +1,78 @@
+"""The adapter between huggingface_hub's HTTP client and the Hub's retry budget.
+
+huggingface_hub sends every request through one shared ``httpx2.Client`` made by the factory its public
+``set_client_factory`` sets. Its own backoff (``http_backoff``) retries 408/429/5xx and network errors
+sleeping on the real clock, with a budget of its own. So that a Hub call has ONE budget and ONE injectable
+clock, the client made here has a transport that, inside a Hub call (:func:`pipeline.hub.retry.active_budget`),
+raises such answers to the Hub's retry loop as :class:`pipeline.errors.RetryableHubAnswer` instead of handing
+them back; huggingface_hub does not catch that error, so its backoff never runs. Outside a Hub call the
+transport is transparent.
+
+The one thing huggingface_hub does not make public is its request event hook (offline mode, request ids,
+download counters), which its default client installs: it is imported here and nowhere else, and
+``tests/test_hub.py`` fails loudly if it moves or the shared client stops coming from the factory.
+Requests made from huggingface_hub's worker threads (parallel downloads) run outside the context of the
+call and keep huggingface_hub's own backoff.
+"""
+
+from __future__ import annotations
+
+import httpx2
+from huggingface_hub import get_session, set_client_factory
+from huggingface_hub.utils._http import hf_request_event_hook
+
+from pipeline.errors import RetryableHubAnswer
+from pipeline.hub.retry import active_budget
+from pipeline.hub.translate import RETRYABLE, parse_retry_after
+
+
+class BudgetTransport(httpx2.BaseTransport):
+    """Wraps the real transport; inside a Hub call, retryable answers and network errors are raised."""
+
+    def __init__(self, inner: httpx2.BaseTransport | None = None) -> None:
+        self.inner = inner or httpx2.HTTPTransport()
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        if active_budget() is None:
+            return self.inner.handle_request(request)
+        where = f"{request.method} {request.url.copy_with(query=None)}"
+        try:
+            response = self.inner.handle_request(request)
+        except httpx2.TransportError as exc:
+            raise RetryableHubAnswer(f"{where}: {type(exc).__name__}", status=None) from exc
+        if response.status_code in RETRYABLE:
+            retry_after = parse_retry_after(response.headers.get("Retry-After"))
+            response.close()
+            status = response.status_code
+            raise RetryableHubAnswer(f"{where}: HTTP {status}", status=status, retry_after=retry_after)
+        return response
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def client_factory() -> httpx2.Client:
+    """huggingface_hub's default client, with :class:`BudgetTransport` in front of the network."""
+    return httpx2.Client(
+        event_hooks={"request": [hf_request_event_hook]},
+        follow_redirects=True,
+        timeout=None,
+        transport=BudgetTransport(),
+    )
+
+
+_installed = False
+
+
+def install() -> None:
+    """Make huggingface_hub build its shared client with :func:`client_factory` (once per process)."""
+    global _installed
+    if not _installed:
+        set_client_factory(client_factory)
+        _installed = True
+
+
+def session_transport() -> httpx2.BaseTransport | None:
+    """The transport of huggingface_hub's shared client (what the adapter's test checks)."""
+    transport = getattr(get_session(), "_transport", None)
+    return transport if isinstance(transport, httpx2.BaseTransport) else None

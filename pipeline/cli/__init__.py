@@ -1,0 +1,100 @@
+"""The ``trncat`` command: thin commands that parse, call one stage, print, and map errors to exit codes.
+
+Commands live in :mod:`pipeline.cli.stages` (discover, queue, plan, bench, localhub) and
+:mod:`pipeline.cli.data` (validate, build, publish, demo) and register with :func:`pipeline.cli.registry.command`.
+Every command's help ends with an example; ``tests/test_cli.py`` checks each is documented in the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from pipeline import __version__
+from pipeline.cli import data, stages  # noqa: F401  (importing them registers their commands)
+from pipeline.cli.registry import COMMANDS
+from pipeline.errors import PipelineError
+
+logger = logging.getLogger("pipeline")
+
+# -- main -----------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="trncat",
+        description="Which Hugging Face models run unmodified on AWS Trainium2, and how well.",
+        epilog="Run 'trncat COMMAND --help' for a command's options and an example.",
+    )
+    parser.add_argument("--version", action="version", version=f"trncat {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show debug logs")
+    parser.add_argument("-q", "--quiet", action="store_true", help="show warnings and errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for entry in COMMANDS:
+        p = sub.add_parser(
+            entry.name,
+            help=entry.help,
+            description=entry.help,
+            epilog=f"example:\n  {entry.example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        entry.arguments(p)
+        p.set_defaults(handler=entry.handler)
+    return parser
+
+
+def commands() -> dict[str, str]:
+    """name -> example, for the documentation test."""
+    return {entry.name: entry.example for entry in COMMANDS}
+
+
+class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time (tests and embedding callers swap it)."""
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+def _configure_logging(*, verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    handler = _StderrHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s" if verbose else "%(message)s"))
+    root = logging.getLogger("pipeline")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+    from pipeline import constants
+
+    if constants.IS_CI:  # progress bars only clutter CI logs
+        from pipeline.hub import quiet_progress_bars
+
+        quiet_progress_bars()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _configure_logging(verbose=args.verbose, quiet=args.quiet)
+    try:
+        return int(args.handler(args))
+    except PipelineError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `trncat plan ... --json | head`
+        sys.stderr.close()
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,158 @@
+"""Commands over records and the dataset: validate, build, publish, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.cli.registry import command, make_hub, valid_records
+
+# -- validate -------------------------------------------------------------------------------------------
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="record files (*.json) or folders holding them")
+    p.add_argument("--json", action="store_true", help="print one JSON object for machines")
+
+
+@command(
+    "validate",
+    help="Check result records against the schema and the semantic rules.",
+    example="trncat validate results/ extra.json --json",
+    arguments=_validate_args,
+)
+def _validate(args: argparse.Namespace) -> int:
+    from pipeline.records import validate_paths
+
+    report = validate_paths(args.paths)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "files": report.files,
+                    "valid": len(report.records),
+                    "invalid": len(report.bad_files),
+                    "problems": [p.to_dict() for p in report.problems],
+                },
+                indent=2,
+            )
+        )
+    else:
+        for problem in report.problems:
+            print(problem)
+        print(f"{report.files} file(s): {len(report.records)} valid, {len(report.bad_files)} invalid", file=sys.stderr)
+    if report.files == 0:
+        print("error: no record files found", file=sys.stderr)
+        return 1
+    return 0 if report.ok else 1
+
+
+# -- build ----------------------------------------------------------------------------------------------
+
+
+def _build_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the dataset folder (created if needed)")
+
+
+@command(
+    "build",
+    help="Add result records to a dataset folder: Parquet, latest view, scripts, card.",
+    example="trncat build results/ --out dataset/",
+    arguments=_build_args,
+)
+def _build(args: argparse.Namespace) -> int:
+    from pipeline.dataset import build
+
+    report, records = valid_records(args.results, label="skipped")
+    if not records:
+        print("error: no valid record to build from", file=sys.stderr)
+        return 1
+    summary = build(records, args.out)
+    if summary.changed:
+        print(
+            f"added {summary.added} row(s) to {args.out} ({summary.results_file}); "
+            f"{len(summary.scripts)} script folder(s) updated"
+        )
+    else:
+        print(f"nothing new: {summary.duplicates} record(s) already in {args.out}")
+    return 1 if report.problems else 0
+
+
+# -- publish --------------------------------------------------------------------------------------------
+
+
+def _publish_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
+    target.add_argument("--to-folder", type=Path, metavar="DIR", help="offline target: a local dataset folder")
+    p.add_argument(
+        "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
+    )
+    p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+
+
+@command(
+    "publish",
+    help="Publish result records to the Hub dataset as one pull request (or into a local folder).",
+    example="trncat publish results/ --repo trncat/results --overlay discovery/ --dry-run",
+    arguments=_publish_args,
+)
+def _publish(args: argparse.Namespace) -> int:
+    from pipeline.publish import publish, publish_to_folder
+
+    report, records = valid_records(args.results, label="set aside")
+    if not records and not args.overlay:
+        print("error: no valid record to publish", file=sys.stderr)
+        return 1
+    if args.to_folder:
+        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay)
+    else:
+        result = publish(
+            records,
+            repo=args.repo,
+            hub=make_hub(),
+            overlay=args.overlay,
+            dry_run=args.dry_run,
+            invalid=len(report.bad_files),
+        )
+    if result.dry_run:
+        print(
+            f"dry run: would commit {len(result.files)} file(s) to {result.repo}"
+            + (f" (onto open PR #{result.pr_num})" if result.pr_num else " (as a new PR)")
+        )
+        for path in result.files:
+            print(f"  {path}")
+        print(result.description)
+    elif not result.files:
+        print(f"nothing to publish: {result.repo} already holds these results")
+    elif result.pr_num is not None:
+        print(f"published {len(result.files)} file(s) to {result.repo} PR #{result.pr_num}: {result.pr_url or ''}")
+    else:
+        print(f"published {len(result.files)} file(s) to {result.repo}")
+    return 1 if report.problems else 0
+
+
+# -- demo -----------------------------------------------------------------------------------------------
+
+
+def _demo_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
+    p.add_argument("--work", type=Path, default=None, metavar="DIR", help="keep models and records here")
+
+
+@command(
+    "demo",
+    help="Run the whole flow offline through the embedded local hub, with tiny models, into DIR.",
+    example="trncat demo --out demo-out",
+    arguments=_demo_args,
+)
+def _demo(args: argparse.Namespace) -> int:
+    from pipeline.demo import run_demo
+
+    summary = run_demo(out=args.out, work=args.work, echo=lambda line: print(line, file=sys.stderr))
+    print(summary.table())
+    return 0 if summary.ok else 1

@@ -1,0 +1,265 @@
+"""Commands of the pipeline's stages: discover, queue, plan, bench, and the local hub."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.cli.registry import command, make_hub
+from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
+
+# -- discover -------------------------------------------------------------------------------------------
+
+
+def _discover_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--task", default="all", choices=[*TASKS, "all"], help="default: %(default)s")
+    p.add_argument("--view", default="all", choices=[*VIEWS, "all"], help="default: %(default)s")
+    p.add_argument("--limit", type=int, default=100, help="top models per ranked view (default: %(default)s)")
+    p.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    p.add_argument(
+        "--out-dir",
+        type=Path,
+        metavar="DIR",
+        help="write DIR/candidates/<task>-<view>.json, DIR/data/rankings/*.parquet, DIR/data/exclusions.parquet",
+    )
+    p.add_argument("--selected", type=Path, metavar="FILE", help="default: dataset/selected.yaml")
+    p.add_argument("--exclusions", type=Path, metavar="FILE", help="default: dataset/exclusions.yaml")
+    p.add_argument("--allow-gated", action="store_true", help="keep gated models (the runners' token must have access)")
+
+
+@command(
+    "discover",
+    help="Read the Hub's rankings (and the Selected list) into candidates, a rankings snapshot and exclusions.",
+    example="trncat discover --task text-generation --view trending --limit 100 --out-dir discovery/",
+    arguments=_discover_args,
+)
+def _discover(args: argparse.Namespace) -> int:
+    from pipeline.discover import discover_all, write_outputs
+    from pipeline.selection import load_exclusions, load_selected
+
+    tasks = TASKS if args.task == "all" else (args.task,)
+    views = VIEWS if args.view == "all" else (args.view,)
+    selected = load_selected(args.selected) if "selected" in views else None
+    exclusions = load_exclusions(args.exclusions)
+    discoveries = discover_all(
+        hub=make_hub(),
+        limit=args.limit,
+        tasks=tasks,
+        views=views,
+        selected=selected,
+        exclusions=exclusions,
+        allow_gated=args.allow_gated,
+    )
+    if args.out_dir:
+        write_outputs(discoveries, exclusions, args.out_dir)
+    if args.json:
+        print(json.dumps([d.to_dict() for d in discoveries], indent=2))
+    else:
+        for discovery in discoveries:
+            kept = discovery.ineligible
+            print(f"{discovery.task} / {discovery.view}: {len(discovery.eligible)} eligible, {len(kept)} kept out")
+            for c in kept:
+                print(f"  kept out: {c.model_id} ({c.kind}: {c.reason})")
+    return 0
+
+
+# -- queue ----------------------------------------------------------------------------------------------
+
+
+def _queue_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--candidates",
+        type=Path,
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="discovery JSON files or folders of them (trncat discover --out-dir DIR: DIR/candidates)",
+    )
+    source = p.add_mutually_exclusive_group()
+    source.add_argument("--dataset", type=Path, metavar="DIR", help="a local dataset folder (data/results)")
+    source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset (its data/results is read)")
+    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--device", choices=DEVICES, default="neuron")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--instance", default="trn2.48xlarge")
+    p.add_argument("--max-error-retries", type=int, default=2)
+    p.add_argument("--chunk-size", type=int, default=256)
+    p.add_argument("--chunk", type=int, default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
+    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="default: print to stdout")
+
+
+@command(
+    "queue",
+    help="Candidates minus what is already measured and what is excluded -> GitHub Actions matrix chunks.",
+    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json",
+    arguments=_queue_args,
+)
+def _queue(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from pipeline import fsatomic
+    from pipeline.bench.backends import backend_class
+    from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
+
+    files: list[Path] = []
+    for path in args.candidates:
+        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    client = make_hub()
+    with tempfile.TemporaryDirectory(prefix="trncat-queue-") as tmp:
+        root = args.dataset
+        if args.dataset_repo:
+            root = fetch_results(client, args.dataset_repo, into=Path(tmp) / "dataset")
+        queue = build_queue(
+            candidates=load_candidates(files),
+            dataset_root=root,
+            toolchain=load_toolchain(args.toolchain),
+            max_error_retries=args.max_error_retries,
+            chunk_size=args.chunk_size,
+            hub=client,
+            device=args.device,
+            dtype=args.dtype or backend_class(args.device).default_dtype,
+            instance=args.instance,
+        )
+    text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
+    if args.out:
+        fsatomic.write_text(args.out, text + "\n")
+    else:
+        print(text)
+    print(f"{len(queue.entries)} job(s) in {len(queue.chunks)} chunk(s); {len(queue.skipped)} skipped", file=sys.stderr)
+    return 0
+
+
+# -- plan -----------------------------------------------------------------------------------------------
+
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
+    p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
+    p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
+    p.add_argument("--lnc", type=int, choices=[1, 2], default=None, help="logical core config (trn2 default 2)")
+    p.add_argument("--revision", default=None)
+    p.add_argument("--task", choices=TASKS, default="text-generation", help="workload to size the KV cache for")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--input-tokens", type=int, default=None)
+    p.add_argument("--output-tokens", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+
+
+@command(
+    "plan",
+    help="Size a model from config.json: parameters, bytes, NeuronCores, parallelism advice.",
+    example="trncat plan meta-llama/Llama-3.1-8B --instance trn2.48xlarge --json",
+    arguments=_plan_args,
+)
+def _plan(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from pipeline.plan import format_plan, plan_model
+    from pipeline.workload import default_workload
+
+    workload = default_workload(args.task)
+    changes = {
+        k: v
+        for k, v in (
+            ("batch_size", args.batch_size),
+            ("input_tokens", args.input_tokens),
+            ("output_tokens", args.output_tokens),
+        )
+        if v is not None
+    }
+    workload = dataclasses.replace(workload, **changes)
+    local = Path(args.model).is_dir()
+    plan = plan_model(
+        Path(args.model) if local else args.model,
+        revision=args.revision,
+        dtype=args.dtype,
+        instance=args.instance,
+        lnc=args.lnc,
+        workload=workload,
+        hub=None if local else make_hub(),
+    )
+    print(json.dumps(plan.to_dict(), indent=2) if args.json else format_plan(plan))
+    return 0
+
+
+# -- bench ----------------------------------------------------------------------------------------------
+
+
+def _bench_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="Hub model id (org/name) or a local folder with config.json")
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--device", default="neuron", choices=DEVICES, help="default: %(default)s")
+    p.add_argument("--cores", type=int, default=None, help="cores to shard over (default: the plan's, else 1)")
+    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--out", required=True, type=Path, metavar="FILE", help="where to write the record (JSON)")
+    p.add_argument("--model-id", default=None, help="record this Hub id for a local folder")
+    p.add_argument("--revision", default=None, help="40-hex commit (Hub: default the main branch's head)")
+    p.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds before the run is killed")
+    p.add_argument("--memory-limit-gb", type=float, default=None, help="kill the run past this host memory")
+    p.add_argument("--iterations", type=int, default=5, help="timed calls (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
+    p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
+    p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
+
+
+@command(
+    "bench",
+    help="Benchmark one model on one device and write its result record.",
+    example="trncat bench ./tiny-llama --task text-generation --device cpu --out result.json",
+    arguments=_bench_args,
+)
+def _bench(args: argparse.Namespace) -> int:
+    from pipeline.bench.backends import get_backend
+    from pipeline.bench.run import bench_model
+
+    record = bench_model(
+        args.model,
+        task=args.task,
+        backend=get_backend(args.device),
+        cores=args.cores,
+        dtype=args.dtype,
+        out=args.out,
+        model_id=args.model_id,
+        revision=args.revision,
+        timeout_s=args.timeout,
+        memory_limit_bytes=int(args.memory_limit_gb * 1024**3) if args.memory_limit_gb else None,
+        iterations=args.iterations,
+        warmup=args.warmup,
+        source=args.source,
+        escalate=args.escalate,
+        hub=None if Path(args.model).is_dir() else make_hub(),
+    )
+    failure = record["failure"]
+    verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"
+    print(f"{record['model_id']} {record['task']} on {record['device']}: {verdict} -> {args.out}")
+    return 0
+
+
+# -- localhub -------------------------------------------------------------------------------------------
+
+
+def _localhub_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["serve"])
+    p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+
+
+@command(
+    "localhub",
+    help="Serve the embedded Hub-compatible server (for offline runs and tests).",
+    example="trncat localhub serve --root /tmp/hub --port 8999",
+    arguments=_localhub_args,
+)
+def _localhub(args: argparse.Namespace) -> int:
+    from pipeline.localhub import serve
+
+    serve(
+        root=args.root,
+        host=args.host,
+        port=args.port,
+        ready=lambda url: print(f"local hub serving at {url}", flush=True),
+    )
+    return 0

@@ -36,6 +36,13 @@ class BenchError(PipelineError, RuntimeError):
     """The harness could not produce a record at all (not the same as a model that fails: that is a record)."""
 
 
+class RemoteCodeRefused(BenchError):
+    """The model only loads with its own code (``trust_remote_code``), which trncat never runs.
+
+    Not an error of the harness: the benchmark records it as a ``fail`` at ``load`` (code ``remote_code``).
+    """
+
+
 class BackendUnavailableError(BenchError):
     """The requested backend's runtime is not installed or has no device here (e.g. torch_neuronx absent)."""
 
@@ -46,6 +53,16 @@ class DatasetError(PipelineError, OSError):
 
 class HubError(PipelineError, OSError):
     """The Hub (or the local hub) answered with an error we could not recover from."""
+
+
+class StoreError(HubError):
+    """A request the local hub's store refuses; ``status`` and ``code`` say how the server answers it."""
+
+    def __init__(self, message: str, *, status: int, code: str | None = None, commit: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.commit = commit
 
 
 class RepoNotFoundError(HubError):

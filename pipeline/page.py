@@ -31,7 +31,7 @@ from pipeline.types import TASKS
 logger = logging.getLogger(__name__)
 
 RANKED_VIEWS = ("selected", "trending", "downloads")
-VIEWS = (*RANKED_VIEWS, "all")
+PAGE_VIEWS = (*RANKED_VIEWS, "all")
 VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Downloads", "all": "All"}
 PAGE_SIZE = 100
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes; the rest are fetched or linked.
@@ -102,7 +102,7 @@ def _toolchain(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (row.get("neuronx_cc_version"), row.get("torch_neuronx_version"), row.get("transformers_version"))
 
 
-def _history(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], bool]:
+def _history_lines(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], bool]:
     """History lines (newest first) and whether the model regressed: passed with an older toolchain, fails now."""
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
@@ -129,7 +129,7 @@ def _history(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> 
 def _entry(
     model_id: str, task: str, row: dict[str, Any] | None, exclusion: dict[str, Any] | None, hist: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    lines, regressed = _history(row, hist)
+    lines, regressed = _history_lines(row, hist)
     r = row or {}
     status = r.get("status", "unmeasured")
     need = r.get("cores") if status == "pass" else (r.get("plan_cores") or r.get("cores"))
@@ -225,7 +225,7 @@ def catalog(
         (
             (task, view)
             for task in tasks
-            for view in VIEWS
+            for view in PAGE_VIEWS
             if lists[f"{task}/{view}"] and lists[f"{task}/{view}"]["items"]  # type: ignore[index]
         ),
         (tasks[0], "all"),
@@ -328,7 +328,7 @@ def render_page(
         "cols": ENTRY_COLUMNS,
         "hcols": HISTORY_COLUMNS,
         "tasks": data["tasks"],
-        "views": VIEWS,
+        "views": PAGE_VIEWS,
         "labels": VIEW_LABELS,
         "lists": data["lists"],
         "default": data["default"],
@@ -341,7 +341,7 @@ def render_page(
         data_json=script_json(payload),
         scripts_json=script_json(_inline_scripts(data["entries"], scripts)),
         tasks=data["tasks"],
-        views=VIEWS,
+        views=PAGE_VIEWS,
         view_labels=VIEW_LABELS,
         default=data["default"],
         default_list=listing,

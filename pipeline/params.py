@@ -120,7 +120,7 @@ class VisionShape:
 
 
 @dataclass(frozen=True)
-class ModelInfo:
+class ModelShape:
     """Everything the planner needs to know about one config.
 
     Args:
@@ -148,7 +148,7 @@ class ModelInfo:
     has_tp_plan: bool = False
 
 
-_cache: dict[tuple[str, str], ModelInfo] = {}
+_cache: dict[tuple[str, str], ModelShape] = {}
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -172,19 +172,14 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def clear_cache() -> None:
-    """Forget every cached :class:`ModelInfo` (tests use it to time cold planning)."""
-    _cache.clear()
-
-
-def describe(config: Mapping[str, Any]) -> ModelInfo:
+def describe(config: Mapping[str, Any]) -> ModelShape:
     """Count the parameters of ``config``'s architecture and read its attention shape.
 
     Args:
         config: a parsed config.json (a plain dict, as on the Hub).
 
     Returns:
-        The :class:`ModelInfo`; ``instantiable`` is False when transformers does not know the architecture
+        The :class:`ModelShape`; ``instantiable`` is False when transformers does not know the architecture
         or could not build it, and then only the shapes read from the raw config are filled in.
 
     Raises:
@@ -207,13 +202,13 @@ def describe(config: Mapping[str, Any]) -> ModelInfo:
     return info
 
 
-def _describe(config: dict[str, Any], architecture: str | None, model_type: str | None) -> ModelInfo:
+def _describe(config: dict[str, Any], architecture: str | None, model_type: str | None) -> ModelShape:
     import transformers
 
-    def raw(reason: str) -> ModelInfo:
+    def raw(reason: str) -> ModelShape:
         text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
         vision = _vision(config, config.get("vision_config") or {})
-        return ModelInfo(architecture, model_type, _attention(text), vision, reason=reason)
+        return ModelShape(architecture, model_type, _attention(text), vision, reason=reason)
 
     if not model_type or model_type not in transformers.CONFIG_MAPPING:
         return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
@@ -227,7 +222,18 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
     total, active, sharded, has_plan = _count(model, hf_config)
     attention = _attention(hf_config.get_text_config())
     vision = _vision(hf_config, getattr(hf_config, "vision_config", None) or {})
-    return ModelInfo(architecture, model_type, attention, vision, True, None, total, active, sharded, has_plan)
+    return ModelShape(
+        architecture,
+        model_type,
+        attention,
+        vision,
+        instantiable=True,
+        reason=None,
+        params=total,
+        active_params=active,
+        tp_sharded_params=sharded,
+        has_tp_plan=has_plan,
+    )
 
 
 def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> tuple[Any, str]:

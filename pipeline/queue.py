@@ -25,7 +25,7 @@ import yaml
 
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
-from pipeline.discover import Candidate, Discovery
+from pipeline.candidates import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
@@ -188,7 +188,7 @@ class Queue:
 _Key = tuple[Any, ...]
 
 
-def _history(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str]]:
+def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str]]:
     """Status counts per key over every results file (only the key's columns are read)."""
     versions = [_version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
@@ -271,7 +271,7 @@ def build_queue(
         raise ConfigError("build_queue needs a planner or a Hub to plan from")
     plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)  # type: ignore[arg-type]
     root = Path(dataset_root) if dataset_root is not None else None
-    history = _history(root, pinned) if root is not None and root.is_dir() else {}
+    history = _measured(root, pinned) if root is not None and root.is_dir() else {}
     queue = Queue(toolchain=pinned)
     entries: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()

@@ -13,7 +13,6 @@ from pipeline.bench.backends.neuron.tools import (
     CoreMemory,
     driver_version,
     parse_neuron_ls,
-    parse_neuron_monitor,
     peak_delta,
     read_device_memory,
     reset_peaks,
@@ -171,52 +170,6 @@ def test_reset_peaks_reports_unwritable(sysfs, monkeypatch):
 def test_driver_version(sysfs, tmp_path):
     assert driver_version(sysfs) == "2.26.5.0"
     assert driver_version(tmp_path / "nowhere") is None
-
-
-# --- neuron-monitor -------------------------------------------------------------------------------
-
-
-def test_monitor_stream_takes_peak_across_reports():
-    sample = parse_neuron_monitor((FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text())
-    assert sample.reports == 3
-    assert sample.peak_per_core == {0: 196608 + 101125344 + 943608, 1: 32768}
-    assert sample.last_per_core[0] == 196608 + 101125344 + 943608
-    assert sample.peak_device_bytes == 102298328
-    assert sample.peak_host_bytes == 612179968
-    assert sample.instance_type == "trn1.2xlarge"
-    assert sample.errors == ()
-
-
-def test_monitor_filters_by_pid():
-    text = (FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text()
-    sample = parse_neuron_monitor(text, pid=16851)
-    assert sample.peak_host_bytes == 612179968
-    only_second = parse_neuron_monitor(text.splitlines()[1], pid=16851)
-    assert only_second.peak_per_core[0] == 196608 + 101125344 + 521468
-    assert parse_neuron_monitor(text, pid=1).peak_per_core == {}
-
-
-def test_monitor_docs_report_trn2():
-    sample = parse_neuron_monitor((FIXTURES / "neuron_monitor_trn2_docs.json").read_text())
-    assert sample.instance_type == "trn2n.48xlarge"
-    assert sample.peak_per_core == {0: 391243392, 1: 391243392}
-    assert sample.peak_bytes == 2 * 391243392
-    assert sample.peak_device_bytes == 12519788544
-
-
-def test_monitor_runtime_version_and_errors():
-    report = {"neuron_runtime_data": [{"pid": 7, "error": "no data", "neuron_runtime_version": "2.23.0", "report": {}}]}
-    sample = parse_neuron_monitor(json.dumps(report))
-    assert sample.runtime_version == "2.23.0" and sample.errors == ("no data",)
-
-
-def test_monitor_tolerates_a_cut_last_line_but_not_a_corrupt_one():
-    text = (FIXTURES / "neuron_monitor_trn1_stream.jsonl").read_text()
-    assert parse_neuron_monitor(text + '{"neuron_runtime_da').reports == 3
-    lines = text.splitlines()
-    with pytest.raises(BenchError, match="line 2"):
-        parse_neuron_monitor("\n".join([lines[0], "garbage", lines[1]]))
-    assert parse_neuron_monitor("").reports == 0
 
 
 # --- compile cache --------------------------------------------------------------------------------

@@ -25,9 +25,9 @@ import psutil
 from pipeline import constants
 from pipeline.bench.backends import Backend
 from pipeline.bench.failures import HOST_OOM_HINT, classify, summarize_message
-from pipeline.bench.models import RemoteCodeRefused, ResolvedModel, check_remote_code
+from pipeline.bench.models import ResolvedModel, check_remote_code
 from pipeline.bench.spec import BenchSpec
-from pipeline.errors import BenchError
+from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
 
 logger = logging.getLogger(__name__)
@@ -35,10 +35,6 @@ logger = logging.getLogger(__name__)
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
 _POLL_S = 0.2
-
-
-class _Unfetched(Exception):
-    """The model's files could not be fetched (the revision is known)."""
 
 
 @dataclass(frozen=True)
@@ -215,16 +211,18 @@ def bench_once(
     metrics: dict[str, Any] = dict.fromkeys(METRIC_FIELDS)
     failure: dict[str, str] | None = None
     status = "pass"
-    try:
-        if model.error is not None:
-            raise _Unfetched(model.error)
-        check_remote_code(model.path)
-    except _Unfetched as exc:
-        c = classify(exc_type="HubError", message=str(exc), stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(str(exc))}
-    except RemoteCodeRefused as exc:
-        c = classify(exc_type="RemoteCodeRefused", message=str(exc), stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(exc)}
+    refused: RemoteCodeRefused | None = None
+    if model.error is None:
+        try:
+            check_remote_code(model.path)
+        except RemoteCodeRefused as exc:
+            refused = exc
+    if model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
+        c = classify(exc_type="HubError", message=model.error, stage_hint="load")
+        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(model.error)}
+    elif refused is not None:
+        c = classify(exc_type="RemoteCodeRefused", message=str(refused), stage_hint="load")
+        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(refused)}
     else:
         outcome = child_runner(
             spec,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.errors import ConfigError, PipelineError
+from pipeline.errors import ConfigError, PipelineError, RemoteCodeRefused
 from pipeline.ids import is_revision, validate_model_id
 
 if TYPE_CHECKING:
@@ -33,10 +33,6 @@ ALLOW_PATTERNS = [
 
 #: Fetched only when a revision has no safetensors at all (never beside them: that would double the download).
 LEGACY_WEIGHTS = ["pytorch_model*.bin"]
-
-
-class RemoteCodeRefused(PipelineError):
-    """The model only loads with its own code, which trncat never runs."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
+from pipeline.errors import StoreError
 from pipeline.localhub.server import Fault, Hook, LocalHubServer
-from pipeline.localhub.storage import LocalHubStore, StoreError
+from pipeline.localhub.storage import LocalHubStore
 
 __all__ = [
     "Fault",

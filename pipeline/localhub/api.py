@@ -14,8 +14,9 @@ import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode
 
+from pipeline.errors import StoreError
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok, split_rev
-from pipeline.localhub.storage import LocalHubStore, Repo, StoreError
+from pipeline.localhub.storage import LocalHubStore, Repo
 from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload, preupload
 
 PAGE_MAX = 1000

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import HubError
+from pipeline.errors import StoreError
 
 REPO_TYPES = ("model", "dataset", "space")
 #: Size from which the real Hub asks for LFS whatever the name (10 MB).
@@ -37,16 +37,6 @@ LFS_PATTERNS = (
     "*.zst *.png *.jpg *.jpeg *.webp *.gguf"
 ).split()
 DEFAULT_GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in LFS_PATTERNS).encode()
-
-
-class StoreError(HubError):
-    """A request the store refuses; ``status`` and ``code`` say how the server answers it."""
-
-    def __init__(self, message: str, *, status: int, code: str | None = None, commit: str | None = None):
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.commit = commit
 
 
 def git_blob_sha(data: bytes) -> str:

@@ -5,7 +5,7 @@ A task knows how to load the model and its processor, build the fixed workload's
 
 from __future__ import annotations
 
-from pipeline.bench.tasks.base import Task
+from pipeline.bench.tasks.base import TaskRunner
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a task = one module + one line here + tests.
@@ -15,7 +15,7 @@ REGISTRY: dict[str, str] = {
 }
 
 
-def get_task(name: str) -> Task:
+def get_task(name: str) -> TaskRunner:
     """Instantiate the task called ``name``.
 
     Raises:
@@ -24,4 +24,4 @@ def get_task(name: str) -> Task:
     return load_entry(REGISTRY, name, what="task")()
 
 
-__all__ = ["REGISTRY", "Task", "get_task"]
+__all__ = ["REGISTRY", "TaskRunner", "get_task"]

@@ -14,7 +14,7 @@ PROMPT_TEXT = (
 )
 
 
-class Task:
+class TaskRunner:
     """One Hub pipeline task (``text-generation``, ``image-text-to-text``, ...)."""
 
     name: ClassVar[str] = ""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import Task
+from pipeline.bench.tasks.base import TaskRunner
 from pipeline.workload import Workload
 
 
-class TextGeneration(Task):
+class TextGeneration(TaskRunner):
     name: ClassVar[str] = "text-generation"
     auto_model: ClassVar[str] = "AutoModelForCausalLM"
 

@@ -1,4 +1,4 @@
-"""Pure parsers for what the Neuron tools and driver report: ``neuron-ls``, ``neuron-monitor``, sysfs, cache.
+"""Pure parsers for what the Neuron tools and driver report: ``neuron-ls`` and sysfs.
 
 Nothing here imports torch or torch_neuronx, runs a tool or needs a device: the neuron backend runs the
 tools and hands their output to these functions, and the tests feed them recorded outputs
@@ -10,8 +10,6 @@ Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and s
 - ``neuron-ls --json-output``: a JSON array, one object per Neuron device, with ``nc_count`` (cores the
   runtime addresses, i.e. *logical* cores on trn2), ``logical_neuroncore_config``, ``memory_size`` (bytes
   per device), ``neuroncore_ids``, ``neuron_processes`` and, in recent tools, ``instance_type``.
-- ``neuron-monitor``: one JSON report per line; per-core device memory in
-  ``neuron_runtime_data[].report.memory_used.neuron_runtime_used_bytes.usage_breakdown.neuroncore_memory_usage``.
 - sysfs: ``/sys/devices/virtual/neuron_device/neuron{N}/neuron_core{M}/stats/memory_usage/device_mem/``
   holds ``total`` (current usage), ``present`` (size of the last allocation or free), ``peak`` (maximum
   since the driver loaded or the counter was cleared), and one directory per category with the same
@@ -31,12 +29,10 @@ from pipeline.errors import BenchError
 
 __all__ = [
     "CoreMemory",
-    "MonitorSample",
     "NeuronDevice",
     "NeuronInventory",
     "driver_version",
     "parse_neuron_ls",
-    "parse_neuron_monitor",
     "peak_delta",
     "read_device_memory",
     "reset_peaks",
@@ -315,115 +311,3 @@ def driver_version(sysfs_root: Path = Path("/sys")) -> str | None:
     except OSError:
         return None
     return text or None
-
-
-# --- neuron-monitor -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class MonitorSample:
-    """Device memory seen across one or more ``neuron-monitor`` reports.
-
-    Attributes:
-        reports: Number of reports parsed.
-        peak_per_core: Highest device memory per core (sum of its categories) over all reports.
-        last_per_core: Device memory per core in the last report that had any.
-        peak_device_bytes: Highest ``neuron_runtime_used_bytes.neuron_device`` (all cores of a runtime).
-        peak_host_bytes: Highest ``neuron_runtime_used_bytes.host``.
-        runtime_version: Runtime version when a report carries one.
-        instance_type: From ``instance_info``.
-        errors: Non-empty ``error`` strings the tool reported.
-    """
-
-    reports: int
-    peak_per_core: Mapping[int, int]
-    last_per_core: Mapping[int, int]
-    peak_device_bytes: int
-    peak_host_bytes: int
-    runtime_version: str | None = None
-    instance_type: str | None = None
-    errors: tuple[str, ...] = ()
-
-    @property
-    def peak_bytes(self) -> int:
-        """Sum over cores of each core's peak (cores peak at different times: an upper bound)."""
-        return sum(self.peak_per_core.values())
-
-
-def _reports(json_text: str) -> list[dict[str, Any]]:
-    text = json_text.strip()
-    if not text:
-        return []
-    try:
-        whole = json.loads(text)
-        return [whole] if isinstance(whole, dict) else [r for r in whole if isinstance(r, dict)]
-    except json.JSONDecodeError:
-        pass
-    reports = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            # The last line of a stream cut by the harness may be partial; anything else is corrupt.
-            if number == len(text.splitlines()):
-                logger.debug("ignoring partial last neuron-monitor line")
-                continue
-            raise BenchError(f"neuron-monitor line {number} is not JSON: {exc}") from exc
-        if isinstance(item, dict):
-            reports.append(item)
-    return reports
-
-
-def parse_neuron_monitor(json_text: str, *, pid: int | None = None) -> MonitorSample:
-    """Parse ``neuron-monitor`` output: one report, a JSON array of reports, or one report per line.
-
-    Args:
-        json_text: The tool's stdout.
-        pid: Keep only the runtime of this process (all runtimes when None).
-
-    Returns:
-        The :class:`MonitorSample`.
-
-    Raises:
-        BenchError: If a line (other than a cut last line) is not JSON.
-    """
-    peak: dict[int, int] = {}
-    last: dict[int, int] = {}
-    peak_device = peak_host = 0
-    version = instance_type = None
-    errors: list[str] = []
-    reports = _reports(json_text)
-    for report in reports:
-        instance_type = (report.get("instance_info") or {}).get("instance_type") or instance_type
-        this: dict[int, int] = {}
-        for runtime in report.get("neuron_runtime_data") or []:
-            if pid is not None and runtime.get("pid") != pid:
-                continue
-            if runtime.get("error"):
-                errors.append(str(runtime["error"]))
-            version = runtime.get("neuron_runtime_version") or version
-            used = ((runtime.get("report") or {}).get("memory_used") or {}).get("neuron_runtime_used_bytes") or {}
-            peak_device = max(peak_device, int(used.get("neuron_device") or 0))
-            peak_host = max(peak_host, int(used.get("host") or 0))
-            per_core = (used.get("usage_breakdown") or {}).get("neuroncore_memory_usage") or {}
-            for key, kinds in per_core.items():
-                if not str(key).isdigit() or not isinstance(kinds, Mapping):
-                    continue
-                value = sum(int(v) for v in kinds.values() if isinstance(v, (int, float)))
-                this[int(key)] = this.get(int(key), 0) + value
-        for core, value in this.items():
-            peak[core] = max(peak.get(core, 0), value)
-        if this:
-            last = this
-    return MonitorSample(
-        reports=len(reports),
-        peak_per_core=peak,
-        last_per_core=last,
-        peak_device_bytes=peak_device,
-        peak_host_bytes=peak_host,
-        runtime_version=str(version) if version else None,
-        instance_type=str(instance_type) if instance_type else None,
-        errors=tuple(errors),
-    )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PlanError
+from pipeline.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
 
 logger = logging.getLogger(__name__)
 
@@ -38,85 +39,8 @@ _HASH_IGNORED_KEYS = frozenset({"_name_or_path", "transformers_version", "torch_
 _NUM_EXPERTS_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k")
 #: Config keys giving a fixed number of image tokens per image.
-_IMAGE_TOKEN_KEYS = ("image_seq_length", "mm_tokens_per_image", "image_seq_len", "num_image_tokens")
 _CACHE_SIZE = 4096
 #: Attention kinds that keep no per-token KV cache (their state does not grow with the sequence).
-_STATELESS_KINDS = ("linear", "mamba", "conv", "recurrent")
-
-
-@dataclass(frozen=True)
-class AttentionShape:
-    """What the KV cache of the text decoder is sized from.
-
-    Args:
-        num_layers: decoder layers.
-        num_attention_heads: query heads (None when the config does not say).
-        num_key_value_heads: key/value heads (GQA/MQA); equals the query heads for plain multi-head attention.
-        key_dim: width of one token's cached key in one layer (all kv heads together).
-        value_dim: same for the value.
-        layer_types: per-layer attention kind (``full_attention``, ``sliding_attention``, ...), or None when
-            every layer is alike.
-        window: tokens a sliding or chunked layer keeps, or None.
-        hidden_size: model width (for the activation estimate).
-        intermediate_size: MLP width (for the activation estimate).
-        vocab_size: vocabulary size (for the logits estimate).
-    """
-
-    num_layers: int
-    num_attention_heads: int | None
-    num_key_value_heads: int | None
-    key_dim: int
-    value_dim: int
-    layer_types: tuple[str, ...] | None
-    window: int | None
-    hidden_size: int
-    intermediate_size: int
-    vocab_size: int
-
-    def kv_values(self, tokens: int) -> int:
-        """Values a static KV cache holds for one sequence of ``tokens`` tokens (times bytes = its size).
-
-        Sum over layers of (key width + value width) x cached tokens, where a sliding-window or chunked
-        layer caches at most its window and a linear-attention or state-space layer caches none.
-        """
-        kinds: tuple[str | None, ...] = self.layer_types[: self.num_layers] if self.layer_types else ()
-        kinds += (None,) * (self.num_layers - len(kinds))
-        cached = 0
-        for kind in kinds:
-            if kind is not None and any(word in kind for word in _STATELESS_KINDS):
-                continue
-            windowed = self.window is not None and (kind is None or "sliding" in kind or "chunked" in kind)
-            cached += min(tokens, self.window) if windowed and self.window else tokens
-        return cached * (self.key_dim + self.value_dim)
-
-
-@dataclass(frozen=True)
-class VisionShape:
-    """How many tokens one image turns into.
-
-    Args:
-        fixed_tokens: tokens per image when the config fixes it (LLaVA's 576, Gemma 3's 256).
-        patch_size: vision patch side in pixels.
-        image_size: the vision tower's native input side in pixels.
-        reduction: patches merged into one token (Qwen2-VL's spatial merge, Idefics3's pixel shuffle).
-        dynamic: True when the tower takes the image at its own resolution (Qwen2-VL) instead of resizing.
-    """
-
-    fixed_tokens: int | None
-    patch_size: int | None
-    image_size: int | None
-    reduction: int
-    dynamic: bool
-
-    def image_tokens(self, image_size: int) -> int:
-        """Estimated tokens for one square image of ``image_size`` pixels (no tiling)."""
-        if self.fixed_tokens:
-            return self.fixed_tokens
-        if not self.patch_size:
-            return 0
-        side = image_size if self.dynamic or not self.image_size else self.image_size
-        patches = -(-side // self.patch_size)
-        return max(1, patches * patches // max(1, self.reduction))
 
 
 @dataclass(frozen=True)
@@ -207,8 +131,8 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
 
     def raw(reason: str) -> ModelShape:
         text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
-        vision = _vision(config, config.get("vision_config") or {})
-        return ModelShape(architecture, model_type, _attention(text), vision, reason=reason)
+        vision = vision_shape(config, config.get("vision_config") or {})
+        return ModelShape(architecture, model_type, attention_shape(text), vision, reason=reason)
 
     if not model_type or model_type not in transformers.CONFIG_MAPPING:
         return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
@@ -220,8 +144,8 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
         logger.warning("cannot instantiate %s on the meta device: %s", architecture or model_type, exc)
         return raw(f"transformers could not build {architecture or model_type}: {type(exc).__name__}: {exc}")
     total, active, sharded, has_plan = _count(model, hf_config)
-    attention = _attention(hf_config.get_text_config())
-    vision = _vision(hf_config, getattr(hf_config, "vision_config", None) or {})
+    attention = attention_shape(hf_config.get_text_config())
+    vision = vision_shape(hf_config, getattr(hf_config, "vision_config", None) or {})
     return ModelShape(
         architecture,
         model_type,
@@ -280,75 +204,12 @@ def _count(model: Any, hf_config: Any) -> tuple[int, int, int, bool]:
         if sharded_re is not None and sharded_re.fullmatch(name):
             sharded += n
     text = hf_config.get_text_config()
-    num_experts = _int(text, *_NUM_EXPERTS_KEYS)
-    top_k = _int(text, *_TOP_K_KEYS)
+    num_experts = config_int(text, *_NUM_EXPERTS_KEYS)
+    top_k = config_int(text, *_TOP_K_KEYS)
     active = total
     if experts and num_experts and top_k and top_k < num_experts:
         active = total - experts + experts * top_k // num_experts
     return total, active, sharded, bool(patterns)
-
-
-def _get(source: Any, *names: str) -> Any:
-    """First non-None of ``names``, read alike from a transformers config (attributes) or a raw dict."""
-    for name in names:
-        value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def _int(source: Any, *names: str) -> int | None:
-    value = _get(source, *names)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _attention(text: Any) -> AttentionShape | None:
-    layers = _int(text, "num_hidden_layers", "n_layer", "num_layers")
-    hidden = _int(text, "hidden_size", "n_embd", "d_model")
-    heads = _int(text, "num_attention_heads", "n_head", "num_heads")
-    if not layers or not hidden:
-        return None
-    kv_heads = _int(text, "num_key_value_heads", "num_kv_heads", "multi_query_group_num") or heads
-    head_dim = _int(text, "head_dim") or (hidden // heads if heads else hidden)
-    key_dim = value_dim = (kv_heads or 1) * head_dim
-    if _int(text, "kv_lora_rank") and heads:
-        # Multi-head latent attention (DeepSeek V2/V3): transformers caches the decompressed per-head keys
-        # (nope + rope parts) and values of every query head.
-        kv_heads = heads
-        key_dim = heads * ((_int(text, "qk_nope_head_dim") or 0) + (_int(text, "qk_rope_head_dim") or 0))
-        value_dim = heads * (_int(text, "v_head_dim") or head_dim)
-    layer_types = _get(text, "layer_types")
-    use_window = _get(text, "use_sliding_window") is not False
-    window = _int(text, "sliding_window") if use_window else None
-    window = window or _int(text, "attention_chunk_size")
-    return AttentionShape(
-        num_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=kv_heads,
-        key_dim=key_dim,
-        value_dim=value_dim,
-        layer_types=tuple(str(t) for t in layer_types) if isinstance(layer_types, (list, tuple)) else None,
-        window=window,
-        hidden_size=hidden,
-        intermediate_size=_int(text, "intermediate_size", "ffn_dim", "n_inner") or 4 * hidden,
-        vocab_size=_int(text, "vocab_size") or 0,
-    )
-
-
-def _vision(top: Any, vision: Any) -> VisionShape | None:
-    fixed = _int(top, *_IMAGE_TOKEN_KEYS)
-    patch = _int(vision, "patch_size")
-    if not fixed and not patch:
-        return None
-    merge = _int(vision, "spatial_merge_size") or _int(top, "spatial_merge_size")
-    scale = _int(top, "scale_factor") or 1
-    return VisionShape(
-        fixed_tokens=fixed,
-        patch_size=patch,
-        image_size=_int(vision, "image_size"),
-        reduction=(merge or scale) ** 2,
-        dynamic=bool(merge),
-    )
 
 
 def safetensors_param_count(folder: Path) -> int | None:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, GiB, Instance, get_instance
 from pipeline.ids import validate_model_id
-from pipeline.params import AttentionShape, describe, safetensors_param_count
+from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, Need, Sizing
+from pipeline.params import describe, safetensors_param_count
 from pipeline.types import DTYPES
 from pipeline.workload import Workload, default_workload
 
@@ -28,16 +29,7 @@ logger = logging.getLogger(__name__)
 
 ParamSource = Literal["meta-device", "safetensors"]
 
-#: Bytes per weight at each benchmark dtype.
-DTYPE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
-#: fp8 is weight-only: activations and the KV cache stay in bfloat16.
-_COMPUTE_BYTES: dict[str, int] = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 2}
 _DTYPE_ALIASES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
-#: Fraction added to each core's weights and KV cache for compiler scratch buffers, I/O tensors and
-#: allocator fragmentation (docs/planner.md, "Headroom"; checked against runs by plan_calibration).
-HEADROOM_FRACTION = 0.10
-#: Fixed bytes per core that the Neuron runtime, collectives buffers and the compiled program take.
-RUNTIME_RESERVE_BYTES = 1 * GiB
 #: The largest instance of each family, suggested when a model does not fit a smaller one.
 _LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
 
@@ -82,85 +74,6 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field (what ``trncat plan --json`` prints)."""
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class _Need:
-    """Memory at one tensor-parallel degree."""
-
-    degree: int
-    per_core: int
-    total: int
-    kv_replication: int
-
-
-@dataclass(frozen=True)
-class _Sizing:
-    """The degree-independent facts the memory at any degree and dtype follows from."""
-
-    params: int
-    sharded: int
-    att: AttentionShape | None
-    workload: Workload
-    kv_values: int
-    can_shard: bool
-
-    def need(self, degree: int, dtype: str) -> _Need:
-        weight, compute = DTYPE_BYTES[dtype], _COMPUTE_BYTES[dtype]
-        kv_heads = self.att.num_key_value_heads if self.att else None
-        # Past the kv head count each core keeps whole kv heads: they are replicated, not split further.
-        kv_split = min(degree, kv_heads) if kv_heads else degree
-        weights = -(-self.sharded * weight // degree) + (self.params - self.sharded) * weight
-        kv = -(-self.kv_values * compute // kv_split)
-        per_core = int((weights + kv) * (1 + HEADROOM_FRACTION)) + self._activations(degree, compute)
-        per_core += RUNTIME_RESERVE_BYTES
-        replication = degree // kv_heads if kv_heads and degree > kv_heads else 1
-        return _Need(degree=degree, per_core=per_core, total=per_core * degree, kv_replication=replication)
-
-    def _activations(self, degree: int, act_bytes: int) -> int:
-        """Peak prefill activations of one layer plus one step of fp32 logits, on one core.
-
-        An upper bound: the compiler reuses buffers across layers, so one layer's working set is what
-        lives. Attention scores count as materialised (eager attention); the MLP and heads split by degree.
-        """
-        if self.att is None:
-            return 0
-        seq, batch, att = self.workload.input_tokens, self.workload.batch_size, self.att
-        hidden = batch * seq * (2 * att.hidden_size + 2 * att.intermediate_size // degree) * act_bytes
-        scores = batch * max(1, (att.num_attention_heads or 1) // degree) * seq * seq * act_bytes
-        return hidden + scores + batch * att.vocab_size * 4
-
-    def degrees(self, inst: Instance) -> list[int]:
-        """Powers of two up to the instance's cores that split the attention heads evenly.
-
-        A degree must divide the query heads, and divide the kv heads or be a multiple of them (then each
-        kv head is replicated). Degree 1 is always valid; a model without a tp plan has only that.
-        """
-        heads = self.att.num_attention_heads if self.att else None
-        kv = self.att.num_key_value_heads if self.att else None
-        found, d = [1], 2
-        while self.can_shard and d <= inst.cores:
-            if (not heads or heads % d == 0) and (not kv or kv % d == 0 or d % kv == 0):
-                found.append(d)
-            d *= 2
-        return found
-
-    def smallest_fit(self, inst: Instance, dtype: str) -> _Need | None:
-        for degree in self.degrees(inst):
-            need = self.need(degree, dtype)
-            if need.per_core <= inst.memory_per_core_bytes:
-                return need
-        return None
-
-    def cores_by_memory(self, inst: Instance, dtype: str) -> int:
-        """Smallest power of two of cores whose memory would hold the model if every weight sharded.
-
-        Head counts, tp plans and the instance's size aside: what the memory alone asks for.
-        """
-        ideal, d = replace(self, sharded=self.params), 1
-        while ideal.need(d, dtype).per_core > inst.memory_per_core_bytes and d < 1 << 20:
-            d *= 2
-        return d
 
 
 def normalize_dtype(dtype: str) -> str:
@@ -229,10 +142,10 @@ def plan_config(
     if info.vision is not None and workload.image_size is not None:
         tokens += info.vision.image_tokens(workload.image_size)
     kv_values = info.attention.kv_values(tokens) * workload.batch_size if info.attention else 0
-    sizing = _Sizing(params, sharded, info.attention, workload, kv_values, can_shard)
+    sizing = Sizing(params, sharded, info.attention, workload, kv_values, can_shard)
     chosen = sizing.smallest_fit(inst, dtype)
     shown = chosen or sizing.need(sizing.degrees(inst)[-1], dtype)
-    weights, kv = params * DTYPE_BYTES[dtype], kv_values * _COMPUTE_BYTES[dtype]
+    weights, kv = params * DTYPE_BYTES[dtype], kv_values * COMPUTE_BYTES[dtype]
     return Plan(
         model=None,
         revision=None,
@@ -266,7 +179,7 @@ def _cores(n: int) -> str:
     return f"{n} NeuronCore{'s' if n != 1 else ''}"
 
 
-def _fit_advice(inst: Instance, chosen: _Need) -> str:
+def _fit_advice(inst: Instance, chosen: Need) -> str:
     if chosen.degree == 1:
         return f"fits on one NeuronCore ({inst.family}, LNC={inst.lnc}, {_size(inst.memory_per_core_bytes)})"
     advice = (
@@ -278,7 +191,7 @@ def _fit_advice(inst: Instance, chosen: _Need) -> str:
     return advice
 
 
-def _no_fit_advice(inst: Instance, sizing: _Sizing, dtype: str) -> str:
+def _no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
     by_memory = sizing.cores_by_memory(inst, dtype)
     if by_memory <= inst.cores:
         heads, kv = (sizing.att.num_attention_heads, sizing.att.num_key_value_heads) if sizing.att else (0, 0)

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
+from pipeline.candidates import Candidate, Discovery
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
-from pipeline.candidates import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub

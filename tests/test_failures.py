@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.bench.failures import HOST_OOM_HINT, RULES, Classification, classify, summarize_message
+from pipeline.bench.failures import HOST_OOM_HINT, RULES, Classification, classify
+from pipeline.bench.messages import summarize_message
 from pipeline.types import STAGES
 
 FIXTURES = Path(__file__).parent / "fixtures" / "errors"

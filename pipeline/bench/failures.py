@@ -50,7 +50,6 @@ __all__ = [
     "MatchContext",
     "Rule",
     "classify",
-    "summarize_message",
 ]
 
 #: Phrase the harness puts in the message when its own memory watchdog kills a child, so that a SIGKILL
@@ -349,66 +348,3 @@ def classify(
         if matched:
             return rule.result(ctx, found)
     return _UNKNOWN
-
-
-# --- message summary -------------------------------------------------------------------------------
-
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07")
-_HOME = re.compile(r"(?:/home/|/Users/)[^/\s'\"]+|/root(?=/)")
-_KEY_LINE = re.compile(
-    r"\bNCC_[A-Z]{3,5}\d{3}\b|\[[A-Z]{1,4}\d{3}\]|^\s*[\w.]*(?:Error|Exception|Exit|Failed|Refused)\b[:(]?"
-    r"|\bERROR\b|\bFATAL\b|Traceback \(most recent call last\)|^\s*Killed\b",
-)
-_MARK = "[...]"
-
-
-def summarize_message(text: str, *, limit: int = 2000) -> str:
-    """The useful part of a traceback or compiler log, at most ``limit`` characters.
-
-    ANSI codes are stripped and home directories shortened to ``~``. When the text is too long, the
-    error lines (exception lines, ``ERROR``, ``NCC_`` codes) are kept first and the rest of the budget
-    goes to the tail of the log, where the final exception is.
-
-    Args:
-        text: Raw message or log.
-        limit: Maximum length of the result.
-
-    Returns:
-        The summary (empty for an empty text).
-
-    Raises:
-        ValueError: If ``limit`` is smaller than 40.
-    """
-    if limit < 40:
-        raise ValueError("limit must be at least 40")
-    clean = _HOME.sub("~", _ANSI.sub("", text or "")).replace("\r\n", "\n").replace("\r", "\n")
-    lines = [line.rstrip() for line in clean.split("\n") if line.strip()]
-    joined = "\n".join(lines)
-    if len(joined) <= limit:
-        return joined
-    line_cap = max(limit // 4, 20)
-    key: list[str] = []
-    for line in lines:
-        if _KEY_LINE.search(line) and "Traceback (most recent" not in line:
-            short = line.strip()[:line_cap]
-            if short not in key:
-                key.append(short)
-    # Error lines may fill at most half the budget; the newest ones matter most.
-    head: list[str] = []
-    used = 0
-    for line in reversed(key):
-        if used + len(line) + 1 > limit // 2:
-            break
-        head.insert(0, line)
-        used += len(line) + 1
-    budget = limit - used - len(_MARK) - 2
-    tail: list[str] = []
-    for line in reversed(lines):
-        piece = line[:line_cap]
-        if len(piece) + 1 > budget:
-            break
-        tail.insert(0, piece)
-        budget -= len(piece) + 1
-    head = [line for line in head if line not in {t.strip() for t in tail}]
-    out = "\n".join([*head, _MARK, *tail]) if head else "\n".join([_MARK, *tail])
-    return out[-limit:]

@@ -24,7 +24,8 @@ import psutil
 
 from pipeline import constants
 from pipeline.bench.backends import Backend
-from pipeline.bench.failures import HOST_OOM_HINT, classify, summarize_message
+from pipeline.bench.failures import HOST_OOM_HINT, classify
+from pipeline.bench.messages import summarize_message
 from pipeline.bench.models import ResolvedModel, check_remote_code
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused

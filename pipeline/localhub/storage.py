@@ -21,11 +21,12 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import StoreError
+from pipeline.localhub.discussions import DiscussionStore
+from pipeline.localhub.files import now, write_json
 
 REPO_TYPES = ("model", "dataset", "space")
 #: Size from which the real Hub asks for LFS whatever the name (10 MB).
@@ -48,17 +49,6 @@ def is_lfs_path(path: str, size: int) -> bool:
     """Whether the Hub would store ``path`` through LFS."""
     name = path.rsplit("/", 1)[-1]
     return size >= LFS_THRESHOLD or any(fnmatch.fnmatch(name, p) for p in LFS_PATTERNS)
-
-
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
-
-
-def _write_json(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(data, sort_keys=True))
-    os.replace(tmp, path)
 
 
 @dataclass
@@ -92,7 +82,7 @@ class Repo:
         return self.commits[self.resolve(revision)]["tree"]
 
 
-class LocalHubStore:
+class LocalHubStore(DiscussionStore):
     """Repos of the local hub on disk; usable without HTTP to seed a hub.
 
     Args:
@@ -165,7 +155,7 @@ class LocalHubStore:
                 if exist_ok:
                     return self._repos[(repo_type, repo_id)]
                 raise StoreError("You already created this repo", status=409)
-            meta = {"createdAt": _now(), "downloads": 0, "likes": 0, "trendingScore": 0, "tags": []}
+            meta = {"createdAt": now(), "downloads": 0, "likes": 0, "trendingScore": 0, "tags": []}
             meta.update(metadata or {})
             folder = self.root / "repos" / f"{repo_type}s" / repo_id
             repo = Repo(repo_id=repo_id, repo_type=repo_type, path=folder, meta=meta, refs={})
@@ -181,7 +171,7 @@ class LocalHubStore:
         with self.lock:
             repo = self.get(repo_id, repo_type=repo_type)
             repo.meta.update(fields)
-            _write_json(repo.path / "meta.json", repo.meta)
+            write_json(repo.path / "meta.json", repo.meta)
 
     # -- blobs ---------------------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
@@ -257,15 +247,15 @@ class LocalHubStore:
                 "parent": parent,
                 "message": message,
                 "description": description,
-                "date": _now(),
+                "date": now(),
                 "tree": tree,
             }
-            _write_json(repo.path / "commits" / f"{sha}.json", commit)
+            write_json(repo.path / "commits" / f"{sha}.json", commit)
             repo.commits[sha] = commit
             repo.refs[ref] = sha
-            _write_json(repo.path / "refs.json", repo.refs)
+            write_json(repo.path / "refs.json", repo.refs)
             repo.meta["lastModified"] = commit["date"]
-            _write_json(repo.path / "meta.json", repo.meta)
+            write_json(repo.path / "meta.json", repo.meta)
             return sha
 
     def apply_commit(
@@ -349,68 +339,3 @@ class LocalHubStore:
             out.append(repo.commits[sha])
             sha = repo.commits[sha]["parent"]
         return out
-
-    # -- discussions ---------------------------------------------------------------------------------
-    def open_pull_request(self, repo: Repo, *, title: str, author: str, description: str = "") -> int:
-        """Create refs/pr/N from main and its discussion; returns N."""
-        with self.lock:
-            num = len(repo.discussions) + 1
-            repo.refs[f"refs/pr/{num}"] = repo.refs["main"]
-            _write_json(repo.path / "refs.json", repo.refs)
-            repo.discussions.append(
-                {
-                    "num": num,
-                    "title": title,
-                    "status": "open",
-                    "isPullRequest": True,
-                    "author": {"name": author},
-                    "createdAt": _now(),
-                    "events": [self._comment_event(description or title, author)],
-                }
-            )
-            self._save_discussions(repo)
-            return num
-
-    def add_discussion_event(self, repo: Repo, num: int, event: dict[str, Any]) -> None:
-        """Append an event (comment, commit, status-change) to discussion ``num``."""
-        with self.lock:
-            self.discussion(repo, num)["events"].append(event)
-            self._save_discussions(repo)
-
-    def set_discussion_status(self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset") -> None:
-        """Close, merge or reopen a discussion (what a maintainer does on the Hub)."""
-        with self.lock:
-            repo = self.get(repo_id, repo_type=repo_type)
-            self.discussion(repo, num)["status"] = status
-            self._save_discussions(repo)
-
-    def discussion(self, repo: Repo, num: int) -> dict[str, Any]:
-        """Discussion ``num``, or a 404."""
-        if not 1 <= num <= len(repo.discussions):
-            raise StoreError(f"Discussion {num} not found", status=404)
-        return repo.discussions[num - 1]
-
-    def _save_discussions(self, repo: Repo) -> None:
-        _write_json(repo.path / "discussions.json", repo.discussions)
-
-    def _comment_event(self, text: str, author: str) -> dict[str, Any]:
-        self._counter += 1
-        return {
-            "id": f"{self._counter:024x}",
-            "type": "comment",
-            "createdAt": _now(),
-            "author": {"name": author},
-            "data": {
-                "edited": False,
-                "hidden": False,
-                "latest": {"raw": text, "html": text, "updatedAt": _now(), "author": {"name": author}},
-                "history": [],
-            },
-        }
-
-    def comment(self, repo: Repo, num: int, text: str, *, author: str) -> dict[str, Any]:
-        """Add a comment; returns the event."""
-        with self.lock:
-            event = self._comment_event(text, author)
-            self.add_discussion_event(repo, num, event)
-            return event

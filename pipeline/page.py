@@ -296,6 +296,13 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _asset(env: jinja2.Environment, name: str) -> Markup:
+    """A file of ``templates/`` inlined into the page as it is (the page's own script and style sheet)."""
+    assert env.loader is not None
+    text, _, _ = env.loader.get_source(env, name)
+    return Markup(text)
+
+
 def render_page(
     *,
     latest: list[dict[str, Any]],
@@ -336,8 +343,11 @@ def render_page(
         "entries": [[e[c] for c in ENTRY_COLUMNS] for e in data["entries"]],
     }
     listing = data["lists"][f"{data['default']['task']}/{data['default']['view']}"]
-    template = _environment().get_template("index.html.j2")
+    env = _environment()
+    template = env.get_template("index.html.j2")
     return template.render(
+        app_js=_asset(env, "index.js"),
+        app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
         scripts_json=script_json(_inline_scripts(data["entries"], scripts)),
         tasks=data["tasks"],

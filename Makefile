@@ -4,14 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
+# Where torch comes from. Empty: pip's configured index (on a usual Linux machine PyPI's CUDA build, several GB).
+# PyTorch's CPU wheels: make TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu test
+TORCH_INDEX_URL ?=
 
 .PHONY: demo test lint venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# torch first, pinned: a bare `torch` requirement would pull a multi-GB CUDA build.
-	$(BIN)/pip install --quiet torch==$(TORCH_VERSION)
+	# torch first, pinned, so the project's own `torch` requirement is already met (see TORCH_INDEX_URL).
+	$(BIN)/pip install --quiet torch==$(TORCH_VERSION) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

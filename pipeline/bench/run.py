@@ -117,28 +117,18 @@ def bench_model(
         fault=fault,
     )
     logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, backend.name, spec.cores)
-    if escalate:
-        from pipeline.bench.escalation import run_with_escalation
+    from pipeline.bench.escalation import run_with_escalation
 
-        record = run_with_escalation(
-            spec,
-            resolved,
-            backend=backend,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-            source=source,
-            plan=plan,
-        )
-    else:
-        record = harness.bench_once(
-            spec,
-            resolved,
-            backend=backend,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-            source=source,
-            plan=plan,
-        )
+    attempt = run_with_escalation if escalate else harness.bench_once
+    record = attempt(
+        spec,
+        resolved,
+        backend=backend,
+        timeout_s=timeout_s,
+        memory_limit_bytes=memory_limit_bytes,
+        source=source,
+        plan=plan,
+    )
     try:
         fsatomic.write_text(out, dump_record(record))
     except OSError as exc:

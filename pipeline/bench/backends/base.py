@@ -108,6 +108,8 @@ class Backend:
     #: Whether generated requirements pin the torchvision that matches torch (image-text-to-text processors
     #: import it; the CPU rows come from development machines where it cannot be installed).
     pins_torchvision: ClassVar[bool] = True
+    #: Whether a run on several cores shards the model over them (one torchrun process per core).
+    shards_over_cores: ClassVar[bool] = False
     #: `torch.compile` backend name used when the run compiles, or None when this backend cannot compile.
     compile_backend: ClassVar[str | None] = None
     #: Whether runs compile when the spec does not say.
@@ -141,7 +143,8 @@ class Backend:
         return {}
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
-        """The command that runs ``python -m <module_args>`` on ``cores`` cores (plain python by default).
+        """The command that runs ``python -m <module_args>`` on ``cores`` cores: plain python on one core or on a
+        backend that does not shard, torchrun with one process per core otherwise.
 
         Args:
             cores: Cores the model is sharded over.
@@ -150,6 +153,10 @@ class Backend:
         Returns:
             The argument list for ``subprocess``.
         """
+        if cores > 1 and self.shards_over_cores:
+            from pipeline.bench.backends.launch import torchrun_command
+
+            return torchrun_command(nproc=cores, module_args=module_args)
         return [python_executable(), "-m", *module_args]
 
     def versions(self) -> dict[str, str | None]:

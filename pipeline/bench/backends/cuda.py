@@ -12,11 +12,10 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pipeline.bench.backends.base import Backend, python_executable, sum_across_ranks, world_of
-from pipeline.bench.backends.launch import torchrun_command
 from pipeline.errors import BackendUnavailableError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the
@@ -81,6 +80,7 @@ class CudaBackend(Backend):
     name: ClassVar[str] = "cuda"
     compile_backend: ClassVar[str | None] = "inductor"
     compile_by_default: ClassVar[bool] = False
+    shards_over_cores: ClassVar[bool] = True
 
     def __init__(self, *, probe: Callable[[], dict[str, Any]] = probe_gpus) -> None:
         self._probe = probe
@@ -98,11 +98,6 @@ class CudaBackend(Backend):
 
     def environment(self, *, cores: int) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(cores))}
-
-    def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
-        if cores == 1:
-            return super().launcher(cores=cores, module_args=module_args)
-        return torchrun_command(nproc=cores, module_args=module_args)
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()

@@ -15,7 +15,7 @@ import functools
 import importlib.util
 import logging
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -27,7 +27,6 @@ from pipeline.bench.backends.base import (
     sum_across_ranks,
     world_of,
 )
-from pipeline.bench.backends.launch import torchrun_command
 from pipeline.bench.backends.neuron import launch as neuron_launch
 from pipeline.bench.backends.neuron import tools as neuron_tools
 from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
@@ -110,6 +109,7 @@ class NeuronBackend(Backend):
     name: ClassVar[str] = "neuron"
     compile_backend: ClassVar[str | None] = "neuron"
     compile_by_default: ClassVar[bool] = True
+    shards_over_cores: ClassVar[bool] = True
     toolchain_packages: ClassVar[tuple[tuple[str, str], ...]] = (
         ("neuronx-cc", "neuronx_cc"),
         ("torch-neuronx", "torch_neuronx"),
@@ -208,11 +208,6 @@ class NeuronBackend(Backend):
             cache_dir=self.cache_dir,
             total_cores=inventory.total_cores if inventory else None,
         )
-
-    def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
-        if cores == 1:
-            return super().launcher(cores=cores, module_args=module_args)
-        return torchrun_command(nproc=cores, module_args=module_args)
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()

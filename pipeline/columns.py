@@ -31,6 +31,8 @@ def record_id(record: dict[str, Any]) -> str:
 
 
 _STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timestamp"
+#: Nested columns: a list of ``{op, count}`` structs, and a list of strings.
+_OPS, _STRS = "ops", "strings"
 
 #: (column, path in the record, type). The order is the column order of every Parquet file.
 COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -94,8 +96,22 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("plan_tp_degree", ("plan", "tp_degree"), _INT),
     ("plan_total_bytes", ("plan", "total_bytes"), _INT),
     ("attempts_json", ("attempts",), _STR),
+    # schema 1.1 (added at the end: the columns of 1.0 files keep their places)
+    ("warm_start_s", ("metrics", "warm_start_s"), _FLOAT),
+    ("cpu_fallback_ops", ("metrics", "cpu_fallback_ops"), _OPS),
+    ("recompiles_during_timed", ("metrics", "recompiles_during_timed"), _INT),
+    ("agreement_reference", ("agreement", "reference"), _STR),
+    ("agreement_logits_cosine", ("agreement", "logits_cosine"), _FLOAT),
+    ("agreement_prefix_tokens", ("agreement", "prefix_tokens"), _INT),
+    ("agreement_compared_tokens", ("agreement", "compared_tokens"), _INT),
+    ("agreement_threshold", ("agreement", "threshold"), _FLOAT),
+    ("agreement_skipped", ("agreement", "skipped"), _STR),
+    ("torchvision_version", ("versions", "torchvision"), _STR),
+    ("notes", ("notes",), _STRS),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
+#: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
+COLUMNS_SINCE_1_1: frozenset[str] = frozenset(COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") :])
 
 
 @functools.cache
@@ -109,6 +125,8 @@ def arrow_schema() -> Any:
         _FLOAT: pa.float64(),
         _BOOL: pa.bool_(),
         _TIME: pa.timestamp("us", tz="UTC"),
+        _OPS: pa.list_(pa.struct([pa.field("op", pa.string()), pa.field("count", pa.int64())])),
+        _STRS: pa.list_(pa.string()),
     }
     return pa.schema([pa.field(name, types[kind], nullable=True) for name, _, kind in COLUMNS])
 
@@ -143,8 +161,9 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
 def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     """The record a flat row came from (the inverse of :func:`flatten`)."""
     record: dict[str, Any] = {}
+    old = row.get("schema_version") == "1.0"
     for name, path, kind in COLUMNS:
-        if not path:
+        if not path or (old and name in COLUMNS_SINCE_1_1):
             continue
         value = row.get(name)
         if name == "attempts_json":
@@ -169,6 +188,11 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         record["metrics"]["latency_s"] = None
     if record.get("plan", {}).get("cores") is None:
         record["plan"] = None
+    if not old:
+        if record.get("agreement", {}).get("reference") is None:
+            record["agreement"] = None
+        if record.get("notes") is None:
+            record["notes"] = []
     return record
 
 

@@ -29,8 +29,13 @@ REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 #: Neuron settings, recorded by the neuron backend.
 NEURON_RT_VISIBLE_CORES: str | None = os.environ.get("NEURON_RT_VISIBLE_CORES") or None
 NEURON_LOGICAL_NC_CONFIG: str | None = os.environ.get("NEURON_LOGICAL_NC_CONFIG") or None
-NEURON_COMPILE_CACHE_URL: str | None = os.environ.get("NEURON_COMPILE_CACHE_URL") or None
+#: TorchNeuron's NEFF cache directory of the runner (docs/neuron-facts.md); a benchmark compiles into its own.
+TORCH_NEURONX_NEFF_CACHE_DIR: str | None = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None
 #: Container image digest of the runner, when the bench runs in one.
 TRNCAT_IMAGE_DIGEST: str | None = os.environ.get("TRNCAT_IMAGE_DIGEST") or None
+#: Where CPU float32 reference answers are cached (one file per model, revision, task and workload).
+TRNCAT_REFERENCE_CACHE: Path = Path(
+    os.environ.get("TRNCAT_REFERENCE_CACHE") or Path.home() / ".cache" / "trncat" / "reference"
+).expanduser()
 #: Instance type override (otherwise read from IMDS-free sources such as neuron-ls).
 TRNCAT_INSTANCE_TYPE: str | None = os.environ.get("TRNCAT_INSTANCE_TYPE") or None

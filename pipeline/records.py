@@ -1,6 +1,7 @@
 """The result record: schema loading, JSON-Schema + semantic validation, and its flat Arrow form.
 
-One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.0"). Validation is
+One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.1"; "1.0" records stay
+valid: 1.1 only adds optional fields and the ``accuracy`` stage). Validation is
 the JSON Schema (compiled once with jsonschema-rs, which names the field) plus the semantic checks that a
 schema cannot express. A bad record is reported with its file and field and set aside; it never stops the
 good ones.
@@ -24,7 +25,7 @@ from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 
 
@@ -145,6 +146,15 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     available = hardware["cores_available"]
     if available is not None and cores > available:
         out.append(("cores", f"{cores} cores used but the hardware has {available}"))
+    agreement = record.get("agreement")
+    if agreement and agreement["skipped"] is None:
+        cosine = agreement["logits_cosine"]
+        wrong = cosine is None or cosine < agreement["threshold"]
+        if wrong and record["status"] == "pass":
+            out.append(("agreement.logits_cosine", f"a pass must agree with the reference (cosine {cosine})"))
+    failure = record["failure"]
+    if failure and failure["stage"] == "accuracy" and not agreement:
+        out.append(("agreement", "a failure at stage accuracy carries the agreement that failed"))
     return out
 
 

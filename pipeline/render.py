@@ -100,7 +100,8 @@ def requirement_lines(record: dict[str, Any]) -> list[str]:
     lines.append(f"transformers=={versions['transformers']}")
     if record["task"] == "image-text-to-text":
         lines.append("pillow")
-        vision = torchvision_for(versions["torch"])
+        # The runner's own torchvision when the record has it; else the release built for the pinned torch.
+        vision = versions.get("torchvision") or torchvision_for(versions["torch"])
         if vision and backend.pins_torchvision:
             # Qwen2-VL / SmolVLM video processors import torchvision; it must match the torch pinned above.
             lines.append(f"torchvision=={vision}")
@@ -129,7 +130,16 @@ def run_script(record: dict[str, Any]) -> str:
         workload=record["workload"],
         device=record["device"],
         status=record["status"],
+        install=install_commands(record),
     )
+
+
+def install_commands(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """(where, one-line command) pairs that install what a record ran with: e.g. the Neuron DLAMI's venv, and a
+    fresh virtual environment (Ubuntu's system pip refuses to install into the system Python)."""
+    from pipeline.bench.backends import backend_class
+
+    return backend_class(record["device"]).install_commands(record["versions"])
 
 
 def requirements(record: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 Status = Literal["pass", "fail", "error"]
-Stage = Literal["load", "compile", "run", "oom", "timeout", "crash"]
+Stage = Literal["load", "compile", "run", "oom", "timeout", "crash", "accuracy"]
 Device = Literal["cpu", "cuda", "neuron"]
 Task = Literal["text-generation", "image-text-to-text"]
 Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]

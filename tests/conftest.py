@@ -59,6 +59,14 @@ socket.socket.connect = _guarded_connect  # type: ignore[method-assign]
 socket.socket.connect_ex = _guarded_connect_ex  # type: ignore[method-assign]
 
 
+@pytest.fixture(autouse=True)
+def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU reference answers go to a session folder, never to the developer's ~/.cache."""
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "TRNCAT_REFERENCE_CACHE", tmp_path_factory.getbasetemp() / "reference-cache")
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The two tiny demo models, built once per session: task -> folder."""

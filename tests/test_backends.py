@@ -6,6 +6,7 @@ and shows that the record differs from a CPU run only in what the backend provid
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 import traceback
@@ -19,8 +20,10 @@ from pipeline import constants
 from pipeline.bench import backends, child, harness
 from pipeline.bench.backends.base import Backend, world_of
 from pipeline.bench.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
-from pipeline.bench.backends.neuron import NeuronBackend, choose_peak, sysfs_core_indices
+from pipeline.bench.backends.neuron import NeuronBackend, choose_peak, count_ops
+from pipeline.bench.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench.models import resolve_local
+from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
 from pipeline.cli import main
 from pipeline.errors import BackendUnavailableError, ConfigError
@@ -59,9 +62,7 @@ def machine(tmp_path: Path) -> Path:
 def _neuron(root: Path, *, neuron_ls: str | None = TRN2_3XL, **kwargs: Any) -> NeuronBackend:
     kwargs.setdefault("find_spec", lambda name: object())
     kwargs.setdefault("packages", FAKE_PACKAGES.get)
-    return NeuronBackend(
-        dev_root=root / "dev", sysfs_root=root / "sys", neuron_ls=lambda: neuron_ls, cache_dir=root / "cache", **kwargs
-    )
+    return NeuronBackend(dev_root=root / "dev", sysfs_root=root / "sys", neuron_ls=lambda: neuron_ls, **kwargs)
 
 
 # --- neuron, parent side ---------------------------------------------------------------------------
@@ -127,12 +128,9 @@ def test_neuron_versions(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_neuron_environment_and_launcher(machine: Path) -> None:
     backend = _neuron(machine)
-    assert backend.environment(cores=2) == {
-        "NEURON_RT_VISIBLE_CORES": "0-1",
-        "NEURON_LOGICAL_NC_CONFIG": "2",
-        "NEURON_COMPILE_CACHE_URL": str(machine / "cache"),
-    }
-    with pytest.raises(ConfigError, match="do not fit"):
+    assert backend.environment(cores=2) == {"NEURON_RT_VISIBLE_CORES": "0-1", "NEURON_LOGICAL_NC_CONFIG": "2"}
+    assert backend.environment(cores=1, compile_cache=machine / "cache")[NEFF_CACHE_VARIABLE] == str(machine / "cache")
+    with pytest.raises(ConfigError, match="owns only 4"):
         backend.environment(cores=8)  # a trn2.3xlarge has 4 logical cores
     args = ["pipeline.bench.child", "spec.json", "out.json"]
     assert backend.launcher(cores=1, module_args=args) == [sys.executable, "-m", *args]
@@ -148,19 +146,87 @@ def test_neuron_environment_and_launcher(machine: Path) -> None:
     ]
 
 
-def test_neuron_compile_cache_hit_is_recorded(machine: Path) -> None:
+def test_an_offset_runner_stays_in_its_cores(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(constants, "NEURON_RT_VISIBLE_CORES", "2-3")  # this runner owns logical cores 2 and 3
     backend = _neuron(machine)
-    before = backend.compile_cache_snapshot()
-    (machine / "cache/neuronxcc-2.21.18209.0/MODULE_123+abc").mkdir(parents=True)  # a cold compile
-    assert backend.compile_cache_hit(before) is False
-    assert backend.compile_cache_hit(backend.compile_cache_snapshot()) is True  # nothing new: warm
-    assert _neuron(machine / "elsewhere").compile_cache_hit(set()) is None  # no local cache
+    assert backend.environment(cores=2)["NEURON_RT_VISIBLE_CORES"] == "2-3"
+    with pytest.raises(ConfigError, match="owns only 2"):
+        backend.environment(cores=4)
+    # In the child, NEURON_RT_VISIBLE_CORES is the run's own set: at LNC=2 that is physical cores 4-7 in sysfs.
+    assert backend._used_sysfs_cores() == [4, 5, 6, 7]
 
 
-def test_sysfs_cores_behind_logical_cores() -> None:
-    assert sysfs_core_indices(cores=2, lnc=2) == [0, 1, 2, 3]
-    assert sysfs_core_indices(cores=1, first_core=3, lnc=2) == [6, 7]
-    assert sysfs_core_indices(cores=2, lnc=1) == [0, 1]
+def test_neuron_compile_cache_hit_is_observed(machine: Path) -> None:
+    backend = _neuron(machine)
+    cache = machine / "cache"
+    before = backend.compile_cache_files(cache)
+    (cache / "ab" / "cd").mkdir(parents=True)
+    (cache / "ab" / "cd" / "key.neff").write_bytes(b"neff")  # a cold compile writes a NEFF
+    assert backend.compile_cache_hit(cache, before) is False
+    assert backend.compile_cache_hit(cache, backend.compile_cache_files(cache)) is True  # nothing new: warm
+    assert Backend().compile_cache_hit(cache, set()) is None  # no compile cache on the base backend
+
+
+def test_missing_neuron_ls_is_an_infrastructure_error(
+    machine: Path, tiny_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = _neuron(machine, neuron_ls=None)
+    assert backend.preflight() is not None and "neuron-ls" in str(backend.preflight())
+    monkeypatch.setattr(constants, "TRNCAT_INSTANCE_TYPE", "trn2.48xlarge")
+    assert backend.preflight() is None  # the operator said which instance this is
+    monkeypatch.setattr(constants, "TRNCAT_INSTANCE_TYPE", None)
+    spec = BenchSpec(
+        path=str(tiny_models["text-generation"]), task="text-generation", device="neuron", dtype="bfloat16"
+    )
+    calls: list[BenchSpec] = []
+    record = harness.bench_once(
+        spec,
+        resolve_local(tiny_models["text-generation"]),
+        backend=backend,
+        child_runner=lambda spec, **kw: calls.append(spec),  # type: ignore[func-returns-value]
+    )
+    assert calls == []  # nothing ran on a machine whose instance is unknown
+    assert record["status"] == "error" and record["failure"]["code"] == "device_unknown"
+    assert validate_record(record) == []
+
+
+def test_fallback_ops_are_counted_since_the_snapshot(
+    machine: Path, fake_torch_neuronx: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = _neuron(machine)
+    assert backend.fallback_counts() is None  # a torch-neuronx without the tracking calls: not observable
+    assert backend.fallback_ops(None) is None
+    ran: list[str] = ["aten::nonzero"]
+    monkeypatch.setattr(sys.modules["torch_neuronx"], "get_fallback_ops", lambda: list(ran), raising=False)
+    before = backend.fallback_counts()
+    ran.extend(["aten::topk", "aten::topk", "aten::nonzero"])
+    assert backend.fallback_ops(before) == [{"op": "aten::nonzero", "count": 1}, {"op": "aten::topk", "count": 2}]
+    assert count_ops({"aten::sort": 3}) == {"aten::sort": 3} and count_ops({"a", "b"}) == {"a": 1, "b": 1}
+    assert count_ops(None) == {}
+
+
+def _sum_on_two_ranks(rank: int, store_path: str, results: Any) -> None:
+    import torch.distributed as dist
+
+    from pipeline.bench.backends.base import sum_across_ranks
+
+    dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
+    try:
+        results[rank] = sum_across_ranks(10 + rank)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_cross_rank_sums_run_on_the_host_over_gloo(tmp_path: Path) -> None:
+    import torch.multiprocessing as mp
+
+    from pipeline.bench.backends.base import sum_across_ranks
+
+    assert sum_across_ranks(7) == 7  # not distributed: the value itself
+    manager = mp.Manager()
+    results = manager.dict()
+    mp.spawn(_sum_on_two_ranks, args=(str(tmp_path / "store"), results), nprocs=2, join=True)
+    assert dict(results) == {0: 21, 1: 21}
 
 
 def test_choose_peak() -> None:
@@ -322,7 +388,6 @@ class CpuNeuron(NeuronBackend):
             dev_root=self.root / "dev",
             sysfs_root=self.root / "sys",
             neuron_ls=lambda: TRN2_3XL,
-            cache_dir=self.root / "cache",
             find_spec=lambda name: object(),
             packages=FAKE_PACKAGES.get,
         )
@@ -339,12 +404,31 @@ class CpuNeuron(NeuronBackend):
         if compile:
             enable_generate_compile(model, backend="eager", fullgraph=fullgraph, mode="default")
             model.generation_config.compile_config._compile_all_devices = True  # compile on the CPU too
+            # What TorchNeuron's compile does to its NEFF cache: a cold compile writes a NEFF, a warm one reads it.
+            cache = Path(os.environ.get(NEFF_CACHE_VARIABLE, self.root / "no-cache"))
+            neff = cache / "ab" / "cd" / f"{type(model).__name__}.neff"
+            if cache.is_dir() and not neff.exists():
+                neff.parent.mkdir(parents=True, exist_ok=True)
+                neff.write_bytes(b"NEFF")
         return model
 
 
-def in_process_child(spec: BenchSpec, *, env: dict[str, str], launcher: Any, **_: Any) -> harness.ChildOutcome:
-    """The real child code path, in this process (so that the test's registry entry is seen)."""
+def in_process_child(spec: BenchSpec, *, env: dict[str, str], launcher: Any, **_: Any) -> ChildOutcome:
+    """The real child code path, in this process (so that the test's registry entry is seen), with its env."""
     assert launcher(["pipeline.bench.child", "s", "o"])[-3:] == ["pipeline.bench.child", "s", "o"]
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return _in_process(spec)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _in_process(spec: BenchSpec) -> ChildOutcome:
     with tempfile.TemporaryDirectory() as tmp:
         progress = child.Progress(Path(tmp) / "report.json")
         try:
@@ -352,7 +436,7 @@ def in_process_child(spec: BenchSpec, *, env: dict[str, str], launcher: Any, **_
             progress.state["done"] = True
         except Exception as exc:
             progress.state["error"] = {"type": type(exc).__name__, "message": "".join(traceback.format_exception(exc))}
-    return harness.ChildOutcome(progress.state, 0 if progress.state["done"] else 1, False, False, "")
+    return ChildOutcome(progress.state, 0 if progress.state["done"] else 1, False, False, "")
 
 
 BACKEND_METRICS = {
@@ -366,6 +450,9 @@ BACKEND_METRICS = {
     "peak_host_memory_bytes",
     "roofline_fraction",
     "compile_cache_hit",
+    "warm_start_s",
+    "recompiles_during_timed",
+    "cpu_fallback_ops",
 }
 
 
@@ -390,7 +477,7 @@ def test_the_backend_module_is_all_that_differs(
         )
     cpu, neuron = records["cpu"], records["neuron"]
     assert validate_record(neuron) == [] and neuron["status"] == "pass", neuron["failure"]
-    shared = set(cpu) - {"device", "hardware", "versions", "metrics", "run"}
+    shared = set(cpu) - {"device", "hardware", "versions", "metrics", "run", "agreement", "notes"}
     assert {k: cpu[k] for k in shared} == {k: neuron[k] for k in shared}
     same_metrics = set(cpu["metrics"]) - BACKEND_METRICS
     assert {k: cpu["metrics"][k] for k in same_metrics} == {k: neuron["metrics"][k] for k in same_metrics}
@@ -401,6 +488,15 @@ def test_the_backend_module_is_all_that_differs(
     assert neuron["versions"]["torch_neuronx"] == "2.14.0" and cpu["versions"]["torch_neuronx"] is None
     assert cpu["metrics"]["compile_s"] == 0.0 and neuron["metrics"]["compile_s"] > 0.0
     assert counters["stats"]["unique_graphs"] >= 1  # generate() really compiled its decode step
-    assert neuron["metrics"]["compile_cache_hit"] is False and cpu["metrics"]["compile_cache_hit"] is None
+    # The cold compile filled the run's own NEFF cache; a second process started warm from it.
+    assert neuron["metrics"]["compile_cache_hit"] is True and cpu["metrics"]["compile_cache_hit"] is None
+    assert neuron["metrics"]["warm_start_s"] > 0 and cpu["metrics"]["warm_start_s"] is None
+    assert neuron["metrics"]["recompiles_during_timed"] == 0 and cpu["metrics"]["recompiles_during_timed"] is None
+    # The fake torch_neuronx has no fallback tracking: the record says so instead of claiming none.
+    assert neuron["metrics"]["cpu_fallback_ops"] is None and any("not observable" in n for n in neuron["notes"])
+    # The answer: the neuron run against the CPU float32 reference; the CPU float32 run is its own reference.
+    assert neuron["agreement"]["logits_cosine"] == pytest.approx(1.0, abs=1e-5)
+    assert neuron["agreement"]["prefix_tokens"] == neuron["agreement"]["compared_tokens"] == SMALL.output_tokens
+    assert cpu["agreement"]["skipped"] == "the run itself is the CPU float32 reference"
     assert neuron["metrics"]["peak_device_memory_bytes"] == 2 * GiB
     assert cpu["metrics"]["peak_device_memory_bytes"] is None

@@ -8,14 +8,25 @@ from pathlib import Path
 import pytest
 
 from pipeline.bench.backends.launch import torchrun_command
-from pipeline.bench.backends.neuron.launch import compile_cache_hit, neuron_env, snapshot_cache, visible_cores
+from pipeline.bench.backends.neuron.launch import (
+    NEFF_CACHE_VARIABLE,
+    choose_cores,
+    compile_cache_hit,
+    format_visible_cores,
+    neuron_env,
+    parse_visible_cores,
+    snapshot_cache,
+    sysfs_core_indices,
+)
 from pipeline.bench.backends.neuron.tools import (
     CoreMemory,
+    device_core_counts,
     driver_version,
     parse_neuron_ls,
     peak_delta,
     read_device_memory,
     reset_peaks,
+    visible_devices,
 )
 from pipeline.errors import BenchError, ConfigError
 
@@ -175,28 +186,17 @@ def test_driver_version(sysfs, tmp_path):
 # --- compile cache --------------------------------------------------------------------------------
 
 
-def _module(cache: Path, name: str) -> None:
-    path = cache / "neuronxcc-2.13.72.0+78a426937" / name
-    path.mkdir(parents=True)
-    (path / "model.neff").write_bytes(b"neff")
-
-
 def test_cache_miss_then_hit(tmp_path):
-    cache = tmp_path / "neuron-compile-cache"
+    # The docs name the NEFF cache directory, not its layout: any new file under it is a compile that missed.
+    cache = tmp_path / "neff-cache"
     before = snapshot_cache(cache)
     assert before == set()
-    _module(cache, "MODULE_13170552691779535425+d41d8cd9")
-    assert not compile_cache_hit(cache, before)  # a new module: the compile really ran
+    (cache / "ab" / "graph_1").mkdir(parents=True)
+    (cache / "ab" / "graph_1" / "model.neff").write_bytes(b"neff")
+    assert not compile_cache_hit(cache, before)  # a new file: the compile really ran
     warm = snapshot_cache(cache)
-    assert warm == {"neuronxcc-2.13.72.0+78a426937/MODULE_13170552691779535425+d41d8cd9"}
+    assert warm == {"ab/graph_1/model.neff"}
     assert compile_cache_hit(cache, warm)  # nothing new: served from the cache
-
-
-def test_cache_legacy_layout_and_unrelated_entries(tmp_path):
-    (tmp_path / "USER_neuroncc-2.2.0.73+0af5a171c" / "MODULE_13878571457055826912").mkdir(parents=True)
-    (tmp_path / "lock").write_text("")
-    (tmp_path / "other" / "MODULE_1").mkdir(parents=True)
-    assert snapshot_cache(tmp_path) == {"USER_neuroncc-2.2.0.73+0af5a171c/MODULE_13878571457055826912"}
 
 
 def test_empty_cache_is_not_a_hit(tmp_path):
@@ -207,31 +207,34 @@ def test_empty_cache_is_not_a_hit(tmp_path):
 
 
 def test_visible_cores_and_env(tmp_path):
-    assert visible_cores(cores=1, first_core=3) == "3"
-    assert visible_cores(cores=4) == "0-3"
-    env = neuron_env(cores=2, first_core=2, lnc=2, cache_dir=tmp_path, total_cores=4)
+    assert format_visible_cores([3]) == "3"
+    assert format_visible_cores([0, 1, 2, 3]) == "0-3"
+    assert format_visible_cores([8, 9, 10, 11, 0, 2]) == "0,2,8-11"
+    env = neuron_env(cores=[2, 3], lnc=2, cache_dir=tmp_path)
     assert env == {
         "NEURON_RT_VISIBLE_CORES": "2-3",
         "NEURON_LOGICAL_NC_CONFIG": "2",
-        "NEURON_COMPILE_CACHE_URL": str(tmp_path),
+        NEFF_CACHE_VARIABLE: str(tmp_path),
     }
-    assert neuron_env(cores=1, lnc=None, cache_dir=None) == {"NEURON_RT_VISIBLE_CORES": "0"}
+    assert neuron_env(cores=[0], lnc=None, cache_dir=None) == {"NEURON_RT_VISIBLE_CORES": "0"}
+    with pytest.raises(ConfigError):
+        neuron_env(cores=[0], lnc=3, cache_dir=None)
+    with pytest.raises(ConfigError):
+        format_visible_cores([])
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(cores=0),
-        dict(cores=1, first_core=-1),
-        dict(cores=2, lnc=3),
-        dict(cores=4, first_core=2, total_cores=4),
-        dict(cores=1, total_cores=0),
-    ],
+    ("value", "cores"),
+    [("3", [3]), ("8-15", list(range(8, 16))), ("0,2,4", [0, 2, 4]), ("8-11, 0-1", [0, 1, 8, 9, 10, 11])],
 )
-def test_env_rejects_bad_ranges(kwargs):
-    kwargs = {"lnc": None, "cache_dir": None, **kwargs}
+def test_visible_cores_accept_single_ranges_and_comma_lists(value, cores):
+    assert parse_visible_cores(value) == cores
+
+
+@pytest.mark.parametrize("value", ["7-3", "a", "1,,2", "-1", "0-3,2", ""])
+def test_malformed_visible_cores_are_config_errors(value):
     with pytest.raises(ConfigError):
-        neuron_env(**kwargs)
+        parse_visible_cores(value)
 
 
 def test_torchrun_command_is_a_list_torchrun_accepts():
@@ -263,14 +266,40 @@ def test_torchrun_command_rejects_bad_input(kwargs):
 
 
 def test_a_run_stays_inside_the_runners_core_range() -> None:
-    from pipeline.bench.backends.neuron.launch import parse_visible_cores, partition_start
-    from pipeline.errors import ConfigError
-
-    assert parse_visible_cores("8-15") == (8, 8)
-    assert parse_visible_cores("3") == (3, 1)
-    assert partition_start(cores=4, inherited=None) == 0
-    assert partition_start(cores=4, inherited="16-23") == 16
+    assert choose_cores(cores=4, inherited=None, total_cores=16) == [0, 1, 2, 3]
+    assert choose_cores(cores=4, inherited="16-23") == [16, 17, 18, 19]
+    assert choose_cores(cores=2, inherited="0,3,4,5") == [3, 4]  # the first consecutive block
+    assert choose_cores(cores=1, inherited="5,9") == [5]
     with pytest.raises(ConfigError, match="owns only 8"):
-        partition_start(cores=16, inherited="16-23")
-    with pytest.raises(ConfigError):
-        parse_visible_cores("7-3")
+        choose_cores(cores=16, inherited="16-23")
+    with pytest.raises(ConfigError, match="no 2 consecutive"):
+        choose_cores(cores=2, inherited="0,2,4")
+    with pytest.raises(ConfigError, match="owns only 4"):
+        choose_cores(cores=8, inherited=None, total_cores=4)  # a trn2.3xlarge has 4 logical cores
+    with pytest.raises(ConfigError, match="past the instance"):
+        choose_cores(cores=1, inherited="4-7", total_cores=4)
+
+
+def test_sysfs_indices_of_an_offset_runner_and_a_rebased_container() -> None:
+    trn2_48xl = {device: 8 for device in range(16)}  # 16 devices, 8 physical cores each
+    # A host runner owning logical cores 8-11 at LNC=2: physical 16..23, i.e. device 2's cores 0-7.
+    assert sysfs_core_indices([8, 9, 10, 11], lnc=2, device_cores=trn2_48xl, visible_devices=None) == list(
+        range(16, 24)
+    )
+    assert sysfs_core_indices([1], lnc=1, device_cores=trn2_48xl, visible_devices=None) == [1]
+    # A container given /dev/neuron2 and /dev/neuron3: its runtime numbers their cores from 0, sysfs is host-wide.
+    assert sysfs_core_indices([0, 1], lnc=2, device_cores=trn2_48xl, visible_devices=[2, 3]) == [16, 17, 18, 19]
+    assert sysfs_core_indices([4], lnc=2, device_cores=trn2_48xl, visible_devices=[2, 3]) == [24, 25]
+    with pytest.raises(ConfigError, match="past the 2 Neuron device"):
+        sysfs_core_indices([8], lnc=2, device_cores=trn2_48xl, visible_devices=[2, 3])
+    assert sysfs_core_indices([0], lnc=2, device_cores={}, visible_devices=None) == []  # no driver
+
+
+def test_device_core_counts_and_visible_devices(sysfs, tmp_path):
+    assert device_core_counts(sysfs) == {0: 2, 1: 2}
+    dev = tmp_path / "dev"
+    dev.mkdir()
+    assert device_core_counts(dev) == {}
+    for name in ("neuron2", "neuron10", "neuron_x"):
+        (dev / name).touch()
+    assert visible_devices(dev) == [2, 10]

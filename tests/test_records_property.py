@@ -34,7 +34,7 @@ _HEX = frozenset("0123456789abcdef")
 _ALNUM = frozenset(string.ascii_letters + string.digits)
 _LOWER = frozenset(string.ascii_lowercase + string.digits)
 _STATUSES = ("pass", "fail", "error")
-_STAGES = ("load", "compile", "run", "oom", "timeout", "crash")
+_STAGES = ("load", "compile", "run", "oom", "timeout", "crash", "accuracy")
 _INT64_MAX = 2**63 - 1  # the Parquet columns are int64 and float64
 
 #: Rules the validator once missed (see test_former_gaps_are_rejected). It enforces them all now, so no reason
@@ -111,6 +111,31 @@ def _obj(required: dict[str, Check], optional: dict[str, Check] | None = None, *
     return check
 
 
+def _bounded(low: float, high: float, *, null: bool = False) -> Check:
+    def check(value: Any, where: str, out: Reasons) -> None:
+        if value is None and null:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            out.append((f"{where}: not a number", None))
+        elif not low <= value <= high:
+            out.append((f"{where}: out of range", None))
+
+    return check
+
+
+def _list_of(item: Check, most: int, *, null: bool = False) -> Check:
+    def check(value: Any, where: str, out: Reasons) -> None:
+        if value is None and null:
+            return
+        if not isinstance(value, list) or len(value) > most:
+            out.append((f"{where}: not a list of at most {most}", None))
+            return
+        for index, element in enumerate(value):
+            item(element, f"{where}.{index}", out)
+
+    return check
+
+
 def _attempts(value: Any, where: str, out: Reasons) -> None:
     if not isinstance(value, list) or len(value) > 16:
         out.append((f"{where}: not a list of at most 16", None))
@@ -183,7 +208,7 @@ _ATTEMPT = _obj(
 )  # fmt: skip
 RECORD = _obj(
     {
-        "schema_version": _one_of("1.0"),
+        "schema_version": _one_of("1.0", "1.1"),
         "model_id": _model_id,
         "revision": _SHA,
         "task": _one_of("text-generation", "image-text-to-text"),
@@ -224,13 +249,28 @@ RECORD = _obj(
                 },
                 "latency_s": _obj({"p50": _number(), "p90": _number()}, null=True),
             },
-            {"iterations": _integer(1, null=True), "compile_cache_hit": _one_of(True, False, None)},
+            {
+                "iterations": _integer(1, null=True),
+                "compile_cache_hit": _one_of(True, False, None),
+                "warm_start_s": _number(null=True),
+                "recompiles_during_timed": _integer(0, null=True),
+                "cpu_fallback_ops": _list_of(_obj({"op": _text(1, 200), "count": _integer(1)}), 512, null=True),
+            },
         ),
         "versions": _obj(
             {k: _text(1, 128) for k in ("pipeline", "python", "torch", "transformers")},
             {
                 k: _OPTIONAL_TEXT
-                for k in ("torch_neuronx", "neuronx_cc", "runtime", "driver", "sdk", "container_image", "cuda")
+                for k in (
+                    "torch_neuronx",
+                    "neuronx_cc",
+                    "runtime",
+                    "driver",
+                    "sdk",
+                    "container_image",
+                    "cuda",
+                    "torchvision",
+                )
             },
         ),
         "run": _obj(
@@ -251,6 +291,18 @@ RECORD = _obj(
             {"instance": _OPTIONAL_TEXT, "tp_degree": _integer(1, null=True), "total_bytes": _integer(null=True)},
             null=True,
         ),
+        "agreement": _obj(
+            {
+                "reference": _one_of("cpu-float32"),
+                "logits_cosine": _bounded(-1.000001, 1.000001, null=True),
+                "prefix_tokens": _integer(0, 10**6, null=True),
+                "compared_tokens": _integer(0, 10**6, null=True),
+                "threshold": _bounded(0, 1),
+                "skipped": _text(0, 500, null=True),
+            },
+            null=True,
+        ),
+        "notes": _list_of(_text(1, 500), 32),
     },
 )
 
@@ -290,6 +342,13 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
         out.append(("metrics.peak_device_memory_bytes: does not fit the cores used", None))
     if hw["cores_available"] is not None and r["cores"] > hw["cores_available"]:
         out.append(("cores: more than the hardware has", None))
+    agreement = r.get("agreement")
+    if agreement and agreement["skipped"] is None and r["status"] == "pass":
+        cosine = agreement["logits_cosine"]
+        if cosine is None or cosine < agreement["threshold"]:
+            out.append(("agreement: a pass agrees with the reference", None))
+    if failure is not None and failure["stage"] == "accuracy" and not agreement:
+        out.append(("agreement: an accuracy failure carries it", None))
     if r["device"] == "neuron":
         out.extend((f"versions.{k}: a neuron result carries it", None) for k in ("neuronx_cc", "torch_neuronx")
                    if not r["versions"].get(k))  # fmt: skip
@@ -328,6 +387,11 @@ BASES: list[dict[str, Any]] = [
     sample_failure(status="error", stage="timeout", code="timeout", message="no answer in 900 s"),
     sample_record(task="image-text-to-text", workload={"image_size": 336}, cores=2,
                   attempts=[{"cores": 1, "status": "fail", "stage": "oom", "code": "ncc_eoom001"}]),
+    sample_failure(stage="accuracy", code="wrong_answer", message="cosine 0.5", agreement={
+        "reference": "cpu-float32", "logits_cosine": 0.5, "prefix_tokens": 0, "compared_tokens": 64, "threshold": 0.98,
+        "skipped": None}),
+    sample_record(schema_version="1.0", agreement=None, notes=[],
+                  metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}]}),
 ]  # fmt: skip
 
 _NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
@@ -375,7 +439,7 @@ _TIMES = st.builds(
 )  # fmt: skip
 _WORDS = st.none() | st.sampled_from(
     "text-generation image-text-to-text pass fail error cpu cuda neuron float32 bfloat16 float16 float8_e4m3fn "
-    "load compile run oom timeout crash ci community local 1.0 2.0 1 PASS gpu tpu int8".split()
+    "load compile run oom timeout crash accuracy ci community local 1.0 1.1 2.0 1 PASS gpu tpu int8".split()
     + [""]
 )
 _BY_KEY: dict[str, st.SearchStrategy[Any]] = {
@@ -416,7 +480,8 @@ def _slots(value: Any) -> list[tuple[Any, Any]]:
 
 
 _RETYPE = [str, repr, lambda v: [v], lambda v: {"value": v}, lambda v: float(v) if isinstance(v, int) else v]
-_EXTRA_KEYS = ["attempts", "plan", "iterations", "compile_cache_hit", "cuda", "tp_degree", "instance", "extra"]
+_EXTRA_KEYS = ["attempts", "plan", "iterations", "compile_cache_hit", "cuda", "tp_degree", "instance", "extra",
+               "agreement", "notes", "warm_start_s", "cpu_fallback_ops", "torchvision"]  # fmt: skip
 _BENIGN = ("leaf", "leaf", "status", "seconds", "memory", "ids")
 _KINDS = ("leaf", "leaf", "leaf", "any", "non_finite", "delete", "add", "retype", *_BENIGN[2:] * 2)
 _SECONDS = st.floats(0, 100) | st.integers(0, 100)

@@ -117,3 +117,45 @@ def test_generated_run_py_runs_on_cpu(task: str, tiny_models: dict[str, Path], t
     assert done.returncode == 0, done.stderr[-3000:]
     assert "tokens_per_s" in done.stdout and "latency_s" in done.stdout
     assert str(tiny_models[task]) in done.stdout
+
+
+def _fake_wheel(folder: Path, name: str, version: str) -> None:
+    """A minimal wheel of ``name==version`` (pip only reads its metadata in a dry run)."""
+    import zipfile
+
+    dist = f"{name.replace('-', '_')}-{version}"
+    with zipfile.ZipFile(folder / f"{dist}-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        wheel.writestr(
+            f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
+        wheel.writestr(f"{dist}.dist-info/RECORD", "")
+
+
+def test_neuron_requirements_carry_both_indexes_and_pip_reads_them(tmp_path: Path) -> None:
+    record = sample_record(
+        task="image-text-to-text",
+        model_id="acme/vlm",
+        workload={"batch_size": 1, "input_tokens": 64, "output_tokens": 32, "image_size": 224},
+        versions={"torchvision": "0.24.0"},
+    )
+    text = render.requirements(record)
+    lines = text.splitlines()
+    assert "--extra-index-url https://pip.repos.neuron.amazonaws.com" in lines
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in lines
+    assert "torchvision==0.24.0" in lines  # the runner's own torchvision, from the record
+    (tmp_path / "requirements.txt").write_text(text)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    pins = [line.split("==") for line in lines if "==" in line]
+    for name, version in pins:
+        _fake_wheel(wheels, name, version)
+    _fake_wheel(wheels, "pillow", "11.0.0")
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "--find-links", str(wheels),
+         "--disable-pip-version-check", "-r", str(tmp_path / "requirements.txt")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    would = done.stdout.splitlines()[-1]
+    assert would.startswith("Would install") and all(f"{n}-{v}" in would for n, v in pins)

@@ -3,6 +3,9 @@
 It runs as ``python -m pipeline.bench.child SPEC OUT`` in its own process, so that a crash, a hang or a
 memory blow-up kills only it. It rewrites OUT atomically at each stage, so the parent always knows how far
 it got: ``{"stage": ..., "metrics": {...}, "error": {"type", "message"} | null, "done": bool}``.
+
+Its ``phase`` (:data:`pipeline.bench.spec.PHASES`) says how much it does: the whole benchmark, only the warm
+start (load + first call on a filled compile cache) or only the CPU float32 reference answer.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.bench.agreement import capture
 from pipeline.bench.backends import get_backend
 from pipeline.bench.backends.base import world_of
 from pipeline.bench.spec import BenchSpec
@@ -34,7 +38,14 @@ class Progress:
     def __init__(self, path: Path, *, enabled: bool = True) -> None:
         self.path = path
         self.enabled = enabled
-        self.state: dict[str, Any] = {"stage": "load", "metrics": {}, "error": None, "done": False, "extra": {}}
+        self.state: dict[str, Any] = {
+            "stage": "load",
+            "metrics": {},
+            "error": None,
+            "done": False,
+            "extra": {},
+            "notes": [],
+        }
         self.write()
 
     def write(self) -> None:
@@ -225,6 +236,13 @@ def timed_generate(
     return latencies, ttfts, output
 
 
+def _compiled_graphs() -> int:
+    """Graphs torch.compile has compiled in this process so far (dynamo's own counter)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
 def run(spec: BenchSpec, progress: Progress) -> None:
     """Load, compile, run and measure ``spec``; everything measured goes to ``progress``."""
     _inject(spec.fault)
@@ -252,32 +270,47 @@ def run(spec: BenchSpec, progress: Progress) -> None:
         workload=spec.workload,
     )
     backend.reset_peak_memory()
-    model = backend.prepare(model, compile=compiles, fullgraph=spec.fullgraph)
+    model = backend.prepare(model, compile=compiles and spec.phase != "reference", fullgraph=spec.fullgraph)
     backend.synchronize()
     load_s = time.perf_counter() - start
     progress.metrics(params=params, weights_bytes=weights_bytes, load_s=load_s)
 
-    progress.stage("compile")
     device = backend.device()
     inputs = {k: v.to(device) for k, v in task.make_inputs(processor, spec.workload).items()}
     kwargs = task.generate_kwargs(processor, spec.workload)
-    snapshot = backend.compile_cache_snapshot() if compiles else None
+    if spec.phase == "reference":
+        capture(model, inputs, kwargs, path=Path(spec.capture or "reference.pt"))
+        return
+    progress.stage("compile")
+    fallback_before = backend.fallback_counts()
     start = time.perf_counter()
     model.generate(**inputs, **kwargs)
     backend.synchronize()
     first_call_s = time.perf_counter() - start
-    cache_hit = backend.compile_cache_hit(snapshot) if compiles else None
+    if spec.phase == "warm_start":
+        progress.metrics(warm_start_s=load_s + first_call_s, first_call_s=first_call_s)
+        return
 
     progress.stage("run")
     for _ in range(spec.warmup):
         model.generate(**inputs, **kwargs)
     backend.synchronize()
+    graphs_before = _compiled_graphs() if compiles else None
     latencies, ttfts, output = timed_generate(model, inputs, kwargs, backend=backend, iterations=spec.iterations)
+    recompiles = _compiled_graphs() - graphs_before if graphs_before is not None else None
     generated = int(output.shape[-1] - inputs["input_ids"].shape[-1])
     if generated != spec.workload.output_tokens:
         raise RuntimeError(f"generated {generated} tokens instead of {spec.workload.output_tokens}")
     wall_s = time.perf_counter() - wall_start
-    peak_device = backend.peak_memory_bytes()  # every rank takes part (a collective sums the ranks)
+    peak_device = backend.peak_memory_bytes()  # every rank takes part (a host collective sums the ranks)
+    fallback = backend.fallback_ops(fallback_before)
+    if fallback is None and backend.cpu_fallback:
+        progress.state["notes"].append(
+            "CPU fallback not observable: this torch-neuronx has no get_fallback_ops, so ops it ran on the CPU "
+            "are unknown (docs/neuron-facts.md)"
+        )
+    if spec.capture:  # after the timed calls and the memory peak: the check never touches the figures
+        capture(model, inputs, kwargs, path=Path(spec.capture), perturb=spec.fault == "perturb")
 
     p50, p90 = percentile(latencies, 50), percentile(latencies, 90)
     ttft = percentile(ttfts, 50)
@@ -303,7 +336,8 @@ def run(spec: BenchSpec, progress: Progress) -> None:
             batch_size=spec.workload.batch_size,
         ),
         iterations=spec.iterations,
-        compile_cache_hit=cache_hit,
+        cpu_fallback_ops=fallback,
+        recompiles_during_timed=recompiles,
         first_call_s=first_call_s,
         latencies_s=latencies,
     )

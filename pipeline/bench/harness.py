@@ -6,27 +6,21 @@ failure; only a record that cannot be written at all is an error of the harness 
 
 from __future__ import annotations
 
-import datetime as dt
-import json
+import dataclasses
 import logging
-import os
 import signal
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from pipeline import constants
+from pipeline.bench import agreement, verify
 from pipeline.bench.backends import Backend
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.models import ResolvedModel, check_remote_code
+from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
@@ -35,121 +29,6 @@ logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
-_POLL_S = 0.2
-
-
-@dataclass(frozen=True)
-class ChildOutcome:
-    """What the parent saw of one child run."""
-
-    report: dict[str, Any]
-    returncode: int | None
-    timed_out: bool
-    over_memory: bool
-    log_tail: str
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
-
-
-def _tree_rss(process: psutil.Process) -> int:
-    total = 0
-    for proc in [process, *process.children(recursive=True)]:
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return total
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
-
-
-_STAGE_WORDS = {"load": "loading the model", "compile": "first call (compiling)", "run": "timed runs"}
-
-
-def _stage_of(report_file: Path) -> str | None:
-    """The stage the child reported last (its file is replaced atomically, so a read sees a whole one)."""
-    try:
-        stage = json.loads(report_file.read_text(encoding="utf-8")).get("stage")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return stage if isinstance(stage, str) else None
-
-
-def run_child(
-    spec: BenchSpec,
-    *,
-    env: dict[str, str],
-    launcher: Callable[[Sequence[str]], list[str]] | None,
-    timeout_s: float,
-    memory_limit_bytes: int | None,
-) -> ChildOutcome:
-    """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit.
-
-    Args:
-        spec: What to run.
-        env: Variables added to the child's environment (the backend's, for its cores).
-        launcher: Builds the command from the module and its arguments (plain python when None; torchrun
-            for several cores).
-        timeout_s: Wall-clock limit; the child's whole process group is killed past it.
-        memory_limit_bytes: Host memory limit of the child's process tree (RSS), or None.
-
-    Returns:
-        What the parent saw.
-    """
-    with tempfile.TemporaryDirectory(prefix="trncat-bench-") as tmp:
-        work = Path(tmp)
-        spec_file, report_file, log_file = work / "spec.json", work / "report.json", work / "child.log"
-        spec_file.write_text(spec.to_json(), encoding="utf-8")
-        module_args = ["pipeline.bench.child", str(spec_file), str(report_file)]
-        command = launcher(module_args) if launcher else [sys.executable, "-m", *module_args]
-        child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
-        timed_out = over_memory = False
-        with log_file.open("wb") as log:
-            # A new session makes the child a process group leader, so a kill reaches its helpers too.
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                start_new_session=True,
-            )
-            watched = psutil.Process(proc.pid)
-            started = time.monotonic()
-            deadline = started + timeout_s
-            stage = None
-            while True:
-                try:
-                    proc.wait(timeout=_POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now_at = _stage_of(report_file)
-                if now_at and now_at != stage:  # progress: a Neuron compile can take many minutes
-                    stage = now_at
-                    logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    _kill_group(proc)
-                    break
-                if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
-                    over_memory = True
-                    _kill_group(proc)
-                    break
-        try:
-            report = json.loads(report_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            report = {"stage": "load", "metrics": {}, "error": None, "done": False}
-        log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
-    return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail)
 
 
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
@@ -175,6 +54,75 @@ def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict
         tail = summarize_message(outcome.log_tail, limit=1500)
         return c.status, {"stage": c.stage, "code": c.code, "message": f"child {what} at stage {stage}. {tail}".strip()}
     return None
+
+
+def _run_and_verify(
+    spec: BenchSpec,
+    model: ResolvedModel,
+    *,
+    backend: Backend,
+    work: Path,
+    metrics: dict[str, Any],
+    notes: list[str],
+    child_runner: Callable[..., ChildOutcome],
+    timeout_s: float,
+    memory_limit_bytes: int | None,
+) -> tuple[str, dict[str, str] | None, dict[str, Any] | None]:
+    """The benchmark child, then (when it passed) the warm start and the answer check; fills ``metrics``."""
+    cache_dir = work / "compile-cache" if backend.has_compile_cache else None
+    if cache_dir is not None:
+        cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
+    captured = work / "answer.pt"
+    outcome = child_runner(
+        dataclasses.replace(spec, capture=str(captured)),
+        env=backend.environment(cores=spec.cores, compile_cache=cache_dir),
+        launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
+        timeout_s=timeout_s,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    reported = outcome.report.get("metrics", {})
+    metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
+    notes.extend(str(n) for n in outcome.report.get("notes") or [])
+    found = _failure_from(outcome, timeout_s=timeout_s)
+    if found is not None:
+        # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
+        for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):
+            metrics[name] = None
+        return found[0], found[1], None
+    if cache_dir is not None:
+        metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
+        warm = verify.warm_start(
+            spec,
+            backend=backend,
+            cache_dir=cache_dir,
+            child_runner=child_runner,
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
+        )
+        metrics["warm_start_s"] = warm.warm_start_s
+        metrics["compile_cache_hit"] = warm.cache_hit
+        if warm.note:
+            notes.append(warm.note)
+    key = agreement.reference_key(
+        model_id=model.model_id, revision=model.revision, task=spec.task, workload=spec.workload.to_dict()
+    )
+    agreed = verify.answer_check(
+        spec,
+        device_capture=captured,
+        reference_cache=constants.TRNCAT_REFERENCE_CACHE,
+        key=key,
+        params=metrics.get("params"),
+        child_runner=child_runner,
+        timeout_s=timeout_s,
+        memory_limit_bytes=memory_limit_bytes,
+    )
+    if agreement.disagrees(agreed):
+        message = (
+            f"first-step logits have cosine {agreed['logits_cosine']} with the CPU float32 reference, below "
+            f"{agreed['threshold']}; {agreed['prefix_tokens']} of {agreed['compared_tokens']} greedy tokens match"
+        )
+        return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
+    return "pass", None, agreed
 
 
 def bench_once(
@@ -208,39 +156,42 @@ def bench_once(
     """
     if backend.name != spec.device:
         raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
-    started = _now()
+    started = now_iso()
     metrics: dict[str, Any] = dict.fromkeys(METRIC_FIELDS)
     failure: dict[str, str] | None = None
     status = "pass"
+    notes: list[str] = []
+    agreed: dict[str, Any] | None = None
     refused: RemoteCodeRefused | None = None
-    if model.error is None:
+    unready = backend.preflight()
+    if unready is None and model.error is None:
         try:
             check_remote_code(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
-    if model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
+    if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
+        status = "error"
+        failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+    elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
         c = classify(exc_type="HubError", message=model.error, stage_hint="load")
         status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(model.error)}
     elif refused is not None:
         c = classify(exc_type="RemoteCodeRefused", message=str(refused), stage_hint="load")
         status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(refused)}
     else:
-        outcome = child_runner(
-            spec,
-            env=backend.environment(cores=spec.cores),
-            launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-        )
-        reported = outcome.report.get("metrics", {})
-        metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
-        found = _failure_from(outcome, timeout_s=timeout_s)
-        if found is not None:
-            status, failure = found
-            # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
-            for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):
-                metrics[name] = None
-    finished = _now()
+        with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:
+            status, failure, agreed = _run_and_verify(
+                spec,
+                model,
+                backend=backend,
+                work=Path(tmp),
+                metrics=metrics,
+                notes=notes,
+                child_runner=child_runner,
+                timeout_s=timeout_s,
+                memory_limit_bytes=memory_limit_bytes,
+            )
+    finished = now_iso()
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "model_id": model.model_id,
@@ -265,6 +216,8 @@ def bench_once(
         },
         "attempts": [],
         "plan": plan,
+        "agreement": agreed,
+        "notes": notes,
     }
     problems = validate_record(record)
     if problems:

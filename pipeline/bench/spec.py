@@ -11,8 +11,12 @@ from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, TASKS
 from pipeline.workload import Workload
 
-#: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound.
-FAULTS = ("segfault", "sigkill", "hang", "allocate", "raise")
+#: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound,
+#: raise, or perturb the captured logits (a model that runs but computes the wrong answer).
+FAULTS = ("segfault", "sigkill", "hang", "allocate", "raise", "perturb")
+#: What a child does: the whole benchmark; only load + first call in a second process on a filled compile cache
+#: (the warm start); or only the CPU float32 reference answer (first-step logits and greedy tokens).
+PHASES = ("full", "warm_start", "reference")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class BenchSpec:
         compile: whether ``generate()`` compiles its decode step; None = the backend's default
             (neuron compiles, cpu and cuda run eagerly).
         fullgraph: ``torch.compile(fullgraph=...)`` when compiling: a graph break is then an error.
+        phase: One of :data:`PHASES`.
+        capture: File the child saves its first-step logits and greedy tokens to (the answer check), or None.
     """
 
     path: str
@@ -45,6 +51,8 @@ class BenchSpec:
     fault: str | None = None
     compile: bool | None = None
     fullgraph: bool = True
+    phase: str = "full"
+    capture: str | None = None
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
@@ -57,6 +65,8 @@ class BenchSpec:
             raise ConfigError("cores and iterations must be >= 1 and warmup >= 0")
         if self.fault is not None and self.fault not in FAULTS:
             raise ConfigError(f"unknown fault {self.fault!r}")
+        if self.phase not in PHASES:
+            raise ConfigError(f"unknown phase {self.phase!r}; choose from {', '.join(PHASES)}")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 _BASE: dict[str, Any] = {
-    "schema_version": "1.0",
+    "schema_version": "1.1",
     "model_id": "trncat-demo/tiny-llama",
     "revision": "0123456789abcdef0123456789abcdef01234567",
     "task": "text-generation",
@@ -38,7 +38,10 @@ _BASE: dict[str, Any] = {
         "peak_host_memory_bytes": 5_900_000_000,
         "roofline_fraction": 0.26,
         "iterations": 5,
-        "compile_cache_hit": False,
+        "compile_cache_hit": True,
+        "warm_start_s": 9.8,
+        "cpu_fallback_ops": [],
+        "recompiles_during_timed": 0,
     },
     "versions": {
         "pipeline": "0.1.0",
@@ -52,6 +55,7 @@ _BASE: dict[str, Any] = {
         "sdk": "2.27.0",
         "container_image": None,
         "cuda": None,
+        "torchvision": None,
     },
     "run": {
         "started_at": "2026-11-28T10:00:00+00:00",
@@ -70,6 +74,15 @@ _BASE: dict[str, Any] = {
         "tp_degree": 1,
         "total_bytes": 3_000_000_000,
     },
+    "agreement": {
+        "reference": "cpu-float32",
+        "logits_cosine": 0.9993,
+        "prefix_tokens": 64,
+        "compared_tokens": 64,
+        "threshold": 0.98,
+        "skipped": None,
+    },
+    "notes": [],
 }
 
 
@@ -102,7 +115,11 @@ def sample_failure(
         peak_device_memory_bytes=None,
         compile_s=None,
         iterations=None,
+        warm_start_s=None,
+        compile_cache_hit=None,
     )
+    if "agreement" not in overrides:  # a failed run has no answer to check, unless the answer was the failure
+        record["agreement"] = None
     return record
 
 

@@ -8,11 +8,13 @@ the environment and the launcher for N cores. The child (:mod:`pipeline.bench.ch
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import pipeline
@@ -73,12 +75,15 @@ def enable_generate_compile(model: Any, *, backend: str, fullgraph: bool, mode: 
     config.disable_compile = False
 
 
-def sum_across_ranks(value: int, *, device: Any) -> int:
-    """Sum an integer over the torch.distributed ranks (the value itself when not distributed).
+def sum_across_ranks(value: int) -> int:
+    """Sum an integer over the torch.distributed ranks, on the host (the value itself when not distributed).
+
+    The sum goes over a gloo group on the CPU, never through the device's collectives: neuronx-cc rejects an
+    integer all-reduce on the Neuron device by default (docs/neuron-facts.md), and bookkeeping has no business
+    on the accelerator anyway. Every rank must call it (the group and the collective are collective calls).
 
     Args:
         value: This rank's value.
-        device: Device the collective's tensor lives on (the backend's device).
 
     Returns:
         The sum over all ranks.
@@ -88,9 +93,21 @@ def sum_across_ranks(value: int, *, device: Any) -> int:
 
     if not (dist.is_available() and dist.is_initialized()):
         return value
-    tensor = torch.tensor([value], dtype=torch.int64, device=device)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    tensor = torch.tensor([value], dtype=torch.int64)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=_host_group())
     return int(tensor.item())
+
+
+@functools.cache
+def _host_group() -> Any:
+    """A gloo process group over every rank (the default group when it is gloo already)."""
+    import torch.distributed as dist
+
+    return None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
+
+
+#: Installing a record's requirements into a new virtual environment (system pips refuse: PEP 668).
+FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
 
 
 class Backend:
@@ -108,6 +125,8 @@ class Backend:
     #: Whether generated requirements pin the torchvision that matches torch (image-text-to-text processors
     #: import it; the CPU rows come from development machines where it cannot be installed).
     pins_torchvision: ClassVar[bool] = True
+    #: Whether eager ops the device does not implement run on the CPU instead (silently, unless recorded).
+    cpu_fallback: ClassVar[bool] = False
     #: Whether a run on several cores shards the model over them (one torchrun process per core).
     shards_over_cores: ClassVar[bool] = False
     #: `torch.compile` backend name used when the run compiles, or None when this backend cannot compile.
@@ -126,6 +145,11 @@ class Backend:
         return []
 
     @classmethod
+    def install_commands(cls, versions: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(where, one-line command) pairs that install a record's requirements before ``python run.py``."""
+        return [("anywhere else, in a fresh virtual environment", FRESH_VENV)]
+
+    @classmethod
     def toolchain_label(cls, row: Mapping[str, Any]) -> str:
         """A short human label of the toolchain a flat row ran with (``torch 2.13.0, transformers 5.0``)."""
         return ", ".join(f"{package} {row.get(f'{key}_version')}" for package, key in cls.toolchain_packages)
@@ -138,9 +162,25 @@ class Backend:
     def check_available(self) -> None:
         """Raise :class:`pipeline.errors.BackendUnavailableError` (one clear line) when unusable here."""
 
-    def environment(self, *, cores: int) -> dict[str, str]:
-        """Environment variables the benchmark child needs for ``cores`` cores."""
+    def preflight(self) -> str | None:
+        """Why this machine cannot give a trustworthy run right now (an infrastructure ``error``), or None."""
+        return None
+
+    #: Whether compiled programs persist across processes in a cache directory the run can own, so that a
+    #: second process measures the warm start (load + first call served from that cache).
+    has_compile_cache: ClassVar[bool] = False
+
+    def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
+        """Environment variables the benchmark child needs for ``cores`` cores (and its own compile cache)."""
         return {}
+
+    def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
+        """Whether a process that ran with ``cache_dir`` was served from it (no new file since ``before``)."""
+        return None
+
+    def compile_cache_files(self, cache_dir: Path) -> set[str]:
+        """The files in a compile cache directory (what :meth:`compile_cache_hit` compares)."""
+        return set()
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
         """The command that runs ``python -m <module_args>`` on ``cores`` cores: plain python on one core or on a
@@ -173,6 +213,7 @@ class Backend:
             "sdk": None,
             "container_image": None,
             "cuda": None,
+            "torchvision": package_version("torchvision"),
         }
 
     def hardware(self, *, cores: int) -> dict[str, Any]:
@@ -226,13 +267,20 @@ class Backend:
             enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph)
         return model
 
-    def compile_cache_snapshot(self) -> Any:
-        """State of the persistent compile cache before the first call (None: the backend has no cache)."""
+    def fallback_counts(self) -> dict[str, int] | None:
+        """How many times each op has run on the CPU instead of the device so far in this process.
+
+        None when the backend has no such fallback (cpu, cuda) or cannot observe it.
+        """
         return None
 
-    def compile_cache_hit(self, snapshot: Any) -> bool | None:
-        """Whether the first call was served from the compile cache; None when unknown or no cache."""
-        return None
+    def fallback_ops(self, before: dict[str, int] | None) -> list[dict[str, Any]] | None:
+        """The ops that fell back to the CPU since ``before`` (:meth:`fallback_counts`), as ``{op, count}``."""
+        after = self.fallback_counts()
+        if after is None or before is None:
+            return None
+        grown = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
+        return [{"op": op, "count": n} for op, n in sorted(grown.items())]
 
 
 def python_executable() -> str:

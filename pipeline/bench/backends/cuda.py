@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.bench.backends.base import Backend, python_executable, sum_across_ranks, world_of
@@ -96,7 +97,7 @@ class CudaBackend(Backend):
         if not self.gpus.get("count"):
             raise BackendUnavailableError("the cuda backend needs an NVIDIA GPU and a CUDA build of torch; none here")
 
-    def environment(self, *, cores: int) -> dict[str, str]:
+    def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
         return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(cores))}
 
     def versions(self) -> dict[str, str | None]:
@@ -140,4 +141,4 @@ class CudaBackend(Backend):
 
         torch.cuda.synchronize()
         peak = int(torch.cuda.max_memory_allocated())
-        return sum_across_ranks(peak, device=self.device()) if world_of()[2] > 1 else peak
+        return sum_across_ranks(peak) if world_of()[2] > 1 else peak

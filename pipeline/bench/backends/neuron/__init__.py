@@ -33,13 +33,26 @@ from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
 
 logger = logging.getLogger(__name__)
 
-#: Where the runtime caches compiled NEFFs when NEURON_COMPILE_CACHE_URL is not set.
-DEFAULT_CACHE_DIR = Path("/var/tmp/neuron-compile-cache")
 #: Trainium2 defaults (DESIGN.md) when neither neuron-ls nor the environment tell the instance type.
 DEFAULT_FAMILY_INSTANCE = "trn2.3xlarge"
 NEURON_LS_TIMEOUT_S = 30.0
-#: AWS's pip repository of the Neuron packages (torch-neuronx, neuronx-cc).
+#: AWS's pip repository of the Neuron packages (torch-neuronx, neuronx-cc) (docs/neuron-facts.md).
 NEURON_INDEX_URL = "https://pip.repos.neuron.amazonaws.com"
+#: PyTorch's CPU wheel index, which the TorchNeuron install adds for torch itself (docs/neuron-facts.md).
+TORCH_CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+
+
+def dlami_venv(torch_neuronx: str | None) -> str | None:
+    """The Neuron DLAMI's virtual environment for a torch-neuronx release, or None for an unknown version.
+
+    The 2.33 DLAMI ("Deep Learning AMI Neuron torch-neuronx 2.14.0") keeps the stack in
+    ``/opt/aws_neuronx_venv_torch_neuronx_2_14_0`` (docs/neuron-facts.md); other releases are assumed to follow
+    the same pattern of major and minor version, which the docs do not state.
+    """
+    parts = (torch_neuronx or "").split("+")[0].split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return f"/opt/aws_neuronx_venv_torch_neuronx_{parts[0]}_{parts[1]}_0"
 
 
 def run_neuron_ls(timeout_s: float = NEURON_LS_TIMEOUT_S) -> str | None:
@@ -70,20 +83,6 @@ def dpkg_version(package: str, timeout_s: float = 10.0) -> str | None:
     return done.stdout.strip() or None
 
 
-def sysfs_core_indices(*, cores: int, first_core: int = 0, lnc: int) -> list[int]:
-    """sysfs ``neuron_core`` indices behind ``cores`` logical cores: at LNC=2 logical core k is 2k and 2k+1.
-
-    Args:
-        cores: Logical cores used.
-        first_core: First logical core.
-        lnc: Logical core config.
-
-    Returns:
-        Global sysfs core indices, as :func:`pipeline.bench.backends.neuron.tools.read_device_memory` numbers them.
-    """
-    return [k * lnc + j for k in range(first_core, first_core + cores) for j in range(lnc)]
-
-
 def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) -> int | None:
     """The peak device memory to record: the larger of the allocator's and a trustworthy sysfs figure.
 
@@ -103,6 +102,17 @@ def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) 
     return max(candidates) if candidates else None
 
 
+def count_ops(ops: Any) -> dict[str, int]:
+    """``{op name: count}`` from what ``torch_neuronx.get_fallback_ops()`` returns: a mapping of counts, or a
+    collection of names (a name listed k times counts k; a set counts each op once)."""
+    if isinstance(ops, Mapping):
+        return {str(op): int(n) for op, n in ops.items()}
+    counts: dict[str, int] = {}
+    for op in ops or ():
+        counts[str(op)] = counts.get(str(op), 0) + 1
+    return counts
+
+
 class NeuronBackend(Backend):
     """TorchNeuron on Trainium2. Constructor arguments exist for tests (fake sysfs, recorded neuron-ls)."""
 
@@ -110,6 +120,8 @@ class NeuronBackend(Backend):
     compile_backend: ClassVar[str | None] = "neuron"
     compile_by_default: ClassVar[bool] = True
     shards_over_cores: ClassVar[bool] = True
+    has_compile_cache: ClassVar[bool] = True
+    cpu_fallback: ClassVar[bool] = True
     toolchain_packages: ClassVar[tuple[tuple[str, str], ...]] = (
         ("neuronx-cc", "neuronx_cc"),
         ("torch-neuronx", "torch_neuronx"),
@@ -122,7 +134,6 @@ class NeuronBackend(Backend):
         dev_root: Path = Path("/dev"),
         sysfs_root: Path = Path("/sys"),
         neuron_ls: Callable[[], str | None] = run_neuron_ls,
-        cache_dir: Path | None = None,
         find_spec: Callable[[str], Any] = importlib.util.find_spec,
         packages: Callable[[str], str | None] = package_version,
     ) -> None:
@@ -131,19 +142,28 @@ class NeuronBackend(Backend):
         self._neuron_ls = neuron_ls
         self._find_spec = find_spec
         self._packages = packages
-        url = constants.NEURON_COMPILE_CACHE_URL
-        self.cache_dir = cache_dir or (Path(url) if url and "://" not in url else DEFAULT_CACHE_DIR)
         self._before: dict[int, neuron_tools.CoreMemory] = {}
         self._cleared = False
 
     @classmethod
     def requirement_lines(cls, versions: Mapping[str, Any]) -> list[str]:
-        # The Neuron packages come from AWS's pip repository, not PyPI.
+        # The documented install: the Neuron packages from AWS's pip repository, torch (and torchvision) from
+        # PyTorch's CPU wheel index (PyPI's torch is the CUDA build), the versions the runner really had.
         return [
             f"--extra-index-url {NEURON_INDEX_URL}",
+            f"--extra-index-url {TORCH_CPU_INDEX_URL}",
             f"torch-neuronx=={versions['torch_neuronx']}",
             f"neuronx-cc=={versions['neuronx_cc']}",
         ]
+
+    @classmethod
+    def install_commands(cls, versions: Mapping[str, Any]) -> list[tuple[str, str]]:
+        commands = super().install_commands(versions)
+        venv = dlami_venv(versions.get("torch_neuronx"))
+        if venv:
+            dlami = f"on the Neuron DLAMI (the stack is in {venv})"
+            commands.insert(0, (dlami, f"source {venv}/bin/activate && pip install -r requirements.txt"))
+        return commands
 
     # -- parent side --------------------------------------------------------------------------------
     def cores_for(self, *, requested: int | None, planned: int | None) -> int:
@@ -199,15 +219,21 @@ class NeuronBackend(Backend):
             logger.warning("instance %r is not in pipeline.hardware; using trn2 figures", name)
             return hardware.get_instance(DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
 
-    def environment(self, *, cores: int) -> dict[str, str]:
+    def preflight(self) -> str | None:
+        # Without neuron-ls the instance, its cores and its memory are unknown: guessing them would publish a
+        # row under the wrong hardware, so the run is an infrastructure error instead.
+        if self.inventory is None and not constants.TRNCAT_INSTANCE_TYPE:
+            return "neuron-ls is missing or gave no usable output: the instance, its cores and memory are unknown"
+        return None
+
+    def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
         inventory = self.inventory
-        return neuron_launch.neuron_env(
+        chosen = neuron_launch.choose_cores(
             cores=cores,
-            first_core=neuron_launch.partition_start(cores=cores, inherited=constants.NEURON_RT_VISIBLE_CORES),
-            lnc=self.lnc,
-            cache_dir=self.cache_dir,
+            inherited=constants.NEURON_RT_VISIBLE_CORES,
             total_cores=inventory.total_cores if inventory else None,
         )
+        return neuron_launch.neuron_env(cores=chosen, lnc=self.lnc, cache_dir=compile_cache)
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()
@@ -242,13 +268,11 @@ class NeuronBackend(Backend):
         # A chip's HBM bandwidth is shared by its cores; cores beyond one instance's count cannot occur.
         return hardware.bandwidth_for_cores(instance, min(cores, instance.cores))
 
-    def compile_cache_snapshot(self) -> Any:
-        return neuron_launch.snapshot_cache(self.cache_dir)
+    def compile_cache_files(self, cache_dir: Path) -> set[str]:
+        return neuron_launch.snapshot_cache(cache_dir)
 
-    def compile_cache_hit(self, snapshot: Any) -> bool | None:
-        if not self.cache_dir.is_dir():
-            return None  # a remote (s3://) or unused cache: nothing to compare
-        return neuron_launch.compile_cache_hit(self.cache_dir, snapshot)
+    def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
+        return neuron_launch.compile_cache_hit(cache_dir, before)
 
     # -- child side ---------------------------------------------------------------------------------
     def device(self) -> Any:
@@ -264,9 +288,27 @@ class NeuronBackend(Backend):
         sync = getattr(getattr(torch, "neuron", None), "synchronize", None) or torch_neuronx.synchronize
         sync()
 
+    def fallback_counts(self) -> dict[str, int] | None:
+        # torch_neuronx tracks the ops its eager mode ran on the CPU (get_fallback_ops / clear_op_tracking); the
+        # docs do not document these calls (docs/neuron-facts.md: seen in torch-neuronx's source and tests), so
+        # a release without them records "not observable" instead of "none".
+        import torch_neuronx
+
+        get = getattr(torch_neuronx, "get_fallback_ops", None)
+        if get is None:
+            return None
+        self.synchronize()  # execution is asynchronous: the ops of queued work must have run
+        return count_ops(get())
+
     def _used_sysfs_cores(self) -> list[int]:
-        world = world_of()[2]
-        return sysfs_core_indices(cores=world, lnc=self.lnc)
+        # The child's NEURON_RT_VISIBLE_CORES is the run's own set (environment()); every rank shares it.
+        logical = neuron_launch.parse_visible_cores(constants.NEURON_RT_VISIBLE_CORES or "0")
+        return neuron_launch.sysfs_core_indices(
+            logical,
+            lnc=self.lnc,
+            device_cores=neuron_tools.device_core_counts(self.sysfs_root),
+            visible_devices=neuron_tools.visible_devices(self.dev_root),
+        )
 
     def reset_peak_memory(self) -> None:
         import torch_neuronx
@@ -283,7 +325,7 @@ class NeuronBackend(Backend):
         self.synchronize()
         allocator = int(torch_neuronx.max_memory_allocated())
         if world_of()[2] > 1:
-            allocator = sum_across_ranks(allocator, device=self.device())
+            allocator = sum_across_ranks(allocator)
         if world_of()[0] != 0:
             return allocator
         after = neuron_tools.read_device_memory(self.sysfs_root, cores=self._used_sysfs_cores())

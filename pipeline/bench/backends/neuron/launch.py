@@ -7,7 +7,7 @@ backend merges :func:`neuron_env` into the child's environment.
 from __future__ import annotations
 
 import logging
-import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
@@ -16,154 +16,183 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "LNC_VALUES",
+    "NEFF_CACHE_VARIABLE",
+    "choose_cores",
     "compile_cache_hit",
+    "format_visible_cores",
     "neuron_env",
-    "partition_start",
+    "parse_visible_cores",
     "snapshot_cache",
-    "visible_cores",
+    "sysfs_core_indices",
 ]
 
 #: Logical NeuronCore settings the runtime accepts (trn2 defaults to 2; trn1/inf2 have no LNC).
 LNC_VALUES = (1, 2)
+#: Where TorchNeuron caches compiled NEFFs (docs/neuron-facts.md).
+NEFF_CACHE_VARIABLE = "TORCH_NEURONX_NEFF_CACHE_DIR"
 
 
-def visible_cores(*, cores: int, first_core: int = 0) -> str:
-    """The ``NEURON_RT_VISIBLE_CORES`` value for ``cores`` consecutive cores: ``"a"`` or ``"a-b"``.
+def parse_visible_cores(value: str) -> list[int]:
+    """``NEURON_RT_VISIBLE_CORES`` -> the sorted core indices it names.
 
-    Args:
-        cores: Number of cores, at least 1.
-        first_core: First core index, at least 0.
-
-    Returns:
-        The range string.
+    The runtime takes a single core (``"3"``), a range (``"8-15"``) or a comma-separated list of either
+    (``"0,2,4"``, ``"0-3,8-11"``) (docs/neuron-facts.md).
 
     Raises:
-        ConfigError: If a value is out of range.
+        ConfigError: not such a value, a decreasing range, or a core named twice.
+    """
+    cores: list[int] = []
+    for part in value.split(","):
+        first, _, last = part.strip().partition("-")
+        try:
+            start, end = int(first), int(last or first)
+        except ValueError:
+            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not 'a', 'a-b' or a comma list of them") from None
+        if start < 0 or end < start:
+            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} holds a decreasing or negative range")
+        cores.extend(range(start, end + 1))
+    if len(set(cores)) != len(cores):
+        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} names a core twice")
+    return sorted(cores)
+
+
+def format_visible_cores(cores: Sequence[int]) -> str:
+    """Core indices -> a ``NEURON_RT_VISIBLE_CORES`` value: ``"a"``, ``"a-b"``, or ranges joined by commas.
+
+    Raises:
+        ConfigError: no core, or a negative one.
+    """
+    ordered = sorted(set(cores))
+    if not ordered or ordered[0] < 0:
+        raise ConfigError(f"a core range needs at least one core, all non-negative; got {list(cores)}")
+    runs: list[list[int]] = []
+    for core in ordered:
+        if runs and core == runs[-1][1] + 1:
+            runs[-1][1] = core
+        else:
+            runs.append([core, core])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def choose_cores(*, cores: int, inherited: str | None, total_cores: int | None = None) -> list[int]:
+    """The cores a run of ``cores`` cores uses: the first contiguous block of that size that it may use.
+
+    A runner that shares an instance owns a ``NEURON_RT_VISIBLE_CORES`` set (runners/README.md): a run stays
+    inside it rather than start at core 0 and collide with its neighbours. Without one, the run may use every
+    core of the instance. A multi-core run takes consecutive cores (tensor parallelism over neighbours).
+
+    Raises:
+        ConfigError: fewer cores than asked, or no consecutive block that large in the runner's set.
     """
     if cores < 1:
         raise ConfigError(f"cores must be at least 1, got {cores}")
-    if first_core < 0:
-        raise ConfigError(f"first_core must be at least 0, got {first_core}")
-    last = first_core + cores - 1
-    return str(first_core) if cores == 1 else f"{first_core}-{last}"
+    allowed = parse_visible_cores(inherited) if inherited else list(range(total_cores or cores))
+    if total_cores is not None and allowed and allowed[-1] >= total_cores:
+        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={inherited} names cores past the instance's {total_cores}")
+    if cores > len(allowed):
+        raise ConfigError(f"{cores} cores asked, but this runner owns only {len(allowed)} ({inherited or 'all'})")
+    for i in range(len(allowed) - cores + 1):
+        block = allowed[i : i + cores]
+        if block[-1] - block[0] == cores - 1:
+            return block
+    raise ConfigError(f"{cores} cores asked, but NEURON_RT_VISIBLE_CORES={inherited} has no {cores} consecutive cores")
 
 
-def parse_visible_cores(value: str) -> tuple[int, int]:
-    """``"a"`` or ``"a-b"`` -> (first core, number of cores).
+def sysfs_core_indices(
+    logical: Sequence[int], *, lnc: int, device_cores: Mapping[int, int], visible_devices: Sequence[int] | None
+) -> list[int]:
+    """Global sysfs core indices (as :func:`~pipeline.bench.backends.neuron.tools.read_device_memory` numbers
+    them) behind the runtime's logical cores.
+
+    The runtime numbers logical cores over the devices it can open; at LNC=2 logical core ``k`` spans physical
+    cores ``2k`` and ``2k+1``. sysfs lists every device of the host, also inside a container, whose runtime
+    sees only the devices mapped into it and numbers its cores from 0 over them (docs/neuron-facts.md: the docs
+    are silent on containers; the mapping by ``/dev/neuron<N>`` names is what trncat observes and records).
+
+    Args:
+        logical: The run's logical cores (its ``NEURON_RT_VISIBLE_CORES``).
+        lnc: Logical core config.
+        device_cores: sysfs device number -> physical cores it lists (:func:`tools.device_core_counts`).
+        visible_devices: Device numbers this process's runtime addresses, in order (``/dev/neuron<N>`` here);
+            None for every device sysfs lists (a host).
+
+    Returns:
+        The indices; empty when sysfs lists no device.
 
     Raises:
-        ConfigError: not such a range.
+        ConfigError: a logical core past the devices this process sees.
     """
-    first, _, last = value.strip().partition("-")
-    try:
-        start, end = int(first), int(last or first)
-    except ValueError:
-        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not 'a' or 'a-b'") from None
-    if start < 0 or end < start:
-        raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not an increasing range")
-    return start, end - start + 1
+    if not device_cores:
+        return []
+    devices = sorted(device_cores) if visible_devices is None else list(visible_devices)
+    offsets: dict[int, int] = {}
+    offset = 0
+    for device in sorted(device_cores):
+        offsets[device] = offset
+        offset += device_cores[device]
+    per_device = device_cores[devices[0]] if devices and devices[0] in device_cores else 0
+    out: list[int] = []
+    for k in logical:
+        for j in range(lnc):
+            physical = k * lnc + j
+            position, core = divmod(physical, per_device) if per_device else (len(devices), 0)
+            if position >= len(devices) or devices[position] not in offsets:
+                raise ConfigError(f"logical core {k} is past the {len(devices)} Neuron device(s) this process sees")
+            out.append(offsets[devices[position]] + core)
+    return out
 
 
-def partition_start(*, cores: int, inherited: str | None) -> int:
-    """The first core a run of ``cores`` cores may use: 0, or the start of the runner's own range.
-
-    A runner that shares an instance owns a ``NEURON_RT_VISIBLE_CORES`` range (runners/README.md); a run must
-    stay inside it rather than start at core 0 and collide with its neighbours.
-
-    Raises:
-        ConfigError: the run needs more cores than the runner's range holds.
-    """
-    if not inherited:
-        return 0
-    start, size = parse_visible_cores(inherited)
-    if cores > size:
-        raise ConfigError(
-            f"{cores} cores asked, but this runner owns only {size} (NEURON_RT_VISIBLE_CORES={inherited})"
-        )
-    return start
-
-
-def neuron_env(
-    *,
-    cores: int,
-    first_core: int = 0,
-    lnc: int | None,
-    cache_dir: Path | None,
-    total_cores: int | None = None,
-) -> dict[str, str]:
+def neuron_env(*, cores: Sequence[int], lnc: int | None, cache_dir: Path | None) -> dict[str, str]:
     """Environment variables that reserve cores for one benchmark child.
 
     Args:
-        cores: NeuronCores to reserve (the torchrun world size).
-        first_core: First core of the contiguous range (the runtime needs contiguous cores).
+        cores: The NeuronCores to reserve (:func:`choose_cores`; their count is the torchrun world size).
         lnc: Logical NeuronCore config to set, or None to leave the runtime's default (2 on trn2).
-        cache_dir: Persistent compile cache directory, or None for the default (/var/tmp/neuron-compile-cache).
-        total_cores: Cores on the instance, to check the range fits (skipped when None).
+        cache_dir: The run's NEFF cache directory, or None for TorchNeuron's default.
 
     Returns:
-        ``NEURON_RT_VISIBLE_CORES`` and, when given, ``NEURON_LOGICAL_NC_CONFIG`` and
-        ``NEURON_COMPILE_CACHE_URL``.
+        ``NEURON_RT_VISIBLE_CORES`` and, when given, ``NEURON_LOGICAL_NC_CONFIG`` and the NEFF cache variable.
 
     Raises:
-        ConfigError: If the core range, ``lnc`` or ``total_cores`` is invalid.
+        ConfigError: If the core set or ``lnc`` is invalid.
     """
-    env = {"NEURON_RT_VISIBLE_CORES": visible_cores(cores=cores, first_core=first_core)}
-    if total_cores is not None:
-        if total_cores < 1:
-            raise ConfigError(f"total_cores must be at least 1, got {total_cores}")
-        if first_core + cores > total_cores:
-            raise ConfigError(f"cores {env['NEURON_RT_VISIBLE_CORES']} do not fit the instance's {total_cores} cores")
+    env = {"NEURON_RT_VISIBLE_CORES": format_visible_cores(cores)}
     if lnc is not None:
         if lnc not in LNC_VALUES:
             raise ConfigError(f"NEURON_LOGICAL_NC_CONFIG must be one of {LNC_VALUES}, got {lnc}")
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
     if cache_dir is not None:
-        env["NEURON_COMPILE_CACHE_URL"] = str(cache_dir)
+        env[NEFF_CACHE_VARIABLE] = str(cache_dir)
     return env
 
 
 # --- compile cache --------------------------------------------------------------------------------
-# Layout: <cache>/neuronxcc-<version>/MODULE_<hash>+<flags>/model.neff (older releases:
-# USER_neuroncc-<version>/MODULE_<hash>/...). A compile that misses the cache adds a MODULE_ entry.
-
-_CACHE_VERSION_DIR = re.compile(r"^(?:neuronxcc-|USER_neuroncc-)")
+# The docs name TorchNeuron's NEFF cache directory but not the layout inside it (docs/neuron-facts.md), so a
+# snapshot is every file under it: a compile that misses the cache writes new files, a hit writes none.
 
 
 def snapshot_cache(cache_dir: Path) -> set[str]:
-    """The compiled modules in a Neuron persistent cache, as ``<compiler dir>/MODULE_<hash>`` paths.
-
-    Args:
-        cache_dir: Local cache directory (``NEURON_COMPILE_CACHE_URL``; S3 caches are not inspected).
-
-    Returns:
-        Relative POSIX paths; empty when the directory does not exist.
-    """
+    """Every file in a NEFF cache directory, as relative POSIX paths (empty when the directory is missing)."""
     if not cache_dir.is_dir():
         return set()
-    return {
-        f"{version.name}/{module.name}"
-        for version in cache_dir.iterdir()
-        if version.is_dir() and _CACHE_VERSION_DIR.match(version.name)
-        for module in version.glob("MODULE_*")
-        if module.is_dir()
-    }
+    return {p.relative_to(cache_dir).as_posix() for p in cache_dir.rglob("*") if p.is_file()}
 
 
 def compile_cache_hit(cache_dir: Path, before: set[str]) -> bool:
-    """Whether a compile was served from the cache: it created no new module and the cache is not empty.
+    """Whether a compile was served from the cache: it wrote no new file and the cache is not empty.
 
     Args:
-        cache_dir: The cache directory used by the compile.
+        cache_dir: The cache directory the compile used.
         before: :func:`snapshot_cache` taken before the compile.
 
     Returns:
-        False when new ``MODULE_*`` entries appeared (a miss, the compile time is real) or when the
-        cache holds nothing at all (the compile did not use this cache).
+        False when new files appeared (a miss: the compile time is real) or when the cache holds nothing at
+        all (the compile did not use this cache).
     """
     after = snapshot_cache(cache_dir)
     if after - before:
         return False
     if not after:
-        logger.warning("compile cache %s is empty after the compile; was it used?", cache_dir)
+        logger.warning("NEFF cache %s is empty after the compile; was it used?", cache_dir)
         return False
     return True

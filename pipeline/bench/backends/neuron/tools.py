@@ -34,8 +34,10 @@ __all__ = [
     "driver_version",
     "parse_neuron_ls",
     "peak_delta",
+    "device_core_counts",
     "read_device_memory",
     "reset_peaks",
+    "visible_devices",
 ]
 
 logger = logging.getLogger(__name__)
@@ -214,6 +216,21 @@ def _core_dirs(sysfs_root: Path) -> Iterable[tuple[int, int, int, Path]]:
         for core, core_dir in cores:
             yield offset + core, device, core, core_dir
         offset += len(cores)
+
+
+def device_core_counts(sysfs_root: Path) -> dict[int, int]:
+    """sysfs device number -> physical NeuronCores it lists (empty without a Neuron driver)."""
+    return {
+        device: len(_numbered(device_dir, "neuron_core"))
+        for device, device_dir in _numbered(sysfs_root / NEURON_SYSFS, "neuron")
+    }
+
+
+def visible_devices(dev_root: Path) -> list[int]:
+    """Device numbers of the ``/dev/neuron<N>`` nodes this process can see (all of them on a host; the mapped
+    ones in a container)."""
+    found = [int(p.name[len("neuron") :]) for p in dev_root.glob("neuron*") if p.name[len("neuron") :].isdigit()]
+    return sorted(found)
 
 
 def read_device_memory(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> dict[int, CoreMemory]:

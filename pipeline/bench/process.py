@@ -1,0 +1,144 @@
+"""Running the benchmark child: a process group under a timeout and a host-memory watchdog, with progress.
+
+The child (:mod:`pipeline.bench.child`) reports through a JSON file it rewrites atomically at each stage; the
+parent reads it while waiting (to show progress) and once the child is gone (to build the record).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from pipeline.bench.spec import BenchSpec
+
+logger = logging.getLogger(__name__)
+
+_POLL_S = 0.2
+
+
+def now_iso() -> str:
+    """The current UTC time, ISO 8601 to the second (the record's time format)."""
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What the parent saw of one child run."""
+
+    report: dict[str, Any]
+    returncode: int | None
+    timed_out: bool
+    over_memory: bool
+    log_tail: str
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = 0
+    for proc in [process, *process.children(recursive=True)]:
+        try:
+            total += proc.memory_info().rss
+        except psutil.Error:
+            continue
+    return total
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+_STAGE_WORDS = {"load": "loading the model", "compile": "first call (compiling)", "run": "timed runs"}
+
+
+def _stage_of(report_file: Path) -> str | None:
+    """The stage the child reported last (its file is replaced atomically, so a read sees a whole one)."""
+    try:
+        stage = json.loads(report_file.read_text(encoding="utf-8")).get("stage")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return stage if isinstance(stage, str) else None
+
+
+def run_child(
+    spec: BenchSpec,
+    *,
+    env: dict[str, str],
+    launcher: Callable[[Sequence[str]], list[str]] | None,
+    timeout_s: float,
+    memory_limit_bytes: int | None,
+) -> ChildOutcome:
+    """Run the benchmark child for ``spec`` and wait for it under a timeout and a memory limit.
+
+    Args:
+        spec: What to run.
+        env: Variables added to the child's environment (the backend's, for its cores).
+        launcher: Builds the command from the module and its arguments (plain python when None; torchrun
+            for several cores).
+        timeout_s: Wall-clock limit; the child's whole process group is killed past it.
+        memory_limit_bytes: Host memory limit of the child's process tree (RSS), or None.
+
+    Returns:
+        What the parent saw.
+    """
+    with tempfile.TemporaryDirectory(prefix="trncat-bench-") as tmp:
+        work = Path(tmp)
+        spec_file, report_file, log_file = work / "spec.json", work / "report.json", work / "child.log"
+        spec_file.write_text(spec.to_json(), encoding="utf-8")
+        module_args = ["pipeline.bench.child", str(spec_file), str(report_file)]
+        command = launcher(module_args) if launcher else [sys.executable, "-m", *module_args]
+        child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
+        timed_out = over_memory = False
+        with log_file.open("wb") as log:
+            # A new session makes the child a process group leader, so a kill reaches its helpers too.
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env,
+                start_new_session=True,
+            )
+            watched = psutil.Process(proc.pid)
+            started = time.monotonic()
+            deadline = started + timeout_s
+            stage = None
+            while True:
+                try:
+                    proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now_at = _stage_of(report_file)
+                if now_at and now_at != stage:  # progress: a Neuron compile can take many minutes
+                    stage = now_at
+                    logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
+                if time.monotonic() > deadline:
+                    timed_out = True
+                    _kill_group(proc)
+                    break
+                if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
+                    over_memory = True
+                    _kill_group(proc)
+                    break
+        try:
+            report = json.loads(report_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            report = {"stage": "load", "metrics": {}, "error": None, "done": False}
+        log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
+    return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail)

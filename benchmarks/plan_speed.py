@@ -37,6 +37,10 @@ def vary(config: dict[str, Any], rng: random.Random, serial: int | None) -> dict
     layer_key = "n_layer" if "n_layer" in text else "num_hidden_layers"
     layers = text.get(layer_key, 32)
     text[layer_key] = max(1, round(layers * rng.choice(LAYER_SCALES))) + (serial or 0)
+    # Per-layer lists (layer_types, no_rope_layers, ...) must keep one entry per layer: repeat their pattern.
+    for key, value in list(text.items()):
+        if isinstance(value, list) and len(value) == layers and layers > 1:
+            text[key] = [value[i % layers] for i in range(text[layer_key])]
     mlp_key = "moe_intermediate_size" if "moe_intermediate_size" in text else "intermediate_size"
     if mlp_key in text:
         text[mlp_key] = int(text[mlp_key] * rng.choice(MLP_SCALES)) // 64 * 64

@@ -22,12 +22,13 @@ import re
 import struct
 import sys
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PlanError
+from pipeline.quantization import quantized_matcher
 from pipeline.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
 
 logger = logging.getLogger(__name__)
@@ -38,9 +39,12 @@ _HASH_IGNORED_KEYS = frozenset({"_name_or_path", "transformers_version", "torch_
 #: Config keys, in order of preference, for the routed experts of an MoE and the experts used per token.
 _NUM_EXPERTS_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 _TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "num_selected_experts", "top_k")
-#: Config keys giving a fixed number of image tokens per image.
 _CACHE_SIZE = 4096
-#: Attention kinds that keep no per-token KV cache (their state does not grow with the sequence).
+#: Words in a parameter's module path that mark a vision or audio tower (or its projector into the text
+#: model): run once per image or clip, so not counted as active per token.
+_TOWER_WORDS = ("vision", "visual", "multi_modal_projector", "audio", "image_newline")
+#: Module names of a decoder layer's attention.
+_ATTENTION_WORDS = frozenset({"self_attn", "attn", "attention", "self_attention"})
 
 
 @dataclass(frozen=True)
@@ -55,9 +59,19 @@ class ModelShape:
         instantiable: True when transformers built the model on the meta device and the counts below are set.
         reason: why it could not be built, when ``instantiable`` is False.
         params: unique parameters (None when not instantiable).
-        active_params: parameters used per token (MoE: shared part + top-k of the routed experts).
+        active_params: parameters one text token passes through: the decoder (MoE: shared part + top-k of
+            the routed experts) with the input embedding table and the output head; vision and audio
+            towers excluded (they run once per image, not per token).
         tp_sharded_params: parameters transformers' tensor-parallel plan splits across cores.
         has_tp_plan: whether transformers has a tensor-parallel plan for the architecture at all.
+        active_without_embedding: ``active_params`` less the input embedding table (a lookup reads one
+            row of it per token); the output head, a real matrix product, still counts.
+        ep_params: parameters transformers' expert-parallel plan splits by expert (0: no such plan).
+        ep_tp_sharded_params: tensor-parallel sharded parameters outside the expert-parallel plan (what
+            the tp plan still splits when both run: expert rules take precedence).
+        num_experts: routed experts per MoE layer, when the config says.
+        attention_sharded: whether the tp plan splits the decoder's attention (and so its KV cache).
+        quantized_params: parameters the checkpoint's ``quantization_config`` stores quantized.
     """
 
     architecture: str | None
@@ -70,6 +84,12 @@ class ModelShape:
     active_params: int | None = None
     tp_sharded_params: int | None = None
     has_tp_plan: bool = False
+    active_without_embedding: int | None = None
+    ep_params: int = 0
+    ep_tp_sharded_params: int = 0
+    num_experts: int | None = None
+    attention_sharded: bool = True
+    quantized_params: int = 0
 
 
 _cache: dict[tuple[str, str], ModelShape] = {}
@@ -143,21 +163,10 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
     except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
         logger.warning("cannot instantiate %s on the meta device: %s", architecture or model_type, exc)
         return raw(f"transformers could not build {architecture or model_type}: {type(exc).__name__}: {exc}")
-    total, active, sharded, has_plan = _count(model, hf_config)
+    counts = _count(model, hf_config, config.get("quantization_config"))
     attention = attention_shape(hf_config.get_text_config())
     vision = vision_shape(hf_config, getattr(hf_config, "vision_config", None) or {})
-    return ModelShape(
-        architecture,
-        model_type,
-        attention,
-        vision,
-        instantiable=True,
-        reason=None,
-        params=total,
-        active_params=active,
-        tp_sharded_params=sharded,
-        has_tp_plan=has_plan,
-    )
+    return ModelShape(architecture, model_type, attention, vision, instantiable=True, reason=None, **counts)
 
 
 def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> tuple[Any, str]:
@@ -188,28 +197,86 @@ def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> t
     return model, type(model).__name__
 
 
-def _count(model: Any, hf_config: Any) -> tuple[int, int, int, bool]:
-    """(total, active per token, tensor-parallel sharded, has a tp plan) of a meta model."""
-    plan = getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {}
-    # A module a plan names is sharded with everything under it, unless its style replicates it.
-    patterns = [re.escape(k).replace(r"\*", r"\d+") for k, v in plan.items() if not str(v).startswith("replicated")]
-    sharded_re = re.compile(rf"(?:{'|'.join(patterns)})(?:\..+)?") if patterns else None
-    total = experts = sharded = 0
+def _plan_matcher(plan: Mapping[str, Any], *, skip_replicated: bool) -> Callable[[str], bool] | None:
+    """A test for "this parameter is under a module the plan names" (the ``*`` stands for a layer number)."""
+    keys = [k for k, v in plan.items() if not (skip_replicated and str(v).startswith("replicated"))]
+    if not keys:
+        return None
+    alternatives = "|".join(re.escape(k).replace(r"\*", r"\d+") for k in keys)
+    pattern = re.compile(rf"(?:{alternatives})(?:\..+)?")
+    return lambda name: pattern.fullmatch(name) is not None
+
+
+def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
+    """Parameter counts of a meta model: totals, per-token, and what each parallel plan splits."""
+    is_tp = _plan_matcher(
+        getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {}, skip_replicated=True
+    )
+    is_ep = _plan_matcher(getattr(model, "ep_plan", None) or {}, skip_replicated=False)
+    is_quantized = quantized_matcher(quantization)
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    embedding_ids = {id(p) for p in embeddings.parameters()} if embeddings is not None else set()
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    table_ids = embedding_ids | ({id(p) for p in head.parameters()} if head is not None else set())
+    total = experts = sharded = tower = embedding = ep = ep_tp = quantized = 0
+    attention_sharded = False
     # named_parameters() yields a tied tensor once, which is exactly "tied embeddings counted once".
     for name, param in model.named_parameters():
         n = param.numel()
+        parts = name.split(".")
         total += n
-        if "experts" in name.split("."):
+        if "experts" in parts:
             experts += n
-        if sharded_re is not None and sharded_re.fullmatch(name):
+        if any(word in part for part in parts for word in _TOWER_WORDS):
+            tower += n
+        if id(param) in embedding_ids:
+            embedding += n
+        in_ep = is_ep is not None and is_ep(name)
+        ep += n if in_ep else 0
+        if is_tp is not None and is_tp(name):
             sharded += n
+            ep_tp += 0 if in_ep else n
+            attention_sharded |= not _ATTENTION_WORDS.isdisjoint(parts) and not any(w in name for w in _TOWER_WORDS)
+        if is_quantized is not None and id(param) not in table_ids and is_quantized(name, param.dim()):
+            quantized += n
     text = hf_config.get_text_config()
     num_experts = config_int(text, *_NUM_EXPERTS_KEYS)
     top_k = config_int(text, *_TOP_K_KEYS)
-    active = total
+    active = total - tower
     if experts and num_experts and top_k and top_k < num_experts:
-        active = total - experts + experts * top_k // num_experts
-    return total, active, sharded, bool(patterns)
+        active = active - experts + experts * top_k // num_experts
+    return {
+        "params": total,
+        "active_params": active,
+        "active_without_embedding": active - embedding,
+        "tp_sharded_params": sharded,
+        "has_tp_plan": is_tp is not None,
+        "ep_params": ep,
+        "ep_tp_sharded_params": ep_tp,
+        "num_experts": num_experts if experts else None,
+        "attention_sharded": attention_sharded,
+        "quantized_params": quantized,
+    }
+
+
+def _safetensors_headers(folder: Path) -> list[dict[str, Any]]:
+    """The JSON headers of a local folder's ``*.safetensors`` files (unreadable ones skipped with a warning)."""
+    headers = []
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with file.open("rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                header = json.loads(handle.read(length))
+        except (OSError, struct.error, ValueError) as exc:
+            logger.warning("unreadable safetensors header in %s: %s", file, exc)
+            continue
+        if isinstance(header, dict):
+            headers.append(header)
+    return headers
+
+
+def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
 
 
 def safetensors_param_count(folder: Path) -> int | None:
@@ -221,20 +288,29 @@ def safetensors_param_count(folder: Path) -> int | None:
     Returns:
         The element count of every tensor, or None when the folder has no readable safetensors file.
     """
-    total, found = 0, False
-    for file in sorted(folder.glob("*.safetensors")):
-        try:
-            with file.open("rb") as handle:
-                (length,) = struct.unpack("<Q", handle.read(8))
-                header = json.loads(handle.read(length))
-        except (OSError, struct.error, ValueError) as exc:
-            logger.warning("unreadable safetensors header in %s: %s", file, exc)
-            continue
-        found = True
-        for name, entry in header.items():
-            if name != "__metadata__":
-                total += math.prod(entry.get("shape", []))
-    return total if found else None
+    headers = _safetensors_headers(folder)
+    return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
+
+
+def safetensors_bytes(folder: Path) -> int | None:
+    """Bytes of tensor data in the ``*.safetensors`` files of a local folder (what a download fetches).
+
+    Args:
+        folder: a local model folder.
+
+    Returns:
+        The sum of every tensor's data span, or None when the folder has no readable safetensors file.
+    """
+    headers = _safetensors_headers(folder)
+    if not headers:
+        return None
+    total = 0
+    for header in headers:
+        for entry in _tensors(header):
+            offsets = entry.get("data_offsets")
+            if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets):
+                total += max(0, offsets[1] - offsets[0])
+    return total
 
 
 @contextlib.contextmanager

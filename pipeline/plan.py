@@ -14,11 +14,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from pipeline.advice import cores_text, fit_advice, no_fit_advice, size_text
 from pipeline.errors import ConfigError, PlanError
-from pipeline.hardware import DEFAULT_INSTANCE, GiB, Instance, get_instance
+from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import validate_model_id
-from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, Need, Sizing
-from pipeline.params import describe, safetensors_param_count
+from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
+from pipeline.params import describe, safetensors_bytes, safetensors_param_count
+from pipeline.quantization import describe_quantization, download_bytes
 from pipeline.types import DTYPES
 from pipeline.workload import Workload, default_workload
 
@@ -30,19 +32,22 @@ logger = logging.getLogger(__name__)
 ParamSource = Literal["meta-device", "safetensors"]
 
 _DTYPE_ALIASES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
-#: The largest instance of each family, suggested when a model does not fit a smaller one.
-_LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
 
 
 @dataclass(frozen=True)
 class Plan:
     """How much memory a model needs and on how many NeuronCores it runs.
 
-    Byte counts cover the whole model on the planned cores; ``per_core_bytes`` is what each core holds.
+    Byte counts cover the whole model on the layout's cores; ``per_core_bytes`` is what each core holds.
+    ``weights_bytes`` is the weights as the device holds them (a quantized checkpoint that transformers
+    dequantizes at load, in the benchmark dtype); ``download_bytes`` the checkpoint's size.
     ``overhead_bytes`` = ``total_bytes`` - weights - KV cache: headroom, runtime reserve, activations and
-    the copies tensor parallelism makes (weights outside transformers' tp plan, replicated kv heads).
-    When ``fits`` is False, ``cores`` is what the memory alone would need (possibly more than the
-    instance has), ``tp_degree`` is None and the byte counts are at the largest usable degree.
+    the copies the layout makes (weights outside transformers' parallel plans, replicated kv heads).
+    When ``fits`` is False, ``tp_degree`` is None and ``cores`` and the byte counts are those of the
+    smallest layout that would hold the model on more cores of the same kind (possibly more than the
+    instance has), or, when no layout transformers runs would, of the layers split evenly over cores.
+    ``active_params`` counts what one text token passes through with the embedding table and output head;
+    ``active_params_without_embedding`` the same without the input embedding table.
     """
 
     model: str | None
@@ -56,6 +61,9 @@ class Plan:
     memory_per_core_bytes: int
     params: int
     active_params: int
+    active_params_without_embedding: int
+    download_bytes: int
+    quantization: dict[str, Any] | None
     weights_bytes: int
     replicated_weights_bytes: int
     kv_cache_bytes: int
@@ -64,6 +72,7 @@ class Plan:
     per_core_bytes: int
     cores: int
     tp_degree: int | None
+    ep_degree: int | None
     kv_replication: int
     num_attention_heads: int | None
     num_key_value_heads: int | None
@@ -102,6 +111,7 @@ def plan_config(
     lnc: int | None = None,
     workload: Workload | None = None,
     safetensors_params: int | None = None,
+    checkpoint_bytes: int | None = None,
 ) -> Plan:
     """Plan a model from its config.json. Pure: no I/O.
 
@@ -113,6 +123,8 @@ def plan_config(
         workload: sizes the KV cache; None for the catalog's default workload of the model's task.
         safetensors_params: parameter count from the checkpoint's safetensors metadata, used only when
             transformers cannot build the architecture.
+        checkpoint_bytes: the checkpoint's size read from its safetensors headers, when known; else
+            ``download_bytes`` is estimated from the config (parameters at their stored or quantized bits).
 
     Returns:
         The :class:`Plan`.
@@ -130,22 +142,45 @@ def plan_config(
     if info.instantiable and info.params is not None:
         source, params = "meta-device", info.params
         active = info.active_params or params
+        without_embedding = info.active_without_embedding or active
         # Without a tp plan transformers cannot shard the model: every core would hold all of it.
         sharded, can_shard = (info.tp_sharded_params or 0) if info.has_tp_plan else 0, info.has_tp_plan
+        quantized = info.quantized_params
     elif safetensors_params is not None and safetensors_params > 0:
         # No module tree to read a tp plan from: assume it all shards, the optimistic side.
         source, params, can_shard = "safetensors", safetensors_params, True
-        active = sharded = params
+        active = without_embedding = sharded = params
+        quantized = 0
     else:
         raise PlanError(f"cannot count the parameters of {info.architecture or info.model_type}: {info.reason}")
     tokens = workload.total_tokens
     if info.vision is not None and workload.image_size is not None:
         tokens += info.vision.image_tokens(workload.image_size)
     kv_values = info.attention.kv_values(tokens) * workload.batch_size if info.attention else 0
-    sizing = Sizing(params, sharded, info.attention, workload, kv_values, can_shard)
+    sizing = Sizing(
+        params,
+        sharded,
+        info.attention,
+        workload,
+        kv_values,
+        can_shard,
+        experts=info.ep_params,
+        ep_sharded=info.ep_tp_sharded_params,
+        num_experts=info.num_experts,
+        attention_sharded=info.attention_sharded or source == "safetensors",
+    )
     chosen = sizing.smallest_fit(inst, dtype)
-    shown = chosen or sizing.need(sizing.degrees(inst)[-1], dtype)
+    # Not fitting: the smallest layout that would hold it on more such cores, else layers split evenly.
+    shown = chosen or sizing.smallest_fit(inst, dtype, limit=MAX_DEGREE)
+    if shown is None:
+        ideal = replace(sizing, sharded=params, attention_sharded=True)
+        shown = ideal.need(sizing.cores_by_memory(inst, dtype), dtype)
     weights, kv = params * DTYPE_BYTES[dtype], kv_values * COMPUTE_BYTES[dtype]
+    quantization = describe_quantization(config.get("quantization_config"), dtype=dtype)
+    split = sizing.ep_sharded + sizing.experts if shown.expert_parallel else sharded
+    advice = fit_advice(inst, chosen) if chosen else no_fit_advice(inst, sizing, dtype)
+    if quantization is not None and quantization.support == "unsupported":
+        advice = f"cannot load its {quantization.method} checkpoint on Neuron ({quantization.reason}); {advice}"
     return Plan(
         model=None,
         revision=None,
@@ -158,75 +193,25 @@ def plan_config(
         memory_per_core_bytes=inst.memory_per_core_bytes,
         params=params,
         active_params=active,
+        active_params_without_embedding=without_embedding,
+        download_bytes=checkpoint_bytes or download_bytes(params, quantized, config),
+        quantization=quantization.to_dict() if quantization else None,
         weights_bytes=weights,
-        replicated_weights_bytes=(params - sharded) * DTYPE_BYTES[dtype],
+        replicated_weights_bytes=(params - split) * DTYPE_BYTES[dtype] if shown.degree > 1 else weights,
         kv_cache_bytes=kv,
         overhead_bytes=shown.total - weights - kv,
         total_bytes=shown.total,
         per_core_bytes=shown.per_core,
-        cores=chosen.degree if chosen else sizing.cores_by_memory(inst, dtype),
+        cores=shown.degree,
         tp_degree=chosen.degree if chosen else None,
+        ep_degree=chosen.degree if chosen and chosen.expert_parallel else None,
         kv_replication=shown.kv_replication,
         num_attention_heads=info.attention.num_attention_heads if info.attention else None,
         num_key_value_heads=info.attention.num_key_value_heads if info.attention else None,
         fits=chosen is not None,
-        advice=_fit_advice(inst, chosen) if chosen else _no_fit_advice(inst, sizing, dtype),
+        advice=advice,
         workload=workload.to_dict(),
     )
-
-
-def _cores(n: int) -> str:
-    return f"{n} NeuronCore{'s' if n != 1 else ''}"
-
-
-def _fit_advice(inst: Instance, chosen: Need) -> str:
-    if chosen.degree == 1:
-        return f"fits on one NeuronCore ({inst.family}, LNC={inst.lnc}, {_size(inst.memory_per_core_bytes)})"
-    advice = (
-        f"needs {_cores(chosen.degree)} on a {inst.name}: shard with tensor parallelism "
-        f"(tp_plan='auto', torchrun --nproc-per-node {chosen.degree})"
-    )
-    if chosen.kv_replication > 1:
-        advice += f"; each key/value head is replicated on {chosen.kv_replication} cores"
-    return advice
-
-
-def _no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
-    by_memory = sizing.cores_by_memory(inst, dtype)
-    if by_memory <= inst.cores:
-        heads, kv = (sizing.att.num_attention_heads, sizing.att.num_key_value_heads) if sizing.att else (0, 0)
-        top = sizing.degrees(inst)[-1]
-        if not sizing.can_shard:
-            why = "transformers has no tensor-parallel plan for this architecture"
-        elif top < by_memory:
-            why = f"its {heads} attention and {kv} key/value heads allow tensor parallelism over at most {top}"
-        else:
-            whole = _size((sizing.params - sizing.sharded) * DTYPE_BYTES[dtype])
-            why = f"{whole} of its weights are outside transformers' tensor-parallel plan, whole on every core"
-        head = f"needs {_cores(by_memory)} of a {inst.name} by memory, but {why}"
-    else:
-        full = (sizing if sizing.can_shard else replace(sizing, sharded=sizing.params)).need(inst.cores, dtype)
-        short = full.total - inst.memory_bytes
-        head = (
-            f"does not fit one {inst.name}: needs {_size(full.total)} on its {_cores(inst.cores)}, "
-            f"{_size(short)} ({short / inst.memory_bytes:.0%}) more than its {_size(inst.memory_bytes)}"
-        )
-    options = []
-    largest = get_instance(_LARGEST[inst.family], lnc=inst.lnc)
-    if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
-        options.append(f"a {largest.name} ({_cores(fit.degree)})")
-    for lower in (d for d in DTYPE_BYTES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
-        if (fit := sizing.smallest_fit(inst, lower)) is not None:
-            options.append(f"{lower} weights ({_cores(fit.degree)})")
-            break
-    if by_memory <= inst.cores:
-        options.append(f"pipeline parallelism over {_cores(by_memory)} (layers split across cores)")
-    elif sizing.smallest_fit(largest, dtype) is None:
-        # Pipeline stages split the layers, so every weight divides: the ideal sizing applies.
-        staged = replace(sizing, sharded=sizing.params).need(largest.cores, dtype)
-        instances = max(2, -(-staged.total // largest.memory_bytes))
-        options.append(f"pipeline parallelism across {instances} {largest.name} instances")
-    return f"{head}; would fit with " + ", or ".join(options)
 
 
 def plan_model(
@@ -272,6 +257,7 @@ def plan_model(
         if not isinstance(config, Mapping):
             raise PlanError(f"cannot plan {model}: its config.json is not a JSON object")
     st_params = None
+    checkpoint = safetensors_bytes(path) if local else None
     info = describe(config)
     if not info.instantiable:
         logger.info("%s: %s; counting parameters from safetensors metadata", model, info.reason)
@@ -282,7 +268,15 @@ def plan_model(
             st_params = hub.fetch_safetensors_params(str(model), revision=revision)
         if not st_params:
             raise PlanError(f"cannot plan {model}: {info.reason}, and it has no safetensors metadata")
-    plan = plan_config(config, dtype=dtype, instance=instance, lnc=lnc, workload=workload, safetensors_params=st_params)
+    plan = plan_config(
+        config,
+        dtype=dtype,
+        instance=instance,
+        lnc=lnc,
+        workload=workload,
+        safetensors_params=st_params,
+        checkpoint_bytes=checkpoint,
+    )
     return replace(plan, model=str(model), revision=None if local else revision)
 
 
@@ -330,19 +324,33 @@ def format_plan(plan: Plan) -> str:
     Returns:
         Text without a trailing newline.
     """
-    active = f" ({_count(plan.active_params)} active per token)" if plan.active_params != plan.params else ""
+    active = ""
+    if plan.active_params != plan.params:
+        active = (
+            f" ({_count(plan.active_params)} active per token,"
+            f" {_count(plan.active_params_without_embedding)} without the embedding table)"
+        )
     name = f"{plan.model}: " if plan.model else ""
-    where = f"{plan.instance}, LNC={plan.lnc}, {_size(plan.memory_per_core_bytes)} per NeuronCore"
-    cores = f"{_cores(plan.cores)}, {_size(plan.per_core_bytes)} each" if plan.fits else "does not fit"
-    return "\n".join(
-        [
-            f"{name}{plan.architecture}, {_count(plan.params)} parameters{active} (source: {plan.source})",
-            f"{plan.dtype}: weights {_size(plan.weights_bytes)} + KV cache {_size(plan.kv_cache_bytes)}"
-            f" + overhead {_size(plan.overhead_bytes)} = {_size(plan.total_bytes)}",
-            f"{where}: {cores}",
-            plan.advice,
-        ]
-    )
+    where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
+    if plan.fits:
+        cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
+    else:
+        cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
+    lines = [f"{name}{plan.architecture}, {_count(plan.params)} parameters{active} (source: {plan.source})"]
+    q = plan.quantization
+    if q is not None:
+        held = f"held as {q['held_as']} on the device" if q["held_as"] else "not loadable on the device"
+        lines.append(
+            f"{q['method']} checkpoint: download {size_text(plan.download_bytes)}, {held}"
+            f" (Neuron support: {q['support']}: {q['reason']})"
+        )
+    lines += [
+        f"{plan.dtype}: weights {size_text(plan.weights_bytes)} + KV cache {size_text(plan.kv_cache_bytes)}"
+        f" + overhead {size_text(plan.overhead_bytes)} = {size_text(plan.total_bytes)}",
+        f"{where}: {cores}",
+        plan.advice,
+    ]
+    return "\n".join(lines)
 
 
 def _count(n: int) -> str:
@@ -350,10 +358,3 @@ def _count(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.2f}{unit}"
     return str(n)
-
-
-def _size(n: int) -> str:
-    for unit, scale in (("TiB", 1024**4), ("GiB", GiB), ("MiB", 1024**2), ("KiB", 1024)):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
-    return f"{n} B"

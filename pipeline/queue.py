@@ -332,6 +332,10 @@ def _entry(
         # Unplannable is not unrunnable: the benchmark on one core is what tells.
         cores, runner, note = 1, f"{family}-1c", f"not planned ({problem}); runs on 1 core"
     else:
+        quantization = plan.quantization or {}
+        if quantization.get("support") == "unsupported":
+            # transformers cannot load the checkpoint on a NeuronCore: a runner hour would only record that.
+            return f"unsupported quantization: {quantization['method']}: {quantization['reason']}"
         if not plan.fits:
             return f"does not fit: {plan.advice}"
         cores, runner, note = plan.cores, runner_label(plan), ""

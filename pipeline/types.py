@@ -15,6 +15,7 @@ Task = Literal["text-generation", "image-text-to-text"]
 Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
 Source = Literal["ci", "community", "local"]
 View = Literal["trending", "downloads", "selected"]
+QuantSupport = Literal["dequantized", "unsupported", "unverified"]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -23,3 +24,4 @@ TASKS: tuple[str, ...] = get_args(Task)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
+QUANT_SUPPORTS: tuple[str, ...] = get_args(QuantSupport)

@@ -1,0 +1,98 @@
+"""The planner's one line of advice: how to run a model that fits, or why it does not and what would help.
+
+Only layouts transformers can run unmodified are recommended: tensor parallelism from the model's tp plan
+(``tp_plan='auto'``), and tensor plus expert parallelism from its ep plan
+(``DistributedConfig(tp_size=N, ep_size=N)``), each launched with ``torchrun`` (``docs/planner.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipeline.hardware import GiB, Instance, get_instance
+from pipeline.memory import DTYPE_BYTES, Need, Sizing
+
+#: The largest instance of each family, suggested when a model does not fit a smaller one.
+LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
+
+
+def cores_text(n: int) -> str:
+    return f"{n} NeuronCore{'s' if n != 1 else ''}"
+
+
+def size_text(n: int) -> str:
+    for unit, scale in (("TiB", 1024**4), ("GiB", GiB), ("MiB", 1024**2), ("KiB", 1024)):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+    return f"{n} B"
+
+
+def launch_text(need: Need) -> str:
+    """The ``from_pretrained`` arguments and launch line of a multi-core layout."""
+    d = need.degree
+    if need.expert_parallel:
+        return f"distributed_config=DistributedConfig(tp_size={d}, ep_size={d}), torchrun --nproc-per-node {d}"
+    return f"tp_plan='auto', torchrun --nproc-per-node {d}"
+
+
+def fit_advice(inst: Instance, chosen: Need) -> str:
+    if chosen.degree == 1:
+        return f"fits on one NeuronCore ({inst.family}, LNC={inst.lnc}, {size_text(inst.memory_per_core_bytes)})"
+    how = (
+        "split the experts over them with expert parallelism and shard the rest with its tensor-parallel plan"
+        if chosen.expert_parallel
+        else "shard with tensor parallelism"
+    )
+    advice = f"needs {cores_text(chosen.degree)} on a {inst.name}: {how} ({launch_text(chosen)})"
+    if chosen.kv_replication > 1:
+        advice += f"; each key/value head is replicated on {chosen.kv_replication} cores"
+    return advice
+
+
+def _whole_bytes(sizing: Sizing, need: Need, dtype: str) -> int:
+    split = sizing.ep_sharded + sizing.experts if need.expert_parallel else sizing.sharded
+    return (sizing.params - split) * DTYPE_BYTES[dtype]
+
+
+def no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
+    by_memory = sizing.cores_by_memory(inst, dtype)
+    if by_memory <= inst.cores:
+        heads, kv = (sizing.att.num_attention_heads, sizing.att.num_key_value_heads) if sizing.att else (0, 0)
+        top = max(d for d, _ in sizing.layouts(inst.cores))
+        if not sizing.can_shard and top == 1:
+            why = "transformers has no tensor-parallel plan for this architecture"
+        elif top < by_memory:
+            why = f"its {heads} attention and {kv} key/value heads allow tensor parallelism over at most {top}"
+        else:
+            widest = sizing.widest(inst, dtype)
+            whole = size_text(_whole_bytes(sizing, widest, dtype))
+            plans = "tensor- and expert-parallel plans" if widest.expert_parallel else "tensor-parallel plan"
+            why = f"{whole} of its weights are outside transformers' {plans}, whole on every core"
+        head = f"needs {cores_text(by_memory)} of a {inst.name} by memory, but {why}"
+    else:
+        ideal = sizing if sizing.can_shard else replace(sizing, sharded=sizing.params)
+        full = min(
+            (ideal.need(inst.cores, dtype, expert_parallel=ep) for ep in (False, True) if not ep or sizing.experts),
+            key=lambda n: n.total,
+        )
+        short = full.total - inst.memory_bytes
+        head = (
+            f"does not fit one {inst.name}: needs {size_text(full.total)} on its {cores_text(inst.cores)}, "
+            f"{size_text(short)} ({short / inst.memory_bytes:.0%}) more than its {size_text(inst.memory_bytes)}"
+        )
+    options = []
+    largest = get_instance(LARGEST[inst.family], lnc=inst.lnc)
+    if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
+        options.append(f"a {largest.name} ({cores_text(fit.degree)})")
+    for lower in (d for d in DTYPE_BYTES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
+        if (fit := sizing.smallest_fit(inst, lower)) is not None:
+            options.append(f"{lower} weights ({cores_text(fit.degree)})")
+            break
+    if by_memory <= inst.cores:
+        options.append(f"pipeline parallelism over {cores_text(by_memory)} (layers split across cores)")
+    elif sizing.smallest_fit(largest, dtype) is None:
+        # Pipeline stages split the layers, so every weight divides: the ideal sizing applies.
+        staged = replace(sizing, sharded=sizing.params).need(largest.cores, dtype)
+        instances = max(2, -(-staged.total // largest.memory_bytes))
+        options.append(f"pipeline parallelism across {instances} {largest.name} instances")
+    return f"{head}; would fit with " + ", or ".join(options)

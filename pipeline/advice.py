@@ -12,6 +12,9 @@ from dataclasses import replace
 from pipeline.hardware import GiB, Instance, get_instance
 from pipeline.memory import DTYPE_BYTES, Need, Sizing
 
+#: The weight dtypes a lower precision may be suggested in: float8_e4m3fn is not among them, since neuronx-cc
+#: rejects it on Trainium1/2 (NCC_EVRF051, docs/planner.md).
+NEURON_DTYPES = ("float32", "bfloat16", "float16")
 #: The largest instance of each family, suggested when a model does not fit a smaller one.
 LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
 
@@ -84,15 +87,20 @@ def no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
     largest = get_instance(LARGEST[inst.family], lnc=inst.lnc)
     if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
         options.append(f"a {largest.name} ({cores_text(fit.degree)})")
-    for lower in (d for d in DTYPE_BYTES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
+    for lower in (d for d in NEURON_DTYPES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
         if (fit := sizing.smallest_fit(inst, lower)) is not None:
             options.append(f"{lower} weights ({cores_text(fit.degree)})")
             break
-    if by_memory <= inst.cores:
-        options.append(f"pipeline parallelism over {cores_text(by_memory)} (layers split across cores)")
-    elif sizing.smallest_fit(largest, dtype) is None:
-        # Pipeline stages split the layers, so every weight divides: the ideal sizing applies.
-        staged = replace(sizing, sharded=sizing.params).need(largest.cores, dtype)
-        instances = max(2, -(-staged.total // largest.memory_bytes))
-        options.append(f"pipeline parallelism across {instances} {largest.name} instances")
-    return f"{head}; would fit with " + ", or ".join(options)
+    advice = f"{head}; would fit with " + ", or ".join(options) if options else head
+    # Splitting the layers over cores (pipeline parallelism) would hold more, but transformers does not run it
+    # for inference unmodified: said as a fact, never as the advice.
+    if by_memory <= inst.cores and not options:
+        staged = f"splitting its layers over {cores_text(by_memory)} (pipeline parallelism)"
+    elif not options:
+        stages = replace(sizing, sharded=sizing.params).need(largest.cores, dtype)
+        instances = max(2, -(-stages.total // largest.memory_bytes))
+        staged = f"splitting its layers across {instances} {largest.name} instances (pipeline parallelism)"
+    else:
+        return advice
+    unrun = "but transformers does not run that for inference"
+    return f"{advice}; no layout transformers runs unmodified holds it ({staged} would, {unrun})"

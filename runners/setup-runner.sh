@@ -26,6 +26,8 @@ readonly RUNNER_SHA256="5fcc01bd546ba5c3f1291c2803658ebd3cedb3836489eda3be357d41
 readonly RUNNER_TARBALL="actions-runner-linux-x64-${RUNNER_VERSION}.tar.gz"
 readonly RUNNER_URL="https://github.com/actions/runner/releases/download/v${RUNNER_VERSION}/${RUNNER_TARBALL}"
 readonly NEURON_PIP_INDEX="https://pip.repos.neuron.amazonaws.com"
+# torch for TorchNeuron comes from PyTorch's CPU wheel index (PyPI's torch is the CUDA build): docs/neuron-facts.md
+readonly TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 readonly NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
 readonly GITHUB_API="https://api.github.com"
 readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 chip (/dev/neuronN) at LNC=2
@@ -185,7 +187,7 @@ install_toolchain() {
   run python3 -m venv "${PREFIX}/toolchain"
   run "${PREFIX}/toolchain/bin/pip" install --quiet --upgrade pip
   run "${PREFIX}/toolchain/bin/pip" install --quiet --extra-index-url "${NEURON_PIP_INDEX}" \
-    --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers
+    --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers
 }
 
 write_runner_env() {
@@ -310,7 +312,7 @@ cmd_jit() {
     echo "NEURON_RT_VISIBLE_CORES=${NEURON_RT_VISIBLE_CORES}"
     echo "TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}"
     [ -z "${TRNCAT_PYTHON:-}" ] || echo "TRNCAT_PYTHON=${TRNCAT_PYTHON}"
-    echo "NEURON_COMPILE_CACHE_URL=${TRNCAT_PREFIX}/home/neuron-compile-cache"
+    echo "TORCH_NEURONX_NEFF_CACHE_DIR=${TRNCAT_PREFIX}/home/neff-cache"
   } | write_file "${dir}/.env" 0644 "${RUNNER_USER}:${RUNNER_USER}"
 
   local body

@@ -259,6 +259,10 @@ def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
     }
 
 
+#: safetensors caps its JSON header at 100 MB (the format's own limit).
+_MAX_HEADER_BYTES = 100_000_000
+
+
 def _safetensors_headers(folder: Path) -> list[dict[str, Any]]:
     """The JSON headers of a local folder's ``*.safetensors`` files (unreadable ones skipped with a warning)."""
     headers = []
@@ -266,6 +270,8 @@ def _safetensors_headers(folder: Path) -> list[dict[str, Any]]:
         try:
             with file.open("rb") as handle:
                 (length,) = struct.unpack("<Q", handle.read(8))
+                if length > _MAX_HEADER_BYTES:  # a corrupt or hostile file: never read gigabytes for a header
+                    raise ValueError(f"header of {length} bytes")
                 header = json.loads(handle.read(length))
         except (OSError, struct.error, ValueError) as exc:
             logger.warning("unreadable safetensors header in %s: %s", file, exc)

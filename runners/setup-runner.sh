@@ -25,10 +25,10 @@ readonly RUNNER_VERSION="2.331.0"
 readonly RUNNER_SHA256="5fcc01bd546ba5c3f1291c2803658ebd3cedb3836489eda3be357d41bfcf28a7"
 readonly RUNNER_TARBALL="actions-runner-linux-x64-${RUNNER_VERSION}.tar.gz"
 readonly RUNNER_URL="https://github.com/actions/runner/releases/download/v${RUNNER_VERSION}/${RUNNER_TARBALL}"
-readonly NEURON_PIP_INDEX="https://pip.repos.neuron.amazonaws.com"
+readonly TRNCAT_NEURON_PIP="https://pip.repos.neuron.amazonaws.com"
 # torch for TorchNeuron comes from PyTorch's CPU wheel index (PyPI's torch is the CUDA build): docs/neuron-facts.md
 readonly TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
-readonly NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
+readonly TRNCAT_NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
 readonly GITHUB_API="https://api.github.com"
 readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 chip (/dev/neuronN) at LNC=2
 
@@ -46,7 +46,7 @@ SCOPE=""
 TOKEN_FILE=""
 RUNNER_GROUP_ID=1
 CONTAINER_IMAGE=""
-NEURON_APT=0
+INSTALL_NEURON_APT=0
 
 usage() {
   cat <<'EOF'
@@ -137,13 +137,13 @@ install_prerequisites() {
   note "prerequisites"
   run apt-get update -q
   run apt-get install -y -q curl jq python3-venv
-  if [ "${NEURON_APT}" -eq 1 ]; then
-    note "Neuron driver, runtime and tools from ${NEURON_APT_REPO}"
+  if [ "${INSTALL_NEURON_APT}" -eq 1 ]; then
+    note "Neuron driver, runtime and tools from ${TRNCAT_NEURON_APT_REPO}"
     local codename
     codename="$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)"
     run install -d -m 0755 /etc/apt/keyrings
-    run curl -fsSL -o /etc/apt/keyrings/neuron.asc "${NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
-    echo "deb [signed-by=/etc/apt/keyrings/neuron.asc] ${NEURON_APT_REPO} ${codename} main" |
+    run curl -fsSL -o /etc/apt/keyrings/neuron.asc "${TRNCAT_NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
+    echo "deb [signed-by=/etc/apt/keyrings/neuron.asc] ${TRNCAT_NEURON_APT_REPO} ${codename} main" |
       write_file /etc/apt/sources.list.d/neuron.list 0644 root:root
     run apt-get update -q
     run apt-get install -y -q aws-neuronx-dkms aws-neuronx-runtime-lib aws-neuronx-collectives aws-neuronx-tools
@@ -182,12 +182,25 @@ install_toolchain() {
     note "toolchain: in the container image ${CONTAINER_IMAGE}"
     return
   fi
-  note "toolchain from runners/toolchain.yaml, Neuron packages from ${NEURON_PIP_INDEX}"
+  note "toolchain from runners/toolchain.yaml, Neuron packages from ${TRNCAT_NEURON_PIP}"
   toolchain_constraints | write_file "${PREFIX}/toolchain-constraints.txt" 0644 root:root
   run python3 -m venv "${PREFIX}/toolchain"
   run "${PREFIX}/toolchain/bin/pip" install --quiet --upgrade pip
-  run "${PREFIX}/toolchain/bin/pip" install --quiet --extra-index-url "${NEURON_PIP_INDEX}" \
+  run "${PREFIX}/toolchain/bin/pip" install --quiet --extra-index-url "${TRNCAT_NEURON_PIP}" \
     --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers
+}
+
+check_machine() {
+  # trncat doctor: driver, devices, neuron-ls, cores, the pinned toolchain, the NEFF cache, disk and memory.
+  # A runner is never registered on a machine that fails it.
+  if [ -n "${CONTAINER_IMAGE}" ]; then
+    note "container mode: the benchmark workflow's smoke job runs trncat doctor in the image"
+    return
+  fi
+  note "trncat doctor: is this machine ready to benchmark on Neuron?"
+  run "${PREFIX}/toolchain/bin/pip" install --quiet --no-deps "${SCRIPT_DIR}/.."
+  run "${PREFIX}/toolchain/bin/trncat" doctor --toolchain "${SCRIPT_DIR}/toolchain.yaml" \
+    || die "trncat doctor found a problem (the fail lines above say how to fix it): no runner is registered"
 }
 
 write_runner_env() {
@@ -252,6 +265,7 @@ cmd_install() {
   create_user
   fetch_runner
   install_toolchain
+  check_machine
 
   note "GitHub credential: root-only, read by the jit phase only"
   run install -d -m 0700 -o root -g root "${CONF}"
@@ -404,7 +418,7 @@ main() {
         shift
         ;;
       --container) CONTAINER_IMAGE="${2:?--container IMAGE}" && shift ;;
-      --neuron-apt) NEURON_APT=1 ;;
+      --neuron-apt) INSTALL_NEURON_APT=1 ;;
       --user) RUNNER_USER="${2:?--user NAME}" && shift ;;
       --prefix) PREFIX="${2:?--prefix DIR}" && shift ;;
       --conf) CONF="${2:?--conf DIR}" && shift ;;

@@ -484,3 +484,11 @@ def test_calibration_counts_right_under_and_over(tmp_path: Path, capsys: pytest.
 def test_calibration_with_no_records_fails_loudly(tmp_path: Path) -> None:
     (tmp_path / "empty.json").write_text("[]")
     assert _calibration_module().main([str(tmp_path / "empty.json")]) == 1
+
+
+def test_a_corrupt_safetensors_header_is_no_crash(tmp_path: Path) -> None:
+    # A length field of 2**63 once reached file.read() and raised OverflowError out of the planner.
+    (tmp_path / "config.json").write_text('{"model_type": "trncat_unknown", "architectures": ["X"]}')
+    (tmp_path / "model.safetensors").write_bytes((2**63).to_bytes(8, "little") + b"{}")
+    with pytest.raises(PlanError, match="no safetensors metadata"):
+        plan_model(tmp_path)

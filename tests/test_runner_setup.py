@@ -113,7 +113,15 @@ def test_install_pins_the_toolchain_from_toolchain_yaml(install) -> None:
     toolchain = yaml.safe_load((ROOT / "runners" / "toolchain.yaml").read_text())
     assert sorted(constraints) == sorted(f"{k.replace('_', '-')}=={v}" for k, v in toolchain.items())
     pip = next(c for c in commands(install.stdout) if c[0].endswith("pip") and "torch-neuronx" in c)
-    assert "https://pip.repos.neuron.amazonaws.com" in pip
+    assert "https://pip.repos.neuron.amazonaws.com" in pip and "https://download.pytorch.org/whl/cpu" in pip
+
+
+def test_install_runs_trncat_doctor_before_registering_any_runner(install) -> None:
+    steps = commands(install.stdout)
+    doctor = next(i for i, c in enumerate(steps) if c[0].endswith("/trncat") and c[1] == "doctor")
+    token = next(i for i, c in enumerate(steps) if c[-1] == "/etc/trncat-runner/github-token")
+    started = [i for i, c in enumerate(steps) if c[:3] == ["systemctl", "enable", "--now"]]
+    assert doctor < token < min(started)  # the credential is installed, and runners start, only after it passed
 
 
 def test_jit_phase_registers_an_ephemeral_runner_with_its_labels() -> None:

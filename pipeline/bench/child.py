@@ -274,6 +274,8 @@ def run(spec: BenchSpec, progress: Progress) -> None:
     backend.synchronize()
     load_s = time.perf_counter() - start
     progress.metrics(params=params, weights_bytes=weights_bytes, load_s=load_s)
+    if spec.phase == "full":
+        progress.state["notes"].extend(backend.observations())
 
     device = backend.device()
     inputs = {k: v.to(device) for k, v in task.make_inputs(processor, spec.workload).items()}

@@ -84,6 +84,10 @@ def _run_and_verify(
     metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
     found = _failure_from(outcome, timeout_s=timeout_s)
+    error = outcome.report.get("error") or {}
+    if found is not None and found[1]["code"] == "device_oom" and error.get("type"):
+        # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
+        notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
     if found is not None:
         # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
         for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):

@@ -263,3 +263,49 @@ def _localhub(args: argparse.Namespace) -> int:
         ready=lambda url: print(f"local hub serving at {url}", flush=True),
     )
     return 0
+
+
+# -- doctor ---------------------------------------------------------------------------------------------
+
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    p.add_argument("--smoke", action="store_true", help="also benchmark a tiny local model on 1 and 2 cores")
+    p.add_argument("--cores", type=int, default=None, metavar="N", help="check that a run of N cores fits here")
+    p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
+    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+
+
+@command(
+    "doctor",
+    help="Check that this machine is ready to benchmark on Neuron: one line per check, with its fix.",
+    example="trncat doctor --smoke --cores 2",
+    arguments=_doctor_args,
+)
+def _doctor(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from pipeline.bench.backends.neuron import NeuronBackend
+    from pipeline.doctor import run_checks, smoke, smoke_line
+    from pipeline.queue import load_toolchain
+
+    backend = NeuronBackend()
+    report = run_checks(
+        backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
+    )
+    if args.smoke:
+        if all(c.status != "fail" for c in report.checks):
+            with tempfile.TemporaryDirectory(prefix="trncat-doctor-") as tmp:
+                report.smoke = smoke(backend, work=Path(tmp))
+        else:
+            print("smoke run skipped: fix the failed checks first", file=sys.stderr)
+            report.smoke = []
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for check in report.checks:
+            print(check.line())
+        for run in report.smoke or []:
+            print(smoke_line(run))
+        print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
+    return 0 if report.ok else 1

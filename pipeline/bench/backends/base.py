@@ -267,6 +267,10 @@ class Backend:
             enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph)
         return model
 
+    def observations(self) -> list[str]:
+        """What this process sees of the device that the docs do not settle (recorded in the record's notes)."""
+        return []
+
     def fallback_counts(self) -> dict[str, int] | None:
         """How many times each op has run on the CPU instead of the device so far in this process.
 

@@ -166,6 +166,10 @@ class NeuronBackend(Backend):
         return commands
 
     # -- parent side --------------------------------------------------------------------------------
+    def package_version(self, dist: str) -> str | None:
+        """Installed version of a distribution (``torch-neuronx``), from package metadata."""
+        return self._packages(dist)
+
     def cores_for(self, *, requested: int | None, planned: int | None) -> int:
         # A Neuron run shards over the planned cores unless told otherwise.
         return requested or planned or 1
@@ -287,6 +291,19 @@ class NeuronBackend(Backend):
 
         sync = getattr(getattr(torch, "neuron", None), "synchronize", None) or torch_neuronx.synchronize
         sync()
+
+    def observations(self) -> list[str]:
+        # The docs do not say how torchrun ranks share NEURON_RT_VISIBLE_CORES (docs/neuron-facts.md, open
+        # questions): record what rank 0 sees until a run on hardware settles it.
+        import torch
+
+        neuron = getattr(torch, "neuron", None)
+        count = neuron.device_count() if neuron is not None and hasattr(neuron, "device_count") else None
+        rank, local, world = world_of()
+        return [
+            f"rank {rank} of {world} (local rank {local}): torch.neuron.device_count()={count}, "
+            f"NEURON_RT_VISIBLE_CORES={constants.NEURON_RT_VISIBLE_CORES}, LNC={self.lnc}"
+        ]
 
     def fallback_counts(self) -> dict[str, int] | None:
         # torch_neuronx tracks the ops its eager mode ran on the CPU (get_fallback_ops / clear_op_tracking); the

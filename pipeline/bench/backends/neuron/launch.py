@@ -28,8 +28,9 @@ __all__ = [
 
 #: Logical NeuronCore settings the runtime accepts (trn2 defaults to 2; trn1/inf2 have no LNC).
 LNC_VALUES = (1, 2)
-#: Where TorchNeuron caches compiled NEFFs (docs/neuron-facts.md).
+#: Where TorchNeuron caches compiled NEFFs, and its default (docs/neuron-facts.md).
 NEFF_CACHE_VARIABLE = "TORCH_NEURONX_NEFF_CACHE_DIR"
+DEFAULT_NEFF_CACHE_DIR = "/tmp/neff_cache"
 
 
 def parse_visible_cores(value: str) -> list[int]:

@@ -23,9 +23,14 @@ from typing import Any
 from pipeline import fsatomic
 from pipeline.columns import toolchain_label
 from pipeline.dataset import (
+    CHANGE_KINDS,
     BuildSummary,
     Change,
     build,
+    change_kinds,
+    migrate,
+    migration_paths,
+    needs_migration,
     overlay_files,
     publish_paths,
     tree_digests,
@@ -90,12 +95,18 @@ def prepare_folder(
     folder.mkdir(parents=True, exist_ok=True)
     if wanted:
         fetch(wanted, folder)
+    if needs_migration(folder):  # an older layout: every file of it is rewritten in this PR
+        rest = sorted(set(migration_paths(remote_files)) - set(wanted))
+        logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
+        if rest:
+            fetch(rest, folder)
     before = tree_digests(folder)
     for path_in_repo, source in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
+    migrated = bool(migrate(folder)) if needs_migration(folder) else False
     overlay_changed = tree_digests(folder) != before
     summary = build(records, folder, page=True) if records else BuildSummary()
-    if not summary.changed and overlay_changed:
+    if not summary.changed and (overlay_changed or migrated):
         write_front_files(folder)
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
@@ -105,7 +116,7 @@ def prepare_folder(
 def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> str:
     """The PR description: what changed, for the maintainer who reviews it."""
 
-    def line(change: Change) -> str:
+    def line(change: Change) -> str:  # (kept in step with the feed: pipeline.dataset.space)
         after = change.after
         text = f"- `{md_cell(after['model_id'])}` ({md_cell(after['task'])}, {md_cell(after['hardware'])})"
         if after["status"] != "pass":
@@ -116,24 +127,7 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> st
         return text
 
     changes = summary.changes
-    sections = [
-        ("New models", [c for c in changes if c.is_new_model]),
-        (
-            "New passes",
-            [c for c in changes if c.after["status"] == "pass" and (c.before is None or c.before["status"] != "pass")],
-        ),
-        (
-            "New failures",
-            [
-                c
-                for c in changes
-                if c.after["status"] == "fail"
-                and not c.is_regression
-                and (c.before is None or c.before["status"] != "fail")
-            ],
-        ),
-        ("Regressions", [c for c in changes if c.is_regression]),
-    ]
+    sections = [(title, [c for c in changes if kind in change_kinds(c)]) for kind, title in CHANGE_KINDS]
     out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
     for title, items in sections:
         out.append(f"### {title} ({len(items)})")

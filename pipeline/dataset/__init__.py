@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, shard_of
 from pipeline.dataset.changes import CHANGE_KINDS, change_kinds, read_changes
-from pipeline.dataset.front import page_html, write_front_files
+from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     FRONT_FILES,
@@ -41,6 +41,7 @@ __all__ = [
     "RESULTS_DIR",
     "SCRIPTS_DIR",
     "BuildSummary",
+    "CardNames",
     "Change",
     "build",
     "change_kinds",

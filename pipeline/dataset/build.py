@@ -18,7 +18,7 @@ import pyarrow as pa
 from pipeline import fsatomic, render
 from pipeline.columns import representative
 from pipeline.dataset.changes import change_rows, changes_table
-from pipeline.dataset.front import write_front_files
+from pipeline.dataset.front import CardNames, write_front_files
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
@@ -144,7 +144,9 @@ def _merge_shard(
     return appended, changes, duplicates
 
 
-def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) -> BuildSummary:
+def build(
+    records: Iterable[dict[str, Any]], out: Path, *, page: bool = True, names: CardNames | None = None
+) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
     A folder in an older layout is first rewritten in the current one (:func:`~pipeline.dataset.migrate.migrate`).
@@ -214,6 +216,6 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
             fsatomic.write_text(stage / folder / "run.py", render.run_script(record))
             fsatomic.write_text(stage / folder / "requirements.txt", render.requirements(record))
             summary.scripts.append(folder)
-        write_front_files(stage, latest=latest, page=page)
+        write_front_files(stage, latest=latest, page=page, names=names)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

@@ -343,3 +343,10 @@ def file_additions(files: dict[str, Path]) -> list[CommitOperation]:
     from huggingface_hub import CommitOperationAdd
 
     return [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(local)) for path, local in sorted(files.items())]
+
+
+def file_deletions(paths: list[str]) -> list[CommitOperation]:
+    """Commit operations deleting ``paths`` (files) from the repo."""
+    from huggingface_hub import CommitOperationDelete
+
+    return [CommitOperationDelete(path_in_repo=path) for path in sorted(paths)]

@@ -50,6 +50,14 @@ class SiteNames:
     def page_url(self) -> str:
         return self.site_url or f"https://huggingface.co/spaces/{self.space_repo}"
 
+    @property
+    def feed_url(self) -> str:
+        """The feed beside the page (given a site address), else the file in the Space repo on the Hub."""
+        if not self.site_url:
+            return f"https://huggingface.co/spaces/{self.space_repo}/resolve/main/{FEED_FILE}"
+        base = self.site_url.rsplit("/", 1)[0] if self.site_url.endswith(".html") else self.site_url.rstrip("/")
+        return f"{base}/{FEED_FILE}"
+
 
 def _iso(value: Any) -> str:
     if isinstance(value, dt.datetime):
@@ -104,10 +112,10 @@ def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt
     sub(
         feed, "subtitle", "New models, new passes, new failures and regressions of Hugging Face models on AWS Trainium2"
     )
-    sub(feed, "id", f"{names.page_url.rstrip('/')}/{FEED_FILE}")
+    sub(feed, "id", names.feed_url)
     newest = updated or (rows[0]["finished_at"] if rows else dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
     sub(feed, "updated", _iso(newest))
-    sub(feed, "link", rel="self", type="application/atom+xml", href=f"{names.page_url.rstrip('/')}/{FEED_FILE}")
+    sub(feed, "link", rel="self", type="application/atom+xml", href=names.feed_url)
     sub(feed, "link", rel="alternate", type="text/html", href=names.page_url)
     sub(feed, "link", rel="related", href=f"https://huggingface.co/datasets/{names.dataset_repo}")
     author = sub(feed, "author")

@@ -70,7 +70,7 @@
       model.appendChild(el("span", "hub", e.id));
     }
     var more = el("a", "more", "details");
-    more.href = e.sc ? "scripts/" + e.id + "/run.py" : "#m=" + encodeURIComponent(e.id);
+    more.href = e.sc ? "scripts/" + e.id + "/run.py" : "#";
     model.appendChild(more);
     tr.appendChild(model);
     tr.appendChild(statusCell(e));
@@ -262,7 +262,7 @@
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
-    if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark (" + e.ek + "): " + e.er));
+    if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {
       var plan = "Planner: needs " + e.pc + " NeuronCore" + (e.pc > 1 ? "s" : "");
       if (e.tp && e.tp > 1) plan += ", tensor parallel degree " + e.tp + " (torchrun, tp_plan=\"auto\")";

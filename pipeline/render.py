@@ -127,6 +127,7 @@ def run_script(record: dict[str, Any]) -> str:
         task=record["task"],
         dtype=record["dtype"],
         cores=record["cores"],
+        threads=record.get("threads"),
         workload=record["workload"],
         device=record["device"],
         status=record["status"],

@@ -213,6 +213,7 @@ def bench_once(
     failure: dict[str, str] | None = None
     status = "pass"
     refused: RemoteCodeRefused | None = None
+    threads: Any = None
     if model.error is None:
         try:
             check_remote_code(model.path)
@@ -233,6 +234,7 @@ def bench_once(
             memory_limit_bytes=memory_limit_bytes,
         )
         reported = outcome.report.get("metrics", {})
+        threads = outcome.report.get("extra", {}).get("threads")
         metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
         found = _failure_from(outcome, timeout_s=timeout_s)
         if found is not None:
@@ -266,6 +268,8 @@ def bench_once(
         "attempts": [],
         "plan": plan,
     }
+    if isinstance(threads, int) and threads >= 1:
+        record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)
     problems = validate_record(record)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)

@@ -201,8 +201,8 @@ def build(
         summary.results_file = results_path
         summary.added = len(new_rows)
         if summary.changes:
-            changes = change_rows(summary.changes, results_file=results_path)
-            fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(changes)))
+            change_list = change_rows(summary.changes, results_file=results_path)
+            fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         for shard, rows in sorted(merged.items()):
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_table(rows, latest_schema())))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")

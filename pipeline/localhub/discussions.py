@@ -97,7 +97,7 @@ class DiscussionStore:
             )
             if comment:
                 d["events"].append(self._comment_event(comment, author))
-            event = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
+            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
             event |= {"author": {"name": author}, "data": {"status": "merged"}}
             d["events"].append(event)
             d["status"] = "merged"

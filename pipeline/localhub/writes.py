@@ -174,7 +174,7 @@ def discussions(store: LocalHubStore, req: Request, repo: Repo, rest: list[str])
         body = req.json()
         if body.get("status") not in {"open", "closed"}:
             return error(400, "status must be open or closed")
-        event = {"id": sha_like(store), "type": "status-change", "createdAt": now()}
+        event: dict[str, Any] = {"id": sha_like(store), "type": "status-change", "createdAt": now()}
         event |= {"author": {"name": USER}, "data": {"status": body["status"]}}
         store.set_discussion_status(repo.repo_id, num, body["status"], repo_type=repo.repo_type)
         store.add_discussion_event(repo, num, event)

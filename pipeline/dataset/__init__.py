@@ -7,7 +7,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
-- :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one.
+- :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
+- :mod:`~pipeline.dataset.site`: the catalog Space's tree (page, scripts, Atom feed, Space card).
 """
 
 from __future__ import annotations

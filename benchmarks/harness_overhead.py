@@ -8,11 +8,19 @@ spread is the coefficient of variation, across rounds, of each loop's per-round 
     .venv/bin/python benchmarks/harness_overhead.py [--rounds 7] [--iterations 10] [--threads 1] [--clock cpu]
 
 Goals: overhead <= 5 % and CV <= 5 %. Exit status 1 when a goal is missed.
+
+    .venv/bin/python benchmarks/harness_overhead.py --contention [--runs 5] [--cores 1] [--neighbours 1]
+
+Contention mode: the whole benchmark (``bench_model`` on the CPU backend: a child process that sets its threads
+from ``cores``) measures the tiny Llama ``--runs`` times alone, then ``--runs`` times beside ``--neighbours``
+processes that burn a CPU each, and prints the coefficient of variation of decode tok/s of each series (and the
+threads the records say). Goal: CV <= 10 % with the neighbour.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -42,8 +50,67 @@ def cv(values: list[float]) -> float:
     return statistics.stdev(values) / statistics.mean(values) if len(values) > 1 else 0.0
 
 
+CONTENTION_GOAL = 0.10
+
+
+def _burn() -> None:  # pragma: no cover - a neighbour process
+    while True:
+        pass
+
+
+def contention(*, runs: int, cores: int, neighbours: int, output_tokens: int) -> int:
+    """Decode tok/s of whole benchmark runs, alone and beside CPU-burning neighbours; prints both CVs."""
+    import multiprocessing
+
+    from pipeline.bench.backends import get_backend
+    from pipeline.bench.run import bench_model
+    from pipeline.testing.tiny import build_tiny_llama
+    from pipeline.workload import Workload
+
+    workload = Workload(batch_size=1, input_tokens=128, output_tokens=output_tokens)
+    series: dict[str, list[float]] = {}
+    threads: set[int] = set()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = build_tiny_llama(Path(tmp) / "tiny-llama")
+        for label, n in (("alone", 0), (f"with {neighbours} CPU-burning neighbour(s)", neighbours)):
+            burners = [multiprocessing.get_context("spawn").Process(target=_burn, daemon=True) for _ in range(n)]
+            for burner in burners:
+                burner.start()
+            try:
+                values = []
+                for k in range(runs):
+                    record = bench_model(
+                        str(folder), task="text-generation", backend=get_backend("cpu"), cores=cores,
+                        workload=workload, iterations=5, out=Path(tmp) / f"{len(series)}-{k}.json",
+                    )  # fmt: skip
+                    if record["status"] != "pass":
+                        print(f"run {k} {label}: {record['status']} {record['failure']}")
+                        return 1
+                    values.append(record["metrics"]["decode_tokens_per_s"])
+                    threads.add(record.get("threads", 0))
+                series[label] = values
+            finally:
+                for burner in burners:
+                    burner.terminate()
+                    burner.join()
+    print(f"tiny Llama, {runs} whole benchmark runs each, cores {cores}, threads recorded {sorted(threads)}, "
+          f"{output_tokens} output tokens, {os.cpu_count()} CPUs here")  # fmt: skip
+    for label, values in series.items():
+        print(
+            f"{label:<34} decode tok/s median {statistics.median(values):8.1f}  min {min(values):8.1f}  "
+            f"max {max(values):8.1f}  CV {cv(values):6.2%}"
+        )
+    worst = cv(list(series.values())[-1])
+    print(f"CV with the neighbour {worst:.2%} (goal <= {CONTENTION_GOAL:.0%})")
+    return 0 if worst <= CONTENTION_GOAL else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--contention", action="store_true", help="whole runs alone and beside a CPU burner")
+    parser.add_argument("--runs", type=int, default=5, help="--contention: runs per series")
+    parser.add_argument("--cores", type=int, default=1, help="--contention: the record's cores (threads follow)")
+    parser.add_argument("--neighbours", type=int, default=1, help="--contention: CPU-burning processes")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--iterations", type=int, default=10, help="timed calls per loop per round")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (pinning lowers the noise)")
@@ -56,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         help="wall: what the catalog records; cpu: this process's CPU time, blind to other jobs on a shared machine",
     )
     args = parser.parse_args(argv)
+    if args.contention:
+        return contention(
+            runs=args.runs, cores=args.cores, neighbours=args.neighbours, output_tokens=args.output_tokens
+        )
 
     import torch
 

@@ -33,6 +33,14 @@ def record_id(record: dict[str, Any]) -> str:
 _STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timestamp"
 #: Nested columns: a list of ``{op, count}`` structs, and a list of strings.
 _OPS, _STRS = "ops", "strings"
+_ATTEMPTS, _LAYOUT = "attempts", "layout"
+
+#: The version of the dataset's file layout, stored in every row of every results and latest file
+#: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
+#: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
+LAYOUT_VERSION = 2
+#: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
+ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
 #: (column, path in the record, type). The order is the column order of every Parquet file.
 COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -53,6 +61,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("memory_per_core_bytes", ("hardware", "memory_per_core_bytes"), _INT),
     ("cores_available", ("hardware", "cores_available"), _INT),
     ("cores", ("cores",), _INT),
+    ("threads", ("threads",), _INT),
     ("dtype", ("dtype",), _STR),
     ("batch_size", ("workload", "batch_size"), _INT),
     ("input_tokens", ("workload", "input_tokens"), _INT),
@@ -95,8 +104,8 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("plan_instance", ("plan", "instance"), _STR),
     ("plan_tp_degree", ("plan", "tp_degree"), _INT),
     ("plan_total_bytes", ("plan", "total_bytes"), _INT),
-    ("attempts_json", ("attempts",), _STR),
-    # schema 1.1 (added at the end: the columns of 1.0 files keep their places)
+    ("attempts", ("attempts",), _ATTEMPTS),
+    # schema 1.1
     ("warm_start_s", ("metrics", "warm_start_s"), _FLOAT),
     ("cpu_fallback_ops", ("metrics", "cpu_fallback_ops"), _OPS),
     ("recompiles_during_timed", ("metrics", "recompiles_during_timed"), _INT),
@@ -108,10 +117,13 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("agreement_skipped", ("agreement", "skipped"), _STR),
     ("torchvision_version", ("versions", "torchvision"), _STR),
     ("notes", ("notes",), _STRS),
+    ("layout_version", (), _LAYOUT),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
-COLUMNS_SINCE_1_1: frozenset[str] = frozenset(COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") :])
+COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
+    COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
+)
 
 
 @functools.cache
@@ -119,16 +131,25 @@ def arrow_schema() -> Any:
     """The fixed Arrow schema of the results and latest Parquet files."""
     import pyarrow as pa
 
-    types = {
+    return pa.schema([pa.field(name, arrow_type(kind), nullable=True) for name, _, kind in COLUMNS])
+
+
+def arrow_type(kind: str) -> Any:
+    """The Arrow type of a column kind (``string``, ``int64``, ``float64``, ``bool``, ``timestamp``, ...)."""
+    import pyarrow as pa
+
+    if kind == _ATTEMPTS:
+        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in ATTEMPT_FIELDS]))
+    return {
         _STR: pa.string(),
         _INT: pa.int64(),
+        _LAYOUT: pa.int32(),
         _FLOAT: pa.float64(),
         _BOOL: pa.bool_(),
         _TIME: pa.timestamp("us", tz="UTC"),
         _OPS: pa.list_(pa.struct([pa.field("op", pa.string()), pa.field("count", pa.int64())])),
         _STRS: pa.list_(pa.string()),
-    }
-    return pa.schema([pa.field(name, types[kind], nullable=True) for name, _, kind in COLUMNS])
+    }[kind]
 
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -146,8 +167,10 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     for name, path, kind in COLUMNS:
         if name == "record_id":
             row[name] = record_id(record)
-        elif name == "attempts_json":
-            row[name] = json.dumps(record.get("attempts") or [], sort_keys=True, separators=(",", ":"))
+        elif name == "layout_version":
+            row[name] = LAYOUT_VERSION
+        elif name == "attempts":
+            row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
         else:
             value = _get(record, path)
             if value is not None and kind == _TIME:
@@ -166,9 +189,13 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         if not path or (old and name in COLUMNS_SINCE_1_1):
             continue
         value = row.get(name)
-        if name == "attempts_json":
-            record["attempts"] = json.loads(value) if value else []
+        if name == "attempts":
+            legacy = row.get("attempts_json")  # layout 1
+            record["attempts"] = [dict(a) for a in value] if value is not None else json.loads(legacy or "[]")
             continue
+        if name == "threads" and value is None:
+            continue  # optional in the record: absent before layout 2
+
         if value is not None and kind == _TIME:
             value = value.astimezone(dt.UTC).isoformat(timespec="seconds")
         elif value is not None and kind == _INT:

@@ -39,3 +39,5 @@ TRNCAT_REFERENCE_CACHE: Path = Path(
 ).expanduser()
 #: Instance type override (otherwise read from IMDS-free sources such as neuron-ls).
 TRNCAT_INSTANCE_TYPE: str | None = os.environ.get("TRNCAT_INSTANCE_TYPE") or None
+#: The Hub Space (static) that shows the catalog page, rebuilt from the dataset's main branch (``trncat page``).
+TRNCAT_SPACE: str = os.environ.get("TRNCAT_SPACE") or "trncat/catalog"

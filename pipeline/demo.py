@@ -1,9 +1,10 @@
 """``trncat demo``: the whole flow offline on this machine, through the embedded local hub.
 
 It starts the local hub, seeds it with the tiny models it builds (as model repos with ranking metadata,
-beside a remote-code model and a gated one that discovery must keep out) and a dataset repo holding what
-``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
-it, and leaves the PR's tree in ``out``.
+beside a remote-code model and a gated one that discovery must keep out), a dataset repo and a Space holding
+what ``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
+it, merges the PR as a maintainer would, rebuilds the catalog Space from the dataset's main, and leaves both
+trees in ``out`` (``out/dataset/``, ``out/space/``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ from pipeline.records import validate_paths
 from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
 
 DATASET_REPO = "trncat-demo/results"
+SPACE_REPO = "trncat-demo/catalog"
+DATASET_DIR, SPACE_DIR = "dataset", "space"
+#: What the demo's page says at its top: its rows are no Trainium results.
+DEMO_NOTE = (
+    "This is trncat's offline demo: every row below was measured on this machine's CPU with tiny models built "
+    "locally. None of them is a Trainium2 result."
+)
 #: (repo id, task, builder, listing metadata). Downloads and trending scores order the rankings.
 DEMO_MODELS: tuple[tuple[str, str, Callable[[Path], Path], dict[str, Any]], ...] = (
     ("trncat-demo/tiny-llama", "text-generation", build_tiny_llama, {"downloads": 5000, "trendingScore": 40}),
@@ -44,6 +52,8 @@ class DemoSummary:
     kept_out: list[tuple[str, str]] = field(default_factory=list)
     invalid: int = 0
     pr: str | None = None
+    merged: bool = False
+    page: str | None = None
     seconds: float = 0.0
 
     @property
@@ -66,14 +76,19 @@ class DemoSummary:
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<28} kept out: {reason}")
         lines.append(
-            f"\n{self.pr or 'no PR'}; its tree is in {self.out}/ (data/, scripts/, README.md, index.html), "
-            f"{self.seconds:.0f} s"
+            f"\n{self.pr or 'no PR'}{' (merged)' if self.merged else ''}; {self.page or 'page unchanged'}; "
+            f"the dataset's main is in {self.out / DATASET_DIR}/, the Space in {self.out / SPACE_DIR}/ "
+            f"(open index.html), {self.seconds:.0f} s"
         )
         return "\n".join(lines)
 
 
 def _cpu_toolchain() -> dict[str, str]:
     return {name: importlib.metadata.version(name) for name in ("torch", "transformers")}
+
+
+def _files(folder: Path) -> dict[str, Path]:
+    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()} if folder.is_dir() else {}
 
 
 def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> None:
@@ -93,21 +108,29 @@ def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> Non
         store.create_repo(repo_id, metadata={"pipeline_tag": task, "library_name": "transformers", **meta})
         store.commit_files(repo_id, {"config.json": b'{"model_type": "llama"}'}, message="config")
     store.create_repo(DATASET_REPO, repo_type="dataset")
-    existing = {p.relative_to(out).as_posix(): p for p in out.rglob("*") if p.is_file()} if out.is_dir() else {}
-    if existing:  # what --out holds plays the dataset's main branch: a second demo adds to it
+    # What --out holds plays the dataset's and the Space's main branches: a second demo adds to them.
+    existing = _files(out / DATASET_DIR)
+    if not existing and (out / "data").is_dir():  # a demo-out/ of the layout before the Space: the dataset itself
+        existing = {p: f for p, f in _files(out).items() if p.split("/")[0] in {"data", "scripts", "README.md"}}
+    if existing:
         store.commit_files(DATASET_REPO, existing, message="existing dataset", repo_type="dataset")
+    store.create_repo(SPACE_REPO, repo_type="space", metadata={})
+    if space := _files(out / SPACE_DIR):
+        store.commit_files(SPACE_REPO, space, message="existing page", repo_type="space")
 
 
 def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None] = lambda _: None) -> DemoSummary:
     """Run discover -> queue -> bench -> validate -> publish against a seeded local hub.
 
-    The pull request's tree lands in ``out``; what ``out`` held before is the dataset's main branch.
+    After the merge, the dataset's main lands in ``out/dataset`` and the Space's in ``out/space``; what they
+    held before is the repos' main branches at the start.
     """
     from pipeline.discover import discover_all, write_outputs
     from pipeline.hub import Hub, point_client_at
     from pipeline.localhub import LocalHub
     from pipeline.publish import publish
     from pipeline.queue import build_queue
+    from pipeline.space import publish_space
 
     start = time.perf_counter()
     temporary = work is None
@@ -130,7 +153,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 )
                 echo("queue: plan each candidate, skip what the dataset holds")
                 candidates = [c for d in discoveries for c in d.candidates]
-                dataset_root = out if out.is_dir() else None
+                dataset_root = out / DATASET_DIR if (out / DATASET_DIR).is_dir() else None
                 queue = build_queue(
                     candidates=candidates,
                     dataset_root=dataset_root,
@@ -160,10 +183,22 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 summary.invalid = len(report.bad_files) if report else 0
                 summary.records = records
                 echo(f"publish: {len(records)} record(s) to {DATASET_REPO} as a pull request")
-                result = publish(records, repo=DATASET_REPO, hub=hub, overlay=overlay, invalid=summary.invalid)
+                result = publish(
+                    records, repo=DATASET_REPO, hub=hub, overlay=overlay, invalid=summary.invalid, space=SPACE_REPO
+                )
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"
-                    _copy_tree(hub, f"refs/pr/{result.pr_num}", out, work)
+                    echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
+                    hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
+                    summary.merged = True
+                echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
+                site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
+                page = publish_space(
+                    hub=hub, dataset_repo=DATASET_REPO, space_repo=SPACE_REPO, site_url=site, note=DEMO_NOTE
+                )
+                changed = len(page.changed) + len(page.deleted)
+                summary.page = f"{changed} file(s) of the Space updated" if page.published else None
+                _copy_trees(hub, out, work)
             finally:
                 restore()
     finally:
@@ -173,15 +208,18 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     return summary
 
 
-def _copy_tree(hub: Any, revision: str, out: Path, work: Path) -> None:
-    """Replace ``out`` with the dataset repo's tree at ``revision``, all at once."""
-    tree = work / "pr-tree"
-    hub.snapshot(DATASET_REPO, revision=revision, repo_type="dataset", local_dir=tree)
-    shutil.rmtree(tree / ".cache", ignore_errors=True)
-    (tree / ".gitattributes").unlink(missing_ok=True)
+def _copy_trees(hub: Any, out: Path, work: Path) -> None:
+    """Replace ``out`` with the dataset's and the Space's main trees (``dataset/``, ``space/``), all at once."""
+    trees = {}
+    for name, repo, repo_type in ((DATASET_DIR, DATASET_REPO, "dataset"), (SPACE_DIR, SPACE_REPO, "space")):
+        tree = work / f"{name}-tree"
+        hub.snapshot(repo, revision="main", repo_type=repo_type, local_dir=tree)
+        trees[name] = tree
     with fsatomic.staged_folder(out) as stage:
         for old in list(stage.iterdir()):
             shutil.rmtree(old) if old.is_dir() else old.unlink()
-        for path in sorted(tree.rglob("*")):
-            if path.is_file():
-                fsatomic.write_bytes(stage / path.relative_to(tree), path.read_bytes())
+        for name, tree in trees.items():
+            for path in sorted(tree.rglob("*")):
+                relative = path.relative_to(tree)
+                if path.is_file() and relative.parts[0] not in {".cache", ".gitattributes"}:
+                    fsatomic.write_bytes(stage / name / relative, path.read_bytes())

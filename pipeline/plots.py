@@ -111,6 +111,7 @@ def scatter(
     x_fmt: Callable[[float], str],
     y_fmt: Callable[[float], str],
     note: str = "",
+    empty: str = "no measurements yet",
 ) -> Markup:
     """A log-log scatter plot, one colour per task, a tooltip per point.
 
@@ -122,6 +123,7 @@ def scatter(
         x_fmt: formats an x tick value.
         y_fmt: formats a y tick value.
         note: a small line under the title (e.g. which device the points come from).
+        empty: what the plot says when it has no point (why, when the rows have numbers but not these).
 
     Returns:
         The ``<svg>`` element.
@@ -135,7 +137,7 @@ def scatter(
     if note:
         parts.append(_text(WIDTH / 2, 34, note, cls="plot-note"))
     if not kept:
-        parts.append(_text(WIDTH / 2, HEIGHT / 2, "no measurements yet", cls="plot-empty"))
+        parts.append(_text(WIDTH / 2, HEIGHT / 2, empty, cls="plot-empty"))
         return Markup("".join(parts) + "</svg>")
     x0, x1 = _decades([p.x for p in kept])
     y0, y1 = _decades([p.y for p in kept])
@@ -178,7 +180,7 @@ def scatter(
     return Markup("".join(parts) + "</svg>")
 
 
-def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]]) -> Markup:
+def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str = "no measurements yet") -> Markup:
     """Horizontal bars: the share of models that pass, per toolchain.
 
     Args:
@@ -193,7 +195,7 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]]) -> Markup:
     height = max(HEIGHT, top + band * len(rates) + 16)
     parts = _open(title, height)
     if not rates:
-        parts.append(_text(WIDTH / 2, height / 2, "no measurements yet", cls="plot-empty"))
+        parts.append(_text(WIDTH / 2, height / 2, empty, cls="plot-empty"))
         return Markup("".join(parts) + "</svg>")
     bar_w = WIDTH - 24 - 110
     for index, (label, passed, measured) in enumerate(rates):
@@ -262,6 +264,16 @@ def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[st
         stats[1] += 1
         stats[2] = max(stats[2], row["finished_at"])
     ordered = sorted(by_toolchain.items(), key=lambda item: (item[1][2], item[0]), reverse=True)
+    devices = " or ".join(sorted({str(r.get("device")) for r in passes}))
+
+    def empty(what: str) -> str:
+        # Never "no measurements" beside a table with numbers: say what is missing from which rows.
+        if not shown:
+            return "no measurements for this task yet"
+        if not passes:
+            return "no passing row to plot yet"
+        return f"{len(passes)} passing row(s), none with {what} (not measured on {devices})"
+
     return [
         scatter(
             title="Peak device memory vs parameters",
@@ -271,6 +283,7 @@ def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[st
             x_fmt=fmt_params,
             y_fmt=fmt_si_bytes,
             note=note,
+            empty=empty("peak device memory"),
         ),
         scatter(
             title="Compile time vs parameters",
@@ -280,9 +293,11 @@ def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[st
             x_fmt=fmt_params,
             y_fmt=fmt_seconds,
             note=note,
+            empty=empty("a compile time"),
         ),
         pass_rate(
             title="Pass rate per toolchain (newest first)",
             rates=[(label, stats[0], stats[1]) for label, stats in ordered],
+            empty="no measurements for this task yet" if not shown else "only infrastructure errors so far",
         ),
     ]

@@ -20,12 +20,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline import fsatomic
+from pipeline import constants, fsatomic
 from pipeline.columns import toolchain_label
 from pipeline.dataset import (
+    CHANGE_KINDS,
     BuildSummary,
+    CardNames,
     Change,
     build,
+    change_kinds,
+    migrate,
+    migration_paths,
+    needs_migration,
     overlay_files,
     publish_paths,
     tree_digests,
@@ -81,6 +87,7 @@ def prepare_folder(
     fetch: Callable[[list[str], Path], None],
     remote_files: Iterable[str],
     parent: str | None = None,
+    names: CardNames | None = None,
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed."""
     overlay_map = overlay_files(overlay)
@@ -90,13 +97,19 @@ def prepare_folder(
     folder.mkdir(parents=True, exist_ok=True)
     if wanted:
         fetch(wanted, folder)
+    if needs_migration(folder):  # an older layout: every file of it is rewritten in this PR
+        rest = sorted(set(migration_paths(remote_files)) - set(wanted))
+        logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
+        if rest:
+            fetch(rest, folder)
     before = tree_digests(folder)
     for path_in_repo, source in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
+    migrated = bool(migrate(folder)) if needs_migration(folder) else False
     overlay_changed = tree_digests(folder) != before
-    summary = build(records, folder, page=True) if records else BuildSummary()
-    if not summary.changed and overlay_changed:
-        write_front_files(folder)
+    summary = build(records, folder, page=True, names=names) if records else BuildSummary()
+    if not summary.changed and (overlay_changed or migrated):
+        write_front_files(folder, names=names)
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
     return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
@@ -105,7 +118,7 @@ def prepare_folder(
 def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> str:
     """The PR description: what changed, for the maintainer who reviews it."""
 
-    def line(change: Change) -> str:
+    def line(change: Change) -> str:  # (kept in step with the feed: pipeline.dataset.space)
         after = change.after
         text = f"- `{md_cell(after['model_id'])}` ({md_cell(after['task'])}, {md_cell(after['hardware'])})"
         if after["status"] != "pass":
@@ -116,24 +129,7 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> st
         return text
 
     changes = summary.changes
-    sections = [
-        ("New models", [c for c in changes if c.is_new_model]),
-        (
-            "New passes",
-            [c for c in changes if c.after["status"] == "pass" and (c.before is None or c.before["status"] != "pass")],
-        ),
-        (
-            "New failures",
-            [
-                c
-                for c in changes
-                if c.after["status"] == "fail"
-                and not c.is_regression
-                and (c.before is None or c.before["status"] != "fail")
-            ],
-        ),
-        ("Regressions", [c for c in changes if c.is_regression]),
-    ]
+    sections = [(title, [c for c in changes if kind in change_kinds(c)]) for kind, title in CHANGE_KINDS]
     out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
     for title, items in sections:
         out.append(f"### {title} ({len(items)})")
@@ -175,9 +171,12 @@ class _Publication:
     then rebuilt on a fresh mirror of the new head.
     """
 
-    def __init__(self, *, hub: Hub, repo: str, records: list[dict[str, Any]], overlay: Path | None, work: Path) -> None:
+    def __init__(
+        self, *, hub: Hub, repo: str, records: list[dict[str, Any]], overlay: Path | None, work: Path, space: str
+    ) -> None:
         self.hub = hub
         self.repo = repo
+        self.names = CardNames(repo=repo, space=space)
         self.records = records
         self.overlay = overlay
         self.work = work
@@ -196,7 +195,13 @@ class _Publication:
 
         remote = self.hub.list_files(self.repo, revision=parent, repo_type="dataset")
         prepared = prepare_folder(
-            self.records, folder=folder, overlay=self.overlay, fetch=fetch, remote_files=remote, parent=parent
+            self.records,
+            folder=folder,
+            overlay=self.overlay,
+            fetch=fetch,
+            remote_files=remote,
+            parent=parent,
+            names=self.names,
         )
         self.prepared.append(prepared)
         return prepared
@@ -215,8 +220,11 @@ def publish(
     overlay: Path | None = None,
     dry_run: bool = False,
     invalid: int = 0,
+    space: str | None = None,
 ) -> PublishResult:
     """Publish ``records`` (valid ones: validate first) and ``overlay`` to the Hub dataset ``repo`` as a PR.
+
+    The card names ``repo`` and links the catalog's Space ``space`` (default ``constants.TRNCAT_SPACE``).
 
     Raises:
         HubError: (or a child) the Hub failed after retries and rebases; nothing local is changed.
@@ -241,7 +249,9 @@ def publish(
             logger.warning("no Hub token: the dry run looks for the bot's open PR by title only")
         pr_num = hub.open_bot_pr(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
-        publication = _Publication(hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp))
+        space = space or constants.TRNCAT_SPACE
+        validate_model_id(space)
+        publication = _Publication(hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp), space=space)
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
         files = sorted(first.changed)

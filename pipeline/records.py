@@ -20,7 +20,16 @@ from typing import Any
 import jsonschema_rs
 
 # The flat Arrow form lives in pipeline.columns; it is re-exported here, beside the record it flattens.
-from pipeline.columns import COLUMN_NAMES, COLUMNS, arrow_schema, flatten, parse_time, record_id, unflatten
+from pipeline.columns import (
+    COLUMN_NAMES,
+    COLUMNS,
+    LAYOUT_VERSION,
+    arrow_schema,
+    flatten,
+    parse_time,
+    record_id,
+    unflatten,
+)
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
@@ -339,6 +348,7 @@ def validate_paths(paths: Iterable[str | Path]) -> Report:
 
 __all__ = [
     "COLUMNS",
+    "LAYOUT_VERSION",
     "COLUMN_NAMES",
     "SCHEMA_VERSION",
     "Problem",

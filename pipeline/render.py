@@ -17,6 +17,7 @@ from typing import Any
 import jinja2
 
 from pipeline.errors import PipelineError
+from pipeline.ids import model_id_problem
 
 
 def py_literal(value: Any) -> str:
@@ -127,6 +128,7 @@ def run_script(record: dict[str, Any]) -> str:
         task=record["task"],
         dtype=record["dtype"],
         cores=record["cores"],
+        threads=record.get("threads"),
         workload=record["workload"],
         device=record["device"],
         status=record["status"],
@@ -146,22 +148,43 @@ def requirements(record: dict[str, Any]) -> str:
     return render("requirements.txt.j2", model_id=record["model_id"], lines=requirement_lines(record))
 
 
-def dataset_card(*, rows: Iterable[dict[str, Any]], configs: list[tuple[str, str]], repo_title: str = "trncat") -> str:
-    """README.md of the dataset repo: YAML ``configs`` for the Parquet files and a human summary."""
+def dataset_card(
+    *,
+    rows: Iterable[dict[str, Any]],
+    configs: list[tuple[str, str]],
+    repo_title: str = "trncat",
+    repo: str | None = None,
+    space: str | None = None,
+) -> str:
+    """README.md of the dataset repo: YAML ``configs`` for the Parquet files, examples that run, a summary.
+
+    Args:
+        rows: the latest view.
+        configs: (config name, file glob) of each Parquet view.
+        repo_title: the card's title.
+        repo: the dataset's repo id (validated); None for a local folder (the examples then read the folder).
+        space: the Space that shows the catalog (with ``repo``).
+    """
     rows = list(rows)
-    counts: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
     toolchains: dict[tuple[str, str, str], int] = {}
     for row in rows:
-        counts[(row["task"], row["status"])] = counts.get((row["task"], row["status"]), 0) + 1
+        key3 = (row["task"], row["device"], row["status"])
+        counts[key3] = counts.get(key3, 0) + 1
         key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
         toolchains[key] = toolchains.get(key, 0) + 1
-    tasks = sorted({task for task, _ in counts})
+    groups = sorted({(task, device) for task, device, _ in counts}, key=lambda g: (g[0], g[1] != "neuron", g[1]))
+    if repo is not None and (model_id_problem(repo) or (space is not None and model_id_problem(space))):
+        raise PipelineError(f"refusing to write a card for repo {repo!r} / Space {space!r}")
     return render(
         "dataset_card.md.j2",
         title=repo_title,
         configs=configs,
-        tasks=tasks,
+        groups=groups,
         counts=counts,
         toolchains=sorted(toolchains.items()),
         total=len(rows),
+        repo=repo,
+        space=space,
+        prefix=f"hf://datasets/{repo}/" if repo else "",
     )

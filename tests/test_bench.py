@@ -49,6 +49,7 @@ def test_tiny_models_pass_with_all_metrics(task: str, tiny_models: dict[str, Pat
     assert len(record["revision"]) == 40
     assert record["model_id"].startswith("local/")
     assert record["versions"]["torch"] == torch.__version__
+    assert record["threads"] == record["cores"] == 1  # torch held to the record's cores, and the record says so
 
 
 def test_local_folder_identity_is_deterministic_and_overridable(tiny_models: dict[str, Path]) -> None:
@@ -205,3 +206,22 @@ def _bench_hub(model_id: str, localhub, tmp_path: Path) -> dict:
         iterations=1,
         warmup=0,
     )
+
+
+def test_the_thread_count_follows_cores_and_the_processes_sharing_them() -> None:
+    from pipeline.bench.child import thread_count
+
+    assert thread_count(4, 1) == 4  # one process on 4 cores: 4 threads
+    assert thread_count(4, 4) == 1  # torchrun, one process per core: 1 thread each
+    assert thread_count(1, 1) == 1 and thread_count(2, 8) == 1
+
+
+def test_the_generated_run_py_sets_threads_before_torch_starts(tmp_path: Path) -> None:
+    from pipeline.render import run_script
+    from pipeline.testing.records import sample_record
+
+    script = run_script(sample_record(threads=3, cores=3))
+    assert "THREADS = 3" in script
+    assert script.index('os.environ["OMP_NUM_THREADS"]') < script.index("    import torch\n\n    torch.set_num_threads")
+    assert "torch.set_num_interop_threads(threads)" in script
+    compile(script, "run.py", "exec")

@@ -119,7 +119,10 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     assert build([late], out).added == 1
     [row] = read_latest(out)
     assert row["status"] == "fail"
-    assert [h["finished_at"] for h in earlier_runs(row)] == ["2026-11-28T11:30:00+00:00", "2026-11-28T10:01:13+00:00"]
+    assert [h["finished_at"].isoformat() for h in earlier_runs(row)] == [
+        "2026-11-28T11:30:00+00:00",
+        "2026-11-28T10:01:13+00:00",
+    ]
     # republishing any of them is a duplicate, the late one included
     again = build([old_toolchain, new_toolchain, late], out)
     assert not again.changed and again.duplicates == 3

@@ -12,8 +12,9 @@ from pipeline.cli import main
 
 @pytest.mark.slow
 def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "demo-out"
-    assert main(["demo", "--out", str(out)]) == 0
+    root = tmp_path / "demo-out"
+    assert main(["demo", "--out", str(root)]) == 0
+    out, space = root / "dataset", root / "space"
     latest = pd.read_parquet(out / "data" / "latest")
     passes = latest[latest.status == "pass"]
     assert set(passes.task) == {"text-generation", "image-text-to-text"}
@@ -30,10 +31,17 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert set(latest.model_id) == {"trncat-demo/tiny-llama", "trncat-demo/tiny-llava"}
     rankings = pd.read_parquet(out / "data" / "rankings")
     assert set(rankings.view) == {"trending", "downloads"}
-    assert (out / "index.html").is_file() and "PR #1" in table
+    assert "PR #1 on trncat-demo/results (merged)" in table  # published as a PR, merged, then the page rebuilt
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "trncat-demo/results" in card and "https://huggingface.co/spaces/trncat-demo/catalog" in card
+    assert "sdk: static" in (space / "README.md").read_text(encoding="utf-8")
+    page = (space / "index.html").read_text(encoding="utf-8")
+    assert "every row below was measured on this machine&#39;s CPU with tiny models" in page
+    assert "No Trainium2 results yet." in page and 'href="feed.xml"' in page
+    assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
     assert (latest.plan_advice.str.contains("NeuronCore")).all()
     # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
     first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
-    assert main(["demo", "--out", str(out)]) == 0
+    assert main(["demo", "--out", str(root)]) == 0
     second = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
     assert len(second) == 2 and all(second[name] == data for name, data in first.items())

@@ -200,7 +200,7 @@ def test_snapshot_and_exclusions_parquet_read_back_with_exact_columns(localhub, 
     assert frame["model_id"].tolist() == [
         "x/remote", "deepseek-ai/DeepSeek-V3", "org/m003", "org/m002", "org/m001", "org/m000"
     ]  # fmt: skip
-    assert set(frame["date"]) == {"2026-11-30"} and frame["rank"].tolist() == [1, 2, 4, 5, 6, 7]
+    assert set(frame["date"]) == {dt.date(2026, 11, 30)} and frame["rank"].tolist() == [1, 2, 4, 5, 6, 7]
     assert snapshot_rows(found)[0] == {
         "date": "2026-11-30",
         "task": TG,

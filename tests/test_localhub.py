@@ -221,3 +221,50 @@ def test_store_survives_a_restart(tmp_path):
     repo = reopened.get("org/ds", repo_type="dataset")
     assert repo.refs["main"] == sha and repo.meta["likes"] == 3
     assert reopened.read_file("org/ds", "a.txt", repo_type="dataset") == b"a"
+
+
+def test_a_pull_request_merges_into_main_and_refs_list_branches_and_prs(localhub):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset")
+    api.create_commit(
+        "org/ds", [CommitOperationAdd("a.txt", b"pr")], commit_message="PR", repo_type="dataset", create_pr=True
+    )
+    localhub.store.commit_files("org/ds", {"b.txt": b"main moved"}, repo_type="dataset")  # main moves meanwhile
+    refs = api.list_repo_refs("org/ds", repo_type="dataset", include_pull_requests=True)
+    assert [b.name for b in refs.branches] == ["main"] and [p.ref for p in refs.pull_requests] == ["refs/pr/1"]
+    assert api.list_repo_refs("org/ds", repo_type="dataset").pull_requests is None
+
+    api.merge_pull_request("org/ds", 1, repo_type="dataset", comment="thanks")
+
+    assert set(api.list_repo_files("org/ds", repo_type="dataset")) == {".gitattributes", "a.txt", "b.txt"}
+    details = api.get_discussion_details("org/ds", 1, repo_type="dataset")
+    assert details.status == "merged" and details.events[-1].type == "status-change"
+    assert api.list_repo_refs("org/ds", repo_type="dataset").branches[0].target_commit == api.dataset_info("org/ds").sha
+    with pytest.raises(hf_errors.HfHubHTTPError) as caught:  # merged once: not again
+        api.merge_pull_request("org/ds", 1, repo_type="dataset")
+    assert caught.value.response.status_code == 400
+
+
+def test_a_merge_that_conflicts_with_main_is_refused_and_changes_nothing(localhub):
+    api = _api(localhub)
+    api.create_repo("org/ds", repo_type="dataset")
+    api.create_commit(
+        "org/ds", [CommitOperationAdd("a.txt", b"pr")], commit_message="PR", repo_type="dataset", create_pr=True
+    )
+    localhub.store.commit_files("org/ds", {"a.txt": b"main"}, repo_type="dataset")
+    head = api.dataset_info("org/ds").sha
+    with pytest.raises(hf_errors.HfHubHTTPError) as caught:
+        api.merge_pull_request("org/ds", 1, repo_type="dataset")
+    assert caught.value.response.status_code == 409
+    assert api.dataset_info("org/ds").sha == head
+    api.change_discussion_status("org/ds", 1, "closed", repo_type="dataset")
+    assert api.get_discussion_details("org/ds", 1, repo_type="dataset").status == "closed"
+
+
+def test_a_static_space_is_created_committed_and_downloaded(localhub, tmp_path):
+    api = _api(localhub)
+    api.create_repo("org/page", repo_type="space", space_sdk="static")
+    api.upload_file(path_or_fileobj=b"<p>hi</p>", path_in_repo="index.html", repo_id="org/page", repo_type="space")
+    assert api.space_info("org/page").sha == api.list_repo_refs("org/page", repo_type="space").branches[0].target_commit
+    path = hf_hub_download("org/page", "index.html", repo_type="space", cache_dir=tmp_path / "c")
+    assert Path(path).read_bytes() == b"<p>hi</p>"

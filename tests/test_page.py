@@ -114,8 +114,8 @@ def data_of(html: str) -> dict[str, Any]:
 def test_a_row_shows_the_measurements_and_toolchain() -> None:
     html = render(latest=[row()])
     (cells,) = parse(html).rows
-    model, status, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
-    assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1"
+    model, status, device, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
+    assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
     assert (compile_s, ttft, tps, wall, mem, params) == ("61.5 s", "31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
     assert date == "2026-11-28"
     assert toolchain == "neuronx-cc 2.21.0 torch-neuronx 2.14.0 transformers 5.0.0"
@@ -180,7 +180,7 @@ def test_views_follow_the_latest_snapshot_per_task_and_view() -> None:
     assert data["tasks"] == ["text-generation", "image-text-to-text"]
     assert "acme/x" not in {e["id"] for e in data["objects"]}
     # Default view: the first task's first view with a snapshot, server-rendered in its order.
-    assert data["default"] == {"task": "text-generation", "view": "trending"}
+    assert data["default"] == {"task": "text-generation", "view": "trending", "device": "neuron"}
     rows = parse(html).rows
     assert [(r[0], r[1].split()[0]) for r in rows] == [("1", "acme/c"), ("2", "acme/new"), ("3", "acme/a")]
     assert rows[1][2] == "not yet measured"
@@ -200,7 +200,10 @@ def test_excluded_models_appear_marked_with_their_reason() -> None:
     html = render(latest=[row("acme/a")], exclusions=exclusions)
     data = data_of(html)
     by_id = {e["id"]: e for e in data["objects"] if e["task"] == "text-generation"}
-    assert (by_id["acme/remote"]["ek"], by_id["acme/remote"]["er"]) == ("remote_code", "needs trust_remote_code")
+    assert (by_id["acme/remote"]["ek"], by_id["acme/remote"]["er"]) == (
+        "remote_code",
+        "remote_code: needs trust_remote_code",
+    )
     assert by_id["acme/a"]["st"] == "pass" and by_id["acme/a"]["ek"] == "low_priority"
     everywhere = [e for e in data["objects"] if e["id"] == "acme/everywhere"]
     assert {e["task"] for e in everywhere} == {"text-generation", "image-text-to-text"}
@@ -269,7 +272,9 @@ def test_plots_are_inline_svg_with_escaped_labels() -> None:
     latest = [row("acme/a"), row("acme/b", metrics={"params": 7_000_000_000, "compile_s": 300.0, "wall_s": 400.0})]
     latest[1]["transformers_version"] = PAYLOADS[0]
     html = render(latest=latest)
-    svgs = re.findall(r"<svg class=\"plot\".*?</svg>", html, flags=re.S)
+    grid = re.search(r'<div class="plot-grid" data-task="text-generation">.*?</div>', html, flags=re.S)
+    assert grid is not None
+    svgs = re.findall(r"<svg class=\"plot\".*?</svg>", grid.group(0), flags=re.S)
     assert len(svgs) == 3
     memory, compile_plot, rates = svgs
     assert "Peak device memory vs parameters" in memory and memory.count("<circle") == 2 + 1  # points + legend
@@ -367,3 +372,34 @@ def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
 
 def build_page_html(root: Path) -> str:
     return page_html(root)
+
+
+def test_an_exclusion_reason_is_shown_whole_and_names_its_kind_once() -> None:
+    reason = "gated: the authors ask for contact details before download; " + "long explanation " * 20
+    exclusions = [{"model_id": "acme/gated", "task": "text-generation", "reason": reason, "kind": "gated"}]
+    html = render(
+        latest=[row("acme/a")],
+        exclusions=exclusions,
+        rankings=ranking("text-generation", "trending", "2026-11-28", "acme/gated"),
+    )
+    [cells] = parse(html).rows
+    assert cells[2] == "excluded " + " ".join(reason.split())  # whole, and "gated" said once
+    assert "gated: gated" not in html
+    css = page._asset(page._environment(), "index.css")
+    assert "max-height: 3.2em" not in css  # no clipping of a reason
+    # No link to a script that does not exist, even without JavaScript: the details link needs the script.
+    assert 'href="scripts/acme/gated' not in html
+    assert '<a class="more js-only" href="#">details</a>' in html
+
+
+def test_cpu_rows_are_badged_and_never_counted_as_trainium_results() -> None:
+    cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None}))
+    html = render(latest=[cpu], note="Demo: CPU rows from tiny models.")
+    assert "No Trainium2 results yet." in html and "1 row was measured on CPU instead" in html
+    assert "Demo: CPU rows from tiny models." in html
+    [cells] = parse(html).rows  # no Trainium row at all: the default shows every device
+    assert cells[2].startswith("runs CPU") and cells[3] == "CPU"
+    both = render(latest=[cpu, row("acme/trn")])
+    assert data_of(both)["default"]["device"] == "neuron"
+    assert [r[1].split()[0] for r in parse(both).rows] == ["acme/trn"]  # the default view: Trainium rows
+    assert "1 models measured on Trainium2: 1 run, 0 fail." in both

@@ -6,6 +6,7 @@ from a loopback HTTP server; a screenshot of each run lands in test-artifacts/.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import http.server
 import re
@@ -18,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.dataset import page_html
+from pipeline.dataset.site import SiteNames, write_site
 from pipeline.page import render_page
 from pipeline.records import flatten
 from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
@@ -112,16 +113,19 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 @pytest.fixture(scope="module")
 def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo's dataset folder with a rankings snapshot and an exclusion added, and its index.html."""
+    """The Space the demo built, rebuilt (as ``trncat page`` would) after a rankings snapshot and an exclusion
+    were added to the demo's dataset."""
     _playwright()  # skip before the demo's half minute of work when there is no browser
-    from pipeline.demo import run_demo
+    from pipeline.demo import DEMO_NOTE, SPACE_REPO, run_demo
 
-    out = tmp_path_factory.mktemp("demo") / "dataset"
-    summary = run_demo(out=out)
-    assert summary.ok
+    root = tmp_path_factory.mktemp("demo") / "out"
+    summary = run_demo(out=root)
+    assert summary.ok and summary.merged
+    out, space = root / "dataset", root / "space"
+    assert (space / "index.html").is_file()
     # Replace the demo's own trending snapshot (same file, same date) with one that also ranks an unmeasured model.
     [snapshot] = sorted((out / "data/rankings").glob("*-text-generation-trending.parquet"))
-    date = snapshot.name[:10]
+    date = dt.date.fromisoformat(snapshot.name[:10])
     _write(
         snapshot,
         [
@@ -141,17 +145,18 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
             {
                 "model_id": "acme/remote",
                 "task": "text-generation",
-                "reason": "needs trust_remote_code",
+                "reason": "needs trust_remote_code (custom_code tag): trncat never runs remote code, " * 3,
                 "kind": "remote_code",
             }
         ],
     )
-    (out / "index.html").write_text(page_html(out), encoding="utf-8")
-    return out
+    names = SiteNames(dataset_repo="trncat-demo/results", space_repo=SPACE_REPO, note=DEMO_NOTE)
+    write_site(out, space, names=names)
+    return space
 
 
 @pytest.mark.slow
-def test_the_demo_page_switches_views_searches_and_copies_the_command(
+def test_the_demo_space_switches_views_searches_and_copies_the_command(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
     base = serve(demo_site)
@@ -159,23 +164,52 @@ def test_the_demo_page_switches_views_searches_and_copies_the_command(
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
     page, seen = _open(context, f"{base}/index.html")
 
-    # Default: the first view with a snapshot, in ranking order, the unmeasured one marked.
+    # The demo says plainly what its rows are; no count calls them Trainium results.
+    assert "measured on this machine's CPU with tiny models" in page.locator("#note").inner_text()
+    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 2 rows were measured on CPU")
+    # Default: the first view with a snapshot, in ranking order, the unmeasured one marked; every device (no
+    # Trainium row exists), the CPU row badged.
     assert page.locator("#caption").inner_text().startswith("text-generation · Trending")
     assert _models(page) == ["trncat-demo/tiny-llama", "acme/next"]
+    first = page.locator("#rows tr[data-i]").nth(0)
+    assert first.locator("td.status .b-dev").inner_text() == "CPU" and first.locator("td.device").inner_text() == "CPU"
     assert page.locator("#rows tr[data-i]").nth(1).locator("td.status").inner_text() == "not yet measured"
+    page.select_option("#f-device", "neuron")  # Trainium rows only: the CPU row goes, with a word why
+    assert _models(page) == ["acme/next"]
+    page.select_option("#f-device", "all")
 
     page.click("#task-tabs button[data-task='image-text-to-text']")
     page.click("#view-tabs button[data-view='all']")
     assert _models(page) == ["trncat-demo/tiny-llava"]
     assert "runs" in page.locator("#rows td.status").first.inner_text()
+    assert page.locator(".plot-grid[data-task='image-text-to-text']").is_visible()  # plots follow the task
+    assert not page.locator(".plot-grid[data-task='text-generation']").is_visible()
+    assert "no measurements" not in page.locator(".plot-grid[data-task='image-text-to-text']").inner_text()
 
     page.click("#task-tabs button[data-task='text-generation']")
     assert _models(page) == ["acme/remote", "trncat-demo/tiny-llama"]
-    assert "needs trust_remote_code" in page.locator("#rows tr[data-i]").first.inner_text()
+    reason = page.locator("#rows tr[data-i]").first.locator(".excluded-reason")
+    assert reason.inner_text().endswith("trncat never runs remote code,")  # whole, not cut
+    assert reason.inner_text().startswith("remote_code: needs") and reason.inner_text().count("remote_code:") == 1
+    page.locator("#rows tr[data-i]").first.locator("a.more").click()  # an excluded model's details
+    detail = page.locator("tr.detail")
+    assert "Excluded from the benchmark: remote_code: needs trust_remote_code" in detail.inner_text()
+    assert "not yet measured" not in detail.inner_text().lower() and detail.locator(".file").count() == 0
+    assert "m=acme%2Fremote" in page.url
+    page.go_back()  # back: the details close; back again: the previous task
+    page.wait_for_function("() => !document.querySelector('tr.detail')")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('image-text-to-text')")
+    assert _models(page) == ["trncat-demo/tiny-llava"]
+    page.go_forward()
+    page.go_forward()
+    page.wait_for_selector("tr.detail")
+    assert "Excluded from the benchmark" in page.locator("tr.detail").inner_text()
+    page.locator("#rows tr[data-i]").first.locator("a.more").click()  # close it again
+
     page.select_option("#f-status", "excluded")
     assert _models(page) == ["acme/remote"]
     page.select_option("#f-status", "all")
-
     page.fill("#q", "LLAMA")
     assert _models(page) == ["trncat-demo/tiny-llama"]
     assert "q=LLAMA" in page.url  # the state lives in the URL: a search can be shared
@@ -184,7 +218,11 @@ def test_the_demo_page_switches_views_searches_and_copies_the_command(
     detail = page.locator("tr.detail")
     run_py = detail.locator(".file pre.code").first.inner_text()
     assert "MODEL_ID = 'trncat-demo/tiny-llama'" in run_py
-    assert "transformers==" in detail.locator(".file pre.code").nth(1).inner_text()
+    requirements = detail.locator(".file pre.code").nth(1)
+    assert requirements.inner_text().startswith("# Requirements to run trncat-demo/tiny-llama")
+    box = requirements.bounding_box()
+    assert box is not None and requirements.evaluate("e => e.scrollWidth <= e.clientWidth")  # the first line shows
+    assert "transformers==" in requirements.inner_text()
     assert detail.locator("a.download").first.get_attribute("href").startswith("data:text/plain")
     assert "History across toolchains" in detail.inner_text()
     command = "pip install -r requirements.txt && python run.py --device cpu"  # the demo measured on the CPU
@@ -196,8 +234,9 @@ def test_the_demo_page_switches_views_searches_and_copies_the_command(
     page.wait_for_function("() => document.querySelector('tr.detail .file button').textContent === 'Copied'")
     script = (demo_site / "scripts/trncat-demo/tiny-llama/run.py").read_text(encoding="utf-8")
     assert page.evaluate("navigator.clipboard.readText()") == script
-    # The relative link to the script works where the page is served with its folder (a Space, a checkout).
+    # The relative link to the script works: the Space holds the scripts beside the page.
     assert page.request.get(f"{base}/scripts/trncat-demo/tiny-llama/run.py").ok
+    assert page.request.get(f"{base}/feed.xml").ok
 
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-demo.png"), full_page=True)
@@ -210,11 +249,19 @@ def test_the_first_view_reads_without_javascript(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
     page = launch(java_script_enabled=False).new_page()
-    page.goto(f"{serve(demo_site)}/index.html")
+    base = serve(demo_site)
+    page.goto(f"{base}/index.html")
     assert page.locator("html").get_attribute("class") == "no-js"
     assert page.locator("#rows tr[data-i] td.model .hub").all_inner_texts() == ["trncat-demo/tiny-llama", "acme/next"]
     assert not page.locator("#q").is_visible()  # controls that need the script are hidden, not dead
-    assert page.locator("svg.plot").count() == 3
+    assert page.locator("svg.plot:visible").count() == 3  # the default task's plots
+    assert page.locator("#rows tr[data-i] td.status .b-dev").first.inner_text() == "CPU"
+    # Every visible link to a script leads to a file that exists; the unmeasured model has none.
+    hrefs = page.eval_on_selector_all(
+        "#rows a.more", "els => els.filter(e => e.offsetParent).map(e => e.getAttribute('href'))"
+    )
+    assert hrefs == ["scripts/trncat-demo/tiny-llama/run.py"]
+    assert all(page.request.get(f"{base}/{h}").ok for h in hrefs)
 
 
 PWN = "window.__pwned=1;alert(1)"

@@ -27,7 +27,7 @@ from pipeline.queue import MAX_CHUNK, build_queue
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "publish", "submission")
+NAMES = ("ci", "discover", "benchmark", "publish", "submission", "page")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
@@ -146,6 +146,12 @@ def test_secrets_reach_only_the_publish_step_through_its_environment() -> None:
                 holders = [s.get("id") for s in job["steps"] if "secrets." in json.dumps(s)]
                 assert holders == ["publish"], "only the publish step may hold the Hub token"
                 assert step("publish", "publish", "publish")["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+            elif name == "page" and job_id == "page":
+                # The other Hub writer: a token scoped to the Space, in its own environment, in one step.
+                assert job["environment"] == "hub-page"
+                holders = [s.get("id") for s in job["steps"] if "secrets." in json.dumps(s)]
+                assert holders == ["page"], "only the page step may hold the Space token"
+                assert step("page", "page", "page")["env"]["HF_TOKEN"] == "${{ secrets.HF_SPACE_TOKEN }}"
             else:
                 assert "secrets." not in dumped, f"{name}.yml {job_id} must hold no secret"
 
@@ -231,6 +237,17 @@ def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None
     publish = jobs("discover")["publish"]
     assert publish["uses"].split()[0] == "./.github/workflows/publish.yml"
     assert set(publish["needs"]) == {"discover", *calls} and "!cancelled()" in publish["if"]
+
+
+def test_page_runs_on_a_schedule_and_on_demand_from_the_dataset_main() -> None:
+    assert triggers("page") == {"schedule", "workflow_dispatch"}
+    (schedule,) = load("page")["on"]["schedule"]
+    assert int(schedule["cron"].split()[0]) % 2 == 1
+    assert load("page")["concurrency"]["cancel-in-progress"] is False
+    [job] = jobs("page").values()
+    assert not is_self_hosted(job) and job["permissions"] == {"contents": "read"}
+    runs = " ".join(s.get("run", "") for s in job["steps"])
+    assert "trncat page --dataset-repo" in runs and "refs/pr" not in runs
 
 
 def test_dependabot_updates_actions_and_pip() -> None:

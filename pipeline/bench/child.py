@@ -345,12 +345,41 @@ def run(spec: BenchSpec, progress: Progress) -> None:
     )
 
 
+def thread_count(cores: int, world_size: int) -> int:
+    """torch's threads in one benchmark process: the record's ``cores`` shared by the processes torchrun started
+    (one each when it started one per core). Left to its default, torch takes every CPU of the machine, and a
+    CPU figure then swings with whatever else runs there."""
+    return max(1, cores // max(1, world_size))
+
+
+def limit_threads(threads: int) -> int:
+    """Set torch's intra- and inter-op threads (and OpenMP's and MKL's, before torch starts); returns torch's
+    thread count as set.
+
+    ``OMP_NUM_THREADS`` and ``MKL_NUM_THREADS`` must be in the environment before torch is imported; then
+    ``torch.set_num_threads`` and ``torch.set_num_interop_threads`` (the latter only once per process, before any
+    inter-op work: https://pytorch.org/docs/stable/generated/torch.set_num_interop_threads.html).
+    """
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+    try:
+        torch.set_num_interop_threads(threads)
+    except RuntimeError:  # already set, or inter-op work already started in this process: intra-op still holds
+        pass
+    return int(torch.get_num_threads())
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipeline.bench.child SPEC OUT``: run the spec, report to OUT; exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
     spec = BenchSpec.read(Path(args[0]))
     progress = Progress(Path(args[1]), enabled=world_of()[0] == 0)
     try:
+        progress.state["extra"]["threads"] = limit_threads(thread_count(spec.cores, world_of()[2]))
+        progress.write()
         run(spec, progress)
     except BaseException as exc:  # every failure must reach the parent as text, then the child exits
         progress.state["error"] = {

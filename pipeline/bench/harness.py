@@ -64,6 +64,7 @@ def _run_and_verify(
     work: Path,
     metrics: dict[str, Any],
     notes: list[str],
+    observed: dict[str, Any],
     child_runner: Callable[..., ChildOutcome],
     timeout_s: float,
     memory_limit_bytes: int | None,
@@ -82,6 +83,7 @@ def _run_and_verify(
     )
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
+    observed["threads"] = outcome.report.get("extra", {}).get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
     found = _failure_from(outcome, timeout_s=timeout_s)
     error = outcome.report.get("error") or {}
@@ -167,6 +169,7 @@ def bench_once(
     notes: list[str] = []
     agreed: dict[str, Any] | None = None
     refused: RemoteCodeRefused | None = None
+    observed: dict[str, Any] = {}
     unready = backend.preflight()
     if unready is None and model.error is None:
         try:
@@ -191,6 +194,7 @@ def bench_once(
                 work=Path(tmp),
                 metrics=metrics,
                 notes=notes,
+                observed=observed,
                 child_runner=child_runner,
                 timeout_s=timeout_s,
                 memory_limit_bytes=memory_limit_bytes,
@@ -223,6 +227,9 @@ def bench_once(
         "agreement": agreed,
         "notes": notes,
     }
+    threads = observed.get("threads")
+    if isinstance(threads, int) and threads >= 1:
+        record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)
     problems = validate_record(record)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)

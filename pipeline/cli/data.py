@@ -136,6 +136,68 @@ def _publish(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+# -- page -----------------------------------------------------------------------------------------------
+
+
+def _page_args(p: argparse.ArgumentParser) -> None:
+    from pipeline import constants
+
+    p.add_argument("--dataset-repo", required=True, metavar="ORG/NAME", help="the Hub dataset, built from its main")
+    p.add_argument("--from-folder", type=Path, metavar="DIR", help="offline: build from this local copy of it instead")
+    p.add_argument(
+        "--space", default=constants.TRNCAT_SPACE, metavar="ORG/NAME", help="the static Space (default: %(default)s)"
+    )
+    p.add_argument("--site-url", default="", metavar="URL", help="the page's address (default: the Space's page)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="also keep the built tree here (--from-folder: required)")
+    p.add_argument("--dry-run", action="store_true", help="build and compare with the Space; commit nothing")
+
+
+@command(
+    "page",
+    help="Rebuild the catalog Space (index.html, feed.xml, scripts) from the dataset's main branch.",
+    example="trncat page --dataset-repo trncat/results --space trncat/catalog --dry-run",
+    arguments=_page_args,
+)
+def _page(args: argparse.Namespace) -> int:
+    from pipeline.dataset.site import SiteNames, write_site
+    from pipeline.ids import validate_model_id
+    from pipeline.space import publish_space
+
+    if args.from_folder:
+        if args.out is None:
+            print("error: --from-folder needs --out DIR", file=sys.stderr)
+            return 2
+        names = SiteNames(
+            dataset_repo=validate_model_id(args.dataset_repo),
+            space_repo=validate_model_id(args.space),
+            site_url=args.site_url,
+        )
+        write_site(args.from_folder, args.out, names=names)
+        print(f"wrote the Space tree of {args.from_folder} into {args.out}")
+        return 0
+    result = publish_space(
+        hub=make_hub(),
+        dataset_repo=args.dataset_repo,
+        space_repo=args.space,
+        site_url=args.site_url,
+        dry_run=args.dry_run,
+        out=args.out,
+    )
+    changed = len(result.changed) + len(result.deleted)
+    where = f"{result.space} from {args.dataset_repo}@{result.dataset_sha[:12]}"
+    if result.dry_run:
+        print(f"dry run: would change {changed} file(s) of {where}")
+        for path in result.changed:
+            print(f"  {path}")
+        for path in result.deleted:
+            print(f"  (delete) {path}")
+    elif result.published:
+        print(f"updated {changed} file(s) of {where}: commit {result.commit}")
+    else:
+        print(f"the page is up to date: {where}")
+    return 0
+
+
 # -- demo -----------------------------------------------------------------------------------------------
 
 

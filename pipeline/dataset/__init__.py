@@ -5,13 +5,17 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.read`: the latest view, results columns, rankings, exclusions, scripts;
 - :mod:`~pipeline.dataset.rankings`: discovery's snapshots and exclusions;
 - :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;
-- :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs.
+- :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
+- :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
+- :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
+- :mod:`~pipeline.dataset.site`: the catalog Space's tree (page, scripts, Atom feed, Space card).
 """
 
 from __future__ import annotations
 
 from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, shard_of
-from pipeline.dataset.front import page_html, write_front_files
+from pipeline.dataset.changes import CHANGE_KINDS, change_kinds, read_changes
+from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     FRONT_FILES,
@@ -23,11 +27,13 @@ from pipeline.dataset.layout import (
     results_files_since,
     run_name,
 )
-from pipeline.dataset.mirror import overlay_files, publish_paths, results_paths, tree_digests
+from pipeline.dataset.migrate import migrate, needs_migration
+from pipeline.dataset.mirror import migration_paths, overlay_files, publish_paths, results_paths, tree_digests
 from pipeline.dataset.rankings import write_exclusions, write_rankings
 from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
 
 __all__ = [
+    "CHANGE_KINDS",
     "EXCLUSIONS_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",
@@ -36,15 +42,21 @@ __all__ = [
     "RESULTS_DIR",
     "SCRIPTS_DIR",
     "BuildSummary",
+    "CardNames",
     "Change",
     "build",
+    "change_kinds",
     "earlier_runs",
     "iter_results",
     "latest_key",
+    "migrate",
+    "migration_paths",
+    "needs_migration",
     "overlay_files",
     "page_html",
     "publish_paths",
     "published_ids",
+    "read_changes",
     "read_latest",
     "results_file_time",
     "results_files_since",

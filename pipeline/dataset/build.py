@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -18,8 +17,10 @@ import pyarrow as pa
 
 from pipeline import fsatomic, render
 from pipeline.columns import representative
-from pipeline.dataset.front import write_front_files
+from pipeline.dataset.changes import change_rows, changes_table
+from pipeline.dataset.front import CardNames, write_front_files
 from pipeline.dataset.layout import (
+    CHANGES_DIR,
     LATEST_DIR,
     RESULTS_DIR,
     parquet_bytes,
@@ -28,7 +29,8 @@ from pipeline.dataset.layout import (
     run_name,
     script_folder,
 )
-from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, latest_schema, read_latest
+from pipeline.dataset.migrate import migrate, needs_migration
+from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs, latest_schema, read_latest, upgrade_row
 from pipeline.errors import RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
@@ -83,24 +85,6 @@ def shard_of(key: tuple[str, str, str]) -> str:
 
 
 HISTORY_LIMIT = 10
-_HISTORY_FIELDS = (
-    "record_id",
-    "finished_at",
-    "status",
-    "failure_stage",
-    "failure_code",
-    "revision",
-    "device",
-    "cores",
-    "neuronx_cc_version",
-    "torch_neuronx_version",
-    "transformers_version",
-    "torch_version",
-    "compile_s",
-    "ttft_s",
-    "decode_tokens_per_s",
-    "peak_device_memory_bytes",
-)
 
 
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
@@ -120,9 +104,7 @@ def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
 
 
 def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
-    entry = {name: row.get(name) for name in _HISTORY_FIELDS}
-    entry["finished_at"] = row["finished_at"].isoformat()
-    return entry
+    return {name: row.get(name) for name in HISTORY_FIELDS}
 
 
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -148,13 +130,12 @@ def _merge_shard(
             continue
         appended.append(row)
         if existing is None:
-            current[key] = {**row, HISTORY_COLUMN: "[]"}
+            current[key] = {**row, HISTORY_COLUMN: []}
         elif _newer(row, existing):
-            entries = [_history_entry(existing), *past]
-            current[key] = {**row, HISTORY_COLUMN: json.dumps(entries, separators=(",", ":"))}
+            current[key] = {**row, HISTORY_COLUMN: [_history_entry(existing), *past]}
         else:  # a late result older than the latest: it joins the history, in order
             entries = sorted([*past, _history_entry(row)], key=lambda e: e["finished_at"], reverse=True)
-            existing[HISTORY_COLUMN] = json.dumps(entries, separators=(",", ":"))
+            existing[HISTORY_COLUMN] = entries
     changes = [
         Change(key=key, before=before.get(key), after=row)
         for key, row in current.items()
@@ -163,9 +144,12 @@ def _merge_shard(
     return appended, changes, duplicates
 
 
-def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) -> BuildSummary:
+def build(
+    records: Iterable[dict[str, Any]], out: Path, *, page: bool = True, names: CardNames | None = None
+) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
+    A folder in an older layout is first rewritten in the current one (:func:`~pipeline.dataset.migrate.migrate`).
     Only the latest shards of the keys the records touch are read and rewritten, and only the results files
     that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
     Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
@@ -176,6 +160,8 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
         DatasetError: the existing folder holds unreadable Parquet.
     """
     summary = BuildSummary()
+    if needs_migration(out):
+        migrate(out)
     rows_by_id: dict[str, dict[str, Any]] = {}
     for record in records:
         problems = validate_record(record)
@@ -197,7 +183,7 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
         path = out / LATEST_DIR / f"{shard}.parquet"
-        current = {latest_key(r): r for r in read_rows(path)} if path.exists() else {}
+        current = {latest_key(r): upgrade_row(r) for r in read_rows(path)} if path.exists() else {}
         appended, changes, duplicates = _merge_shard(current, rows)
         summary.duplicates += duplicates
         if appended:
@@ -214,6 +200,9 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
+        if summary.changes:
+            change_list = change_rows(summary.changes, results_file=results_path)
+            fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         for shard, rows in sorted(merged.items()):
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_table(rows, latest_schema())))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
@@ -227,6 +216,6 @@ def build(records: Iterable[dict[str, Any]], out: Path, *, page: bool = True) ->
             fsatomic.write_text(stage / folder / "run.py", render.run_script(record))
             fsatomic.write_text(stage / folder / "requirements.txt", render.requirements(record))
             summary.scripts.append(folder)
-        write_front_files(stage, latest=latest, page=page)
+        write_front_files(stage, latest=latest, page=page, names=names)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

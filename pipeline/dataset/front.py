@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic, render
-from pipeline.dataset.layout import CARD_FILE, EXCLUSIONS_FILE, LATEST_DIR, PAGE_FILE, RANKINGS_DIR, RESULTS_DIR
+from pipeline.dataset.layout import (
+    CARD_FILE,
+    CHANGES_DIR,
+    EXCLUSIONS_FILE,
+    LATEST_DIR,
+    PAGE_FILE,
+    RANKINGS_DIR,
+    RESULTS_DIR,
+)
 from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
 from pipeline.page import HISTORY_READ, render_page
 
@@ -18,7 +27,17 @@ def card_configs(root: Path) -> list[tuple[str, str]]:
         configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
     if (root / EXCLUSIONS_FILE).is_file():
         configs.append(("exclusions", EXCLUSIONS_FILE))
+    if any((root / CHANGES_DIR).glob("*.parquet")):
+        configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
     return configs
+
+
+@dataclass(frozen=True)
+class CardNames:
+    """The repo ids the card names: the dataset itself and the Space that shows it."""
+
+    repo: str
+    space: str
 
 
 def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
@@ -37,9 +56,18 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
     )
 
 
-def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True) -> None:
-    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content."""
+def write_front_files(
+    root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True, names: CardNames | None = None
+) -> None:
+    """(Re)write README.md (the card) and index.html (a preview of the catalog page, for the PR's reviewer; the
+    public page is the Space's, built from main) from the folder's current content."""
     latest = read_latest(root) if latest is None else latest
-    fsatomic.write_text(root / CARD_FILE, render.dataset_card(rows=latest, configs=card_configs(root)))
+    card = render.dataset_card(
+        rows=latest,
+        configs=card_configs(root),
+        repo=names.repo if names else None,
+        space=names.space if names else None,
+    )
+    fsatomic.write_text(root / CARD_FILE, card)
     if page:
         fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))

@@ -7,6 +7,7 @@ Layout::
     data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by key hash
     data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
     data/exclusions.parquet                   hand-kept and discovered exclusions
+    data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """
@@ -30,6 +31,7 @@ RESULTS_DIR = "data/results"
 LATEST_DIR = "data/latest"
 RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
+CHANGES_DIR = "data/changes"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

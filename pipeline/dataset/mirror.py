@@ -60,3 +60,12 @@ def publish_paths(
 def results_paths(remote_files: Iterable[str]) -> list[str]:
     """The results files among a repo's files (what the queue reads to skip measured models)."""
     return sorted(p for p in remote_files if is_results_file(p))
+
+
+def migration_paths(remote_files: Iterable[str]) -> list[str]:
+    """The files a migration to the current layout rewrites: every results, latest and rankings file."""
+    return sorted(
+        p
+        for p in remote_files
+        if is_results_file(p) or is_latest_file(p) or (p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
+    )

@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 SNAPSHOT_SCHEMA = pa.schema(
     [
-        ("date", pa.string()),
+        ("date", pa.date32()),
         ("task", pa.string()),
         ("view", pa.string()),
         ("rank", pa.int64()),
@@ -45,6 +45,10 @@ def write_rankings(rows: Sequence[dict[str, Any]], root: Path, *, date: dt.date,
         The file written.
     """
     path = Path(root) / rankings_path(date, task, view)
+    rows = [
+        {**row, "date": dt.date.fromisoformat(row["date"]) if isinstance(row["date"], str) else row["date"]}
+        for row in rows
+    ]
     fsatomic.write_bytes(path, parquet_bytes(pa.Table.from_pylist(list(rows), schema=SNAPSHOT_SCHEMA)))
     logger.info("wrote %s (%d rows)", path, len(rows))
     return path

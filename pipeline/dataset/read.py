@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from pipeline.columns import LAYOUT_VERSION, arrow_schema
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     LATEST_DIR,
@@ -19,45 +22,93 @@ from pipeline.dataset.layout import (
     read_rows,
     script_folder,
 )
-from pipeline.records import arrow_schema
+from pipeline.errors import DatasetError
 
-#: The latest view has one more column than the results: the key's earlier runs, newest first, as JSON
-#: (at most ``HISTORY_LIMIT`` of them: the full history is data/results).
-HISTORY_COLUMN = "history_json"
+#: The latest view has one more column than the results: the key's earlier runs, newest first, as a list of
+#: structs (at most ``HISTORY_LIMIT`` of them: the full history is data/results).
+HISTORY_COLUMN = "history"
+#: Layout 1 names of the nested columns (JSON text), read and upgraded by :func:`upgrade_row`.
+LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN = "history_json", "attempts_json"
 RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
 EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
+#: One history entry: a past run of the key (a subset of the results columns).
+HISTORY_FIELDS: tuple[str, ...] = (
+    "record_id", "finished_at", "status", "failure_stage", "failure_code", "revision", "device", "cores",
+    "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "torch_version", "compile_s", "ttft_s",
+    "decode_tokens_per_s", "peak_device_memory_bytes",
+)  # fmt: skip
+
+
+def history_type() -> pa.DataType:
+    """``list<struct<...>>`` of :data:`HISTORY_FIELDS`, each typed as its results column."""
+    schema = arrow_schema()
+    return pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
 
 
 def latest_schema() -> pa.Schema:
-    """The Arrow schema of a latest shard: the results columns and ``history_json``."""
-    return arrow_schema().append(pa.field(HISTORY_COLUMN, pa.string(), nullable=False))
+    """The Arrow schema of a latest shard: the results columns, then ``history``."""
+    return arrow_schema().append(pa.field(HISTORY_COLUMN, history_type(), nullable=False))
+
+
+def _time(value: Any) -> Any:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
+
+
+def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A results or latest row of any layout in the current one (layout 1's JSON columns parsed)."""
+    if LEGACY_ATTEMPTS_COLUMN in row:
+        row["attempts"] = json.loads(row.pop(LEGACY_ATTEMPTS_COLUMN) or "[]")
+    if LEGACY_HISTORY_COLUMN in row:
+        entries = json.loads(row.pop(LEGACY_HISTORY_COLUMN) or "[]")
+        row[HISTORY_COLUMN] = [{**e, "finished_at": _time(e.get("finished_at"))} for e in entries]
+    row.setdefault("threads", None)
+    row["layout_version"] = LAYOUT_VERSION
+    return row
+
+
+def layout_of(path: Path) -> int:
+    """The layout a results or latest file was written in (1 when it has no ``layout_version`` column).
+
+    Raises:
+        DatasetError: the file is unreadable.
+    """
+    try:
+        names = pq.read_schema(path).names
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    return LAYOUT_VERSION if "layout_version" in names else 1
 
 
 def read_latest(root: Path) -> list[dict[str, Any]]:
-    """Every row of the latest view (flat rows, with ``history_json``).
+    """Every row of the latest view (flat rows, with ``history``), in the current layout whatever the file's.
 
     Raises:
         DatasetError: a shard is unreadable.
     """
     rows: list[dict[str, Any]] = []
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        rows.extend(read_rows(path))
+        rows.extend(upgrade_row(row) for row in read_rows(path))
     return rows
 
 
 def earlier_runs(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The earlier runs of a latest row's key, newest first (from its ``history_json``)."""
-    return json.loads(row.get(HISTORY_COLUMN) or "[]")
+    """The earlier runs of a latest row's key, newest first (from its ``history``)."""
+    if LEGACY_HISTORY_COLUMN in row:
+        upgrade_row(row)
+    return list(row.get(HISTORY_COLUMN) or [])
 
 
 def iter_results(root: Path, columns: list[str]) -> Iterator[dict[str, Any]]:
-    """``columns`` of every row of every results file, file by file in name order.
+    """``columns`` of every row of every results file, file by file in name order (a column a file of an older
+    layout lacks reads as None).
 
     Raises:
         DatasetError: a results file is unreadable.
     """
     for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-        yield from read_rows(path, columns)
+        present = set(pq.read_schema(path).names)
+        for row in read_rows(path, [c for c in columns if c in present]):
+            yield {column: row.get(column) for column in columns}
 
 
 def read_rankings(root: Path) -> list[dict[str, Any]]:

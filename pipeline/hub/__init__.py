@@ -11,7 +11,7 @@ Collaborators build one :class:`Hub` at the edge (the CLI, the demo, a test) and
 
 from __future__ import annotations
 
-from pipeline.hub.client import Hub, file_additions
+from pipeline.hub.client import Hub, file_additions, file_deletions
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
 
@@ -22,6 +22,7 @@ __all__ = [
     "ModelListing",
     "RepoType",
     "file_additions",
+    "file_deletions",
     "point_client_at",
     "quiet_progress_bars",
 ]

@@ -320,12 +320,20 @@ class Hub:
             lambda: self._api.comment_discussion(repo_id, pr_num, text, repo_type=repo_type),
         )
 
+    def merge(self, repo_id: str, pr_num: int, *, repo_type: RepoType = "dataset") -> None:
+        """Merge pull request ``pr_num`` into main (what a maintainer does after review)."""
+        self._call(
+            f"merging {repo_id}#{pr_num}",
+            lambda: self._api.merge_pull_request(repo_id, pr_num, repo_type=repo_type),
+        )
+
     def create_repo(self, repo_id: str, *, repo_type: RepoType, exist_ok: bool = True) -> str:
-        """Create a repo (no error when it exists and ``exist_ok``); returns its URL."""
+        """Create a repo (no error when it exists and ``exist_ok``); returns its URL. A Space is a static one."""
+        sdk = "static" if repo_type == "space" else None
         return str(
             self._call(
                 f"creating {repo_id}",
-                lambda: self._api.create_repo(repo_id, repo_type=repo_type, exist_ok=exist_ok),
+                lambda: self._api.create_repo(repo_id, repo_type=repo_type, exist_ok=exist_ok, space_sdk=sdk),
             )
         )
 
@@ -335,3 +343,10 @@ def file_additions(files: dict[str, Path]) -> list[CommitOperation]:
     from huggingface_hub import CommitOperationAdd
 
     return [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(local)) for path, local in sorted(files.items())]
+
+
+def file_deletions(paths: list[str]) -> list[CommitOperation]:
+    """Commit operations deleting ``paths`` (files) from the repo."""
+    from huggingface_hub import CommitOperationDelete
+
+    return [CommitOperationDelete(path_in_repo=path) for path in sorted(paths)]

@@ -3,7 +3,8 @@
 Routes (``{type}`` is model/dataset/space; ``{prefix}`` is "" for models, "datasets/" for datasets):
 ``GET /api/{type}s`` (listing), ``GET /api/{type}s/{id}[/revision/{rev}]``, ``GET .../tree/{rev}[/{path}]``,
 ``POST .../paths-info/{rev}``, ``POST .../preupload/{rev}``, ``POST .../commit/{rev}``,
-``GET .../discussions[/{num}]``, ``POST .../discussions/{num}/comment``, ``POST /api/repos/create``,
+``GET .../discussions[/{num}]``, ``POST .../discussions/{num}/{comment,merge,status}``, ``GET .../refs``,
+``POST /api/repos/create``,
 ``GET /api/whoami-v2``, ``POST /api/validate-yaml``, ``HEAD|GET /{prefix}{id}/resolve/{rev}/{path}``,
 ``POST /{prefix}{id}.git/info/lfs/objects/batch``, ``PUT /lfs-upload/{oid}``, ``POST /lfs-verify/{oid}``.
 """
@@ -17,7 +18,7 @@ from urllib.parse import parse_qs, urlencode
 from pipeline.errors import StoreError
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok, split_rev
 from pipeline.localhub.storage import LocalHubStore, Repo
-from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload, preupload
+from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload, preupload, refs
 
 PAGE_MAX = 1000
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
@@ -84,6 +85,8 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
         return commit(store, req, repo, split_rev(rest[1:])[0])
     if rest[:1] == ["discussions"]:
         return discussions(store, req, repo, rest[1:])
+    if rest == ["refs"] and m == "GET":
+        return refs(repo, req)
     return error(404, f"No route for {m} {req.path}")
 
 

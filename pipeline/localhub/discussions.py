@@ -21,6 +21,11 @@ class DiscussionStore:
     def get(self, repo_id: str, *, repo_type: str = "model") -> Repo:
         raise NotImplementedError
 
+    def _add_commit(
+        self, repo: Repo, ref: str, *, parent: str | None, tree: dict[str, Any], message: str, description=""
+    ) -> str:
+        raise NotImplementedError
+
     def open_pull_request(self, repo: Repo, *, title: str, author: str, description: str = "") -> int:
         """Create refs/pr/N from main and its discussion; returns N."""
         with self.lock:
@@ -30,6 +35,7 @@ class DiscussionStore:
             repo.discussions.append(
                 {
                     "num": num,
+                    "base": repo.refs["main"],
                     "title": title,
                     "status": "open",
                     "isPullRequest": True,
@@ -54,6 +60,54 @@ class DiscussionStore:
             self.discussion(repo, num)["status"] = status
             self._save_discussions(repo)
 
+    def merge_pull_request(self, repo: Repo, num: int, *, author: str, comment: str | None = None) -> dict[str, Any]:
+        """Merge PR ``num`` into main as the Hub does: one commit on main with the PR's changes since it branched.
+
+        Paths the PR changed are taken from the PR; paths only main changed since are kept. A path both changed
+        differently is a conflict.
+
+        Returns:
+            The status-change event.
+
+        Raises:
+            StoreError: 404 not a PR; 400 not open; 409 a conflict with main.
+        """
+        with self.lock:
+            d = self.discussion(repo, num)
+            if not d["isPullRequest"]:
+                raise StoreError(f"Discussion {num} is not a pull request", status=404)
+            if d["status"] not in {"open", "draft"}:
+                raise StoreError(f"Pull request {num} is {d['status']}, not open", status=400)
+            head = repo.refs[f"refs/pr/{num}"]
+            base_tree = repo.commits[d.get("base") or _fork_point(repo, head)]["tree"]
+            pr_tree, main_tree = repo.commits[head]["tree"], repo.commits[repo.refs["main"]]["tree"]
+            merged = dict(main_tree)
+            for path in set(base_tree) | set(pr_tree):
+                ours, theirs, was = pr_tree.get(path), main_tree.get(path), base_tree.get(path)
+                if ours == was:
+                    continue
+                if theirs != was and theirs != ours:
+                    raise StoreError(f"Merge conflict on {path}", status=409, code="MergeConflict")
+                if ours is None:
+                    merged.pop(path, None)
+                else:
+                    merged[path] = ours
+            self._add_commit(
+                repo, "main", parent=repo.refs["main"], tree=merged, message=f"Merge pull request #{num}: {d['title']}"
+            )
+            if comment:
+                d["events"].append(self._comment_event(comment, author))
+            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
+            event |= {"author": {"name": author}, "data": {"status": "merged"}}
+            d["events"].append(event)
+            d["status"] = "merged"
+            self._save_discussions(repo)
+            return event
+
+    def _next_id(self) -> int:
+        self._counter += 1
+        return self._counter
+
     def discussion(self, repo: Repo, num: int) -> dict[str, Any]:
         """Discussion ``num``, or a 404."""
         if not 1 <= num <= len(repo.discussions):
@@ -64,9 +118,8 @@ class DiscussionStore:
         write_json(repo.path / "discussions.json", repo.discussions)
 
     def _comment_event(self, text: str, author: str) -> dict[str, Any]:
-        self._counter += 1
         return {
-            "id": f"{self._counter:024x}",
+            "id": f"{self._next_id():024x}",
             "type": "comment",
             "createdAt": now(),
             "author": {"name": author},
@@ -84,3 +137,15 @@ class DiscussionStore:
             event = self._comment_event(text, author)
             self.add_discussion_event(repo, num, event)
             return event
+
+
+def _fork_point(repo: Repo, head: str) -> str:
+    """The newest commit of ``head``'s history that main's history holds (PRs opened before bases were kept)."""
+    on_main, sha = set(), repo.refs["main"]
+    while sha is not None:
+        on_main.add(sha)
+        sha = repo.commits[sha]["parent"]
+    sha = head
+    while sha not in on_main:
+        sha = repo.commits[sha]["parent"]
+    return sha

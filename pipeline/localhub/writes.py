@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pipeline.localhub.files import now
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok
 from pipeline.localhub.storage import LocalHubStore, Repo, is_lfs_path
 
@@ -115,6 +116,26 @@ def commit(store: LocalHubStore, req: Request, repo: Repo, rev: str) -> Response
 
 
 # -- discussions --------------------------------------------------------------------------------------
+def sha_like(store: LocalHubStore) -> str:
+    """A fresh 24-hex event id."""
+    return f"{store._next_id():024x}"
+
+
+def refs(repo: Repo, req: Request) -> Response:
+    """``GET .../refs[?include_prs=1]``: branches, tags, converts and (asked for) PR refs, as the Hub lists them."""
+
+    def ref(name: str, full: str) -> dict[str, str]:
+        return {"name": name, "ref": full, "targetCommit": repo.refs[name]}
+
+    branches = [ref(n, f"refs/heads/{n}") for n in sorted(repo.refs) if not n.startswith("refs/")]
+    prs = sorted((n for n in repo.refs if n.startswith("refs/pr/")), key=lambda n: int(n.rsplit("/", 1)[1]))
+    pull_requests = [ref(n, n) for n in prs]
+    out: dict[str, Any] = {"branches": branches, "tags": [], "converts": []}
+    if req.arg("include_prs") in {"1", "true", "True"}:
+        out["pullRequests"] = pull_requests
+    return ok(out)
+
+
 def _discussion_json(repo: Repo, d: dict[str, Any], details: bool = False) -> dict[str, Any]:
     out = {k: v for k, v in d.items() if k != "events"}
     out |= {"repo": {"name": repo.repo_id, "type": repo.repo_type}, "pinned": False, "numComments": len(d["events"])}
@@ -145,4 +166,17 @@ def discussions(store: LocalHubStore, req: Request, repo: Repo, rest: list[str])
         return ok(_discussion_json(repo, store.discussion(repo, num), details=True))
     if rest[1:] == ["comment"] and req.method == "POST":
         return ok({"newMessage": store.comment(repo, num, req.json()["comment"], author=USER)})
+    if rest[1:] == ["merge"] and req.method == "POST":
+        body = req.json() if req.body else {}
+        store.merge_pull_request(repo, num, author=USER, comment=(body or {}).get("comment"))
+        return ok({})
+    if rest[1:] == ["status"] and req.method == "POST":
+        body = req.json()
+        if body.get("status") not in {"open", "closed"}:
+            return error(400, "status must be open or closed")
+        event: dict[str, Any] = {"id": sha_like(store), "type": "status-change", "createdAt": now()}
+        event |= {"author": {"name": USER}, "data": {"status": body["status"]}}
+        store.set_discussion_status(repo.repo_id, num, body["status"], repo_type=repo.repo_type)
+        store.add_discussion_event(repo, num, event)
+        return ok({"newStatus": event})
     return error(404, f"No route for {req.method} {req.path}")

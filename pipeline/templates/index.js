@@ -15,8 +15,11 @@
                xl: [3.5e10, 1e11], xxl: [1e11, Infinity]};
   var STATUSES = ["all", "pass", "fail", "reg", "excluded", "unmeasured", "error"];
   var CORES = ["any", "1", "2", "4", "8", "16", "32", "64"];
-  var state = {task: D.default.task, view: D.default.view, q: "", status: "all", cores: "any", size: "any",
-               page: 0, sort: "", dir: 1};
+  var DEVICES = ["neuron", "cpu", "cuda", "all"];
+  var DEFAULTS = {task: D.default.task, view: D.default.view, q: "", status: "all", cores: "any", size: "any",
+                  device: D.default.device, page: 0, m: ""};
+  var state = {sort: "", dir: 1};
+  Object.keys(DEFAULTS).forEach(function (k) { state[k] = DEFAULTS[k]; });
   var $ = function (id) { return document.getElementById(id); };
   var tbody = $("rows");
   var NCOLS = document.querySelectorAll("#catalog thead th").length;
@@ -27,52 +30,19 @@
     if (text !== undefined && text !== null) n.textContent = String(text);
     return n;
   }
-  function secs(v) {
-    if (v === null || v === undefined) return "\u2014";
-    if (v < 1) return (v * 1000).toFixed(0) + " ms";
-    if (v < 100) return v.toFixed(1) + " s";
-    if (v < 600) return v.toFixed(0) + " s";
-    return (v / 60).toFixed(0) + " min";
-  }
-  function bytes(v) {
-    if (v === null || v === undefined) return "\u2014";
-    var units = [[1099511627776, "TiB"], [1073741824, "GiB"], [1048576, "MiB"], [1024, "KiB"]];
-    for (var k = 0; k < units.length; k++) {
-      if (v >= units[k][0]) { var n = v / units[k][0]; return (n >= 100 ? n.toFixed(0) : n.toFixed(1)) + " " + units[k][1]; }
-    }
-    return v.toFixed(0) + " B";
-  }
-  function params(v) {
-    if (v === null || v === undefined) return "\u2014";
-    var units = [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "K"]];
-    for (var k = 0; k < units.length; k++) {
-      if (v >= units[k][0]) { var n = v / units[k][0]; return (n >= 10 ? n.toFixed(0) : n.toFixed(1).replace(".0", "")) + units[k][1]; }
-    }
-    return String(v);
-  }
-  function rate(v) { return v === null || v === undefined ? "\u2014" : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
-  function statusLabel(st) {
-    return {pass: "runs", fail: "fails", error: "infra error", unmeasured: "not yet measured"}[st] || st;
-  }
-  function command(e) {
-    // keep in step with pipeline/page.py command()
-    var c = e.cores || e.pc || 1;
-    var dev = (e.device === "cpu" || e.device === "cuda") ? " --device " + e.device : "";
-    return "pip install -r requirements.txt && " + (c > 1 ? "torchrun --nproc-per-node " + c + " run.py" : "python run.py") + dev;
-  }
-  function toolchain(e) {
-    var lines = [];
-    if (e.cc) lines.push("neuronx-cc " + e.cc);
-    if (e.tnx) lines.push("torch-neuronx " + e.tnx);
-    if (!lines.length && e.device) lines.push(e.device);
-    if (e.tf) lines.push("transformers " + e.tf);
-    return lines;
-  }
+  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
+  var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
 
+  function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
   function statusCell(e) {
     var td = el("td", "status");
     var st = e.st === "unmeasured" && e.ek ? "excluded" : e.st;
     td.appendChild(el("span", "badge b-" + st, st === "excluded" ? "excluded" : statusLabel(st)));
+    if (e.device === "cpu" || e.device === "cuda") {
+      var dev = el("span", "badge b-dev", deviceLabel(e.device));
+      dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
+      td.appendChild(dev);
+    }
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
     if (e.st === "fail" || e.st === "error") {
       var reason = [e.stage, e.code].filter(Boolean).join(" \u00b7 ");
@@ -80,9 +50,7 @@
     }
     if (e.ek) {
       if (st !== "excluded") td.appendChild(el("span", "badge b-excluded", "excluded"));
-      var x = el("span", "reason", e.ek + ": " + e.er);
-      x.title = e.er;
-      td.appendChild(x);
+      td.appendChild(el("span", "reason excluded-reason", e.er));
     }
     return td;
   }
@@ -102,10 +70,11 @@
       model.appendChild(el("span", "hub", e.id));
     }
     var more = el("a", "more", "details");
-    more.href = e.link ? "scripts/" + e.id + "/run.py" : "#";
+    more.href = e.sc ? "scripts/" + e.id + "/run.py" : "#";
     model.appendChild(more);
     tr.appendChild(model);
     tr.appendChild(statusCell(e));
+    tr.appendChild(el("td", "device", deviceLabel(e.device)));
     var cores = e.st === "pass" ? e.cores : (e.pc !== null ? e.pc + " (plan)" : e.cores);
     tr.appendChild(el("td", "num", cores === null || cores === undefined ? "\u2014" : cores));
     tr.appendChild(el("td", "num", secs(e.compile)));
@@ -121,8 +90,10 @@
     return tr;
   }
 
+  function deviceShown(e) { return state.device === "all" || !e.device || e.device === state.device; }
   function matches(e, q) {
     if (q && e.lid.indexOf(q) < 0) return false;
+    if (!deviceShown(e)) return false;
     switch (state.status) {
       case "pass": case "fail": case "error": case "unmeasured": if (e.st !== state.status) return false; break;
       case "reg": if (!e.reg) return false; break;
@@ -140,8 +111,12 @@
     var listing = D.lists[state.task + "/" + state.view];
     var items = listing ? listing.items : [];
     var q = state.q.trim().toLowerCase();
-    var shown = [];
-    for (var k = 0; k < items.length; k++) if (matches(E[items[k][0]], q)) shown.push(items[k]);
+    var shown = [], hidden = 0;
+    for (var k = 0; k < items.length; k++) {
+      var e = E[items[k][0]];
+      if (matches(e, q)) shown.push(items[k]);
+      else if (!deviceShown(e)) hidden++;
+    }
     if (state.sort) {
       shown.sort(function (a, b) {
         var x = sortKey(a), y = sortKey(b);
@@ -151,9 +126,9 @@
         return (x < y ? -1 : 1) * state.dir;
       });
     }
-    return {listing: listing, total: items.length, shown: shown};
+    return {listing: listing, total: items.length, shown: shown, hidden: hidden};
   }
-  function render() {
+  function render(push) {
     var v = visible();
     var pages = Math.max(1, Math.ceil(v.shown.length / D.pageSize));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
@@ -161,7 +136,9 @@
     var frag = document.createDocumentFragment();
     v.shown.slice(start, start + D.pageSize).forEach(function (item) { frag.appendChild(row(item)); });
     if (!v.shown.length) {
-      var tr = el("tr", "empty"), td = el("td", null, v.listing ? "No model matches these filters in this view" + (state.view === "all" ? "." : ": try All.") :
+      var tr = el("tr", "empty"), td = el("td", null, v.hidden ? "No " + deviceLabel(state.device) + " row in this view; " +
+        v.hidden + " measured on another device: choose \u201cevery device\u201d." :
+        v.listing ? "No model matches these filters in this view" + (state.view === "all" ? "." : ": try All.") :
         "No " + D.labels[state.view] + " snapshot for " + state.task + " yet: see All.");
       td.colSpan = NCOLS;
       tr.appendChild(td);
@@ -174,13 +151,19 @@
     $("prev").disabled = state.page === 0;
     $("next").disabled = state.page >= pages - 1;
     $("caption").textContent = state.task + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
-      " \u00b7 ranked by the snapshot of " + v.listing.date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "");
+      " \u00b7 ranked by the snapshot of " + v.listing.date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
+      (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
+    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
     document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
     document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });
     document.querySelectorAll("#catalog th[data-sort]").forEach(function (th) {
       th.setAttribute("aria-sort", th.dataset.sort === state.sort ? (state.dir > 0 ? "ascending" : "descending") : "none");
     });
-    writeHash();
+    if (state.m) {
+      var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return E[+tr.dataset.i].id === state.m; });
+      if (open) openDetail(open);
+    }
+    writeHash(push);
   }
 
   function scripts(id) {
@@ -228,7 +211,7 @@
       dl.download = name;
       head.appendChild(dl);
     }
-    if (e.link) {
+    if (e.sc) {
       var rel = el("a", "download", "open file");
       rel.href = "scripts/" + e.id + "/" + name;
       head.appendChild(rel);
@@ -279,7 +262,7 @@
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
-    if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded (" + e.ek + "): " + e.er));
+    if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {
       var plan = "Planner: needs " + e.pc + " NeuronCore" + (e.pc > 1 ? "s" : "");
       if (e.tp && e.tp > 1) plan += ", tensor parallel degree " + e.tp + " (torchrun, tp_plan=\"auto\")";
@@ -287,7 +270,8 @@
       box.appendChild(el("p", "plan", plan + (e.advice ? " \u2014 " + e.advice : "")));
     }
     if (e.st === "unmeasured") {
-      box.appendChild(el("p", null, "Not yet measured: no script yet."));
+      box.appendChild(el("p", null, e.ek ? "It is kept out of the benchmark for that reason, so it has no measurement and no script." :
+        "Not yet measured: no script yet."));
       return box;
     }
     var files = scripts(e.id);
@@ -306,9 +290,7 @@
     }
     return box;
   }
-  function toggle(tr) {
-    var next = tr.nextElementSibling;
-    if (next && next.classList.contains("detail")) { next.remove(); tr.classList.remove("open"); return; }
+  function openDetail(tr) {
     var d = el("tr", "detail"), td = el("td");
     td.colSpan = NCOLS;
     td.appendChild(detail(E[+tr.dataset.i]));
@@ -316,51 +298,82 @@
     tr.after(d);
     tr.classList.add("open");
   }
+  function toggle(tr) {
+    var id = E[+tr.dataset.i].id;
+    state.m = state.m === id ? "" : id;
+    render(true);
+  }
 
+  // The state lives in the URL hash: each step (tab, filter, page, details) is a history entry, so back and
+  // forward walk through them; typing a search replaces the current entry instead of adding one per key.
   function readHash() {
     var p = new URLSearchParams(location.hash.slice(1));
+    Object.keys(DEFAULTS).forEach(function (k) { state[k] = DEFAULTS[k]; });
     if (D.tasks.indexOf(p.get("task")) >= 0) state.task = p.get("task");
     if (D.views.indexOf(p.get("view")) >= 0) state.view = p.get("view");
     if (STATUSES.indexOf(p.get("status")) >= 0) state.status = p.get("status");
     if (CORES.indexOf(p.get("cores")) >= 0) state.cores = p.get("cores");
+    if (DEVICES.indexOf(p.get("device")) >= 0) state.device = p.get("device");
     if (Object.prototype.hasOwnProperty.call(SIZES, p.get("size"))) state.size = p.get("size");
     state.q = p.get("q") || "";
+    state.m = p.get("m") || "";
     state.page = Math.max(0, parseInt(p.get("page"), 10) - 1 || 0);
   }
-  function writeHash() {
+  function hashOf() {
     var p = new URLSearchParams({task: state.task, view: state.view});
     if (state.q) p.set("q", state.q);
     if (state.status !== "all") p.set("status", state.status);
     if (state.cores !== "any") p.set("cores", state.cores);
     if (state.size !== "any") p.set("size", state.size);
+    if (state.device !== DEFAULTS.device) p.set("device", state.device);
     if (state.page) p.set("page", String(state.page + 1));
-    try { history.replaceState(null, "", "#" + p.toString()); } catch (err) { /* file:// may refuse: state stays */ }
+    if (state.m) p.set("m", state.m);
+    return "#" + p.toString();
+  }
+  function writeHash(push) {
+    var h = hashOf();
+    if (h === location.hash) return;
+    try {
+      if (push) history.pushState(null, "", h); else history.replaceState(null, "", h);
+    } catch (err) {
+      if (push) location.hash = h; // where the History API is refused (file://), a plain hash change still adds an entry
+    }
+  }
+  function syncControls() {
+    $("q").value = state.q;
+    $("f-status").value = state.status;
+    $("f-cores").value = state.cores;
+    $("f-size").value = state.size;
+    $("f-device").value = state.device;
+  }
+  function fromHash() {
+    if (location.hash === hashOf()) return;
+    readHash();
+    syncControls();
+    render(false);
   }
 
   readHash();
-  $("q").value = state.q;
-  $("f-status").value = state.status;
-  $("f-cores").value = state.cores;
-  $("f-size").value = state.size;
+  syncControls();
   $("task-tabs").addEventListener("click", function (ev) {
     var b = ev.target.closest("button[data-task]");
-    if (b) { state.task = b.dataset.task; state.page = 0; render(); }
+    if (b) { state.task = b.dataset.task; state.page = 0; state.m = ""; render(true); }
   });
   $("view-tabs").addEventListener("click", function (ev) {
     var b = ev.target.closest("button[data-view]");
-    if (b) { state.view = b.dataset.view; state.page = 0; render(); }
+    if (b) { state.view = b.dataset.view; state.page = 0; state.m = ""; render(true); }
   });
-  $("q").addEventListener("input", function () { state.q = this.value; state.page = 0; render(); });
-  [["f-status", "status"], ["f-cores", "cores"], ["f-size", "size"]].forEach(function (pair) {
-    $(pair[0]).addEventListener("change", function () { state[pair[1]] = this.value; state.page = 0; render(); });
+  $("q").addEventListener("input", function () { state.q = this.value; state.page = 0; render(false); });
+  [["f-status", "status"], ["f-cores", "cores"], ["f-size", "size"], ["f-device", "device"]].forEach(function (pair) {
+    $(pair[0]).addEventListener("change", function () { state[pair[1]] = this.value; state.page = 0; render(true); });
   });
-  $("prev").addEventListener("click", function () { state.page -= 1; render(); });
-  $("next").addEventListener("click", function () { state.page += 1; render(); });
+  $("prev").addEventListener("click", function () { state.page -= 1; render(true); });
+  $("next").addEventListener("click", function () { state.page += 1; render(true); });
   document.querySelector("#catalog thead").addEventListener("click", function (ev) {
     var th = ev.target.closest("th[data-sort]");
     if (!th) return;
     if (state.sort === th.dataset.sort) state.dir = -state.dir; else { state.sort = th.dataset.sort; state.dir = 1; }
-    render();
+    render(false);
   });
   tbody.addEventListener("click", function (ev) {
     var more = ev.target.closest("a.more");
@@ -368,7 +381,9 @@
     ev.preventDefault();
     toggle(more.closest("tr"));
   });
-  render();
+  window.addEventListener("popstate", fromHash);
+  window.addEventListener("hashchange", fromHash);
+  render(false);
   root.dataset.readyMs = String(Math.round(performance.now()));
   root.dataset.ready = "1";
 })();

@@ -24,6 +24,8 @@ REVISION = '0123456789abcdef0123456789abcdef01234567'
 TASK = 'text-generation'
 DTYPE = 'bfloat16'
 CORES = 8
+#: torch's threads per process, as benchmarked: the cores shared by the processes (None: not recorded).
+THREADS = None
 WORKLOAD = {'batch_size': 1, 'input_tokens': 128, 'output_tokens': 64, 'image_size': None}
 PROMPT_TEXT = (
     "Engineers want to know, in minutes rather than weeks, whether a model runs on Trainium, how many "
@@ -99,12 +101,19 @@ def main():
     parser.add_argument("--model", default=MODEL_ID, help="Hub id or local folder (default: %(default)s)")
     parser.add_argument("--revision", default=None, help=f"Hub revision (default: {REVISION} for {MODEL_ID})")
     parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: as benchmarked)")
     args = parser.parse_args()
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    threads = args.threads or THREADS or max(1, CORES // world_size)
+    # Before torch starts: OpenMP and MKL read these once. Then torch's intra- and inter-op pools.
+    os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     revision = args.revision or (REVISION if args.model == MODEL_ID else None)
     dtype = DTYPE if args.device != "cpu" or DTYPE == "float32" else "float32"
 
     import torch
 
+    torch.set_num_threads(threads)
+    torch.set_num_interop_threads(threads)
     torch.set_grad_enabled(False)
     start = time.perf_counter()
     processor, model = load(args.model, revision, args.device, dtype)
@@ -128,7 +137,7 @@ def main():
     latency = statistics.median(latencies)
     new_tokens = WORKLOAD["batch_size"] * (output.shape[-1] - inputs["input_ids"].shape[-1])
     text = tokenizer.decode(output[0, inputs["input_ids"].shape[-1]:], skip_special_tokens=True)
-    print(f"model         {args.model} on {args.device} ({dtype})")
+    print(f"model         {args.model} on {args.device} ({dtype}), {threads} torch thread(s)")
     print(f"load_s        {loaded:.2f}")
     print(f"first_call_s  {first:.2f}  (includes compilation on neuron)")
     print(f"latency_s     {latency:.4f}  (median of {len(latencies)})")

@@ -1,0 +1,232 @@
+"""The catalog page's data: one entry per model and task, the ordered lists of each task and view, the history
+lines and the default view (:func:`catalog`). :mod:`pipeline.page` renders it as HTML.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.columns import representative
+from pipeline.ids import model_id_problem
+from pipeline.types import TASKS
+
+logger = logging.getLogger(__name__)
+
+RANKED_VIEWS = ("selected", "trending", "downloads")
+PAGE_VIEWS = (*RANKED_VIEWS, "all")
+VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Downloads", "all": "All"}
+PAGE_SIZE = 100
+#: Columns of one entry in the inline JSON (arrays, not objects: 10,000 rows stay small).
+ENTRY_COLUMNS = (
+    "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
+    "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
+    "hist",
+)  # fmt: skip
+#: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
+DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
+DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
+#: Columns of one history line: the newest run per (hardware, toolchain).
+HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "tps", "reg")
+HISTORY_READ = [
+    "model_id", "task", "status", "failure_stage", "failure_code", "device", "hardware", "cores", "compile_s",
+    "decode_tokens_per_s", "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "finished_at",
+]  # fmt: skip
+#: Entry key -> latest-row column, as is and rounded (shorter JSON; no one reads a tenth of a millisecond).
+_ROW_FIELDS = {
+    "stage": "failure_stage", "code": "failure_code", "msg": "failure_message", "cores": "cores", "pc": "plan_cores",
+    "tp": "plan_tp_degree", "fits": "plan_fits", "advice": "plan_advice", "mem": "peak_device_memory_bytes",
+    "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
+    "device": "device", "hw": "hardware",
+}  # fmt: skip
+_ROUNDED_FIELDS = {
+    "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
+}  # fmt: skip
+_HISTORY_FIELDS = {
+    "hw": "hardware", "device": "device", "cores": "cores", "st": "status", "stage": "failure_stage",
+    "code": "failure_code", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
+}  # fmt: skip
+
+
+def _num(value: Any, digits: int = 4) -> float | int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    number = float(value)
+    return round(number, digits) if math.isfinite(number) else None
+
+
+def _rounded(row: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {key: _num(row.get(_ROUNDED_FIELDS[key][0]), _ROUNDED_FIELDS[key][1]) for key in keys}
+
+
+def _date(value: Any) -> str | None:
+    if value is None:
+        return None
+    return value.date().isoformat() if hasattr(value, "date") else str(value)[:10]
+
+
+def _toolchain(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return (row.get("neuronx_cc_version"), row.get("torch_neuronx_version"), row.get("transformers_version"))
+
+
+def _history_lines(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], bool]:
+    """History lines (newest first) and whether the model regressed: passed with an older toolchain, fails now."""
+    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in rows:
+        key = (row.get("hardware"), *_toolchain(row))
+        if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
+            newest[key] = row
+    lines, regressed = [], False
+    for row in sorted(newest.values(), key=lambda r: r["finished_at"], reverse=True):
+        was_pass = (
+            primary is not None
+            and primary["status"] == "fail"
+            and row["status"] == "pass"
+            and row.get("hardware") == primary.get("hardware")
+            and row["finished_at"] < primary["finished_at"]
+            and _toolchain(row) != _toolchain(primary)
+        )
+        regressed = regressed or was_pass
+        line = {key: row.get(column) for key, column in _HISTORY_FIELDS.items()}
+        line.update(date=_date(row["finished_at"]), reg=was_pass, **_rounded(row, "compile", "tps"))
+        lines.append([line[c] for c in HISTORY_COLUMNS])
+    return lines, regressed
+
+
+def exclusion_text(kind: str, reason: str) -> str:
+    """The reason a model is kept out, said once: the kind is named only when the reason does not start with it."""
+    return reason if reason.lower().startswith(kind.lower()) or not kind else f"{kind}: {reason}"
+
+
+def _entry(
+    model_id: str, task: str, row: dict[str, Any] | None, exclusion: dict[str, Any] | None, hist: list[dict[str, Any]]
+) -> dict[str, Any]:
+    lines, regressed = _history_lines(row, hist)
+    r = row or {}
+    status = r.get("status", "unmeasured")
+    need = r.get("cores") if status == "pass" else (r.get("plan_cores") or r.get("cores"))
+    return {
+        "id": model_id,
+        "task": task,
+        "st": status,
+        "need": need,
+        **{key: r.get(column) for key, column in _ROW_FIELDS.items()},
+        **_rounded(r, *_ROUNDED_FIELDS),
+        "date": _date(r.get("finished_at")),
+        "ek": exclusion and str(exclusion.get("kind") or "excluded"),
+        "er": exclusion and exclusion_text(str(exclusion.get("kind") or ""), str(exclusion.get("reason") or "")),
+        "reg": regressed,
+        "link": model_id_problem(model_id) is None,
+        "sc": False,
+        "hist": lines,
+    }
+
+
+def catalog(
+    *,
+    latest: Sequence[dict[str, Any]],
+    history: Sequence[dict[str, Any]] | None,
+    rankings: Sequence[dict[str, Any]],
+    exclusions: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The page's data: entries (one per model and task) and, per ``task/view``, the entries it lists in order.
+
+    Args:
+        latest: latest rows (flat, :data:`pipeline.records.COLUMNS`).
+        history: result rows across toolchains (at least :data:`HISTORY_READ`); None uses ``latest``.
+        rankings: rows ``date, task, view, rank, model_id`` of every snapshot (the latest per task and view counts).
+        exclusions: rows ``model_id, task (None: every task), reason, kind``.
+
+    Returns:
+        ``{"tasks", "entries", "lists", "default"}``; a list is ``{"date", "items": [[entry, rank], ...]}``,
+        or None for a view without a snapshot.
+    """
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in latest:
+        by_key.setdefault((row["model_id"], row["task"]), []).append(row)
+    hist_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in latest if history is None else history:
+        hist_by_key.setdefault((row["model_id"], row["task"]), []).append(row)
+    excluded: dict[tuple[str, str | None], dict[str, Any]] = {}
+    for row in exclusions:
+        excluded.setdefault((str(row["model_id"]), row.get("task")), row)
+    tasks = [*TASKS, *sorted({task for _, task in by_key} - set(TASKS))]
+
+    entries: list[dict[str, Any]] = []
+    index: dict[tuple[str, str], int] = {}
+
+    def entry(model_id: str, task: str) -> int:
+        key = (model_id, task)
+        if key not in index:
+            rows = by_key.get(key)
+            exclusion = excluded.get(key) or excluded.get((model_id, None))
+            index[key] = len(entries)
+            entries.append(
+                _entry(model_id, task, representative(rows) if rows else None, exclusion, hist_by_key.get(key, []))
+            )
+        return index[key]
+
+    snapshots: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rankings:
+        if (
+            row.get("task") not in tasks
+            or row.get("view") not in RANKED_VIEWS
+            or None in (row.get("model_id"), row.get("rank"))
+        ):
+            logger.warning("ignoring a ranking row with task %r, view %r", row.get("task"), row.get("view"))
+            continue
+        snapshots.setdefault((row["task"], row["view"]), []).append(row)
+    lists: dict[str, dict[str, Any] | None] = {}
+    for task in tasks:
+        for view in RANKED_VIEWS:
+            rows = snapshots.get((task, view))
+            if not rows:
+                lists[f"{task}/{view}"] = None
+                continue
+            date = max(str(r["date"]) for r in rows)
+            ranks: dict[str, int] = {}
+            for r in rows:
+                if str(r["date"]) == date:
+                    model_id = str(r["model_id"])
+                    ranks[model_id] = min(ranks.get(model_id, int(r["rank"])), int(r["rank"]))
+            ordered = sorted(ranks.items(), key=lambda item: (item[1], item[0]))
+            lists[f"{task}/{view}"] = {"date": date, "items": [[entry(m, task), rank] for m, rank in ordered]}
+        everyone = {m for m, t in by_key if t == task}
+        everyone |= {m for m, t in excluded if t == task or t is None}
+        lists[f"{task}/all"] = {"date": None, "items": [[entry(m, task), None] for m in sorted(everyone)]}
+    default = next(
+        (
+            (task, view)
+            for task in tasks
+            for view in PAGE_VIEWS
+            if lists[f"{task}/{view}"] and lists[f"{task}/{view}"]["items"]  # type: ignore[index]
+        ),
+        (tasks[0], "all"),
+    )
+    device = "neuron" if any(e["device"] == "neuron" for e in entries) else "all"
+    return {
+        "tasks": tasks,
+        "entries": entries,
+        "lists": lists,
+        "default": {"task": default[0], "view": default[1], "device": device},
+    }
+
+
+def device_shown(entry: Mapping[str, Any], device: str) -> bool:
+    """Whether the device filter shows an entry (one not measured on any device shows under every filter)."""
+    return device == "all" or entry.get("device") in (None, device)
+
+
+def command(entry: Mapping[str, Any]) -> str:
+    """The one command that runs a model from its downloaded ``run.py`` and ``requirements.txt``."""
+    cores = entry.get("cores") or entry.get("pc") or 1
+    run = f"torchrun --nproc-per-node {int(cores)} run.py" if cores > 1 else "python run.py"
+    # run.py defaults to Trainium; a row measured elsewhere runs as it was measured (keep in step with the JS).
+    device = entry.get("device")
+    if device in ("cpu", "cuda"):
+        run += f" --device {device}"
+    return f"pip install -r requirements.txt && {run}"

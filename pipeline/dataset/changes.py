@@ -1,0 +1,100 @@
+"""What each publish changed, kept as ``data/changes/<run>.parquet``: the feed's source (one row per change kind).
+
+A change of the latest row of a (model, task, hardware) key is one or more of: a new model (the key had no
+row), a new pass (it did not pass before), a new failure (it fails now and did not fail before, and is no
+regression) and a regression (it passed before and fails now). The PR description and the feed read the same
+kinds from :func:`change_kinds`, so they always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pipeline.columns import toolchain_label
+from pipeline.dataset.layout import CHANGES_DIR, read_rows
+
+if TYPE_CHECKING:
+    from pipeline.dataset.build import Change
+
+#: The kinds, in the order the PR description and the feed list them, with their headings.
+CHANGE_KINDS: tuple[tuple[str, str], ...] = (
+    ("new_model", "New models"),
+    ("new_pass", "New passes"),
+    ("new_failure", "New failures"),
+    ("regression", "Regressions"),
+)
+CHANGES_SCHEMA = pa.schema(
+    [
+        ("kind", pa.string()),
+        ("model_id", pa.string()),
+        ("task", pa.string()),
+        ("hardware", pa.string()),
+        ("device", pa.string()),
+        ("status", pa.string()),
+        ("failure_stage", pa.string()),
+        ("failure_code", pa.string()),
+        ("toolchain", pa.string()),
+        ("previous_toolchain", pa.string()),
+        ("record_id", pa.string()),
+        ("finished_at", pa.timestamp("us", tz="UTC")),
+        ("results_file", pa.string()),
+    ]
+)
+
+
+def change_kinds(change: Change) -> list[str]:
+    """The kinds of one change (see the module's description), in :data:`CHANGE_KINDS` order."""
+    before, after = change.before, change.after
+    was = None if before is None else before["status"]
+    kinds = []
+    if before is None:
+        kinds.append("new_model")
+    if after["status"] == "pass" and was != "pass":
+        kinds.append("new_pass")
+    if after["status"] == "fail" and not change.is_regression and was != "fail":
+        kinds.append("new_failure")
+    if change.is_regression:
+        kinds.append("regression")
+    return kinds
+
+
+def change_rows(changes: Iterable[Change], *, results_file: str) -> list[dict[str, Any]]:
+    """The rows of a changes file for a build's changes."""
+    rows = []
+    for change in changes:
+        after = change.after
+        for kind in change_kinds(change):
+            rows.append(
+                {
+                    "kind": kind,
+                    **{k: after.get(k) for k in ("model_id", "task", "hardware", "device", "status")},
+                    "failure_stage": after.get("failure_stage"),
+                    "failure_code": after.get("failure_code"),
+                    "toolchain": toolchain_label(after),
+                    "previous_toolchain": None if change.before is None else toolchain_label(change.before),
+                    "record_id": after["record_id"],
+                    "finished_at": after["finished_at"],
+                    "results_file": results_file,
+                }
+            )
+    return rows
+
+
+def changes_table(rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=CHANGES_SCHEMA)
+
+
+def read_changes(root: Path) -> list[dict[str, Any]]:
+    """Every change row of the folder, newest file first (file names start with the run's newest finish time).
+
+    Raises:
+        DatasetError: a changes file is unreadable.
+    """
+    rows: list[dict[str, Any]] = []
+    for path in sorted((root / CHANGES_DIR).glob("*.parquet"), reverse=True):
+        rows.extend(read_rows(path))
+    return rows

@@ -1,0 +1,168 @@
+"""The Space's tree, built from a dataset folder: the catalog page, its scripts, the Space card and the feed.
+
+The Hub does not render HTML inside a dataset repo, so the page lives in a static Space (``sdk: static``). The
+tree holds ``index.html``, ``README.md`` (the Space metadata), ``feed.xml`` (Atom, from ``data/changes/``) and a
+copy of ``scripts/`` so that the page's links to them resolve beside it. Callers build it from a snapshot of the
+dataset's merged main, never from a pull request (:mod:`pipeline.space`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from pipeline import fsatomic, render
+from pipeline.dataset.changes import CHANGE_KINDS, read_changes
+from pipeline.dataset.layout import SCRIPTS_DIR
+from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.page import HISTORY_READ, render_page
+
+SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
+ATOM = "http://www.w3.org/2005/Atom"
+#: Entries in the feed: the newest changes (a reader polls it; the whole record is data/changes/).
+FEED_ENTRIES = 200
+_KIND_TITLES = {
+    "new_model": "New model",
+    "new_pass": "New pass",
+    "new_failure": "New failure",
+    "regression": "Regression",
+}
+
+
+@dataclass(frozen=True)
+class SiteNames:
+    """Where the Space's page points to: the dataset, the Space and the address the page is served at."""
+
+    dataset_repo: str
+    space_repo: str
+    #: The page's address (feed links point into it); default the Space's page on the Hub.
+    site_url: str = ""
+    dataset_sha: str = ""
+    note: str | None = None
+
+    @property
+    def page_url(self) -> str:
+        return self.site_url or f"https://huggingface.co/spaces/{self.space_repo}"
+
+    @property
+    def feed_url(self) -> str:
+        """The feed beside the page (given a site address), else the file in the Space repo on the Hub."""
+        if not self.site_url:
+            return f"https://huggingface.co/spaces/{self.space_repo}/resolve/main/{FEED_FILE}"
+        base = self.site_url.rsplit("/", 1)[0] if self.site_url.endswith(".html") else self.site_url.rstrip("/")
+        return f"{base}/{FEED_FILE}"
+
+
+def _iso(value: Any) -> str:
+    if isinstance(value, dt.datetime):
+        return value.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return str(value)
+
+
+def details_link(page_url: str, row: dict[str, Any]) -> str:
+    """The page's address with the hash that opens a model's details (every device shown)."""
+    query = urlencode({"task": row["task"], "view": "all", "device": "all", "m": row["model_id"]})
+    return f"{page_url}#{query}"
+
+
+def entry_title(row: dict[str, Any]) -> str:
+    """'Regression: org/model (text-generation)'."""
+    return f"{_KIND_TITLES[row['kind']]}: {row['model_id']} ({row['task']})"
+
+
+def entry_summary(row: dict[str, Any]) -> str:
+    text = f"{_KIND_TITLES[row['kind']]} on {row['hardware']} ({row['device']}) with {row['toolchain']}"
+    if row["status"] != "pass":
+        text += f": fails at {row.get('failure_stage') or '?'} ({row.get('failure_code') or '?'})"
+    if row["kind"] == "regression" and row.get("previous_toolchain"):
+        text += f"; passed with {row['previous_toolchain']}"
+    return text + "."
+
+
+def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt.datetime | None = None) -> str:
+    """An Atom 1.0 document (RFC 4287) of the newest changes; ElementTree escapes every text.
+
+    Args:
+        changes: change rows (:data:`pipeline.dataset.changes.CHANGES_SCHEMA`), newest first.
+        names: the dataset, the Space and the page's address.
+        updated: the feed's time (default: its newest entry's, so an unchanged dataset gives the same bytes).
+
+    Returns:
+        The XML text.
+    """
+    ET.register_namespace("", ATOM)
+    order = {kind: i for i, (kind, _) in enumerate(CHANGE_KINDS)}
+    rows = sorted(changes, key=lambda r: (r["finished_at"], -order[r["kind"]], r["model_id"]), reverse=True)
+    rows = rows[:FEED_ENTRIES]
+
+    def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+        node = ET.SubElement(parent, f"{{{ATOM}}}{tag}", attrs)
+        if text is not None:
+            node.text = text
+        return node
+
+    feed = ET.Element(f"{{{ATOM}}}feed")
+    sub(feed, "title", f"trncat: changes in {names.dataset_repo}")
+    sub(
+        feed, "subtitle", "New models, new passes, new failures and regressions of Hugging Face models on AWS Trainium2"
+    )
+    sub(feed, "id", names.feed_url)
+    newest = updated or (rows[0]["finished_at"] if rows else dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
+    sub(feed, "updated", _iso(newest))
+    sub(feed, "link", rel="self", type="application/atom+xml", href=names.feed_url)
+    sub(feed, "link", rel="alternate", type="text/html", href=names.page_url)
+    sub(feed, "link", rel="related", href=f"https://huggingface.co/datasets/{names.dataset_repo}")
+    author = sub(feed, "author")
+    sub(author, "name", "trncat")
+    for row in rows:
+        entry = sub(feed, "entry")
+        sub(entry, "title", entry_title(row))
+        sub(entry, "id", f"urn:trncat:change:{row['record_id']}:{row['kind']}")
+        sub(entry, "updated", _iso(row["finished_at"]))
+        sub(entry, "link", rel="alternate", type="text/html", href=details_link(names.page_url, row))
+        sub(entry, "category", term=row["kind"], label=_KIND_TITLES[row["kind"]])
+        sub(entry, "summary", entry_summary(row))
+    ET.indent(feed)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="unicode") + "\n"
+
+
+def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
+    """Replace the folder ``out`` with the Space tree of the dataset folder ``dataset``, all at once.
+
+    Raises:
+        DatasetError: a Parquet file of the dataset is unreadable.
+    """
+    latest = read_latest(dataset)
+    scripts = read_scripts(dataset, {row["model_id"] for row in latest})
+    html = render_page(
+        latest=latest,
+        history=list(iter_results(dataset, HISTORY_READ)),
+        rankings=read_rankings(dataset),
+        exclusions=read_exclusions(dataset),
+        scripts=scripts,
+        note=names.note,
+        feed=FEED_FILE,
+        dataset_repo=names.dataset_repo,
+    )
+    card = render.render(
+        "space_card.md.j2",
+        title="trncat catalog",
+        dataset_repo=names.dataset_repo,
+        dataset_sha=names.dataset_sha or "unknown",
+    )
+    with fsatomic.staged_folder(out) as stage:
+        for old in list(stage.iterdir()):
+            if not old.name.startswith("."):
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
+        fsatomic.write_text(stage / SPACE_PAGE, html)
+        fsatomic.write_text(stage / SPACE_CARD, card)
+        fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names))
+        for source in sorted((dataset / SCRIPTS_DIR).rglob("*")):
+            if source.is_file():
+                fsatomic.write_bytes(stage / source.relative_to(dataset), source.read_bytes())

@@ -1,0 +1,46 @@
+// Number and text formats of the catalog page (kept in step with pipeline/plots.py); index.js follows in the same script.
+var TRNCAT_FORMAT = (function () {
+  "use strict";
+  function secs(v) {
+    if (v === null || v === undefined) return "\u2014";
+    if (v < 1) return (v * 1000).toFixed(0) + " ms";
+    if (v < 100) return v.toFixed(1) + " s";
+    if (v < 600) return v.toFixed(0) + " s";
+    return (v / 60).toFixed(0) + " min";
+  }
+  function bytes(v) {
+    if (v === null || v === undefined) return "\u2014";
+    var units = [[1099511627776, "TiB"], [1073741824, "GiB"], [1048576, "MiB"], [1024, "KiB"]];
+    for (var k = 0; k < units.length; k++) {
+      if (v >= units[k][0]) { var n = v / units[k][0]; return (n >= 100 ? n.toFixed(0) : n.toFixed(1)) + " " + units[k][1]; }
+    }
+    return v.toFixed(0) + " B";
+  }
+  function params(v) {
+    if (v === null || v === undefined) return "\u2014";
+    var units = [[1e12, "T"], [1e9, "B"], [1e6, "M"], [1e3, "K"]];
+    for (var k = 0; k < units.length; k++) {
+      if (v >= units[k][0]) { var n = v / units[k][0]; return (n >= 10 ? n.toFixed(0) : n.toFixed(1).replace(".0", "")) + units[k][1]; }
+    }
+    return String(v);
+  }
+  function rate(v) { return v === null || v === undefined ? "\u2014" : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
+  function statusLabel(st) {
+    return {pass: "runs", fail: "fails", error: "infra error", unmeasured: "not yet measured"}[st] || st;
+  }
+  function command(e) {
+    // keep in step with pipeline/catalog.py command()
+    var c = e.cores || e.pc || 1;
+    var dev = (e.device === "cpu" || e.device === "cuda") ? " --device " + e.device : "";
+    return "pip install -r requirements.txt && " + (c > 1 ? "torchrun --nproc-per-node " + c + " run.py" : "python run.py") + dev;
+  }
+  function toolchain(e) {
+    var lines = [];
+    if (e.cc) lines.push("neuronx-cc " + e.cc);
+    if (e.tnx) lines.push("torch-neuronx " + e.tnx);
+    if (!lines.length && e.device) lines.push(e.device);
+    if (e.tf) lines.push("transformers " + e.tf);
+    return lines;
+  }
+  return {secs: secs, bytes: bytes, params: params, rate: rate, statusLabel: statusLabel, command: command, toolchain: toolchain};
+})();

@@ -15,6 +15,10 @@ Task = Literal["text-generation", "image-text-to-text"]
 Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
 Source = Literal["ci", "community", "local"]
 View = Literal["trending", "downloads", "selected"]
+#: Where a predicted job duration comes from (pipeline.durations).
+DurationSource = Literal["history", "older-toolchain", "prior"]
+#: How an instance is paid for (runners/instances.yaml).
+PriceKind = Literal["on_demand", "capacity_block", "reserved"]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -23,3 +27,4 @@ TASKS: tuple[str, ...] = get_args(Task)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
+PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)

@@ -103,6 +103,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
 
     The pull request's tree lands in ``out``; what ``out`` held before is the dataset's main branch.
     """
+    from pipeline.dataset import write_front_files
     from pipeline.discover import discover_all, write_outputs
     from pipeline.hub import Hub, point_client_at
     from pipeline.localhub import LocalHub
@@ -164,6 +165,9 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"
                     _copy_tree(hub, f"refs/pr/{result.pr_num}", out, work)
+                    # A Hub publish reads only the shards it touches, so it does not rebuild the catalog page
+                    # (the whole latest view): the demo builds it from the PR's whole tree.
+                    write_front_files(out)
             finally:
                 restore()
     finally:

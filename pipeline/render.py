@@ -136,22 +136,52 @@ def requirements(record: dict[str, Any]) -> str:
     return render("requirements.txt.j2", model_id=record["model_id"], lines=requirement_lines(record))
 
 
-def dataset_card(*, rows: Iterable[dict[str, Any]], configs: list[tuple[str, str]], repo_title: str = "trncat") -> str:
-    """README.md of the dataset repo: YAML ``configs`` for the Parquet files and a human summary."""
-    rows = list(rows)
+def card_counts(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What the card summarises of latest rows: rows per (task, status), per toolchain, and the total.
+
+    JSON-ready (lists, not tuple keys): ``pipeline.dataset`` keeps it in a small summary file so that a
+    publish renders the card without reading the whole latest view.
+    """
     counts: dict[tuple[str, str], int] = {}
     toolchains: dict[tuple[str, str, str], int] = {}
+    total = 0
     for row in rows:
+        total += 1
         counts[(row["task"], row["status"])] = counts.get((row["task"], row["status"]), 0) + 1
         key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
         toolchains[key] = toolchains.get(key, 0) + 1
-    tasks = sorted({task for task, _ in counts})
+    return {
+        "total": total,
+        "counts": [[*key, n] for key, n in sorted(counts.items())],
+        "toolchains": [[*key, n] for key, n in sorted(toolchains.items())],
+    }
+
+
+def dataset_card(
+    *,
+    rows: Iterable[dict[str, Any]] | None = None,
+    configs: list[tuple[str, str]],
+    counts: dict[str, Any] | None = None,
+    repo_title: str = "trncat",
+) -> str:
+    """README.md of the dataset repo: YAML ``configs`` for the Parquet files and a human summary.
+
+    Args:
+        rows: The latest rows; or
+        counts: their :func:`card_counts` (the same card, without the rows).
+        configs: (name, file glob) of each Parquet view.
+        repo_title: The card's title.
+    """
+    summary = counts if counts is not None else card_counts(rows or [])
+    by_status = {(task, status): n for task, status, n in summary["counts"] if n}
+    toolchains = sorted(((device, cc, tf), n) for device, cc, tf, n in summary["toolchains"] if n)
+    tasks = sorted({task for task, _ in by_status})
     return render(
         "dataset_card.md.j2",
         title=repo_title,
         configs=configs,
         tasks=tasks,
-        counts=counts,
-        toolchains=sorted(toolchains.items()),
-        total=len(rows),
+        counts=by_status,
+        toolchains=toolchains,
+        total=summary["total"],
     )

@@ -5,12 +5,13 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.read`: the latest view, results columns, rankings, exclusions, scripts;
 - :mod:`~pipeline.dataset.rankings`: discovery's snapshots and exclusions;
 - :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;
-- :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs.
+- :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
+- :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout.
 """
 
 from __future__ import annotations
 
-from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, shard_of
+from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, refresh_card, shard_of
 from pipeline.dataset.front import page_html, write_front_files
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
@@ -19,13 +20,15 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
     SCRIPTS_DIR,
+    SUMMARY_FILE,
     results_file_time,
     results_files_since,
     run_name,
 )
-from pipeline.dataset.mirror import overlay_files, publish_paths, results_paths, tree_digests
+from pipeline.dataset.mirror import overlay_files, publish_paths, results_paths, summary_paths, tree_digests
 from pipeline.dataset.rankings import write_exclusions, write_rankings
 from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
+from pipeline.dataset.summary import read_summary
 
 __all__ = [
     "EXCLUSIONS_FILE",
@@ -35,6 +38,7 @@ __all__ = [
     "RANKINGS_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
+    "SUMMARY_FILE",
     "BuildSummary",
     "Change",
     "build",
@@ -46,11 +50,14 @@ __all__ = [
     "publish_paths",
     "published_ids",
     "read_latest",
+    "read_summary",
+    "refresh_card",
     "results_file_time",
     "results_files_since",
     "results_paths",
     "run_name",
     "shard_of",
+    "summary_paths",
     "tree_digests",
     "write_exclusions",
     "write_front_files",

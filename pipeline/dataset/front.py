@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,14 @@ from pipeline.dataset.read import iter_results, read_exclusions, read_latest, re
 from pipeline.page import HISTORY_READ, render_page
 
 
-def card_configs(root: Path) -> list[tuple[str, str]]:
-    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds."""
+def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds, or that
+    ``known`` names (views the repo holds beyond a partial mirror)."""
+    known = set(known)
     configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
-    if any((root / RANKINGS_DIR).glob("*.parquet")):
+    if "rankings" in known or any((root / RANKINGS_DIR).glob("*.parquet")):
         configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
-    if (root / EXCLUSIONS_FILE).is_file():
+    if "exclusions" in known or (root / EXCLUSIONS_FILE).is_file():
         configs.append(("exclusions", EXCLUSIONS_FILE))
     return configs
 
@@ -37,9 +40,24 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
     )
 
 
-def write_front_files(root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True) -> None:
-    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content."""
+def write_front_files(
+    root: Path,
+    *,
+    latest: list[dict[str, Any]] | None = None,
+    page: bool = True,
+    counts: dict[str, Any] | None = None,
+    known: Iterable[str] = (),
+) -> None:
+    """(Re)write README.md (the card) and index.html (the catalog page) from the folder's current content.
+
+    ``counts`` (the summary file's, see :mod:`pipeline.dataset.summary`) and ``known`` views make the same
+    card on a partial mirror; the page needs the whole latest view.
+    """
+    configs = card_configs(root, known=known)
+    if counts is not None and not page:
+        fsatomic.write_text(root / CARD_FILE, render.dataset_card(counts=counts, configs=configs))
+        return
     latest = read_latest(root) if latest is None else latest
-    fsatomic.write_text(root / CARD_FILE, render.dataset_card(rows=latest, configs=card_configs(root)))
+    fsatomic.write_text(root / CARD_FILE, render.dataset_card(rows=latest, counts=counts, configs=configs))
     if page:
         fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))

@@ -7,6 +7,7 @@ Layout::
     data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by key hash
     data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
     data/exclusions.parquet                   hand-kept and discovered exclusions
+    data/summary.json                         the card's counts and the latest view's shard layout
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """
@@ -30,6 +31,7 @@ RESULTS_DIR = "data/results"
 LATEST_DIR = "data/latest"
 RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
+SUMMARY_FILE = "data/summary.json"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

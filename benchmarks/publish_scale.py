@@ -91,6 +91,9 @@ def push_whole_split(records: list[dict], *, local: LocalHub, work: Path) -> tup
     import datasets
     from huggingface_hub import snapshot_download
 
+    # datasets reads the endpoint once, at import: point it at this run's local hub.
+    datasets.config.HF_ENDPOINT = local.url
+
     mark = _counting(local)
     start = time.perf_counter()
     folder = snapshot_download(REPO, repo_type="dataset", allow_patterns=[f"{RESULTS_DIR}/*"], local_dir=work / "pull")

@@ -227,9 +227,10 @@ class Estimate:
 def recommend_fleet(
     jobs: Sequence[Job], *, instance: str = "trn2.48xlarge", target_hours: float = 24.0, max_instances: int = 64
 ) -> tuple[list[list[int]], SweepResult]:
-    """The fewest instances (each partitioned by :func:`layout_fleet`) that finish ``jobs`` within
-    ``target_hours`` in :func:`pipeline.sweep.simulate` with re-partitioning, or the fastest up to
-    ``max_instances`` when none does.
+    """The fleet (instances partitioned by :func:`layout_fleet`) that finishes ``jobs`` within ``target_hours``
+    in :func:`pipeline.sweep.simulate` with re-partitioning for the fewest instance-hours; among fleets within
+    2 % of those hours, the one that finishes first. When none meets the target, the fastest up to
+    ``max_instances``.
 
     Raises:
         ConfigError: a job larger than the instance, or a bad target.
@@ -245,16 +246,16 @@ def recommend_fleet(
     for job in jobs:
         work[job.cores] = work.get(job.cores, 0.0) + job.cores * job.seconds
     floor = max(1, math.ceil(sum(work.values()) / (inst.cores * target_hours * 3600)))
-    best: tuple[list[list[int]], SweepResult] | None = None
-    for count in range(floor, max(floor, max_instances) + 1):
+    tried: list[tuple[list[list[int]], SweepResult]] = []
+    # Instances are released when idle, so more of them cost little more: look past the first that fits.
+    for count in range(floor, min(max_instances, 4 * floor) + 1):
         layouts = layout_fleet(work, count, cores=inst.cores)
-        result = simulate(jobs, layouts, instance_cores=inst.cores)
-        if best is None or result.makespan_s < best[1].makespan_s:
-            best = (layouts, result)
-        if result.makespan_s <= target_hours * 3600:
-            return layouts, result
-    assert best is not None
-    return best
+        tried.append((layouts, simulate(jobs, layouts, instance_cores=inst.cores)))
+    within = [t for t in tried if t[1].makespan_s <= target_hours * 3600]
+    if not within:
+        return min(tried, key=lambda t: t[1].makespan_s)
+    cheapest = min(t[1].instance_hours for t in within)
+    return min((t for t in within if t[1].instance_hours <= 1.02 * cheapest), key=lambda t: t[1].makespan_s)
 
 
 def estimate_sweep(

@@ -35,6 +35,7 @@ from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
+from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload
 
 __all__ = [
@@ -208,10 +209,13 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     versions = [_version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for row in iter_results(root, columns):
+    for row in iter_results(root, [*columns, "failure_code"]):
         key = tuple(row[c] for c in columns[: -1 - len(versions)])
         key += tuple(_public(row[c]) for c in versions)
-        history.setdefault(key, Counter())[row["status"]] += 1
+        counts = history.setdefault(key, Counter())
+        # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
+        if row["failure_code"] != HOST_MEMORY_SHORT:
+            counts[row["status"]] += 1
     return history
 
 

@@ -28,3 +28,7 @@ DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
+
+#: The failure code of a run refused because the host lacked the memory its compile needs (status ``error``;
+#: the queue retries it without counting it against the key's retries).
+HOST_MEMORY_SHORT = "host_memory_short"

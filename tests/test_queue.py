@@ -285,3 +285,20 @@ def test_matrix_order_puts_the_largest_and_longest_jobs_first() -> None:
     # Every chunk is in that order too (chunks are slices of the ordered list).
     chunked = queue_of(candidates, None, chunk_size=2)
     assert [e["model_id"] for e in chunked.entries] == [e["model_id"] for e in entries]
+
+
+def test_a_run_refused_for_host_memory_is_requeued_without_using_a_retry(tmp_path: Path) -> None:
+    from pipeline.types import HOST_MEMORY_SHORT
+
+    root = tmp_path / "dataset"
+
+    def run(i: int) -> dict:
+        return {"started_at": f"2026-11-28T10:0{i}:00+00:00", "finished_at": f"2026-11-28T10:0{i}:30+00:00"}
+
+    refused = [
+        sample_failure(model_id="busy/host", status="error", stage="load", code=HOST_MEMORY_SHORT, run=run(i))
+        for i in range(5)
+    ]
+    build(refused, root)
+    (entry,) = queue_of([cand("busy/host")], root).entries
+    assert entry["attempt"] == 1, "five refusals are no infrastructure errors of the model"

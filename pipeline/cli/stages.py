@@ -226,6 +226,15 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
     p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
+    p.add_argument(
+        "--host-memory-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="host memory the compile needs (the queue's host_memory_bytes); short of it, the run is refused "
+        "with an error record that a later queue retries",
+    )
+    p.add_argument("--host-memory-wait", type=float, default=0.0, metavar="S", help="wait this long for it first")
 
 
 @command(
@@ -254,6 +263,8 @@ def _bench(args: argparse.Namespace) -> int:
         source=args.source,
         escalate=args.escalate,
         hub=None if Path(args.model).is_dir() else make_hub(),
+        host_memory_bytes=args.host_memory_bytes,
+        host_memory_wait_s=args.host_memory_wait,
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"

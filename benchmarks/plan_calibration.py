@@ -9,6 +9,11 @@ planned count is the ``plan.cores`` the records carry.
 
 Prints how many groups the plan got exactly right, how many it under-planned (a run at the planned count
 failed and more cores passed) and how many it over-planned (fewer cores passed), and lists the misses.
+
+``--durations`` instead refits the duration model's prior (``pipeline.durations.Prior``) from the Neuron records
+whose compile finished: compile seconds = base + per-billion x params / sqrt(cores), run seconds = base +
+per-billion x params, host bytes = base + per-parameter x params, each by least squares; it prints the values
+to put in ``pipeline/durations.py``.
 """
 
 from __future__ import annotations
@@ -85,11 +90,57 @@ def calibrate(records: list[dict[str, Any]]) -> list[Group]:
     return list(groups.values())
 
 
+def _line_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of ys on xs (slope 0 when every x is the same)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / var if var else 0.0
+    return my - slope * mx, slope
+
+
+def fit_durations(records: list[dict[str, Any]]) -> dict[str, float] | None:
+    """The prior's coefficients fitted to ``records`` (None with fewer than two usable records)."""
+    rows = []
+    for r in records:
+        m = r.get("metrics") or {}
+        if r.get("device") != "neuron" or r.get("status") == "error" or m.get("compile_s") is None:
+            continue
+        if m.get("wall_s") is None or not m.get("params") or not isinstance(r.get("cores"), int):
+            continue
+        rows.append(
+            (m["params"], r["cores"], m["compile_s"], m["wall_s"] - m["compile_s"], m.get("peak_host_memory_bytes"))
+        )
+    if len(rows) < 2:
+        return None
+    compile_base, compile_per_b = _line_fit([p / 1e9 / max(1, c) ** 0.5 for p, c, *_ in rows], [r[2] for r in rows])
+    run_base, run_per_b = _line_fit([p / 1e9 for p, *_ in rows], [r[3] for r in rows])
+    hosts = [(p, h) for p, _, _, _, h in rows if h]
+    host_base, host_per_param = _line_fit([p for p, _ in hosts], [h for _, h in hosts]) if len(hosts) > 1 else (0, 0)
+    return {
+        "compile_base_s": round(compile_base, 1),
+        "compile_per_b_s": round(compile_per_b, 1),
+        "run_base_s": round(run_base, 1),
+        "run_per_b_s": round(run_per_b, 1),
+        "host_base_bytes": int(host_base),
+        "host_per_param_bytes": round(host_per_param, 2),
+        "records": len(rows),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", nargs="+", type=Path, help="result record JSON files")
     parser.add_argument("--json", action="store_true", help="print the groups as JSON")
+    parser.add_argument("--durations", action="store_true", help="refit the duration model's prior instead")
     args = parser.parse_args(argv)
+    if args.durations:
+        fitted = fit_durations(load_records(args.records))
+        if fitted is None:
+            print("fewer than two Neuron records with a finished compile: nothing to fit", file=sys.stderr)
+            return 1
+        print(json.dumps(fitted, indent=2))
+        return 0
 
     groups = calibrate(load_records(args.records))
     if not groups:

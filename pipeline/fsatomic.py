@@ -19,9 +19,33 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
+#: Folders being built only to be read once and thrown away (a publish's mirror), as absolute path strings
+#: ending in a separator: see :func:`scratch`.
+_SCRATCH: set[str] = set()
 _AT_FDCWD = -100
 _RENAME_EXCHANGE = 2
 _STAGE_PREFIX = ".trncat-stage-"
+
+
+@contextlib.contextmanager
+def scratch(root: Path) -> Iterator[None]:
+    """Within the block, ``root`` is a scratch folder: writes under it skip ``fsync`` and a staged build of
+    it changes it in place. For a folder that is thrown away when the work fails (a publish's mirror, which
+    a killed publish never reuses), durability and atomicity buy nothing and cost a disk flush per file and
+    a copy of the tree per build."""
+    prefix = os.path.join(os.path.abspath(root), "")
+    _SCRATCH.add(prefix)
+    try:
+        yield
+    finally:
+        _SCRATCH.discard(prefix)
+
+
+def _in_scratch(path: Path) -> bool:
+    if not _SCRATCH:
+        return False
+    where = os.path.join(os.path.abspath(path), "")
+    return any(where.startswith(prefix) for prefix in _SCRATCH)
 
 
 def write_bytes(path: Path, data: bytes) -> None:
@@ -30,8 +54,9 @@ def write_bytes(path: Path, data: bytes) -> None:
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     with open(tmp, "wb") as handle:
         handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if not _in_scratch(path):
+            handle.flush()
+            os.fsync(handle.fileno())
     os.replace(tmp, path)
 
 
@@ -78,9 +103,14 @@ def clean_stale_stages(target: Path) -> None:
 def staged_folder(target: Path) -> Iterator[Path]:
     """Yield a staged copy of ``target`` to change; on success it replaces ``target`` in one atomic step.
 
-    An exception inside the block discards the stage and leaves ``target`` untouched.
+    An exception inside the block discards the stage and leaves ``target`` untouched. A :func:`scratch`
+    folder is its own stage.
     """
     target = Path(target)
+    if _in_scratch(target):
+        target.mkdir(parents=True, exist_ok=True)
+        yield target
+        return
     target.parent.mkdir(parents=True, exist_ok=True)
     clean_stale_stages(target)
     stage = target.resolve().parent / f"{_STAGE_PREFIX}{target.name}-{uuid.uuid4().hex[:12]}"

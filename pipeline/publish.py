@@ -1,9 +1,11 @@
 """``trncat publish``: one commit (data + scripts + card + page) to the Hub dataset, as a PR a maintainer reviews.
 
-The commit is built on a partial mirror of the dataset repo: only the latest view (``data/latest/``), the newest
-rankings snapshot per task and view, the exclusions, the card and the page are downloaded, never the results
-history, so a publish costs O(new rows + latest view), not O(history). The history stays append-only: a
-publish only adds a results file.
+The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
+shard layout), the latest shards the records touch, and the results files that could already hold them: one
+GET each on one HTTP session, never the results history, the card or the page. The card is rendered from the
+summary; the catalog page (which needs the whole latest view) is not rebuilt by a Hub publish. A dataset
+without a summary gets its whole latest view mirrored once, and the summary with it. The history stays
+append-only: a publish only adds a results file.
 
 When the bot already has an open PR, the commit goes onto it (``refs/pr/N``) instead of opening a second one;
 when the branch moves while committing, the commit is rebuilt on the new head (:meth:`pipeline.hub.Hub.commit`).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from pipeline import constants, fsatomic
 from pipeline.columns import toolchain_label
 from pipeline.dataset import (
     CHANGE_KINDS,
+    RESULTS_DIR,
+    SUMMARY_FILE,
     BuildSummary,
     CardNames,
     Change,
@@ -34,6 +38,9 @@ from pipeline.dataset import (
     needs_migration,
     overlay_files,
     publish_paths,
+    read_summary,
+    refresh_card,
+    summary_paths,
     tree_digests,
     write_front_files,
 )
@@ -85,20 +92,53 @@ def prepare_folder(
     folder: Path,
     overlay: Path | None,
     fetch: Callable[[list[str], Path], None],
-    remote_files: Iterable[str],
+    remote_files: Callable[[str | None], list[str]],
     parent: str | None = None,
     names: CardNames | None = None,
 ) -> Prepared:
-    """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed."""
+    """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
+
+    The folder is a :func:`pipeline.fsatomic.scratch` folder: thrown away if anything fails.
+
+    Args:
+        fetch: (paths, folder) -> downloads those the target holds.
+        remote_files: folder in the repo (None: all) -> the target's file paths under it.
+        names: The repo and Space the card names.
+    """
+    with fsatomic.scratch(folder):
+        return _prepare(
+            records, folder=folder, overlay=overlay, fetch=fetch, remote_files=remote_files, parent=parent, names=names
+        )
+
+
+def _prepare(
+    records: list[dict[str, Any]],
+    *,
+    folder: Path,
+    overlay: Path | None,
+    fetch: Callable[[list[str], Path], None],
+    remote_files: Callable[[str | None], list[str]],
+    parent: str | None,
+    names: CardNames | None,
+) -> Prepared:
     overlay_map = overlay_files(overlay)
     # Records are valid here, so every finish time parses.
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
-    wanted = publish_paths(remote_files, extra=overlay_map, since=since)
     folder.mkdir(parents=True, exist_ok=True)
+    fetch([SUMMARY_FILE], folder)
+    counts = read_summary(folder)
+    everything: list[str] | None = None
+    if counts is not None:
+        results = remote_files(RESULTS_DIR) if since is not None else []
+        wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
+    else:  # a dataset from before the summary file: its whole latest view, once
+        everything = remote_files(None)
+        wanted = publish_paths(everything, extra=overlay_map, since=since)
     if wanted:
         fetch(wanted, folder)
     if needs_migration(folder):  # an older layout: every file of it is rewritten in this PR
-        rest = sorted(set(migration_paths(remote_files)) - set(wanted))
+        everything = remote_files(None) if everything is None else everything
+        rest = sorted(set(migration_paths(everything)) - set(wanted))
         logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
         if rest:
             fetch(rest, folder)
@@ -107,9 +147,9 @@ def prepare_folder(
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
     migrated = bool(migrate(folder)) if needs_migration(folder) else False
     overlay_changed = tree_digests(folder) != before
-    summary = build(records, folder, page=True, names=names) if records else BuildSummary()
+    summary = build(records, folder, page=False, names=names) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
-        write_front_files(folder, names=names)
+        refresh_card(folder, names=names)
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
     return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
@@ -191,15 +231,17 @@ class _Publication:
         folder = self.work / f"mirror-{len(self.prepared)}"
 
         def fetch(paths: list[str], into: Path) -> None:
-            self.hub.snapshot(self.repo, revision=parent, repo_type="dataset", local_dir=into, allow_patterns=paths)
+            self.hub.fetch_files(self.repo, paths, revision=parent, into=into, repo_type="dataset")
 
-        remote = self.hub.list_files(self.repo, revision=parent, repo_type="dataset")
+        def remote_files(under: str | None) -> list[str]:
+            return self.hub.list_files(self.repo, revision=parent, repo_type="dataset", under=under)
+
         prepared = prepare_folder(
             self.records,
             folder=folder,
             overlay=self.overlay,
             fetch=fetch,
-            remote_files=remote,
+            remote_files=remote_files,
             parent=parent,
             names=self.names,
         )
@@ -272,6 +314,7 @@ def publish(
             repo_type="dataset",
             create_pr=pr_num is None,
             revision=revision if pr_num is not None else None,
+            parent=parent,
         )
         last = publication.latest
         if last.empty:  # the branch moved to a state that already holds everything

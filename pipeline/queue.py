@@ -8,7 +8,9 @@ infrastructure failures, retried while their count is at most ``max_error_retrie
 
 Each queued model is planned from its config.json (one download per model and revision, cached) to pick
 the runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most
-256 entries each, GitHub's cap on the jobs one matrix may generate.
+256 entries each, GitHub's cap on the jobs one matrix may generate. Each entry carries its predicted seconds
+and compile host memory (:mod:`pipeline.durations`), and the entries are ordered largest and longest first,
+so that the tail of a sweep is made of short jobs.
 """
 
 from __future__ import annotations
@@ -26,15 +28,27 @@ import yaml
 from pipeline.candidates import Candidate, Discovery
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
+from pipeline.durations import DurationModel
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
+from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload
 
-__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain"]
+__all__ = [
+    "HubPlanner",
+    "Planner",
+    "Queue",
+    "build_queue",
+    "fetch_results",
+    "load_candidates",
+    "load_toolchain",
+    "matrix_order",
+    "runner_cores",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -155,6 +169,8 @@ class Queue:
     chunks: list[dict[str, list[dict[str, Any]]]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     toolchain: dict[str, str] = field(default_factory=dict)
+    #: How many predictions came from history at this toolchain, older toolchains, and the prior.
+    duration_sources: dict[str, int] = field(default_factory=dict)
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -193,10 +209,13 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     versions = [_version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for row in iter_results(root, columns):
+    for row in iter_results(root, [*columns, "failure_code"]):
         key = tuple(row[c] for c in columns[: -1 - len(versions)])
         key += tuple(_public(row[c]) for c in versions)
-        history.setdefault(key, Counter())[row["status"]] += 1
+        counts = history.setdefault(key, Counter())
+        # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
+        if row["failure_code"] != HOST_MEMORY_SHORT:
+            counts[row["status"]] += 1
     return history
 
 
@@ -237,8 +256,10 @@ def build_queue(
     device: str = "neuron",
     dtype: str = "bfloat16",
     instance: str = DEFAULT_INSTANCE,
+    durations: DurationModel | None = None,
 ) -> Queue:
-    """The benchmark matrices for ``candidates`` (in their order; a model and task listed twice runs once).
+    """The benchmark matrices for ``candidates`` (a model and task listed twice runs once), largest and
+    longest jobs first.
 
     Args:
         candidates: From discovery (any views; ineligible ones are skipped with their reason).
@@ -251,6 +272,7 @@ def build_queue(
         device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
         dtype: Benchmark dtype.
         instance: Instance type plans are made for.
+        durations: Predicts each job's seconds and host memory; None for one over ``dataset_root``'s history.
 
     Returns:
         The :class:`Queue`.
@@ -272,6 +294,7 @@ def build_queue(
     plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)  # type: ignore[arg-type]
     root = Path(dataset_root) if dataset_root is not None else None
     history = _measured(root, pinned) if root is not None and root.is_dir() else {}
+    durations = durations or DurationModel.from_dataset(root, toolchain=pinned)
     queue = Queue(toolchain=pinned)
     entries: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
@@ -305,10 +328,25 @@ def build_queue(
             skip(c, entry)
             continue
         entry["attempt"] = statuses["error"] + 1
+        predicted = durations.predict(task=c.task, cores=runner_cores(entry), params=entry.pop("params"))
+        entry["predicted_s"] = round(predicted.total_s)
+        queue.duration_sources[predicted.source] = queue.duration_sources.get(predicted.source, 0) + 1
+        entry["host_memory_bytes"] = predicted.host_memory_bytes
         entries.append(entry)
+    entries = matrix_order(entries)
     queue.chunks = [{"include": entries[i : i + chunk_size]} for i in range(0, len(entries), chunk_size)]
     logger.info("queued %d jobs in %d chunk(s); skipped %d", len(entries), len(queue.chunks), len(queue.skipped))
     return queue
+
+
+def runner_cores(entry: Mapping[str, Any]) -> int:
+    """The cores a matrix entry's runner holds: its label's (``trn2-8c`` -> 8), the plan's rounded up."""
+    return int(str(entry["runner"]).rsplit("-", 1)[1].removesuffix("c"))
+
+
+def matrix_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Largest (runner cores) and longest (predicted seconds) first; ties by model id and task (stable)."""
+    return sorted(entries, key=lambda e: (-runner_cores(e), -e.get("predicted_s", 0), e["model_id"], e["task"]))
 
 
 def _entry(
@@ -330,7 +368,7 @@ def _entry(
         problem = PlanError(f"{type(exc).__name__}: {exc}")
     if problem is not None:
         # Unplannable is not unrunnable: the benchmark on one core is what tells.
-        cores, runner, note = 1, f"{family}-1c", f"not planned ({problem}); runs on 1 core"
+        cores, runner, note, params = 1, f"{family}-1c", f"not planned ({problem}); runs on 1 core", c.params
     else:
         quantization = plan.quantization or {}
         if quantization.get("support") == "unsupported":
@@ -338,7 +376,7 @@ def _entry(
             return f"unsupported quantization: {quantization['method']}: {quantization['reason']}"
         if not plan.fits:
             return f"does not fit: {plan.advice}"
-        cores, runner, note = plan.cores, runner_label(plan), ""
+        cores, runner, note, params = plan.cores, runner_label(plan), "", plan.params
     org, name = c.model_id.split("/")
     return {
         "model_id": c.model_id,
@@ -352,4 +390,5 @@ def _entry(
         # Artifact names may not hold '/'; '--' cannot occur in a Hub id, so it separates unambiguously.
         "artifact": f"{org}--{name}--{c.task}--{c.sha[:12]}",
         "note": note,
+        "params": params,
     }

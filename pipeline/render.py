@@ -148,10 +148,33 @@ def requirements(record: dict[str, Any]) -> str:
     return render("requirements.txt.j2", model_id=record["model_id"], lines=requirement_lines(record))
 
 
+def card_counts(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """What the card summarises of latest rows: rows per (task, device, status), per toolchain, and the total.
+
+    JSON-ready (lists, not tuple keys): ``pipeline.dataset`` keeps it in a small summary file so that a
+    publish renders the card without reading the whole latest view.
+    """
+    counts: dict[tuple[str, str, str], int] = {}
+    toolchains: dict[tuple[str, str, str], int] = {}
+    total = 0
+    for row in rows:
+        total += 1
+        key3 = (row["task"], row["device"], row["status"])
+        counts[key3] = counts.get(key3, 0) + 1
+        key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
+        toolchains[key] = toolchains.get(key, 0) + 1
+    return {
+        "total": total,
+        "counts": [[*key, n] for key, n in sorted(counts.items())],
+        "toolchains": [[*key, n] for key, n in sorted(toolchains.items())],
+    }
+
+
 def dataset_card(
     *,
-    rows: Iterable[dict[str, Any]],
+    rows: Iterable[dict[str, Any]] | None = None,
     configs: list[tuple[str, str]],
+    counts: dict[str, Any] | None = None,
     repo_title: str = "trncat",
     repo: str | None = None,
     space: str | None = None,
@@ -159,21 +182,20 @@ def dataset_card(
     """README.md of the dataset repo: YAML ``configs`` for the Parquet files, examples that run, a summary.
 
     Args:
-        rows: the latest view.
+        rows: the latest view; or
+        counts: its :func:`card_counts` (the same card, without the rows).
         configs: (config name, file glob) of each Parquet view.
         repo_title: the card's title.
         repo: the dataset's repo id (validated); None for a local folder (the examples then read the folder).
         space: the Space that shows the catalog (with ``repo``).
     """
-    rows = list(rows)
-    counts: dict[tuple[str, str, str], int] = {}
-    toolchains: dict[tuple[str, str, str], int] = {}
-    for row in rows:
-        key3 = (row["task"], row["device"], row["status"])
-        counts[key3] = counts.get(key3, 0) + 1
-        key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
-        toolchains[key] = toolchains.get(key, 0) + 1
-    groups = sorted({(task, device) for task, device, _ in counts}, key=lambda g: (g[0], g[1] != "neuron", g[1]))
+    summary = counts if counts is not None else card_counts(rows or [])
+    by_status: dict[tuple[str, str, str], int] = {}
+    for entry in summary["counts"]:
+        if len(entry) == 4 and entry[3]:  # (task, device, status, n)
+            by_status[(entry[0], entry[1], entry[2])] = entry[3]
+    toolchains = sorted(((device, cc, tf), n) for device, cc, tf, n in summary["toolchains"] if n)
+    groups = sorted({(t, d) for t, d, _ in by_status}, key=lambda g: (g[0], g[1] != "neuron", g[1]))
     if repo is not None and (model_id_problem(repo) or (space is not None and model_id_problem(space))):
         raise PipelineError(f"refusing to write a card for repo {repo!r} / Space {space!r}")
     return render(
@@ -181,9 +203,9 @@ def dataset_card(
         title=repo_title,
         configs=configs,
         groups=groups,
-        counts=counts,
-        toolchains=sorted(toolchains.items()),
-        total=len(rows),
+        counts=by_status,
+        toolchains=toolchains,
+        total=summary["total"],
         repo=repo,
         space=space,
         prefix=f"hf://datasets/{repo}/" if repo else "",

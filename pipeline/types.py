@@ -16,6 +16,10 @@ Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
 Source = Literal["ci", "community", "local"]
 View = Literal["trending", "downloads", "selected"]
 QuantSupport = Literal["dequantized", "unsupported", "unverified"]
+#: Where a predicted job duration comes from (pipeline.durations).
+DurationSource = Literal["history", "older-toolchain", "prior"]
+#: How an instance is paid for (runners/instances.yaml).
+PriceKind = Literal["on_demand", "capacity_block", "reserved"]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -25,3 +29,8 @@ DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
 QUANT_SUPPORTS: tuple[str, ...] = get_args(QuantSupport)
+PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
+
+#: The failure code of a run refused because the host lacked the memory its compile needs (status ``error``;
+#: the queue retries it without counting it against the key's retries).
+HOST_MEMORY_SHORT = "host_memory_short"

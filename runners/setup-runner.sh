@@ -2,6 +2,8 @@
 # Turn one trn2 instance into N ephemeral GitHub Actions runners for trncat's benchmark workflow.
 #
 #   sudo runners/setup-runner.sh install --repo OWNER/NAME --token-file FILE [--runners N] [--dry-run]
+#   sudo runners/setup-runner.sh install ... --partition 1x8,4x4,40x1        (mixed runner sizes)
+#   sudo runners/setup-runner.sh install ... --partition auto --from-estimate cost.json [--fleet-index K]
 #
 # What `install` does (idempotent: run it again to change N or to upgrade; --dry-run prints every command):
 #   - a dedicated system user (no sudo, no login shell) that runs the jobs;
@@ -10,6 +12,10 @@
 #     run in the container (--container IMAGE, see runners/Dockerfile);
 #   - N runners, each owning a NEURON_RT_VISIBLE_CORES range of 64/N cores (trn2.48xlarge) and labelled
 #     self-hosted,linux,x64,trn2,<instance>,trn2-<cores>c: the label `trncat queue` puts in `runs-on`;
+#     or, with --partition, runners of mixed sizes: COUNTxSIZE entries laid out from core 0 in order, or
+#     SIZE@FIRST at a given core. Ranges never overlap, a runner of up to a chip's 4 cores stays in its chip
+#     and a larger one starts on a chip boundary (pipeline/fleet.py applies the same rules); `auto` takes
+#     instance K's partition from the fleet `trncat queue --estimate FILE` recommends;
 #   - a systemd template unit, one instance per runner: before each job it unpacks a fresh runner and
 #     registers it just-in-time (JIT config: one job, then the registration is gone), runs that one job, and
 #     systemd restarts it for the next.
@@ -42,6 +48,9 @@ UNIT_DIR="/etc/systemd/system"
 RUNNER_USER="trncat-runner"
 INSTANCE=""
 RUNNERS=1
+PARTITION=""
+FROM_ESTIMATE=""
+FLEET_INDEX=0
 SCOPE=""
 TOKEN_FILE=""
 RUNNER_GROUP_ID=1
@@ -59,6 +68,9 @@ install options:
   --org ORG              register organization runners (use a runner group restricted to benchmark.yml)
   --token-file FILE      GitHub token allowed to create runner registrations (copied root-only)
   --runners N            runners sharing this instance, each on 1/N of its NeuronCores (default 1)
+  --partition SPEC       mixed runner sizes instead: COUNTxSIZE or SIZE@FIRST entries, e.g. 1x8,4x4,40x1
+  --partition auto       take the partition from --from-estimate FILE (trncat queue --estimate FILE)
+  --from-estimate FILE   the estimate; --fleet-index K picks its instance K's partition (default 0)
   --instance TYPE        trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge (default: from instance metadata)
   --runner-group-id ID   runner group of the registrations (default 1: Default)
   --container IMAGE      run each job in IMAGE (built from runners/Dockerfile) with its /dev/neuronN devices
@@ -114,6 +126,63 @@ total_cores() {
     trn2.48xlarge | trn2u.48xlarge) echo 64 ;;
     *) die "unsupported instance type '$1' (trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge)" ;;
   esac
+}
+
+# parse_partition SPEC TOTAL: fill FIRSTS and SIZES, or die naming the broken rule.
+parse_partition() {
+  local spec="$1" total="$2" entry count size first k cursor=0 core
+  FIRSTS=()
+  SIZES=()
+  IFS=',' read -ra entries <<<"${spec}"
+  [ "${#entries[@]}" -gt 0 ] || die "--partition is empty"
+  for entry in "${entries[@]}"; do
+    if [[ "${entry}" =~ ^([0-9]+)x([0-9]+)$ ]]; then
+      count=$((10#${BASH_REMATCH[1]}))
+      size=$((10#${BASH_REMATCH[2]}))
+      ((count >= 1)) || die "partition entry '${entry}': the count must be at least 1"
+      ((size >= 1 && (size & (size - 1)) == 0)) || die "partition entry '${entry}': runner sizes are powers of two"
+      for ((k = 0; k < count; k++)); do
+        FIRSTS+=("${cursor}")
+        SIZES+=("${size}")
+        cursor=$((cursor + size))
+        ((${#SIZES[@]} <= total)) || die "--partition '${spec}' asks for over ${total} cores; a ${INSTANCE} has ${total}"
+      done
+    elif [[ "${entry}" =~ ^([0-9]+)@([0-9]+)$ ]]; then
+      size=$((10#${BASH_REMATCH[1]}))
+      first=$((10#${BASH_REMATCH[2]}))
+      ((size >= 1 && (size & (size - 1)) == 0)) || die "partition entry '${entry}': runner sizes are powers of two"
+      FIRSTS+=("${first}")
+      SIZES+=("${size}")
+      cursor=$((first + size))
+    else
+      die "partition entry '${entry}': want COUNTxSIZE (e.g. 4x4) or SIZE@FIRST (e.g. 8@56)"
+    fi
+  done
+  local sum=0 align
+  for size in "${SIZES[@]}"; do sum=$((sum + size)); done
+  ((sum <= total)) || die "--partition '${spec}' asks for ${sum} cores; a ${INSTANCE} has ${total}"
+  local -A owner=()
+  for ((k = 0; k < ${#SIZES[@]}; k++)); do
+    first="${FIRSTS[k]}"
+    size="${SIZES[k]}"
+    ((first + size <= total)) || die "runner ${k} (${size}@${first}) ends past core $((total - 1)) of a ${INSTANCE}"
+    align=$((size < CORES_PER_DEVICE ? size : CORES_PER_DEVICE))
+    ((first % align == 0)) || die "runner ${k} (${size}@${first}) straddles a chip boundary: a ${size}-core runner starts at a multiple of ${align}"
+    for ((core = first; core < first + size; core++)); do
+      [ -z "${owner[${core}]:-}" ] || die "runners ${owner[${core}]} and ${k} overlap on core ${core}"
+      owner[${core}]="${k}"
+    done
+  done
+}
+
+# The partition of instance FLEET_INDEX in an estimate written by `trncat queue --estimate FILE`.
+partition_from_estimate() {
+  [ -n "${FROM_ESTIMATE}" ] || die "--partition auto needs --from-estimate FILE (trncat queue --estimate FILE)"
+  [ -r "${FROM_ESTIMATE}" ] || die "cannot read ${FROM_ESTIMATE}"
+  local spec
+  spec="$(jq -er --argjson k "${FLEET_INDEX}" '.fleet[$k].partition | strings' "${FROM_ESTIMATE}" 2>/dev/null)" ||
+    die "${FROM_ESTIMATE} recommends no instance ${FLEET_INDEX} (see its .fleet)"
+  echo "${spec}"
 }
 
 detect_instance() {
@@ -252,9 +321,22 @@ cmd_install() {
   [ -n "${INSTANCE}" ] || INSTANCE="$(detect_instance)"
   local total cores
   total="$(total_cores "${INSTANCE}")"
-  ((total % RUNNERS == 0)) || die "--runners ${RUNNERS} does not divide the ${total} NeuronCores of a ${INSTANCE}"
-  cores=$((total / RUNNERS))
-  ((cores & (cores - 1))) && die "${RUNNERS} runners get ${cores} cores each: choose N so that 64/N is a power of two"
+  if [ -n "${PARTITION}" ]; then
+    [ "${RUNNERS_SET:-0}" -eq 0 ] || die "--runners and --partition exclude each other"
+    [ "${PARTITION}" != "auto" ] || PARTITION="$(partition_from_estimate)"
+    parse_partition "${PARTITION}" "${total}"
+    RUNNERS="${#SIZES[@]}"
+  else
+    ((total % RUNNERS == 0)) || die "--runners ${RUNNERS} does not divide the ${total} NeuronCores of a ${INSTANCE}"
+    cores=$((total / RUNNERS))
+    ((cores & (cores - 1))) && die "${RUNNERS} runners get ${cores} cores each: choose N so that 64/N is a power of two"
+    FIRSTS=()
+    SIZES=()
+    for ((index = 0; index < RUNNERS; index++)); do
+      FIRSTS+=($((index * cores)))
+      SIZES+=("${cores}")
+    done
+  fi
 
   local api_path
   case "${SCOPE}" in
@@ -274,7 +356,8 @@ cmd_install() {
 
   local index first labels
   for ((index = 0; index < RUNNERS; index++)); do
-    first=$((index * cores))
+    first="${FIRSTS[index]}"
+    cores="${SIZES[index]}"
     labels="self-hosted,linux,x64,trn2,${INSTANCE},trn2-${cores}c"
     note "runner ${index}: cores $(core_range "${first}" "${cores}"), labels ${labels}"
     write_runner_env "${index}" "${cores}" "${first}" "${labels}" "${api_path}"
@@ -295,7 +378,7 @@ cmd_install() {
   for ((index = 0; index < RUNNERS; index++)); do
     run systemctl enable --now "trncat-runner@${index}.service"
   done
-  note "done: ${RUNNERS} runner(s) of ${cores} core(s); logs: journalctl -u 'trncat-runner@*'"
+  note "done: ${RUNNERS} runner(s) ($(printf '%s ' "${SIZES[@]}")core(s)); logs: journalctl -u 'trncat-runner@*'"
 }
 
 require_env() {
@@ -410,7 +493,14 @@ main() {
         shift
         ;;
       --token-file) TOKEN_FILE="${2:?--token-file FILE}" && shift ;;
-      --runners) RUNNERS="${2:?--runners N}" && shift ;;
+      --runners) RUNNERS="${2:?--runners N}" && RUNNERS_SET=1 && shift ;;
+      --partition) PARTITION="${2:?--partition SPEC}" && shift ;;
+      --from-estimate) FROM_ESTIMATE="${2:?--from-estimate FILE}" && shift ;;
+      --fleet-index)
+        [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--fleet-index wants a number"
+        FLEET_INDEX="$2"
+        shift
+        ;;
       --instance) INSTANCE="${2:?--instance TYPE}" && shift ;;
       --runner-group-id)
         [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--runner-group-id wants a number"

@@ -225,3 +225,23 @@ def test_the_generated_run_py_sets_threads_before_torch_starts(tmp_path: Path) -
     assert script.index('os.environ["OMP_NUM_THREADS"]') < script.index("    import torch\n\n    torch.set_num_threads")
     assert "torch.set_num_interop_threads(threads)" in script
     compile(script, "run.py", "exec")
+
+
+def test_a_host_short_of_memory_refuses_the_run_with_an_error_record_that_is_retried(tmp_path: Path) -> None:
+    """The host memory guard: an error record (never a fail) noting it; the queue retries it uncounted."""
+    from pipeline.bench.harness import host_memory_short
+    from pipeline.types import HOST_MEMORY_SHORT
+
+    slept: list[float] = []
+    frees = iter([1, 2, 3, 10])
+    assert host_memory_short(8, wait_s=60, available=lambda: next(frees), sleep=slept.append, poll_s=15) is None
+    assert slept == [15, 15, 15], "it waits for other compiles to end before running"
+    assert host_memory_short(8, wait_s=20, available=lambda: 4, sleep=lambda s: None, poll_s=15) == 4
+    assert host_memory_short(None, wait_s=0, available=lambda: 0) is None
+    folder = tiny.build_tiny_llama(tmp_path / "tiny")
+    record = bench_model(
+        str(folder), task="text-generation", backend=get_backend("cpu"), out=tmp_path / "r.json",
+        host_memory_bytes=1 << 62, host_memory_wait_s=0,
+    )  # fmt: skip
+    assert record["status"] == "error" and record["failure"]["code"] == HOST_MEMORY_SHORT
+    assert "the compile needs" in record["failure"]["message"] and not validate_record(record)

@@ -210,3 +210,26 @@ def test_build_killed_at_random_moments_leaves_before_or_after(tmp_path: Path) -
     assert states["before"] > 0, states  # the kills did land mid-build, not only after it
     build(extra, tmp_path / "killed-0")  # a later build cleans what killed builds left behind
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".trncat-stage-killed-0-")]
+
+
+def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
+    """data/summary.json, updated from each build's changes, always equals a count of the whole latest view."""
+    from pipeline.dataset import read_summary
+    from pipeline.dataset.summary import summarize
+    from pipeline.testing.records import sample_failure
+
+    out = tmp_path / "ds"
+    later = {"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"}
+    batches = [
+        _records(),
+        [sample_failure(model_id="trncat-demo/tiny-llama", run=later)],  # a pass becomes a fail
+        [sample_record(model_id="org/new", run=later), sample_record(device="cpu", dtype="float32", run=later)],
+        [sample_record(metrics={"decode_tokens_per_s": 1.0})],  # an older row: the latest does not change
+    ]
+    for batch in batches:
+        build(batch, out)
+        summary = read_summary(out)
+        assert summary is not None
+        whole = summarize(read_latest(out), shard_digits=0, shards=["all"])
+        for key in ("total", "counts", "toolchains", "hardware"):
+            assert summary[key] == whole[key], key

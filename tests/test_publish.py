@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from pipeline import constants
 from pipeline.cli import main
 from pipeline.errors import HubServerError
 from pipeline.publish import publish
@@ -166,3 +167,75 @@ def test_a_pr_someone_else_titled_like_ours_is_never_reused(dataset_repo) -> Non
     result = publish(_records(), repo=REPO, hub=dataset_repo.client)
     assert result.published and result.pr_num != impostor
     assert not any(p.startswith("data/") for p in _tree(store, f"refs/pr/{impostor}"))
+
+
+def _batch(n: int, day: int, *, offset: int = 0) -> list[dict]:
+    stamp = f"2026-11-{day:02d}T09:00:00+00:00"
+    run = {"started_at": stamp, "finished_at": stamp}
+    return [sample_record(model_id=f"org/model-{offset + i:03d}", run=run) for i in range(n)]
+
+
+def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, tmp_path: Path) -> None:
+    """Few requests, few bytes: no card, page or whole latest view is downloaded; the card is the same."""
+    from pipeline.dataset import build, read_summary
+
+    hub, store, server = dataset_repo.client, dataset_repo.store, dataset_repo.server
+    seeded = tmp_path / "seed"
+    build(_batch(40, 20) + [sample_failure(model_id="acme/broken")], seeded)
+    files = {p.relative_to(seeded).as_posix(): p for p in seeded.rglob("*") if p.is_file()}
+    store.create_repo(REPO, repo_type="dataset", exist_ok=True)
+    store.commit_files(REPO, files, message="seed", repo_type="dataset")
+    hub.whoami()  # huggingface_hub's once-per-process requests are not the publish's
+    mark, sent = len(server.requests), len(server.sent_bytes)
+    result = publish(_batch(10, 29, offset=35), repo=REPO, hub=hub)
+    requests = server.requests[mark:]
+    assert result.published and result.summary.added == 10
+    fetched = [p.split("/resolve/", 1)[1].split("/", 1)[1] for m, p in requests if "/resolve/" in p]
+    assert sorted(fetched) == ["data/latest/all.parquet", "data/summary.json"]
+    assert not any(m == "HEAD" for m, _ in requests), "one GET per file, no metadata round trip"
+    assert len(requests) <= 16, requests
+    assert sum(server.sent_bytes[sent:]) < 200_000
+    assert "index.html" not in result.files and "README.md" in result.files
+    # The card the publish rendered from the summary is the card of the whole tree.
+    tree = tmp_path / "pr"
+    hub.snapshot(REPO, revision="refs/pr/1", repo_type="dataset", local_dir=tree)
+    card = (tree / "README.md").read_text()
+    from pipeline.dataset import CardNames, write_front_files
+
+    write_front_files(tree, page=False, names=CardNames(repo=REPO, space=constants.TRNCAT_SPACE))
+    assert (tree / "README.md").read_text() == card and "(46 models in the latest view)" in card
+    summary = read_summary(tree)
+    assert summary is not None and summary["total"] == 46 and summary["shards"] == ["all"]
+    counts = summary["counts"]
+    assert ["text-generation", "neuron", "pass", 45] in counts and ["text-generation", "neuron", "fail", 1] in counts
+
+
+def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_path: Path) -> None:
+    """A dataset written before data/summary.json (16 shards by key hash) keeps its layout and gains one."""
+    import importlib
+
+    from pipeline.dataset import SUMMARY_FILE, build
+
+    build_module = importlib.import_module("pipeline.dataset.build")
+    hub, store = dataset_repo.client, dataset_repo.store
+    legacy = tmp_path / "legacy"
+    original = build_module.LATEST_SHARD_DIGITS
+    build_module.LATEST_SHARD_DIGITS = 1
+    try:
+        build(_batch(30, 20), legacy)
+    finally:
+        build_module.LATEST_SHARD_DIGITS = original
+    (legacy / SUMMARY_FILE).unlink()
+    shards = sorted(p.name for p in (legacy / "data" / "latest").glob("*.parquet"))
+    assert len(shards) > 1 and all(len(name) == len("0.parquet") for name in shards)
+    files = {p.relative_to(legacy).as_posix(): p for p in legacy.rglob("*") if p.is_file()}
+    store.create_repo(REPO, repo_type="dataset", exist_ok=True)
+    store.commit_files(REPO, files, message="legacy", repo_type="dataset")
+    first = publish(_batch(5, 29), repo=REPO, hub=hub)
+    assert SUMMARY_FILE in first.files
+    second = publish(_batch(5, 30, offset=100), repo=REPO, hub=hub)
+    tree = _tree(store, "refs/pr/1")
+    latest = [p for p in tree if p.startswith("data/latest/")]
+    assert all(len(p.rsplit("/", 1)[1]) == len("0.parquet") for p in latest), "the layout is kept"
+    summary = json.loads(store.read_file(REPO, SUMMARY_FILE, revision="refs/pr/1", repo_type="dataset"))
+    assert summary["total"] == 35 and summary["shard_digits"] == 1 and second.published

@@ -11,9 +11,10 @@ import pytest
 
 from pipeline.dataset import build
 from pipeline.discover import Candidate, Discovery
+from pipeline.durations import PRIOR
 from pipeline.errors import ConfigError, HubServerError, PlanError
 from pipeline.plan import Plan, plan_config
-from pipeline.queue import HubPlanner, Queue, build_queue, load_candidates, load_toolchain
+from pipeline.queue import HubPlanner, Queue, build_queue, load_candidates, load_toolchain, matrix_order
 from pipeline.testing.records import fake_revision, sample_failure, sample_record
 
 TG, ITT = "text-generation", "image-text-to-text"
@@ -123,7 +124,7 @@ def test_new_revision_or_toolchain_requeues_and_retries_are_bounded(dataset: Pat
     newer = queue_of(
         [cand("done/passed", sha=fake_revision("v2")), cand("done/failed", sha=fake_revision("v2"))], dataset
     )
-    assert [e["model_id"] for e in newer.entries] == ["done/passed", "done/failed"]
+    assert sorted(e["model_id"] for e in newer.entries) == ["done/failed", "done/passed"]
 
     upgraded = build_queue(
         candidates=[cand("done/passed"), cand("done/failed")],
@@ -164,7 +165,8 @@ def test_ineligible_and_unrunnable_candidates_are_skipped_with_reasons() -> None
 
 def test_entries_carry_plan_runner_and_bench_arguments() -> None:
     queue = queue_of([cand("small/one"), cand("big/seventy"), cand("noconfig/model", task=ITT)], None)
-    small, big, unplanned = queue.entries
+    by_id = {e["model_id"]: e for e in queue.entries}
+    small, big, unplanned = by_id["small/one"], by_id["big/seventy"], by_id["noconfig/model"]
     assert (small["cores"], small["runner"]) == (1, "trn2-1c")
     assert big["cores"] > 1 and big["runner"] == f"trn2-{big['cores']}c"
     assert (unplanned["cores"], unplanned["runner"]) == (1, "trn2-1c")
@@ -185,6 +187,9 @@ def test_entries_carry_plan_runner_and_bench_arguments() -> None:
         "artifact": f"small--one--text-generation--{REV[:12]}",
         "note": "",
         "attempt": 1,
+        # No history: the documented prior for a 0.5B model on one core (pipeline.durations.PRIOR).
+        "predicted_s": round(PRIOR.duration(params=_plan("qwen2.5-0.5b").params, cores=1).total_s),
+        "host_memory_bytes": PRIOR.duration(params=_plan("qwen2.5-0.5b").params, cores=1).host_memory_bytes,
     }
 
 
@@ -261,3 +266,39 @@ def test_load_candidates_from_discovery_json(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ConfigError, match="bad.json: not a discovery file"):
         load_candidates([tmp_path / "bad.json"])
+
+
+def test_matrix_order_puts_the_largest_and_longest_jobs_first() -> None:
+    """The tail of a sweep is short jobs: big runners first, then the longest predicted job of each size."""
+    candidates = [cand(f"small/m{i}") for i in range(3)] + [cand("big/seventy"), cand("noconfig/x")]
+    entries = queue_of(candidates, None).entries
+    assert entries[0]["model_id"] == "big/seventy"
+    sizes = [int(e["runner"].removeprefix("trn2-").removesuffix("c")) for e in entries]
+    assert sizes == sorted(sizes, reverse=True)
+    shuffled = [
+        {"model_id": "a/short", "task": TG, "runner": "trn2-1c", "predicted_s": 60},
+        {"model_id": "b/eight", "task": TG, "runner": "trn2-8c", "predicted_s": 10},
+        {"model_id": "c/long", "task": TG, "runner": "trn2-1c", "predicted_s": 900},
+        {"model_id": "d/four", "task": ITT, "runner": "trn2-4c", "predicted_s": 500},
+    ]
+    assert [e["model_id"] for e in matrix_order(shuffled)] == ["b/eight", "d/four", "c/long", "a/short"]
+    # Every chunk is in that order too (chunks are slices of the ordered list).
+    chunked = queue_of(candidates, None, chunk_size=2)
+    assert [e["model_id"] for e in chunked.entries] == [e["model_id"] for e in entries]
+
+
+def test_a_run_refused_for_host_memory_is_requeued_without_using_a_retry(tmp_path: Path) -> None:
+    from pipeline.types import HOST_MEMORY_SHORT
+
+    root = tmp_path / "dataset"
+
+    def run(i: int) -> dict:
+        return {"started_at": f"2026-11-28T10:0{i}:00+00:00", "finished_at": f"2026-11-28T10:0{i}:30+00:00"}
+
+    refused = [
+        sample_failure(model_id="busy/host", status="error", stage="load", code=HOST_MEMORY_SHORT, run=run(i))
+        for i in range(5)
+    ]
+    build(refused, root)
+    (entry,) = queue_of([cand("busy/host")], root).entries
+    assert entry["attempt"] == 1, "five refusals are no infrastructure errors of the model"

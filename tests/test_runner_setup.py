@@ -204,3 +204,78 @@ def test_dockerfile_installs_the_toolchain_as_the_neuron_docs_do() -> None:
     assert "--constraint /opt/trncat/toolchain-constraints.txt" in dockerfile and "python3 -m venv" in dockerfile
     assert "COPY runners/toolchain.yaml" in dockerfile and "sha256sum -c" in dockerfile
     assert "NEURON_COMPILE_CACHE_URL" not in dockerfile and "TORCH_NEURONX_NEFF_CACHE_DIR" in dockerfile
+
+
+def _install(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "t").write_text("x")
+    base = ["install", "--repo", "a/b", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
+    return dry_run(*base, *args)
+
+
+def _layout(output: str) -> list[tuple[str, str]]:
+    files = written(output)
+    names = [k for k in files if re.search(r"/runner-\d+\.env$", k)]
+    envs = [files[k] for k in sorted(names, key=lambda k: int(k.rsplit("-", 1)[1][:-4]))]
+    return [
+        (re.search(r"^NEURON_RT_VISIBLE_CORES=(\S+)$", e, re.M)[1], re.search(r",(trn2-\d+c)$", e, re.M)[1])  # type: ignore[index]
+        for e in envs
+    ]
+
+
+def test_partition_lays_out_mixed_sizes_chip_aligned_with_one_label_per_size(tmp_path: Path) -> None:
+    result = _install(tmp_path, "--partition", "1x8,4x4,40x1")
+    assert result.returncode == 0, result.stderr
+    layout = _layout(result.stdout)
+    assert layout[:6] == [("0-7", "trn2-8c"), ("8-11", "trn2-4c"), ("12-15", "trn2-4c"), ("16-19", "trn2-4c"),
+                          ("20-23", "trn2-4c"), ("24", "trn2-1c")]  # fmt: skip
+    assert len(layout) == 45 and layout[-1] == ("63", "trn2-1c")
+    enabled = [c[-1] for c in commands(result.stdout) if c[:3] == ["systemctl", "enable", "--now"]]
+    assert len(enabled) == 45
+    # The issue's own example order (1-core runners first) is chip-aligned too.
+    assert _install(tmp_path, "--partition", "40x1,4x4,1x8").returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("8@0,4@4", "overlap on core 4"),
+        ("2x16,16@16", "overlap on core 16"),
+        ("1x1,1x4", "straddles a chip boundary"),
+        ("3x1,1x2", "straddles a chip boundary"),
+        ("1x2,1x8", "straddles a chip boundary"),
+        ("65x1", "cores; a trn2.48xlarge has 64"),
+        ("2x32,1x1", "cores; a trn2.48xlarge has 64"),
+        ("1x3", "powers of two"),
+        ("0x4", "at least 1"),
+        ("4-4", "want COUNTxSIZE"),
+        ("8@60", "ends past core 63"),
+    ],
+)
+def test_partition_validator_refuses_overlaps_straddles_and_totals_over_64(
+    tmp_path: Path, spec: str, message: str
+) -> None:
+    from pipeline.errors import ConfigError
+    from pipeline.fleet import parse_partition
+
+    result = _install(tmp_path, "--partition", spec)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+    with pytest.raises(ConfigError, match=re.escape(message)):  # the Python side keeps the same rules
+        parse_partition(spec)
+
+
+def test_partition_auto_takes_the_estimates_recommendation(tmp_path: Path) -> None:
+    import json
+
+    estimate = tmp_path / "cost.json"
+    estimate.write_text(json.dumps({"fleet": [{"partition": "4x16"}, {"partition": "1x8,2x4,48x1"}]}))
+    result = _install(tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "1")
+    assert result.returncode == 0, result.stderr
+    layout = _layout(result.stdout)
+    assert layout[0] == ("0-7", "trn2-8c") and layout[1:3] == [("8-11", "trn2-4c"), ("12-15", "trn2-4c")]
+    assert len(layout) == 51
+    missing = _install(tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "2")
+    assert missing.returncode == 2 and "recommends no instance 2" in missing.stderr
+    alone = _install(tmp_path, "--partition", "auto")
+    assert alone.returncode == 2 and "needs --from-estimate" in alone.stderr
+    both = _install(tmp_path, "--partition", "4x16", "--runners", "4")
+    assert both.returncode == 2 and "exclude each other" in both.stderr

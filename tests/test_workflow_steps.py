@@ -121,6 +121,8 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     shutil.copy(ROOT / "runners" / "toolchain.yaml", workspace / "runners" / "toolchain.yaml")
     base_env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        # The checkout under test, when the interpreter's own install of trncat is another one.
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep),
         "HOME": str(tmp_path),
         "HF_ENDPOINT": localhub.url,
         "HF_HUB_DISABLE_XET": "1",
@@ -132,7 +134,12 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
 
     # discover.yml: discover, queue, split into matrix chunks
     run("discover", "discover", "discover", TASKS="all", VIEWS="all", LIMIT="5")
-    run("discover", "discover", "queue", DATASET_REPO=DATASET)
+    run("discover", "discover", "queue", DATASET_REPO=DATASET, TARGET_HOURS="24")
+    # The estimate reaches the job summary before any benchmark job starts (they need this job).
+    summary = (workspace.parent / f"output-{run.count}.md").read_text()
+    assert summary.startswith("### Sweep estimate") and "--partition" in summary
+    estimate = json.loads((workspace / "discovery" / "estimate.json").read_text())
+    assert estimate["jobs"] == len(MODELS) and estimate["fleet"], "the estimate and its fleet are written"
     split = run("discover", "discover", "split")
     assert split["chunks"] == "1"
     entries = json.loads(split["chunk-0"])["include"]
@@ -144,6 +151,7 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     for entry in entries:
         matrix = {key.upper(): str(value) for key, value in entry.items()}
         values = {k: matrix[k] for k in ("MODEL_ID", "REVISION", "TASK", "CORES", "DTYPE", "ARTIFACT")}
+        values["HOST_MEMORY_BYTES"] = matrix["HOST_MEMORY_BYTES"]  # the guard passes: this host has the memory
         run("benchmark", "bench", "bench", replace={"DEVICE": "cpu"}, **values)
     run("benchmark", "bench", "validate")
 

@@ -10,9 +10,12 @@ import dataclasses
 import logging
 import signal
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from pipeline import constants
 from pipeline.bench import agreement, verify
@@ -24,6 +27,7 @@ from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
+from pipeline.types import HOST_MEMORY_SHORT
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +135,31 @@ def _run_and_verify(
     return "pass", None, agreed
 
 
+def host_memory_short(
+    need_bytes: int | None,
+    *,
+    wait_s: float,
+    available: Callable[[], int] = lambda: int(psutil.virtual_memory().available),
+    sleep: Callable[[float], None] = time.sleep,
+    poll_s: float = 15.0,
+) -> int | None:
+    """Wait up to ``wait_s`` for ``need_bytes`` of available host memory (other runners' compiles end).
+
+    Returns:
+        None when the memory is there (or nothing is needed); else the bytes available at the deadline.
+    """
+    if not need_bytes:
+        return None
+    waited = 0.0
+    while (free := available()) < need_bytes:
+        if waited >= wait_s:
+            return free
+        step = min(poll_s, wait_s - waited)
+        sleep(step)
+        waited += step
+    return None
+
+
 def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
@@ -141,6 +170,9 @@ def bench_once(
     source: str = "local",
     plan: dict[str, Any] | None = None,
     child_runner: Callable[..., ChildOutcome] = run_child,
+    host_memory_bytes: int | None = None,
+    host_memory_wait_s: float = 0.0,
+    memory_check: Callable[..., int | None] = host_memory_short,
 ) -> dict[str, Any]:
     """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
 
@@ -153,6 +185,11 @@ def bench_once(
         source: The record's ``run.source``.
         plan: The planner's advice, recorded as is.
         child_runner: Runs the child (:func:`run_child`; tests inject an in-process one).
+        host_memory_bytes: Host memory the compile needs (the queue's prediction); when the host does not have
+            it available after ``host_memory_wait_s``, the run is refused: an ``error`` record with the code
+            :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``.
+        host_memory_wait_s: How long to wait for that memory.
+        memory_check: :func:`host_memory_short` (tests inject one).
 
     Returns:
         The record, validated.
@@ -176,9 +213,18 @@ def bench_once(
             check_remote_code(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
+    short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"
         failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+    elif short is not None:
+        gib = 1024**3
+        status = "error"
+        message = (
+            f"refused before loading: the host had {short / gib:.1f} GiB available after waiting "
+            f"{host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
+        )
+        failure = {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
     elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
         c = classify(exc_type="HubError", message=model.error, stage_hint="load")
         status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(model.error)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from pathlib import Path
@@ -88,8 +89,14 @@ def bench_model(
     plan: dict[str, Any] | None = None,
     fault: str | None = None,
     hub: Hub | None = None,
+    host_memory_bytes: int | None = None,
+    host_memory_wait_s: float = 0.0,
 ) -> dict[str, Any]:
     """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
+
+    With ``host_memory_bytes`` (the compile's predicted host memory), a host that lacks it after waiting
+    ``host_memory_wait_s`` refuses the run: an ``error`` record (code ``host_memory_short``) that a later
+    queue retries, never a ``fail``.
 
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
@@ -119,7 +126,10 @@ def bench_model(
     logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, backend.name, spec.cores)
     from pipeline.bench.escalation import run_with_escalation
 
-    attempt = run_with_escalation if escalate else harness.bench_once
+    once = functools.partial(
+        harness.bench_once, host_memory_bytes=host_memory_bytes, host_memory_wait_s=host_memory_wait_s
+    )
+    attempt = functools.partial(run_with_escalation, attempt=once) if escalate else once
     record = attempt(
         spec,
         resolved,

@@ -88,12 +88,21 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-size", type=int, default=256)
     p.add_argument("--chunk", type=int, default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
     p.add_argument("--out", type=Path, default=None, metavar="FILE", help="default: print to stdout")
+    p.add_argument(
+        "--estimate",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
+    )
+    p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
+    p.add_argument("--instances", type=Path, default=None, metavar="FILE", help="default: runners/instances.yaml")
 
 
 @command(
     "queue",
     help="Candidates minus what is already measured and what is excluded -> GitHub Actions matrix chunks.",
-    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json",
+    example="trncat queue --candidates discovery/candidates --dataset dataset/ --out matrix.json --estimate cost.json",
     arguments=_queue_args,
 )
 def _queue(args: argparse.Namespace) -> int:
@@ -128,6 +137,21 @@ def _queue(args: argparse.Namespace) -> int:
     else:
         print(text)
     print(f"{len(queue.entries)} job(s) in {len(queue.chunks)} chunk(s); {len(queue.skipped)} skipped", file=sys.stderr)
+    if args.estimate:
+        import json
+
+        from pipeline.fleet import estimate_sweep, format_estimate, load_instances
+
+        estimate = estimate_sweep(
+            queue.entries,
+            instance=args.instance,
+            prices=load_instances(args.instances),
+            target_hours=args.target_hours,
+            sources=queue.duration_sources,
+        )
+        markdown = format_estimate(estimate)
+        fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
+        print(markdown, file=sys.stderr)
     return 0
 
 
@@ -202,6 +226,15 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
     p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
+    p.add_argument(
+        "--host-memory-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="host memory the compile needs (the queue's host_memory_bytes); short of it, the run is refused "
+        "with an error record that a later queue retries",
+    )
+    p.add_argument("--host-memory-wait", type=float, default=0.0, metavar="S", help="wait this long for it first")
 
 
 @command(
@@ -230,6 +263,8 @@ def _bench(args: argparse.Namespace) -> int:
         source=args.source,
         escalate=args.escalate,
         hub=None if Path(args.model).is_dir() else make_hub(),
+        host_memory_bytes=args.host_memory_bytes,
+        host_memory_wait_s=args.host_memory_wait,
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"

@@ -8,12 +8,13 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
-- :mod:`~pipeline.dataset.site`: the catalog Space's tree (page, scripts, Atom feed, Space card).
+- :mod:`~pipeline.dataset.site`: the catalog Space's tree (page, scripts, Atom feed, Space card);
+- :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout.
 """
 
 from __future__ import annotations
 
-from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, shard_of
+from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, refresh_card, shard_of
 from pipeline.dataset.changes import CHANGE_KINDS, change_kinds, read_changes
 from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
@@ -23,14 +24,23 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
     SCRIPTS_DIR,
+    SUMMARY_FILE,
     results_file_time,
     results_files_since,
     run_name,
 )
 from pipeline.dataset.migrate import migrate, needs_migration
-from pipeline.dataset.mirror import migration_paths, overlay_files, publish_paths, results_paths, tree_digests
+from pipeline.dataset.mirror import (
+    migration_paths,
+    overlay_files,
+    publish_paths,
+    results_paths,
+    summary_paths,
+    tree_digests,
+)
 from pipeline.dataset.rankings import write_exclusions, write_rankings
 from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
+from pipeline.dataset.summary import read_summary
 
 __all__ = [
     "CHANGE_KINDS",
@@ -41,6 +51,7 @@ __all__ = [
     "RANKINGS_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
+    "SUMMARY_FILE",
     "BuildSummary",
     "CardNames",
     "Change",
@@ -58,11 +69,14 @@ __all__ = [
     "published_ids",
     "read_changes",
     "read_latest",
+    "read_summary",
+    "refresh_card",
     "results_file_time",
     "results_files_since",
     "results_paths",
     "run_name",
     "shard_of",
+    "summary_paths",
     "tree_digests",
     "write_exclusions",
     "write_front_files",

@@ -18,7 +18,7 @@ import pyarrow as pa
 from pipeline import fsatomic, render
 from pipeline.columns import representative
 from pipeline.dataset.changes import change_rows, changes_table
-from pipeline.dataset.front import CardNames, write_front_files
+from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
@@ -31,14 +31,17 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs, latest_schema, read_latest, upgrade_row
+from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
 
-#: Hex digits of the key hash that name a latest shard: 1 -> at most 16 files, each rewritten only when touched
-#: (a catalog of 20k models keeps them near 1k rows each; a publish downloads them all for the card and page).
-LATEST_SHARD_DIGITS = 1
+#: Hex digits of the key hash that name a latest shard in a new dataset: 0 -> one file, ``all.parquet``. A
+#: publish downloads and re-uploads every shard its records touch, and a sweep's new rows touch nearly every
+#: shard, so fewer shards mean fewer requests for the same bytes. A dataset keeps the layout it was created
+#: with (``data/summary.json`` records it; older datasets have 16 shards, one hex digit).
+LATEST_SHARD_DIGITS = 0
 
 
 @dataclass(frozen=True)
@@ -79,9 +82,21 @@ def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
     return (row["model_id"], row["task"], row["hardware"])
 
 
-def shard_of(key: tuple[str, str, str]) -> str:
-    digest = hashlib.sha256("\0".join(key).encode()).hexdigest()
-    return digest[:LATEST_SHARD_DIGITS]
+def shard_of(key: tuple[str, str, str], digits: int = LATEST_SHARD_DIGITS) -> str:
+    """The name of the latest shard holding ``key``: the first ``digits`` hex digits of its hash, or ``all``."""
+    if digits == 0:
+        return "all"
+    return hashlib.sha256("\0".join(key).encode()).hexdigest()[:digits]
+
+
+def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
+    """The folder's shard layout: the summary's, else what its shard names show, else a new dataset's."""
+    if summary is not None:
+        return int(summary["shard_digits"])
+    names = sorted(p.stem for p in (root / LATEST_DIR).glob("*.parquet"))
+    if not names:
+        return LATEST_SHARD_DIGITS
+    return 0 if names == ["all"] else len(names[0])
 
 
 HISTORY_LIMIT = 10
@@ -144,6 +159,22 @@ def _merge_shard(
     return appended, changes, duplicates
 
 
+def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
+    """Rewrite the card (and the summary's list of views) after discovery files were added to ``root``.
+
+    With ``data/summary.json`` the card comes from its counts (``root`` may be a partial mirror); without
+    one, from the whole latest view, which then writes the summary.
+    """
+    summary = read_summary(root)
+    if summary is None:
+        latest = read_latest(root)
+        shards = [p.stem for p in (root / LATEST_DIR).glob("*.parquet")]
+        summary = summarize(latest, shard_digits=shard_digits(root, None), shards=shards)
+    write_front_files(root, page=False, counts=summary, known=summary["configs"], names=names)
+    summary["configs"] = [name for name, _ in card_configs(root, known=summary["configs"])]
+    write_summary(root, summary)
+
+
 def build(
     records: Iterable[dict[str, Any]], out: Path, *, page: bool = True, names: CardNames | None = None
 ) -> BuildSummary:
@@ -176,9 +207,11 @@ def build(
     for record_id in [rid for rid in rows_by_id if rid in known]:
         del rows_by_id[record_id]
         summary.duplicates += 1
+    summary_file = read_summary(out)
+    digits = shard_digits(out, summary_file)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(shard_of(latest_key(row)), []).append(row)
+        by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
     merged: dict[str, list[dict[str, Any]]] = {}
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
@@ -208,6 +241,12 @@ def build(
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
         latest = read_latest(stage)
+        if summary_file is None:  # the whole latest view is here: count it
+            shards = [p.stem for p in (stage / LATEST_DIR).glob("*.parquet")]
+            summary_file = summarize(latest, shard_digits=digits, shards=shards)
+        else:
+            apply_changes(summary_file, [(change.before, change.after) for change in summary.changes])
+            summary_file["shards"] = sorted(set(summary_file["shards"]) | set(merged))
         touched_models = {change.key[0] for change in summary.changes}
         for model_id in sorted(touched_models):
             # The scripts come from the same row the page shows for the model (pipeline.columns.representative).
@@ -216,6 +255,10 @@ def build(
             fsatomic.write_text(stage / folder / "run.py", render.run_script(record))
             fsatomic.write_text(stage / folder / "requirements.txt", render.requirements(record))
             summary.scripts.append(folder)
-        write_front_files(stage, latest=latest, page=page, names=names)
+        write_front_files(
+            stage, latest=latest, page=page, counts=summary_file, known=summary_file["configs"], names=names
+        )
+        summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
+        write_summary(stage, summary_file)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,14 +21,16 @@ from pipeline.dataset.read import iter_results, read_exclusions, read_latest, re
 from pipeline.page import HISTORY_READ, render_page
 
 
-def card_configs(root: Path) -> list[tuple[str, str]]:
-    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds."""
+def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds, or that
+    ``known`` names (views the repo holds beyond a partial mirror)."""
+    known = set(known)
     configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
-    if any((root / RANKINGS_DIR).glob("*.parquet")):
+    if "rankings" in known or any((root / RANKINGS_DIR).glob("*.parquet")):
         configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
-    if (root / EXCLUSIONS_FILE).is_file():
+    if "exclusions" in known or (root / EXCLUSIONS_FILE).is_file():
         configs.append(("exclusions", EXCLUSIONS_FILE))
-    if any((root / CHANGES_DIR).glob("*.parquet")):
+    if "changes" in known or any((root / CHANGES_DIR).glob("*.parquet")):
         configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
     return configs
 
@@ -57,17 +60,28 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
 
 
 def write_front_files(
-    root: Path, *, latest: list[dict[str, Any]] | None = None, page: bool = True, names: CardNames | None = None
+    root: Path,
+    *,
+    latest: list[dict[str, Any]] | None = None,
+    page: bool = True,
+    counts: dict[str, Any] | None = None,
+    known: Iterable[str] = (),
+    names: CardNames | None = None,
 ) -> None:
     """(Re)write README.md (the card) and index.html (a preview of the catalog page, for the PR's reviewer; the
-    public page is the Space's, built from main) from the folder's current content."""
+    public page is the Space's, built from main) from the folder's current content.
+
+    ``counts`` (the summary file's, see :mod:`pipeline.dataset.summary`) and ``known`` views make the same
+    card on a partial mirror; the page needs the whole latest view.
+    """
+    configs = card_configs(root, known=known)
+    repo, space = (names.repo, names.space) if names else (None, None)
+    if counts is not None and not page:
+        card = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space)
+        fsatomic.write_text(root / CARD_FILE, card)
+        return
     latest = read_latest(root) if latest is None else latest
-    card = render.dataset_card(
-        rows=latest,
-        configs=card_configs(root),
-        repo=names.repo if names else None,
-        space=names.space if names else None,
-    )
+    card = render.dataset_card(rows=latest, counts=counts, configs=configs, repo=repo, space=space)
     fsatomic.write_text(root / CARD_FILE, card)
     if page:
         fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))

@@ -8,6 +8,7 @@ Layout::
     data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
     data/exclusions.parquet                   hand-kept and discovered exclusions
     data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
+    data/summary.json                         the card's counts and the latest view's shard layout
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """
@@ -32,6 +33,7 @@ LATEST_DIR = "data/latest"
 RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
 CHANGES_DIR = "data/changes"
+SUMMARY_FILE = "data/summary.json"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

@@ -1,7 +1,9 @@
 """Partial mirrors of a remote dataset repo: which files a publish or a queue needs, and what a change touched.
 
-A publish builds its commit on a mirror holding only the latest view, the newest rankings, the exclusions,
-the front files and the results files that could already hold its records; a queue needs only the results.
+A publish builds its commit on a mirror holding ``data/summary.json``, the latest shards its records touch
+(by key hash) and the results files that could already hold its records (:func:`summary_paths`); a dataset
+without a summary gets its whole latest view mirrored once (:func:`publish_paths`), which writes the summary.
+A queue needs only the results.
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ import datetime as dt
 import hashlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+from pipeline.dataset.build import latest_key, shard_of
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
-    FRONT_FILES,
+    LATEST_DIR,
     RANKINGS_DIR,
     is_latest_file,
     is_results_file,
     newest_rankings,
     results_files_since,
 )
+from pipeline.records import flatten
+from pipeline.types import TASKS
 
 
 def tree_digests(root: Path) -> dict[str, str]:
@@ -45,15 +51,40 @@ def overlay_files(overlay: Path | None) -> dict[str, Path]:
 def publish_paths(
     remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
 ) -> list[str]:
-    """Which remote files a publish downloads: the latest view, the newest rankings, exclusions, card, page,
-    and the results files that could already hold records finished at ``since`` or later (none, for new runs)."""
+    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view
+    (the summary is counted from it), the newest rankings and the exclusions (the card names their views),
+    and the results files that could already hold records finished at ``since`` or later (none, for new
+    runs). The card is rewritten and the page is not built, so neither is downloaded."""
     remote = set(remote_files)
     wanted = {p for p in remote if is_latest_file(p)}
     wanted.update(results_files_since([p for p in remote if is_results_file(p)], since))
     newest, others = newest_rankings(p for p in remote if p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
     wanted.update(newest)
     wanted.update(others)
-    wanted.update(p for p in (EXCLUSIONS_FILE, *FRONT_FILES, *extra) if p in remote)
+    wanted.update(p for p in (EXCLUSIONS_FILE, *extra) if p in remote)
+    return sorted(wanted)
+
+
+def summary_paths(
+    summary: dict[str, Any],
+    records: Iterable[dict[str, Any]],
+    *,
+    remote_results: Iterable[str],
+    since: dt.datetime | None,
+    extra: Iterable[str] = (),
+) -> list[str]:
+    """Which remote files a publish downloads when the dataset has ``data/summary.json``: the latest shards
+    that hold any key of the records' models (every task, every hardware the summary names, so the scripts
+    come from the model's whole set of rows), the results files that could already hold the records, and
+    the overlay's paths (to tell an unchanged snapshot)."""
+    rows = [flatten(r) for r in records]
+    hardware = {*summary["hardware"], *(row["hardware"] for row in rows)}
+    digits = int(summary["shard_digits"])
+    shards = {shard_of(latest_key(row), digits) for row in rows}
+    shards.update(shard_of((row["model_id"], task, h), digits) for row in rows for task in TASKS for h in hardware)
+    wanted = {f"{LATEST_DIR}/{name}.parquet" for name in shards & set(summary["shards"])}
+    wanted.update(results_files_since(list(remote_results), since))
+    wanted.update(extra)
     return sorted(wanted)
 
 

@@ -11,9 +11,10 @@ Collaborators build one :class:`Hub` at the edge (the CLI, the demo, a test) and
 
 from __future__ import annotations
 
-from pipeline.hub.client import Hub, file_additions, file_deletions
+from pipeline.hub.client import Hub
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
+from pipeline.hub.operations import file_additions, file_deletions
 
 __all__ = [
     "CommitResult",

@@ -14,8 +14,10 @@ from typing import Any, TypeVar
 
 from huggingface_hub import HfApi, hf_hub_download, snapshot_download
 from huggingface_hub._commit_api import CommitOperation
+from huggingface_hub.errors import EntryNotFoundError as HfEntryNotFound  # RemoteEntryNotFoundError's parent
+from huggingface_hub.hf_api import RepoFile
 
-from pipeline import constants
+from pipeline import constants, fsatomic
 from pipeline.errors import HubError, ParentMovedError
 from pipeline.hub import transport
 from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
@@ -186,12 +188,61 @@ class Hub:
             )
         )
 
-    def list_files(self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset") -> list[str]:
-        """Every file path of a repo at a revision."""
-        return self._call(
-            f"listing files of {repo_id}",
-            lambda: self._api.list_repo_files(repo_id, revision=revision, repo_type=repo_type),
-        )
+    def list_files(
+        self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset", under: str | None = None
+    ) -> list[str]:
+        """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent)."""
+        if under is None:
+            return self._call(
+                f"listing files of {repo_id}",
+                lambda: self._api.list_repo_files(repo_id, revision=revision, repo_type=repo_type),
+            )
+
+        def listing() -> list[str]:
+            try:
+                entries = list(
+                    self._api.list_repo_tree(
+                        repo_id, path_in_repo=under, recursive=True, revision=revision, repo_type=repo_type
+                    )
+                )
+            except HfEntryNotFound:  # no such folder: nothing under it
+                return []
+            return sorted(e.path for e in entries if isinstance(e, RepoFile))
+
+        return self._call(f"listing {under} of {repo_id}", listing)
+
+    def fetch_files(
+        self, repo_id: str, paths: list[str], *, revision: str, into: Path, repo_type: RepoType = "dataset"
+    ) -> list[str]:
+        """Download ``paths`` at ``revision`` into ``into`` with one GET each on huggingface_hub's shared HTTP
+        session (no metadata request, no cache: what a partial mirror needs); a path the repo lacks is skipped.
+
+        Returns:
+            The paths downloaded.
+
+        Raises:
+            HubError: (or a child) the Hub failed on one of them.
+        """
+        from huggingface_hub import get_session, hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        headers = build_hf_headers(token=self.token)
+        fetched = []
+        for path in paths:
+            url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=self.endpoint)
+
+            def get(url: str = url) -> bytes | None:
+                response = get_session().get(url, headers=headers, follow_redirects=True)
+                if response.status_code == 404:
+                    return None
+                hf_raise_for_status(response)
+                return response.content
+
+            body = self._call(f"downloading {path} from {repo_id}", get)
+            if body is not None:
+                fsatomic.write_bytes(into / path, body)
+                fetched.append(path)
+        return fetched
 
     def head_sha(self, repo_id: str, *, repo_type: RepoType = "dataset", revision: str = "main") -> str:
         """Commit sha a branch (or refs/pr/N) points to."""
@@ -214,6 +265,7 @@ class Hub:
         repo_type: RepoType = "dataset",
         create_pr: bool = False,
         revision: str | None = None,
+        parent: str | None = None,
     ) -> CommitResult:
         """One commit on ``revision`` (default main), or a new PR from main when ``create_pr``.
 
@@ -229,6 +281,8 @@ class Hub:
             repo_type: Target repo type.
             create_pr: Open ``refs/pr/N`` instead of writing to the branch.
             revision: Branch or ``refs/pr/N`` to write to.
+            parent: The branch head the caller just read (the first attempt builds on it without reading it
+                again); None to read it.
 
         Returns:
             The commit; ``created`` is False when nothing changed.
@@ -238,8 +292,13 @@ class Hub:
             HubError: (or a child) other failures.
         """
         branch = revision or "main"
+        known = parent
         for rebase in range(self.max_rebases + 1):
-            parent = self.head_sha(repo_id, repo_type=repo_type, revision=branch)
+            parent = (
+                known
+                if rebase == 0 and known is not None
+                else self.head_sha(repo_id, repo_type=repo_type, revision=branch)
+            )
 
             def attempt(parent: str = parent) -> Any:
                 operations = operations_factory(parent)
@@ -336,17 +395,3 @@ class Hub:
                 lambda: self._api.create_repo(repo_id, repo_type=repo_type, exist_ok=exist_ok, space_sdk=sdk),
             )
         )
-
-
-def file_additions(files: dict[str, Path]) -> list[CommitOperation]:
-    """Commit operations adding (or replacing) ``path_in_repo -> local file``; the only place they are built."""
-    from huggingface_hub import CommitOperationAdd
-
-    return [CommitOperationAdd(path_in_repo=path, path_or_fileobj=str(local)) for path, local in sorted(files.items())]
-
-
-def file_deletions(paths: list[str]) -> list[CommitOperation]:
-    """Commit operations deleting ``paths`` (files) from the repo."""
-    from huggingface_hub import CommitOperationDelete
-
-    return [CommitOperationDelete(path_in_repo=path) for path in sorted(paths)]

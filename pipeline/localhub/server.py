@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -77,6 +78,8 @@ class LocalHubServer(ThreadingHTTPServer):
         self.store = store
         #: (method, path with query) of every request, in arrival order; benchmarks count these.
         self.requests: list[tuple[str, str]] = []
+        #: Body bytes sent in answer to each request, in the order answered; benchmarks sum these.
+        self.sent_bytes: list[int] = []
         self._state = _State()
         self._lock = threading.Lock()
 
@@ -178,6 +181,12 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as huggingface_hub's client expects
     server: LocalHubServer
 
+    def setup(self) -> None:
+        super().setup()
+        # Without TCP_NODELAY, Nagle's algorithm holds a small answer on a kept-alive connection until the
+        # client's delayed ACK (~40 ms on Linux): every figure measured through the local hub would carry it.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         logger.debug("%s %s", self.address_string(), format % args)
 
@@ -224,6 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.send_header("Content-Length", str(length))
         self.end_headers()
+        with self.server._lock:
+            self.server.sent_bytes.append(0 if method == "HEAD" else length)
         if method == "HEAD":
             return
         if response.file is None:

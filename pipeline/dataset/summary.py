@@ -1,0 +1,83 @@
+"""``data/summary.json``: the small file that lets a publish skip the whole latest view.
+
+It holds what the card shows of the latest view (rows per task, device and status, per toolchain, the total; see
+:func:`pipeline.render.card_counts`), the card's Parquet views, and the latest view's shard layout (how many
+hex digits of the key hash name a shard, and the shards that exist). A build updates it from the changes it
+made (a key's old row out, its new row in), so a publish reads one small JSON file and only the latest
+shards its records touch. A dataset without it (written before it existed) gets it on its next full build.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pipeline import fsatomic, render
+from pipeline.dataset.layout import LATEST_DIR, SUMMARY_FILE
+
+logger = logging.getLogger(__name__)
+
+#: 2: counts per (task, device, status), as the card shows them since the device split.
+SUMMARY_VERSION = 2
+
+
+def read_summary(root: Path) -> dict[str, Any] | None:
+    """The folder's summary, or None when it has none or it is unreadable (then the caller rebuilds it)."""
+    path = root / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        logger.warning("%s is unreadable (%s): it is rebuilt from the latest view", path, exc)
+        return None
+    keys = {"version", "total", "counts", "toolchains", "shard_digits", "shards", "configs", "hardware"}
+    if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION or not keys <= set(data):
+        logger.warning("%s has an unknown shape: it is rebuilt from the latest view", path)
+        return None
+    return data
+
+
+def summarize(rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iterable[str]) -> dict[str, Any]:
+    """A summary of every latest row (what a full build writes)."""
+    rows = list(rows)
+    return {
+        "version": SUMMARY_VERSION,
+        **render.card_counts(rows),
+        "shard_digits": shard_digits,
+        "shards": sorted(set(shards)),
+        "configs": [],
+        "hardware": sorted({r["hardware"] for r in rows}),
+    }
+
+
+def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any] | None, dict[str, Any]]]) -> None:
+    """Fold (old row or None, new row) pairs of a build into ``summary``, in place (counts, total, hardware)."""
+    counts = {tuple(k[:-1]): k[-1] for k in summary["counts"]}
+    toolchains = {tuple(k[:-1]): k[-1] for k in summary["toolchains"]}
+    for before, after in changes:
+        for row, sign in ((before, -1), (after, 1)):
+            if row is None:
+                continue
+            one = render.card_counts([row])
+            for *key, _ in one["counts"]:
+                counts[tuple(key)] = counts.get(tuple(key), 0) + sign
+            for device, cc, tf, _ in one["toolchains"]:
+                toolchains[(device, cc, tf)] = toolchains.get((device, cc, tf), 0) + sign
+        if before is None:
+            summary["total"] += 1
+        summary["hardware"] = sorted({*summary["hardware"], after["hardware"]})
+    summary["counts"] = [[*k, n] for k, n in sorted(counts.items()) if n]
+    summary["toolchains"] = [[*k, n] for k, n in sorted(toolchains.items()) if n]
+
+
+def write_summary(root: Path, summary: dict[str, Any]) -> None:
+    fsatomic.write_text(root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+
+
+def shard_paths(summary: dict[str, Any]) -> list[str]:
+    """The latest shards' paths in the repo, as the summary lists them."""
+    return [f"{LATEST_DIR}/{name}.parquet" for name in summary["shards"]]

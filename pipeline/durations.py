@@ -1,0 +1,162 @@
+"""The duration model: how long each queued job will compile and run, and the host memory its compile takes.
+
+Predictions come from the dataset's own history, as the median over past Neuron runs of the same task, core
+count and parameter bucket (:data:`PARAM_BUCKETS`): first at the toolchain the runners run now (the pinned
+``neuronx_cc`` version), then at any older toolchain, and only then from :data:`PRIOR`.
+
+The prior is NOT a measurement: no Trainium row existed when it was written, so its coefficients are round
+figures chosen to order jobs sensibly (bigger models compile and load longer; more cores compile a sharded
+graph per core). ``benchmarks/plan_calibration.py --durations`` refits them by least squares from real
+records once the dataset holds some, and prints the values to put here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.dataset import iter_results
+from pipeline.types import DurationSource
+
+__all__ = ["PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
+
+GiB = 1024**3
+#: Upper bounds (parameters) of the buckets history is grouped by; the last bucket is open.
+PARAM_BUCKETS: tuple[int, ...] = (1_000_000_000, 3_000_000_000, 10_000_000_000, 30_000_000_000, 100_000_000_000)
+_HISTORY_COLUMNS = [
+    "task",
+    "device",
+    "cores",
+    "params",
+    "status",
+    "compile_s",
+    "wall_s",
+    "peak_host_memory_bytes",
+    "neuronx_cc_version",
+]
+
+
+def param_bucket(params: int | None) -> int:
+    """Index of the :data:`PARAM_BUCKETS` bucket ``params`` falls in (unknown counts go in the first)."""
+    if not params:
+        return 0
+    return next((i for i, bound in enumerate(PARAM_BUCKETS) if params < bound), len(PARAM_BUCKETS))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Linear prior in billions of parameters (see the module docstring: round figures, not measured)."""
+
+    compile_base_s: float = 600.0
+    compile_per_b_s: float = 120.0
+    run_base_s: float = 180.0
+    run_per_b_s: float = 30.0
+    host_base_bytes: int = 8 * GiB
+    #: The compiler holds the graph and a copy of the weights per rank it compiles for.
+    host_per_param_bytes: float = 4.0
+
+    def duration(self, *, params: int | None, cores: int) -> Duration:
+        b = (params or 0) / 1e9
+        return Duration(
+            compile_s=self.compile_base_s + self.compile_per_b_s * b / max(1, cores) ** 0.5,
+            run_s=self.run_base_s + self.run_per_b_s * b,
+            host_memory_bytes=int(self.host_base_bytes + self.host_per_param_bytes * (params or 0)),
+            source="prior",
+            samples=0,
+        )
+
+
+PRIOR = Prior()
+
+
+@dataclass(frozen=True)
+class Duration:
+    """A predicted job: compile and run seconds, the compile's host memory, and where the figures came from."""
+
+    compile_s: float
+    run_s: float
+    host_memory_bytes: int
+    source: DurationSource
+    samples: int
+
+    @property
+    def total_s(self) -> float:
+        return self.compile_s + self.run_s
+
+
+def _public(version: object) -> str | None:
+    return None if version is None else str(version).split("+", 1)[0]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+class DurationModel:
+    """Predicts each job from history rows (see the module docstring for the fallback order).
+
+    Args:
+        rows: Result rows with at least the columns of :data:`_HISTORY_COLUMNS` (other rows are ignored).
+        toolchain: The pinned versions; ``neuronx_cc`` says which rows are "at the current toolchain".
+        prior: The fallback when no row matches.
+    """
+
+    def __init__(
+        self,
+        rows: Iterable[Mapping[str, Any]] = (),
+        *,
+        toolchain: Mapping[str, str] | None = None,
+        prior: Prior = PRIOR,
+    ) -> None:
+        self.prior = prior
+        current = _public((toolchain or {}).get("neuronx_cc"))
+        self._groups: dict[tuple[bool, str, int, int], list[Mapping[str, Any]]] = {}
+        for row in rows:
+            # Only a compile that finished says how long compiling takes (a pass, or a failure after it).
+            if row.get("device") != "neuron" or row.get("compile_s") is None or row.get("wall_s") is None:
+                continue
+            if row.get("status") == "error":
+                continue
+            key = (int(row["cores"] or 1), param_bucket(row.get("params")))
+            at_current = current is not None and _public(row.get("neuronx_cc_version")) == current
+            self._groups.setdefault((at_current, str(row["task"]), *key), []).append(row)
+
+    @classmethod
+    def from_dataset(cls, root: Path | None, *, toolchain: Mapping[str, str], prior: Prior = PRIOR) -> DurationModel:
+        """The model over every results file of the dataset folder ``root`` (prior only when None or missing).
+
+        Raises:
+            DatasetError: an unreadable results file.
+        """
+        if root is None or not Path(root).is_dir():
+            return cls((), toolchain=toolchain, prior=prior)
+        return cls(iter_results(Path(root), _HISTORY_COLUMNS), toolchain=toolchain, prior=prior)
+
+    @property
+    def history_rows(self) -> int:
+        return sum(len(rows) for rows in self._groups.values())
+
+    def predict(self, *, task: str, cores: int, params: int | None) -> Duration:
+        """The predicted job of ``task`` on ``cores`` cores for a model of ``params`` parameters."""
+        prior = self.prior.duration(params=params, cores=cores)
+        sources: tuple[tuple[bool, DurationSource], ...] = ((True, "history"), (False, "older-toolchain"))
+        for at_current, source in sources:
+            rows = self._groups.get((at_current, task, cores, param_bucket(params)))
+            if not rows:
+                continue
+            compile_s = _median([float(r["compile_s"]) for r in rows])
+            run_s = _median([max(0.0, float(r["wall_s"]) - float(r["compile_s"])) for r in rows])
+            memory = [int(r["peak_host_memory_bytes"]) for r in rows if r.get("peak_host_memory_bytes")]
+            assert compile_s is not None and run_s is not None
+            return Duration(
+                compile_s=compile_s,
+                run_s=run_s,
+                # The guard must not under-ask: the largest compile seen, not the median.
+                host_memory_bytes=max(memory) if memory else prior.host_memory_bytes,
+                source=source,
+                samples=len(rows),
+            )
+        return prior

@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.bench.backends.base import FRESH_VENV
 from pipeline.columns import representative
 from pipeline.ids import model_id_problem
 from pipeline.types import TASKS
@@ -23,7 +24,7 @@ PAGE_SIZE = 100
 ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
-    "hist",
+    "hist", "warm", "fb", "cos",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
@@ -43,6 +44,7 @@ _ROW_FIELDS = {
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
+    "warm": ("warm_start_s", 4), "cos": ("agreement_logits_cosine", 4),
 }  # fmt: skip
 _HISTORY_FIELDS = {
     "hw": "hardware", "device": "device", "cores": "cores", "st": "status", "stage": "failure_stage",
@@ -123,7 +125,20 @@ def _entry(
         "link": model_id_problem(model_id) is None,
         "sc": False,
         "hist": lines,
+        # Ops the device ran on the CPU: shown beside the verdict, never hidden ([[op, count], ...]; None: unknown).
+        "fb": _fallback(r.get("cpu_fallback_ops")),
     }
+
+
+def _fallback(ops: Any) -> list[list[Any]] | None:
+    if ops is None:
+        return None
+    return [[str(o.get("op")), int(o.get("count") or 0)] for o in ops if isinstance(o, Mapping)]
+
+
+def fallback_text(fb: Sequence[Sequence[Any]]) -> str:
+    """``aten::topk ×3, aten::nonzero ×1`` (keep in step with format.js fallbackText)."""
+    return ", ".join(f"{op} \u00d7{count}" for op, count in fb)
 
 
 def catalog(
@@ -229,4 +244,4 @@ def command(entry: Mapping[str, Any]) -> str:
     device = entry.get("device")
     if device in ("cpu", "cuda"):
         run += f" --device {device}"
-    return f"pip install -r requirements.txt && {run}"
+    return f"{FRESH_VENV} && {run}"

@@ -36,6 +36,7 @@ from pipeline.catalog import (
     command,
     device_shown,
     exclusion_text,
+    fallback_text,
 )
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
@@ -119,6 +120,7 @@ def _environment() -> jinja2.Environment:
     env.filters["bytes"] = lambda v: "—" if v is None else plots.fmt_bytes(v)
     env.filters["params"] = lambda v: "—" if v is None else plots.fmt_params(v)
     env.filters["rate"] = lambda v: "—" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
+    env.globals["fallback_text"] = fallback_text
     env.filters["csp_hash"] = lambda text: (
         "sha256-" + base64.b64encode(hashlib.sha256(str(text).encode()).digest()).decode()
     )

@@ -116,7 +116,8 @@ def test_a_row_shows_the_measurements_and_toolchain() -> None:
     (cells,) = parse(html).rows
     model, status, device, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
     assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
-    assert (compile_s, ttft, tps, wall, mem, params) == ("61.5 s", "31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
+    assert compile_s == "61.5 s later runs start in 9.8 s"  # a cold compile, and the warm start after it
+    assert (ttft, tps, wall, mem, params) == ("31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
     assert date == "2026-11-28"
     assert toolchain == "neuronx-cc 2.21.0 torch-neuronx 2.14.0 transformers 5.0.0"
     assert '<a class="hub" href="https://huggingface.co/acme/llama-1b"' in html
@@ -225,8 +226,9 @@ def test_detail_data_carries_scripts_command_and_plan() -> None:
     assert blob["texts"][blob["models"]["acme/big"][0]] == "MODEL_ID = 'acme/big'\n"
     big = next(e for e in data_of(html)["objects"] if e["id"] == "acme/big")
     assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
-    assert page.command(big) == "pip install -r requirements.txt && torchrun --nproc-per-node 4 run.py"
-    assert page.command({"cores": 1}) == "pip install -r requirements.txt && python run.py"
+    venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
+    assert page.command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
+    assert page.command({"cores": 1}) == f"{venv} && python run.py"
     assert page.command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
     app = parse(html).scripts["app"]
     assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
@@ -403,3 +405,20 @@ def test_cpu_rows_are_badged_and_never_counted_as_trainium_results() -> None:
     assert data_of(both)["default"]["device"] == "neuron"
     assert [r[1].split()[0] for r in parse(both).rows] == ["acme/trn"]  # the default view: Trainium rows
     assert "1 models measured on Trainium2: 1 run, 0 fail." in both
+
+
+def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() -> None:
+    from pipeline.records import flatten
+
+    fell = sample_record(model_id="acme/fell", metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}],
+                                                        "warm_start_s": 41.0, "compile_s": 360.0})  # fmt: skip
+    clean = sample_record(model_id="acme/clean")
+    html = render(latest=[flatten(fell), flatten(clean)], scripts={})
+    rows = {e["id"]: e for e in data_of(html)["objects"]}
+    assert rows["acme/fell"]["fb"] == [["aten::topk", 3]] and rows["acme/clean"]["fb"] == []
+    assert rows["acme/fell"]["warm"] == 41.0 and rows["acme/fell"]["cos"] == 0.9993
+    # Server-rendered first page: the badge with the ops, and "later runs start in" under the compile time.
+    assert html.count('class="badge b-fallback"') == 1 and "aten::topk \u00d73" in html
+    assert "later runs start in 41" in html
+    app = parse(html).scripts["app"]
+    assert "fallbackText" in app and "aws_neuronx_venv_torch_neuronx_" in app

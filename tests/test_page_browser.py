@@ -225,7 +225,8 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert "transformers==" in requirements.inner_text()
     assert detail.locator("a.download").first.get_attribute("href").startswith("data:text/plain")
     assert "History across toolchains" in detail.inner_text()
-    command = "pip install -r requirements.txt && python run.py --device cpu"  # the demo measured on the CPU
+    venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
+    command = f"{venv} && python run.py --device cpu"  # the demo measured on the CPU
     assert detail.locator("code.cmd").inner_text() == command
     detail.get_by_role("button", name="Copy command").click()
     page.wait_for_function("() => document.querySelector('tr.detail .command button').textContent === 'Copied'")

@@ -32,7 +32,20 @@ var TRNCAT_FORMAT = (function () {
     // keep in step with pipeline/catalog.py command()
     var c = e.cores || e.pc || 1;
     var dev = (e.device === "cpu" || e.device === "cuda") ? " --device " + e.device : "";
-    return "pip install -r requirements.txt && " + (c > 1 ? "torchrun --nproc-per-node " + c + " run.py" : "python run.py") + dev;
+    return FRESH_VENV + " && " + (c > 1 ? "torchrun --nproc-per-node " + c + " run.py" : "python run.py") + dev;
+  }
+  var FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt";
+  function dlamiCommand(e) {
+    // The Neuron DLAMI keeps the stack in /opt/aws_neuronx_venv_torch_neuronx_<major>_<minor>_0
+    // (pipeline/bench/backends/neuron dlami_venv; docs/neuron-facts.md).
+    var m = /^(\d+)\.(\d+)/.exec(e.tnx || "");
+    if (e.device !== "neuron" || !m) return null;
+    var venv = "/opt/aws_neuronx_venv_torch_neuronx_" + m[1] + "_" + m[2] + "_0";
+    return command(e).replace(FRESH_VENV, "source " + venv + "/bin/activate && pip install -r requirements.txt");
+  }
+  function fallbackText(fb) {
+    // keep in step with pipeline/catalog.py fallback_text()
+    return fb.map(function (o) { return o[0] + " \u00d7" + o[1]; }).join(", ");
   }
   function toolchain(e) {
     var lines = [];
@@ -42,5 +55,6 @@ var TRNCAT_FORMAT = (function () {
     if (e.tf) lines.push("transformers " + e.tf);
     return lines;
   }
-  return {secs: secs, bytes: bytes, params: params, rate: rate, statusLabel: statusLabel, command: command, toolchain: toolchain};
+  return {secs: secs, bytes: bytes, params: params, rate: rate, statusLabel: statusLabel, command: command,
+          toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText};
 })();

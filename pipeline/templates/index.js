@@ -32,6 +32,7 @@
   }
   var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
+  var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, fallbackText = TRNCAT_FORMAT.fallbackText;
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
   function statusCell(e) {
@@ -42,6 +43,11 @@
       var dev = el("span", "badge b-dev", deviceLabel(e.device));
       dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
       td.appendChild(dev);
+    }
+    if (e.fb && e.fb.length) {
+      var fb = el("span", "badge b-fallback", "CPU fallback");
+      fb.title = "ops run on the CPU, not the device: " + fallbackText(e.fb);
+      td.appendChild(fb);
     }
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
     if (e.st === "fail" || e.st === "error") {
@@ -77,7 +83,12 @@
     tr.appendChild(el("td", "device", deviceLabel(e.device)));
     var cores = e.st === "pass" ? e.cores : (e.pc !== null ? e.pc + " (plan)" : e.cores);
     tr.appendChild(el("td", "num", cores === null || cores === undefined ? "\u2014" : cores));
-    tr.appendChild(el("td", "num", secs(e.compile)));
+    var compile = el("td", "num", secs(e.compile));
+    if (e.warm !== null && e.warm !== undefined) {
+      compile.appendChild(el("span", "warm", "later runs start in " + secs(e.warm)));
+      compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
+    }
+    tr.appendChild(compile);
     tr.appendChild(el("td", "num", secs(e.ttft)));
     tr.appendChild(el("td", "num", rate(e.tps)));
     tr.appendChild(el("td", "num", secs(e.wall)));
@@ -261,6 +272,18 @@
     } else if (e.st === "pass") {
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
+    if (e.fb && e.fb.length) {
+      box.appendChild(el("p", "fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's eager " +
+        "fallback; it still runs unmodified): " + fallbackText(e.fb) + "."));
+    }
+    if (e.warm !== null && e.warm !== undefined) {
+      box.appendChild(el("p", null, "The first run compiles in " + secs(e.compile) + "; later runs start in " +
+        secs(e.warm) + " from the compile cache."));
+    }
+    if (e.cos !== null && e.cos !== undefined) {
+      box.appendChild(el("p", null, "Answer check: first-step logits have cosine " + e.cos +
+        " with a CPU float32 reference of the same prompt."));
+    }
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
     if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {
@@ -280,6 +303,14 @@
     cmd.appendChild(el("code", "cmd", command(e)));
     cmd.appendChild(copyButton(function () { return command(e); }, "Copy command"));
     box.appendChild(cmd);
+    var dlami = dlamiCommand(e);
+    if (dlami) {
+      box.appendChild(el("p", null, "or, on the Neuron DLAMI, in its own environment:"));
+      var cmd2 = el("div", "command");
+      cmd2.appendChild(el("code", "cmd", dlami));
+      cmd2.appendChild(copyButton(function () { return dlami; }, "Copy command"));
+      box.appendChild(cmd2);
+    }
     var grid = el("div", "files");
     grid.appendChild(fileBlock(e, "run.py", files[0]));
     grid.appendChild(fileBlock(e, "requirements.txt", files[1]));

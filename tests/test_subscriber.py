@@ -139,11 +139,19 @@ def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: 
     assert "acme/new-pass" in printed[0] and "List(" in printed[1]
 
 
-def test_the_card_sql_runs_in_duckdb(published: dict[str, Any], localhub: Any) -> None:
+def test_the_card_sql_runs_in_duckdb(published: dict[str, Any], localhub: Any, tmp_path: Path) -> None:
+    from huggingface_hub import snapshot_download
+
     card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
     [sql] = re.findall(r"```sql\n(.*?)```", card, flags=re.S)
     duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed in this environment")
-    assert duckdb.sql(sql.strip().rstrip(";")).fetchall()
+    # DuckDB reads hf:// through its httpfs extension, which it downloads on first use (no network here): the
+    # card's query runs as pasted on a local copy of the repo instead.
+    prefix = f"hf://datasets/{REPO}/"
+    assert prefix in sql
+    folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
+    rows = duckdb.sql(sql.replace(prefix, f"{folder}/").strip().rstrip(";")).fetchall()
+    assert rows and all(len(r) == 4 for r in rows)
 
 
 def _atom(text: str) -> ET.Element:

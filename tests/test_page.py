@@ -411,14 +411,16 @@ def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() 
     from pipeline.records import flatten
 
     fell = sample_record(model_id="acme/fell", metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}],
-                                                        "warm_start_s": 41.0, "compile_s": 360.0})  # fmt: skip
+                                                        "warm_start_s": 41.0, "compile_s": 360.0,
+                                                        "recompiles_during_timed": 2})  # fmt: skip
     clean = sample_record(model_id="acme/clean")
     html = render(latest=[flatten(fell), flatten(clean)], scripts={})
     rows = {e["id"]: e for e in data_of(html)["objects"]}
     assert rows["acme/fell"]["fb"] == [["aten::topk", 3]] and rows["acme/clean"]["fb"] == []
     assert rows["acme/fell"]["warm"] == 41.0 and rows["acme/fell"]["cos"] == 0.9993
     # Server-rendered first page: the badge with the ops, and "later runs start in" under the compile time.
-    assert html.count('class="badge b-fallback"') == 1 and "aten::topk \u00d73" in html
+    assert html.count(">CPU fallback</span>") == 1 and "aten::topk \u00d73" in html
     assert "later runs start in 41" in html
+    assert rows["acme/fell"]["rc"] == 2 and html.count(">recompiled</span>") == 1
     app = parse(html).scripts["app"]
     assert "fallbackText" in app and "aws_neuronx_venv_torch_neuronx_" in app

@@ -49,6 +49,11 @@
       fb.title = "ops run on the CPU, not the device: " + fallbackText(e.fb);
       td.appendChild(fb);
     }
+    if (e.rc) {
+      var rc = el("span", "badge b-fallback", "recompiled");
+      rc.title = e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation";
+      td.appendChild(rc);
+    }
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
     if (e.st === "fail" || e.st === "error") {
       var reason = [e.stage, e.code].filter(Boolean).join(" \u00b7 ");
@@ -275,6 +280,10 @@
     if (e.fb && e.fb.length) {
       box.appendChild(el("p", "fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's eager " +
         "fallback; it still runs unmodified): " + fallbackText(e.fb) + "."));
+    }
+    if (e.rc) {
+      box.appendChild(el("p", "fallback-note", e.rc + " graph(s) compiled again during the timed calls: " +
+        "its speed figures include compilation."));
     }
     if (e.warm !== null && e.warm !== undefined) {
       box.appendChild(el("p", null, "The first run compiles in " + secs(e.compile) + "; later runs start in " +

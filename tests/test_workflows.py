@@ -295,6 +295,11 @@ def test_benchmark_matrix_guard_accepts_queue_chunks_and_refuses_hostile_entries
         {"revision": "main"},
         {"artifact": "../../x"},
         {"cores": "1 --device cpu"},
+        # `$` matched before a trailing newline (issue 11.15): a newline reached argv and the step's output
+        {"model_id": "org/m\n"},
+        {"revision": "0" * 40 + "\n"},
+        {"artifact": "x\n"},
+        {"cores": "1\n"},
     ):
         result = _matrix_step(json.dumps({"include": [good | bad]}))
         assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad

@@ -102,9 +102,15 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     arguments=_publish_args,
 )
 def _publish(args: argparse.Namespace) -> int:
-    from pipeline.publish import publish, publish_to_folder
+    from pipeline.publish import provenance_problems, publish, publish_to_folder
 
-    report, records = valid_records(args.results, label="set aside")
+    report, _ = valid_records(args.results, label="set aside")
+    misplaced = provenance_problems(report.records)
+    for problem in misplaced:
+        print(f"set aside: {problem}", file=sys.stderr)
+    report.problems.extend(misplaced)
+    bad = {p.file for p in misplaced}
+    records = [record for name, record in report.records if name not in bad]
     if not records and not args.overlay:
         print("error: no valid record to publish", file=sys.stderr)
         return 1

@@ -24,10 +24,11 @@ from pipeline.dataset.layout import (
     run_name,
 )
 from pipeline.dataset.mirror import overlay_files, publish_paths, results_paths, tree_digests
-from pipeline.dataset.rankings import write_exclusions, write_rankings
+from pipeline.dataset.rankings import overlay_problems, write_exclusions, write_rankings
 from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
 
 __all__ = [
+    "overlay_problems",
     "EXCLUSIONS_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",

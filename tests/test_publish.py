@@ -212,8 +212,8 @@ def test_the_overlay_is_validated_before_anything_is_published(tmp_path: Path) -
     from pipeline.publish import publish_to_folder
 
     good = _overlay(tmp_path / "good")
-    assert "data/rankings/2026-11-29-text-generation-trending.parquet" in publish_to_folder([], out=tmp_path / "ok",
-                                                                                           overlay=good).files  # fmt: skip
+    published = publish_to_folder([], out=tmp_path / "ok", overlay=good).files
+    assert "data/rankings/2026-11-29-text-generation-trending.parquet" in published
     hostile = {
         "data/rankings/2026-11-29-text-generation-trending.parquet": pa.table(
             {

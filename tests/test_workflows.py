@@ -174,10 +174,11 @@ def test_pull_request_workflows_run_on_github_hosted_runners_only() -> None:
 
 def test_submission_runs_the_base_branch_validator_on_the_pr_data() -> None:
     assert triggers("submission") == {"pull_request"}
-    assert load("submission")["on"]["pull_request"]["paths"] == ["results/community/**"]
+    # all of results/ (issue 11.8): `trncat publish results/` reads the whole folder
+    assert load("submission")["on"]["pull_request"]["paths"] == ["results/**"]
     checkouts = [s for s in jobs("submission")["validate"]["steps"] if "checkout" in s.get("uses", "")]
     assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert checkouts[1]["with"]["sparse-checkout"] == "results/community"
+    assert checkouts[1]["with"]["sparse-checkout"] == "results"
     assert "-e ./trusted" in json.dumps(jobs("submission")["validate"])
 
 

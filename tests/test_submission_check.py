@@ -33,8 +33,9 @@ def hub_model(localhub, tmp_path: Path) -> tuple[str, int]:
     localhub.store.create_repo(MODEL, metadata={"pipeline_tag": "text-generation"})
     files = {str(p.relative_to(folder)): p for p in sorted(folder.rglob("*")) if p.is_file()}
     revision = localhub.store.commit_files(MODEL, files, message="tiny model")
-    planned = subprocess.run([sys.executable, "-m", "pipeline", "plan", MODEL, "--revision", revision, "--json"],
-                             env=_env(localhub, tmp_path), capture_output=True, text=True, check=True, timeout=120)  # fmt: skip
+    argv = [sys.executable, "-m", "pipeline", "plan", MODEL, "--revision", revision, "--json"]
+    env = _env(localhub, tmp_path)
+    planned = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=120)
     return revision, json.loads(planned.stdout)["params"]
 
 

@@ -81,6 +81,32 @@ def _build(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+# -- collect --------------------------------------------------------------------------------------------
+
+
+def _collect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded record-* artifact")
+    p.add_argument("--queue", required=True, type=Path, metavar="FILE", help="the run's queue.json")
+    p.add_argument("--run-id", required=True, metavar="ID", help="the run whose records these must be")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the accepted records go")
+
+
+@command(
+    "collect",
+    help="Accept only the benchmark artifacts a run's queue asked for (model, revision, task, cores, run id).",
+    example="trncat collect artifacts/downloaded --queue discovery/queue.json --run-id 123 --out artifacts/records",
+    arguments=_collect_args,
+)
+def _collect(args: argparse.Namespace) -> int:
+    from pipeline.artifacts import collect_records
+
+    collected = collect_records(args.downloaded, queue_file=args.queue, run_id=args.run_id, out=args.out)
+    for problem in collected.problems:
+        print(f"set aside: {problem}", file=sys.stderr)
+    print(f"{len(collected.accepted)} record(s) accepted, {len(collected.problems)} set aside")
+    return 1 if collected.problems else 0
+
+
 # -- publish --------------------------------------------------------------------------------------------
 
 

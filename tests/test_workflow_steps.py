@@ -162,7 +162,7 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert discovery == artifact_path("publish", "publish", "download-artifact", "discovery")
 
     # publish.yml: collect (only what the run's queue asked for), validate, build, plan, publish as a PR
-    assert run("publish", "publish", "collect", RUN_ID=RUN_ID) == {}
+    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {}
     validated = run("publish", "publish", "validate", DATASET_REPO=DATASET, COLLECT_INVALID="")
     assert validated == {"records": "2"}
     run("publish", "publish", "build", DATASET_REPO=DATASET)

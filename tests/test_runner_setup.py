@@ -326,7 +326,8 @@ def github(tmp_path: Path):
             "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
         "orgs/acme/actions/runner-groups/8": {"id": 8, "restricted_to_workflows": False, "selected_workflows": []},
         "orgs/acme/actions/runner-groups/9": {"id": 9, "restricted_to_workflows": True, "selected_workflows": [
-            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main", "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
+            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main",
+            "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
     })  # fmt: skip
     (tmp_path / "token").write_text("ghp_settings_check\n")
     yield api
@@ -366,8 +367,9 @@ def test_external_registration_leaves_no_credential_on_the_host(tmp_path: Path) 
     assert not [c for c in commands(result.stdout) if c[-1].endswith("github-token") and c[0] == "install"]
     assert ["rm", "-f", "/etc/trncat-runner/github-token"] in commands(result.stdout)
     assert "TRNCAT_REGISTRATION=external" in written(result.stdout)["/etc/trncat-runner/runner-0.env"]
-    env = {"RUNNER_LABELS": "self-hosted,linux,x64,trn2,trn2.48xlarge,trn2-64c", "TRNCAT_RUNNER_USER": "trncat-runner-0",
-           "TRNCAT_PREFIX": "/opt/trncat-runner", "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
+    env = {"RUNNER_LABELS": "self-hosted,linux,x64,trn2,trn2.48xlarge,trn2-64c",
+           "TRNCAT_RUNNER_USER": "trncat-runner-0", "TRNCAT_PREFIX": "/opt/trncat-runner",
+           "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
            "NEURON_RT_VISIBLE_CORES": "0-63", "TRNCAT_REGISTRATION": "external"}  # fmt: skip
     jit = dry_run("jit", "0", env=env)
     assert jit.returncode == 0 and "+ take /etc/trncat-runner/jit-inbox/runner-0.jitconfig" in jit.stdout

@@ -374,3 +374,15 @@ def test_external_registration_leaves_no_credential_on_the_host(tmp_path: Path) 
     jit = dry_run("jit", "0", env=env)
     assert jit.returncode == 0 and "+ take /etc/trncat-runner/jit-inbox/runner-0.jitconfig" in jit.stdout
     assert not [c for c in commands(jit.stdout) if c[0] == "curl"], "no call with a credential"
+
+
+def test_the_readme_has_a_threat_model_and_arc_keeps_no_shared_cache() -> None:
+    readme = (ROOT / "runners" / "README.md").read_text()
+    section = readme.split("## Threat model", 1)[1].split("\n## ", 1)[0]
+    for needle in ("What a job can reach", "What a job cannot reach", "maintainer's duty", "IPAddressDeny"):
+        assert needle in section, needle
+    arc = yaml.safe_load((ROOT / "runners" / "arc-values.yaml").read_text())
+    spec = arc["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert all("hostPath" not in volume for volume in spec["volumes"]), "no cache shared across jobs"
+    assert spec["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]

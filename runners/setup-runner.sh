@@ -57,6 +57,7 @@ CONTAINER_IMAGE=""
 CONTAINER_MEMORY="96g"
 CONTAINER_PIDS=4096
 INSTALL_NEURON_APT=0
+NEURON_APT_FINGERPRINT=""
 REGISTRATION="token"
 FORCE_PUBLIC_REPO=0
 CHECK_SETTINGS=""
@@ -91,7 +92,8 @@ install options:
   --container-memory M   memory limit of a job's container (default 96g)
   --container-pids N     process limit of a job's container (default 4096)
   --neuron-apt           install the Neuron driver, runtime and tools from the Neuron apt repository
-                         (not needed on the Neuron DLAMI, which carries them)
+                         (not needed on the Neuron DLAMI, which carries them); needs
+  --neuron-apt-key-fingerprint FPR   the apt key's fingerprint, checked before the key is trusted
   --user NAME            prefix of the per-runner users jobs run as (default trncat-runner: trncat-runner-0, ...)
   --prefix DIR           install root (default /opt/trncat-runner)
   --conf DIR             settings and credential (default /etc/trncat-runner)
@@ -201,8 +203,24 @@ install_prerequisites() {
     note "Neuron driver, runtime and tools from ${TRNCAT_NEURON_APT_REPO}"
     local codename
     codename="$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)"
+    # The key is pinned by its fingerprint, which the maintainer passes after checking it out of band: the
+    # Neuron docs publish the key's URL but not its fingerprint ("Neuron Setup Troubleshooting" names only the
+    # expired key 5749CAD8646D9185), so the script carries no fingerprint of its own.
+    [[ "${NEURON_APT_FINGERPRINT}" =~ ^[0-9A-F]{40}$ ]] ||
+      die "--neuron-apt needs --neuron-apt-key-fingerprint FPR (40 hex digits, upper case) of the Neuron apt key"
     run install -d -m 0755 /etc/apt/keyrings
-    run curl -fsSL -o /etc/apt/keyrings/neuron.asc "${TRNCAT_NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
+    run curl -fsSL -o /etc/apt/keyrings/neuron.asc.part "${TRNCAT_NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
+    if [ "${DRY_RUN}" -eq 1 ]; then
+      printf '+ check the fingerprint of /etc/apt/keyrings/neuron.asc.part is %s\n' "${NEURON_APT_FINGERPRINT}"
+    else
+      local found
+      found="$(gpg --show-keys --with-colons /etc/apt/keyrings/neuron.asc.part | awk -F: '$1 == "fpr" {print $10}')"
+      if [ "${found}" != "${NEURON_APT_FINGERPRINT}" ]; then
+        rm -f /etc/apt/keyrings/neuron.asc.part
+        die "the Neuron apt key has fingerprint(s) '${found//$'\n'/ }', not ${NEURON_APT_FINGERPRINT}: refusing it"
+      fi
+    fi
+    run mv -f /etc/apt/keyrings/neuron.asc.part /etc/apt/keyrings/neuron.asc
     echo "deb [signed-by=/etc/apt/keyrings/neuron.asc] ${TRNCAT_NEURON_APT_REPO} ${codename} main" |
       write_file /etc/apt/sources.list.d/neuron.list 0644 root:root
     run apt-get update -q
@@ -650,6 +668,7 @@ main() {
       --check-settings) CHECK_SETTINGS=yes ;;
       --force-public-repo) FORCE_PUBLIC_REPO=1 ;;
       --neuron-apt) INSTALL_NEURON_APT=1 ;;
+      --neuron-apt-key-fingerprint) NEURON_APT_FINGERPRINT="${2:?--neuron-apt-key-fingerprint FPR}" && shift ;;
       --user) RUNNER_USER="${2:?--user NAME}" && shift ;;
       --prefix) PREFIX="${2:?--prefix DIR}" && shift ;;
       --conf) CONF="${2:?--conf DIR}" && shift ;;

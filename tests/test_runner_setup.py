@@ -386,3 +386,20 @@ def test_the_readme_has_a_threat_model_and_arc_keeps_no_shared_cache() -> None:
     assert spec["automountServiceAccountToken"] is False
     assert all("hostPath" not in volume for volume in spec["volumes"]), "no cache shared across jobs"
     assert spec["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def test_the_neuron_apt_key_is_pinned_by_fingerprint(tmp_path: Path) -> None:
+    """Issue 11.15: the apt key was trusted as downloaded. It is now refused without the maintainer's pin."""
+    (tmp_path / "t").write_text("x")
+    base = ["install", "--org", "a", "--runner-group-id", "7", "--token-file", str(tmp_path / "t"),
+            "--instance", "trn2.48xlarge", "--neuron-apt"]  # fmt: skip
+    unpinned = dry_run(*base)
+    assert unpinned.returncode == 2 and "--neuron-apt-key-fingerprint" in unpinned.stderr
+    fpr = "0123456789ABCDEF0123456789ABCDEF01234567"
+    pinned = dry_run(*base, "--neuron-apt-key-fingerprint", fpr)
+    lines = pinned.stdout.splitlines()
+    check = next(
+        i for i, line in enumerate(lines) if f"fingerprint of /etc/apt/keyrings/neuron.asc.part is {fpr}" in line
+    )
+    trust = next(i for i, line in enumerate(lines) if line.endswith("/etc/apt/keyrings/neuron.asc"))
+    assert pinned.returncode == 0 and check < trust

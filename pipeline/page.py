@@ -52,7 +52,7 @@ _ROW_FIELDS = {
     "stage": "failure_stage", "code": "failure_code", "msg": "failure_message", "cores": "cores", "pc": "plan_cores",
     "tp": "plan_tp_degree", "fits": "plan_fits", "advice": "plan_advice", "mem": "peak_device_memory_bytes",
     "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
-    "device": "device", "hw": "hardware",
+    "device": "device", "hw": "hardware", "src": "source",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),

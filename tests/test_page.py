@@ -367,3 +367,15 @@ def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
 
 def build_page_html(root: Path) -> str:
     return page_html(root)
+
+
+def test_every_row_says_its_source() -> None:
+    """Issue 11.11: a community result must never read as one of the project's own runs."""
+    community = sample_record(model_id="acme/community")
+    community["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
+    data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
+    sources = {e["id"]: e["src"] for e in data["entries"]}
+    assert sources == {"acme/ci": "ci", "acme/community": "community"}
+    script = (Path(page.__file__).parent / "templates" / "index.js").read_text()
+    assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)

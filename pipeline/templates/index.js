@@ -74,6 +74,8 @@
     var st = e.st === "unmeasured" && e.ek ? "excluded" : e.st;
     td.appendChild(el("span", "badge b-" + st, st === "excluded" ? "excluded" : statusLabel(st)));
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
+    // Every measured row says who measured it: the project's CI, or a community / local submission.
+    if (e.src) td.appendChild(el("span", "source src-" + (e.src === "ci" ? "ci" : "other"), e.src === "ci" ? "CI" : e.src));
     if (e.st === "fail" || e.st === "error") {
       var reason = [e.stage, e.code].filter(Boolean).join(" \u00b7 ");
       if (reason) { var r = el("span", "reason", reason); if (e.msg) r.title = e.msg; td.appendChild(r); }

@@ -24,7 +24,7 @@ PAGE_SIZE = 100
 ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
-    "hist", "warm", "fb", "cos", "rc",
+    "hist", "warm", "fb", "cos", "rc", "src",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
@@ -40,7 +40,7 @@ _ROW_FIELDS = {
     "stage": "failure_stage", "code": "failure_code", "msg": "failure_message", "cores": "cores", "pc": "plan_cores",
     "tp": "plan_tp_degree", "fits": "plan_fits", "advice": "plan_advice", "mem": "peak_device_memory_bytes",
     "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
-    "device": "device", "hw": "hardware", "rc": "recompiles_during_timed",
+    "device": "device", "hw": "hardware", "rc": "recompiles_during_timed", "src": "source",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),

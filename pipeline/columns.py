@@ -225,7 +225,8 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
-    then a pass before a failure, then the newest.
+    then the project's own (CI) result before a community or local one, then a pass before a failure, then the
+    newest.
 
     Args:
         rows: Flat rows of one model (non-empty).
@@ -233,7 +234,15 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     Returns:
         The chosen row.
     """
-    return max(rows, key=lambda r: (r.get("device") == "neuron", r.get("status") == "pass", r["finished_at"]))
+    return max(
+        rows,
+        key=lambda r: (
+            r.get("device") == "neuron",
+            r.get("source") == "ci",
+            r.get("status") == "pass",
+            r["finished_at"],
+        ),
+    )
 
 
 def toolchain_label(row: dict[str, Any]) -> str:

@@ -8,8 +8,9 @@ from pipeline.errors import ModelIdError
 
 #: One part of ``org/name``: alphanumerics, ``-``, ``_`` and ``.``; no leading or trailing ``-``/``.``.
 _PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?"
-MODEL_ID_RE = re.compile(rf"^{_PART}/{_PART}$")
-REVISION_RE = re.compile(r"^[0-9a-f]{40}$")
+# Used with fullmatch and anchored with \A...\Z: `$` alone also matches before a trailing newline.
+MODEL_ID_RE = re.compile(rf"\A{_PART}/{_PART}\Z")
+REVISION_RE = re.compile(r"\A[0-9a-f]{40}\Z")
 MAX_MODEL_ID_LENGTH = 193
 
 
@@ -19,7 +20,7 @@ def model_id_problem(model_id: object) -> str | None:
         return f"must be a string, got {type(model_id).__name__}"
     if len(model_id) > MAX_MODEL_ID_LENGTH:
         return f"longer than {MAX_MODEL_ID_LENGTH} characters"
-    if not MODEL_ID_RE.match(model_id):
+    if not MODEL_ID_RE.fullmatch(model_id):
         return f"{model_id!r} is not 'org/name' made of letters, digits, '-', '_' and '.'"
     if "--" in model_id or ".." in model_id:
         return f"{model_id!r} contains '--' or '..', which the Hub forbids"
@@ -43,7 +44,7 @@ def validate_model_id(model_id: object) -> str:
 
 def is_revision(value: object) -> bool:
     """True for a full 40-hex commit sha (never a branch or a short sha)."""
-    return isinstance(value, str) and REVISION_RE.match(value) is not None
+    return isinstance(value, str) and REVISION_RE.fullmatch(value) is not None
 
 
 def slug(model_id: str) -> tuple[str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from pipeline.dataset import (
     migration_paths,
     needs_migration,
     overlay_files,
+    overlay_problems,
     publish_paths,
     read_summary,
     refresh_card,
@@ -44,10 +45,10 @@ from pipeline.dataset import (
     tree_digests,
     write_front_files,
 )
-from pipeline.errors import PipelineError, RepoNotFoundError
+from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
 from pipeline.hub import Hub, file_additions
 from pipeline.ids import validate_model_id
-from pipeline.records import parse_time
+from pipeline.records import Problem, parse_time
 from pipeline.render import md_cell
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ def _prepare(
     parent: str | None,
     names: CardNames | None,
 ) -> Prepared:
-    overlay_map = overlay_files(overlay)
+    overlay_map = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
     folder.mkdir(parents=True, exist_ok=True)
@@ -155,6 +156,38 @@ def _prepare(
     return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
 
 
+def checked_overlay(overlay: Path | None) -> dict[str, Path]:
+    """The overlay's files (path in repo -> file) once every one is a well-formed discovery output.
+
+    Raises:
+        DatasetError: a file is malformed (each problem named); nothing is published then.
+    """
+    files = overlay_files(overlay)
+    problems = overlay_problems(files)
+    if problems:
+        listed = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
+        raise DatasetError(f"refusing to publish the overlay {overlay}: {listed}")
+    return files
+
+
+def provenance_problems(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Problem]:
+    """Records that come from the wrong place for their ``run.source``.
+
+    A community record is published only from a ``results/community/`` folder (what the submission check
+    reviewed), and that folder holds community records only: a "ci" record a pull request put there is never
+    published as the project's own measurement (CI records come from the runs' artifacts).
+    """
+    out = []
+    for name, record in records:
+        in_community = Path(name).parts[-3:-1] == ("results", "community")
+        source = record["run"]["source"]
+        if source == "community" and not in_community:
+            out.append(Problem(name, "run.source", "a community record is published only from results/community/"))
+        elif in_community and source != "community":
+            out.append(Problem(name, "run.source", f"results/community/ holds community records only, not {source!r}"))
+    return out
+
+
 def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> str:
     """The PR description: what changed, for the maintainer who reviews it."""
 
@@ -186,8 +219,8 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> st
 def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None) -> PublishResult:
     """The offline target: the same files as a Hub publish, written into a local dataset folder."""
     before = tree_digests(out) if out.exists() else {}
+    overlay_map = checked_overlay(overlay)
     summary = build(records, out) if records else BuildSummary()
-    overlay_map = overlay_files(overlay)
     if overlay_map:
         with fsatomic.staged_folder(out) as stage:
             for path_in_repo, source in overlay_map.items():

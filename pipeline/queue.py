@@ -205,11 +205,17 @@ _Key = tuple[Any, ...]
 
 
 def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str]]:
-    """Status counts per key over every results file (only the key's columns are read)."""
+    """Status counts per key over the CI rows of every results file (only the key's columns are read).
+
+    Only the project's own runs count as "measured": a community or local record (``source`` other than
+    ``ci``) never keeps a model from the project's runners.
+    """
     versions = [_version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for row in iter_results(root, [*columns, "failure_code"]):
+    for row in iter_results(root, [*columns, "failure_code", "source"]):
+        if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
+            continue
         key = tuple(row[c] for c in columns[: -1 - len(versions)])
         key += tuple(_public(row[c]) for c in versions)
         counts = history.setdefault(key, Counter())

@@ -9,6 +9,7 @@ good ones.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import math
@@ -130,6 +131,30 @@ def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, st
     return out
 
 
+#: How far in the future a record may say it finished (clock skew), and the run fields only CI may fill.
+MAX_FUTURE = dt.timedelta(days=1)
+CI_ONLY_RUN_FIELDS = ("runner", "github_run_id", "github_sha")
+
+
+def _provenance_problems(run: dict[str, Any]) -> list[tuple[str, str]]:
+    """A finish time past tomorrow pins "latest" forever; a non-CI record naming a CI run forges provenance."""
+    out = []
+    finished_text = run["finished_at"]
+    now = dt.datetime.now(dt.UTC)
+    # Text first (a stamp's date is within a day of its UTC date): parse only the few near or past today.
+    if finished_text[:10] >= (now - dt.timedelta(days=1)).strftime("%Y-%m-%d"):
+        finished = parse_time(finished_text)
+        if finished is not None and finished > now + MAX_FUTURE:
+            out.append(("run.finished_at", f"{finished_text} is more than a day in the future"))
+    if run["source"] != "ci":
+        out.extend(
+            (f"run.{name}", f"a {run['source']} record must not carry the CI-only field {name} (set it to null)")
+            for name in CI_ONLY_RUN_FIELDS
+            if run[name] is not None
+        )
+    return out
+
+
 def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     """Checks beyond the schema; ``record`` already satisfies the schema (so the lookups cannot fail)."""
     # The rules the schema can say (a pass has no failure, neuron versions, model id characters, ...) are in
@@ -148,6 +173,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("metrics.latency_s.p50", "p50 exceeds p90"))
     run = record["run"]
     out.extend(_times_problems(run["started_at"], run["finished_at"]))
+    out.extend(_provenance_problems(run))
     hardware, cores = record["hardware"], record["cores"]
     per_core, peak = hardware["memory_per_core_bytes"], metrics["peak_device_memory_bytes"]
     if per_core is not None and peak is not None and peak > per_core * cores:

@@ -109,12 +109,12 @@ def requirement_lines(record: dict[str, Any]) -> list[str]:
     return [_safe_requirement(line) for line in lines]
 
 
-_REQUIREMENT_RE = re.compile(r"^(--extra-index-url https://[A-Za-z0-9./-]+|[A-Za-z0-9._-]+(==[A-Za-z0-9.+_-]+)?)$")
+_REQUIREMENT_RE = re.compile(r"(--extra-index-url https://[A-Za-z0-9./-]+|[A-Za-z0-9._-]+(==[A-Za-z0-9.+_-]+)?)")
 
 
 def _safe_requirement(line: str) -> str:
     # Versions come from records (untrusted text): a line pip would read as an option or a URL is refused.
-    if not _REQUIREMENT_RE.match(line):
+    if not _REQUIREMENT_RE.fullmatch(line):  # fullmatch: `$` would let a trailing newline through
         raise PipelineError(f"refusing to write requirement line {line!r}")
     return line
 

@@ -6,7 +6,8 @@
 #   sudo runners/setup-runner.sh install ... --partition auto --from-estimate cost.json [--fleet-index K]
 #
 # What `install` does (idempotent: run it again to change N or to upgrade; --dry-run prints every command):
-#   - a dedicated system user (no sudo, no login shell) that runs the jobs;
+#   - one system user per runner (no sudo, no login shell, its own uid and HOME): a job never shares a uid,
+#     a HOME or a /proc/PID/environ with a neighbour's job;
 #   - the pinned actions/runner release, verified against its sha256 before it is unpacked;
 #   - the pinned toolchain (runners/toolchain.yaml) in a venv from the Neuron pip repository, unless the jobs
 #     run in the container (--container IMAGE, see runners/Dockerfile);
@@ -16,11 +17,17 @@
 #     SIZE@FIRST at a given core. Ranges never overlap, a runner of up to a chip's 4 cores stays in its chip
 #     and a larger one starts on a chip boundary (pipeline/fleet.py applies the same rules); `auto` takes
 #     instance K's partition from the fleet `trncat queue --estimate FILE` recommends;
-#   - a systemd template unit, one instance per runner: before each job it unpacks a fresh runner and
-#     registers it just-in-time (JIT config: one job, then the registration is gone), runs that one job, and
-#     systemd restarts it for the next.
-# The GitHub credential (a fine-grained token or GitHub App token allowed to manage self-hosted runners) stays
-# in a root-only file, read only by the root `jit` phase: a job never sees it.
+#   - a systemd template unit, one instance per runner: before each job it kills what the previous job left,
+#     wipes the runner's directory and HOME, unpacks a fresh runner (as the runner's user) and registers it
+#     just-in-time (JIT config: one job, then the registration is gone), runs that one job, and systemd
+#     restarts it for the next. Jobs cannot reach the instance metadata service (169.254.169.254).
+# Registration, two options (runners/README.md, "Threat model"):
+#   --registration token (the simple option): a GitHub credential allowed to create runners stays on this host
+#     in a root-only file, read only by the root `jit` phase. A job never sees it, but root on the host does.
+#   --registration external (recommended): a control plane off the host (a GitHub App token minted there, or
+#     ARC) delivers each JIT config into the root-only inbox; this host holds no credential at all.
+# Root only ever writes into root-owned directories (checked, never through a symlink), moves files into
+# place atomically, and does everything inside a job user's directories as that user.
 #
 # `jit INDEX` and `run INDEX` are the unit's two phases (see runners/trncat-runner.service); their settings
 # come from the unit's EnvironmentFile.
@@ -35,7 +42,8 @@ readonly TRNCAT_NEURON_PIP="https://pip.repos.neuron.amazonaws.com"
 # torch for TorchNeuron comes from PyTorch's CPU wheel index (PyPI's torch is the CUDA build): docs/neuron-facts.md
 readonly TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 readonly TRNCAT_NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
-readonly GITHUB_API="https://api.github.com"
+# The GitHub REST API (GitHub Enterprise Server: https://HOST/api/v3, --github-api).
+GITHUB_API="https://api.github.com"
 readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 chip (/dev/neuronN) at LNC=2
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -55,28 +63,50 @@ SCOPE=""
 TOKEN_FILE=""
 RUNNER_GROUP_ID=1
 CONTAINER_IMAGE=""
+CONTAINER_MEMORY="96g"
+CONTAINER_PIDS=4096
 INSTALL_NEURON_APT=0
+TRNCAT_NEURON_APT_FINGERPRINT=""
+REGISTRATION="token"
+FORCE_PUBLIC_REPO=0
+CHECK_SETTINGS=""
+# The one workflow an organization runner group may serve (org/repo prefix checked through the API).
+readonly ALLOWED_WORKFLOW=".github/workflows/benchmark.yml@refs/heads/main"
+# Instance metadata addresses (IPv4, and IPv6 on Nitro): jobs must never reach them.
+readonly IMDS_ADDRESSES="169.254.169.254/32 fd00:ec2::254/128"
 
 usage() {
   cat <<'EOF'
-usage: setup-runner.sh install (--repo OWNER/NAME | --org ORG) --token-file FILE [options]
+usage: setup-runner.sh install (--org ORG --runner-group-id ID | --repo OWNER/NAME) [--token-file FILE] [options]
        setup-runner.sh jit INDEX [--dry-run]    (systemd ExecStartPre, as root)
        setup-runner.sh run INDEX [--dry-run]    (systemd ExecStart)
 
 install options:
-  --repo OWNER/NAME      register repository runners
-  --org ORG              register organization runners (use a runner group restricted to benchmark.yml)
-  --token-file FILE      GitHub token allowed to create runner registrations (copied root-only)
+  --org ORG              register organization runners, in a runner group restricted to
+                         .github/workflows/benchmark.yml@refs/heads/main (checked through the API)
+  --repo OWNER/NAME      register repository runners (refused for a public repository: a pull request's
+                         own workflow could reach them; --force-public-repo overrides)
+  --registration MODE    token (default, the simple option: the credential lives on this host) or
+                         external (a control plane or ARC delivers each JIT config; no credential here)
+  --token-file FILE      GitHub token allowed to create runner registrations (copied root-only); with
+                         --registration external it is used only to check the settings, never copied
+  --github-api URL       the REST API (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)
+  --check-settings       check the GitHub settings through the API under --dry-run too (always done otherwise)
+  --force-public-repo    allow repository runners for a public repository (not recommended)
   --runners N            runners sharing this instance, each on 1/N of its NeuronCores (default 1)
   --partition SPEC       mixed runner sizes instead: COUNTxSIZE or SIZE@FIRST entries, e.g. 1x8,4x4,40x1
   --partition auto       take the partition from --from-estimate FILE (trncat queue --estimate FILE)
   --from-estimate FILE   the estimate; --fleet-index K picks its instance K's partition (default 0)
   --instance TYPE        trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge (default: from instance metadata)
   --runner-group-id ID   runner group of the registrations (default 1: Default)
-  --container IMAGE      run each job in IMAGE (built from runners/Dockerfile) with its /dev/neuronN devices
+  --container IMAGE      run each job in IMAGE (built from runners/Dockerfile) with its /dev/neuronN devices,
+                         no capabilities, at most --container-pids processes and --container-memory memory
+  --container-memory M   memory limit of a job's container (default 96g)
+  --container-pids N     process limit of a job's container (default 4096)
   --neuron-apt           install the Neuron driver, runtime and tools from the Neuron apt repository
-                         (not needed on the Neuron DLAMI, which carries them)
-  --user NAME            the user jobs run as (default trncat-runner)
+                         (not needed on the Neuron DLAMI, which carries them); needs
+  --neuron-apt-key-fingerprint FPR   the apt key's fingerprint, checked before the key is trusted
+  --user NAME            prefix of the per-runner users jobs run as (default trncat-runner: trncat-runner-0, ...)
   --prefix DIR           install root (default /opt/trncat-runner)
   --conf DIR             settings and credential (default /etc/trncat-runner)
   --dry-run              print what would be done; change nothing
@@ -103,7 +133,37 @@ run() {
   fi
 }
 
-# write_file PATH MODE OWNER: write stdin to PATH atomically (or print it under --dry-run).
+# trusted_dir DIR: DIR is a real folder (no symlink) owned by the caller (root) and writable by it only, and so
+# is every folder above it, except that an ancestor may be a root-owned sticky folder such as /tmp (nobody else
+# can rename or remove what we own in it). Root writes nowhere else: a folder a job user owns, or a link it
+# planted, is never followed.
+trusted_dir() {
+  local dir="$1" owner mode me first=1
+  me="$(id -u)"
+  [[ "${dir}" == /* ]] || die "not an absolute path: ${dir}"
+  while :; do
+    [ -d "${dir}" ] && [ ! -L "${dir}" ] || die "refusing to write into ${dir}: not a real folder (a symlink?)"
+    owner="$(stat -c %u -- "${dir}")"
+    mode="$(stat -c %a -- "${dir}")"
+    if [ "${first}" -eq 1 ]; then
+      [ "${owner}" -eq "${me}" ] || die "refusing to write into ${dir}: owned by uid ${owner}, not by uid ${me}"
+      ((8#${mode} & 8#022)) && die "refusing to write into ${dir}: writable by others (mode ${mode})"
+    else
+      [ "${owner}" -eq "${me}" ] || [ "${owner}" -eq 0 ] ||
+        die "refusing to write under ${dir}: owned by uid ${owner}"
+      if ((8#${mode} & 8#022)) && ! { ((8#${mode} & 8#1000)) && [ "${owner}" -eq 0 ]; }; then
+        die "refusing to write under ${dir}: writable by others (mode ${mode})"
+      fi
+    fi
+    [ "${dir}" = / ] && return 0
+    first=0
+    dir="$(dirname -- "${dir}")"
+  done
+}
+
+# write_file PATH MODE OWNER: write stdin to PATH atomically (or print it under --dry-run). PATH's folder must be
+# trusted (trusted_dir); the content goes to a new temp file there (O_EXCL), gets its mode and owner, and is
+# renamed over PATH (rename replaces a link at PATH, it never follows it).
 write_file() {
   local path="$1" mode="$2" owner="$3" content
   content="$(cat)"
@@ -112,12 +172,14 @@ write_file() {
     printf '%s\n' "${content}" | sed 's/^/| /'
     return
   fi
-  local tmp
-  tmp="$(mktemp "${path}.XXXXXX")"
+  local dir tmp
+  dir="$(dirname -- "${path}")"
+  trusted_dir "${dir}"
+  tmp="$(mktemp -- "${dir}/.write.XXXXXXXX")"
   printf '%s\n' "${content}" >"${tmp}"
-  chmod "${mode}" "${tmp}"
-  chown "${owner}" "${tmp}"
-  mv -f "${tmp}" "${path}"
+  chmod -- "${mode}" "${tmp}"
+  chown -- "${owner}" "${tmp}"
+  mv -fT -- "${tmp}" "${path}"
 }
 
 total_cores() {
@@ -210,8 +272,24 @@ install_prerequisites() {
     note "Neuron driver, runtime and tools from ${TRNCAT_NEURON_APT_REPO}"
     local codename
     codename="$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release)"
+    # The key is pinned by its fingerprint, which the maintainer passes after checking it out of band: the
+    # Neuron docs publish the key's URL but not its fingerprint ("Neuron Setup Troubleshooting" names only the
+    # expired key 5749CAD8646D9185), so the script carries no fingerprint of its own.
+    [[ "${TRNCAT_NEURON_APT_FINGERPRINT}" =~ ^[0-9A-F]{40}$ ]] ||
+      die "--neuron-apt needs --neuron-apt-key-fingerprint FPR (40 hex digits, upper case) of the Neuron apt key"
     run install -d -m 0755 /etc/apt/keyrings
-    run curl -fsSL -o /etc/apt/keyrings/neuron.asc "${TRNCAT_NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
+    run curl -fsSL -o /etc/apt/keyrings/neuron.asc.part "${TRNCAT_NEURON_APT_REPO}/GPG-PUB-KEY-AMAZON-AWS-NEURON.PUB"
+    if [ "${DRY_RUN}" -eq 1 ]; then
+      printf '+ check the fingerprint of /etc/apt/keyrings/neuron.asc.part is %s\n' "${TRNCAT_NEURON_APT_FINGERPRINT}"
+    else
+      local found
+      found="$(gpg --show-keys --with-colons /etc/apt/keyrings/neuron.asc.part | awk -F: '$1 == "fpr" {print $10}')"
+      if [ "${found}" != "${TRNCAT_NEURON_APT_FINGERPRINT}" ]; then
+        rm -f /etc/apt/keyrings/neuron.asc.part
+        die "the Neuron apt key has fingerprint(s) '${found//$'\n'/ }', not ${TRNCAT_NEURON_APT_FINGERPRINT}: refusing it"
+      fi
+    fi
+    run mv -f /etc/apt/keyrings/neuron.asc.part /etc/apt/keyrings/neuron.asc
     echo "deb [signed-by=/etc/apt/keyrings/neuron.asc] ${TRNCAT_NEURON_APT_REPO} ${codename} main" |
       write_file /etc/apt/sources.list.d/neuron.list 0644 root:root
     run apt-get update -q
@@ -219,13 +297,30 @@ install_prerequisites() {
   fi
 }
 
-create_user() {
-  note "dedicated user ${RUNNER_USER}: no password, no login shell, no sudo"
-  if id -u "${RUNNER_USER}" >/dev/null 2>&1; then
-    note "user ${RUNNER_USER} exists"
-  else
-    run useradd --system --create-home --home-dir "${PREFIX}/home" --shell /usr/sbin/nologin "${RUNNER_USER}"
-  fi
+# runner_user INDEX: the user runner INDEX runs its jobs as (its own uid: no job can signal, trace or read
+# the environment of a neighbour's processes, or touch its files).
+runner_user() {
+  echo "${RUNNER_USER}-$1"
+}
+
+create_users() {
+  local index user
+  note "one user per runner (${RUNNER_USER}-0 ...): no password, no login shell, no sudo, own uid and HOME"
+  run install -d -m 0755 -o root -g root "${PREFIX}" "${PREFIX}/runners" "${PREFIX}/homes" "${PREFIX}/state"
+  for ((index = 0; index < RUNNERS; index++)); do
+    user="$(runner_user "${index}")"
+    if id -u "${user}" >/dev/null 2>&1; then
+      note "user ${user} exists"
+    else
+      run useradd --system --user-group --no-create-home --home-dir "${PREFIX}/homes/${index}" \
+        --shell /usr/sbin/nologin "${user}"
+    fi
+    # The JIT config's folder: root-owned, readable by this runner's user only.
+    run install -d -m 0750 -o root -g "${user}" "${PREFIX}/state/runner-${index}"
+  done
+  # No cron or at for job users: nothing a job schedules outlives it.
+  [ -f /etc/cron.allow ] || write_file /etc/cron.allow 0644 root:root <<<"root"
+  [ -f /etc/at.allow ] || write_file /etc/at.allow 0644 root:root <<<"root"
 }
 
 fetch_runner() {
@@ -282,7 +377,8 @@ write_runner_env() {
     echo "RUNNER_INDEX=${index}"
     echo "RUNNER_LABELS=${labels}"
     echo "RUNNER_GROUP_ID=${RUNNER_GROUP_ID}"
-    echo "RUNNER_USER=${RUNNER_USER}"
+    echo "TRNCAT_RUNNER_USER=$(runner_user "${index}")"
+    echo "TRNCAT_REGISTRATION=${REGISTRATION}"
     echo "TRNCAT_PREFIX=${PREFIX}"
     echo "TRNCAT_CONF=${CONF}"
     echo "GITHUB_API_PATH=${api_path}"
@@ -292,6 +388,8 @@ write_runner_env() {
       echo "NEURON_RT_VISIBLE_CORES=$(core_range $((first % CORES_PER_DEVICE)) "${cores}")"
       echo "TRNCAT_CONTAINER_IMAGE=${CONTAINER_IMAGE}"
       echo "TRNCAT_NEURON_DEVICES=${devices}"
+      echo "TRNCAT_CONTAINER_MEMORY=${CONTAINER_MEMORY}"
+      echo "TRNCAT_CONTAINER_PIDS=${CONTAINER_PIDS}"
     else
       echo "NEURON_RT_VISIBLE_CORES=$(core_range "${first}" "${cores}")"
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
@@ -300,19 +398,92 @@ write_runner_env() {
 }
 
 install_unit() {
-  local template="${SCRIPT_DIR}/trncat-runner.service" run_as="${RUNNER_USER}"
+  local template="${SCRIPT_DIR}/trncat-runner.service" run_as="${RUNNER_USER}-%i"
   [ -f "${template}" ] || die "missing ${template}"
-  # docker needs root; the container itself runs as its unprivileged `runner` user.
+  # docker needs root; the container itself runs as its unprivileged `runner` user, without capabilities.
   [ -n "${CONTAINER_IMAGE}" ] && run_as="root"
-  sed -e "s|@PREFIX@|${PREFIX}|g" -e "s|@CONF@|${CONF}|g" -e "s|@RUN_AS@|${run_as}|g" "${template}" |
+  sed -e "s|@PREFIX@|${PREFIX}|g" -e "s|@CONF@|${CONF}|g" -e "s|@RUN_AS@|${run_as}|g" \
+    -e "s|@IMDS@|${IMDS_ADDRESSES}|g" "${template}" |
     write_file "${UNIT_DIR}/trncat-runner@.service" 0644 root:root
 }
 
+# Containers' traffic leaves through the FORWARD chain, outside the unit's IPAddressDeny=: Docker's
+# DOCKER-USER chain rejects the metadata addresses for every container (docs.docker.com, "Packet filtering and
+# firewalls"). A oneshot unit puts the rules back after each boot, once Docker has created the chain.
+install_imds_block() {
+  [ -n "${CONTAINER_IMAGE}" ] || return 0
+  note "containers: no route to the instance metadata service"
+  write_file "${UNIT_DIR}/trncat-imds-block.service" 0644 root:root <<EOF
+[Unit]
+Description=trncat: containers never reach the EC2 instance metadata service
+After=docker.service
+Requires=docker.service
+Before=trncat-runner@.service
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'iptables -C DOCKER-USER -d 169.254.169.254/32 -j REJECT 2>/dev/null || iptables -I DOCKER-USER -d 169.254.169.254/32 -j REJECT'
+ExecStart=/bin/sh -c 'ip6tables -C DOCKER-USER -d fd00:ec2::254/128 -j REJECT 2>/dev/null || ip6tables -I DOCKER-USER -d fd00:ec2::254/128 -j REJECT || true'
+
+[Install]
+WantedBy=multi-user.target
+EOF
+  run systemctl daemon-reload
+  run systemctl enable --now trncat-imds-block.service
+}
+
+# github_get PATH: one read-only REST call with the token from TOKEN_FILE (never in argv).
+github_get() {
+  curl -fsS --max-time 20 -H @<(printf 'Authorization: Bearer %s\n' "$(cat "${TOKEN_FILE}")") \
+    -H "Accept: application/vnd.github+json" -H "X-GitHub-Api-Version: 2022-11-28" "${GITHUB_API}/$1"
+}
+
+# Who may reach these runners. A pull_request run uses the PR's own workflow files, so repository runners of a
+# public repository can be reached by anyone's PR; an organization runner group can be restricted to one
+# workflow file at one ref (docs.github.com, "Managing access to self-hosted runners using groups").
+check_github_settings() {
+  if [ "${CHECK_SETTINGS}" = skip ]; then
+    note "GitHub settings not checked (--dry-run without --check-settings)"
+    return
+  fi
+  [ -n "${TOKEN_FILE}" ] && [ -s "${TOKEN_FILE}" ] ||
+    die "checking the GitHub settings needs --token-file (with --registration external too: it is not copied)"
+  local answer
+  case "${SCOPE}" in
+    org:*)
+      answer="$(github_get "orgs/${SCOPE#org:}/actions/runner-groups/${RUNNER_GROUP_ID}")" ||
+        die "cannot read runner group ${RUNNER_GROUP_ID} of ${SCOPE#org:} through ${GITHUB_API}"
+      jq -e --arg wf "${ALLOWED_WORKFLOW}" '.restricted_to_workflows == true
+          and (.selected_workflows | length) > 0
+          and all(.selected_workflows[]; endswith("/" + $wf))' <<<"${answer}" >/dev/null ||
+        die "runner group ${RUNNER_GROUP_ID} must be restricted to ${ALLOWED_WORKFLOW} only (Settings > Actions > Runner groups > Workflow access)"
+      note "runner group ${RUNNER_GROUP_ID}: restricted to ${ALLOWED_WORKFLOW}"
+      ;;
+    *)
+      answer="$(github_get "repos/${SCOPE}")" || die "cannot read ${SCOPE} through ${GITHUB_API}"
+      if jq -e '.private == false' <<<"${answer}" >/dev/null; then
+        [ "${FORCE_PUBLIC_REPO}" -eq 1 ] ||
+          die "${SCOPE} is public: its pull requests run their own workflow files, which could reach repository runners. Register organization runners in a group restricted to ${ALLOWED_WORKFLOW} (--org ORG --runner-group-id ID), or pass --force-public-repo"
+        note "WARNING: repository runners for the public repository ${SCOPE} (--force-public-repo)"
+      fi
+      ;;
+  esac
+}
+
 cmd_install() {
-  [ -n "${SCOPE}" ] || die "pass --repo OWNER/NAME or --org ORG"
-  [ -n "${TOKEN_FILE}" ] || die "pass --token-file FILE"
+  [ -n "${SCOPE}" ] || die "pass --org ORG --runner-group-id ID (or --repo OWNER/NAME)"
+  case "${REGISTRATION}" in
+    token) [ -n "${TOKEN_FILE}" ] || die "pass --token-file FILE (or --registration external)" ;;
+    external) ;;
+    *) die "--registration is token or external" ;;
+  esac
+  if [[ "${SCOPE}" == org:* ]] && [ "${RUNNER_GROUP_ID}" -eq 1 ] && [ "${FORCE_PUBLIC_REPO}" -eq 0 ]; then
+    die "--org needs --runner-group-id: a group restricted to ${ALLOWED_WORKFLOW}, not the Default group (1)"
+  fi
   [ "${DRY_RUN}" -eq 1 ] || [ "$(id -u)" -eq 0 ] || die "install needs root (or --dry-run)"
-  [ "${DRY_RUN}" -eq 1 ] || [ -r "${TOKEN_FILE}" ] || die "cannot read ${TOKEN_FILE}"
+  [ "${DRY_RUN}" -eq 1 ] || [ -z "${TOKEN_FILE}" ] || [ -r "${TOKEN_FILE}" ] || die "cannot read ${TOKEN_FILE}"
+  [ -n "${CHECK_SETTINGS}" ] || { [ "${DRY_RUN}" -eq 1 ] && CHECK_SETTINGS=skip; } || CHECK_SETTINGS=yes
   [[ "${RUNNERS}" =~ ^[0-9]+$ ]] && [ "${RUNNERS}" -ge 1 ] || die "--runners must be a positive integer"
   if [ -z "${INSTANCE}" ] && [ "${DRY_RUN}" -eq 1 ]; then
     note "would read the instance type from IMDSv2; assuming trn2.48xlarge (pass --instance to choose)"
@@ -343,16 +514,23 @@ cmd_install() {
     org:*) api_path="orgs/${SCOPE#org:}" ;;
     *) api_path="repos/${SCOPE}" ;;
   esac
+  check_github_settings
   install_prerequisites
-  create_user
+  create_users
   fetch_runner
   install_toolchain
   check_machine
 
-  note "GitHub credential: root-only, read by the jit phase only"
   run install -d -m 0700 -o root -g root "${CONF}"
-  run install -m 0600 -o root -g root "${TOKEN_FILE}" "${CONF}/github-token"
-  run install -m 0755 "${SCRIPT_DIR}/setup-runner.sh" "${PREFIX}/bin/setup-runner.sh"
+  if [ "${REGISTRATION}" = token ]; then
+    note "GitHub credential (the simple option): root-only, read by the jit phase only"
+    run install -m 0600 -o root -g root "${TOKEN_FILE}" "${CONF}/github-token"
+  else
+    note "no GitHub credential on this host: the control plane puts each JIT config into ${CONF}/jit-inbox/"
+    run install -d -m 0700 -o root -g root "${CONF}/jit-inbox"
+    run rm -f "${CONF}/github-token"
+  fi
+  run install -m 0755 -o root -g root "${SCRIPT_DIR}/setup-runner.sh" "${PREFIX}/bin/setup-runner.sh"
 
   local index first labels
   for ((index = 0; index < RUNNERS; index++)); do
@@ -363,6 +541,7 @@ cmd_install() {
     write_runner_env "${index}" "${cores}" "${first}" "${labels}" "${api_path}"
   done
   install_unit
+  install_imds_block
   run systemctl daemon-reload
   # Re-partitioning: stop the instances beyond N before starting the new layout.
   local unit
@@ -388,40 +567,69 @@ require_env() {
   done
 }
 
-# Root phase before each job: a fresh runner directory and a JIT registration for exactly one job.
+# take_external_jit INBOX: the JIT config a control plane delivered (waits for it), removed from the inbox.
+take_external_jit() {
+  local inbox="$1" waited=0
+  while [ ! -f "${inbox}" ]; do
+    ((waited % 60 == 0)) && note "waiting for a JIT config in ${inbox}"
+    sleep 5
+    waited=$((waited + 5))
+  done
+  trusted_dir "$(dirname -- "${inbox}")"
+  [ ! -L "${inbox}" ] || die "${inbox} is a symlink"
+  cat -- "${inbox}"
+  rm -f -- "${inbox}"
+}
+
+# Root phase before each job: nothing of the previous job survives, a fresh runner and HOME owned by this
+# runner's user, and a JIT registration for exactly one job. Root writes only into root-owned folders; what
+# goes into the job user's folders is written by that user (runuser), so no link a job planted is followed.
 cmd_jit() {
   local index="$1"
-  require_env RUNNER_LABELS RUNNER_USER TRNCAT_PREFIX TRNCAT_CONF GITHUB_API_PATH NEURON_RT_VISIBLE_CORES
-  local dir="${TRNCAT_PREFIX}/runner-${index}" cached="${TRNCAT_PREFIX}/cache/${RUNNER_TARBALL}"
+  require_env RUNNER_LABELS TRNCAT_RUNNER_USER TRNCAT_PREFIX TRNCAT_CONF GITHUB_API_PATH NEURON_RT_VISIBLE_CORES
+  # TRNCAT_RUNNER_USER (the unit's settings), not RUNNER_USER: that one is --user's prefix in this script.
+  local user="${TRNCAT_RUNNER_USER}" dir="${TRNCAT_PREFIX}/runners/${index}" home="${TRNCAT_PREFIX}/homes/${index}"
+  local state="${TRNCAT_PREFIX}/state/runner-${index}" cached="${TRNCAT_PREFIX}/cache/${RUNNER_TARBALL}"
   local name
   name="$(hostname -s)-${RUNNER_LABELS##*,}-${index}-$(date +%s)"
   note "fresh runner ${name}: nothing survives from the previous job"
-  run rm -rf "${dir}"
-  run install -d -m 0750 -o "${RUNNER_USER}" -g "${RUNNER_USER}" "${dir}"
+  if [ "${DRY_RUN}" -eq 0 ]; then
+    trusted_dir "${TRNCAT_PREFIX}/runners"
+    trusted_dir "${TRNCAT_PREFIX}/homes"
+    trusted_dir "${state}"
+  fi
+  # Whatever the previous job left running (a daemon, a process that escaped the unit) as this user.
+  run pkill -KILL -u "${user}" || true
+  run rm -rf --one-file-system -- "${dir}" "${home}" "${state}/jitconfig"
+  run install -d -m 0700 -o "${user}" -g "${user}" "${dir}" "${home}"
   if [ "${DRY_RUN}" -eq 1 ]; then
     printf '+ sha256sum -c <<< %q\n' "${RUNNER_SHA256}  ${cached}"
   elif ! echo "${RUNNER_SHA256}  ${cached}" | sha256sum -c --quiet -; then
     die "${cached} does not match the pinned checksum: run setup-runner.sh install again"
   fi
-  run tar -xzf "${cached}" -C "${dir}"
-  # The runner reads .env into every job's environment.
-  {
-    echo "NEURON_RT_VISIBLE_CORES=${NEURON_RT_VISIBLE_CORES}"
-    echo "TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}"
-    [ -z "${TRNCAT_PYTHON:-}" ] || echo "TRNCAT_PYTHON=${TRNCAT_PYTHON}"
-    echo "TORCH_NEURONX_NEFF_CACHE_DIR=${TRNCAT_PREFIX}/home/neff-cache"
-  } | write_file "${dir}/.env" 0644 "${RUNNER_USER}:${RUNNER_USER}"
+  run runuser -u "${user}" -- tar -xzf "${cached}" -C "${dir}" --no-same-owner
 
   local body
   body="$(jq -nc --arg name "${name}" --arg labels "${RUNNER_LABELS}" --argjson group "${RUNNER_GROUP_ID:-1}" \
     '{name: $name, runner_group_id: $group, labels: ($labels | split(",")), work_folder: "_work"}')"
+  if [ "${TRNCAT_REGISTRATION:-token}" = external ]; then
+    note "JIT config from the control plane (this host holds no registration credential)"
+    if [ "${DRY_RUN}" -eq 1 ]; then
+      printf '+ take %q\n' "${TRNCAT_CONF}/jit-inbox/runner-${index}.jitconfig"
+      write_file "${state}/jitconfig" 0640 "root:${user}" <<<"<encoded_jit_config>"
+    else
+      take_external_jit "${TRNCAT_CONF}/jit-inbox/runner-${index}.jitconfig" |
+        write_file "${state}/jitconfig" 0640 "root:${user}"
+    fi
+    return
+  fi
   note "JIT registration (ephemeral by construction: one job, then GitHub removes it)"
   # The token goes in a header read from a file descriptor, never in argv (visible to `ps`).
   if [ "${DRY_RUN}" -eq 1 ]; then
     run curl -fsS -X POST -H "@<authorization header from ${TRNCAT_CONF}/github-token>" \
       -H "Accept: application/vnd.github+json" -H "X-GitHub-Api-Version: 2022-11-28" \
       --data "${body}" "${GITHUB_API}/${GITHUB_API_PATH}/actions/runners/generate-jitconfig"
-    write_file "${dir}/.jitconfig" 0600 "${RUNNER_USER}:${RUNNER_USER}" <<<"<encoded_jit_config>"
+    write_file "${state}/jitconfig" 0640 "root:${user}" <<<"<encoded_jit_config>"
     return
   fi
   local answer
@@ -429,33 +637,56 @@ cmd_jit() {
     -H @<(printf 'Authorization: Bearer %s\n' "$(cat "${TRNCAT_CONF}/github-token")") \
     -H "Accept: application/vnd.github+json" -H "X-GitHub-Api-Version: 2022-11-28" \
     --data "${body}" "${GITHUB_API}/${GITHUB_API_PATH}/actions/runners/generate-jitconfig")"
-  jq -er '.encoded_jit_config' <<<"${answer}" | write_file "${dir}/.jitconfig" 0600 "${RUNNER_USER}:${RUNNER_USER}"
-  run chown -R "${RUNNER_USER}:${RUNNER_USER}" "${dir}"
+  jq -er '.encoded_jit_config' <<<"${answer}" | write_file "${state}/jitconfig" 0640 "root:${user}"
 }
 
-# One job: the runner exits when it is done and systemd starts the next jit phase.
+# One job: the runner exits when it is done and systemd starts the next jit phase. The JIT config reaches the
+# runner through ACTIONS_RUNNER_INPUT_JITCONFIG, never argv (every process on the host can read argv with `ps`):
+# actions/runner reads any argument from ACTIONS_RUNNER_INPUT_<NAME> and removes the variable from its own
+# environment (src/Runner.Listener/CommandSettings.cs; the runner's docs are silent on it).
 cmd_run() {
   local index="$1"
   require_env TRNCAT_PREFIX
-  local dir="${TRNCAT_PREFIX}/runner-${index}" jit="<encoded_jit_config>"
-  if [ "${DRY_RUN}" -eq 0 ]; then
-    jit="$(cat "${dir}/.jitconfig")"
-    rm -f "${dir}/.jitconfig"
+  local dir="${TRNCAT_PREFIX}/runners/${index}" home="${TRNCAT_PREFIX}/homes/${index}"
+  local jit_file="${TRNCAT_PREFIX}/state/runner-${index}/jitconfig"
+  if [ "${DRY_RUN}" -eq 1 ]; then
+    note "the JIT config goes to the runner as ACTIONS_RUNNER_INPUT_JITCONFIG, read from ${jit_file}"
+  else
+    ACTIONS_RUNNER_INPUT_JITCONFIG="$(cat -- "${jit_file}")"
+    export ACTIONS_RUNNER_INPUT_JITCONFIG
   fi
   if [ -n "${TRNCAT_CONTAINER_IMAGE:-}" ]; then
+    # --env NAME (no value) passes the variable from this environment: the value never reaches argv.
     local args=(docker run --rm --name "trncat-runner-${index}" --security-opt no-new-privileges
+      --cap-drop ALL --pids-limit "${TRNCAT_CONTAINER_PIDS:-4096}" --memory "${TRNCAT_CONTAINER_MEMORY:-96g}"
+      --env ACTIONS_RUNNER_INPUT_JITCONFIG
       --env "NEURON_RT_VISIBLE_CORES=${NEURON_RT_VISIBLE_CORES:-}" --env "TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}")
     local device
     IFS=',' read -ra devices <<<"${TRNCAT_NEURON_DEVICES:?}"
     for device in "${devices[@]}"; do args+=(--device "${device}"); done
-    args+=("${TRNCAT_CONTAINER_IMAGE}" --jitconfig "${jit}")
+    args+=("${TRNCAT_CONTAINER_IMAGE}")
     if [ "${DRY_RUN}" -eq 1 ]; then run "${args[@]}"; else exec "${args[@]}"; fi
   else
+    # This phase runs as the runner's own user: the .env the runner reads into every job is written by it,
+    # into its own fresh folder. HOME is that runner's, wiped before each job.
+    local env_lines
+    env_lines="NEURON_RT_VISIBLE_CORES=${NEURON_RT_VISIBLE_CORES:-}
+TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}${TRNCAT_PYTHON:+
+TRNCAT_PYTHON=${TRNCAT_PYTHON}}
+HOME=${home}
+TORCH_NEURONX_NEFF_CACHE_DIR=${home}/neff-cache"
     if [ "${DRY_RUN}" -eq 1 ]; then
-      run "${dir}/run.sh" --jitconfig "${jit}"
+      printf '+ write %s (mode 0600, owner the runner user, written as that user)\n' "${dir}/.env"
+      printf '%s\n' "${env_lines}" | sed 's/^/| /'
+    else
+      (umask 077 && printf '%s\n' "${env_lines}" >"${dir}/.env")
+    fi
+    if [ "${DRY_RUN}" -eq 1 ]; then
+      run "${dir}/run.sh"
     else
       cd "${dir}"
-      exec ./run.sh --jitconfig "${jit}"
+      export HOME="${home}"
+      exec ./run.sh
     fi
   fi
 }
@@ -508,7 +739,26 @@ main() {
         shift
         ;;
       --container) CONTAINER_IMAGE="${2:?--container IMAGE}" && shift ;;
+      --container-memory)
+        [[ "${2:-}" =~ ^[0-9]+[kmg]?$ ]] || die "--container-memory wants a size such as 96g"
+        CONTAINER_MEMORY="$2"
+        shift
+        ;;
+      --container-pids)
+        [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--container-pids wants a number"
+        CONTAINER_PIDS="$2"
+        shift
+        ;;
+      --registration) REGISTRATION="${2:?--registration token|external}" && shift ;;
+      --github-api)
+        [[ "${2:-}" =~ ^https?://[A-Za-z0-9.:/_-]+$ ]] || die "--github-api wants a URL"
+        GITHUB_API="${2%/}"
+        shift
+        ;;
+      --check-settings) CHECK_SETTINGS=yes ;;
+      --force-public-repo) FORCE_PUBLIC_REPO=1 ;;
       --neuron-apt) INSTALL_NEURON_APT=1 ;;
+      --neuron-apt-key-fingerprint) TRNCAT_NEURON_APT_FINGERPRINT="${2:?--neuron-apt-key-fingerprint FPR}" && shift ;;
       --user) RUNNER_USER="${2:?--user NAME}" && shift ;;
       --prefix) PREFIX="${2:?--prefix DIR}" && shift ;;
       --conf) CONF="${2:?--conf DIR}" && shift ;;
@@ -527,4 +777,7 @@ main() {
   esac
 }
 
-main "$@"
+# Sourced (tests run write_file and trusted_dir on their own), it only defines the functions.
+if [ "${BASH_SOURCE[0]}" = "${0}" ]; then
+  main "$@"
+fi

@@ -233,3 +233,55 @@ def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
         whole = summarize(read_latest(out), shard_digits=0, shards=["all"])
         for key in ("total", "counts", "toolchains", "hardware"):
             assert summary[key] == whole[key], key
+
+
+def _community(**overrides) -> dict:
+    record = sample_record(**overrides)
+    record["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    return record
+
+
+def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: Path) -> None:
+    """Attack (issue 11.9): a newer community record (the latest finish time) replaced the project's CI row."""
+    out = tmp_path / "ds"
+    build([sample_record(metrics={"decode_tokens_per_s": 77.0})], out)
+    late = {"started_at": "2026-11-30T10:00:00+00:00", "finished_at": "2026-11-30T10:05:00+00:00"}
+    build([_community(run=late, metrics={"decode_tokens_per_s": 9999.0})], out)
+    [row] = read_latest(out)
+    assert (row["source"], row["decode_tokens_per_s"]) == ("ci", 77.0)
+    [kept] = earlier_runs(row)  # both stay visible: the community run in the key's history, with its source
+    assert (kept["source"], kept["decode_tokens_per_s"]) == ("community", 9999.0)
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
+    # a community row alone stands for its key until the project measures it; then CI comes first
+    other = tmp_path / "other"
+    build([_community(metrics={"decode_tokens_per_s": 5.0})], other)
+    build([sample_record(run={"finished_at": "2026-11-28T10:00:30+00:00"})], other)
+    [row] = read_latest(other)
+    assert row["source"] == "ci" and [h["source"] for h in earlier_runs(row)] == ["community"]
+
+
+def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
+    from pipeline.dataset.build import HISTORY_LIMIT
+
+    out = tmp_path / "ds"
+    runs = [
+        sample_record(
+            run={"started_at": f"2026-11-{day:02d}T10:00:00+00:00", "finished_at": f"2026-11-{day:02d}T10:01:00+00:00"}
+        )
+        for day in range(1, HISTORY_LIMIT + 6)
+    ]
+    build(runs[:3], out)
+    build(runs[3:], out)
+    [row] = read_latest(out)
+    history = earlier_runs(row)
+    assert len(history) == HISTORY_LIMIT and len(pd.read_parquet(out / RESULTS_DIR)) == len(runs)
+    assert history[0]["finished_at"].day == HISTORY_LIMIT + 4  # the newest are kept
+    assert not build(runs, out).changed  # the dropped ones are still known (data/results): not added again
+
+
+def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    odd = sample_record(model_id="acme/odd", versions={"transformers": "5.0 --index-url http://evil"})
+    summary = build([odd, sample_record()], out)
+    assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert not (out / "scripts" / "acme" / "odd").exists()

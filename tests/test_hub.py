@@ -16,7 +16,7 @@ from pipeline.errors import (
     RepoNotFoundError,
 )
 from pipeline.hub import ModelListing
-from pipeline.ids import validate_model_id
+from pipeline.ids import is_revision, validate_model_id
 from pipeline.localhub import pytest_plugin
 
 localhub = pytest_plugin.localhub
@@ -214,6 +214,11 @@ def test_validate_model_id():
     for bad in ["gpt2", "org/name/extra", "org/-name", "org/name.", "org/a--b", "org/a..b", "org/" + "x" * 97]:
         with pytest.raises(ModelIdError):
             validate_model_id(bad)
+    # `$` matched before a trailing newline (issue 11.15): "org/name\n" reached paths and shell lines
+    for bad in ["org/name\n", "org/name\r\n", "\norg/name"]:
+        with pytest.raises(ModelIdError):
+            validate_model_id(bad)
+    assert not is_revision("0" * 40 + "\n") and is_revision("0" * 40)
 
 
 def test_the_transport_adapter_is_what_huggingface_hub_sends_through(localhub, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
 from pathlib import Path
 
 import httpx2
@@ -11,7 +12,9 @@ import pytest
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi, hf_hub_download
 from huggingface_hub import errors as hf_errors
 
-from pipeline.localhub import LocalHubStore, pytest_plugin
+from pipeline.errors import StoreError
+from pipeline.hub import point_client_at
+from pipeline.localhub import LocalHub, LocalHubStore, pytest_plugin
 from pipeline.localhub.storage import git_blob_sha
 
 localhub = pytest_plugin.localhub
@@ -268,3 +271,92 @@ def test_a_static_space_is_created_committed_and_downloaded(localhub, tmp_path):
     assert api.space_info("org/page").sha == api.list_repo_refs("org/page", repo_type="space").branches[0].target_commit
     path = hf_hub_download("org/page", "index.html", repo_type="space", cache_dir=tmp_path / "c")
     assert Path(path).read_bytes() == b"<p>hi</p>"
+
+
+# -- attacks (issue 11.13, 11.14) --------------------------------------------------------------------------
+
+
+def _post(url: str, body: bytes, *, headers: dict[str, str] | None = None) -> httpx2.Response:
+    return httpx2.post(url, content=body, headers=headers or {}, timeout=10)
+
+
+def test_an_lfs_oid_never_becomes_a_path_outside_the_hub_root(localhub, tmp_path):
+    """Committing ``lfsFile`` with oid ``../../secret`` and resolving it returned a file outside the root;
+    lfs-verify answered 200/404 for any path (an existence oracle)."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("id_rsa contents")
+    localhub.store.create_repo("org/victim")
+    escape = "../" * 12 + str(secret).lstrip("/")
+    lines = [
+        {"key": "header", "value": {"summary": "x"}},
+        {"key": "lfsFile", "value": {"path": "w.bin", "algo": "sha256", "oid": escape, "size": 15}},
+    ]
+    answer = _post(f"{localhub.url}/api/models/org/victim/commit/main", "\n".join(map(json.dumps, lines)).encode())
+    assert answer.status_code == 400 and "64 hex" in answer.json()["error"]
+    assert "w.bin" not in localhub.store.get("org/victim").tree("main")
+    got = httpx2.get(f"{localhub.url}/org/victim/resolve/main/w.bin", timeout=10)
+    assert got.status_code == 404 and b"id_rsa" not in got.content
+    for oid in (escape, str(secret), "A" * 64, "0" * 63):
+        verify = _post(f"{localhub.url}/lfs-verify/{'0' * 64}", json.dumps({"oid": oid, "size": 15}).encode())
+        assert verify.status_code == 400, oid
+        batch = _post(f"{localhub.url}/org/victim.git/info/lfs/objects/batch",
+                      json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": 1}]}).encode())  # fmt: skip
+        assert batch.status_code == 400, oid
+    with pytest.raises(StoreError):
+        localhub.store.blob_path("../x")
+
+
+def test_repo_ids_stay_inside_the_root(localhub):
+    for org, name in (("..", ".."), ("org", ".."), ("org", "."), ("a", "b\\..\\c")):
+        answer = _post(f"{localhub.url}/api/repos/create", json.dumps({"organization": org, "name": name}).encode())
+        assert answer.status_code == 400, (org, name)
+    assert not (localhub.store.root / "meta.json").exists()
+
+
+def test_request_bodies_are_capped(tmp_path):
+    with LocalHub(tmp_path) as hub:
+        hub.server.max_body = 1024
+        assert _post(f"{hub.url}/api/repos/create", b"{" + b" " * 2048 + b"}").status_code == 413
+        chunked = httpx2.post(f"{hub.url}/api/repos/create", content=iter([b"x" * 600, b"y" * 600]), timeout=10)
+        assert chunked.status_code == 413
+        host, port = hub.server.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as raw:  # read(-1) would wait for EOF
+            raw.sendall(b"POST /api/repos/create HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n{}")
+            assert raw.recv(100).startswith(b"HTTP/1.1 400")
+        assert _post(f"{hub.url}/api/repos/create", b'{"name": "ok"}').status_code == 200
+
+
+def test_a_hub_started_with_tokens_refuses_writes_without_one(tmp_path):
+    with LocalHub(tmp_path, tokens=["good-token"]) as hub:
+        restore = point_client_at(hub.url, cache_dir=tmp_path / "cache")  # Xet off, as the fixture does
+        try:
+            _writes_need_the_token(hub)
+        finally:
+            restore()
+
+
+def _writes_need_the_token(hub: LocalHub) -> None:
+    body = json.dumps({"name": "m", "organization": "org"}).encode()
+    assert _post(f"{hub.url}/api/repos/create", body).status_code == 401
+    wrong = {"Authorization": "Bearer bad-token"}
+    assert _post(f"{hub.url}/api/repos/create", body, headers=wrong).status_code == 401
+    assert httpx2.put(f"{hub.url}/lfs-upload/{'0' * 64}", content=b"x", timeout=10).status_code == 401
+    api = HfApi(endpoint=hub.url, token="good-token")
+    api.create_repo("org/ds", repo_type="dataset")
+    big = b"\x00" * 100  # *.bin: LFS, through a signed upload URL
+    api.create_commit("org/ds", [CommitOperationAdd("w.bin", big)], commit_message="m", repo_type="dataset")
+    assert hub.store.read_file("org/ds", "w.bin", repo_type="dataset") == big
+    with pytest.raises(hf_errors.HfHubHTTPError):
+        HfApi(endpoint=hub.url, token="bad").create_commit(
+            "org/ds", [CommitOperationAdd("a.txt", b"a")], commit_message="m", repo_type="dataset"
+        )
+    assert api.list_repo_files("org/ds", repo_type="dataset")  # reads need no token
+
+
+def test_urls_name_the_bound_address_never_the_host_header(localhub):
+    localhub.store.create_repo("org/m")
+    answer = _post(f"{localhub.url}/api/repos/create", json.dumps({"name": "n"}).encode(),
+                   headers={"Host": "evil.example:80"})  # fmt: skip
+    assert answer.json()["url"].startswith(localhub.url) and "evil" not in answer.text
+    listing = httpx2.get(f"{localhub.url}/api/models?limit=1", headers={"Host": "evil.example"}, timeout=10)
+    assert "evil" not in listing.headers.get("Link", "") and localhub.url in listing.headers.get("Link", "")

@@ -424,3 +424,15 @@ def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() 
     assert rows["acme/fell"]["rc"] == 2 and html.count(">recompiled</span>") == 1
     app = parse(html).scripts["app"]
     assert "fallbackText" in app and "aws_neuronx_venv_torch_neuronx_" in app
+
+
+def test_every_row_says_its_source() -> None:
+    """Issue 11.11: a community result must never read as one of the project's own runs."""
+    community = sample_record(model_id="acme/community")
+    community["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
+    data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
+    sources = {e["id"]: e["src"] for e in data["entries"]}
+    assert sources == {"acme/ci": "ci", "acme/community": "community"}
+    script = (Path(page.__file__).parent / "templates" / "index.js").read_text()
+    assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)

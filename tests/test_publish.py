@@ -239,3 +239,76 @@ def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_pa
     assert all(len(p.rsplit("/", 1)[1]) == len("0.parquet") for p in latest), "the layout is kept"
     summary = json.loads(store.read_file(REPO, SUMMARY_FILE, revision="refs/pr/1", repo_type="dataset"))
     assert summary["total"] == 35 and summary["shard_digits"] == 1 and second.published
+
+
+def _community(**overrides: object) -> dict:
+    record = sample_record(**overrides)
+    record["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    return record
+
+
+def test_community_records_are_published_only_from_results_community(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack (issue 11.8): the check watched results/community/ only while `trncat publish results/` took
+    everything under results/: a community record elsewhere, or a "ci" record in results/community/."""
+    results = tmp_path / "repo" / "results"
+    _write_records(results / "community", [_community(model_id="acme/reviewed")])
+    _write_records(results / "elsewhere", [_community(model_id="acme/unreviewed")])
+    (results / "community" / "forged.json").write_text(json.dumps(sample_record(model_id="acme/forged-ci")))
+    out = tmp_path / "ds"
+    assert main(["publish", str(results), "--to-folder", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "elsewhere/r0.json: run.source: a community record is published only from results/community/" in err
+    assert "forged.json: run.source: results/community/ holds community records only" in err
+    published = pd.read_parquet(out / "data" / "results")
+    assert published.model_id.tolist() == ["acme/reviewed"] and published.source.tolist() == ["community"]
+
+
+def _overlay(tmp_path: Path) -> Path:
+    from pipeline.dataset import write_exclusions, write_rankings
+
+    overlay = tmp_path / "discovery"
+    day = __import__("datetime").date(2026, 11, 29)
+    rows = [{"date": "2026-11-29", "task": "text-generation", "view": "trending", "rank": 1, "model_id": "acme/a"}]
+    write_rankings(rows, overlay, date=day, task="text-generation", view="trending")
+    write_exclusions([{"model_id": "acme/b", "task": None, "reason": "gated", "kind": "gated"}], overlay)
+    return overlay
+
+
+def test_the_overlay_is_validated_before_anything_is_published(tmp_path: Path) -> None:
+    """Attack (issue 11.12): the overlay's rankings/exclusions Parquet were committed unvalidated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.errors import DatasetError
+    from pipeline.publish import publish_to_folder
+
+    good = _overlay(tmp_path / "good")
+    published = publish_to_folder([], out=tmp_path / "ok", overlay=good).files
+    assert "data/rankings/2026-11-29-text-generation-trending.parquet" in published
+    hostile = {
+        "data/rankings/2026-11-29-text-generation-trending.parquet": pa.table(
+            {
+                "date": ["2026-11-29"],
+                "task": ["text-generation"],
+                "view": ["trending"],
+                "rank": [1],
+                "model_id": ["<script>alert(1)</script>"],
+            }
+        ),  # fmt: skip
+        "data/rankings/2026-11-29-text-generation-selected.parquet": pa.table({"html": ["<b>x</b>"]}),
+        "data/exclusions.parquet": pa.table(
+            {"model_id": ["acme/b"], "task": [None], "reason": ["x\x1b[2J"], "kind": ["gated"]},
+            schema=pa.schema(
+                [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
+            ),
+        ),  # fmt: skip
+    }
+    for name, table in hostile.items():
+        overlay = _overlay(tmp_path / name.replace("/", "_"))
+        pq.write_table(table, overlay / name)
+        out = tmp_path / f"out-{len(name)}"
+        with pytest.raises(DatasetError, match="refusing to publish the overlay"):
+            publish_to_folder([sample_record()], out=out, overlay=overlay)
+        assert not out.exists(), "nothing is written when the overlay is bad"

@@ -142,6 +142,18 @@ def test_new_revision_or_toolchain_requeues_and_retries_are_bounded(dataset: Pat
     )
 
 
+def test_a_community_fail_never_keeps_a_model_from_the_project_runners(tmp_path: Path) -> None:
+    """Attack (issue 11.10): a community `fail` at the queue's key made the queue skip the model forever."""
+    forged = record("victim/model", "fail")
+    forged["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    root = tmp_path / "dataset"
+    build([forged], root)
+    queue = queue_of([cand("victim/model"), cand("done/passed")], root)
+    assert sorted(e["model_id"] for e in queue.entries) == ["done/passed", "victim/model"] and not queue.skipped
+    build([record("victim/model", "fail", minute=5)], root)  # the project's own fail does count
+    assert queue_of([cand("victim/model")], root).skipped[0]["reason"].startswith("failed at this revision")
+
+
 def test_ineligible_and_unrunnable_candidates_are_skipped_with_reasons() -> None:
     candidates = [
         cand("g/gated", eligible=False, kind="gated", reason="gated (manual approval)"),

@@ -6,6 +6,7 @@ that the problem line must name. ``fixtures/valid/`` holds a neuron pass, a cpu 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import shutil
@@ -332,3 +333,24 @@ def test_an_integer_in_a_float_field_reaches_arrow() -> None:
     assert validate_record(record) == []
     table = pa.Table.from_pylist([flatten(record)], schema=arrow_schema())
     assert table.column("decode_tokens_per_s")[0].as_py() == float(2**63 - 1)
+
+
+def test_a_record_finished_in_the_future_is_rejected() -> None:
+    """Attack (issue 11.9): ``finished_at`` 2099 made a record "latest" for its key forever."""
+    soon = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=20)).isoformat(timespec="seconds")
+    later = (dt.datetime.now(dt.UTC) + dt.timedelta(hours=30)).isoformat(timespec="seconds")
+    for finished in ("2099-01-01T00:00:00Z", later):
+        problems = validate_record(sample_record(run={"finished_at": finished}))
+        assert ("run.finished_at", f"{finished} is more than a day in the future") in problems
+    assert validate_record(sample_record(run={"finished_at": soon})) == []  # clock skew is tolerated
+
+
+@pytest.mark.parametrize("source", ["community", "local"])
+def test_a_non_ci_record_cannot_carry_ci_provenance(source: str) -> None:
+    """Attack (issue 11.11): a community record claiming a project runner and run id passed as CI-made."""
+    forged = sample_record(run={"source": source})
+    fields = {f for f, _ in validate_record(forged)}
+    assert fields == {"run.runner", "run.github_run_id", "run.github_sha"}
+    honest = sample_record(run={"source": source, "runner": None, "github_run_id": None, "github_sha": None})
+    assert validate_record(honest) == []
+    assert validate_record(sample_record()) == []  # a CI record names its run

@@ -338,6 +338,13 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
         out.append(("metrics.latency_s: p50 above p90", None))
     if instant(r["run"]["finished_at"])[0] < instant(r["run"]["started_at"])[0]:  # type: ignore[operator]
         out.append(("run.finished_at: before started_at", None))
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    tomorrow = instant((now + dt.timedelta(days=1)).isoformat(timespec="microseconds") + "Z")[0]
+    if instant(r["run"]["finished_at"])[0] > tomorrow:  # type: ignore[operator]
+        out.append(("run.finished_at: more than a day in the future (it would pin latest)", None))
+    if r["run"]["source"] != "ci":
+        out.extend((f"run.{k}: CI-only, a {r['run']['source']} record leaves it null", None)
+                   for k in ("runner", "github_run_id", "github_sha") if r["run"][k] is not None)  # fmt: skip
     if hw["memory_per_core_bytes"] is not None and peak is not None and peak > hw["memory_per_core_bytes"] * r["cores"]:
         out.append(("metrics.peak_device_memory_bytes: does not fit the cores used", None))
     if hw["cores_available"] is not None and r["cores"] > hw["cores_available"]:

@@ -75,6 +75,9 @@ def test_requirements_refuse_injected_versions() -> None:
     record = sample_record(versions={"neuronx_cc": "2.21\n--extra-index-url http://evil"})
     with pytest.raises(PipelineError, match="refusing"):
         render.requirements(record)
+    # `$` matched before a trailing newline (issue 11.15): one more line in requirements.txt
+    with pytest.raises(PipelineError, match="refusing"):
+        render.requirement_lines(sample_record(versions={"transformers": "5.0.0\n"}))
 
 
 def test_markdown_and_yaml_escaping() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -51,16 +52,26 @@ def written(output: str) -> dict[str, str]:
 def install(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
     token = tmp_path_factory.mktemp("tok") / "token"
     token.write_text("ghp_never_printed_secret\n")
-    args = ["install", "--repo", "trncat/trncat", "--token-file", str(token), "--instance", "trn2.48xlarge"]
-    return dry_run(*args, "--runners", "4")
+    args = ["install", "--org", "trncat", "--runner-group-id", "7", "--token-file", str(token)]
+    return dry_run(*args, "--instance", "trn2.48xlarge", "--runners", "4")
 
 
-def test_install_creates_a_dedicated_unprivileged_user(install) -> None:
+def test_install_creates_one_unprivileged_user_per_runner(install) -> None:
+    """Issue 11.2: runners shared one uid and one persistent HOME (neighbours' /proc/PID/environ, planted
+    pip.conf / .gitconfig). Each runner now has its own uid, HOME and JIT folder."""
     assert install.returncode == 0, install.stderr
-    useradd = next(c for c in commands(install.stdout) if c[0] == "useradd")
-    assert useradd[-1] == "trncat-runner" and "--system" in useradd
-    assert useradd[useradd.index("--shell") + 1] == "/usr/sbin/nologin"
+    useradds = [c for c in commands(install.stdout) if c[0] == "useradd"]
+    assert [c[-1] for c in useradds] == [f"trncat-runner-{i}" for i in range(4)]
+    for i, useradd in enumerate(useradds):
+        assert "--system" in useradd and useradd[useradd.index("--shell") + 1] == "/usr/sbin/nologin"
+        assert useradd[useradd.index("--home-dir") + 1] == f"/opt/trncat-runner/homes/{i}"
     assert not [c for c in commands(install.stdout) if c[0] in {"usermod", "gpasswd"} or "sudoers" in " ".join(c)]
+    files = written(install.stdout)
+    users = [
+        re.search(r"^TRNCAT_RUNNER_USER=(\S+)$", files[f"/etc/trncat-runner/runner-{i}.env"], re.M)[1] for i in range(4)
+    ]  # type: ignore[index]
+    assert users == [f"trncat-runner-{i}" for i in range(4)]
+    assert "User=trncat-runner-%i" in files["/etc/systemd/system/trncat-runner@.service"]
 
 
 def test_install_downloads_the_pinned_runner_and_verifies_it_before_use(install) -> None:
@@ -71,7 +82,7 @@ def test_install_downloads_the_pinned_runner_and_verifies_it_before_use(install)
     assert re.fullmatch(r"https://github\.com/actions/runner/releases/download/v(\d+\.\d+\.\d+)/"
                         r"actions-runner-linux-x64-\1\.tar\.gz", url)  # fmt: skip
     check = next(i for i, line in enumerate(lines) if "sha256sum -c" in line)
-    move = next(i for i, c in enumerate(cmds) if c[0] == "mv")
+    move = next(i for i, line in enumerate(lines) if line.startswith("+ mv "))
     assert curl < check < move, "the download is verified before it is put in place"
     pinned = SHA.findall(lines[check])
     script = SCRIPT.read_text()
@@ -103,7 +114,9 @@ def test_install_renders_a_systemd_unit_that_registers_a_fresh_runner_per_job(in
     assert "@" not in unit.replace("trncat-runner@", "").replace("%i", "")  # every placeholder filled
     assert "ExecStartPre=+/opt/trncat-runner/bin/setup-runner.sh jit %i" in unit
     assert "ExecStart=/opt/trncat-runner/bin/setup-runner.sh run %i" in unit
-    assert "User=trncat-runner" in unit and "Restart=always" in unit and "NoNewPrivileges=yes" in unit
+    assert "User=trncat-runner-%i" in unit and "Restart=always" in unit and "NoNewPrivileges=yes" in unit
+    # issue 11.6: no job (or anything it starts) reaches the instance metadata service
+    assert "IPAddressDeny=169.254.169.254/32 fd00:ec2::254/128" in unit
     enabled = [c[-1] for c in commands(install.stdout) if c[:3] == ["systemctl", "enable", "--now"]]
     assert enabled == [f"trncat-runner@{i}.service" for i in range(4)]
 
@@ -127,7 +140,7 @@ def test_install_runs_trncat_doctor_before_registering_any_runner(install) -> No
 def test_jit_phase_registers_an_ephemeral_runner_with_its_labels() -> None:
     env = {
         "RUNNER_LABELS": "self-hosted,linux,x64,trn2,trn2.48xlarge,trn2-4c",
-        "RUNNER_USER": "trncat-runner",
+        "TRNCAT_RUNNER_USER": "trncat-runner-1",
         "TRNCAT_PREFIX": "/opt/trncat-runner",
         "TRNCAT_CONF": "/etc/trncat-runner",
         "GITHUB_API_PATH": "repos/trncat/trncat",
@@ -136,15 +149,27 @@ def test_jit_phase_registers_an_ephemeral_runner_with_its_labels() -> None:
     result = dry_run("jit", "1", env=env)
     assert result.returncode == 0, result.stderr
     cmds = commands(result.stdout)
-    assert cmds[0] == ["rm", "-rf", "/opt/trncat-runner/runner-1"], "each job starts from a fresh runner"
+    # issue 11.2: whatever the previous job left running dies, its folder and HOME are wiped
+    assert cmds[0] == ["pkill", "-KILL", "-u", "trncat-runner-1"]
+    assert cmds[1][:3] == ["rm", "-rf", "--one-file-system"]
+    assert {"/opt/trncat-runner/runners/1", "/opt/trncat-runner/homes/1"} <= set(cmds[1])
+    # issue 11.1: what goes into the job user's folder is unpacked by that user, never by root
+    tar = next(c for c in cmds if "tar" in c)
+    assert tar[:4] == ["runuser", "-u", "trncat-runner-1", "--"]
     curl = next(c for c in cmds if c[0] == "curl")
     assert curl[-1] == "https://api.github.com/repos/trncat/trncat/actions/runners/generate-jitconfig"
     body = curl[curl.index("--data") + 1]
     assert '"labels":["self-hosted","linux","x64","trn2","trn2.48xlarge","trn2-4c"]' in body
     assert not any("Bearer" in part for part in curl), "the token never reaches argv"
-    assert "NEURON_RT_VISIBLE_CORES=4-7" in written(result.stdout)["/opt/trncat-runner/runner-1/.env"]
-    run = dry_run("run", "1", env={"TRNCAT_PREFIX": "/opt/trncat-runner"})
-    assert commands(run.stdout) == [["/opt/trncat-runner/runner-1/run.sh", "--jitconfig", "<encoded_jit_config>"]]
+    files = written(result.stdout)
+    assert list(files) == ["/opt/trncat-runner/state/runner-1/jitconfig"], "root writes only its own folder"
+    assert "(mode 0640, owner root:trncat-runner-1)" in result.stdout
+    run = dry_run("run", "1", env={"TRNCAT_PREFIX": "/opt/trncat-runner", "NEURON_RT_VISIBLE_CORES": "4-7"})
+    # issue 11.3: the JIT config never reaches argv (`ps` shows every process's argv to every user)
+    assert commands(run.stdout) == [["/opt/trncat-runner/runners/1/run.sh"]]
+    assert "as ACTIONS_RUNNER_INPUT_JITCONFIG, read from /opt/trncat-runner/state/runner-1/jitconfig" in run.stdout
+    env_file = written(run.stdout)["/opt/trncat-runner/runners/1/.env"]
+    assert "NEURON_RT_VISIBLE_CORES=4-7" in env_file and "HOME=/opt/trncat-runner/homes/1" in env_file
 
 
 def test_container_runner_gets_only_its_devices() -> None:
@@ -153,17 +178,25 @@ def test_container_runner_gets_only_its_devices() -> None:
     (docker,) = commands(dry_run("run", "0", env=env).stdout)
     devices = [docker[i + 1] for i, arg in enumerate(docker) if arg == "--device"]
     assert docker[:2] == ["docker", "run"] and devices == ["/dev/neuron2", "/dev/neuron3"]
-    assert "--privileged" not in docker and docker[-3:] == ["trncat-runner:1", "--jitconfig", "<encoded_jit_config>"]
+    assert "--privileged" not in docker and docker[-1] == "trncat-runner:1"
+    # issue 11.6: no capabilities, bounded processes and memory; 11.3: the JIT config by name, never its value
+    assert docker[docker.index("--cap-drop") + 1] == "ALL" and docker[docker.index("--pids-limit") + 1] == "4096"
+    assert docker[docker.index("--memory") + 1] == "96g" and "no-new-privileges" in docker
+    assert "ACTIONS_RUNNER_INPUT_JITCONFIG" in docker and not any("jitconfig" in a.lower() and "=" in a for a in docker)
 
 
 def test_container_install_rebases_cores_onto_the_passed_devices(tmp_path: Path) -> None:
     (tmp_path / "t").write_text("x")
     args = ["install", "--org", "trncat", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
-    result = dry_run(*args, "--runners", "32", "--container", "trncat-runner:1")
+    result = dry_run(*args, "--runner-group-id", "7", "--runners", "32", "--container", "trncat-runner:1")
     assert result.returncode == 0, result.stderr
     env5 = written(result.stdout)["/etc/trncat-runner/runner-5.env"]
     assert "NEURON_RT_VISIBLE_CORES=2-3" in env5 and "TRNCAT_NEURON_DEVICES=/dev/neuron2" in env5
     assert "GITHUB_API_PATH=orgs/trncat" in env5 and "toolchain/bin/pip" not in result.stdout
+    # issue 11.6: containers' traffic bypasses the unit's IPAddressDeny=; DOCKER-USER rejects the metadata address
+    block = written(result.stdout)["/etc/systemd/system/trncat-imds-block.service"]
+    assert "iptables -I DOCKER-USER -d 169.254.169.254/32 -j REJECT" in block
+    assert ["systemctl", "enable", "--now", "trncat-imds-block.service"] in commands(result.stdout)
 
 
 @pytest.mark.parametrize(
@@ -206,7 +239,7 @@ def test_dockerfile_installs_the_toolchain_as_the_neuron_docs_do() -> None:
     assert "NEURON_COMPILE_CACHE_URL" not in dockerfile and "TORCH_NEURONX_NEFF_CACHE_DIR" in dockerfile
 
 
-def _install(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _install_partition(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     (tmp_path / "t").write_text("x")
     base = ["install", "--repo", "a/b", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
     return dry_run(*base, *args)
@@ -223,7 +256,7 @@ def _layout(output: str) -> list[tuple[str, str]]:
 
 
 def test_partition_lays_out_mixed_sizes_chip_aligned_with_one_label_per_size(tmp_path: Path) -> None:
-    result = _install(tmp_path, "--partition", "1x8,4x4,40x1")
+    result = _install_partition(tmp_path, "--partition", "1x8,4x4,40x1")
     assert result.returncode == 0, result.stderr
     layout = _layout(result.stdout)
     assert layout[:6] == [("0-7", "trn2-8c"), ("8-11", "trn2-4c"), ("12-15", "trn2-4c"), ("16-19", "trn2-4c"),
@@ -232,7 +265,7 @@ def test_partition_lays_out_mixed_sizes_chip_aligned_with_one_label_per_size(tmp
     enabled = [c[-1] for c in commands(result.stdout) if c[:3] == ["systemctl", "enable", "--now"]]
     assert len(enabled) == 45
     # The issue's own example order (1-core runners first) is chip-aligned too.
-    assert _install(tmp_path, "--partition", "40x1,4x4,1x8").returncode == 0
+    assert _install_partition(tmp_path, "--partition", "40x1,4x4,1x8").returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -257,7 +290,7 @@ def test_partition_validator_refuses_overlaps_straddles_and_totals_over_64(
     from pipeline.errors import ConfigError
     from pipeline.fleet import parse_partition
 
-    result = _install(tmp_path, "--partition", spec)
+    result = _install_partition(tmp_path, "--partition", spec)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     with pytest.raises(ConfigError, match=re.escape(message)):  # the Python side keeps the same rules
         parse_partition(spec)
@@ -268,14 +301,182 @@ def test_partition_auto_takes_the_estimates_recommendation(tmp_path: Path) -> No
 
     estimate = tmp_path / "cost.json"
     estimate.write_text(json.dumps({"fleet": [{"partition": "4x16"}, {"partition": "1x8,2x4,48x1"}]}))
-    result = _install(tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "1")
+    result = _install_partition(tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "1")
     assert result.returncode == 0, result.stderr
     layout = _layout(result.stdout)
     assert layout[0] == ("0-7", "trn2-8c") and layout[1:3] == [("8-11", "trn2-4c"), ("12-15", "trn2-4c")]
     assert len(layout) == 51
-    missing = _install(tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "2")
+    missing = _install_partition(
+        tmp_path, "--partition", "auto", "--from-estimate", str(estimate), "--fleet-index", "2"
+    )
     assert missing.returncode == 2 and "recommends no instance 2" in missing.stderr
-    alone = _install(tmp_path, "--partition", "auto")
+    alone = _install_partition(tmp_path, "--partition", "auto")
     assert alone.returncode == 2 and "needs --from-estimate" in alone.stderr
-    both = _install(tmp_path, "--partition", "4x16", "--runners", "4")
+    both = _install_partition(tmp_path, "--partition", "4x16", "--runners", "4")
     assert both.returncode == 2 and "exclude each other" in both.stderr
+
+
+# -- issue 11.1: root writes only into root-owned folders, atomically, never through a job's link ----------
+
+
+def _write(path: Path, content: str = "root wrote this") -> subprocess.CompletedProcess[str]:
+    """Source the script (it defines its functions only) and run write_file as the unit's root phase does."""
+    owner = f"{os.getuid()}:{os.getgid()}"
+    script = f'source {shlex.quote(str(SCRIPT))} && write_file {shlex.quote(str(path))} 0600 {owner} <<< "$1"'
+    return subprocess.run(["bash", "-c", script, "write", content], capture_output=True, text=True, timeout=60)
+
+
+def test_write_file_never_follows_a_link_the_job_user_controls(tmp_path: Path) -> None:
+    """The attack: the root phase wrote `.env` / `.jitconfig` into the job user's own folder following links,
+    so a job swapped in a symlink and had root overwrite (or expose) any file, e.g. the script every unit runs
+    as root. Each swap below now leaves the victim untouched."""
+    tmp_path.chmod(0o755)
+    victim = tmp_path / "setup-runner.sh"
+    victim.write_text("#!/bin/sh\necho the real script\n")
+    before = victim.read_text()
+
+    # 1. the folder itself swapped for a link to the victim's folder
+    job_dir = tmp_path / "runner-1"
+    job_dir.symlink_to(tmp_path, target_is_directory=True)
+    result = _write(job_dir / "setup-runner.sh")
+    assert result.returncode == 2 and "not a real folder" in result.stderr
+    # 2. a folder others may write into (they could swap names in it)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    assert "writable by others" in _write(shared / ".env").stderr
+    # 3. a trusted folder whose target name is a link to the victim: the rename replaces the link itself
+    trusted = tmp_path / "state"
+    trusted.mkdir(mode=0o755)
+    (trusted / "jitconfig").symlink_to(victim)
+    result = _write(trusted / "jitconfig", "encoded-jit")
+    assert result.returncode == 0, result.stderr
+    assert not (trusted / "jitconfig").is_symlink() and (trusted / "jitconfig").read_text() == "encoded-jit\n"
+    assert (trusted / "jitconfig").stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in trusted.iterdir()] == ["jitconfig"], "no temp file is left behind"
+    assert victim.read_text() == before
+    # 4. a folder the job user owns (as root only: only root can give a folder away)
+    if os.getuid() == 0:
+        owned = tmp_path / "job-owned"
+        owned.mkdir(mode=0o700)
+        os.chown(owned, 65534, 65534)
+        assert "owned by uid 65534" in _write(owned / ".env").stderr
+    assert victim.read_text() == before
+
+
+# -- issue 11.4 and 11.5: registration from outside the host; who may reach the runners ----------------------
+
+
+class _FakeGitHub:
+    """A read-only REST API double: path -> JSON, served on loopback."""
+
+    def __init__(self, answers: dict[str, dict]) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                body = json.dumps(answers.get(self.path.lstrip("/"), {})).encode()
+                self.send_response(200 if self.path.lstrip("/") in answers else 404)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def github(tmp_path: Path):
+    api = _FakeGitHub({
+        "repos/acme/public": {"private": False, "visibility": "public"},
+        "repos/acme/private": {"private": True, "visibility": "private"},
+        "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "selected_workflows": [
+            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/8": {"id": 8, "restricted_to_workflows": False, "selected_workflows": []},
+        "orgs/acme/actions/runner-groups/9": {"id": 9, "restricted_to_workflows": True, "selected_workflows": [
+            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main",
+            "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
+    })  # fmt: skip
+    (tmp_path / "token").write_text("ghp_settings_check\n")
+    yield api
+    api.close()
+
+
+def _install(tmp_path: Path, api: _FakeGitHub, *args: str) -> subprocess.CompletedProcess[str]:
+    base = ["install", "--token-file", str(tmp_path / "token"), "--instance", "trn2.48xlarge"]
+    return dry_run(*base, "--github-api", api.url, "--check-settings", *args)
+
+
+def test_repository_runners_are_refused_for_a_public_repository(tmp_path: Path, github: _FakeGitHub) -> None:
+    """A pull_request run uses the PR's own workflow files: repository runners of a public repository are
+    reachable by anyone's PR."""
+    refused = _install(tmp_path, github, "--repo", "acme/public")
+    assert refused.returncode == 2 and "acme/public is public" in refused.stderr
+    assert "useradd" not in refused.stdout, "nothing is installed"
+    forced = _install(tmp_path, github, "--repo", "acme/public", "--force-public-repo")
+    assert forced.returncode == 0 and "WARNING: repository runners for the public repository" in forced.stdout
+    assert _install(tmp_path, github, "--repo", "acme/private").returncode == 0
+    assert "ghp_settings_check" not in refused.stdout + refused.stderr + forced.stdout
+
+
+def test_org_runners_need_a_group_restricted_to_the_benchmark_workflow(tmp_path: Path, github: _FakeGitHub) -> None:
+    assert _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7").returncode == 0
+    for group in ("8", "9", "404"):
+        result = _install(tmp_path, github, "--org", "acme", "--runner-group-id", group)
+        assert result.returncode == 2, group
+    default = dry_run("install", "--org", "acme", "--token-file", "/dev/null", "--instance", "trn2.48xlarge")
+    assert default.returncode == 2 and "not the Default group" in default.stderr
+
+
+def test_external_registration_leaves_no_credential_on_the_host(tmp_path: Path) -> None:
+    args = ["install", "--org", "acme", "--runner-group-id", "7", "--registration", "external"]
+    result = dry_run(*args, "--instance", "trn2.48xlarge")
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in commands(result.stdout) if c[-1].endswith("github-token") and c[0] == "install"]
+    assert ["rm", "-f", "/etc/trncat-runner/github-token"] in commands(result.stdout)
+    assert "TRNCAT_REGISTRATION=external" in written(result.stdout)["/etc/trncat-runner/runner-0.env"]
+    env = {"RUNNER_LABELS": "self-hosted,linux,x64,trn2,trn2.48xlarge,trn2-64c",
+           "TRNCAT_RUNNER_USER": "trncat-runner-0", "TRNCAT_PREFIX": "/opt/trncat-runner",
+           "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
+           "NEURON_RT_VISIBLE_CORES": "0-63", "TRNCAT_REGISTRATION": "external"}  # fmt: skip
+    jit = dry_run("jit", "0", env=env)
+    assert jit.returncode == 0 and "+ take /etc/trncat-runner/jit-inbox/runner-0.jitconfig" in jit.stdout
+    assert not [c for c in commands(jit.stdout) if c[0] == "curl"], "no call with a credential"
+
+
+def test_the_readme_has_a_threat_model_and_arc_keeps_no_shared_cache() -> None:
+    readme = (ROOT / "runners" / "README.md").read_text()
+    section = readme.split("## Threat model", 1)[1].split("\n## ", 1)[0]
+    for needle in ("What a job can reach", "What a job cannot reach", "maintainer's duty", "IPAddressDeny"):
+        assert needle in section, needle
+    arc = yaml.safe_load((ROOT / "runners" / "arc-values.yaml").read_text())
+    spec = arc["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    assert all("hostPath" not in volume for volume in spec["volumes"]), "no cache shared across jobs"
+    assert spec["containers"][0]["securityContext"]["capabilities"]["drop"] == ["ALL"]
+
+
+def test_the_neuron_apt_key_is_pinned_by_fingerprint(tmp_path: Path) -> None:
+    """Issue 11.15: the apt key was trusted as downloaded. It is now refused without the maintainer's pin."""
+    (tmp_path / "t").write_text("x")
+    base = ["install", "--org", "a", "--runner-group-id", "7", "--token-file", str(tmp_path / "t"),
+            "--instance", "trn2.48xlarge", "--neuron-apt"]  # fmt: skip
+    unpinned = dry_run(*base)
+    assert unpinned.returncode == 2 and "--neuron-apt-key-fingerprint" in unpinned.stderr
+    fpr = "0123456789ABCDEF0123456789ABCDEF01234567"
+    pinned = dry_run(*base, "--neuron-apt-key-fingerprint", fpr)
+    lines = pinned.stdout.splitlines()
+    check = next(
+        i for i, line in enumerate(lines) if f"fingerprint of /etc/apt/keyrings/neuron.asc.part is {fpr}" in line
+    )
+    trust = next(i for i, line in enumerate(lines) if line.endswith("/etc/apt/keyrings/neuron.asc"))
+    assert pinned.returncode == 0 and check < trust

@@ -25,6 +25,7 @@ from tests.test_workflows import jobs, load, step
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASET = "trncat/results"
+RUN_ID = "4242"
 MODELS = {
     "trncat-demo/tiny-llama": ("text-generation", build_tiny_llama, 900, 40),
     "trncat-demo/tiny-llava": ("image-text-to-text", build_tiny_llava, 500, 30),
@@ -125,6 +126,7 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
         "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep),
         "HOME": str(tmp_path),
         "HF_ENDPOINT": localhub.url,
+        "GITHUB_RUN_ID": RUN_ID,  # what the records name; publish accepts only this run's
         "HF_HUB_DISABLE_XET": "1",
         "HF_HUB_CACHE": str(localhub.cache_dir),
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -157,15 +159,18 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
 
     # artifacts: what benchmark.yml and discover.yml upload is what publish.yml downloads
     records = workspace / artifact_path("benchmark", "bench", "upload-artifact", "record-")
-    results = workspace / artifact_path("publish", "publish", "download-artifact", "record-")
+    downloaded = workspace / artifact_path("publish", "publish", "download-artifact", "record-")
     assert sorted(p.name for p in records.glob("*.json")) == sorted(f"{e['artifact']}.json" for e in entries)
-    assert records != results
-    shutil.copytree(records, results)
+    assert records != downloaded
+    for record in records.glob("*.json"):  # download-artifact without merge-multiple: one folder per artifact
+        (downloaded / f"record-{record.stem}").mkdir(parents=True)
+        shutil.copy(record, downloaded / f"record-{record.stem}" / record.name)
     discovery = artifact_path("discover", "discover", "upload-artifact", "discovery")
     assert discovery == artifact_path("publish", "publish", "download-artifact", "discovery")
 
-    # publish.yml: validate, build, plan, publish to the local hub as a PR
-    validated = run("publish", "publish", "validate", DATASET_REPO=DATASET)
+    # publish.yml: collect (only what the run's queue asked for), validate, build, plan, publish as a PR
+    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {}
+    validated = run("publish", "publish", "validate", DATASET_REPO=DATASET, COLLECT_INVALID="")
     assert validated == {"records": "2"}
     run("publish", "publish", "build", DATASET_REPO=DATASET)
     assert len(list((workspace / "dataset-preview" / "data" / "results").glob("*.parquet"))) == 1

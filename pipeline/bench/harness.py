@@ -263,9 +263,11 @@ def bench_once(
         "run": {
             "started_at": started,
             "finished_at": finished,
-            "runner": constants.RUNNER_NAME,
-            "github_run_id": constants.GITHUB_RUN_ID,
-            "github_sha": constants.GITHUB_SHA,
+            # The CI-only fields name the project's own run; any other source leaves them empty (validation
+            # refuses a community or local record that carries them).
+            "runner": constants.RUNNER_NAME if source == "ci" else None,
+            "github_run_id": constants.GITHUB_RUN_ID if source == "ci" else None,
+            "github_sha": constants.GITHUB_SHA if source == "ci" else None,
             "source": source,
         },
         "attempts": [],

@@ -81,6 +81,32 @@ def _build(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+# -- collect --------------------------------------------------------------------------------------------
+
+
+def _collect_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded record-* artifact")
+    p.add_argument("--queue", required=True, type=Path, metavar="FILE", help="the run's queue.json")
+    p.add_argument("--run-id", required=True, metavar="ID", help="the run whose records these must be")
+    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the accepted records go")
+
+
+@command(
+    "collect",
+    help="Accept only the benchmark artifacts a run's queue asked for (model, revision, task, cores, run id).",
+    example="trncat collect artifacts/downloaded --queue discovery/queue.json --run-id 123 --out artifacts/records",
+    arguments=_collect_args,
+)
+def _collect(args: argparse.Namespace) -> int:
+    from pipeline.artifacts import collect_records
+
+    collected = collect_records(args.downloaded, queue_file=args.queue, run_id=args.run_id, out=args.out)
+    for problem in collected.problems:
+        print(f"set aside: {problem}", file=sys.stderr)
+    print(f"{len(collected.accepted)} record(s) accepted, {len(collected.problems)} set aside")
+    return 1 if collected.problems else 0
+
+
 # -- publish --------------------------------------------------------------------------------------------
 
 
@@ -102,9 +128,15 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     arguments=_publish_args,
 )
 def _publish(args: argparse.Namespace) -> int:
-    from pipeline.publish import publish, publish_to_folder
+    from pipeline.publish import provenance_problems, publish, publish_to_folder
 
-    report, records = valid_records(args.results, label="set aside")
+    report, _ = valid_records(args.results, label="set aside")
+    misplaced = provenance_problems(report.records)
+    for problem in misplaced:
+        print(f"set aside: {problem}", file=sys.stderr)
+    report.problems.extend(misplaced)
+    bad = {p.file for p in misplaced}
+    records = [record for name, record in report.records if name not in bad]
     if not records and not args.overlay:
         print("error: no valid record to publish", file=sys.stderr)
         return 1

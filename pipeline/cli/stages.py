@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from pipeline.cli.registry import command, make_hub
+from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
 
 # -- discover -------------------------------------------------------------------------------------------
@@ -280,6 +281,12 @@ def _localhub_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    p.add_argument(
+        "--tokens-file",
+        type=Path,
+        metavar="FILE",
+        help="write tokens, one a line: every write must send one (default: anyone may write)",
+    )
 
 
 @command(
@@ -291,10 +298,16 @@ def _localhub_args(p: argparse.ArgumentParser) -> None:
 def _localhub(args: argparse.Namespace) -> int:
     from pipeline.localhub import serve
 
+    tokens = None
+    if args.tokens_file is not None:
+        tokens = [line.strip() for line in args.tokens_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not tokens:
+            raise ConfigError(f"{args.tokens_file}: no token in it")
     serve(
         root=args.root,
         host=args.host,
         port=args.port,
+        tokens=tokens,
         ready=lambda url: print(f"local hub serving at {url}", flush=True),
     )
     return 0

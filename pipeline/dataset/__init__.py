@@ -38,12 +38,13 @@ from pipeline.dataset.mirror import (
     summary_paths,
     tree_digests,
 )
-from pipeline.dataset.rankings import write_exclusions, write_rankings
+from pipeline.dataset.rankings import overlay_problems, write_exclusions, write_rankings
 from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
 from pipeline.dataset.summary import read_summary
 
 __all__ = [
     "CHANGE_KINDS",
+    "overlay_problems",
     "EXCLUSIONS_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",

@@ -32,7 +32,7 @@ from pipeline.dataset.layout import (
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs, latest_schema, read_latest, upgrade_row
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
-from pipeline.errors import RecordError
+from pipeline.errors import PipelineError, RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
@@ -99,6 +99,7 @@ def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
     return 0 if names == ["all"] else len(names[0])
 
 
+#: Earlier runs kept in a latest row's ``history_json`` (newest first); the full history is data/results.
 HISTORY_LIMIT = 10
 
 
@@ -122,9 +123,25 @@ def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
     return {name: row.get(name) for name in HISTORY_FIELDS}
 
 
+def _rank(row: dict[str, Any]) -> tuple[Any, ...]:
+    """Which row of a key stands as its latest: a CI row before any other (a community or local record never
+    displaces the project's own measurement, however new it says it is), then the newest."""
+    return (row["source"] == "ci", row["finished_at"], row["started_at"], row["record_id"])
+
+
 def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
     """True when row ``a`` supersedes row ``b`` for the same key."""
-    return (a["finished_at"], a["started_at"], a["record_id"]) > (b["finished_at"], b["started_at"], b["record_id"])
+    return _rank(a) > _rank(b)
+
+
+def _capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The newest ``HISTORY_LIMIT`` entries, newest first, CI runs kept first when some must go."""
+    entries = sorted(entries, key=lambda e: e["finished_at"], reverse=True)
+    if len(entries) > HISTORY_LIMIT:
+        kept = sorted(entries, key=lambda e: (e.get("source") == "ci", e["finished_at"]), reverse=True)
+        ids = {e["record_id"] for e in kept[:HISTORY_LIMIT]}
+        entries = [e for e in entries if e["record_id"] in ids]
+    return entries
 
 
 def _merge_shard(
@@ -134,7 +151,7 @@ def _merge_shard(
     appended: list[dict[str, Any]] = []
     duplicates = 0
     before = {key: dict(row) for key, row in current.items()}
-    for row in sorted(rows, key=lambda r: (r["finished_at"], r["started_at"], r["record_id"])):
+    for row in sorted(rows, key=_rank):
         key = latest_key(row)
         existing = current.get(key)
         past = earlier_runs(existing) if existing else []
@@ -147,10 +164,9 @@ def _merge_shard(
         if existing is None:
             current[key] = {**row, HISTORY_COLUMN: []}
         elif _newer(row, existing):
-            current[key] = {**row, HISTORY_COLUMN: [_history_entry(existing), *past]}
-        else:  # a late result older than the latest: it joins the history, in order
-            entries = sorted([*past, _history_entry(row)], key=lambda e: e["finished_at"], reverse=True)
-            existing[HISTORY_COLUMN] = entries
+            current[key] = {**row, HISTORY_COLUMN: _capped([_history_entry(existing), *past])}
+        else:  # a late result older than the latest (or not from CI): it joins the history, in order
+            existing[HISTORY_COLUMN] = _capped([*past, _history_entry(row)])
     changes = [
         Change(key=key, before=before.get(key), after=row)
         for key, row in current.items()
@@ -252,8 +268,13 @@ def build(
             # The scripts come from the same row the page shows for the model (pipeline.columns.representative).
             record = unflatten(representative(r for r in latest if r["model_id"] == model_id))
             folder = script_folder(model_id)
-            fsatomic.write_text(stage / folder / "run.py", render.run_script(record))
-            fsatomic.write_text(stage / folder / "requirements.txt", render.requirements(record))
+            try:
+                script, requirements = render.run_script(record), render.requirements(record)
+            except PipelineError as exc:  # an odd (schema-valid) version string: this model only, never the build
+                logger.warning("%s: no scripts written: %s", model_id, exc)
+                continue
+            fsatomic.write_text(stage / folder / "run.py", script)
+            fsatomic.write_text(stage / folder / "requirements.txt", requirements)
             summary.scripts.append(folder)
         write_front_files(
             stage, latest=latest, page=page, counts=summary_file, known=summary_file["configs"], names=names

@@ -33,7 +33,7 @@ RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
 EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
 #: One history entry: a past run of the key (a subset of the results columns).
 HISTORY_FIELDS: tuple[str, ...] = (
-    "record_id", "finished_at", "status", "failure_stage", "failure_code", "revision", "device", "cores",
+    "record_id", "finished_at", "source", "status", "failure_stage", "failure_code", "revision", "device", "cores",
     "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "torch_version", "compile_s", "ttft_s",
     "decode_tokens_per_s", "peak_device_memory_bytes",
 )  # fmt: skip

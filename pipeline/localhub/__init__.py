@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -44,11 +44,14 @@ class LocalHub:
         root: Folder holding the repos (kept after stop; reopening it serves the same repos).
         host: Interface to bind.
         port: Port; 0 picks a free one.
+        tokens: Tokens allowed to write; None (default) lets every request write.
     """
 
-    def __init__(self, root: Path, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, root: Path, *, host: str = "127.0.0.1", port: int = 0, tokens: Iterable[str] | None = None
+    ) -> None:
         self.store = LocalHubStore(Path(root))
-        self.server = LocalHubServer(self.store, (host, port))
+        self.server = LocalHubServer(self.store, (host, port), tokens=tokens)
         self._thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="localhub", daemon=True
         )
@@ -75,7 +78,14 @@ class LocalHub:
         self.stop()
 
 
-def serve(*, root: Path, host: str = "127.0.0.1", port: int = 0, ready: Callable[[str], None] | None = None) -> None:
+def serve(
+    *,
+    root: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    ready: Callable[[str], None] | None = None,
+    tokens: Iterable[str] | None = None,
+) -> None:
     """Serve a local hub until interrupted (``trncat localhub serve``).
 
     Args:
@@ -83,8 +93,9 @@ def serve(*, root: Path, host: str = "127.0.0.1", port: int = 0, ready: Callable
         host: Interface to bind.
         port: Port; 0 picks a free one.
         ready: Called with the URL once listening (the CLI prints it).
+        tokens: Tokens allowed to write; None lets every request write.
     """
-    server = LocalHubServer(LocalHubStore(Path(root)), (host, port))
+    server = LocalHubServer(LocalHubStore(Path(root)), (host, port), tokens=tokens)
     if ready is not None:
         ready(server.url)
     try:

@@ -23,7 +23,7 @@ from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload,
 PAGE_MAX = 1000
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _SORT_KEYS = {"trendingScore", "downloads", "likes", "lastModified", "createdAt"}
-_RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+_RANGE = re.compile(r"bytes=(\d*)-(\d*)\Z")
 
 
 def dispatch(store: LocalHubStore, req: Request) -> Response:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-#: The fake user every request acts as (the local hub does not check tokens).
+#: The user every request acts as (a hub started with tokens checks them for writes: pipeline.localhub.auth).
 USER = "localhub-user"
 #: URL prefix of each repo type.
 PREFIX = {"model": "", "dataset": "datasets/", "space": "spaces/"}
@@ -25,6 +26,8 @@ class Request:
     body: bytes
     base_url: str
     path: str
+    #: Signs an LFS upload URL for an oid (a hub started with tokens); None: upload URLs are not signed.
+    sign: Callable[[str], str] | None = None
 
     def arg(self, name: str, default: str | None = None) -> str | None:
         values = self.query.get(name) or self.query.get(f"{name}[]")

@@ -6,12 +6,13 @@ import logging
 import re
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from pipeline.localhub.api import dispatch
+from pipeline.localhub.auth import MAX_BODY_BYTES, Gate
 from pipeline.localhub.messages import Request, Response, error, parse_path
 from pipeline.localhub.storage import LocalHubStore
 
@@ -68,14 +69,25 @@ class LocalHubServer(ThreadingHTTPServer):
     Args:
         store: Where repos live.
         address: (host, port); port 0 picks a free one.
+        tokens: Tokens allowed to write (``Authorization: Bearer``); None (default) lets every request write.
+        max_body: Largest request body accepted; a larger one is answered 413 and the connection closed.
     """
 
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, store: LocalHubStore, address: tuple[str, int] = ("127.0.0.1", 0)) -> None:
+    def __init__(
+        self,
+        store: LocalHubStore,
+        address: tuple[str, int] = ("127.0.0.1", 0),
+        *,
+        tokens: Iterable[str] | None = None,
+        max_body: int = MAX_BODY_BYTES,
+    ) -> None:
         super().__init__(address, _Handler)
         self.store = store
+        self.gate = Gate(tokens)
+        self.max_body = max_body
         #: (method, path with query) of every request, in arrival order; benchmarks count these.
         self.requests: list[tuple[str, str]] = []
         #: Body bytes sent in answer to each request, in the order answered; benchmarks sum these.
@@ -190,34 +202,57 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         logger.debug("%s %s", self.address_string(), format % args)
 
-    def _body(self) -> bytes:
+    def _body(self) -> bytes | Response:
+        """The request body, or the error answer when it is malformed or larger than ``max_body``."""
+        cap = self.server.max_body
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             chunks: list[bytes] = []
+            total = 0
             while True:
-                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                try:
+                    size = int(self.rfile.readline(64).split(b";")[0].strip() or b"0", 16)
+                except ValueError:
+                    return error(400, "Malformed chunked body")
+                total += size
+                if size < 0 or total > cap:
+                    return error(413, f"Request body larger than {cap} bytes")
                 if size == 0:
-                    while self.rfile.readline().strip():  # trailers
+                    while self.rfile.readline(8192).strip():  # trailers
                         pass
                     return b"".join(chunks)
                 chunks.append(self.rfile.read(size))
-                self.rfile.readline()
-        length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.readline(64)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            return error(400, "Malformed Content-Length")
+        if length < 0:
+            return error(400, "Malformed Content-Length")
+        if length > cap:
+            return error(413, f"Request body larger than {cap} bytes")
         return self.rfile.read(length) if length else b""
 
     def _handle(self) -> None:
         body = self._body()
         method = self.command
-        response = self.server._before(method, self.path)
+        if isinstance(body, Response):  # the unread rest of the body cannot be skipped safely: close
+            self.close_connection = True
+            self._send(method, body)
+            return
+        segments, query = parse_path(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        response = self.server._before(method, self.path) or self.server.gate.refuse(method, segments, query, headers)
         if response is None:
-            segments, query = parse_path(self.path)
             request = Request(
                 method=method,
                 segments=segments,
                 query=query,
-                headers={k.lower(): v for k, v in self.headers.items()},
+                headers=headers,
                 body=body,
-                base_url=f"http://{self.headers.get('Host') or self.server.url.split('//')[1]}",
+                # The bound address, never the client's Host header (it would be echoed into the URLs answered).
+                base_url=self.server.url,
                 path=self.path,
+                sign=self.server.gate.sign if self.server.gate.enabled else None,
             )
             try:
                 response = dispatch(self.server.store, request)

@@ -18,6 +18,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -38,6 +39,22 @@ LFS_PATTERNS = (
     "*.zst *.png *.jpg *.jpeg *.webp *.gguf"
 ).split()
 DEFAULT_GITATTRIBUTES = "".join(f"{p} filter=lfs diff=lfs merge=lfs -text\n" for p in LFS_PATTERNS).encode()
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+#: One part of a repo id (org or name): never empty, ``.`` or ``..``, never a path separator.
+_REPO_PART = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?")
+
+
+def check_sha256(oid: object) -> str:
+    """``oid`` when it is a 64-hex sha256 (the only name a blob has on disk).
+
+    Raises:
+        StoreError: 400 for anything else (``../../id_rsa`` must never become a path).
+    """
+    if not isinstance(oid, str) or not _SHA256.fullmatch(oid):
+        raise StoreError(f"Bad oid {str(oid)[:80]!r}: expected 64 hex digits (sha256)", status=400)
+    return oid
 
 
 def git_blob_sha(data: bytes) -> str:
@@ -148,7 +165,10 @@ class LocalHubStore(DiscussionStore):
         Raises:
             StoreError: 409 when it exists and not exist_ok; 400 on a bad id or type.
         """
-        if repo_type not in REPO_TYPES or repo_id.count("/") != 1:
+        parts = repo_id.split("/") if isinstance(repo_id, str) else []
+        if repo_type not in REPO_TYPES or len(parts) != 2 or not all(_REPO_PART.fullmatch(p) for p in parts):
+            raise StoreError(f"Bad repo {repo_type}/{str(repo_id)[:200]}", status=400)
+        if ".." in repo_id:
             raise StoreError(f"Bad repo {repo_type}/{repo_id}", status=400)
         with self.lock:
             if (repo_type, repo_id) in self._repos:
@@ -190,6 +210,7 @@ class LocalHubStore(DiscussionStore):
         Raises:
             StoreError: 400 when the content does not match ``sha256``.
         """
+        check_sha256(sha256)
         digest = hashlib.sha256()
         with source.open("rb") as handle:
             for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -201,12 +222,16 @@ class LocalHubStore(DiscussionStore):
 
     def has_blob(self, sha256: str, size: int | None = None) -> bool:
         """Whether a blob is stored (with that size, when given)."""
-        path = self.blobs / sha256
+        path = self.blobs / check_sha256(sha256)
         return path.exists() and (size is None or path.stat().st_size == size)
 
     def blob_path(self, sha256: str) -> Path:
-        """Where a blob lives."""
-        return self.blobs / sha256
+        """Where a blob lives (always a file directly under ``blobs/``).
+
+        Raises:
+            StoreError: 400 when ``sha256`` is not 64 hex digits.
+        """
+        return self.blobs / check_sha256(sha256)
 
     def _entry(self, data: bytes | None, sha256: str, *, lfs: bool, size: int | None = None) -> dict[str, Any]:
         if data is not None:
@@ -224,7 +249,7 @@ class LocalHubStore(DiscussionStore):
         """Tree entry of an uploaded LFS object.
 
         Raises:
-            StoreError: 422 when the object was never uploaded.
+            StoreError: 400 on an oid that is not a sha256; 422 when the object was never uploaded.
         """
         if not self.has_blob(sha256):
             raise StoreError(f"LFS object {sha256} was not uploaded", status=422)

@@ -36,10 +36,11 @@ def lfs_batch(store: LocalHubStore, req: Request, repo: Repo) -> Response:
     for obj in req.json().get("objects", []):
         oid, size = obj["oid"], int(obj["size"])
         answer: dict[str, Any] = {"oid": oid, "size": size}
-        if not store.has_blob(oid, size):
+        if not store.has_blob(oid, size):  # a bad oid is a 400 here already (storage.check_sha256)
             answer["authenticated"] = True
+            signature = f"?sig={req.sign(oid)}" if req.sign else ""
             answer["actions"] = {
-                "upload": {"href": f"{req.base_url}/lfs-upload/{oid}"},
+                "upload": {"href": f"{req.base_url}/lfs-upload/{oid}{signature}"},
                 "verify": {"href": f"{req.base_url}/lfs-verify/{oid}"},
             }
         objects.append(answer)

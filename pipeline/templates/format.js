@@ -43,6 +43,38 @@ var TRNCAT_FORMAT = (function () {
     var venv = "/opt/aws_neuronx_venv_torch_neuronx_" + m[1] + "_" + m[2] + "_0";
     return command(e).replace(FRESH_VENV, "source " + venv + "/bin/activate && pip install -r requirements.txt");
   }
+  function fallbackCopy(text) {
+    // copying without the Clipboard API (an http:// page, an old browser): a hidden textarea and execCommand
+    var ta = document.createElement("textarea");
+    ta.value = text;
+    ta.setAttribute("readonly", "");
+    ta.className = "offscreen";
+    document.body.appendChild(ta);
+    ta.select();
+    var ok = false;
+    try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
+    ta.remove();
+    return ok;
+  }
+  function runBadges(e) {
+    // [class, text, title] of what a run did that its verdict alone does not say (pipeline/page.py renders the same)
+    var out = [];
+    if (e.fb && e.fb.length) out.push(["b-fallback", "CPU fallback", "ops run on the CPU, not the device: " + fallbackText(e.fb)]);
+    if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
+    return out;
+  }
+  function runNotes(e) {
+    // [class, text] lines of the details: CPU fallback, recompiles, the warm start, the answer check
+    var out = [];
+    if (e.fb && e.fb.length) out.push(["fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's " +
+      "eager fallback; it still runs unmodified): " + fallbackText(e.fb) + "."]);
+    if (e.rc) out.push(["fallback-note", e.rc + " graph(s) compiled again during the timed calls: its speed figures include compilation."]);
+    if (e.warm !== null && e.warm !== undefined) out.push([null, "The first run compiles in " + secs(e.compile) +
+      "; later runs start in " + secs(e.warm) + " from the compile cache."]);
+    if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: first-step logits have cosine " + e.cos +
+      " with a CPU float32 reference of the same prompt."]);
+    return out;
+  }
   function fallbackText(fb) {
     // keep in step with pipeline/catalog.py fallback_text()
     return fb.map(function (o) { return o[0] + " \u00d7" + o[1]; }).join(", ");
@@ -56,5 +88,6 @@ var TRNCAT_FORMAT = (function () {
     return lines;
   }
   return {secs: secs, bytes: bytes, params: params, rate: rate, statusLabel: statusLabel, command: command,
-          toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText};
+          toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText, runBadges: runBadges,
+          runNotes: runNotes, fallbackCopy: fallbackCopy};
 })();

@@ -32,7 +32,8 @@
   }
   var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
-  var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, fallbackText = TRNCAT_FORMAT.fallbackText;
+  var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
+  var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
   function statusCell(e) {
@@ -44,17 +45,10 @@
       dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
       td.appendChild(dev);
     }
-    if (e.fb && e.fb.length) {
-      var fb = el("span", "badge b-fallback", "CPU fallback");
-      fb.title = "ops run on the CPU, not the device: " + fallbackText(e.fb);
-      td.appendChild(fb);
-    }
-    if (e.rc) {
-      var rc = el("span", "badge b-fallback", "recompiled");
-      rc.title = e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation";
-      td.appendChild(rc);
-    }
+    runBadges(e).forEach(function (b) { var n = el("span", "badge " + b[0], b[1]); n.title = b[2]; td.appendChild(n); });
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
+    // Every measured row says who measured it: the project's CI, or a community / local submission.
+    if (e.src) td.appendChild(el("span", "source src-" + (e.src === "ci" ? "ci" : "other"), e.src === "ci" ? "CI" : e.src));
     if (e.st === "fail" || e.st === "error") {
       var reason = [e.stage, e.code].filter(Boolean).join(" \u00b7 ");
       if (reason) { var r = el("span", "reason", reason); if (e.msg) r.title = e.msg; td.appendChild(r); }
@@ -187,18 +181,6 @@
     var slots = SCRIPTS.models[id] || [null, null];
     return slots.map(function (s) { return s === null || s === undefined ? null : SCRIPTS.texts[s]; });
   }
-  function fallbackCopy(text) {
-    var ta = el("textarea");
-    ta.value = text;
-    ta.setAttribute("readonly", "");
-    ta.className = "offscreen";
-    document.body.appendChild(ta);
-    ta.select();
-    var ok = false;
-    try { ok = document.execCommand("copy"); } catch (err) { ok = false; }
-    ta.remove();
-    return ok;
-  }
   function copyButton(getText, label) {
     var b = el("button", "copy", label || "Copy");
     b.type = "button";
@@ -277,22 +259,7 @@
     } else if (e.st === "pass") {
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
-    if (e.fb && e.fb.length) {
-      box.appendChild(el("p", "fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's eager " +
-        "fallback; it still runs unmodified): " + fallbackText(e.fb) + "."));
-    }
-    if (e.rc) {
-      box.appendChild(el("p", "fallback-note", e.rc + " graph(s) compiled again during the timed calls: " +
-        "its speed figures include compilation."));
-    }
-    if (e.warm !== null && e.warm !== undefined) {
-      box.appendChild(el("p", null, "The first run compiles in " + secs(e.compile) + "; later runs start in " +
-        secs(e.warm) + " from the compile cache."));
-    }
-    if (e.cos !== null && e.cos !== undefined) {
-      box.appendChild(el("p", null, "Answer check: first-step logits have cosine " + e.cos +
-        " with a CPU float32 reference of the same prompt."));
-    }
+    runNotes(e).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
     if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {
@@ -308,18 +275,14 @@
     }
     var files = scripts(e.id);
     box.appendChild(el("p", null, "Run it: put run.py and requirements.txt in a folder, then"));
-    var cmd = el("div", "command");
-    cmd.appendChild(el("code", "cmd", command(e)));
-    cmd.appendChild(copyButton(function () { return command(e); }, "Copy command"));
-    box.appendChild(cmd);
-    var dlami = dlamiCommand(e);
-    if (dlami) {
-      box.appendChild(el("p", null, "or, on the Neuron DLAMI, in its own environment:"));
-      var cmd2 = el("div", "command");
-      cmd2.appendChild(el("code", "cmd", dlami));
-      cmd2.appendChild(copyButton(function () { return dlami; }, "Copy command"));
-      box.appendChild(cmd2);
-    }
+    [command(e), dlamiCommand(e)].forEach(function (text, k) {
+      if (!text) return;
+      if (k) box.appendChild(el("p", null, "or, on the Neuron DLAMI, in its own environment:"));
+      var cmd = el("div", "command");
+      cmd.appendChild(el("code", "cmd", text));
+      cmd.appendChild(copyButton(function () { return text; }, "Copy command"));
+      box.appendChild(cmd);
+    });
     var grid = el("div", "files");
     grid.appendChild(fileBlock(e, "run.py", files[0]));
     grid.appendChild(fileBlock(e, "requirements.txt", files[1]));

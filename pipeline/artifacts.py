@@ -1,0 +1,92 @@
+"""Which downloaded benchmark artifacts a publish may trust: exactly what the run's own queue asked for.
+
+A publish downloads every ``record-*`` artifact of one discover run. An artifact is untrusted input (any job
+of that run, or a run that is not ours, can upload one), so each is accepted only when it is the one record
+the run's ``queue.json`` planned under that artifact name: same model, revision, task, cores and dtype,
+``run.source == "ci"`` and this run's id. Everything else is reported and set aside, never published.
+Each artifact is downloaded into its own folder, so one can never overwrite another.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import RecordError
+from pipeline.records import Problem, check_file
+
+#: The artifact of one matrix entry is ``record-<entry["artifact"]>`` holding ``<entry["artifact"]>.json``.
+ARTIFACT_PREFIX = "record-"
+_MATCHED = ("model_id", "revision", "task", "cores", "dtype")
+
+
+@dataclass
+class Collected:
+    """Records accepted (copied into the output folder) and every reason something was set aside."""
+
+    accepted: list[str] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def _entries(queue_file: Path) -> dict[str, dict[str, Any]]:
+    try:
+        queue = json.loads(queue_file.read_text(encoding="utf-8"))
+        entries = [e for chunk in queue["chunks"] for e in chunk["include"]]
+        return {str(e["artifact"]): e for e in entries}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RecordError(f"{queue_file}: not a queue.json written by the queue: {exc}") from exc
+
+
+def collect_records(downloaded: Path, *, queue_file: Path, run_id: str, out: Path) -> Collected:
+    """Copy into ``out`` the records of ``downloaded`` (one folder per artifact) that the queue planned.
+
+    Args:
+        downloaded: Folder holding one sub-folder per downloaded artifact (``record-<artifact>/``).
+        queue_file: The run's ``queue.json``.
+        run_id: The run's id: every accepted record names it in ``run.github_run_id``.
+        out: Where the accepted records go (created; one file per artifact).
+
+    Raises:
+        RecordError: ``queue_file`` is unreadable.
+    """
+    entries = _entries(queue_file)
+    result = Collected()
+    out.mkdir(parents=True, exist_ok=True)
+    folders = sorted(downloaded.iterdir()) if downloaded.is_dir() else []
+    for folder in folders:
+        name = folder.name
+
+        def refuse(message: str, field_name: str = "(artifact)", where: str = str(folder)) -> None:
+            result.problems.append(Problem(where, field_name, message))
+
+        artifact = name.removeprefix(ARTIFACT_PREFIX)
+        if folder.is_symlink() or not folder.is_dir() or not name.startswith(ARTIFACT_PREFIX):
+            refuse("not a record artifact folder")
+            continue
+        entry = entries.get(artifact)
+        if entry is None:
+            refuse(f"artifact {name!r} is not in this run's queue")
+            continue
+        files = sorted(folder.rglob("*"))
+        expected = folder / f"{artifact}.json"
+        if files != [expected] or expected.is_symlink() or not expected.is_file():
+            refuse(f"must hold exactly one regular file {expected.name!r}, holds {[p.name for p in files][:5]}")
+            continue
+        record, problems = check_file(expected)
+        if record is None:
+            result.problems.extend(problems)
+            continue
+        wrong = [key for key in _MATCHED if record.get(key) != entry.get(key)]
+        if record["run"]["source"] != "ci":
+            wrong.append("run.source")
+        if record["run"]["github_run_id"] != run_id:
+            wrong.append("run.github_run_id")
+        if wrong:
+            refuse(f"does not match the queued job ({', '.join(wrong)})", wrong[0], str(expected))
+            continue
+        shutil.copyfile(expected, out / expected.name)
+        result.accepted.append(str(out / expected.name))
+    return result

@@ -1,0 +1,93 @@
+"""Publish trusts only the artifacts its run's queue asked for (issue 11.12)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.artifacts import collect_records
+from pipeline.cli import main
+from pipeline.errors import RecordError
+from pipeline.testing.records import sample_record
+
+RUN_ID = "1234567890"  # what sample_record's run names
+
+
+def _entry(model_id: str) -> dict:
+    record = sample_record(model_id=model_id)
+    org, name = model_id.split("/")
+    artifact = f"{org}--{name}--{record['task']}--{record['revision'][:12]}"
+    keys = ("model_id", "revision", "task", "cores", "dtype")
+    return {**{k: record[k] for k in keys}, "device": "neuron", "runner": "trn2-1c", "artifact": artifact}
+
+
+def _setup(tmp_path: Path, models: list[str]) -> tuple[Path, Path, list[dict]]:
+    entries = [_entry(m) for m in models]
+    queue = tmp_path / "queue.json"
+    queue.write_text(json.dumps({"count": len(entries), "chunks": [{"include": entries}], "skipped": []}))
+    downloaded = tmp_path / "downloaded"
+    downloaded.mkdir()
+    return queue, downloaded, entries
+
+
+def _artifact(downloaded: Path, name: str, files: dict[str, object]) -> None:
+    folder = downloaded / f"record-{name}"
+    folder.mkdir()
+    for file_name, content in files.items():
+        (folder / file_name).write_text(json.dumps(content))
+
+
+def test_only_the_queued_records_of_this_run_are_accepted(tmp_path: Path) -> None:
+    queue, downloaded, entries = _setup(tmp_path, ["acme/good", "acme/other", "acme/third", "acme/fourth"])
+    good, other, third, fourth = entries
+    _artifact(downloaded, good["artifact"], {f"{good['artifact']}.json": sample_record(model_id="acme/good")})
+    # an artifact some job uploaded under another entry's name, carrying a different model (a swap)
+    _artifact(downloaded, other["artifact"], {f"{other['artifact']}.json": sample_record(model_id="acme/evil")})
+    # the right model, but from another run (a fork PR's run, an old run)
+    old = sample_record(model_id="acme/third", run={"github_run_id": "999"})
+    _artifact(downloaded, third["artifact"], {f"{third['artifact']}.json": old})
+    # a second file that, merged, would have overwritten another artifact's record
+    two = {f"{fourth['artifact']}.json": sample_record(model_id="acme/fourth")}
+    two[f"{good['artifact']}.json"] = sample_record(model_id="acme/evil")
+    _artifact(downloaded, fourth["artifact"], two)
+    _artifact(downloaded, "not--queued--text-generation--000000000000", {"x.json": sample_record()})
+    out = tmp_path / "records"
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=out)
+    assert [Path(p).name for p in collected.accepted] == [f"{good['artifact']}.json"]
+    reasons = " | ".join(str(p) for p in collected.problems)
+    assert "does not match the queued job (model_id)" in reasons
+    assert "run.github_run_id" in reasons
+    assert "must hold exactly one regular file" in reasons
+    assert "is not in this run's queue" in reasons
+    assert len(collected.problems) == 4
+    assert json.loads((out / f"{good['artifact']}.json").read_text())["model_id"] == "acme/good"
+
+
+def test_a_community_record_or_a_symlink_is_never_accepted(tmp_path: Path) -> None:
+    queue, downloaded, (entry,) = _setup(tmp_path, ["acme/good"])
+    community = sample_record(model_id="acme/good")
+    community["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": community})
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=tmp_path / "out")
+    assert not collected.accepted and "run.source" in str(collected.problems[0])
+    folder = downloaded / f"record-{entry['artifact']}"
+    (folder / f"{entry['artifact']}.json").unlink()
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps(sample_record(model_id="acme/good")))
+    (folder / f"{entry['artifact']}.json").symlink_to(secret)
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=tmp_path / "out")
+    assert not collected.accepted and "regular file" in str(collected.problems[0])
+
+
+def test_the_cli_sets_aside_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    queue, downloaded, (entry,) = _setup(tmp_path, ["acme/good"])
+    _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": sample_record(model_id="acme/good")})
+    args = ["collect", str(downloaded), "--queue", str(queue), "--out", str(tmp_path / "out")]
+    assert main([*args, "--run-id", RUN_ID]) == 0
+    assert main([*args, "--run-id", "77"]) == 1
+    assert "set aside:" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(RecordError):
+        collect_records(downloaded, queue_file=tmp_path / "bad.json", run_id=RUN_ID, out=tmp_path / "o")

@@ -371,3 +371,36 @@ def test_runner_scripts_are_shellcheck_clean() -> None:
     assert scripts
     result = _run([_tool("shellcheck"), *scripts])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None:
+    """Issue 11.15: the job that holds the Hub token installs nothing unpinned: every package by its hash, no torch."""
+    import json
+    import subprocess
+    import sys
+
+    workflow = yaml.safe_load((ROOT / ".github/workflows/publish.yml").read_text())
+    install = next(s for s in workflow["jobs"]["publish"]["steps"] if s.get("name") == "install")["run"]
+    pip_lines = [line.strip() for line in install.splitlines() if "pip install" in line]
+    assert pip_lines == [
+        "python -m pip install --quiet --require-hashes --no-deps -r .github/publish-requirements.txt",
+        "python -m pip install --quiet --no-deps --no-build-isolation -e .",
+    ]
+    lock = (ROOT / ".github/publish-requirements.txt").read_text()
+    pinned = {m[1].lower().replace("_", "-") for m in re.finditer(r"^([A-Za-z0-9._-]+)==\S+ \\$", lock, re.M)}
+    assert "torch" not in pinned and "transformers" not in pinned
+    assert "file://" not in lock and "/opt/" not in lock  # nothing of this machine's pip setup leaks in
+    entries = re.findall(r"^[A-Za-z0-9._-]+==\S+ \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock, re.M)
+    assert len(entries) == len(pinned) > 10  # every pin carries hashes
+    # Every third-party package the publish job's commands import is in the lock.
+    code = (
+        "import sys, json; import pipeline.cli, pipeline.publish, pipeline.artifacts, pipeline.records,"
+        " pipeline.dataset; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+    )
+    modules = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
+    from importlib.metadata import packages_distributions
+
+    dists = packages_distributions()
+    third = {m for m in modules if m not in sys.stdlib_module_names and not m.startswith("_") and m != "pipeline"}
+    needed = {d.lower().replace("_", "-") for m in third for d in dists.get(m, [])}
+    assert "torch" not in needed and needed <= pinned, needed - pinned

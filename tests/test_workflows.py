@@ -384,7 +384,7 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
     pip_lines = [line.strip() for line in install.splitlines() if "pip install" in line]
     assert pip_lines == [
         "python -m pip install --quiet --require-hashes --no-deps -r .github/publish-requirements.txt",
-        "python -m pip install --quiet --no-deps --no-build-isolation -e .",
+        "python -m pip install --quiet --no-deps --no-build-isolation .",
     ]
     lock = (ROOT / ".github/publish-requirements.txt").read_text()
     pinned = {m[1].lower().replace("_", "-") for m in re.finditer(r"^([A-Za-z0-9._-]+)==\S+ \\$", lock, re.M)}

@@ -10,7 +10,7 @@ import pytest
 from pipeline.artifacts import collect_records
 from pipeline.cli import main
 from pipeline.errors import RecordError
-from pipeline.testing.records import sample_record
+from pipeline.testing.records import sample_community, sample_record
 
 RUN_ID = "1234567890"  # what sample_record's run names
 
@@ -67,8 +67,7 @@ def test_only_the_queued_records_of_this_run_are_accepted(tmp_path: Path) -> Non
 
 def test_a_community_record_or_a_symlink_is_never_accepted(tmp_path: Path) -> None:
     queue, downloaded, (entry,) = _setup(tmp_path, ["acme/good"])
-    community = sample_record(model_id="acme/good")
-    community["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    community = sample_community(model_id="acme/good")
     _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": community})
     collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=tmp_path / "out")
     assert not collected.accepted and "run.source" in str(collected.problems[0])

@@ -18,7 +18,7 @@ import pytest
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
 from pipeline.errors import RecordError
 from pipeline.records import COLUMN_NAMES, arrow_schema
-from pipeline.testing.records import sample_failure, sample_record
+from pipeline.testing.records import sample_community, sample_failure, sample_record
 
 
 def _records() -> list[dict]:
@@ -235,18 +235,12 @@ def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
             assert summary[key] == whole[key], key
 
 
-def _community(**overrides) -> dict:
-    record = sample_record(**overrides)
-    record["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
-    return record
-
-
 def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: Path) -> None:
     """Attack (issue 11.9): a newer community record (the latest finish time) replaced the project's CI row."""
     out = tmp_path / "ds"
     build([sample_record(metrics={"decode_tokens_per_s": 77.0})], out)
     late = {"started_at": "2026-11-30T10:00:00+00:00", "finished_at": "2026-11-30T10:05:00+00:00"}
-    build([_community(run=late, metrics={"decode_tokens_per_s": 9999.0})], out)
+    build([sample_community(run=late, metrics={"decode_tokens_per_s": 9999.0})], out)
     [row] = read_latest(out)
     assert (row["source"], row["decode_tokens_per_s"]) == ("ci", 77.0)
     [kept] = earlier_runs(row)  # both stay visible: the community run in the key's history, with its source
@@ -254,7 +248,7 @@ def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: P
     assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
     # a community row alone stands for its key until the project measures it; then CI comes first
     other = tmp_path / "other"
-    build([_community(metrics={"decode_tokens_per_s": 5.0})], other)
+    build([sample_community(metrics={"decode_tokens_per_s": 5.0})], other)
     build([sample_record(run={"finished_at": "2026-11-28T10:00:30+00:00"})], other)
     [row] = read_latest(other)
     assert row["source"] == "ci" and [h["source"] for h in earlier_runs(row)] == ["community"]

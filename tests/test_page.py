@@ -18,7 +18,7 @@ import pytest
 from pipeline import page
 from pipeline.dataset import build, page_html
 from pipeline.records import flatten
-from pipeline.testing.records import sample_failure, sample_record
+from pipeline.testing.records import sample_community, sample_failure, sample_record
 
 PAYLOADS = (
     '<img src=x onerror="window.__pwned=1">',
@@ -428,8 +428,7 @@ def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() 
 
 def test_every_row_says_its_source() -> None:
     """Issue 11.11: a community result must never read as one of the project's own runs."""
-    community = sample_record(model_id="acme/community")
-    community["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    community = sample_community(model_id="acme/community")
     rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
     data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
     sources = {e["id"]: e["src"] for e in data["entries"]}

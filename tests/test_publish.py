@@ -14,7 +14,7 @@ from pipeline import constants
 from pipeline.cli import main
 from pipeline.errors import HubServerError
 from pipeline.publish import publish
-from pipeline.testing.records import sample_failure, sample_record
+from pipeline.testing.records import sample_community, sample_failure, sample_record
 
 REPO = "trncat/results"
 
@@ -241,20 +241,14 @@ def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_pa
     assert summary["total"] == 35 and summary["shard_digits"] == 1 and second.published
 
 
-def _community(**overrides: object) -> dict:
-    record = sample_record(**overrides)
-    record["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
-    return record
-
-
-def test_community_records_are_published_only_from_results_community(
+def test_community_records_are_published_only_from_resultssample_community(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Attack (issue 11.8): the check watched results/community/ only while `trncat publish results/` took
     everything under results/: a community record elsewhere, or a "ci" record in results/community/."""
     results = tmp_path / "repo" / "results"
-    _write_records(results / "community", [_community(model_id="acme/reviewed")])
-    _write_records(results / "elsewhere", [_community(model_id="acme/unreviewed")])
+    _write_records(results / "community", [sample_community(model_id="acme/reviewed")])
+    _write_records(results / "elsewhere", [sample_community(model_id="acme/unreviewed")])
     (results / "community" / "forged.json").write_text(json.dumps(sample_record(model_id="acme/forged-ci")))
     out = tmp_path / "ds"
     assert main(["publish", str(results), "--to-folder", str(out)]) == 1

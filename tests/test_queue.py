@@ -15,7 +15,7 @@ from pipeline.durations import PRIOR
 from pipeline.errors import ConfigError, HubServerError, PlanError
 from pipeline.plan import Plan, plan_config
 from pipeline.queue import HubPlanner, Queue, build_queue, load_candidates, load_toolchain, matrix_order
-from pipeline.testing.records import fake_revision, sample_failure, sample_record
+from pipeline.testing.records import as_community, fake_revision, sample_failure, sample_record
 
 TG, ITT = "text-generation", "image-text-to-text"
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
@@ -144,8 +144,7 @@ def test_new_revision_or_toolchain_requeues_and_retries_are_bounded(dataset: Pat
 
 def test_a_community_fail_never_keeps_a_model_from_the_project_runners(tmp_path: Path) -> None:
     """Attack (issue 11.10): a community `fail` at the queue's key made the queue skip the model forever."""
-    forged = record("victim/model", "fail")
-    forged["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+    forged = as_community(record("victim/model", "fail"))
     root = tmp_path / "dataset"
     build([forged], root)
     queue = queue_of([cand("victim/model"), cand("done/passed")], root)

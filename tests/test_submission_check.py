@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.records import sample_record
+from pipeline.testing.records import sample_community, sample_record
 from pipeline.testing.tiny import build_tiny_llama
 from tests.test_workflow_steps import step_env
 from tests.test_workflows import step
@@ -52,9 +52,8 @@ def _env(localhub, tmp_path: Path) -> dict[str, str]:
 
 
 def _community(revision: str, params: int, *, model_id: str = MODEL, **overrides: object) -> dict:
-    record = sample_record(model_id=model_id, revision=revision, **overrides)
+    record = sample_community(model_id=model_id, revision=revision, **overrides)
     record["metrics"]["params"] = params
-    record["run"] |= {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
     return record
 
 

@@ -123,6 +123,21 @@ def sample_failure(
     return record
 
 
+#: The ``run`` fields of a community submission: no CI-only provenance (the validator refuses a forged one).
+COMMUNITY_RUN = {"runner": None, "github_run_id": None, "github_sha": None, "source": "community"}
+
+
+def as_community(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` turned into a community submission (in place; returned for chaining)."""
+    record["run"] |= COMMUNITY_RUN
+    return record
+
+
+def sample_community(**overrides: Any) -> dict[str, Any]:
+    """A valid community pass record (:func:`sample_record` with a submission's provenance)."""
+    return as_community(sample_record(**overrides))
+
+
 def fake_revision(text: str) -> str:
     """A deterministic 40-hex revision derived from ``text``."""
     return hashlib.sha1(text.encode()).hexdigest()

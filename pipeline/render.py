@@ -190,10 +190,7 @@ def dataset_card(
         space: the Space that shows the catalog (with ``repo``).
     """
     summary = counts if counts is not None else card_counts(rows or [])
-    by_status: dict[tuple[str, str, str], int] = {}
-    for entry in summary["counts"]:
-        if len(entry) == 4 and entry[3]:  # (task, device, status, n)
-            by_status[(entry[0], entry[1], entry[2])] = entry[3]
+    by_status = {(task, device, status): n for task, device, status, n in summary["counts"] if n}
     toolchains = sorted(((device, cc, tf), n) for device, cc, tf, n in summary["toolchains"] if n)
     groups = sorted({(t, d) for t, d, _ in by_status}, key=lambda g: (g[0], g[1] != "neuron", g[1]))
     if repo is not None and (model_id_problem(repo) or (space is not None and model_id_problem(space))):

@@ -17,6 +17,7 @@ from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.selection import Exclusion
 from pipeline.types import TASKS, VIEWS
+from pipeline.workload import task_source
 
 IneligibleKind = Literal[
     "remote_code", "not_transformers", "gated", "low_priority", "incompatible", "not_found", "invalid"
@@ -201,7 +202,10 @@ def judge(
     """(kind, reason) that keeps ``listing`` out of the queue, or (None, None) when it is eligible.
 
     The first that applies wins: a bad identity, then the hand-kept exclusion (a reviewer's word), then what
-    the Hub says about the model.
+    the Hub says about the model: remote code, then the task's library (``not_transformers`` names any model
+    not of the task's library, e.g. a transformers model under ``sentence-embeddings``), then, for a task
+    ranked by library, its pipeline tag (a sentence-transformers cross-encoder is no sentence-embeddings
+    model), then gating.
     """
     if problem := identity_problem(listing.id, listing.sha):
         return "invalid", problem
@@ -210,9 +214,14 @@ def judge(
         return entry.kind, entry.reason
     if listing.custom_code:
         return "remote_code", "needs trust_remote_code (custom_code tag): trncat never runs remote code"
-    if listing.library_name != "transformers":
+    source = task_source(task)
+    if listing.library_name != source.library:
         library = repr(listing.library_name) if listing.library_name else "not named"
-        return "not_transformers", f"library is {library}, not transformers: trncat benchmarks transformers models"
+        why = f"trncat benchmarks {task} models of {source.library}"
+        return "not_transformers", f"library is {library}, not {source.library}: {why}"
+    if source.library_filter and listing.pipeline_tag not in source.pipeline_tags:
+        tag = repr(listing.pipeline_tag) if listing.pipeline_tag else "not named"
+        return "incompatible", f"pipeline tag is {tag}, not {' or '.join(source.pipeline_tags)}: not a {task} model"
     if listing.gated and not allow_gated:
         return "gated", f"gated ({listing.gated} approval): the benchmark runners have no access to it"
     return None, None

@@ -34,11 +34,16 @@ _STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timest
 #: Nested columns: a list of ``{op, count}`` structs, and a list of strings.
 _OPS, _STRS = "ops", "strings"
 _ATTEMPTS, _LAYOUT = "attempts", "layout"
+#: Nested columns of schema 1.2: a list of ``{batch_size, p50, p90}`` structs, and a list of integers.
+_BATCH_LATENCY, _INTS = "batch_latency", "ints"
 
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-LAYOUT_VERSION = 2
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics).
+LAYOUT_VERSION = 3
+#: The column each layout added: a file's layout is the newest whose column it has (1 when none).
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((3, "sentences_per_s"), (2, "layout_version"))
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -118,12 +123,34 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("torchvision_version", ("versions", "torchvision"), _STR),
     ("notes", ("notes",), _STRS),
     ("layout_version", (), _LAYOUT),
+    # schema 1.2 (layout 3): the metric sets of sentence-embeddings and text-to-image
+    ("steps", ("workload", "steps"), _INT),
+    ("batch_sizes", ("workload", "batch_sizes"), _INTS),
+    ("sentences_per_s", ("metrics", "sentences_per_s"), _FLOAT),
+    ("embedding_dim", ("metrics", "embedding_dim"), _INT),
+    ("latency_by_batch_s", ("metrics", "latency_by_batch_s"), _BATCH_LATENCY),
+    ("seconds_per_image", ("metrics", "seconds_per_image"), _FLOAT),
+    ("steps_per_s", ("metrics", "steps_per_s"), _FLOAT),
+    ("vae_decode_s", ("metrics", "vae_decode_s"), _FLOAT),
+    ("agreement_embedding_cosine", ("agreement", "embedding_cosine"), _FLOAT),
+    ("sentence_transformers_version", ("versions", "sentence_transformers"), _STR),
+    ("diffusers_version", ("versions", "diffusers"), _STR),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
 COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
     COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
 )
+#: The columns schema 1.2 added, by the task whose record carries the field (a record of another task, or of an
+#: older schema, has none of them, so its row gives none back).
+COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
+    "sentence-embeddings": frozenset(
+        {"batch_sizes", "sentences_per_s", "embedding_dim", "latency_by_batch_s", "agreement_embedding_cosine",
+         "sentence_transformers_version"}
+    ),
+    "text-to-image": frozenset({"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version"}),
+}  # fmt: skip
+_ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
 
 
 @functools.cache
@@ -149,6 +176,12 @@ def arrow_type(kind: str) -> Any:
         _TIME: pa.timestamp("us", tz="UTC"),
         _OPS: pa.list_(pa.struct([pa.field("op", pa.string()), pa.field("count", pa.int64())])),
         _STRS: pa.list_(pa.string()),
+        _INTS: pa.list_(pa.int64()),
+        _BATCH_LATENCY: pa.list_(
+            pa.struct(
+                [pa.field("batch_size", pa.int64()), pa.field("p50", pa.float64()), pa.field("p90", pa.float64())]
+            )
+        ),
     }[kind]
 
 
@@ -177,6 +210,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
                 value = parse_time(value)
             elif value is not None and kind == _FLOAT:
                 value = float(value)  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
+            elif value is not None and kind == _BATCH_LATENCY:
+                value = [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
             row[name] = value
     return row
 
@@ -185,8 +220,11 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     """The record a flat row came from (the inverse of :func:`flatten`)."""
     record: dict[str, Any] = {}
     old = row.get("schema_version") == "1.0"
+    task_columns = COLUMNS_SINCE_1_2.get(row.get("task") or "", frozenset())
     for name, path, kind in COLUMNS:
         if not path or (old and name in COLUMNS_SINCE_1_1):
+            continue
+        if name in _ALL_SINCE_1_2 and name not in task_columns:
             continue
         value = row.get(name)
         if name == "attempts":
@@ -204,6 +242,12 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             value = float(value)
         elif value is not None and kind == _BOOL:
             value = bool(value)
+        elif value is not None and kind == _INTS:
+            value = [int(v) for v in value]
+        elif value is not None and kind == _BATCH_LATENCY:
+            value = [
+                {"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value
+            ]
         target = record
         for key in path[:-1]:
             target = target.setdefault(key, {})

@@ -36,6 +36,7 @@ from pipeline.hub import Hub, HubSort, ModelListing
 from pipeline.ids import model_id_problem
 from pipeline.selection import Exclusion, Selection, load_exclusions, load_selected
 from pipeline.types import TASKS, VIEWS
+from pipeline.workload import task_source
 
 __all__ = [
     "Candidate",
@@ -147,12 +148,20 @@ def _kept_out(entry: Selection, *, task: str, view: str, rank: int, kind: str, r
 
 
 def _fetch(hub: Hub, task: str, sort: HubSort, limit: int, cache: dict[str, ModelListing]) -> list[ModelListing]:
-    """One listing, without repeats (a listing paged while rankings move can repeat a model: keep its best)."""
+    """One ranking of the task, without repeats (a listing paged while rankings move can repeat a model: keep
+    its best). A task ranked over several pipeline tags makes one listing per tag, merged by the sort's figure."""
+    source = task_source(task)
+    library = source.library if source.library_filter else None
     found: dict[str, ModelListing] = {}
-    for listing in hub.list_models(task=task, sort=sort, limit=limit):
-        found.setdefault(listing.id, listing)
-        cache.setdefault(listing.id, listing)
-    return list(found.values())
+    for tag in source.pipeline_tags:
+        for listing in hub.list_models(task=tag, sort=sort, limit=limit, library=library):
+            found.setdefault(listing.id, listing)
+            cache.setdefault(listing.id, listing)
+    ranked = list(found.values())
+    if len(source.pipeline_tags) > 1:
+        key = "downloads" if sort == "downloads" else "trending_score"
+        ranked.sort(key=lambda listing: (-getattr(listing, key), listing.id))
+    return ranked[:limit]
 
 
 def discover_all(

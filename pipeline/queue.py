@@ -36,7 +36,7 @@ from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
-from pipeline.workload import default_workload
+from pipeline.workload import NOT_BENCHMARKED, default_workload, task_source
 
 __all__ = [
     "HubPlanner",
@@ -314,6 +314,9 @@ def build_queue(
         seen.add((c.model_id.casefold(), c.task))
         if not c.eligible:
             skip(c, f"{c.kind}: {c.reason}")
+            continue
+        if not (source := task_source(c.task)).benchmarked:
+            skip(c, NOT_BENCHMARKED.format(library=source.library))
             continue
         # Ids reach job names, artifact names and `trncat bench` arguments: never trust them unchecked.
         if model_id_problem(c.model_id) is not None or not is_revision(c.sha):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.types import TASKS, Task
@@ -15,37 +16,131 @@ class Workload:
     Args:
         batch_size: prompts per call.
         input_tokens: prompt length in tokens (text part; image tokens come on top for VLMs).
-        output_tokens: tokens generated per call (greedy, no early stop).
-        image_size: square image side in pixels, or None for text-only tasks.
+        output_tokens: tokens generated per call (greedy, no early stop); 0 for tasks that generate no text.
+        image_size: square image side in pixels, or None for text-only tasks (text-to-image: the resolution).
+        steps: denoising steps per image (text-to-image), else None.
+        batch_sizes: every batch size the run measures latency at (sentence-embeddings), else None.
     """
 
     batch_size: int = 1
     input_tokens: int = 128
     output_tokens: int = 64
     image_size: int | None = None
+    steps: int | None = None
+    batch_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "input_tokens", "output_tokens"):
+        for name in ("batch_size", "input_tokens"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if not _is_int(value) or value < 1:
                 raise ConfigError(f"workload {name} must be a positive integer, got {value!r}")
-        if self.image_size is not None and (not isinstance(self.image_size, int) or self.image_size < 1):
-            raise ConfigError(f"workload image_size must be a positive integer or None, got {self.image_size!r}")
+        if not _is_int(self.output_tokens) or self.output_tokens < 0:
+            raise ConfigError(f"workload output_tokens must be a non-negative integer, got {self.output_tokens!r}")
+        for name in ("image_size", "steps"):
+            value = getattr(self, name)
+            if value is not None and (not _is_int(value) or value < 1):
+                raise ConfigError(f"workload {name} must be a positive integer or None, got {value!r}")
+        if self.batch_sizes is not None and (
+            not isinstance(self.batch_sizes, tuple)
+            or not self.batch_sizes
+            or not all(_is_int(b) and b >= 1 for b in self.batch_sizes)
+            or self.batch_size not in self.batch_sizes
+        ):
+            raise ConfigError(
+                f"workload batch_sizes must be a non-empty tuple of positive integers holding batch_size "
+                f"{self.batch_size}, got {self.batch_sizes!r}"
+            )
 
     @property
     def total_tokens(self) -> int:
         """Sequence length the KV cache must hold: input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def to_dict(self) -> dict[str, int | None]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, Any]:
+        """The record's ``workload``: the generation fields always; ``steps`` and ``batch_sizes`` when set
+        (schema 1.2), so that a generation task's workload is the same object it was under schema 1.1."""
+        out: dict[str, Any] = asdict(self)
+        for name in ("steps", "batch_sizes"):
+            if out[name] is None:
+                del out[name]
+        if "batch_sizes" in out:
+            out["batch_sizes"] = list(out["batch_sizes"])
+        return out
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 DEFAULT_WORKLOADS: dict[str, Workload] = {
     "text-generation": Workload(batch_size=1, input_tokens=128, output_tokens=64),
     "image-text-to-text": Workload(batch_size=1, input_tokens=64, output_tokens=32, image_size=224),
+    # Fixed sentences cut to exactly 128 tokens; latency at batch 1 and 32, throughput at 32 (issue 13).
+    "sentence-embeddings": Workload(batch_size=32, input_tokens=128, output_tokens=0, batch_sizes=(1, 32)),
+    # A fixed prompt, 20 denoising steps, batch 1; image_size is the fallback resolution (512 x 512) used when
+    # the pipeline names no default (the run records the resolution and steps it used; few-step models run 4).
+    "text-to-image": Workload(batch_size=1, input_tokens=77, output_tokens=0, image_size=512, steps=20),
 }
 assert set(DEFAULT_WORKLOADS) == set(TASKS)
+
+
+@dataclass(frozen=True)
+class TaskSource:
+    """Where a task's models come from on the Hub, and whether the benchmark child runs the task yet.
+
+    Args:
+        library: The Hub library a model must declare (``library_name``) to be eligible.
+        pipeline_tags: The Hub pipeline tags ranked for the task (several are merged into one ranking).
+        library_filter: Rank only models of ``library`` (the Hub's ``filter`` by library), and hold a model to
+            ``pipeline_tags`` too (the library spans tasks); False keeps the whole tag's ranking, the models of
+            other libraries listed as ineligible with their reason.
+        benchmarked: The benchmark child can run the task; the queue skips the others with their reason.
+        metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
+            of another's.
+    """
+
+    library: str
+    pipeline_tags: tuple[str, ...]
+    library_filter: bool = False
+    benchmarked: bool = True
+    metrics: tuple[str, ...] = ()
+
+
+TASK_SOURCES: dict[str, TaskSource] = {
+    "text-generation": TaskSource("transformers", ("text-generation",)),
+    "image-text-to-text": TaskSource("transformers", ("image-text-to-text",)),
+    # sentence-transformers models are tagged sentence-similarity or feature-extraction on the Hub; the two
+    # tags are full of plain transformers encoders too, so the ranking is of sentence-transformers models only.
+    "sentence-embeddings": TaskSource(
+        "sentence-transformers",
+        ("sentence-similarity", "feature-extraction"),
+        library_filter=True,
+        benchmarked=False,
+        metrics=("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
+    ),
+    "text-to-image": TaskSource(
+        "diffusers",
+        ("text-to-image",),
+        library_filter=True,
+        benchmarked=False,
+        metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
+    ),
+}
+assert set(TASK_SOURCES) == set(TASKS)
+#: Why a task the child cannot run yet is not queued (the queue's skip reason).
+NOT_BENCHMARKED = "the benchmark of this task is not built yet (it needs {library} in the runner toolchain)"
+
+
+def task_source(task: Task | str) -> TaskSource:
+    """The Hub facts of ``task``.
+
+    Raises:
+        ConfigError: unknown task.
+    """
+    try:
+        return TASK_SOURCES[task]
+    except KeyError:
+        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}") from None
 
 
 def default_workload(task: Task | str) -> Workload:

@@ -279,3 +279,33 @@ def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path:
     summary = build([odd, sample_record()], out)
     assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
     assert not (out / "scripts" / "acme" / "odd").exists()
+
+
+def test_a_layout_2_folder_is_migrated_to_the_schema_1_2_columns(tmp_path: Path) -> None:
+    """Layout 3 adds the columns of schema 1.2: a folder written before them is found and rewritten."""
+    import json
+
+    import pyarrow as pa
+
+    from pipeline.dataset import migrate, needs_migration
+    from pipeline.dataset.read import layout_of
+
+    out = tmp_path / "ds"
+    build(_records(), out)
+    new_columns = COLUMN_NAMES[COLUMN_NAMES.index("steps") :]
+    files = [*sorted((out / RESULTS_DIR).glob("*.parquet")), *sorted((out / LATEST_DIR).glob("*.parquet"))]
+    for path in files:  # what layout 2 wrote: the same files without the 1.2 columns
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(list(new_columns)).replace_schema_metadata(None), path)
+        assert layout_of(path) == 2
+    assert needs_migration(out)
+    migrate(out)
+    assert not needs_migration(out)
+    assert all(pq.read_schema(p).names[: len(COLUMN_NAMES)] == list(COLUMN_NAMES) for p in files)
+    # a new-task record then joins the migrated folder, and the old rows read back unchanged
+    fixture = Path(__file__).parent / "fixtures" / "valid" / "sentence_embeddings_cpu_pass.json"
+    build([json.loads(fixture.read_text(encoding="utf-8"))], out)
+    rows = {r["task"]: r for r in read_latest(out)}
+    assert rows["sentence-embeddings"]["latency_by_batch_s"][1] == {"batch_size": 32, "p50": 0.031, "p90": 0.034}
+    assert rows["text-generation"]["sentences_per_s"] is None
+    assert pa.types.is_list(arrow_schema().field("batch_sizes").type)

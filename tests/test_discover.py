@@ -166,7 +166,9 @@ def test_discover_all_bounds_requests_and_none_per_model(localhub) -> None:
     seed(store, "sel/most-downloaded", TG, downloads=10**9)
     selected = [Selection("sel/most-downloaded", TG)]
     localhub.server.requests.clear()
-    found = discover_all(hub=localhub.client, limit=1000, selected=selected, exclusions=[], today=TODAY)
+    found = discover_all(
+        hub=localhub.client, limit=1000, tasks=(TG, ITT), selected=selected, exclusions=[], today=TODAY
+    )
 
     assert [(d.task, d.view) for d in found] == [
         (t, v) for t in (TG, ITT) for v in ("trending", "downloads", "selected")
@@ -303,3 +305,71 @@ def test_schemas_agree_with_the_literal_types() -> None:
     assert selection["task"]["enum"] == list(TASKS)
     assert exclusion["task"]["enum"] == [*TASKS, None]
     assert exclusion["kind"]["enum"] == list(get_args(ExclusionKind))
+
+
+# -- sentence-embeddings and text-to-image: ranked by library over their pipeline tags ----------------------
+SE, T2I = "sentence-embeddings", "text-to-image"
+
+
+def test_sentence_embeddings_rank_sentence_transformers_models_over_both_tags(localhub) -> None:
+    store = localhub.store
+    st_meta = {"library_name": "sentence-transformers"}
+    seed(store, "st/minilm", "sentence-similarity", downloads=900, trendingScore=5, **st_meta)
+    seed(store, "st/bge", "feature-extraction", downloads=1000, trendingScore=1, **st_meta)
+    seed(store, "st/mpnet", "sentence-similarity", downloads=100, trendingScore=9, **st_meta)
+    seed(store, "hf/bert-features", "feature-extraction", downloads=10**6, trendingScore=99)  # transformers
+    seed(store, "st/remote", "feature-extraction", downloads=800, tags=["custom_code"], **st_meta)
+    downloads = discover(hub=localhub.client, task=SE, view="downloads", limit=3, exclusions=[], today=TODAY)
+    trending = discover(hub=localhub.client, task=SE, view="trending", limit=10, exclusions=[], today=TODAY)
+
+    # one ranking merged from the two tags by the view's figure, other libraries left out of the listing
+    assert [c.model_id for c in downloads.candidates] == ["st/bge", "st/minilm", "st/remote"]
+    assert [c.rank for c in downloads.candidates] == [1, 2, 3]
+    assert [c.model_id for c in trending.candidates][:3] == ["st/mpnet", "st/minilm", "st/bge"]
+    assert "hf/bert-features" not in {c.model_id for c in trending.candidates}
+    remote = next(c for c in trending.candidates if c.model_id == "st/remote")
+    assert (remote.eligible, remote.kind) == (False, "remote_code")
+    # the listings asked the Hub for the library, once per tag
+    assert all(c.eligible for c in downloads.candidates if c.model_id != "st/remote")
+
+
+def test_new_tasks_judge_library_and_pipeline_tag_of_selected_models(localhub) -> None:
+    store = localhub.store
+    seed(store, "st/reranker", "text-ranking", library_name="sentence-transformers", downloads=5)
+    seed(store, "hf/bert", "feature-extraction", downloads=5)
+    seed(store, "sd/tiny", "text-to-image", library_name="diffusers", downloads=5)
+    seed(store, "sd/gated", "text-to-image", library_name="diffusers", gated="manual", downloads=5)
+    selected = [Selection("st/reranker", SE), Selection("hf/bert", SE), Selection("sd/tiny", T2I),
+                Selection("sd/gated", T2I), Selection("sd/tiny", TG)]  # fmt: skip
+    found = discover_all(hub=localhub.client, limit=10, views=("selected",), selected=selected, exclusions=[])
+    by = {(c.task, c.model_id): c for d in found for c in d.candidates}
+
+    reranker = by[(SE, "st/reranker")]
+    assert (reranker.kind, reranker.eligible) == ("incompatible", False)
+    assert "pipeline tag is 'text-ranking'" in (reranker.reason or "")
+    assert by[(SE, "hf/bert")].kind == "not_transformers"
+    assert "not sentence-transformers" in (by[(SE, "hf/bert")].reason or "")
+    assert by[(T2I, "sd/tiny")].eligible
+    assert by[(T2I, "sd/gated")].kind == "gated"
+    assert "not transformers" in (by[(TG, "sd/tiny")].reason or "")
+
+
+def test_queue_skips_tasks_the_benchmark_does_not_run_yet(localhub) -> None:
+    seed(localhub.store, "sd/tiny", "text-to-image", library_name="diffusers", downloads=5)
+    found = discover(hub=localhub.client, task=T2I, view="downloads", limit=5, exclusions=[], today=TODAY)
+    assert found.candidates[0].eligible
+    queue = build_queue(
+        candidates=found.candidates,
+        dataset_root=None,
+        toolchain={"neuronx_cc": "2.28.7631.0"},
+        planner=lambda c: pytest.fail("a skipped task is never planned"),
+    )
+    assert queue.skipped == [
+        {"model_id": "sd/tiny", "task": T2I,
+         "reason": "the benchmark of this task is not built yet (it needs diffusers in the runner toolchain)"}
+    ]  # fmt: skip
+
+
+def test_selected_yaml_lists_the_new_tasks() -> None:
+    tasks = {entry.task for entry in load_selected()}
+    assert {SE, T2I} <= tasks

@@ -19,6 +19,7 @@ from pipeline import page
 from pipeline.dataset import build, page_html
 from pipeline.records import flatten
 from pipeline.testing.records import sample_community, sample_failure, sample_record
+from pipeline.types import TASKS
 
 PAYLOADS = (
     '<img src=x onerror="window.__pwned=1">',
@@ -178,7 +179,7 @@ def test_views_follow_the_latest_snapshot_per_task_and_view() -> None:
     assert data["lists"]["text-generation/selected"] is None  # no snapshot: the page says so
     assert [m for m, _ in ids("text-generation/all")] == ["acme/a", "acme/b", "acme/c"]
     assert ids("image-text-to-text/selected") == [("acme/v", 1)]
-    assert data["tasks"] == ["text-generation", "image-text-to-text"]
+    assert data["tasks"] == ["text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"]
     assert "acme/x" not in {e["id"] for e in data["objects"]}
     # Default view: the first task's first view with a snapshot, server-rendered in its order.
     assert data["default"] == {"task": "text-generation", "view": "trending", "device": "neuron"}
@@ -207,7 +208,7 @@ def test_excluded_models_appear_marked_with_their_reason() -> None:
     )
     assert by_id["acme/a"]["st"] == "pass" and by_id["acme/a"]["ek"] == "low_priority"
     everywhere = [e for e in data["objects"] if e["id"] == "acme/everywhere"]
-    assert {e["task"] for e in everywhere} == {"text-generation", "image-text-to-text"}
+    assert {e["task"] for e in everywhere} == set(TASKS)  # an exclusion without a task applies to every task
     statuses = {r[1].split()[0]: r[2] for r in parse(html).rows}
     assert statuses["acme/remote"] == "excluded remote_code: needs trust_remote_code"
     assert statuses["acme/a"] == "runs excluded low_priority: low priority for now"

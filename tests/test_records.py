@@ -1,7 +1,8 @@
 """The result-record contract: `trncat validate` on fixture files, and the record's flat Arrow form.
 
 Each file in ``fixtures/invalid/`` breaks exactly one rule; ``fixtures/invalid/EXPECTED.json`` names the field
-that the problem line must name. ``fixtures/valid/`` holds a neuron pass, a cpu pass and a neuron fail.
+that the problem line must name. ``fixtures/valid/`` holds a neuron pass, a cpu pass and a neuron fail of
+text-generation, and a cpu pass of sentence-embeddings and of text-to-image (schema 1.2).
 """
 
 from __future__ import annotations
@@ -66,7 +67,13 @@ def _text_problems(out: str) -> list[tuple[str, str, str]]:
 def test_fixture_inventory() -> None:
     assert len(INVALID_FILES) >= 24
     assert set(EXPECTED) == {p.name for p in INVALID_FILES}, "EXPECTED.json and the invalid fixtures disagree"
-    assert [p.stem for p in VALID_FILES] == ["cpu_pass", "neuron_fail", "neuron_pass"]
+    assert [p.stem for p in VALID_FILES] == [
+        "cpu_pass",
+        "neuron_fail",
+        "neuron_pass",
+        "sentence_embeddings_cpu_pass",
+        "text_to_image_cpu_pass",
+    ]
 
 
 @pytest.mark.parametrize("path", INVALID_FILES, ids=lambda p: p.stem)
@@ -119,7 +126,7 @@ def test_invalid_fixture_is_one_change_from_a_valid_one(path: Path) -> None:
 def test_valid_fixtures_pass(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, err = _validate(capsys, *VALID_FILES)
     assert (rc, out) == (0, "")
-    assert "3 file(s): 3 valid, 0 invalid" in err
+    assert "5 file(s): 5 valid, 0 invalid" in err
 
     rc, out, _ = _validate(capsys, VALID_DIR, as_json=True)
     assert rc == 0
@@ -176,7 +183,7 @@ def test_validate_paths_keeps_the_good_records(tmp_path: Path) -> None:
 def test_a_path_named_twice_is_checked_once(capsys: pytest.CaptureFixture[str]) -> None:
     rc, out, _ = _validate(capsys, VALID_DIR, VALID_FILES[0], as_json=True)
     assert rc == 0
-    assert json.loads(out)["files"] == 3
+    assert json.loads(out)["files"] == 5
 
 
 def test_missing_path_is_one_clear_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -201,6 +201,35 @@ def _time(value: Any, where: str, out: Reasons) -> None:
 
 
 _SHA = _text(40, 40, _HEX)
+_GENERATION = ("text-generation", "image-text-to-text")
+_NEW_TASKS = ("sentence-embeddings", "text-to-image")
+#: schema 1.2: each task's own fields, by where they live; a record carries its task's and no other's.
+_TASK_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "sentence-embeddings": {
+        "workload": ("batch_sizes",),
+        "metrics": ("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
+        "versions": ("sentence_transformers",),
+        "agreement": ("embedding_cosine",),
+    },
+    "text-to-image": {
+        "workload": ("steps",),
+        "metrics": ("seconds_per_image", "steps_per_s", "vae_decode_s"),
+        "versions": ("diffusers",),
+        "agreement": (),
+    },
+}
+
+
+def _batch_sizes(value: Any, where: str, out: Reasons) -> None:
+    if value is None:
+        return
+    if not isinstance(value, list) or not 1 <= len(value) <= 16:
+        out.append((f"{where}: not a list of 1..16 batch sizes", None))
+        return
+    for index, element in enumerate(value):
+        _integer(1)(element, f"{where}.{index}", out)
+
+
 _OPTIONAL_TEXT = _text(null=True)
 _ATTEMPT = _obj(
     {"cores": _integer(1, column=False), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
@@ -208,10 +237,10 @@ _ATTEMPT = _obj(
 )  # fmt: skip
 RECORD = _obj(
     {
-        "schema_version": _one_of("1.0", "1.1"),
+        "schema_version": _one_of("1.0", "1.1", "1.2"),
         "model_id": _model_id,
         "revision": _SHA,
-        "task": _one_of("text-generation", "image-text-to-text"),
+        "task": _one_of(*_GENERATION, *_NEW_TASKS),
         "status": _one_of(*_STATUSES),
         "failure": _obj(
             {"stage": _one_of(*_STAGES), "code": _text(1, 64, _LOWER | {"_"}), "message": _text(0, 4000)}, null=True
@@ -233,9 +262,10 @@ RECORD = _obj(
             {
                 "batch_size": _integer(1),
                 "input_tokens": _integer(1),
-                "output_tokens": _integer(1),
+                "output_tokens": _integer(0),
                 "image_size": _integer(1, null=True),
-            }
+            },
+            {"steps": _integer(1, 10_000, null=True), "batch_sizes": _batch_sizes},
         ),
         "metrics": _obj(
             {
@@ -255,6 +285,14 @@ RECORD = _obj(
                 "warm_start_s": _number(null=True),
                 "recompiles_during_timed": _integer(0, null=True),
                 "cpu_fallback_ops": _list_of(_obj({"op": _text(1, 200), "count": _integer(1)}), 512, null=True),
+                **{
+                    k: _number(null=True)
+                    for k in ("sentences_per_s", "seconds_per_image", "steps_per_s", "vae_decode_s")
+                },
+                "embedding_dim": _integer(1, 2**20, null=True),
+                "latency_by_batch_s": _list_of(
+                    _obj({"batch_size": _integer(1), "p50": _number(), "p90": _number()}), 16, null=True
+                ),
             },
         ),
         "versions": _obj(
@@ -270,6 +308,8 @@ RECORD = _obj(
                     "container_image",
                     "cuda",
                     "torchvision",
+                    "sentence_transformers",
+                    "diffusers",
                 )
             },
         ),
@@ -300,6 +340,7 @@ RECORD = _obj(
                 "threshold": _bounded(0, 1),
                 "skipped": _text(0, 500, null=True),
             },
+            {"embedding_cosine": _bounded(-1.000001, 1.000001, null=True)},
             null=True,
         ),
         "notes": _list_of(_text(1, 500), 32),
@@ -324,15 +365,19 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
     if r["status"] == "pass":
         if failure is not None:
             out.append(("failure: a pass has none", None))
-        for key in ("params", "load_s", "ttft_s", "latency_s", "decode_tokens_per_s", "wall_s"):
-            if m[key] is None:
+        reported = {
+            "sentence-embeddings": ("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
+            "text-to-image": ("seconds_per_image", "steps_per_s", "vae_decode_s"),
+        }.get(r["task"], ("ttft_s", "decode_tokens_per_s"))
+        for key in ("params", "load_s", "latency_s", "wall_s", *reported):
+            if m.get(key) is None:
                 out.append((f"metrics.{key}: a pass reports it", None))
     elif failure is None:
         out.append(("failure: a fail or an error has one", None))
     if m["wall_s"] is not None and abs(m["wall_s"]) <= sys.float_info.max:
         limit = m["wall_s"] * 1.000001 + 1e-9  # rounding of separately measured spans, not a loophole
-        for key in ("compile_s", "load_s", "ttft_s"):
-            if m[key] is not None and m[key] > limit:
+        for key in ("compile_s", "load_s", "ttft_s", "seconds_per_image"):
+            if m.get(key) is not None and m[key] > limit:
                 out.append((f"metrics.{key}: longer than wall_s", None))
     if m["latency_s"] is not None and m["latency_s"]["p50"] > m["latency_s"]["p90"]:
         out.append(("metrics.latency_s: p50 above p90", None))
@@ -349,9 +394,10 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
         out.append(("metrics.peak_device_memory_bytes: does not fit the cores used", None))
     if hw["cores_available"] is not None and r["cores"] > hw["cores_available"]:
         out.append(("cores: more than the hardware has", None))
+    _task_rules(r, out)
     agreement = r.get("agreement")
     if agreement and agreement["skipped"] is None and r["status"] == "pass":
-        cosine = agreement["logits_cosine"]
+        cosine = agreement["embedding_cosine" if r["task"] == "sentence-embeddings" else "logits_cosine"]
         if cosine is None or cosine < agreement["threshold"]:
             out.append(("agreement: a pass agrees with the reference", None))
     if failure is not None and failure["stage"] == "accuracy" and not agreement:
@@ -361,6 +407,47 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
                    if not r["versions"].get(k))  # fmt: skip
         if r["status"] == "pass" and not peak:
             out.append(("metrics.peak_device_memory_bytes: a neuron pass reports device memory", None))
+
+
+def _task_rules(r: dict[str, Any], out: Reasons) -> None:
+    """Schema 1.2: each task's metric set. The new tasks are 1.2, generate no tokens and report no generation
+    speed; a generation record generates at least one token. Every record carries its own task's fields (the
+    agreement's only when it has one) and none of another task's."""
+    task, m, workload = r["task"], r["metrics"], r["workload"]
+    if task in _NEW_TASKS:
+        if r["schema_version"] != "1.2":
+            out.append(("schema_version: the new tasks are schema 1.2", None))
+        if workload["output_tokens"] != 0:
+            out.append(("workload.output_tokens: the new tasks generate none", None))
+        out.extend(
+            (f"metrics.{k}: not of this task", None) for k in ("ttft_s", "decode_tokens_per_s") if m[k] is not None
+        )
+    elif workload["output_tokens"] < 1:
+        out.append(("workload.output_tokens: generation makes at least one", None))
+    for owner, fields in _TASK_FIELDS.items():
+        for where, keys in fields.items():
+            holder = r.get(where)
+            if not isinstance(holder, dict):
+                continue
+            for key in keys:
+                if owner == task and key not in holder:
+                    out.append((f"{where}.{key}: this task's record carries it", None))
+                elif owner != task and key in holder:
+                    out.append((f"{where}.{key}: another task's field", None))
+    if task == "sentence-embeddings" and workload.get("batch_sizes") is None:
+        out.append(("workload.batch_sizes: sentence-embeddings names them", None))
+    if task == "text-to-image" and workload.get("steps") is None:
+        out.append(("workload.steps: text-to-image names them", None))
+    by_batch = m.get("latency_by_batch_s")
+    if by_batch is not None:
+        sizes = [item["batch_size"] for item in by_batch]
+        if any(item["p50"] > item["p90"] for item in by_batch):
+            out.append(("metrics.latency_by_batch_s: p50 above p90", None))
+        if len(set(sizes)) != len(sizes) or set(sizes) != set(workload.get("batch_sizes") or ()):
+            out.append(("metrics.latency_by_batch_s: not at the workload's batch sizes", None))
+    image, decode = m.get("seconds_per_image"), m.get("vae_decode_s")
+    if image is not None and decode is not None and decode > image * 1.000001 + 1e-9:
+        out.append(("metrics.vae_decode_s: longer than the image", None))
 
 
 def contract_reasons(record: Any) -> Reasons:
@@ -399,6 +486,8 @@ BASES: list[dict[str, Any]] = [
         "skipped": None}),
     sample_record(schema_version="1.0", agreement=None, notes=[],
                   metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}]}),
+    *(json.loads((Path(__file__).parent / "fixtures" / "valid" / f"{name}_cpu_pass.json").read_text(encoding="utf-8"))
+      for name in ("sentence_embeddings", "text_to_image")),
 ]  # fmt: skip
 
 _NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
@@ -445,7 +534,8 @@ _TIMES = st.builds(
     st.sampled_from("Z +00:00 +00:00 -05:30 +23:59 +24:00 +05:99 +00:60 z +0000 -00:00 +1:00 +٠٥:٠٠".split() + [""]),
 )  # fmt: skip
 _WORDS = st.none() | st.sampled_from(
-    "text-generation image-text-to-text pass fail error cpu cuda neuron float32 bfloat16 float16 float8_e4m3fn "
+    "text-generation image-text-to-text sentence-embeddings text-to-image pass fail error cpu cuda neuron "
+    "float32 bfloat16 float16 float8_e4m3fn 1.2 "
     "load compile run oom timeout crash accuracy ci community local 1.0 1.1 2.0 1 PASS gpu tpu int8".split()
     + [""]
 )
@@ -488,7 +578,9 @@ def _slots(value: Any) -> list[tuple[Any, Any]]:
 
 _RETYPE = [str, repr, lambda v: [v], lambda v: {"value": v}, lambda v: float(v) if isinstance(v, int) else v]
 _EXTRA_KEYS = ["attempts", "plan", "iterations", "compile_cache_hit", "cuda", "tp_degree", "instance", "extra",
-               "agreement", "notes", "warm_start_s", "cpu_fallback_ops", "torchvision"]  # fmt: skip
+               "agreement", "notes", "warm_start_s", "cpu_fallback_ops", "torchvision", "steps", "batch_sizes",
+               "sentences_per_s", "embedding_dim", "steps_per_s", "vae_decode_s", "diffusers",
+               "embedding_cosine"]  # fmt: skip
 _BENIGN = ("leaf", "leaf", "status", "seconds", "memory", "ids")
 _KINDS = ("leaf", "leaf", "leaf", "any", "non_finite", "delete", "add", "retype", *_BENIGN[2:] * 2)
 _SECONDS = st.floats(0, 100) | st.integers(0, 100)
@@ -520,7 +612,8 @@ def _mutate(draw: st.DrawFn, record: dict[str, Any], kind: str) -> None:
         if isinstance(target, dict):
             target[name] = draw(_BY_KEY[name])
     elif kind == "seconds" and isinstance(metrics, dict):
-        for name in draw(st.sets(st.sampled_from(["load_s", "compile_s", "ttft_s", "wall_s", "latency_s"]))):
+        names = ["load_s", "compile_s", "ttft_s", "wall_s", "latency_s", "seconds_per_image", "vae_decode_s"]
+        for name in draw(st.sets(st.sampled_from(names))):
             latency = st.fixed_dictionaries({"p50": _SECONDS, "p90": _SECONDS})
             metrics[name] = draw(st.none() | (latency if name == "latency_s" else _SECONDS))
     elif kind == "memory" and isinstance(metrics, dict) and isinstance(hardware, dict):

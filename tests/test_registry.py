@@ -44,3 +44,61 @@ def test_importing_backends_does_not_import_torch() -> None:
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_new_tasks_have_their_workloads_and_hub_sources() -> None:
+    import pytest
+
+    from pipeline.errors import ConfigError
+    from pipeline.workload import TASK_SOURCES, Workload, default_workload
+
+    assert tuple(TASK_SOURCES) == TASKS
+    embeddings, image = default_workload("sentence-embeddings"), default_workload("text-to-image")
+    assert (embeddings.input_tokens, embeddings.batch_sizes, embeddings.batch_size) == (128, (1, 32), 32)
+    assert (image.steps, image.batch_size, image.image_size, image.output_tokens) == (20, 1, 512, 0)
+    assert embeddings.to_dict()["batch_sizes"] == [1, 32] and "steps" not in embeddings.to_dict()
+    # a generation workload is the object it was under schema 1.1
+    assert set(default_workload("text-generation").to_dict()) == {
+        "batch_size", "input_tokens", "output_tokens", "image_size"
+    }  # fmt: skip
+    assert TASK_SOURCES["sentence-embeddings"].pipeline_tags == ("sentence-similarity", "feature-extraction")
+    assert TASK_SOURCES["text-to-image"].library == "diffusers"
+    for bad in ({"steps": 0}, {"batch_sizes": (2, 8)}, {"batch_sizes": ()}, {"output_tokens": -1}):
+        with pytest.raises(ConfigError):
+            Workload(**bad)  # type: ignore[arg-type]
+
+
+def test_a_bench_spec_refuses_a_task_the_child_does_not_run_and_round_trips_batch_sizes() -> None:
+    import pytest
+
+    from pipeline.bench.spec import BenchSpec
+    from pipeline.errors import ConfigError
+    from pipeline.workload import Workload
+
+    for task, library in (("sentence-embeddings", "sentence-transformers"), ("text-to-image", "diffusers")):
+        with pytest.raises(ConfigError, match=f"needs {library}"):
+            BenchSpec(path="/m", task=task, device="cpu", dtype="float32")
+    spec = BenchSpec(
+        path="/m", task="text-generation", device="cpu", dtype="float32", workload=Workload(batch_sizes=(1,))
+    )
+    assert BenchSpec.from_json(spec.to_json()) == spec
+
+
+def test_each_task_metric_set_is_the_schema_s() -> None:
+    """The metrics only one task carries (TaskSource.metrics) are those the schema requires of that task."""
+    from pipeline.bench.harness import metric_fields
+    from pipeline.workload import TASK_SOURCES
+
+    rules = load_schema()["allOf"]
+    for task, source in TASK_SOURCES.items():
+        record_rules = [r for r in rules if "status" not in r["if"]["properties"]]
+        own = [
+            rule["then"]["properties"]["metrics"].get("required", [])
+            for rule in record_rules
+            if rule["if"]["properties"].get("task", {}).get("const") == task
+        ]
+        assert (tuple(own[0]) if own else ()) == source.metrics, task
+        fields = metric_fields(task)
+        assert set(source.metrics) <= set(fields) and "params" in fields
+        others = {m for other in TASK_SOURCES.values() if other is not source for m in other.metrics}
+        assert not others & set(fields), task

@@ -28,11 +28,19 @@ from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
 from pipeline.types import HOST_MEMORY_SHORT
+from pipeline.workload import TASK_SOURCES, task_source
 
 logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
+_TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
+
+
+def metric_fields(task: str) -> tuple[str, ...]:
+    """The metrics a record of ``task`` carries: the common ones and its own (schema 1.2), no other task's."""
+    own = set(task_source(task).metrics)
+    return tuple(m for m in METRIC_FIELDS if m not in _TASK_ONLY or m in own)
 
 
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
@@ -86,7 +94,7 @@ def _run_and_verify(
         memory_limit_bytes=memory_limit_bytes,
     )
     reported = outcome.report.get("metrics", {})
-    metrics.update({k: v for k, v in reported.items() if k in METRIC_FIELDS})
+    metrics.update({k: v for k, v in reported.items() if k in metrics})
     observed["threads"] = outcome.report.get("extra", {}).get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
     found = _failure_from(outcome, timeout_s=timeout_s)
@@ -200,7 +208,7 @@ def bench_once(
     if backend.name != spec.device:
         raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
     started = now_iso()
-    metrics: dict[str, Any] = dict.fromkeys(METRIC_FIELDS)
+    metrics: dict[str, Any] = dict.fromkeys(metric_fields(spec.task))
     failure: dict[str, str] | None = None
     status = "pass"
     notes: list[str] = []

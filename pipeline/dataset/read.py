@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.columns import LAYOUT_VERSION, arrow_schema
+from pipeline.columns import LAYOUT_MARKERS, LAYOUT_VERSION, arrow_schema
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     LATEST_DIR,
@@ -67,7 +67,8 @@ def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def layout_of(path: Path) -> int:
-    """The layout a results or latest file was written in (1 when it has no ``layout_version`` column).
+    """The layout a results or latest file was written in (the newest whose column it has, see
+    ``columns.LAYOUT_MARKERS``; 1 when it has no ``layout_version`` column).
 
     Raises:
         DatasetError: the file is unreadable.
@@ -76,7 +77,7 @@ def layout_of(path: Path) -> int:
         names = pq.read_schema(path).names
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
-    return LAYOUT_VERSION if "layout_version" in names else 1
+    return next((layout for layout, column in LAYOUT_MARKERS if column in names), 1)
 
 
 def read_latest(root: Path) -> list[dict[str, Any]]:

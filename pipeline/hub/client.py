@@ -82,13 +82,14 @@ class Hub:
                     budget.wait(delay)
 
     # -- reading -----------------------------------------------------------------------------------------
-    def list_models(self, *, task: str, sort: HubSort, limit: int) -> list[ModelListing]:
+    def list_models(self, *, task: str, sort: HubSort, limit: int, library: str | None = None) -> list[ModelListing]:
         """Top ``limit`` models of a task by a ranking, in one listing (no request per model).
 
         Args:
             task: Pipeline tag, e.g. ``text-generation``.
             sort: ``trending_score`` or ``downloads``.
             limit: How many.
+            library: Only models of this library (the Hub's ``filter``), e.g. ``sentence-transformers``.
 
         Returns:
             Listings, best first.
@@ -96,11 +97,14 @@ class Hub:
         Raises:
             HubError: (or a child) when the Hub cannot answer.
         """
+        extra: dict[str, Any] = {"filter": library} if library else {}
         return self._call(
-            f"listing {task} by {sort}",
+            f"listing {task}" + (f" of {library}" if library else "") + f" by {sort}",
             lambda: [
                 ModelListing.from_info(info)
-                for info in self._api.list_models(pipeline_tag=task, sort=sort, limit=limit, expand=LISTING_EXPAND)
+                for info in self._api.list_models(
+                    pipeline_tag=task, sort=sort, limit=limit, expand=LISTING_EXPAND, **extra
+                )
             ],
         )
 

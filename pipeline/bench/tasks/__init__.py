@@ -12,6 +12,8 @@ from pipeline.registry import load_entry
 REGISTRY: dict[str, str] = {
     "text-generation": "pipeline.bench.tasks.text_generation:TextGeneration",
     "image-text-to-text": "pipeline.bench.tasks.image_text_to_text:ImageTextToText",
+    "sentence-embeddings": "pipeline.bench.tasks.sentence_embeddings:SentenceEmbeddings",
+    "text-to-image": "pipeline.bench.tasks.text_to_image:TextToImage",
 }
 
 

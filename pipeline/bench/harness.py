@@ -22,7 +22,7 @@ from pipeline.bench import agreement, verify
 from pipeline.bench.backends import Backend
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.models import ResolvedModel, check_remote_code
+from pipeline.bench.models import ResolvedModel, check_pipeline_classes, check_remote_code
 from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
@@ -219,6 +219,7 @@ def bench_once(
     if unready is None and model.error is None:
         try:
             check_remote_code(model.path)
+            check_pipeline_classes(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None

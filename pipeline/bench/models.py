@@ -3,6 +3,13 @@
 The remote-code gate reads config.json only: a model whose architecture transformers does not ship and that
 asks for its own code (``auto_map``) is refused before any of its files could be imported. A model that
 declares remote code but whose ``model_type`` transformers knows runs on transformers' own code.
+
+A diffusers pipeline is gated on its ``model_index.json``: ``DiffusionPipeline.from_pretrained`` loads each
+component ``[library, class]`` from ``diffusers.pipelines.<library>`` when diffusers has such a pipeline module,
+and otherwise with ``importlib.import_module(library)`` (diffusers' ``pipeline_utils.py``, "3. Load each module
+in the pipeline"), and a ``_class_name`` given as ``[file, class]`` is a custom pipeline read from the repo. So
+every component must name diffusers, transformers or one of diffusers' own pipeline modules, and the pipeline
+class a plain name (:func:`check_pipeline_classes`).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -114,6 +122,89 @@ def check_remote_code(folder: Path) -> None:
         f"model type {model_type!r} is not in transformers and the model asks for its own code (auto_map); "
         "trncat never runs remote code"
     )
+
+
+#: The libraries a pipeline component may come from, besides diffusers' own pipeline modules.
+PIPELINE_LIBRARIES = frozenset({"diffusers", "transformers"})
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
+
+def diffusers_pipeline_module(name: str) -> bool:
+    """Whether diffusers ships a pipeline module ``name`` (what diffusers itself asks: ``hasattr(pipelines, name)``).
+
+    Imports diffusers' own package, never anything of the model's; False when diffusers is not installed.
+    """
+    try:
+        from diffusers import pipelines  # type: ignore[import-not-found]
+    except ImportError:
+        return False
+    return hasattr(pipelines, name)
+
+
+def read_model_index(folder: Path) -> dict | None:
+    """model_index.json of a pipeline folder, None when there is none.
+
+    Raises:
+        RemoteCodeRefused: the file is there but is no JSON object (it cannot be judged, so it is not loaded).
+    """
+    path = folder / "model_index.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RemoteCodeRefused(f"model_index.json cannot be read, so its classes cannot be checked: {exc}") from None
+    if not isinstance(data, dict):
+        raise RemoteCodeRefused("model_index.json is not a JSON object, so its classes cannot be checked")
+    return data
+
+
+def check_pipeline_classes(folder: Path, *, pipeline_module: Callable[[str], bool] = diffusers_pipeline_module) -> None:
+    """Refuse a diffusers pipeline that would import code from outside diffusers and transformers.
+
+    Reads ``model_index.json`` only (nothing is imported before the verdict but diffusers' own pipelines package,
+    and only for a component that names neither diffusers nor transformers). A folder without the file is no
+    pipeline and passes (loading it then fails with its own error).
+
+    Args:
+        folder: The model folder.
+        pipeline_module: Whether diffusers has a pipeline module of that name (e.g. ``stable_diffusion``, where
+            Stable Diffusion's safety checker lives).
+
+    Raises:
+        RemoteCodeRefused: a component names another library (or the repo's own module), the pipeline class is
+            a custom pipeline, or a name is not a plain Python identifier.
+    """
+    index = read_model_index(folder)
+    if index is None:
+        return
+    class_name = index.get("_class_name")
+    if not isinstance(class_name, str) or not _IDENTIFIER.match(class_name):
+        raise RemoteCodeRefused(
+            f"model_index.json names the pipeline class {str(class_name)[:80]!r}, not a diffusers class name "
+            "(a [file, class] pair is a custom pipeline read from the repo); trncat never runs remote code"
+        )
+    dynamic: list[tuple[str, str]] = []
+    for component, value in index.items():
+        if component.startswith("_") or not isinstance(value, list):
+            continue  # metadata (_diffusers_version, ...) and plain settings (requires_safety_checker, ...)
+        if value == [None, None]:
+            continue  # an absent optional component: diffusers loads nothing for it
+        if len(value) != 2 or not all(isinstance(v, str) and _IDENTIFIER.match(v) for v in value):
+            raise RemoteCodeRefused(
+                f"model_index.json: component {component[:60]!r} is {str(value)[:80]}, not [library, class] of "
+                "plain names; trncat never runs remote code"
+            )
+        library = value[0]
+        if library not in PIPELINE_LIBRARIES:
+            dynamic.append((component, library))
+    for component, library in dynamic:
+        if not pipeline_module(library):
+            raise RemoteCodeRefused(
+                f"model_index.json: component {component[:60]!r} comes from {library!r}, which is neither diffusers, "
+                "transformers nor a diffusers pipeline module: diffusers would import it as a module; "
+                "trncat never runs remote code"
+            )
 
 
 def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None) -> ResolvedModel:

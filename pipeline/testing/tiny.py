@@ -198,6 +198,29 @@ def build_remote_code_model(folder: Path | str, *, sentinel: Path | str) -> Path
     return folder
 
 
+def add_hostile_pipeline_index(folder: Path | str, *, sentinel: Path | str) -> Path:
+    """Give ``folder`` a diffusers ``model_index.json`` whose UNet comes from the repo's own module.
+
+    diffusers would ``importlib.import_module("unet_hostile")`` for it; importing that module would create
+    ``sentinel``. The test asserts the sentinel never appears: the harness must refuse before importing anything.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    index = {
+        "_class_name": "StableDiffusionPipeline",
+        "_diffusers_version": "0.35.0",
+        "scheduler": ["diffusers", "PNDMScheduler"],
+        "text_encoder": ["transformers", "CLIPTextModel"],
+        "tokenizer": ["transformers", "CLIPTokenizer"],
+        "unet": ["unet_hostile", "HostileUNet"],
+        "vae": ["diffusers", "AutoencoderKL"],
+    }
+    (folder / "model_index.json").write_text(json.dumps(index), encoding="utf-8")
+    payload = f"import pathlib\npathlib.Path({str(sentinel)!r}).write_text('imported')\n"
+    (folder / "unet_hostile.py").write_text(payload, encoding="utf-8")
+    return folder
+
+
 def corrupt_weights(folder: Path | str) -> Path:
     """Overwrite the safetensors file of a built model with garbage of the same name."""
     folder = Path(folder)

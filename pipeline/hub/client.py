@@ -97,15 +97,11 @@ class Hub:
         Raises:
             HubError: (or a child) when the Hub cannot answer.
         """
-        extra: dict[str, Any] = {"filter": library} if library else {}
+        query: dict[str, Any] = {"pipeline_tag": task, "sort": sort, "limit": limit, "expand": LISTING_EXPAND}
+        query.update({"filter": library} if library else {})
         return self._call(
             f"listing {task}" + (f" of {library}" if library else "") + f" by {sort}",
-            lambda: [
-                ModelListing.from_info(info)
-                for info in self._api.list_models(
-                    pipeline_tag=task, sort=sort, limit=limit, expand=LISTING_EXPAND, **extra
-                )
-            ],
+            lambda: [ModelListing.from_info(info) for info in self._api.list_models(**query)],
         )
 
     def model_info(self, repo_id: str, *, revision: str | None = None) -> ModelListing:

@@ -92,7 +92,7 @@ class ModelShape:
     quantized_params: int = 0
 
 
-_cache: dict[tuple[str, str], ModelShape] = {}
+_cache: dict[tuple[str, str, bool], ModelShape] = {}
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -116,11 +116,14 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def describe(config: Mapping[str, Any]) -> ModelShape:
+def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelShape:
     """Count the parameters of ``config``'s architecture and read its attention shape.
 
     Args:
         config: a parsed config.json (a plain dict, as on the Hub).
+        base_model: count the bare model ``transformers.AutoModel`` builds, whatever ``architectures`` names
+            (what sentence-transformers loads: its ``Transformer`` module calls ``AutoModel.from_pretrained``;
+            all-mpnet-base-v2's config names ``MPNetForMaskedLM``, whose LM head its checkpoint does not hold).
 
     Returns:
         The :class:`ModelShape`; ``instantiable`` is False when transformers does not know the architecture
@@ -136,17 +139,19 @@ def describe(config: Mapping[str, Any]) -> ModelShape:
     model_type = config.get("model_type")
     if not model_type and not architecture:
         raise PlanError("config.json names neither a model_type nor an architecture")
-    key = (str(architecture or model_type), config_hash(config))
+    key = (str(architecture or model_type), config_hash(config), base_model)
     info = _cache.get(key)
     if info is None:
-        info = _describe(dict(config), architecture, model_type)
+        info = _describe(dict(config), architecture, model_type, base_model)
         if len(_cache) >= _CACHE_SIZE:
             _cache.pop(next(iter(_cache)))
         _cache[key] = info
     return info
 
 
-def _describe(config: dict[str, Any], architecture: str | None, model_type: str | None) -> ModelShape:
+def _describe(
+    config: dict[str, Any], architecture: str | None, model_type: str | None, base_model: bool = False
+) -> ModelShape:
     import transformers
 
     def raw(reason: str) -> ModelShape:
@@ -159,7 +164,7 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
     try:
         with _quiet():
             hf_config = transformers.CONFIG_MAPPING[model_type].from_dict(config)
-            model, architecture = _instantiate(hf_config, architecture, model_type)
+            model, architecture = _instantiate(hf_config, architecture, model_type, base_model)
     except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
         logger.warning("cannot instantiate %s on the meta device: %s", architecture or model_type, exc)
         return raw(f"transformers could not build {architecture or model_type}: {type(exc).__name__}: {exc}")
@@ -169,7 +174,7 @@ def _describe(config: dict[str, Any], architecture: str | None, model_type: str 
     return ModelShape(architecture, model_type, attention, vision, instantiable=True, reason=None, **counts)
 
 
-def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> tuple[Any, str]:
+def _instantiate(hf_config: Any, architecture: str | None, model_type: str, base_model: bool) -> tuple[Any, str]:
     """Build the model on the meta device with the Auto class a benchmark would use."""
     import torch
     import transformers
@@ -179,8 +184,10 @@ def _instantiate(hf_config: Any, architecture: str | None, model_type: str) -> t
     image_text = auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
     # The checkpoint's own class decides first (Gemma 3 is in both mappings; a text-only Llama 4 checkpoint
     # says ForCausalLM); the model_type decides when the class name is absent or foreign.
-    if architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
-        auto_cls: Any = transformers.AutoModelForImageTextToText
+    if base_model:
+        auto_cls: Any = transformers.AutoModel
+    elif architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
+        auto_cls = transformers.AutoModelForImageTextToText
     elif architecture in causal.values() or model_type in causal:
         auto_cls = transformers.AutoModelForCausalLM
     else:

@@ -22,7 +22,7 @@ from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.params import describe, safetensors_bytes, safetensors_param_count
 from pipeline.quantization import describe_quantization, download_bytes
 from pipeline.types import DTYPES
-from pipeline.workload import Workload, default_workload
+from pipeline.workload import Workload, default_workload, task_source
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
@@ -112,6 +112,7 @@ def plan_config(
     workload: Workload | None = None,
     safetensors_params: int | None = None,
     checkpoint_bytes: int | None = None,
+    task: str | None = None,
 ) -> Plan:
     """Plan a model from its config.json. Pure: no I/O.
 
@@ -125,6 +126,9 @@ def plan_config(
             transformers cannot build the architecture.
         checkpoint_bytes: the checkpoint's size read from its safetensors headers, when known; else
             ``download_bytes`` is estimated from the config (parameters at their stored or quantized bits).
+        task: the catalog task the model runs under, when known: it picks the model class counted (a
+            sentence-transformers model is the bare ``AutoModel``) and the default workload; None guesses
+            image-text-to-text or text-generation from the config.
 
     Returns:
         The :class:`Plan`.
@@ -135,9 +139,10 @@ def plan_config(
     """
     dtype = normalize_dtype(dtype)
     inst = get_instance(instance, lnc=lnc)
-    info = describe(config)
+    info = describe(config, base_model=_base_model(task))
     if workload is None:
-        workload = default_workload("image-text-to-text" if info.vision is not None else "text-generation")
+        guessed = "image-text-to-text" if info.vision is not None else "text-generation"
+        workload = default_workload(task or guessed)
     source: ParamSource
     if info.instantiable and info.params is not None:
         source, params = "meta-device", info.params
@@ -214,6 +219,22 @@ def plan_config(
     )
 
 
+def _base_model(task: str | None) -> bool:
+    """Whether ``task``'s library loads the bare model; refuses a task whose models have no config.json.
+
+    Raises:
+        PlanError: the planner cannot count the task's models yet (diffusers pipelines).
+    """
+    if task is None:
+        return False
+    source = task_source(task)
+    if not source.plannable:
+        raise PlanError(
+            f"the planner does not count {task} models yet ({source.library} pipelines have no config.json)"
+        )
+    return source.base_model
+
+
 def plan_model(
     model: str | Path,
     *,
@@ -223,6 +244,7 @@ def plan_model(
     lnc: int | None = None,
     workload: Workload | None = None,
     hub: Hub | None = None,
+    task: str | None = None,
 ) -> Plan:
     """Plan a local folder holding config.json, or a Hub model (its config only; weights never download).
 
@@ -235,6 +257,7 @@ def plan_model(
         workload: sizes the KV cache; None for the default workload of the model's task.
         hub: Where a Hub id's config.json (and, when transformers cannot build the architecture, its
             safetensors parameter count) comes from; needed for a Hub id only.
+        task: the catalog task, as :func:`plan_config` takes it.
 
     Returns:
         The :class:`Plan`, with ``model`` and ``revision`` filled in.
@@ -244,6 +267,7 @@ def plan_model(
         HubError: (or a child) the Hub could not answer.
         PlanError: no readable config.json, or no way to count the parameters.
     """
+    base_model = _base_model(task)
     path = Path(model).expanduser()
     local = path.is_dir()
     if not local and (str(model).startswith((".", "/", "~")) or str(model).count("/") > 1):
@@ -258,7 +282,7 @@ def plan_model(
             raise PlanError(f"cannot plan {model}: its config.json is not a JSON object")
     st_params = None
     checkpoint = safetensors_bytes(path) if local else None
-    info = describe(config)
+    info = describe(config, base_model=base_model)
     if not info.instantiable:
         logger.info("%s: %s; counting parameters from safetensors metadata", model, info.reason)
         if local:
@@ -276,6 +300,7 @@ def plan_model(
         workload=workload,
         safetensors_params=st_params,
         checkpoint_bytes=checkpoint,
+        task=task,
     )
     return replace(plan, model=str(model), revision=None if local else revision)
 

@@ -97,6 +97,9 @@ class TaskSource:
         benchmarked: The benchmark child can run the task; the queue skips the others with their reason.
         metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
             of another's.
+        base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
+            and not the class ``architectures`` names.
+        plannable: The planner can count the task's models from config.json (a diffusers pipeline has none).
     """
 
     library: str
@@ -104,6 +107,8 @@ class TaskSource:
     library_filter: bool = False
     benchmarked: bool = True
     metrics: tuple[str, ...] = ()
+    base_model: bool = False
+    plannable: bool = True
 
 
 TASK_SOURCES: dict[str, TaskSource] = {
@@ -117,6 +122,7 @@ TASK_SOURCES: dict[str, TaskSource] = {
         library_filter=True,
         benchmarked=False,
         metrics=("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
+        base_model=True,
     ),
     "text-to-image": TaskSource(
         "diffusers",
@@ -124,6 +130,7 @@ TASK_SOURCES: dict[str, TaskSource] = {
         library_filter=True,
         benchmarked=False,
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
+        plannable=False,
     ),
 }
 assert set(TASK_SOURCES) == set(TASKS)

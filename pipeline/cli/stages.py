@@ -165,7 +165,12 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
     p.add_argument("--lnc", type=int, choices=[1, 2], default=None, help="logical core config (trn2 default 2)")
     p.add_argument("--revision", default=None)
-    p.add_argument("--task", choices=TASKS, default="text-generation", help="workload to size the KV cache for")
+    p.add_argument(
+        "--task",
+        choices=TASKS,
+        default="text-generation",
+        help="the task it runs under: its workload, and the model class counted",
+    )
     p.add_argument("--batch-size", type=int, default=None)
     p.add_argument("--input-tokens", type=int, default=None)
     p.add_argument("--output-tokens", type=int, default=None)
@@ -204,6 +209,7 @@ def _plan(args: argparse.Namespace) -> int:
         lnc=args.lnc,
         workload=workload,
         hub=None if local else make_hub(),
+        task=args.task,
     )
     print(json.dumps(plan.to_dict(), indent=2) if args.json else format_plan(plan))
     return 0

@@ -130,7 +130,7 @@ def test_valid_fixtures_pass(capsys: pytest.CaptureFixture[str]) -> None:
 
     rc, out, _ = _validate(capsys, VALID_DIR, as_json=True)
     assert rc == 0
-    assert json.loads(out) == {"files": 3, "valid": 3, "invalid": 0, "problems": []}
+    assert json.loads(out) == {"files": 5, "valid": 5, "invalid": 0, "problems": []}
 
 
 @pytest.mark.parametrize("path", VALID_FILES, ids=lambda p: p.stem)

@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from pipeline.bench.backends.cpu import CpuBackend
-    from pipeline.bench.child import timed_generate
     from pipeline.bench.tasks import get_task
+    from pipeline.bench.tasks.generation import timed_generate
     from pipeline.testing.tiny import build_tiny_llama
     from pipeline.workload import Workload
 

@@ -35,6 +35,7 @@ from pipeline.columns import (
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
+from pipeline.task_checks import agreement_problems, task_metric_problems
 
 SCHEMA_VERSION = "1.2"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
@@ -172,7 +173,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     latency = metrics["latency_s"]
     if latency is not None and latency["p50"] > latency["p90"]:
         out.append(("metrics.latency_s.p50", "p50 exceeds p90"))
-    out.extend(_task_metric_problems(record))
+    out.extend(task_metric_problems(record))
     run = record["run"]
     out.extend(_times_problems(run["started_at"], run["finished_at"]))
     out.extend(_provenance_problems(run))
@@ -183,35 +184,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     available = hardware["cores_available"]
     if available is not None and cores > available:
         out.append(("cores", f"{cores} cores used but the hardware has {available}"))
-    agreement = record.get("agreement")
-    if agreement and agreement["skipped"] is None:
-        name = "embedding_cosine" if record["task"] == "sentence-embeddings" else "logits_cosine"
-        cosine = agreement[name]
-        wrong = cosine is None or cosine < agreement["threshold"]
-        if wrong and record["status"] == "pass":
-            out.append((f"agreement.{name}", f"a pass must agree with the reference (cosine {cosine})"))
-    failure = record["failure"]
-    if failure and failure["stage"] == "accuracy" and not agreement:
-        out.append(("agreement", "a failure at stage accuracy carries the agreement that failed"))
-    return out
-
-
-def _task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """The schema 1.2 metric sets: latency per batch size ordered and at the workload's batch sizes, the VAE
-    decode within one image."""
-    out: list[tuple[str, str]] = []
-    metrics = record["metrics"]
-    by_batch = metrics.get("latency_by_batch_s")
-    if by_batch is not None:
-        sizes = [item["batch_size"] for item in by_batch]
-        for index, item in enumerate(by_batch):
-            if item["p50"] > item["p90"]:
-                out.append((f"metrics.latency_by_batch_s.{index}.p50", "p50 exceeds p90"))
-        if len(set(sizes)) != len(sizes) or set(sizes) != set(record["workload"].get("batch_sizes") or ()):
-            out.append(("metrics.latency_by_batch_s", f"batch sizes {sizes} are not the workload's batch_sizes"))
-    image, decode = metrics.get("seconds_per_image"), metrics.get("vae_decode_s")
-    if image is not None and decode is not None and decode > image * 1.000001 + 1e-9:
-        out.append(("metrics.vae_decode_s", f"{decode} s exceeds seconds_per_image {image} s"))
+    out.extend(agreement_problems(record))
     return out
 
 

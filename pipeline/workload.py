@@ -100,6 +100,9 @@ class TaskSource:
         base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
             and not the class ``architectures`` names.
         plannable: The planner can count the task's models from config.json (a diffusers pipeline has none).
+        cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
+        cosine_threshold: A pass needs at least this cosine with the CPU float32 reference.
+        answer: What the answer check compares, in words (the methodology and the failure message say it).
     """
 
     library: str
@@ -109,6 +112,9 @@ class TaskSource:
     metrics: tuple[str, ...] = ()
     base_model: bool = False
     plannable: bool = True
+    cosine_field: str = "logits_cosine"
+    cosine_threshold: float = 0.98
+    answer: str = "first-step logits"
 
 
 TASK_SOURCES: dict[str, TaskSource] = {
@@ -120,9 +126,11 @@ TASK_SOURCES: dict[str, TaskSource] = {
         "sentence-transformers",
         ("sentence-similarity", "feature-extraction"),
         library_filter=True,
-        benchmarked=False,
         metrics=("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
         base_model=True,
+        cosine_field="embedding_cosine",
+        cosine_threshold=0.99,
+        answer="embeddings",
     ),
     "text-to-image": TaskSource(
         "diffusers",
@@ -131,6 +139,8 @@ TASK_SOURCES: dict[str, TaskSource] = {
         benchmarked=False,
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
         plannable=False,
+        cosine_field="denoiser_cosine",
+        answer="first denoising step's update of the latents",
     ),
 }
 assert set(TASK_SOURCES) == set(TASKS)

@@ -25,6 +25,8 @@ from pipeline.bench.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench.models import resolve_local
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
+from pipeline.bench.tasks import generation
+from pipeline.bench.tasks.base import model_load_kwargs
 from pipeline.cli import main
 from pipeline.errors import BackendUnavailableError, ConfigError
 from pipeline.records import validate_record
@@ -279,11 +281,11 @@ def test_peak_memory_ignores_a_stale_sysfs_peak(
 def test_from_pretrained_kwargs_use_tp_plan_under_torchrun() -> None:
     import torch
 
-    assert child.model_load_kwargs(dtype=torch.bfloat16, world_size=1) == {
+    assert model_load_kwargs(dtype=torch.bfloat16, world_size=1) == {
         "dtype": torch.bfloat16,
         "trust_remote_code": False,
     }
-    sharded = child.model_load_kwargs(dtype=torch.bfloat16, world_size=4)
+    sharded = model_load_kwargs(dtype=torch.bfloat16, world_size=4)
     assert sharded["tp_plan"] == "auto" and sharded["trust_remote_code"] is False
     assert world_of({"RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "4"}) == (2, 2, 4)
     assert world_of({}) == (0, 0, 1)
@@ -300,16 +302,16 @@ def test_roofline_counts_weights_and_kv_cache() -> None:
     from transformers import LlamaConfig
 
     config = LlamaConfig(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64)
-    per_token = child.kv_bytes_per_token(config, element_size=2)
+    per_token = generation.kv_bytes_per_token(config, element_size=2)
     assert per_token == 2 * 2 * 2 * 16 * 2
     work = Workload(batch_size=2, input_tokens=100, output_tokens=50)
-    step = child.decode_bytes_per_step(weights_bytes=10_000, kv_bytes_per_token=per_token, workload=work)
+    step = generation.decode_bytes_per_step(weights_bytes=10_000, kv_bytes_per_token=per_token, workload=work)
     assert step == 10_000 + 2 * 125 * per_token
     bound = 1e6 / step * 2  # tokens/s the bandwidth allows
-    assert child.roofline_fraction(tokens_per_s=bound / 2, bandwidth=1e6, bytes_per_step=step, batch_size=2) == (
+    assert generation.roofline_fraction(tokens_per_s=bound / 2, bandwidth=1e6, bytes_per_step=step, batch_size=2) == (
         pytest.approx(0.5)
     )
-    assert child.roofline_fraction(tokens_per_s=None, bandwidth=1e6, bytes_per_step=step, batch_size=2) is None
+    assert generation.roofline_fraction(tokens_per_s=None, bandwidth=1e6, bytes_per_step=step, batch_size=2) is None
 
 
 def test_compile_choice() -> None:

@@ -1,16 +1,20 @@
-"""Does the device give the right answer? Its first-step logits and greedy tokens against a CPU float32 reference.
+"""Does the device give the right answer? Its output against a CPU float32 reference of the same inputs.
 
-A model that runs but computes garbage does not "run". After the timed calls the child captures, for the same
-prompt, the logits of the first generated step (the last prompt position) and the greedy tokens of the workload
-(:func:`capture`). The same capture on the CPU in float32 is the reference, computed once per model, revision,
-task and workload on the runner host and cached (:func:`reference_key`). :func:`compare` gives the record's
-``agreement``: the cosine of the two logit vectors (the smallest over the batch) and how many leading greedy
-tokens equal the reference's. Below :data:`COSINE_THRESHOLD` the verdict is ``fail`` at stage ``accuracy``.
+A model that runs but computes garbage does not "run". After the timed calls the child captures its answer for
+the fixed inputs (each task's :meth:`~pipeline.bench.tasks.base.TaskRunner.capture`): for the generation tasks
+the logits of the first generated step (the last prompt position) and the greedy tokens; for
+sentence-embeddings the embeddings of the batch; for text-to-image the first denoising step's update of the
+latents (from the same initial noise). The same capture on the CPU in float32 is the reference, computed once
+per model, revision, task and workload on the runner host and cached (:func:`reference_key`). :func:`compare`
+gives the record's ``agreement``: the cosine of the two answers (the smallest over the batch) in the task's
+field (``logits_cosine``, ``embedding_cosine``, ``denoiser_cosine``) and, for generation, how many leading
+greedy tokens equal the reference's. Below the task's threshold the verdict is ``fail`` at stage ``accuracy``.
 
 The threshold: bfloat16 weights and activations move logits by a few percent at most, which keeps the cosine of
 a correct model far above 0.98 (docs/methodology.md, "The answer check"); a wrong kernel, a wrong attention
-mask or a lost weight drops it well below. Greedy tokens may diverge after a near tie without any bug, so the
-prefix length is recorded, not judged.
+mask or a lost weight drops it well below. Embeddings must agree to 0.99 (issue 13: a sentence embedding is
+compared by cosine, so that is what its users lose). Greedy tokens may diverge after a near tie without any
+bug, so the prefix length is recorded, not judged.
 """
 
 from __future__ import annotations
@@ -21,8 +25,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-#: A pass needs at least this cosine between the device's and the reference's first-step logits.
-COSINE_THRESHOLD = 0.98
+from pipeline.workload import task_source
+
+#: A generation pass needs at least this cosine between the device's and the reference's first-step logits
+#: (each task's own threshold: :attr:`pipeline.workload.TaskSource.cosine_threshold`).
+COSINE_THRESHOLD = task_source("text-generation").cosine_threshold
 #: The reference runs the whole model in float32 on the host: skipped (with the reason in the record) when its
 #: weights alone would take more than this many bytes (64 GiB: 16B parameters).
 REFERENCE_MAX_BYTES = 64 * 1024**3
@@ -52,38 +59,27 @@ def skip_reason(*, params: int | None, device: str, dtype: str) -> str | None:
     return None
 
 
-def capture(model: Any, inputs: dict[str, Any], kwargs: dict[str, Any], *, path: Path, perturb: bool = False) -> None:
-    """Save the first-step logits (last prompt position, float32) and the greedy tokens of one ``generate()``.
+def compare(device: Path, reference: Path, *, task: str = "text-generation") -> dict[str, Any]:
+    """The record's ``agreement`` from a device capture and a reference capture of ``task``.
 
-    Args:
-        model: The prepared model (on any device).
-        inputs: Model inputs on its device.
-        kwargs: ``generate()`` arguments of the workload (greedy, fixed length).
-        path: Where to save (``torch.save``: ``{"logits": [batch, vocab], "tokens": [batch, new]}``).
-        perturb: Tests only: a model that runs but answers wrong.
-    """
-    import torch
-
-    out = model.generate(**inputs, **kwargs, output_logits=True, return_dict_in_generate=True)
-    logits = out.logits[0].detach().float().cpu()
-    if perturb:
-        logits = torch.roll(logits, shifts=1, dims=-1)
-    prompt = inputs["input_ids"].shape[-1]
-    tokens = out.sequences[:, prompt:].detach().cpu()
-    torch.save({"logits": logits, "tokens": tokens}, path)
-
-
-def compare(device: Path, reference: Path) -> dict[str, Any]:
-    """The record's ``agreement`` from a device capture and a reference capture.
+    A generation capture holds ``logits`` ([batch, vocab]) and greedy ``tokens``; the other tasks' hold one
+    ``output`` tensor whose first dimension is the batch (embeddings; the first denoising step's update).
 
     Returns:
-        ``{"reference", "logits_cosine", "prefix_tokens", "compared_tokens", "threshold", "skipped"}``; the
-        cosine is the smallest over the batch, the prefix the shortest.
+        ``{"reference", "logits_cosine", "prefix_tokens", "compared_tokens", "threshold", "skipped"}`` plus the
+        task's own cosine field; the cosine is the smallest over the batch, the prefix the shortest.
     """
     import torch
+
+    from pipeline.bench.tasks.base import cosine_rows
 
     ours = torch.load(device, weights_only=True)
     theirs = torch.load(reference, weights_only=True)
+    out = skipped(None, task=task)
+    if "output" in ours or "output" in theirs:
+        cosine = cosine_rows(ours["output"], theirs["output"])
+        out[task_source(task).cosine_field] = round(cosine, 6) if math.isfinite(cosine) else None
+        return out
     a, b = ours["logits"].double(), theirs["logits"].double()
     if a.shape != b.shape:
         raise ValueError(f"logit shapes differ: device {tuple(a.shape)}, reference {tuple(b.shape)}")
@@ -94,31 +90,32 @@ def compare(device: Path, reference: Path) -> dict[str, Any]:
     for row in range(mine.shape[0]):
         equal = (mine[row, :compared] == ref[row, :compared]).tolist()
         prefix = min(prefix, equal.index(False) if False in equal else compared)
-    return {
-        "reference": REFERENCE_KIND,
-        "logits_cosine": round(cosine, 6) if math.isfinite(cosine) else None,
-        "prefix_tokens": int(prefix),
-        "compared_tokens": int(compared),
-        "threshold": COSINE_THRESHOLD,
-        "skipped": None,
-    }
+    out.update(
+        logits_cosine=round(cosine, 6) if math.isfinite(cosine) else None,
+        prefix_tokens=int(prefix),
+        compared_tokens=int(compared),
+    )
+    return out
 
 
-def skipped(reason: str) -> dict[str, Any]:
-    """The record's ``agreement`` when no reference was compared, with why."""
-    return {
+def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, Any]:
+    """The record's ``agreement`` of ``task`` with nothing compared (yet), and why (None: not skipped)."""
+    source = task_source(task)
+    out: dict[str, Any] = {
         "reference": REFERENCE_KIND,
         "logits_cosine": None,
         "prefix_tokens": None,
         "compared_tokens": None,
-        "threshold": COSINE_THRESHOLD,
+        "threshold": source.cosine_threshold,
         "skipped": reason,
     }
+    out[source.cosine_field] = None
+    return out
 
 
-def disagrees(agreement: dict[str, Any] | None) -> bool:
-    """Whether an agreement says the answer is wrong (a cosine below the threshold; NaN logits count too)."""
+def disagrees(agreement: dict[str, Any] | None, *, task: str = "text-generation") -> bool:
+    """Whether an agreement says the answer is wrong (a cosine below the threshold; NaN counts too)."""
     if not agreement or agreement.get("skipped"):
         return False
-    cosine = agreement.get("logits_cosine")
-    return cosine is None or cosine < agreement.get("threshold", COSINE_THRESHOLD)
+    cosine = agreement.get(task_source(task).cosine_field)
+    return cosine is None or cosine < agreement.get("threshold", task_source(task).cosine_threshold)

@@ -20,9 +20,10 @@ import psutil
 from pipeline import constants
 from pipeline.bench import agreement, verify
 from pipeline.bench.backends import Backend
+from pipeline.bench.backends.base import package_version
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.models import ResolvedModel, check_pipeline_classes, check_remote_code
+from pipeline.bench.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
@@ -35,6 +36,21 @@ logger = logging.getLogger(__name__)
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
 _TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
+
+
+#: The figures of a finished run: a run that failed keeps none of them.
+SPEED_FIELDS = (
+    "ttft_s",
+    "latency_s",
+    "decode_tokens_per_s",
+    "roofline_fraction",
+    "iterations",
+    "sentences_per_s",
+    "latency_by_batch_s",
+    "seconds_per_image",
+    "steps_per_s",
+    "vae_decode_s",
+)
 
 
 def metric_fields(task: str) -> tuple[str, ...]:
@@ -104,8 +120,9 @@ def _run_and_verify(
         notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
     if found is not None:
         # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
-        for name in ("ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations"):
-            metrics[name] = None
+        for name in SPEED_FIELDS:
+            if name in metrics:
+                metrics[name] = None
         return found[0], found[1], None
     if cache_dir is not None:
         metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
@@ -134,13 +151,25 @@ def _run_and_verify(
         timeout_s=timeout_s,
         memory_limit_bytes=memory_limit_bytes,
     )
-    if agreement.disagrees(agreed):
+    if agreement.disagrees(agreed, task=spec.task):
+        source = task_source(spec.task)
         message = (
-            f"first-step logits have cosine {agreed['logits_cosine']} with the CPU float32 reference, below "
-            f"{agreed['threshold']}; {agreed['prefix_tokens']} of {agreed['compared_tokens']} greedy tokens match"
+            f"{source.answer} have cosine {agreed[source.cosine_field]} with the CPU float32 reference, below "
+            f"{agreed['threshold']}"
         )
+        if agreed.get("compared_tokens") is not None:
+            message += f"; {agreed['prefix_tokens']} of {agreed['compared_tokens']} greedy tokens match"
         return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
     return "pass", None, agreed
+
+
+def run_versions(backend: Backend, task: str) -> dict[str, str | None]:
+    """The record's ``versions``: the backend's, and the task's library when it is not transformers."""
+    versions = backend.versions()
+    library = task_source(task).library
+    if library != "transformers":
+        versions[library.replace("-", "_")] = package_version(library) or "unknown"
+    return versions
 
 
 def host_memory_short(
@@ -220,6 +249,7 @@ def bench_once(
         try:
             check_remote_code(model.path)
             check_pipeline_classes(model.path)
+            check_sentence_modules(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
@@ -268,7 +298,7 @@ def bench_once(
         "dtype": spec.dtype,
         "workload": spec.workload.to_dict(),
         "metrics": metrics,
-        "versions": backend.versions(),
+        "versions": run_versions(backend, spec.task),
         "run": {
             "started_at": started,
             "finished_at": finished,

@@ -207,6 +207,37 @@ def check_pipeline_classes(folder: Path, *, pipeline_module: Callable[[str], boo
             )
 
 
+#: The modules a sentence-transformers model's modules.json may name: the library's own.
+SENTENCE_MODULE_PREFIX = "sentence_transformers."
+
+
+def check_sentence_modules(folder: Path) -> None:
+    """Refuse a sentence-transformers model whose ``modules.json`` names a module class outside the library.
+
+    sentence-transformers imports each module's ``type`` by its dotted path; a type that is not the library's
+    own is the repo's code. Reads the JSON only; a folder without the file is no sentence-transformers model.
+
+    Raises:
+        RemoteCodeRefused: a module's type is outside ``sentence_transformers``, or the file cannot be judged.
+    """
+    path = folder / "modules.json"
+    if not path.is_file():
+        return
+    try:
+        modules = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise RemoteCodeRefused(f"modules.json cannot be read, so its modules cannot be checked: {exc}") from None
+    if not isinstance(modules, list):
+        raise RemoteCodeRefused("modules.json is not a list of modules, so they cannot be checked")
+    for module in modules:
+        kind = module.get("type") if isinstance(module, dict) else None
+        if not isinstance(kind, str) or not kind.startswith(SENTENCE_MODULE_PREFIX):
+            raise RemoteCodeRefused(
+                f"modules.json names the module {str(kind)[:80]!r}, not one of sentence-transformers' own: "
+                "sentence-transformers would import it from the repo; trncat never runs remote code"
+            )
+
+
 def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None) -> ResolvedModel:
     """Download a Hub model at a revision (default: the main branch's head), without any code file.
 

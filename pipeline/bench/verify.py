@@ -6,7 +6,7 @@ in them is contained; neither can turn a good run into an error: what they could
 - Warm start: the benchmark compiled into an empty, run-private compile cache (so ``compile_s`` is a cold
   compile). A second process on that cache loads the model and makes the first call: ``warm_start_s``; the
   cache gaining no file is the observation behind ``compile_cache_hit``.
-- Answer check: the device's first-step logits and greedy tokens against the CPU float32 reference of the same
+- Answer check: the device's answer (:mod:`pipeline.bench.agreement`) against the CPU float32 reference of the same
   model and prompt, cached per model, revision, task and workload (:mod:`pipeline.bench.agreement`).
 """
 
@@ -109,9 +109,9 @@ def answer_check(
     """
     reason = agreement.skip_reason(params=params, device=spec.device, dtype=spec.dtype)
     if reason is not None:
-        return agreement.skipped(reason)
+        return agreement.skipped(reason, task=spec.task)
     if not device_capture.is_file():
-        return agreement.skipped("the benchmark saved no answer to compare")
+        return agreement.skipped("the benchmark saved no answer to compare", task=spec.task)
     reference = reference_path(reference_cache, key)
     if not reference.is_file():
         made = reference.with_name(f".{reference.name}.partial")
@@ -126,10 +126,14 @@ def answer_check(
         problem = _outcome_problem(outcome)
         if problem is not None or not made.is_file():
             made.unlink(missing_ok=True)
-            return agreement.skipped(f"the CPU float32 reference failed: {problem or 'it saved nothing'}")
+            return agreement.skipped(
+                f"the CPU float32 reference failed: {problem or 'it saved nothing'}", task=spec.task
+            )
         os.replace(made, reference)  # whole or absent: a killed reference run leaves only the partial file
     try:
-        return agreement.compare(device_capture, reference)
+        return agreement.compare(device_capture, reference, task=spec.task)
     except (OSError, ValueError, RuntimeError) as exc:
         logger.warning("comparing with the reference failed: %s", exc)
-        return agreement.skipped(summarize_message(f"the answers could not be compared: {exc}", limit=300))
+        return agreement.skipped(
+            summarize_message(f"the answers could not be compared: {exc}", limit=300), task=spec.task
+        )

@@ -167,6 +167,51 @@ def build_tiny_llava(folder: Path | str) -> Path:
     return folder
 
 
+def build_tiny_sentence_bert(folder: Path | str) -> Path:
+    """Save a 2-layer BERT wrapped as a sentence-transformers model (Transformer + mean Pooling) into ``folder``.
+
+    Returns:
+        The folder, ready for ``SentenceTransformer(folder)``.
+    """
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    from transformers import BertConfig, BertModel
+
+    folder = Path(folder)
+    _quiet_transformers()
+    tokenizer = build_tokenizer()
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=256,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config.architectures = ["BertModel"]
+    torch.manual_seed(0)
+    BertModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    word = Transformer(str(folder), max_seq_length=128)
+    pooling = Pooling(word.get_embedding_dimension(), "mean")
+    SentenceTransformer(modules=[word, pooling], device="cpu").save(str(folder))
+    logger.debug("built tiny sentence-transformers BERT in %s", folder)
+    return folder
+
+
+def break_config(folder: Path | str) -> Path:
+    """Make a built model's config.json name a hidden size its attention heads cannot divide (a broken config
+    that fails at load in the library's own code)."""
+    folder = Path(folder)
+    path = folder / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["hidden_size"] = int(config.get("hidden_size", 32)) + 1
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
 def build_unknown_architecture(folder: Path | str) -> Path:
     """A folder whose config names a model type no transformers release knows."""
     folder = Path(folder)

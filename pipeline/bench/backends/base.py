@@ -267,6 +267,19 @@ class Backend:
             enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph)
         return model
 
+    #: ``torch.compile`` mode of :meth:`compile_module` (None: torch's default).
+    compile_mode: ClassVar[str | None] = None
+
+    def compile_module(self, module: Any, *, fullgraph: bool = True) -> None:
+        """Compile ``module`` in place (``nn.Module.compile``) with this backend's ``torch.compile`` backend, over
+        fixed shapes (``dynamic=False``): what the sentence-embeddings and text-to-image tasks compile."""
+        if self.compile_backend is None:
+            raise ConfigError(f"the {self.name} backend does not compile")
+        options: dict[str, Any] = {"backend": self.compile_backend, "dynamic": False, "fullgraph": fullgraph}
+        if self.compile_mode is not None:
+            options["mode"] = self.compile_mode
+        module.compile(**options)
+
     def observations(self) -> list[str]:
         """What this process sees of the device that the docs do not settle (recorded in the record's notes)."""
         return []

@@ -1,7 +1,17 @@
-"""What a task implements. Tasks run in the benchmark child, so they may import torch and transformers."""
+"""What a task implements. Tasks run in the benchmark child, so they may import torch and their library.
+
+The child (:mod:`pipeline.bench.child`) does what every task shares: load the model with the task's library,
+count its weights, move it to the device (compiled when the backend compiles), time the first call (the
+compile), the untimed warm-up calls, the memory peaks and the CPU fallback. The task says what one call of its
+fixed workload is (:meth:`TaskRunner.call`), how its timed calls are measured (:meth:`TaskRunner.measure`) and
+what answer the device's run is checked on (:meth:`TaskRunner.capture`).
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -14,11 +24,54 @@ PROMPT_TEXT = (
 )
 
 
+@dataclass
+class Run:
+    """One benchmark in the child: the spec, the prepared model and what the task set up for its calls.
+
+    Args:
+        spec: The :class:`pipeline.bench.spec.BenchSpec`.
+        backend: The backend of ``spec.device``.
+        model: The prepared model (on the device; compiled when ``compiles``).
+        processor: The task's tokenizer or processor (None when the model carries its own).
+        compiles: Whether the run compiles.
+        weights_bytes: Bytes of parameters and buffers (before sharding).
+        state: What :meth:`TaskRunner.setup` built for the calls (inputs on the device, call arguments).
+        clock: The clock of the timed calls.
+        primary: Whether this process reports (rank 0 under torchrun).
+    """
+
+    spec: Any
+    backend: Any
+    model: Any
+    processor: Any
+    compiles: bool
+    weights_bytes: int = 0
+    state: dict[str, Any] = field(default_factory=dict)
+    clock: Callable[[], float] = time.perf_counter
+    primary: bool = True
+
+
+@dataclass
+class Measured:
+    """What a task's timed calls gave.
+
+    Args:
+        metrics: The record's metrics the task measured (``latency_s`` always).
+        steady_s: The time the first call would have taken without compiling (the sum of the p50 of the calls
+            the first call made): ``compile_s`` is the first call's excess over it.
+        extra: Raw figures the parent keeps out of the record (the report's ``extra``).
+    """
+
+    metrics: dict[str, Any]
+    steady_s: float
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
 class TaskRunner:
-    """One Hub pipeline task (``text-generation``, ``image-text-to-text``, ...)."""
+    """One Hub task (``text-generation``, ``sentence-embeddings``, ...) run with its own library."""
 
     name: ClassVar[str] = ""
-    #: transformers auto class that loads the model.
+    #: transformers auto class that loads the model (transformers tasks).
     auto_model: ClassVar[str] = ""
 
     def load_model(self, path: Path, *, dtype: Any, **kwargs: Any) -> Any:
@@ -32,11 +85,40 @@ class TaskRunner:
         auto = getattr(transformers, self.auto_model)
         return auto.from_pretrained(path, dtype=dtype, **kwargs).eval()
 
+    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+        """Load the model as the child runs it: sharded by tensor parallelism under torchrun (transformers)."""
+        extra = {k: v for k, v in model_load_kwargs(dtype=dtype, world_size=world_size).items() if k != "dtype"}
+        extra.pop("trust_remote_code")
+        return self.load_model(path, dtype=dtype, **extra)
+
     def load_processor(self, path: Path) -> Any:
         raise NotImplementedError
 
-    def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
-        """Tensors for one call on the fixed workload (on the CPU; the harness moves them)."""
+    def modules(self, model: Any) -> list[Any]:
+        """The ``torch.nn.Module`` objects that hold the model's weights (a pipeline has several)."""
+        return [model]
+
+    def prepare(self, model: Any, backend: Any, *, compile: bool, fullgraph: bool) -> Any:
+        """Move the model to the device; when ``compile``, set it up to compile (the backend's own way)."""
+        return backend.prepare(model, compile=compile, fullgraph=fullgraph)
+
+    def setup(self, run: Run) -> None:
+        """Build what the calls need (inputs on the device) into ``run.state``."""
+        raise NotImplementedError
+
+    def call(self, run: Run) -> None:
+        """One call of the fixed workload, as the first (compiling) call and the warm-up make it."""
+        raise NotImplementedError
+
+    def measure(self, run: Run) -> Measured:
+        """The timed calls (``run.spec.iterations`` each) and the task's metrics from them."""
+        raise NotImplementedError
+
+    def capture(self, run: Run, path: Path, *, perturb: bool = False) -> None:
+        """Save the answer the device's run is checked on (:mod:`pipeline.bench.agreement`).
+
+        ``perturb`` (tests only) makes a model that runs but answers wrong.
+        """
         raise NotImplementedError
 
     def prompt_ids(self, tokenizer: Any, n_tokens: int) -> list[int]:
@@ -48,13 +130,55 @@ class TaskRunner:
             text += PROMPT_TEXT
         return ids[:n_tokens]
 
-    def generate_kwargs(self, processor: Any, workload: Workload) -> dict[str, Any]:
-        """Greedy decoding of exactly ``output_tokens`` tokens (end-of-sequence ignored)."""
-        tokenizer = getattr(processor, "tokenizer", processor)
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        return {
-            "max_new_tokens": workload.output_tokens,
-            "min_new_tokens": workload.output_tokens,
-            "do_sample": False,
-            "pad_token_id": pad,
-        }
+    # Kept for the generation tasks and benchmarks/harness_overhead.py.
+    def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
+        """Tensors for one call on the fixed workload (on the CPU; the harness moves them)."""
+        raise NotImplementedError
+
+
+def model_load_kwargs(*, dtype: Any, world_size: int) -> dict[str, Any]:
+    """Keyword arguments for ``from_pretrained``: ``tp_plan="auto"`` shards the model under torchrun.
+
+    Args:
+        dtype: torch dtype of the weights.
+        world_size: ``WORLD_SIZE`` (1 outside torchrun).
+
+    Returns:
+        The kwargs; remote code is always refused.
+    """
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False}
+    if world_size > 1:
+        kwargs["tp_plan"] = "auto"
+    return kwargs
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in [0, 100]) of a non-empty list."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def timed_calls(fn: Callable[[], Any], *, backend: Any, iterations: int, clock: Callable[[], float]) -> list[float]:
+    """``iterations`` synchronized calls of ``fn``; their wall times in seconds."""
+    times: list[float] = []
+    for _ in range(iterations):
+        start = clock()
+        fn()
+        backend.synchronize()
+        times.append(clock() - start)
+    return times
+
+
+def cosine_rows(a: Any, b: Any) -> float:
+    """The smallest cosine similarity between matching rows of two tensors (flattened per row), in float64."""
+    import torch
+
+    x, y = a.double().flatten(1), b.double().flatten(1)
+    if x.shape != y.shape:
+        raise ValueError(f"shapes differ: device {tuple(a.shape)}, reference {tuple(b.shape)}")
+    return float(torch.nn.functional.cosine_similarity(x, y, dim=-1).min().item())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import TaskRunner
+from pipeline.bench.tasks.generation import GenerationTask
 from pipeline.workload import Workload
 
 
@@ -25,7 +25,7 @@ def synthetic_image(size: int) -> Any:
     return Image.fromarray(np.stack([red, green, blue], axis=-1).astype(np.uint8), mode="RGB")
 
 
-class ImageTextToText(TaskRunner):
+class ImageTextToText(GenerationTask):
     name: ClassVar[str] = "image-text-to-text"
     auto_model: ClassVar[str] = "AutoModelForImageTextToText"
 

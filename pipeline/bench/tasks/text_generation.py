@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import TaskRunner
+from pipeline.bench.tasks.generation import GenerationTask
 from pipeline.workload import Workload
 
 
-class TextGeneration(TaskRunner):
+class TextGeneration(GenerationTask):
     name: ClassVar[str] = "text-generation"
     auto_model: ClassVar[str] = "AutoModelForCausalLM"
 

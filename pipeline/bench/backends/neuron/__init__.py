@@ -119,6 +119,8 @@ class NeuronBackend(Backend):
     name: ClassVar[str] = "neuron"
     compile_backend: ClassVar[str | None] = "neuron"
     compile_by_default: ClassVar[bool] = True
+    # TorchNeuron supports only the default torch.compile mode (others warn and are ignored).
+    compile_mode: ClassVar[str | None] = "default"
     shards_over_cores: ClassVar[bool] = True
     has_compile_cache: ClassVar[bool] = True
     cpu_fallback: ClassVar[bool] = True

@@ -135,6 +135,8 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("agreement_embedding_cosine", ("agreement", "embedding_cosine"), _FLOAT),
     ("sentence_transformers_version", ("versions", "sentence_transformers"), _STR),
     ("diffusers_version", ("versions", "diffusers"), _STR),
+    ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
+    ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
@@ -148,7 +150,10 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
         {"batch_sizes", "sentences_per_s", "embedding_dim", "latency_by_batch_s", "agreement_embedding_cosine",
          "sentence_transformers_version"}
     ),
-    "text-to-image": frozenset({"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version"}),
+    "text-to-image": frozenset(
+        {"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version", "guidance_scale",
+         "agreement_denoiser_cosine"}
+    ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
 
@@ -231,8 +236,8 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             legacy = row.get("attempts_json")  # layout 1
             record["attempts"] = [dict(a) for a in value] if value is not None else json.loads(legacy or "[]")
             continue
-        if name == "threads" and value is None:
-            continue  # optional in the record: absent before layout 2
+        if name in ("threads", "guidance_scale") and value is None:
+            continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
 
         if value is not None and kind == _TIME:
             value = value.astimezone(dt.UTC).isoformat(timespec="seconds")

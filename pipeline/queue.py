@@ -2,15 +2,15 @@
 
 A candidate is measured when the dataset's results hold a row with the same key: model id, revision,
 task, device, dtype, workload (batch size, input/output tokens, image size) and toolchain versions (those
-the caller pins, e.g. ``runners/toolchain.yaml``). For that key a ``pass`` is not re-run and a ``fail`` is
-not retried (it is a real incompatibility until the revision or the toolchain changes); ``error`` rows are
-infrastructure failures, retried while their count is at most ``max_error_retries``.
+the caller pins, ``runners/toolchain.yaml``; what does not decide a task's result is left out of its key:
+:func:`pipeline.workload.key_mask`). A ``pass`` is not re-run and a ``fail`` not retried (a real
+incompatibility until the revision or the toolchain changes); ``error`` rows are infrastructure failures,
+retried while their count is at most ``max_error_retries``.
 
-Each queued model is planned from its config.json (one download per model and revision, cached) to pick
-the runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most
-256 entries each, GitHub's cap on the jobs one matrix may generate. Each entry carries its predicted seconds
-and compile host memory (:mod:`pipeline.durations`), and the entries are ordered largest and longest first,
-so that the tail of a sweep is made of short jobs.
+Each queued model is planned from its configs (one download per model and revision, cached) to pick the
+runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most 256
+entries each (GitHub's cap per matrix), each entry with its predicted seconds and compile host memory
+(:mod:`pipeline.durations`), ordered largest and longest first, so the tail of a sweep is short jobs.
 """
 
 from __future__ import annotations
@@ -36,19 +36,10 @@ from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
-from pipeline.workload import NOT_BENCHMARKED, default_workload, task_source
+from pipeline.workload import default_workload, key_mask
 
-__all__ = [
-    "HubPlanner",
-    "Planner",
-    "Queue",
-    "build_queue",
-    "fetch_results",
-    "load_candidates",
-    "load_toolchain",
-    "matrix_order",
-    "runner_cores",
-]
+__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain",
+           "matrix_order", "runner_cores"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +207,8 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     for row in iter_results(root, [*columns, "failure_code", "source"]):
         if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
             continue
-        key = tuple(row[c] for c in columns[: -1 - len(versions)])
-        key += tuple(_public(row[c]) for c in versions)
+        head = [row[c] for c in columns[: -1 - len(versions)]]
+        key = _masked(row["task"], head, {k: row[_version_column(k)] for k in toolchain})
         counts = history.setdefault(key, Counter())
         # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
         if row["failure_code"] != HOST_MEMORY_SHORT:
@@ -239,15 +230,16 @@ def fetch_results(hub: Hub, repo: str, *, into: Path) -> Path:
 
 def _key(candidate: Candidate, *, device: str, dtype: str, toolchain: Mapping[str, str]) -> _Key:
     workload = default_workload(candidate.task).to_dict()
-    return (
-        candidate.model_id,
-        candidate.sha,
-        candidate.task,
-        device,
-        dtype,
-        *(workload[c] for c in _WORKLOAD_COLUMNS),
-        *(_public(v) for v in toolchain.values()),
-    )
+    head = [candidate.model_id, candidate.sha, candidate.task, device, dtype, *(workload[c] for c in _WORKLOAD_COLUMNS)]
+    return _masked(candidate.task, head, toolchain)
+
+
+def _masked(task: str, head: list[Any], versions: Mapping[str, Any]) -> _Key:
+    """A key with what does not decide ``task``'s result set to None (:func:`pipeline.workload.key_mask`)."""
+    ignored = key_mask(task)
+    offset = len(head) - len(_WORKLOAD_COLUMNS)
+    head = [None if i >= offset and _WORKLOAD_COLUMNS[i - offset] in ignored else v for i, v in enumerate(head)]
+    return (*head, *(None if k in ignored else _public(v) for k, v in versions.items()))
 
 
 def build_queue(
@@ -314,9 +306,6 @@ def build_queue(
         seen.add((c.model_id.casefold(), c.task))
         if not c.eligible:
             skip(c, f"{c.kind}: {c.reason}")
-            continue
-        if not (source := task_source(c.task)).benchmarked:
-            skip(c, NOT_BENCHMARKED.format(library=source.library))
             continue
         # Ids reach job names, artifact names and `trncat bench` arguments: never trust them unchecked.
         if model_id_problem(c.model_id) is not None or not is_revision(c.sha):

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
@@ -20,6 +24,7 @@ class Workload:
         image_size: square image side in pixels, or None for text-only tasks (text-to-image: the resolution).
         steps: denoising steps per image (text-to-image), else None.
         batch_sizes: every batch size the run measures latency at (sentence-embeddings), else None.
+        guidance_scale: classifier-free guidance (text-to-image); None keeps the pipeline's default.
     """
 
     batch_size: int = 1
@@ -28,6 +33,7 @@ class Workload:
     image_size: int | None = None
     steps: int | None = None
     batch_sizes: tuple[int, ...] | None = None
+    guidance_scale: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_tokens"):
@@ -40,6 +46,12 @@ class Workload:
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 raise ConfigError(f"workload {name} must be a positive integer or None, got {value!r}")
+        if self.guidance_scale is not None and (
+            isinstance(self.guidance_scale, bool)
+            or not isinstance(self.guidance_scale, int | float)
+            or not 0 <= self.guidance_scale <= 100
+        ):
+            raise ConfigError(f"workload guidance_scale must be a number in [0, 100] or None: {self.guidance_scale!r}")
         if self.batch_sizes is not None and (
             not isinstance(self.batch_sizes, tuple)
             or not self.batch_sizes
@@ -57,10 +69,11 @@ class Workload:
         return self.input_tokens + self.output_tokens
 
     def to_dict(self) -> dict[str, Any]:
-        """The record's ``workload``: the generation fields always; ``steps`` and ``batch_sizes`` when set
+        """The record's ``workload``: the generation fields always; ``steps``, ``batch_sizes`` and
+        ``guidance_scale`` when set
         (schema 1.2), so that a generation task's workload is the same object it was under schema 1.1."""
         out: dict[str, Any] = asdict(self)
-        for name in ("steps", "batch_sizes"):
+        for name in ("steps", "batch_sizes", "guidance_scale"):
             if out[name] is None:
                 del out[name]
         if "batch_sizes" in out:
@@ -94,7 +107,6 @@ class TaskSource:
         library_filter: Rank only models of ``library`` (the Hub's ``filter`` by library), and hold a model to
             ``pipeline_tags`` too (the library spans tasks); False keeps the whole tag's ranking, the models of
             other libraries listed as ineligible with their reason.
-        benchmarked: The benchmark child can run the task; the queue skips the others with their reason.
         metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
             of another's.
         base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
@@ -108,7 +120,6 @@ class TaskSource:
     library: str
     pipeline_tags: tuple[str, ...]
     library_filter: bool = False
-    benchmarked: bool = True
     metrics: tuple[str, ...] = ()
     base_model: bool = False
     plannable: bool = True
@@ -136,7 +147,6 @@ TASK_SOURCES: dict[str, TaskSource] = {
         "diffusers",
         ("text-to-image",),
         library_filter=True,
-        benchmarked=False,
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
         plannable=False,
         cosine_field="denoiser_cosine",
@@ -144,8 +154,20 @@ TASK_SOURCES: dict[str, TaskSource] = {
     ),
 }
 assert set(TASK_SOURCES) == set(TASKS)
-#: Why a task the child cannot run yet is not queued (the queue's skip reason).
-NOT_BENCHMARKED = "the benchmark of this task is not built yet (it needs {library} in the runner toolchain)"
+
+
+def library_key(library: str) -> str:
+    """The record's ``versions`` key of a library (``sentence-transformers`` -> ``sentence_transformers``)."""
+    return library.replace("-", "_")
+
+
+def key_mask(task: Task | str) -> frozenset[str]:
+    """What does not decide a result of ``task`` in the queue's "already measured" key: the versions of the
+    other tasks' libraries, and for text-to-image the resolution, which each pipeline's own configs set (the
+    revision, which is in the key, decides it)."""
+    own = task_source(task).library
+    others = {library_key(s.library) for s in TASK_SOURCES.values() if s.library not in ("transformers", own)}
+    return frozenset(others | ({"image_size"} if task == "text-to-image" else set()))
 
 
 def task_source(task: Task | str) -> TaskSource:
@@ -158,6 +180,46 @@ def task_source(task: Task | str) -> TaskSource:
         return TASK_SOURCES[task]
     except KeyError:
         raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}") from None
+
+
+#: Few-step models (distilled for a handful of steps, without guidance) say so in their names; they run
+#: :data:`FEW_STEPS` steps with guidance 0, as their model cards show, and the record's workload states it.
+FEW_STEP_NAME = re.compile(r"turbo|schnell|lightning|\blcm\b|hyper-?sd", re.IGNORECASE)
+FEW_STEPS = 4
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def pipeline_resolution(folder: Path) -> int | None:
+    """A diffusers pipeline's default image side from its configs: the denoiser's ``sample_size`` (latent
+    pixels) times the VAE's scale factor ``2 ** (len(block_out_channels) - 1)``; None when they do not say."""
+    vae = _json(folder / "vae" / "config.json").get("block_out_channels")
+    for name in ("unet", "transformer"):
+        sample = _json(folder / name / "config.json").get("sample_size")
+        if isinstance(sample, list) and sample:
+            sample = sample[0]
+        if isinstance(sample, int) and sample > 0 and isinstance(vae, list) and vae:
+            return int(sample * 2 ** (len(vae) - 1))
+    return None
+
+
+def resolve_workload(task: Task | str, *, folder: Path | None = None, model_id: str = "") -> Workload:
+    """The workload a run of ``model_id`` (in ``folder``) gets: the task's, with a text-to-image pipeline's own
+    resolution (else 512) and, for a few-step model, :data:`FEW_STEPS` steps without guidance."""
+    workload = default_workload(task)
+    if task != "text-to-image":
+        return workload
+    size = pipeline_resolution(folder) if folder is not None else None
+    changes: dict[str, Any] = {"image_size": size or workload.image_size}
+    if FEW_STEP_NAME.search(model_id):
+        changes.update(steps=FEW_STEPS, guidance_scale=0.0)
+    return dataclasses.replace(workload, **changes)
 
 
 def default_workload(task: Task | str) -> Workload:

@@ -354,22 +354,6 @@ def test_new_tasks_judge_library_and_pipeline_tag_of_selected_models(localhub) -
     assert "not transformers" in (by[(TG, "sd/tiny")].reason or "")
 
 
-def test_queue_skips_tasks_the_benchmark_does_not_run_yet(localhub) -> None:
-    seed(localhub.store, "sd/tiny", "text-to-image", library_name="diffusers", downloads=5)
-    found = discover(hub=localhub.client, task=T2I, view="downloads", limit=5, exclusions=[], today=TODAY)
-    assert found.candidates[0].eligible
-    queue = build_queue(
-        candidates=found.candidates,
-        dataset_root=None,
-        toolchain={"neuronx_cc": "2.28.7631.0"},
-        planner=lambda c: pytest.fail("a skipped task is never planned"),
-    )
-    assert queue.skipped == [
-        {"model_id": "sd/tiny", "task": T2I,
-         "reason": "the benchmark of this task is not built yet (it needs diffusers in the runner toolchain)"}
-    ]  # fmt: skip
-
-
 def test_selected_yaml_lists_the_new_tasks() -> None:
     tasks = {entry.task for entry in load_selected()}
     assert {SE, T2I} <= tasks

@@ -313,3 +313,37 @@ def test_a_run_refused_for_host_memory_is_requeued_without_using_a_retry(tmp_pat
     build(refused, root)
     (entry,) = queue_of([cand("busy/host")], root).entries
     assert entry["attempt"] == 1, "five refusals are no infrastructure errors of the model"
+
+
+def test_a_tasks_key_leaves_out_other_libraries_and_a_pipelines_own_resolution(tmp_path: Path) -> None:
+    """Issue 13: a text-to-image run records its pipeline's resolution (not the default 512) and the toolchain pins
+    every task's library; neither may keep a measured model in the queue forever."""
+    fixtures = Path(__file__).parent / "fixtures" / "valid"
+    ci_run = sample_record()["run"]
+    rows = []
+    for name, model_id in (("text_to_image_cpu_pass", "sd/tiny"), ("sentence_embeddings_cpu_pass", "st/tiny")):
+        row = json.loads((fixtures / f"{name}.json").read_text(encoding="utf-8"))
+        rows.append({**row, "model_id": model_id, "revision": REV, "run": ci_run})
+    assert rows[0]["workload"]["image_size"] == 64  # the tiny pipeline's own size, not the default 512
+    rows.append(sample_record(model_id="tg/tiny", revision=REV, device="cpu", dtype="float32"))
+    build(rows, tmp_path / "ds")
+    toolchain = {"torch": "2.9.0", "sentence_transformers": "5.1.0", "diffusers": "0.35.0"}
+    queue = build_queue(
+        candidates=[cand("sd/tiny", task="text-to-image"), cand("st/tiny", task="sentence-embeddings")],
+        dataset_root=tmp_path / "ds",
+        toolchain=toolchain,
+        planner=planner,
+        device="cpu",
+        dtype="float32",
+    )
+    assert not queue.entries and all(s["reason"].startswith("already passed") for s in queue.skipped)
+    # the task's own library still decides: a new diffusers release re-queues the pipeline, not the encoder
+    newer = build_queue(
+        candidates=[cand("sd/tiny", task="text-to-image"), cand("st/tiny", task="sentence-embeddings")],
+        dataset_root=tmp_path / "ds",
+        toolchain={**toolchain, "diffusers": "0.42.1"},
+        planner=planner,
+        device="cpu",
+        dtype="float32",
+    )
+    assert [e["model_id"] for e in newer.entries] == ["sd/tiny"]

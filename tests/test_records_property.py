@@ -215,9 +215,11 @@ _TASK_FIELDS: dict[str, dict[str, tuple[str, ...]]] = {
         "workload": ("steps",),
         "metrics": ("seconds_per_image", "steps_per_s", "vae_decode_s"),
         "versions": ("diffusers",),
-        "agreement": (),
+        "agreement": ("denoiser_cosine",),
     },
 }
+#: The agreement field a task's answer check judges.
+_COSINE = {"sentence-embeddings": "embedding_cosine", "text-to-image": "denoiser_cosine"}
 
 
 def _batch_sizes(value: Any, where: str, out: Reasons) -> None:
@@ -265,7 +267,11 @@ RECORD = _obj(
                 "output_tokens": _integer(0),
                 "image_size": _integer(1, null=True),
             },
-            {"steps": _integer(1, 10_000, null=True), "batch_sizes": _batch_sizes},
+            {
+                "steps": _integer(1, 10_000, null=True),
+                "batch_sizes": _batch_sizes,
+                "guidance_scale": _bounded(0, 100, null=True),
+            },
         ),
         "metrics": _obj(
             {
@@ -340,7 +346,10 @@ RECORD = _obj(
                 "threshold": _bounded(0, 1),
                 "skipped": _text(0, 500, null=True),
             },
-            {"embedding_cosine": _bounded(-1.000001, 1.000001, null=True)},
+            {
+                "embedding_cosine": _bounded(-1.000001, 1.000001, null=True),
+                "denoiser_cosine": _bounded(-1.000001, 1.000001, null=True),
+            },
             null=True,
         ),
         "notes": _list_of(_text(1, 500), 32),
@@ -397,7 +406,7 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
     _task_rules(r, out)
     agreement = r.get("agreement")
     if agreement and agreement["skipped"] is None and r["status"] == "pass":
-        cosine = agreement["embedding_cosine" if r["task"] == "sentence-embeddings" else "logits_cosine"]
+        cosine = agreement.get(_COSINE.get(r["task"], "logits_cosine"))
         if cosine is None or cosine < agreement["threshold"]:
             out.append(("agreement: a pass agrees with the reference", None))
     if failure is not None and failure["stage"] == "accuracy" and not agreement:
@@ -436,6 +445,8 @@ def _task_rules(r: dict[str, Any], out: Reasons) -> None:
                     out.append((f"{where}.{key}: another task's field", None))
     if task == "sentence-embeddings" and workload.get("batch_sizes") is None:
         out.append(("workload.batch_sizes: sentence-embeddings names them", None))
+    if task != "text-to-image" and "guidance_scale" in workload:
+        out.append(("workload.guidance_scale: another task's field", None))
     if task == "text-to-image" and workload.get("steps") is None:
         out.append(("workload.steps: text-to-image names them", None))
     by_batch = m.get("latency_by_batch_s")
@@ -580,7 +591,7 @@ _RETYPE = [str, repr, lambda v: [v], lambda v: {"value": v}, lambda v: float(v) 
 _EXTRA_KEYS = ["attempts", "plan", "iterations", "compile_cache_hit", "cuda", "tp_degree", "instance", "extra",
                "agreement", "notes", "warm_start_s", "cpu_fallback_ops", "torchvision", "steps", "batch_sizes",
                "sentences_per_s", "embedding_dim", "steps_per_s", "vae_decode_s", "diffusers",
-               "embedding_cosine"]  # fmt: skip
+               "embedding_cosine", "denoiser_cosine", "guidance_scale"]  # fmt: skip
 _BENIGN = ("leaf", "leaf", "status", "seconds", "memory", "ids")
 _KINDS = ("leaf", "leaf", "leaf", "any", "non_finite", "delete", "add", "retype", *_BENIGN[2:] * 2)
 _SECONDS = st.floats(0, 100) | st.integers(0, 100)

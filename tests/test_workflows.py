@@ -402,16 +402,19 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
 
     dists = packages_distributions()
     third = {m for m in modules if m not in sys.stdlib_module_names and not m.startswith("_") and m != "pipeline"}
-    needed = {d.lower().replace("_", "-") for m in third for d in dists.get(m, [])}
+    # pyarrow imports cloudpickle when it happens to be installed (sentence-transformers brings it to the test
+    # environment); the publish job's pyarrow runs without it.
+    optional = {"cloudpickle"}
+    needed = {d.lower().replace("_", "-") for m in third - optional for d in dists.get(m, [])}
     assert "torch" not in needed and needed <= pinned, needed - pinned
 
 
 def test_workflow_task_choices_follow_the_task_registry() -> None:
-    """discover.yml offers every task; benchmark.yml only the tasks the benchmark child runs."""
+    """discover.yml and benchmark.yml offer every task."""
     from pipeline.types import TASKS
     from pipeline.workload import TASK_SOURCES
 
     discover_tasks = load("discover")["on"]["workflow_dispatch"]["inputs"]["tasks"]["options"]
     assert discover_tasks == ["all", *TASKS]
     bench_tasks = load("benchmark")["on"]["workflow_dispatch"]["inputs"]["task"]["options"]
-    assert bench_tasks == [task for task in TASKS if TASK_SOURCES[task].benchmarked]
+    assert bench_tasks == list(TASKS)

@@ -23,7 +23,9 @@ wins**, so the order is part of the contract:
    ``compiler_error`` for older neuronx-cc logs without an ``NCC_`` prefix.
 9. ``backend_compiler_failed`` -- torch.compile / dynamo failures whose cause no earlier rule knew.
 10. ``host_oom`` -- ``MemoryError``, or SIGKILL together with a memory-limit hint.
-11. Load failures: unknown architecture, corrupt weights, missing weights, missing tokenizer/processor.
+11. Load failures: unknown architecture, corrupt weights, missing weights, missing tokenizer/processor, a
+    config the library's own code refuses (``bad_config``), a single-core library asked for several cores
+    (``one_core_task``: sentence-transformers and diffusers have no tensor parallelism here).
 12. ``signal`` -- the child died from a signal (``signal_sigsegv`` ...).
 13. ``exception`` -- any other exception, when the harness knows the stage (``exception_<type>``).
 14. ``exit_code`` -- a non-zero exit without an exception (``exit_<code>``).
@@ -293,6 +295,11 @@ RULES: tuple[Rule, ...] = (
                       r"does not appear to have a file named (?:tokenizer|processor|preprocessor|vocab)",
                       # transformers 5 with no tokenizer files falls through to converting a slow tokenizer
                       r"sentencepiece or tiktoken installed to convert a slow tokenizer")),
+    Rule("bad_config", "fail", "load", "bad_config",
+         pattern=_any(r"is not a multiple of the number of attention heads",
+                      r"Must provide the same number of `\w+` as `\w+`")),
+    Rule("one_core_task", "fail", "load", "needs_tensor_parallel",
+         pattern=_any(r"has no tensor parallelism: its models are benchmarked on one core")),
     # --- process death and the generic fallbacks ---
     Rule("signal", "fail", "crash", _signal_code, signals=_CRASH_SIGNALS),
     Rule("exception", "fail", "crash", _exception_code, needs_exception=True, needs_stage_hint=True,

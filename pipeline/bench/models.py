@@ -130,15 +130,26 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
 def diffusers_pipeline_module(name: str) -> bool:
-    """Whether diffusers ships a pipeline module ``name`` (what diffusers itself asks: ``hasattr(pipelines, name)``).
+    """Whether diffusers ships a pipeline module ``name`` (what diffusers itself asks, ``hasattr(pipelines, name)``,
+    answered from the installed package's files: ``diffusers/pipelines/<name>/`` or ``<name>.py``).
 
-    Imports diffusers' own package, never anything of the model's; False when diffusers is not installed.
+    Imports nothing (not even diffusers, which would bring torch); False when diffusers is not installed.
     """
-    try:
-        from diffusers import pipelines  # type: ignore[import-not-found]
-    except ImportError:
+    import importlib.util
+
+    if not _IDENTIFIER.match(name):
         return False
-    return hasattr(pipelines, name)
+    try:
+        spec = importlib.util.find_spec("diffusers")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for root in spec.submodule_search_locations:
+        pipelines = Path(root) / "pipelines"
+        if (pipelines / name / "__init__.py").is_file() or (pipelines / f"{name}.py").is_file():
+            return True
+    return False
 
 
 def read_model_index(folder: Path) -> dict | None:

@@ -15,7 +15,7 @@ from pipeline.bench.models import ResolvedModel, resolve_local
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
 from pipeline.records import dump_record
-from pipeline.workload import Workload, default_workload
+from pipeline.workload import Workload, default_workload, resolve_workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
@@ -118,7 +118,7 @@ def bench_model(
         device=backend.name,
         dtype=dtype,
         cores=backend.cores_for(requested=cores, planned=(plan or {}).get("cores")),
-        workload=workload or default_workload(task),
+        workload=workload or resolve_workload(task, folder=resolved.path, model_id=resolved.model_id),
         warmup=warmup,
         iterations=iterations,
         fault=fault,

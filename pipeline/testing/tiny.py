@@ -201,13 +201,83 @@ def build_tiny_sentence_bert(folder: Path | str) -> Path:
     return folder
 
 
-def break_config(folder: Path | str) -> Path:
-    """Make a built model's config.json name a hidden size its attention heads cannot divide (a broken config
-    that fails at load in the library's own code)."""
+def build_tiny_stable_diffusion(folder: Path | str) -> Path:
+    """Save a Stable-Diffusion-shaped pipeline (UNet, VAE, CLIP text encoder, tokenizer, Euler scheduler) of about
+    1.5M parameters into ``folder``: 32 x 32 images (UNet sample size 16 x VAE scale factor 2).
+
+    Returns:
+        The folder, ready for ``DiffusionPipeline.from_pretrained``.
+    """
+    import torch
+    from diffusers import AutoencoderKL, EulerDiscreteScheduler, StableDiffusionPipeline, UNet2DConditionModel
+    from diffusers.utils import logging as diffusers_logging
+    from transformers import CLIPTextConfig, CLIPTextModel
+
     folder = Path(folder)
-    path = folder / "config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["hidden_size"] = int(config.get("hidden_size", 32)) + 1
+    _quiet_transformers()
+    diffusers_logging.set_verbosity_error()
+    tokenizer = build_tokenizer()
+    tokenizer.model_max_length = 32
+    torch.manual_seed(0)
+    unet = UNet2DConditionModel(
+        sample_size=16,
+        layers_per_block=1,
+        block_out_channels=(32, 64),
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"),
+        up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=32,
+        attention_head_dim=8,
+    )
+    vae = AutoencoderKL(
+        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        block_out_channels=(32, 64),
+        latent_channels=4,
+        sample_size=32,
+    )
+    text_config = CLIPTextConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        max_position_embeddings=tokenizer.model_max_length,
+        projection_dim=32,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    scheduler = EulerDiscreteScheduler(
+        beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", num_train_timesteps=1000, steps_offset=1
+    )
+    pipe = StableDiffusionPipeline(
+        vae=vae.eval(),
+        text_encoder=CLIPTextModel(text_config).eval(),
+        tokenizer=tokenizer,
+        unet=unet.eval(),
+        scheduler=scheduler,
+        safety_checker=None,
+        feature_extractor=None,
+        requires_safety_checker=False,
+    )
+    pipe.save_pretrained(folder)
+    logger.debug("built tiny stable diffusion in %s", folder)
+    return folder
+
+
+def break_config(folder: Path | str) -> Path:
+    """Break a built model's config so that the library's own code refuses it at load: a hidden size its
+    attention heads cannot divide (a transformers or sentence-transformers model), or a UNet whose block types
+    do not match its block channels (a diffusers pipeline)."""
+    folder = Path(folder)
+    if (folder / "model_index.json").is_file():
+        path = folder / "unet" / "config.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config["down_block_types"] = [*config["down_block_types"], "DownBlock2D"]
+    else:
+        path = folder / "config.json"
+        config = json.loads(path.read_text(encoding="utf-8"))
+        config["hidden_size"] = int(config.get("hidden_size", 32)) + 1
     path.write_text(json.dumps(config), encoding="utf-8")
     return folder
 

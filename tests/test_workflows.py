@@ -412,7 +412,6 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
 def test_workflow_task_choices_follow_the_task_registry() -> None:
     """discover.yml and benchmark.yml offer every task."""
     from pipeline.types import TASKS
-    from pipeline.workload import TASK_SOURCES
 
     discover_tasks = load("discover")["on"]["workflow_dispatch"]["inputs"]["tasks"]["options"]
     assert discover_tasks == ["all", *TASKS]

@@ -219,7 +219,7 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
     tokenizer = build_tokenizer()
     tokenizer.model_max_length = 32
     torch.manual_seed(0)
-    unet = UNet2DConditionModel(
+    unet: Any = UNet2DConditionModel(
         sample_size=16,
         layers_per_block=1,
         block_out_channels=(32, 64),
@@ -228,7 +228,7 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
         cross_attention_dim=32,
         attention_head_dim=8,
     )
-    vae = AutoencoderKL(
+    vae: Any = AutoencoderKL(
         down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
         up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
         block_out_channels=(32, 64),
@@ -250,7 +250,7 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
     scheduler = EulerDiscreteScheduler(
         beta_start=0.00085, beta_end=0.012, beta_schedule="scaled_linear", num_train_timesteps=1000, steps_offset=1
     )
-    pipe = StableDiffusionPipeline(
+    pipe: Any = StableDiffusionPipeline(
         vae=vae.eval(),
         text_encoder=CLIPTextModel(text_config).eval(),
         tokenizer=tokenizer,

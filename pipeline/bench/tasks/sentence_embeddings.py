@@ -14,6 +14,7 @@ Measured: latency p50/p90 of one ``encode()`` at each of ``workload.batch_sizes`
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -80,7 +81,7 @@ class SentenceEmbeddings(TaskRunner):
         raw: dict[str, list[float]] = {}
         for size in run.state["batches"]:
             times = timed_calls(
-                lambda size=size: self._encode(run, size),
+                functools.partial(self._encode, run, size),
                 backend=run.backend,
                 iterations=spec.iterations,
                 clock=run.clock,

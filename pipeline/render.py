@@ -16,6 +16,8 @@ from typing import Any
 
 import jinja2
 
+from pipeline.workload import library_key, task_source
+
 from pipeline.errors import PipelineError
 from pipeline.ids import model_id_problem
 
@@ -99,6 +101,10 @@ def requirement_lines(record: dict[str, Any]) -> list[str]:
     lines = backend.requirement_lines(versions)
     lines.append(f"torch=={versions['torch']}")
     lines.append(f"transformers=={versions['transformers']}")
+    library = task_source(record["task"]).library
+    if library != "transformers":  # the task's own library, at the version the benchmark ran
+        version = versions.get(library_key(library))
+        lines.append(f"{library}=={version}" if version else library)
     if record["task"] == "image-text-to-text":
         lines.append("pillow")
         # The runner's own torchvision when the record has it; else the release built for the pinned torch.
@@ -119,10 +125,17 @@ def _safe_requirement(line: str) -> str:
     return line
 
 
+#: The run.py template of each task whose library is not transformers (the generation tasks use run.py.j2).
+RUN_TEMPLATES = {
+    "sentence-embeddings": "run_sentence_embeddings.py.j2",
+    "text-to-image": "run_text_to_image.py.j2",
+}
+
+
 def run_script(record: dict[str, Any]) -> str:
     """The generated ``run.py`` for a record: runs the model unmodified with the benchmark's workload."""
     return render(
-        "run.py.j2",
+        RUN_TEMPLATES.get(record["task"], "run.py.j2"),
         model_id=record["model_id"],
         revision=record["revision"],
         task=record["task"],

@@ -69,13 +69,15 @@ def _private_reference_cache(tmp_path_factory: pytest.TempPathFactory, monkeypat
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The two tiny demo models, built once per session: task -> folder."""
-    from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
+    """The tiny demo models of the four tasks, built once per session: task -> folder."""
+    from pipeline.testing import tiny
 
     root = tmp_path_factory.mktemp("tiny-models")
     return {
-        "text-generation": build_tiny_llama(root / "tiny-llama"),
-        "image-text-to-text": build_tiny_llava(root / "tiny-llava"),
+        "text-generation": tiny.build_tiny_llama(root / "tiny-llama"),
+        "image-text-to-text": tiny.build_tiny_llava(root / "tiny-llava"),
+        "sentence-embeddings": tiny.build_tiny_sentence_bert(root / "tiny-sentence-bert"),
+        "text-to-image": tiny.build_tiny_stable_diffusion(root / "tiny-sd"),
     }
 
 

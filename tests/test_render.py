@@ -122,6 +122,42 @@ def test_generated_run_py_runs_on_cpu(task: str, tiny_models: dict[str, Path], t
     assert str(tiny_models[task]) in done.stdout
 
 
+NEW_TASK_WORKLOADS = {
+    "sentence-embeddings": (
+        {"batch_size": 2, "input_tokens": 12, "output_tokens": 0, "image_size": None, "batch_sizes": [1, 2]},
+        ("batch 1", "batch 2", "sentences_per_s", "embedding_dim 32"),
+    ),
+    "text-to-image": (
+        {"batch_size": 1, "input_tokens": 77, "output_tokens": 0, "image_size": 32, "steps": 3, "guidance_scale": 0.0},
+        ("32 x 32, 3 steps -> image.png", "seconds_per_image"),
+    ),
+}
+
+
+@pytest.mark.parametrize("task", sorted(NEW_TASK_WORKLOADS))
+def test_generated_run_py_of_the_new_tasks_runs_on_cpu(task: str, tiny_models: dict[str, Path], tmp_path: Path) -> None:
+    """Issue 13: each task's run.py runs its model with its own library, as the benchmark did."""
+    workload, expected = NEW_TASK_WORKLOADS[task]
+    library = {"sentence-embeddings": "sentence_transformers", "text-to-image": "diffusers"}[task]
+    record = sample_record(task=task, model_id="acme/tiny", workload=workload, versions={library: "9.9.9"})
+    assert f"{library.replace('_', '-')}==9.9.9" in render.requirements(record)
+    script = tmp_path / "run.py"
+    script.write_text(render.run_script(record))
+    done = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--model", str(tiny_models[task]), "--iterations", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(line in done.stdout for line in expected), done.stdout
+    assert "trust_remote_code=False" in script.read_text()
+    if task == "text-to-image":
+        assert (tmp_path / "image.png").stat().st_size > 0
+
+
 def _fake_wheel(folder: Path, name: str, version: str) -> None:
     """A minimal wheel of ``name==version`` (pip only reads its metadata in a dry run)."""
     import zipfile

@@ -10,7 +10,6 @@ trees in ``out`` (``out/dataset/``, ``out/space/``).
 from __future__ import annotations
 
 import importlib.metadata
-import json
 import shutil
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pipeline import fsatomic
 from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_paths
-from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
+from pipeline.testing import tiny
 
 DATASET_REPO = "trncat-demo/results"
 SPACE_REPO = "trncat-demo/catalog"
@@ -33,11 +32,25 @@ DEMO_NOTE = (
     "This is trncat's offline demo: every row below was measured on this machine's CPU with tiny models built "
     "locally. None of them is a Trainium2 result."
 )
-#: (repo id, task, builder, listing metadata). Downloads and trending scores order the rankings.
-DEMO_MODELS: tuple[tuple[str, str, Callable[[Path], Path], dict[str, Any]], ...] = (
-    ("trncat-demo/tiny-llama", "text-generation", build_tiny_llama, {"downloads": 5000, "trendingScore": 40}),
-    ("trncat-demo/tiny-llava", "image-text-to-text", build_tiny_llava, {"downloads": 3000, "trendingScore": 30}),
-)
+#: (repo id, builder, listing metadata: pipeline tag, library, ...). Downloads and trending scores order the rankings.
+DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
+    ("trncat-demo/tiny-llama", tiny.build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
+                                                       "trendingScore": 40}),
+    ("trncat-demo/tiny-llava", tiny.build_tiny_llava, {"pipeline_tag": "image-text-to-text", "downloads": 3000,
+                                                       "trendingScore": 30}),
+    ("trncat-demo/tiny-sentence-bert", tiny.build_tiny_sentence_bert,
+     {"pipeline_tag": "sentence-similarity", "library_name": "sentence-transformers", "downloads": 4000,
+      "trendingScore": 20}),
+    ("trncat-demo/tiny-sd", tiny.build_tiny_stable_diffusion,
+     {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
+)  # fmt: skip
+#: The record's speed figure of each task, its unit and scale for the demo's table.
+SPEED = {
+    "text-generation": ("decode_tokens_per_s", "tok/s", 1.0),
+    "image-text-to-text": ("decode_tokens_per_s", "tok/s", 1.0),
+    "sentence-embeddings": ("sentences_per_s", "sent/s", 1.0),
+    "text-to-image": ("seconds_per_image", "s/image", 1.0),
+}
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
@@ -61,7 +74,7 @@ class DemoSummary:
         return self.invalid == 0 and bool(self.records) and all(r["status"] == "pass" for r in self.records)
 
     def table(self) -> str:
-        header = f"{'model':<28} {'task':<20} {'status':<8} {'load s':>7} {'ttft ms':>8} {'tok/s':>8} {'wall s':>7}"
+        header = f"{'model':<32} {'task':<20} {'status':<8} {'load s':>7} {'speed':>16} {'wall s':>7}"
         lines = [header, "-" * len(header)]
 
         def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
@@ -69,12 +82,14 @@ class DemoSummary:
 
         for record in self.records:
             m = record["metrics"]
+            name, unit, scale = SPEED[record["task"]]
+            speed = f"{fmt(m.get(name), scale, 3 if unit == 's/image' else 0)} {unit}"
             lines.append(
-                f"{record['model_id']:<28} {record['task']:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
-                f"{fmt(m['ttft_s'], 1000, 1):>8} {fmt(m['decode_tokens_per_s'], digits=0):>8} {fmt(m['wall_s']):>7}"
+                f"{record['model_id']:<32} {record['task']:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
+                f"{speed:>16} {fmt(m['wall_s']):>7}"
             )
         for model_id, reason in self.kept_out:
-            lines.append(f"{model_id:<28} kept out: {reason}")
+            lines.append(f"{model_id:<32} kept out: {reason}")
         lines.append(
             f"\n{self.pr or 'no PR'}{' (merged)' if self.merged else ''}; {self.page or 'page unchanged'}; "
             f"the dataset's main is in {self.out / DATASET_DIR}/, the Space in {self.out / SPACE_DIR}/ "
@@ -84,7 +99,8 @@ class DemoSummary:
 
 
 def _cpu_toolchain() -> dict[str, str]:
-    return {name: importlib.metadata.version(name) for name in ("torch", "transformers")}
+    libraries = ("torch", "transformers", "sentence-transformers", "diffusers")
+    return {name.replace("-", "_"): importlib.metadata.version(name) for name in libraries}
 
 
 def _files(folder: Path) -> dict[str, Path]:
@@ -92,16 +108,14 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> None:
-    for index, (repo_id, task, builder, meta) in enumerate(DEMO_MODELS, 1):
-        echo(f"[seed {index}/{len(DEMO_MODELS)}] building {repo_id} ({task})")
-        folder = builder(work / "models" / repo_id.split("/")[1])
-        from pipeline.params import describe
+    from pipeline.params import safetensors_param_count
 
-        params = describe(json.loads((folder / "config.json").read_text())).params
-        store.create_repo(
-            repo_id,
-            metadata={"pipeline_tag": task, "library_name": "transformers", "safetensors": {"total": params}, **meta},
-        )
+    for index, (repo_id, builder, meta) in enumerate(DEMO_MODELS, 1):
+        echo(f"[seed {index}/{len(DEMO_MODELS)}] building {repo_id} ({meta['pipeline_tag']})")
+        folder = builder(work / "models" / repo_id.split("/")[1])
+        # A pipeline's weights live in its component folders: the Hub counts every safetensors file.
+        params = sum(safetensors_param_count(sub) or 0 for sub in (folder, *folder.iterdir()) if sub.is_dir())
+        store.create_repo(repo_id, metadata={"library_name": "transformers", "safetensors": {"total": params}, **meta})
         files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
         store.commit_files(repo_id, files, message="upload tiny model")
     for repo_id, task, meta in KEPT_OUT:

@@ -16,10 +16,9 @@ from typing import Any
 
 import jinja2
 
-from pipeline.workload import library_key, task_source
-
 from pipeline.errors import PipelineError
 from pipeline.ids import model_id_problem
+from pipeline.workload import library_key, task_source
 
 
 def py_literal(value: Any) -> str:

@@ -69,6 +69,15 @@ def test_list_models_carries_everything_in_one_listing(localhub):
     assert len(api_requests) == 2  # one listing each, nothing per model
 
 
+def test_a_listing_entry_with_null_counts_does_not_stop_the_listing(localhub):
+    """A model whose safetensors total is null (a diffusers pipeline's weights live in subfolders) once made the
+    whole listing fail with int(None); the Hub's JSON is untrusted: its counts are read or left empty."""
+    localhub.store.create_repo("org/pipe", metadata={"pipeline_tag": "text-to-image", "safetensors": {"total": None}})
+    localhub.store.create_repo("org/ok", metadata={"pipeline_tag": "text-to-image", "safetensors": {"total": 7}})
+    listed = {m.id: m for m in localhub.client.list_models(task="text-to-image", sort="downloads", limit=10)}
+    assert listed["org/pipe"].params is None and listed["org/ok"].params == 7
+
+
 def test_model_info_config_and_params_at_a_revision(localhub):
     store = localhub.store
     store.create_repo("org/tiny", metadata={"pipeline_tag": "text-generation", "safetensors": {"total": 123}})

@@ -56,13 +56,20 @@ class ModelListing:
             pipeline_tag=info.pipeline_tag,
             tags=tuple(info.tags or ()),
             gated=gated,
-            downloads=int(info.downloads or 0),
-            likes=int(info.likes or 0),
-            trending_score=int(info.trending_score or 0),
-            params=int(info.safetensors.total) if info.safetensors else None,
+            downloads=_count(info.downloads) or 0,
+            likes=_count(info.likes) or 0,
+            trending_score=_count(info.trending_score) or 0,
+            params=_count(info.safetensors.total) if info.safetensors else None,
             library_name=info.library_name,
             last_modified=info.last_modified,
         )
+
+
+def _count(value: object) -> int | None:
+    """A count from the Hub's JSON (untrusted): an integer or a finite float, else None (a null, a string...)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value or abs(value) == float("inf"):
+        return None
+    return int(value)
 
 
 @dataclass(frozen=True)

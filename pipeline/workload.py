@@ -115,6 +115,8 @@ class TaskSource:
         cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
         cosine_threshold: A pass needs at least this cosine with the CPU float32 reference.
         answer: What the answer check compares, in words (the methodology and the failure message say it).
+        tensor_parallel: The library shards a model over several cores (transformers' ``tp_plan``); the others
+            run on one core, and an out-of-memory run is not retried on more.
     """
 
     library: str
@@ -126,6 +128,7 @@ class TaskSource:
     cosine_field: str = "logits_cosine"
     cosine_threshold: float = 0.98
     answer: str = "first-step logits"
+    tensor_parallel: bool = True
 
 
 TASK_SOURCES: dict[str, TaskSource] = {
@@ -142,6 +145,7 @@ TASK_SOURCES: dict[str, TaskSource] = {
         cosine_field="embedding_cosine",
         cosine_threshold=0.99,
         answer="embeddings",
+        tensor_parallel=False,
     ),
     "text-to-image": TaskSource(
         "diffusers",
@@ -150,7 +154,8 @@ TASK_SOURCES: dict[str, TaskSource] = {
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
         plannable=False,
         cosine_field="denoiser_cosine",
-        answer="first denoising step's update of the latents",
+        answer="second denoising step's update of the latents",
+        tensor_parallel=False,
     ),
 }
 assert set(TASK_SOURCES) == set(TASKS)

@@ -20,6 +20,7 @@ from pipeline.bench.models import ResolvedModel
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
 from pipeline.records import validate_record
+from pipeline.workload import task_source
 
 logger = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ def run_with_escalation(
         BenchError: the assembled record is invalid (a harness bug).
     """
     limit = max_cores if max_cores is not None else instance_cores(backend, spec)
+    if not task_source(spec.task).tensor_parallel:
+        limit = spec.cores  # its library cannot shard: more cores would not hold a larger model
     earlier: list[dict[str, Any]] = []
     started_at: str | None = None
     current = spec

@@ -154,7 +154,7 @@ def _run_and_verify(
     if agreement.disagrees(agreed, task=spec.task):
         source = task_source(spec.task)
         message = (
-            f"{source.answer} have cosine {agreed[source.cosine_field]} with the CPU float32 reference, below "
+            f"{source.answer}: cosine {agreed[source.cosine_field]} with the CPU float32 reference, below "
             f"{agreed['threshold']}"
         )
         if agreed.get("compared_tokens") is not None:

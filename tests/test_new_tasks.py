@@ -160,3 +160,35 @@ def test_a_library_without_tensor_parallelism_is_not_escalated_to_more_cores(
         attempt=out_of_memory,
     )
     assert calls == [1] and record["failure"]["code"] == "device_oom"
+
+
+def test_a_hub_pipeline_fetches_only_its_components_default_weights(
+    localhub, tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """A diffusers repo also holds fp16 variants and single-file checkpoints at its root (several GB each on the
+    Hub): the benchmark fetches model_index.json, then only the configs and default weights it names."""
+    from pipeline.bench.models import resolve_hub
+
+    folder = tiny_models[T2I]
+    files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+    files["v1-5-pruned.safetensors"] = files["unet/diffusion_pytorch_model.safetensors"]
+    files["unet/diffusion_pytorch_model.fp16.safetensors"] = files["unet/diffusion_pytorch_model.safetensors"]
+    files["unet/modeling_evil.py"] = b"raise SystemExit"
+    localhub.store.create_repo("acme/pipe", metadata={"pipeline_tag": T2I, "library_name": "diffusers"})
+    sha = localhub.store.commit_files("acme/pipe", files, message="upload")
+    resolved = resolve_hub("acme/pipe", hub=localhub.client, task=T2I)
+    assert resolved.error is None and resolved.revision == sha
+    fetched = {p.relative_to(resolved.path).as_posix() for p in resolved.path.rglob("*") if p.is_file()}
+    assert "unet/diffusion_pytorch_model.safetensors" in fetched and "model_index.json" in fetched
+    assert (
+        not {"v1-5-pruned.safetensors", "unet/diffusion_pytorch_model.fp16.safetensors", "unet/modeling_evil.py"}
+        & fetched
+    )
+
+    # A pipeline naming the repo's own code is judged from model_index.json alone: no weight is downloaded.
+    hostile = tiny.add_hostile_pipeline_index(tmp_path / "hostile-src", sentinel=tmp_path / "ran")
+    files["model_index.json"] = (hostile / "model_index.json").read_bytes()
+    localhub.store.create_repo("acme/hostile", metadata={"pipeline_tag": T2I, "library_name": "diffusers"})
+    localhub.store.commit_files("acme/hostile", files, message="upload")
+    refused = resolve_hub("acme/hostile", hub=localhub.client, task=T2I)
+    assert [p.name for p in refused.path.rglob("*") if p.is_file()] == ["model_index.json"]

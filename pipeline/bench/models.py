@@ -249,8 +249,33 @@ def check_sentence_modules(folder: Path) -> None:
             )
 
 
-def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None) -> ResolvedModel:
+#: The weight files of a diffusers component: the default variant only (``diffusion_pytorch_model.safetensors``,
+#: ``model.safetensors`` or their shards); ``*.fp16.safetensors`` variants and a repo's single-file checkpoints
+#: at its root (several GB each) are never fetched.
+COMPONENT_FILES = ("*.json", "*.txt", "*.model", "*.jinja", "*model.safetensors", "*model-*-of-*.safetensors")
+
+
+def pipeline_patterns(hub: Hub, model_id: str, sha: str) -> list[str]:
+    """What a diffusers pipeline needs: ``model_index.json`` and its components' configs and default weights.
+
+    The index is fetched first and judged (:func:`check_pipeline_classes`): a pipeline that names code outside
+    diffusers and transformers fetches nothing more (the harness then records the refusal).
+    """
+    index_path = hub.download(model_id, "model_index.json", revision=sha)
+    try:
+        check_pipeline_classes(index_path.parent)
+    except RemoteCodeRefused:
+        return ["model_index.json"]
+    index = read_model_index(index_path.parent) or {}
+    components = [name for name, value in index.items() if not name.startswith("_") and isinstance(value, list)
+                  and value != [None, None] and _IDENTIFIER.match(name)]  # fmt: skip
+    return ["model_index.json", *(f"{name}/{pattern}" for name in components for pattern in COMPONENT_FILES)]
+
+
+def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None, task: str | None = None) -> ResolvedModel:
     """Download a Hub model at a revision (default: the main branch's head), without any code file.
+
+    A text-to-image pipeline fetches only what its ``model_index.json`` names (:func:`pipeline_patterns`).
 
     Raises:
         ModelIdError: not a valid model id.
@@ -267,8 +292,9 @@ def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None) -> Reso
     if sha is None:
         raise PipelineError(f"the Hub gave no commit sha for {model_id}")
     try:
-        path = hub.snapshot(model_id, revision=sha, allow_patterns=ALLOW_PATTERNS)
-        if not any(Path(path).glob("*.safetensors")):
+        patterns = pipeline_patterns(hub, model_id, sha) if task == "text-to-image" else ALLOW_PATTERNS
+        path = hub.snapshot(model_id, revision=sha, allow_patterns=patterns)
+        if task != "text-to-image" and not any(Path(path).glob("*.safetensors")):
             # Older checkpoints ship only PyTorch pickles; transformers loads them with weights_only=True.
             path = hub.snapshot(model_id, revision=sha, allow_patterns=[*ALLOW_PATTERNS, *LEGACY_WEIGHTS])
     except HubError as exc:

@@ -23,7 +23,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Hub | None) -> ResolvedModel:
+def resolve(
+    model: str, *, model_id: str | None, revision: str | None, hub: Hub | None, task: str | None = None
+) -> ResolvedModel:
     """A local folder as it is, or a Hub id downloaded (weights, configs and tokenizer; never code files).
 
     Raises:
@@ -38,7 +40,7 @@ def resolve(model: str, *, model_id: str | None, revision: str | None, hub: Hub 
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
-    return resolve_hub(model, revision=revision, hub=hub)
+    return resolve_hub(model, revision=revision, hub=hub, task=task)
 
 
 def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.48xlarge") -> dict[str, Any] | None:
@@ -109,7 +111,7 @@ def bench_model(
         raise ConfigError(f"the record's path {out} is a folder; give a file name")
     backend.check_available()  # before any download: a missing runtime is one clear line
     dtype = dtype or backend.default_dtype
-    resolved = resolve(model, model_id=model_id, revision=revision, hub=hub)
+    resolved = resolve(model, model_id=model_id, revision=revision, hub=hub, task=task)
     if plan is None and resolved.error is None:
         plan = plan_summary(resolved.path, task=task, dtype=dtype)
     spec = BenchSpec(

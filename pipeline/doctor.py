@@ -34,7 +34,8 @@ MIN_DISK_FREE_BYTES = 50 * 1024**3
 MIN_HOST_MEMORY_BYTES = 32 * 1024**3
 #: The toolchain packages doctor compares with runners/toolchain.yaml: distribution -> toolchain key.
 TOOLCHAIN_PACKAGES = {"torch": "torch", "torch-neuronx": "torch_neuronx", "neuronx-cc": "neuronx_cc",
-                      "transformers": "transformers"}  # fmt: skip
+                      "transformers": "transformers", "sentence-transformers": "sentence_transformers",
+                      "diffusers": "diffusers"}  # fmt: skip
 
 
 @dataclass(frozen=True)

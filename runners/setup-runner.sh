@@ -351,7 +351,8 @@ install_toolchain() {
   run python3 -m venv "${PREFIX}/toolchain"
   run "${PREFIX}/toolchain/bin/pip" install --quiet --upgrade pip
   run "${PREFIX}/toolchain/bin/pip" install --quiet --extra-index-url "${TRNCAT_NEURON_PIP}" \
-    --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers
+    --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers \
+    sentence-transformers diffusers accelerate
 }
 
 check_machine() {

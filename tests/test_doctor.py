@@ -16,8 +16,10 @@ from pipeline.cli import main
 from pipeline.doctor import Check, run_checks, smoke, smoke_line
 from tests.test_backends import FAKE_PACKAGES, TRN2_3XL, CpuNeuron, _write_core, in_process_child
 
-TOOLCHAIN = {"torch": "2.14.0", "torch_neuronx": "2.14.0", "neuronx_cc": "2.21.18209.0", "transformers": "5.0.0"}
-PACKAGES = {**FAKE_PACKAGES, "torch": "2.14.0+cpu", "transformers": "5.0.0"}
+TOOLCHAIN = {"torch": "2.14.0", "torch_neuronx": "2.14.0", "neuronx_cc": "2.21.18209.0", "transformers": "5.0.0",
+             "sentence_transformers": "6.2.0", "diffusers": "0.42.1"}  # fmt: skip
+PACKAGES = {**FAKE_PACKAGES, "torch": "2.14.0+cpu", "transformers": "5.0.0", "sentence-transformers": "6.2.0",
+            "diffusers": "0.42.1"}  # fmt: skip
 GiB = 1024**3
 
 

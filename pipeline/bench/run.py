@@ -57,6 +57,7 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
             dtype=dtype if dtype != "float32" else "bfloat16",
             instance=instance,
             workload=default_workload(task),
+            task=task,
         )
     except PlanError as exc:
         logger.info("no plan for %s: %s", folder, exc)

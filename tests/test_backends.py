@@ -414,6 +414,9 @@ class CpuNeuron(NeuronBackend):
                 neff.write_bytes(b"NEFF")
         return model
 
+    def compile_module(self, module: Any, *, fullgraph: bool = True) -> None:
+        module.compile(backend="eager", dynamic=False, fullgraph=fullgraph)  # the same call, dynamo's eager backend
+
 
 def in_process_child(spec: BenchSpec, *, env: dict[str, str], launcher: Any, **_: Any) -> ChildOutcome:
     """The real child code path, in this process (so that the test's registry entry is seen), with its env."""
@@ -502,3 +505,40 @@ def test_the_backend_module_is_all_that_differs(
     assert cpu["agreement"]["skipped"] == "the run itself is the CPU float32 reference"
     assert neuron["metrics"]["peak_device_memory_bytes"] == 2 * GiB
     assert cpu["metrics"]["peak_device_memory_bytes"] is None
+
+
+@pytest.mark.parametrize(
+    ("task", "workload", "cosine"),
+    [
+        ("sentence-embeddings", Workload(batch_size=4, input_tokens=24, output_tokens=0, batch_sizes=(1, 4)),
+         "embedding_cosine"),
+        ("text-to-image", Workload(batch_size=1, input_tokens=77, output_tokens=0, image_size=32, steps=3),
+         "denoiser_cosine"),
+    ],
+)  # fmt: skip
+def test_the_new_tasks_compile_once_on_the_neuron_path(
+    task: str,
+    workload: Workload,
+    cosine: str,
+    tiny_models: dict[str, Path],
+    machine: Path,
+    fake_torch_neuronx: types.SimpleNamespace,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 13 on the neuron path (device = CPU, dynamo's eager backend): the library's module is compiled over
+    fixed shapes, so the timed calls compile nothing; the answer is checked against the CPU float32 reference."""
+    monkeypatch.setattr(CpuNeuron, "root", machine)
+    monkeypatch.setitem(backends.REGISTRY, "neuron", f"{__name__}:CpuNeuron")
+    from torch._dynamo.utils import counters
+
+    counters.clear()
+    resolved = resolve_local(tiny_models[task])
+    spec = BenchSpec(path=str(resolved.path), task=task, device="neuron", dtype="float32", workload=workload,
+                     iterations=2, warmup=1)  # fmt: skip
+    record = harness.bench_once(spec, resolved, backend=backends.get_backend("neuron"), child_runner=in_process_child)
+    assert validate_record(record) == [] and record["status"] == "pass", record["failure"]
+    m = record["metrics"]
+    assert counters["stats"]["unique_graphs"] >= 1 and m["compile_s"] > 0.0  # it compiled, in the first call
+    assert m["recompiles_during_timed"] == 0  # and nothing in the timed calls: the shapes never change
+    assert record["agreement"][cosine] == pytest.approx(1.0, abs=1e-4)
+    assert record["versions"]["torch_neuronx"] == "2.14.0" and m["peak_device_memory_bytes"] == 2 * GiB

@@ -98,8 +98,8 @@ class TaskSource:
         metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
             of another's.
         base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
-            and not the class ``architectures`` names.
-        plannable: The planner can count the task's models from config.json (a diffusers pipeline has none).
+            and not the class ``architectures`` names. (A ``diffusers`` task's models are pipelines: the planner
+            counts their components, :mod:`pipeline.diffusion_plan`.)
     """
 
     library: str
@@ -108,7 +108,6 @@ class TaskSource:
     benchmarked: bool = True
     metrics: tuple[str, ...] = ()
     base_model: bool = False
-    plannable: bool = True
 
 
 TASK_SOURCES: dict[str, TaskSource] = {
@@ -130,7 +129,6 @@ TASK_SOURCES: dict[str, TaskSource] = {
         library_filter=True,
         benchmarked=False,
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
-        plannable=False,
     ),
 }
 assert set(TASK_SOURCES) == set(TASKS)

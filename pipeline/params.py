@@ -22,7 +22,7 @@ import re
 import struct
 import sys
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -162,7 +162,7 @@ def _describe(
     if not model_type or model_type not in transformers.CONFIG_MAPPING:
         return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
     try:
-        with _quiet():
+        with quiet():
             hf_config = transformers.CONFIG_MAPPING[model_type].from_dict(config)
             model, architecture = _instantiate(hf_config, architecture, model_type, base_model)
     except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
@@ -192,7 +192,7 @@ def _instantiate(hf_config: Any, architecture: str | None, model_type: str, base
         auto_cls = transformers.AutoModelForCausalLM
     else:
         auto_cls = None
-    with torch.device("meta"), _no_torch_init():
+    with torch.device("meta"), no_torch_init():
         if auto_cls is not None:
             model = auto_cls.from_config(hf_config, trust_remote_code=False)
         else:
@@ -204,7 +204,7 @@ def _instantiate(hf_config: Any, architecture: str | None, model_type: str, base
     return model, type(model).__name__
 
 
-def _plan_matcher(plan: Mapping[str, Any], *, skip_replicated: bool) -> Callable[[str], bool] | None:
+def plan_matcher(plan: Mapping[str, Any], *, skip_replicated: bool) -> Callable[[str], bool] | None:
     """A test for "this parameter is under a module the plan names" (the ``*`` stands for a layer number)."""
     keys = [k for k, v in plan.items() if not (skip_replicated and str(v).startswith("replicated"))]
     if not keys:
@@ -216,10 +216,10 @@ def _plan_matcher(plan: Mapping[str, Any], *, skip_replicated: bool) -> Callable
 
 def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
     """Parameter counts of a meta model: totals, per-token, and what each parallel plan splits."""
-    is_tp = _plan_matcher(
+    is_tp = plan_matcher(
         getattr(model, "tp_plan", None) or getattr(model, "_tp_plan", None) or {}, skip_replicated=True
     )
-    is_ep = _plan_matcher(getattr(model, "ep_plan", None) or {}, skip_replicated=False)
+    is_ep = plan_matcher(getattr(model, "ep_plan", None) or {}, skip_replicated=False)
     is_quantized = quantized_matcher(quantization)
     embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
     embedding_ids = {id(p) for p in embeddings.parameters()} if embeddings is not None else set()
@@ -270,10 +270,11 @@ def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
 _MAX_HEADER_BYTES = 100_000_000
 
 
-def _safetensors_headers(folder: Path) -> list[dict[str, Any]]:
-    """The JSON headers of a local folder's ``*.safetensors`` files (unreadable ones skipped with a warning)."""
+def _safetensors_headers(folder: Path, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
+    """The JSON headers of a local folder's ``*.safetensors`` files, or of ``files`` (unreadable ones skipped with
+    a warning)."""
     headers = []
-    for file in sorted(folder.glob("*.safetensors")):
+    for file in sorted(folder.glob("*.safetensors") if files is None else files):
         try:
             with file.open("rb") as handle:
                 (length,) = struct.unpack("<Q", handle.read(8))
@@ -292,16 +293,17 @@ def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
     return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
 
 
-def safetensors_param_count(folder: Path) -> int | None:
+def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None) -> int | None:
     """Parameters in the ``*.safetensors`` files of a local folder, read from their headers only.
 
     Args:
         folder: a local model folder.
+        files: count only these files (one variant of a diffusers component's weights), not the folder's.
 
     Returns:
         The element count of every tensor, or None when the folder has no readable safetensors file.
     """
-    headers = _safetensors_headers(folder)
+    headers = _safetensors_headers(folder, files)
     return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
 
 
@@ -327,7 +329,7 @@ def safetensors_bytes(folder: Path) -> int | None:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """Silence transformers' per-instantiation warnings (unused config keys, default dtypes, ...)."""
     from transformers.utils import logging as hf_logging
 
@@ -342,7 +344,7 @@ def _quiet() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _no_torch_init() -> Iterator[None]:
+def no_torch_init() -> Iterator[None]:
     """Make torch.nn.init functions no-ops while building: on meta tensors they only cost time (~30 %).
 
     transformers' own ``init_weights`` still runs, so weight tying (which it performs) is kept. Uses the

@@ -10,18 +10,19 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pipeline.advice import cores_text, fit_advice, no_fit_advice, size_text
+from pipeline.diffusion_plan import format_pipeline_plan, plan_pipeline_model
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import validate_model_id
 from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.params import describe, safetensors_bytes, safetensors_param_count
+from pipeline.plan_types import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.quantization import describe_quantization, download_bytes
-from pipeline.types import DTYPES
 from pipeline.workload import Workload, default_workload, task_source
 
 if TYPE_CHECKING:
@@ -29,78 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-ParamSource = Literal["meta-device", "safetensors"]
-
-_DTYPE_ALIASES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
-
-
-@dataclass(frozen=True)
-class Plan:
-    """How much memory a model needs and on how many NeuronCores it runs.
-
-    Byte counts cover the whole model on the layout's cores; ``per_core_bytes`` is what each core holds.
-    ``weights_bytes`` is the weights as the device holds them (a quantized checkpoint that transformers
-    dequantizes at load, in the benchmark dtype); ``download_bytes`` the checkpoint's size.
-    ``overhead_bytes`` = ``total_bytes`` - weights - KV cache: headroom, runtime reserve, activations and
-    the copies the layout makes (weights outside transformers' parallel plans, replicated kv heads).
-    When ``fits`` is False, ``tp_degree`` is None and ``cores`` and the byte counts are those of the
-    smallest layout that would hold the model on more cores of the same kind (possibly more than the
-    instance has), or, when no layout transformers runs would, of the layers split evenly over cores.
-    ``active_params`` counts what one text token passes through with the embedding table and output head;
-    ``active_params_without_embedding`` the same without the input embedding table.
-    """
-
-    model: str | None
-    revision: str | None
-    architecture: str | None
-    model_type: str | None
-    source: ParamSource
-    dtype: str
-    instance: str
-    lnc: int
-    memory_per_core_bytes: int
-    params: int
-    active_params: int
-    active_params_without_embedding: int
-    download_bytes: int
-    quantization: dict[str, Any] | None
-    weights_bytes: int
-    replicated_weights_bytes: int
-    kv_cache_bytes: int
-    overhead_bytes: int
-    total_bytes: int
-    per_core_bytes: int
-    cores: int
-    tp_degree: int | None
-    ep_degree: int | None
-    kv_replication: int
-    num_attention_heads: int | None
-    num_key_value_heads: int | None
-    fits: bool
-    advice: str
-    workload: dict[str, int | None]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-ready dict of every field (what ``trncat plan --json`` prints)."""
-        return asdict(self)
-
-
-def normalize_dtype(dtype: str) -> str:
-    """Canonical dtype name (``bf16`` -> ``bfloat16``).
-
-    Args:
-        dtype: a name from :data:`pipeline.types.DTYPES` or a short form (bf16, fp16, fp32, fp8).
-
-    Returns:
-        The canonical name.
-
-    Raises:
-        ConfigError: not a known dtype.
-    """
-    name = _DTYPE_ALIASES.get(dtype, dtype)
-    if name not in DTYPE_BYTES:
-        raise ConfigError(f"unknown dtype {dtype!r}; choose from {', '.join(DTYPES)}")
-    return name
+__all__ = ["ParamSource", "Plan", "format_plan", "normalize_dtype", "plan_config", "plan_model", "runner_label"]
 
 
 def plan_config(
@@ -220,19 +150,28 @@ def plan_config(
 
 
 def _base_model(task: str | None) -> bool:
-    """Whether ``task``'s library loads the bare model; refuses a task whose models have no config.json.
+    """Whether ``task``'s library loads the bare model; refuses a task whose models are diffusers pipelines.
 
     Raises:
-        PlanError: the planner cannot count the task's models yet (diffusers pipelines).
+        PlanError: ``task``'s models are diffusers pipelines, planned from several configs (:func:`plan_model`).
     """
     if task is None:
         return False
     source = task_source(task)
-    if not source.plannable:
+    if source.library == "diffusers":
         raise PlanError(
-            f"the planner does not count {task} models yet ({source.library} pipelines have no config.json)"
+            f"a {task} model is a diffusers pipeline, planned from model_index.json and its components' configs "
+            "(plan_model on its folder or Hub id, or pipeline.diffusion_plan.plan_pipeline), not from one config.json"
         )
     return source.base_model
+
+
+def _is_pipeline(task: str | None, path: Path) -> bool:
+    """A diffusers pipeline: its task's library is diffusers, or, without a task, a folder with model_index.json
+    and no config.json."""
+    if task is not None:
+        return task_source(task).library == "diffusers"
+    return path.is_dir() and (path / "model_index.json").is_file() and not (path / "config.json").is_file()
 
 
 def plan_model(
@@ -247,6 +186,9 @@ def plan_model(
     task: str | None = None,
 ) -> Plan:
     """Plan a local folder holding config.json, or a Hub model (its config only; weights never download).
+
+    A diffusers pipeline (the ``text-to-image`` task, or a folder holding model_index.json and no config.json) is
+    planned by :func:`pipeline.diffusion_plan.plan_pipeline_model` from its components' configs.
 
     Args:
         model: a folder path, or a Hub id ``org/name``. An existing folder wins over a Hub id.
@@ -267,8 +209,12 @@ def plan_model(
         HubError: (or a child) the Hub could not answer.
         PlanError: no readable config.json, or no way to count the parameters.
     """
-    base_model = _base_model(task)
     path = Path(model).expanduser()
+    if _is_pipeline(task, path):
+        return plan_pipeline_model(
+            model, revision=revision, dtype=dtype, instance=instance, lnc=lnc, workload=workload, hub=hub
+        )
+    base_model = _base_model(task)
     local = path.is_dir()
     if not local and (str(model).startswith((".", "/", "~")) or str(model).count("/") > 1):
         raise PlanError(f"cannot plan {model}: no such folder, and not a Hub id")
@@ -349,11 +295,13 @@ def format_plan(plan: Plan) -> str:
     Returns:
         Text without a trailing newline.
     """
+    if plan.components is not None:
+        return format_pipeline_plan(plan)
     active = ""
     if plan.active_params != plan.params:
         active = (
-            f" ({_count(plan.active_params)} active per token,"
-            f" {_count(plan.active_params_without_embedding)} without the embedding table)"
+            f" ({count_text(plan.active_params)} active per token,"
+            f" {count_text(plan.active_params_without_embedding)} without the embedding table)"
         )
     name = f"{plan.model}: " if plan.model else ""
     where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
@@ -361,7 +309,7 @@ def format_plan(plan: Plan) -> str:
         cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
     else:
         cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
-    lines = [f"{name}{plan.architecture}, {_count(plan.params)} parameters{active} (source: {plan.source})"]
+    lines = [f"{name}{plan.architecture}, {count_text(plan.params)} parameters{active} (source: {plan.source})"]
     q = plan.quantization
     if q is not None:
         held = f"held as {q['held_as']} on the device" if q["held_as"] else "not loadable on the device"
@@ -376,10 +324,3 @@ def format_plan(plan: Plan) -> str:
         plan.advice,
     ]
     return "\n".join(lines)
-
-
-def _count(n: int) -> str:
-    for unit, scale in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
-        if n >= scale:
-            return f"{n / scale:.2f}{unit}"
-    return str(n)

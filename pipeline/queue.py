@@ -19,7 +19,7 @@ import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,8 @@ from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
-from pipeline.plan import Plan, normalize_dtype, plan_config, runner_label
+from pipeline.plan import Plan, normalize_dtype, runner_label
+from pipeline.planners import HubPlanner
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload, key_mask
@@ -48,6 +49,7 @@ MAX_CHUNK = 256
 DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
 _WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
 
+#: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.planners.HubPlanner` plans from the Hub).
 Planner = Callable[[Candidate], Plan]
 
 
@@ -113,44 +115,6 @@ def load_candidates(paths: Iterable[Path]) -> list[Candidate]:
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: not a discovery file: {exc}") from None
     return candidates
-
-
-class HubPlanner:
-    """Plans a candidate from its config.json at its revision (downloaded once per model and revision).
-
-    The parameter count for architectures transformers cannot build comes from the listing (no request).
-
-    Args:
-        hub: Where config.json comes from.
-        dtype: Benchmark dtype.
-        instance: Instance type to plan for.
-    """
-
-    def __init__(self, *, hub: Hub, dtype: str = "bfloat16", instance: str = DEFAULT_INSTANCE) -> None:
-        self.hub = hub
-        self.dtype = normalize_dtype(dtype)
-        self.instance = instance
-        self._configs: dict[tuple[str, str | None], dict[str, Any]] = {}
-
-    def __call__(self, candidate: Candidate) -> Plan:
-        """Plan ``candidate`` for its task's workload.
-
-        Raises:
-            PlanError: the parameters cannot be counted.
-            RepoNotFoundError: no config.json at that revision (or gated).
-            HubError: the Hub could not answer.
-        """
-        key = (candidate.model_id, candidate.sha)
-        if key not in self._configs:
-            self._configs[key] = self.hub.fetch_config(candidate.model_id, revision=candidate.sha)
-        plan = plan_config(
-            self._configs[key],
-            dtype=self.dtype,
-            instance=self.instance,
-            workload=default_workload(candidate.task),
-            safetensors_params=candidate.params,
-        )
-        return replace(plan, model=candidate.model_id, revision=candidate.sha)
 
 
 @dataclass

@@ -110,8 +110,8 @@ class TaskSource:
         metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
             of another's.
         base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
-            and not the class ``architectures`` names.
-        plannable: The planner can count the task's models from config.json (a diffusers pipeline has none).
+            and not the class ``architectures`` names. (A ``diffusers`` task's models are pipelines: the planner
+            counts their components, :mod:`pipeline.diffusion_plan`.)
         cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
         cosine_threshold: A pass needs at least this cosine with the CPU float32 reference.
         answer: What the answer check compares, in words (the methodology and the failure message say it).
@@ -124,7 +124,6 @@ class TaskSource:
     library_filter: bool = False
     metrics: tuple[str, ...] = ()
     base_model: bool = False
-    plannable: bool = True
     cosine_field: str = "logits_cosine"
     cosine_threshold: float = 0.98
     answer: str = "first-step logits"
@@ -152,7 +151,6 @@ TASK_SOURCES: dict[str, TaskSource] = {
         ("text-to-image",),
         library_filter=True,
         metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
-        plannable=False,
         cosine_field="denoiser_cosine",
         answer="second denoising step's update of the latents",
         tensor_parallel=False,

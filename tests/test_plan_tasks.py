@@ -1,5 +1,5 @@
-"""The planner under the two new tasks: sentence-transformers configs counted as sentence-transformers loads
-them (the bare AutoModel), and text-to-image refused with its reason until diffusers pipelines are counted."""
+"""The planner under sentence-embeddings: sentence-transformers configs counted as sentence-transformers loads them
+(the bare AutoModel). text-to-image pipelines are planned from their components (tests/test_plan_diffusers.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.errors import PlanError
-from pipeline.plan import plan_config, plan_model
+from pipeline.plan import plan_config
 from pipeline.workload import default_workload
 
 ST = Path(__file__).parent / "fixtures" / "configs" / "sentence-transformers"
@@ -38,10 +37,3 @@ def test_the_bare_model_is_counted_not_the_class_the_config_names() -> None:
     mpnet = json.loads((ST / "all-mpnet-base-v2.json").read_text(encoding="utf-8"))
     # MPNetForMaskedLM adds an LM head the sentence-transformers checkpoint does not hold
     assert plan_config(mpnet).params > plan_config(mpnet, task="sentence-embeddings").params
-
-
-def test_text_to_image_is_refused_with_its_reason_before_any_download(tmp_path: Path) -> None:
-    with pytest.raises(PlanError, match="does not count text-to-image models yet"):
-        plan_model("stabilityai/sdxl-turbo", task="text-to-image")  # no Hub client: nothing was asked
-    with pytest.raises(PlanError, match="diffusers pipelines have no config.json"):
-        plan_config({"model_type": "bert"}, task="text-to-image")

@@ -187,8 +187,16 @@ def check_pipeline_classes(folder: Path, *, pipeline_module: Callable[[str], boo
             a custom pipeline, or a name is not a plain Python identifier.
     """
     index = read_model_index(folder)
-    if index is None:
-        return
+    if index is not None:
+        check_model_index(index, pipeline_module=pipeline_module)
+
+
+def check_model_index(index: dict, *, pipeline_module: Callable[[str], bool] = diffusers_pipeline_module) -> None:
+    """The check of :func:`check_pipeline_classes` on a parsed ``model_index.json`` (from a folder or the Hub).
+
+    Raises:
+        RemoteCodeRefused: as :func:`check_pipeline_classes`.
+    """
     class_name = index.get("_class_name")
     if not isinstance(class_name, str) or not _IDENTIFIER.match(class_name):
         raise RemoteCodeRefused(

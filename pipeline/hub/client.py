@@ -117,25 +117,28 @@ class Hub:
         )
 
     def fetch_config(self, repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
-        """``config.json`` of a model, parsed (nothing else is downloaded).
+        return self.fetch_json(repo_id, "config.json", revision=revision)  # as fetch_json: nothing else downloads
 
-        Raises:
-            RepoNotFoundError: no such repo, revision or config.json.
-            GatedRepoError: gated without access.
-            HubError: unparsable config or other failure.
-        """
-        path = self.download(repo_id, "config.json", revision=revision)
+    def fetch_json(self, repo_id: str, filename: str, *, revision: str | None = None) -> dict[str, Any]:
+        """One JSON object file of a model repo, parsed (``config.json``, a pipeline's ``model_index.json``); raises
+        RepoNotFoundError (no such repo, revision or file), GatedRepoError, or HubError (not a JSON object, ...)."""
+        path = self.download(repo_id, filename, revision=revision)
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
-            raise HubError(f"config.json of {repo_id} is not valid JSON: {exc}") from exc
+            raise HubError(f"{filename} of {repo_id} is not valid JSON: {exc}") from exc
         if not isinstance(data, dict):
-            raise HubError(f"config.json of {repo_id} is not a JSON object")
+            raise HubError(f"{filename} of {repo_id} is not a JSON object")
         return data
 
-    def fetch_safetensors_params(self, repo_id: str, *, revision: str | None = None) -> int | None:
-        """Total parameter count from the Hub's safetensors metadata, or None when it has none."""
-        return self.model_info(repo_id, revision=revision).params
+    def fetch_safetensors_params(self, repo_id: str, *, revision: str | None = None, file: str = "") -> int | None:
+        """Total parameter count from the Hub's safetensors metadata (None when it has none), or that of one
+        safetensors ``file`` of the repo, read from its header alone (range requests, no weights)."""
+        if not file:
+            return self.model_info(repo_id, revision=revision).params
+        what = f"reading the safetensors header of {file} in {repo_id}"
+        meta = self._call(what, lambda: self._api.parse_safetensors_file_metadata(repo_id, file, revision=revision))
+        return sum(meta.parameter_count.values())
 
     def download(
         self, repo_id: str, filename: str, *, revision: str | None = None, repo_type: RepoType = "model"

@@ -37,7 +37,7 @@ from pipeline.plan import Plan, normalize_dtype, runner_label
 from pipeline.planners import HubPlanner
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
-from pipeline.workload import default_workload, key_mask
+from pipeline.workload import default_workload, key_mask, task_source
 
 __all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain",
            "matrix_order", "runner_cores"]  # fmt: skip
@@ -338,6 +338,11 @@ def _entry(
             return f"unsupported quantization: {quantization['method']}: {quantization['reason']}"
         if not plan.fits:
             return f"does not fit: {plan.advice}"
+        if plan.cores > 1 and not (source := task_source(c.task)).tensor_parallel:
+            return (
+                f"needs {plan.cores} NeuronCores; {source.library} models are benchmarked on one core here "
+                f"(its tensor parallelism is not run by this benchmark yet): {plan.advice}"
+            )
         cores, runner, note, params = plan.cores, runner_label(plan), "", plan.params
     org, name = c.model_id.split("/")
     return {

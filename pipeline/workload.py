@@ -200,15 +200,14 @@ def _json(path: Path) -> dict[str, Any]:
 
 
 def pipeline_resolution(folder: Path) -> int | None:
-    """A diffusers pipeline's default image side from its configs: the denoiser's ``sample_size`` (latent
-    pixels) times the VAE's scale factor ``2 ** (len(block_out_channels) - 1)``; None when they do not say."""
-    vae = _json(folder / "vae" / "config.json").get("block_out_channels")
+    """A diffusers pipeline's default image side from its configs (the rule the planner uses too:
+    :func:`pipeline.diffusion_shapes.default_resolution`); None when they do not say."""
+    from pipeline.diffusion_shapes import default_resolution
+
+    vae = _json(folder / "vae" / "config.json")
     for name in ("unet", "transformer"):
-        sample = _json(folder / name / "config.json").get("sample_size")
-        if isinstance(sample, list) and sample:
-            sample = sample[0]
-        if isinstance(sample, int) and sample > 0 and isinstance(vae, list) and vae:
-            return int(sample * 2 ** (len(vae) - 1))
+        if size := default_resolution(_json(folder / name / "config.json"), vae):
+            return size
     return None
 
 

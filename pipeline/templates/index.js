@@ -22,7 +22,11 @@
   Object.keys(DEFAULTS).forEach(function (k) { state[k] = DEFAULTS[k]; });
   var $ = function (id) { return document.getElementById(id); };
   var tbody = $("rows");
-  var NCOLS = document.querySelectorAll("#catalog thead th").length;
+  // Each task's own columns (pipeline/task_columns.py, the one definition): between Compile and Peak device mem.
+  function taskView(task) { return D.taskViews[task] || {label: task, cols: [], speed: null, compared: "", lib: null}; }
+  function tableCols(task) { return taskView(task).cols.filter(function (m) { return m.table; }); }
+  var COMMON = 10;
+  var NCOLS = COMMON + tableCols(state.task).length;
 
   function el(tag, cls, text) {
     var n = document.createElement(tag);
@@ -31,6 +35,7 @@
     return n;
   }
   var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
+  var metric = TRNCAT_FORMAT.metric;
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
@@ -88,16 +93,40 @@
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
     }
     tr.appendChild(compile);
-    tr.appendChild(el("td", "num", secs(e.ttft)));
-    tr.appendChild(el("td", "num", rate(e.tps)));
-    tr.appendChild(el("td", "num", secs(e.wall)));
+    tableCols(e.task).forEach(function (m) { tr.appendChild(el("td", "num", metric(e, m))); });
     tr.appendChild(el("td", "num", bytes(e.mem)));
     tr.appendChild(el("td", "num", params(e.params)));
     tr.appendChild(el("td", "date", e.date || "\u2014"));
     var tc = el("td", "toolchain");
-    toolchain(e).forEach(function (line) { tc.appendChild(el("span", null, line)); });
+    toolchain(e, taskView(e.task).lib).forEach(function (line) { tc.appendChild(el("span", null, line)); });
     tr.appendChild(tc);
     return tr;
+  }
+
+  var HEAD_BEFORE = Array.prototype.slice.call(document.querySelectorAll("#catalog thead th")).slice(0, 6);
+  var HEAD_AFTER = Array.prototype.slice.call(document.querySelectorAll("#catalog thead th")).slice(-4);
+  var headTask = state.task;
+  function header() {
+    // the task's own header cells (the server rendered the default task's; the same list builds every other)
+    if (headTask === state.task) return;
+    headTask = state.task;
+    var tr = el("tr");
+    HEAD_BEFORE.forEach(function (th) { tr.appendChild(th); });
+    tableCols(state.task).forEach(function (m) {
+      var th = el("th", "num", m.label);
+      th.scope = "col";
+      th.dataset.sort = m.key;
+      th.title = m.title;
+      tr.appendChild(th);
+    });
+    HEAD_AFTER.forEach(function (th) { tr.appendChild(th); });
+    document.querySelector("#catalog thead").replaceChildren(tr);
+    NCOLS = COMMON + tableCols(state.task).length;
+    if (state.sort && !tr.querySelector('th[data-sort="' + state.sort + '"]')) state.sort = "";
+  }
+  function taskEmpty(task) {
+    // no model of the task measured, ranked or excluded yet: say so instead of showing an empty table
+    return D.views.every(function (v) { var l = D.lists[task + "/" + v]; return !l || !l.items.length; });
   }
 
   function deviceShown(e) { return state.device === "all" || !e.device || e.device === state.device; }
@@ -139,6 +168,13 @@
     return {listing: listing, total: items.length, shown: shown, hidden: hidden};
   }
   function render(push) {
+    header();
+    var empty = taskEmpty(state.task);
+    $("table-wrap").hidden = empty;
+    $("pager").hidden = empty;
+    $("task-empty").hidden = !empty;
+    $("task-empty").textContent = "No " + taskView(state.task).label.toLowerCase() +
+      " model measured, ranked or excluded yet: this tab fills as the benchmark runs them.";
     var v = visible();
     var pages = Math.max(1, Math.ceil(v.shown.length / D.pageSize));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
@@ -149,7 +185,7 @@
       var tr = el("tr", "empty"), td = el("td", null, v.hidden ? "No " + deviceLabel(state.device) + " row in this view; " +
         v.hidden + " measured on another device: choose \u201cevery device\u201d." :
         v.listing ? "No model matches these filters in this view" + (state.view === "all" ? "." : ": try All.") :
-        "No " + D.labels[state.view] + " snapshot for " + state.task + " yet: see All.");
+        "No " + D.labels[state.view] + " snapshot for " + taskView(state.task).label + " yet: see All.");
       td.colSpan = NCOLS;
       tr.appendChild(td);
       frag.appendChild(tr);
@@ -160,7 +196,7 @@
       (v.shown.length < v.total ? " (" + v.total + " in this view)" : "") : "0 of " + v.total;
     $("prev").disabled = state.page === 0;
     $("next").disabled = state.page >= pages - 1;
-    $("caption").textContent = state.task + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
+    $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
       " \u00b7 ranked by the snapshot of " + v.listing.date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
     document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
@@ -229,7 +265,8 @@
   function historyTable(e) {
     var t = el("table", "history");
     var head = el("tr");
-    ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile", "Decode tok/s"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    var speed = taskView(e.task).speed;
+    ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile"].concat(speed ? [speed.label] : []).forEach(function (h) { head.appendChild(el("th", null, h)); });
     t.appendChild(el("thead")).appendChild(head);
     var body = t.appendChild(el("tbody"));
     e.hist.forEach(function (a) {
@@ -244,7 +281,7 @@
       tr.appendChild(st);
       tr.appendChild(el("td", null, toolchain(h).join(" \u00b7 ")));
       tr.appendChild(el("td", "num", secs(h.compile)));
-      tr.appendChild(el("td", "num", rate(h.tps)));
+      if (speed) tr.appendChild(el("td", "num", metric(h, {key: "speed", fmt: speed.fmt})));
       body.appendChild(tr);
     });
     return t;
@@ -259,7 +296,18 @@
     } else if (e.st === "pass") {
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
-    runNotes(e).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
+    var measured = taskView(e.task).cols.filter(function (m) { return e[m.key] !== null && e[m.key] !== undefined; });
+    if (measured.length) {
+      var dl = el("dl", "metrics");
+      measured.forEach(function (m) {
+        var dt = el("dt", null, m.label);
+        dt.title = m.title;
+        dl.appendChild(dt);
+        dl.appendChild(el("dd", null, metric(e, m)));
+      });
+      box.appendChild(dl);
+    }
+    runNotes(e, taskView(e.task)).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
     if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {

@@ -213,7 +213,7 @@ def render_page(
     env = _environment()
     template = env.get_template("index.html.j2")
     return template.render(
-        app_js=Markup(_asset(env, "format.js") + _asset(env, "index.js")),
+        app_js=Markup(_asset(env, "format.js") + _asset(env, "tasks.js") + _asset(env, "index.js")),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
         scripts_json=script_json(_inline_scripts(data["entries"], scripts)),

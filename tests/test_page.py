@@ -541,7 +541,7 @@ def test_a_task_without_rows_says_so_instead_of_an_empty_table() -> None:
     assert re.search(r'<p id="task-empty" class="task-empty">No text generation model measured', empty)
     assert '<div class="table-wrap" id="table-wrap" hidden>' in empty
     script = parse(html).scripts["app"]
-    assert "taskEmpty(state.task)" in script and '$("table-wrap").hidden = empty' in script
+    assert "TASKS.empty(state.task)" in script and '$("table-wrap").hidden = $("pager").hidden = empty' in script
 
 
 def test_new_tasks_text_is_escaped() -> None:

@@ -22,11 +22,6 @@
   Object.keys(DEFAULTS).forEach(function (k) { state[k] = DEFAULTS[k]; });
   var $ = function (id) { return document.getElementById(id); };
   var tbody = $("rows");
-  // Each task's own columns (pipeline/task_columns.py, the one definition): between Compile and Peak device mem.
-  function taskView(task) { return D.taskViews[task] || {label: task, cols: [], speed: null, compared: "", lib: null}; }
-  function tableCols(task) { return taskView(task).cols.filter(function (m) { return m.table; }); }
-  var COMMON = 10;
-  var NCOLS = COMMON + tableCols(state.task).length;
 
   function el(tag, cls, text) {
     var n = document.createElement(tag);
@@ -34,8 +29,10 @@
     if (text !== undefined && text !== null) n.textContent = String(text);
     return n;
   }
-  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
+  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params;
   var metric = TRNCAT_FORMAT.metric;
+  var TASKS = TRNCAT_TASKS(D, el, metric), taskView = TASKS.view, tableCols = TASKS.tableCols;
+  var NCOLS = TASKS.ncols(state.task);
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
@@ -103,32 +100,6 @@
     return tr;
   }
 
-  var HEAD_BEFORE = Array.prototype.slice.call(document.querySelectorAll("#catalog thead th")).slice(0, 6);
-  var HEAD_AFTER = Array.prototype.slice.call(document.querySelectorAll("#catalog thead th")).slice(-4);
-  var headTask = state.task;
-  function header() {
-    // the task's own header cells (the server rendered the default task's; the same list builds every other)
-    if (headTask === state.task) return;
-    headTask = state.task;
-    var tr = el("tr");
-    HEAD_BEFORE.forEach(function (th) { tr.appendChild(th); });
-    tableCols(state.task).forEach(function (m) {
-      var th = el("th", "num", m.label);
-      th.scope = "col";
-      th.dataset.sort = m.key;
-      th.title = m.title;
-      tr.appendChild(th);
-    });
-    HEAD_AFTER.forEach(function (th) { tr.appendChild(th); });
-    document.querySelector("#catalog thead").replaceChildren(tr);
-    NCOLS = COMMON + tableCols(state.task).length;
-    if (state.sort && !tr.querySelector('th[data-sort="' + state.sort + '"]')) state.sort = "";
-  }
-  function taskEmpty(task) {
-    // no model of the task measured, ranked or excluded yet: say so instead of showing an empty table
-    return D.views.every(function (v) { var l = D.lists[task + "/" + v]; return !l || !l.items.length; });
-  }
-
   function deviceShown(e) { return state.device === "all" || !e.device || e.device === state.device; }
   function matches(e, q) {
     if (q && e.lid.indexOf(q) < 0) return false;
@@ -168,13 +139,13 @@
     return {listing: listing, total: items.length, shown: shown, hidden: hidden};
   }
   function render(push) {
-    header();
-    var empty = taskEmpty(state.task);
-    $("table-wrap").hidden = empty;
-    $("pager").hidden = empty;
+    TASKS.header(state.task);
+    NCOLS = TASKS.ncols(state.task);
+    if (state.sort && !document.querySelector('#catalog th[data-sort="' + state.sort + '"]')) state.sort = "";
+    var empty = TASKS.empty(state.task);
+    $("table-wrap").hidden = $("pager").hidden = empty;
     $("task-empty").hidden = !empty;
-    $("task-empty").textContent = "No " + taskView(state.task).label.toLowerCase() +
-      " model measured, ranked or excluded yet: this tab fills as the benchmark runs them.";
+    $("task-empty").textContent = TASKS.emptyText(state.task);
     var v = visible();
     var pages = Math.max(1, Math.ceil(v.shown.length / D.pageSize));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
@@ -262,30 +233,6 @@
     box.appendChild(pre);
     return box;
   }
-  function historyTable(e) {
-    var t = el("table", "history");
-    var head = el("tr");
-    var speed = taskView(e.task).speed;
-    ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile"].concat(speed ? [speed.label] : []).forEach(function (h) { head.appendChild(el("th", null, h)); });
-    t.appendChild(el("thead")).appendChild(head);
-    var body = t.appendChild(el("tbody"));
-    e.hist.forEach(function (a) {
-      var h = {};
-      for (var k = 0; k < D.hcols.length; k++) h[D.hcols[k]] = a[k];
-      var tr = el("tr", h.reg ? "regression" : null);
-      tr.appendChild(el("td", null, h.date));
-      tr.appendChild(el("td", null, h.hw + (h.device ? " (" + h.device + ")" : "")));
-      tr.appendChild(el("td", "num", h.cores));
-      var st = el("td", null, statusLabel(h.st) + (h.code ? " \u00b7 " + [h.stage, h.code].filter(Boolean).join(" \u00b7 ") : ""));
-      if (h.reg) st.appendChild(el("span", "badge b-reg", "passed here, fails now"));
-      tr.appendChild(st);
-      tr.appendChild(el("td", null, toolchain(h).join(" \u00b7 ")));
-      tr.appendChild(el("td", "num", secs(h.compile)));
-      if (speed) tr.appendChild(el("td", "num", metric(h, {key: "speed", fmt: speed.fmt})));
-      body.appendChild(tr);
-    });
-    return t;
-  }
   function detail(e) {
     var box = el("div", "detail-box");
     box.appendChild(el("h3", null, e.id + " \u00b7 " + e.task));
@@ -296,17 +243,8 @@
     } else if (e.st === "pass") {
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
-    var measured = taskView(e.task).cols.filter(function (m) { return e[m.key] !== null && e[m.key] !== undefined; });
-    if (measured.length) {
-      var dl = el("dl", "metrics");
-      measured.forEach(function (m) {
-        var dt = el("dt", null, m.label);
-        dt.title = m.title;
-        dl.appendChild(dt);
-        dl.appendChild(el("dd", null, metric(e, m)));
-      });
-      box.appendChild(dl);
-    }
+    var dl = TASKS.metrics(e);
+    if (dl) box.appendChild(dl);
     runNotes(e, taskView(e.task)).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
     if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
@@ -337,7 +275,7 @@
     box.appendChild(grid);
     if (e.hist.length) {
       box.appendChild(el("h4", null, "History across toolchains"));
-      box.appendChild(historyTable(e));
+      box.appendChild(TASKS.history(e));
     }
     return box;
   }

@@ -1,8 +1,9 @@
 """Build the catalog page from 10,000 synthetic rows and time it in headless Chromium.
 
-Rows are drawn (seeded) from the sample record: both tasks, passes, failures and infrastructure errors, sizes
-from 100M to 400B parameters, a history with an older toolchain for a third of them, rankings per task and view,
-exclusions, and a ~6 KB run.py per model (the page inlines them up to its budget).
+Rows are drawn (seeded) from the sample record: every task (half text-generation, a fifth image-text-to-text,
+the rest sentence-embeddings and text-to-image with their own metrics), passes, failures and infrastructure
+errors, sizes from 100M to 400B parameters, a history with an older toolchain for a third of them, rankings per
+task and view, exclusions, and a ~6 KB run.py per model (the page inlines them up to its budget).
 
     .venv/bin/python benchmarks/page_scale.py [--rows 10000] [--runs 3] [--keep DIR]
 
@@ -38,6 +39,7 @@ from pipeline.page import render_page  # noqa: E402
 from pipeline.records import flatten  # noqa: E402
 from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from pipeline.testing.records import sample_record  # noqa: E402
+from pipeline.types import TASKS  # noqa: E402
 
 QUERIES = ("model-01", "org7/", "llama", "no-such-model", "m", "")
 FILTER_JS = """async (q) => {
@@ -48,6 +50,35 @@ FILTER_JS = """async (q) => {
   await new Promise((resolve) => requestAnimationFrame(() => setTimeout(resolve, 0)));
   return performance.now() - t0;
 }"""
+
+
+#: Task of row i by i % 20: 10 text-generation, 4 image-text-to-text, 3 sentence-embeddings, 3 text-to-image.
+TASK_MIX = (
+    ("text-generation",) * 10 + ("image-text-to-text",) * 4 + ("sentence-embeddings",) * 3 + ("text-to-image",) * 3
+)
+
+
+def _task_metrics(task: str, rng: random.Random) -> dict[str, Any]:
+    """The metrics of a sentence-embeddings or text-to-image row (no decode metrics); nothing for the others."""
+    if task == "sentence-embeddings":
+        p1, p32 = rng.uniform(0.001, 0.05), rng.uniform(0.01, 0.5)
+        return dict(
+            ttft_s=None, decode_tokens_per_s=None, sentences_per_s=32 / p32, embedding_dim=rng.choice([384, 768, 1024]),
+            latency_by_batch_s=[{"batch_size": 1, "p50": p1, "p90": p1 * 1.1},
+                                {"batch_size": 32, "p50": p32, "p90": p32 * 1.1}],
+            batch_sizes=[1, 32], agreement_logits_cosine=None, agreement_embedding_cosine=rng.uniform(0.99, 1),
+            agreement_threshold=0.99, sentence_transformers_version="5.1.0",
+        )  # fmt: skip
+    if task == "text-to-image":
+        steps = rng.choice([4, 28, 50])
+        return dict(
+            ttft_s=None, decode_tokens_per_s=None, seconds_per_image=rng.uniform(0.5, 20),
+            steps_per_s=rng.uniform(1, 30), vae_decode_s=rng.uniform(0.05, 1), steps=steps,
+            image_size=rng.choice([512, 768, 1024]),
+            guidance_scale=0.0 if steps == 4 else 7.0, agreement_logits_cosine=None,
+            agreement_denoiser_cosine=rng.uniform(0.98, 1), diffusers_version="0.35.0",
+        )  # fmt: skip
+    return {}
 
 
 def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
@@ -65,7 +96,7 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
         finished = start + dt.timedelta(minutes=i)
         row.update(
             model_id=model_id,
-            task="text-generation" if i % 10 < 7 else "image-text-to-text",
+            task=TASK_MIX[i % len(TASK_MIX)],
             status=status,
             params=params,
             cores=cores,
@@ -80,6 +111,7 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
             finished_at=finished,
             started_at=finished - dt.timedelta(minutes=30),
         )
+        row.update(_task_metrics(row["task"], rng))
         if status != "pass":
             row.update(
                 failure_stage=rng.choice(["compile", "run", "oom", "load"]),
@@ -89,6 +121,11 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
                 decode_tokens_per_s=None,
                 compile_s=None,
                 peak_device_memory_bytes=None,
+                sentences_per_s=None,
+                latency_by_batch_s=None,
+                seconds_per_image=None,
+                steps_per_s=None,
+                vae_decode_s=None,
             )
         latest.append(row)
         history.append(row)
@@ -100,10 +137,11 @@ def synthetic(n: int, seed: int = 0) -> dict[str, Any]:
             "requirements.txt": "torch-neuronx==2.14.0\nneuronx-cc==2.21.0\ntransformers==5.0.0\n",
         }
     rankings = []
-    for task, share in (("text-generation", 7), ("image-text-to-text", 3)):
+    for task in TASKS:
         ids = [r["model_id"] for r in latest if r["task"] == task]
+        share = TASK_MIX.count(task) / TASK_MIX.count("text-generation")
         for view, size in (("selected", 300), ("trending", 1000), ("downloads", 5000)):
-            picked = rng.sample(ids, min(len(ids), size * share // 7))
+            picked = rng.sample(ids, min(len(ids), int(size * share)))
             rankings += [
                 {"date": "2026-11-28", "task": task, "view": view, "rank": rank, "model_id": m}
                 for rank, m in enumerate(picked, 1)
@@ -203,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"first render (first contentful paint): {result['first_render_ms']:.0f} ms")
     print(f"script ready (tabs, search, filters):   {result['script_ready_ms']:.0f} ms")
     print(f"filter by search: worst {result['filter_ms_worst']:.0f} ms, median {result['filter_ms_median']:.0f} ms")
-    expected = len({(r["model_id"], r["task"]) for r in data["latest"]}) + len(data["exclusions"]) * 2
+    # An exclusion without a task keeps the model out of every task: one entry per task.
+    expected = len({(r["model_id"], r["task"]) for r in data["latest"]}) + len(data["exclusions"]) * len(TASKS)
     searchable = result["entries"] == expected and not result["missed"]
     print(f"searchable: {result['entries']} entries in the page's data (expected {expected}), "
           f"{len(sample) - len(result['missed'])}/{len(sample)} sampled ids found by search")  # fmt: skip

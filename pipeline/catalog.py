@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.bench.backends.base import FRESH_VENV
 from pipeline.columns import representative
 from pipeline.ids import model_id_problem
+from pipeline.task_columns import batch_p50, task_view
 from pipeline.types import TASKS
 
 logger = logging.getLogger(__name__)
@@ -24,16 +25,19 @@ PAGE_SIZE = 100
 ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
-    "hist", "warm", "fb", "cos", "rc", "src",
+    "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
+    "steps", "gs",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
 DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
-#: Columns of one history line: the newest run per (hardware, toolchain).
-HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "tps", "reg")
+#: Columns of one history line: the newest run per (hardware, toolchain); ``speed`` is the task's speed metric
+#: (:attr:`pipeline.task_columns.TaskView.speed`).
+HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
 HISTORY_READ = [
     "model_id", "task", "status", "failure_stage", "failure_code", "device", "hardware", "cores", "compile_s",
-    "decode_tokens_per_s", "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "finished_at",
+    "decode_tokens_per_s", "sentences_per_s", "seconds_per_image", "neuronx_cc_version", "torch_neuronx_version",
+    "transformers_version", "finished_at",
 ]  # fmt: skip
 #: Entry key -> latest-row column, as is and rounded (shorter JSON; no one reads a tenth of a millisecond).
 _ROW_FIELDS = {
@@ -41,10 +45,12 @@ _ROW_FIELDS = {
     "tp": "plan_tp_degree", "fits": "plan_fits", "advice": "plan_advice", "mem": "peak_device_memory_bytes",
     "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
     "device": "device", "hw": "hardware", "rc": "recompiles_during_timed", "src": "source",
+    "thr": "agreement_threshold", "dim": "embedding_dim", "isz": "image_size", "steps": "steps",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
-    "warm": ("warm_start_s", 4), "cos": ("agreement_logits_cosine", 4),
+    "warm": ("warm_start_s", 4), "sps": ("sentences_per_s", 2), "spi": ("seconds_per_image", 4),
+    "stps": ("steps_per_s", 2), "vae": ("vae_decode_s", 4), "gs": ("guidance_scale", 2),
 }  # fmt: skip
 _HISTORY_FIELDS = {
     "hw": "hardware", "device": "device", "cores": "cores", "st": "status", "stage": "failure_stage",
@@ -75,8 +81,11 @@ def _toolchain(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (row.get("neuronx_cc_version"), row.get("torch_neuronx_version"), row.get("transformers_version"))
 
 
-def _history_lines(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]) -> tuple[list[list[Any]], bool]:
+def _history_lines(
+    task: str, primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]]
+) -> tuple[list[list[Any]], bool]:
     """History lines (newest first) and whether the model regressed: passed with an older toolchain, fails now."""
+    speed = task_view(task).speed
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
     for row in rows:
         key = (row.get("hardware"), *_toolchain(row))
@@ -94,7 +103,8 @@ def _history_lines(primary: dict[str, Any] | None, rows: Sequence[dict[str, Any]
         )
         regressed = regressed or was_pass
         line = {key: row.get(column) for key, column in _HISTORY_FIELDS.items()}
-        line.update(date=_date(row["finished_at"]), reg=was_pass, **_rounded(row, "compile", "tps"))
+        line.update(date=_date(row["finished_at"]), reg=was_pass, **_rounded(row, "compile"))
+        line["speed"] = _num(row.get(speed.column), 2 if speed.fmt == "rate" else 4) if speed else None
         lines.append([line[c] for c in HISTORY_COLUMNS])
     return lines, regressed
 
@@ -107,8 +117,9 @@ def exclusion_text(kind: str, reason: str) -> str:
 def _entry(
     model_id: str, task: str, row: dict[str, Any] | None, exclusion: dict[str, Any] | None, hist: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    lines, regressed = _history_lines(row, hist)
+    lines, regressed = _history_lines(task, row, hist)
     r = row or {}
+    view = task_view(task)
     status = r.get("status", "unmeasured")
     need = r.get("cores") if status == "pass" else (r.get("plan_cores") or r.get("cores"))
     return {
@@ -118,6 +129,11 @@ def _entry(
         "need": need,
         **{key: r.get(column) for key, column in _ROW_FIELDS.items()},
         **_rounded(r, *_ROUNDED_FIELDS),
+        # The task's own answer check (its cosine field) and library version; its batch latencies at 1 and 32.
+        "cos": _num(r.get(view.cosine)) if view.cosine else None,
+        "lib": r.get(view.library[1]) if view.library else None,
+        "l1": _num(batch_p50(r.get("latency_by_batch_s"), 1)),
+        "l32": _num(batch_p50(r.get("latency_by_batch_s"), 32)),
         "date": _date(r.get("finished_at")),
         "ek": exclusion and str(exclusion.get("kind") or "excluded"),
         "er": exclusion and exclusion_text(str(exclusion.get("kind") or ""), str(exclusion.get("reason") or "")),

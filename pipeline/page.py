@@ -38,6 +38,7 @@ from pipeline.catalog import (
     exclusion_text,
     fallback_text,
 )
+from pipeline.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
 #: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
@@ -106,6 +107,25 @@ def _ssr_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _rate(value: float | None) -> str:
+    return "—" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
+
+
+def metric_text(entry: Mapping[str, Any], metric: Metric) -> str:
+    """A task metric's cell text (keep in step with format.js ``metric``)."""
+    value = entry.get(metric.key)
+    if value is None:
+        return "—"
+    if metric.fmt == "secs":
+        return plots.fmt_seconds(value)
+    if metric.fmt == "rate":
+        return _rate(value)
+    if metric.fmt == "res":
+        steps = entry.get("steps")
+        return f"{value}²" + ("" if steps is None else f" · {steps} steps")
+    return str(value)
+
+
 @functools.cache
 def _environment() -> jinja2.Environment:
     # pipeline.render autoescapes names ending in .html only; the page template is .html.j2, so it gets its own.
@@ -119,7 +139,8 @@ def _environment() -> jinja2.Environment:
     env.filters["seconds"] = lambda v: "—" if v is None else plots.fmt_seconds(v)
     env.filters["bytes"] = lambda v: "—" if v is None else plots.fmt_bytes(v)
     env.filters["params"] = lambda v: "—" if v is None else plots.fmt_params(v)
-    env.filters["rate"] = lambda v: "—" if v is None else (f"{v:.0f}" if v >= 100 else f"{v:.1f}")
+    env.filters["rate"] = _rate
+    env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
     env.filters["csp_hash"] = lambda text: (
         "sha256-" + base64.b64encode(hashlib.sha256(str(text).encode()).digest()).decode()
@@ -178,6 +199,7 @@ def render_page(
         "cols": ENTRY_COLUMNS,
         "hcols": HISTORY_COLUMNS,
         "tasks": data["tasks"],
+        "taskViews": page_tasks(data["tasks"]),
         "views": PAGE_VIEWS,
         "labels": VIEW_LABELS,
         "devices": DEVICE_LABELS,
@@ -191,11 +213,14 @@ def render_page(
     env = _environment()
     template = env.get_template("index.html.j2")
     return template.render(
-        app_js=Markup(_asset(env, "format.js") + _asset(env, "index.js")),
+        app_js=Markup(_asset(env, "format.js") + _asset(env, "tasks.js") + _asset(env, "index.js")),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
         scripts_json=script_json(_inline_scripts(data["entries"], scripts)),
         tasks=data["tasks"],
+        task_labels={task: task_view(task).label for task in data["tasks"]},
+        metrics=table_metrics(data["default"]["task"]),
+        library=task_view(data["default"]["task"]).library,
         views=PAGE_VIEWS,
         view_labels=VIEW_LABELS,
         default=data["default"],
@@ -211,6 +236,7 @@ def render_page(
         summary=summary,
         plots={
             task: plots.catalog_plots(
+                task=task,
                 latest=[r for r in latest if r["task"] == task],
                 history=[r for r in (latest if history is None else history) if r["task"] == task],
             )

@@ -13,9 +13,16 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from pipeline.task_columns import task_view
+
 WIDTH, HEIGHT = 480, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 58, 46
-TASK_COLORS = {"text-generation": "#2563eb", "image-text-to-text": "#ea580c"}
+TASK_COLORS = {
+    "text-generation": "#2563eb",
+    "image-text-to-text": "#ea580c",
+    "sentence-embeddings": "#16a34a",
+    "text-to-image": "#9333ea",
+}
 OTHER_COLOR = "#6b7280"
 #: Beyond this many points a scatter keeps an evenly spaced sample: 10,000 circles weigh on the page for no insight.
 MAX_POINTS = 1500
@@ -226,15 +233,23 @@ def toolchain_label(row: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[str, Any]]) -> list[Markup]:
-    """The page's three plots: peak device memory vs params, compile time vs params, pass rate per toolchain.
+def _rate_tick(value: float) -> str:
+    return f"{value:.0f}" if value >= 1 else f"{value:g}"
+
+
+def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Iterable[dict[str, Any]]) -> list[Markup]:
+    """A task's plots: its speed metric vs params (when the task has one: decode tokens/s, sentences/s, seconds per
+    image; :mod:`pipeline.task_columns`), peak device memory vs params, compile time vs params, pass rate per
+    toolchain.
 
     Args:
-        latest: latest rows (scatter plots: each model once, as measured now).
-        history: every result row (pass rate per toolchain: the newest run of each model with that toolchain).
+        task: the task of the rows (its speed metric is plotted, never another task's).
+        latest: latest rows of ``task`` (scatter plots: each model once, as measured now).
+        history: every result row of ``task`` (pass rate per toolchain: the newest run of each model with that
+            toolchain).
 
     Returns:
-        Three ``<svg>`` elements.
+        Four ``<svg>`` elements (three for a task without a speed metric).
     """
     latest = list(latest)
     # The catalog is about Trainium: plot Neuron runs; fall back to whatever ran (the CPU demo) when there are none.
@@ -274,7 +289,28 @@ def catalog_plots(*, latest: Iterable[dict[str, Any]], history: Iterable[dict[st
             return "no passing row to plot yet"
         return f"{len(passes)} passing row(s), none with {what} (not measured on {devices})"
 
+    speed = task_view(task).speed
+    speed_plots = []
+    if speed is not None:
+        speed_points = [
+            Point(float(r["params"]), float(r[speed.column]), r["task"], r["model_id"])
+            for r in passes
+            if r.get(speed.column)
+        ]
+        speed_plots.append(
+            scatter(
+                title=f"{speed.label} vs parameters",
+                points=speed_points,
+                x_label="parameters",
+                y_label=speed.label.lower(),
+                x_fmt=fmt_params,
+                y_fmt=fmt_seconds if speed.fmt == "secs" else _rate_tick,
+                note=note,
+                empty=empty(speed.label.lower()),
+            )
+        )
     return [
+        *speed_plots,
         scatter(
             title="Peak device memory vs parameters",
             points=memory,

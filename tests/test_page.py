@@ -278,8 +278,9 @@ def test_plots_are_inline_svg_with_escaped_labels() -> None:
     grid = re.search(r'<div class="plot-grid" data-task="text-generation">.*?</div>', html, flags=re.S)
     assert grid is not None
     svgs = re.findall(r"<svg class=\"plot\".*?</svg>", grid.group(0), flags=re.S)
-    assert len(svgs) == 3
-    memory, compile_plot, rates = svgs
+    assert len(svgs) == 4
+    speed, memory, compile_plot, rates = svgs
+    assert "Decode tok/s vs parameters" in speed and speed.count("<circle") == 2 + 1
     assert "Peak device memory vs parameters" in memory and memory.count("<circle") == 2 + 1  # points + legend
     assert "Compile time vs parameters" in compile_plot and "acme/b: 7B, 300 s" in compile_plot
     assert "100% (1/1)" in rates and "&lt;img src=x" in rates and "<img" not in rates
@@ -436,3 +437,119 @@ def test_every_row_says_its_source() -> None:
     assert sources == {"acme/ci": "ci", "acme/community": "community"}
     script = (Path(page.__file__).parent / "templates" / "index.js").read_text()
     assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "valid"
+
+
+def fixture_row(name: str, model_id: str, **changes: Any) -> dict[str, Any]:
+    record = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    record["model_id"] = model_id
+    flat = flatten(record)
+    flat.update(changes)
+    return flat
+
+
+def four_tasks() -> list[dict[str, Any]]:
+    return [
+        row("acme/gen"),
+        row("acme/vlm", task="image-text-to-text"),
+        fixture_row("sentence_embeddings_cpu_pass.json", "acme/embed"),
+        fixture_row("text_to_image_cpu_pass.json", "acme/paint", steps=4, image_size=1024, guidance_scale=0.0),
+    ]
+
+
+def _headers(html: str) -> list[str]:
+    head = re.search(r'<table id="catalog">\s*<thead>(.*?)</thead>', html, flags=re.S)
+    assert head is not None
+    return [re.sub(r"<[^>]+>", "", th) for th in re.findall(r"<th [^>]*>.*?</th>", head.group(1))]
+
+
+def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
+    rows = four_tasks()
+    data = data_of(render(latest=rows))
+    views = data["taskViews"]
+    assert list(views) == list(TASKS)
+    assert [views[t]["label"] for t in TASKS] == [
+        "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image",
+    ]  # fmt: skip
+    labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
+    assert labels["text-generation"] == labels["image-text-to-text"] == ["TTFT", "Decode tok/s", "Wall"]
+    assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"]
+    assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps"]
+    entries = {e["id"]: e for e in data["objects"]}
+    embed, paint, gen = entries["acme/embed"], entries["acme/paint"], entries["acme/gen"]
+    assert (embed["sps"], embed["l1"], embed["l32"], embed["dim"]) == (1032.0, 0.002, 0.031, 32)
+    assert (paint["spi"], paint["stps"], paint["vae"], paint["isz"], paint["steps"]) == (0.52, 41.0, 0.03, 1024, 4)
+    # Each answer check in its own field, with the threshold the row was held to; each task's own library.
+    assert (embed["cos"], embed["thr"], embed["lib"]) == (1.0, 0.99, "5.1.0")
+    assert (paint["cos"], paint["lib"]) == (None, "0.35.0")  # the CPU run is its own reference: no cosine
+    assert (gen["cos"], gen["thr"], gen["lib"]) == (0.9993, 0.98, None)
+    for key in ("sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz"):
+        assert gen[key] is None, key
+    for key in ("ttft", "tps"):
+        assert embed[key] is None and paint[key] is None
+    # The history lines carry the task's own speed metric.
+    speeds = {e["id"]: e["hist"][0][data["hcols"].index("speed")] for e in data["objects"]}
+    assert speeds == {"acme/gen": 77.1, "acme/vlm": 77.1, "acme/embed": 1032.0, "acme/paint": 0.52}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "headers", "cells", "absent"),
+    [
+        ("acme/gen", ["TTFT", "Decode tok/s", "Wall"], ["31 ms", "77.1", "72.9 s"], ["Sentences/s", "s / image"]),
+        ("acme/embed", ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"], ["1032", "2 ms", "31 ms", "32"],
+         ["TTFT", "Decode tok/s", "s / image"]),
+        ("acme/paint", ["s / image", "Steps/s", "VAE decode", "Resolution · steps"],
+         ["520 ms", "41.0", "30 ms", "1024² · 4 steps"], ["TTFT", "Decode tok/s", "Sentences/s"]),
+    ],
+)  # fmt: skip
+def test_the_server_renders_the_first_tasks_own_headers_and_cells(
+    model_id: str, headers: list[str], cells: list[str], absent: list[str]
+) -> None:
+    (only,) = [r for r in four_tasks() if r["model_id"] == model_id]
+    html = render(latest=[only])
+    shown = _headers(html)
+    assert shown == ["#", "Model", "Status", "Device", "Cores", "Compile", *headers, "Peak device mem", "Params",
+                     "Date", "Toolchain"]  # fmt: skip
+    assert not set(absent) & set(shown)
+    (got,) = parse(html).rows
+    assert got[6 : 6 + len(cells)] == cells
+    if model_id == "acme/paint":
+        assert got[-1] == "cpu transformers 5.0.0 diffusers 0.35.0"
+
+
+def test_plots_follow_the_task_speed_metric() -> None:
+    html = render(latest=four_tasks())
+    grids = dict(re.findall(r'<div class="plot-grid" data-task="([^"]+)"[^>]*>(.*?)</div>', html, flags=re.S))
+    assert set(grids) == set(TASKS)
+    assert "Decode tok/s vs parameters" in grids["text-generation"]
+    assert "Sentences/s (batch 32) vs parameters" in grids["sentence-embeddings"]
+    assert "Seconds per image vs parameters" in grids["text-to-image"] and "acme/paint: 1.5M, 520 ms" in html
+    for task, grid in grids.items():
+        others = {"Decode tok/s", "Sentences/s", "Seconds per image"} - {
+            {"sentence-embeddings": "Sentences/s", "text-to-image": "Seconds per image"}.get(task, "Decode tok/s")
+        }
+        assert not [o for o in others if o in grid], task
+
+
+def test_a_task_without_rows_says_so_instead_of_an_empty_table() -> None:
+    html = render(latest=[row()])
+    assert re.search(r'<p id="task-empty" class="task-empty" hidden>', html)
+    assert '<div class="table-wrap" id="table-wrap">' in html
+    empty = render()
+    assert re.search(r'<p id="task-empty" class="task-empty">No text generation model measured', empty)
+    assert '<div class="table-wrap" id="table-wrap" hidden>' in empty
+    script = parse(html).scripts["app"]
+    assert "TASKS.empty(state.task)" in script and '$("table-wrap").hidden = $("pager").hidden = empty' in script
+
+
+def test_new_tasks_text_is_escaped() -> None:
+    paint = fixture_row("text_to_image_cpu_pass.json", "acme/paint", diffusers_version=PAYLOADS[0])
+    embed = fixture_row("sentence_embeddings_cpu_pass.json", "acme/embed", sentence_transformers_version=PAYLOADS[1])
+    for latest in ([paint], [embed], [paint, embed]):
+        html = render(latest=latest)
+        assert "<img src=x" not in html and "</script><script>" not in html and html.count("</script>") == 3
+    assert "&lt;img src=x onerror=" in render(latest=[paint])
+    entries = data_of(render(latest=[paint, embed]))["objects"]
+    assert {e["lib"] for e in entries} == {PAYLOADS[0], PAYLOADS[1]}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import http.server
+import json
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -169,7 +170,7 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 2 rows were measured on CPU")
     # Default: the first view with a snapshot, in ranking order, the unmeasured one marked; every device (no
     # Trainium row exists), the CPU row badged.
-    assert page.locator("#caption").inner_text().startswith("text-generation · Trending")
+    assert page.locator("#caption").inner_text().startswith("Text generation · Trending")
     assert _models(page) == ["trncat-demo/tiny-llama", "acme/next"]
     first = page.locator("#rows tr[data-i]").nth(0)
     assert first.locator("td.status .b-dev").inner_text() == "CPU" and first.locator("td.device").inner_text() == "CPU"
@@ -185,6 +186,12 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert page.locator(".plot-grid[data-task='image-text-to-text']").is_visible()  # plots follow the task
     assert not page.locator(".plot-grid[data-task='text-generation']").is_visible()
     assert "no measurements" not in page.locator(".plot-grid[data-task='image-text-to-text']").inner_text()
+    # The demo measures no text-to-image model: its tab says so, no empty table.
+    page.click("#task-tabs button[data-task='text-to-image']")
+    assert page.locator("#task-empty").inner_text().startswith("No text-to-image model measured")
+    assert not page.locator("#catalog").is_visible() and not page.locator("#pager").is_visible()
+    page.click("#task-tabs button[data-task='image-text-to-text']")
+    assert page.locator("#catalog").is_visible() and not page.locator("#task-empty").is_visible()
 
     page.click("#task-tabs button[data-task='text-generation']")
     assert _models(page) == ["acme/remote", "trncat-demo/tiny-llama"]
@@ -199,7 +206,7 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     page.go_back()  # back: the details close; back again: the previous task
     page.wait_for_function("() => !document.querySelector('tr.detail')")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('image-text-to-text')")
+    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('Image-text-to-text')")
     assert _models(page) == ["trncat-demo/tiny-llava"]
     page.go_forward()
     page.go_forward()
@@ -255,7 +262,7 @@ def test_the_first_view_reads_without_javascript(
     assert page.locator("html").get_attribute("class") == "no-js"
     assert page.locator("#rows tr[data-i] td.model .hub").all_inner_texts() == ["trncat-demo/tiny-llama", "acme/next"]
     assert not page.locator("#q").is_visible()  # controls that need the script are hidden, not dead
-    assert page.locator("svg.plot:visible").count() == 3  # the default task's plots
+    assert page.locator("svg.plot:visible").count() == 4  # the default task's plots: speed, memory, compile, pass rate
     assert page.locator("#rows tr[data-i] td.status .b-dev").first.inner_text() == "CPU"
     # Every visible link to a script leads to a file that exists; the unmeasured model has none.
     hrefs = page.eval_on_selector_all(
@@ -334,3 +341,59 @@ def test_hostile_text_renders_as_text_and_no_script_runs(
     assert not [h for h in hrefs if not h.startswith("data:") and ("javascript:" in h.lower() or "__pwned" in h)]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"page-xss-{'csp' if csp else 'no-csp'}.png"), full_page=True)
+
+
+def test_each_task_tab_shows_its_own_columns(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    fixtures = Path(__file__).resolve().parent / "fixtures" / "valid"
+
+    def fixture(name: str, model_id: str) -> dict[str, Any]:
+        record = json.loads((fixtures / name).read_text(encoding="utf-8"))
+        record["model_id"] = model_id
+        return flatten(record)
+
+    latest = [
+        flatten(sample_record(model_id="acme/gen")),
+        fixture("sentence_embeddings_cpu_pass.json", "acme/embed"),
+        fixture("text_to_image_cpu_pass.json", "acme/paint"),
+    ]
+    site = tmp_path / "site"
+    site.mkdir()
+    html = render_page(latest=latest, rankings=[], exclusions=[], scripts={})
+    (site / "index.html").write_text(html, encoding="utf-8")
+    page, seen = _open(launch(), f"{serve(site)}/index.html#device=all")
+
+    def headers() -> list[str]:
+        return [t.strip() for t in page.locator("#catalog thead th").all_inner_texts()]
+
+    assert "TTFT" in headers() and "s / image" not in headers()
+    page.click("#task-tabs button[data-task='text-to-image']")
+    assert page.locator("#task-tabs button[aria-selected='true']").inner_text() == "Text-to-image"
+    assert _models(page) == ["acme/paint"]
+    assert headers()[6:10] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps"]
+    assert "TTFT" not in headers() and "Decode tok/s" not in headers()
+    cells = page.locator("#rows tr[data-i] td").all_inner_texts()
+    assert cells[6:10] == ["520 ms", "41.0", "30 ms", "64² · 20 steps"]
+    assert "diffusers 0.35.0" in cells[-1]
+    assert page.locator(".plot-grid[data-task='text-to-image']").is_visible()
+    assert "Seconds per image vs parameters" in page.locator(".plot-grid[data-task='text-to-image']").inner_text()
+    page.click("#catalog thead th[data-sort='spi']")  # its own columns sort
+    page.locator("#rows a.more").first.click()
+    detail = page.locator("tr.detail").inner_text()
+    assert "s / image" in detail and "520 ms" in detail and "Decode" not in detail
+
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    assert headers()[6:10] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"]
+    assert page.locator("#rows tr[data-i] td").all_inner_texts()[6:10] == ["1032", "2 ms", "31 ms", "32"]
+    page.locator("#rows a.more").first.click()
+    detail = page.locator("tr.detail").inner_text()
+    assert "Answer check: cosine 1 between the sentence embeddings" in detail and "at least 0.99" in detail
+
+    page.click("#task-tabs button[data-task='image-text-to-text']")  # no row of it in this page
+    assert page.locator("#task-empty").is_visible() and not page.locator("#catalog").is_visible()
+    page.click("#task-tabs button[data-task='text-generation']")
+    assert headers()[6:9] == ["TTFT", "Decode tok/s", "Wall"] and _models(page) == ["acme/gen"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-tasks.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []

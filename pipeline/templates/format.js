@@ -25,6 +25,15 @@ var TRNCAT_FORMAT = (function () {
     return String(v);
   }
   function rate(v) { return v === null || v === undefined ? "\u2014" : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
+  function metric(e, m) {
+    // a task metric's cell (keep in step with pipeline/page.py metric_text; m is one of D.taskViews[task].cols)
+    var v = e[m.key];
+    if (v === null || v === undefined) return "\u2014";
+    if (m.fmt === "secs") return secs(v);
+    if (m.fmt === "rate") return rate(v);
+    if (m.fmt === "res") return v + "\u00b2" + (e.steps === null || e.steps === undefined ? "" : " \u00b7 " + e.steps + " steps");
+    return String(v);
+  }
   function statusLabel(st) {
     return {pass: "runs", fail: "fails", error: "infra error", unmeasured: "not yet measured"}[st] || st;
   }
@@ -63,7 +72,7 @@ var TRNCAT_FORMAT = (function () {
     if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
     return out;
   }
-  function runNotes(e) {
+  function runNotes(e, tv) {
     // [class, text] lines of the details: CPU fallback, recompiles, the warm start, the answer check
     var out = [];
     if (e.fb && e.fb.length) out.push(["fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's " +
@@ -71,23 +80,26 @@ var TRNCAT_FORMAT = (function () {
     if (e.rc) out.push(["fallback-note", e.rc + " graph(s) compiled again during the timed calls: its speed figures include compilation."]);
     if (e.warm !== null && e.warm !== undefined) out.push([null, "The first run compiles in " + secs(e.compile) +
       "; later runs start in " + secs(e.warm) + " from the compile cache."]);
-    if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: first-step logits have cosine " + e.cos +
-      " with a CPU float32 reference of the same prompt."]);
+    // tv: the task's view (D.taskViews[task]): what its answer check compares
+    if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: cosine " + e.cos + " between " + tv.compared +
+      " and a CPU float32 reference of the same input" + (e.thr === null || e.thr === undefined ? "" :
+      " (a pass needs at least " + e.thr + ")") + "."]);
     return out;
   }
   function fallbackText(fb) {
     // keep in step with pipeline/catalog.py fallback_text()
     return fb.map(function (o) { return o[0] + " \u00d7" + o[1]; }).join(", ");
   }
-  function toolchain(e) {
+  function toolchain(e, lib) {
     var lines = [];
     if (e.cc) lines.push("neuronx-cc " + e.cc);
     if (e.tnx) lines.push("torch-neuronx " + e.tnx);
     if (!lines.length && e.device) lines.push(e.device);
     if (e.tf) lines.push("transformers " + e.tf);
+    if (lib && e.lib) lines.push(lib + " " + e.lib);
     return lines;
   }
-  return {secs: secs, bytes: bytes, params: params, rate: rate, statusLabel: statusLabel, command: command,
+  return {secs: secs, bytes: bytes, params: params, rate: rate, metric: metric, statusLabel: statusLabel, command: command,
           toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText, runBadges: runBadges,
           runNotes: runNotes, fallbackCopy: fallbackCopy};
 })();

@@ -22,7 +22,6 @@
   Object.keys(DEFAULTS).forEach(function (k) { state[k] = DEFAULTS[k]; });
   var $ = function (id) { return document.getElementById(id); };
   var tbody = $("rows");
-  var NCOLS = document.querySelectorAll("#catalog thead th").length;
 
   function el(tag, cls, text) {
     var n = document.createElement(tag);
@@ -30,7 +29,10 @@
     if (text !== undefined && text !== null) n.textContent = String(text);
     return n;
   }
-  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params, rate = TRNCAT_FORMAT.rate;
+  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params;
+  var metric = TRNCAT_FORMAT.metric;
+  var TASKS = TRNCAT_TASKS(D, el, metric), taskView = TASKS.view, tableCols = TASKS.tableCols;
+  var NCOLS = TASKS.ncols(state.task);
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
@@ -88,14 +90,12 @@
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
     }
     tr.appendChild(compile);
-    tr.appendChild(el("td", "num", secs(e.ttft)));
-    tr.appendChild(el("td", "num", rate(e.tps)));
-    tr.appendChild(el("td", "num", secs(e.wall)));
+    tableCols(e.task).forEach(function (m) { tr.appendChild(el("td", "num", metric(e, m))); });
     tr.appendChild(el("td", "num", bytes(e.mem)));
     tr.appendChild(el("td", "num", params(e.params)));
     tr.appendChild(el("td", "date", e.date || "\u2014"));
     var tc = el("td", "toolchain");
-    toolchain(e).forEach(function (line) { tc.appendChild(el("span", null, line)); });
+    toolchain(e, taskView(e.task).lib).forEach(function (line) { tc.appendChild(el("span", null, line)); });
     tr.appendChild(tc);
     return tr;
   }
@@ -139,6 +139,13 @@
     return {listing: listing, total: items.length, shown: shown, hidden: hidden};
   }
   function render(push) {
+    TASKS.header(state.task);
+    NCOLS = TASKS.ncols(state.task);
+    if (state.sort && !document.querySelector('#catalog th[data-sort="' + state.sort + '"]')) state.sort = "";
+    var empty = TASKS.empty(state.task);
+    $("table-wrap").hidden = $("pager").hidden = empty;
+    $("task-empty").hidden = !empty;
+    $("task-empty").textContent = TASKS.emptyText(state.task);
     var v = visible();
     var pages = Math.max(1, Math.ceil(v.shown.length / D.pageSize));
     state.page = Math.min(Math.max(0, state.page), pages - 1);
@@ -149,7 +156,7 @@
       var tr = el("tr", "empty"), td = el("td", null, v.hidden ? "No " + deviceLabel(state.device) + " row in this view; " +
         v.hidden + " measured on another device: choose \u201cevery device\u201d." :
         v.listing ? "No model matches these filters in this view" + (state.view === "all" ? "." : ": try All.") :
-        "No " + D.labels[state.view] + " snapshot for " + state.task + " yet: see All.");
+        "No " + D.labels[state.view] + " snapshot for " + taskView(state.task).label + " yet: see All.");
       td.colSpan = NCOLS;
       tr.appendChild(td);
       frag.appendChild(tr);
@@ -160,7 +167,7 @@
       (v.shown.length < v.total ? " (" + v.total + " in this view)" : "") : "0 of " + v.total;
     $("prev").disabled = state.page === 0;
     $("next").disabled = state.page >= pages - 1;
-    $("caption").textContent = state.task + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
+    $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
       " \u00b7 ranked by the snapshot of " + v.listing.date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
     document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
@@ -226,29 +233,6 @@
     box.appendChild(pre);
     return box;
   }
-  function historyTable(e) {
-    var t = el("table", "history");
-    var head = el("tr");
-    ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile", "Decode tok/s"].forEach(function (h) { head.appendChild(el("th", null, h)); });
-    t.appendChild(el("thead")).appendChild(head);
-    var body = t.appendChild(el("tbody"));
-    e.hist.forEach(function (a) {
-      var h = {};
-      for (var k = 0; k < D.hcols.length; k++) h[D.hcols[k]] = a[k];
-      var tr = el("tr", h.reg ? "regression" : null);
-      tr.appendChild(el("td", null, h.date));
-      tr.appendChild(el("td", null, h.hw + (h.device ? " (" + h.device + ")" : "")));
-      tr.appendChild(el("td", "num", h.cores));
-      var st = el("td", null, statusLabel(h.st) + (h.code ? " \u00b7 " + [h.stage, h.code].filter(Boolean).join(" \u00b7 ") : ""));
-      if (h.reg) st.appendChild(el("span", "badge b-reg", "passed here, fails now"));
-      tr.appendChild(st);
-      tr.appendChild(el("td", null, toolchain(h).join(" \u00b7 ")));
-      tr.appendChild(el("td", "num", secs(h.compile)));
-      tr.appendChild(el("td", "num", rate(h.tps)));
-      body.appendChild(tr);
-    });
-    return t;
-  }
   function detail(e) {
     var box = el("div", "detail-box");
     box.appendChild(el("h3", null, e.id + " \u00b7 " + e.task));
@@ -259,7 +243,9 @@
     } else if (e.st === "pass") {
       box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
     }
-    runNotes(e).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
+    var dl = TASKS.metrics(e);
+    if (dl) box.appendChild(dl);
+    runNotes(e, taskView(e.task)).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
     if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
     if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
     if (e.pc !== null) {
@@ -289,7 +275,7 @@
     box.appendChild(grid);
     if (e.hist.length) {
       box.appendChild(el("h4", null, "History across toolchains"));
-      box.appendChild(historyTable(e));
+      box.appendChild(TASKS.history(e));
     }
     return box;
   }

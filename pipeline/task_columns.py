@@ -1,0 +1,142 @@
+"""What the catalog page shows of each task: its tab label, its metric columns, its speed plot and its answer check.
+
+The one definition of a task's columns: :mod:`pipeline.catalog` fills the entries from it, :mod:`pipeline.page`
+renders the first page's header and cells from it and hands it to the page's script (``tasks`` of the inline
+JSON), which builds the header and rows of every other tab from the same list; :mod:`pipeline.plots` plots the
+task's speed metric from it. A task never shows, nor plots, a metric it does not measure.
+
+Columns common to every task (rank, model, status, device, cores, compile, peak device memory, params, date,
+toolchain) stay in the template and the script; a task's own columns sit between compile and peak memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: How a cell is written (pipeline/page.py ``metric`` and format.js ``metric``): seconds, a rate, an integer, or
+#: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``).
+FORMATS = ("secs", "rate", "int", "res")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric column of a task (an entry key of :data:`pipeline.catalog.ENTRY_COLUMNS`)."""
+
+    key: str
+    label: str
+    title: str
+    fmt: str
+    #: Shown in the table; False: only in the row's details.
+    table: bool = True
+
+
+@dataclass(frozen=True)
+class Speed:
+    """The task's speed metric for the per-task plot (a latest-row column) and the history table."""
+
+    column: str
+    key: str
+    label: str
+    fmt: str
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """How the page shows one task."""
+
+    label: str
+    metrics: tuple[Metric, ...]
+    speed: Speed | None
+    #: The row column of the answer check's cosine, and what it compares (said in the details).
+    cosine: str | None
+    compared: str
+    #: The task's own library beside transformers in the toolchain, and its version's row column (None: none).
+    library: tuple[str, str] | None = None
+
+
+_GENERATION = (
+    Metric("ttft", "TTFT", "time to first token", "secs"),
+    Metric("tps", "Decode tok/s", "tokens per second while decoding", "rate"),
+    Metric("wall", "Wall", "compilation included", "secs"),
+)
+_DECODE = Speed("decode_tokens_per_s", "tps", "Decode tok/s", "rate")
+
+TASK_VIEWS: dict[str, TaskView] = {
+    "text-generation": TaskView(
+        "Text generation", _GENERATION, _DECODE, "agreement_logits_cosine", "the first-step logits"
+    ),
+    "image-text-to-text": TaskView(
+        "Image-text-to-text", _GENERATION, _DECODE, "agreement_logits_cosine", "the first-step logits"
+    ),
+    "sentence-embeddings": TaskView(
+        "Sentence embeddings",
+        (
+            Metric("sps", "Sentences/s", "sentences per second at batch 32", "rate"),
+            Metric("l1", "p50 batch 1", "median time of one encode call at batch 1", "secs"),
+            Metric("l32", "p50 batch 32", "median time of one encode call at batch 32", "secs"),
+            Metric("dim", "Dim", "embedding dimension", "int"),
+            Metric("wall", "Wall", "compilation included", "secs", table=False),
+        ),
+        Speed("sentences_per_s", "sps", "Sentences/s (batch 32)", "rate"),
+        "agreement_embedding_cosine",
+        "the sentence embeddings",
+        ("sentence-transformers", "sentence_transformers_version"),
+    ),
+    "text-to-image": TaskView(
+        "Text-to-image",
+        (
+            Metric("spi", "s / image", "seconds per image, VAE decode included", "secs"),
+            Metric("stps", "Steps/s", "denoising steps per second", "rate"),
+            Metric("vae", "VAE decode", "seconds of the VAE decode per image", "secs"),
+            Metric("isz", "Resolution · steps", "image side in pixels and denoising steps", "res"),
+            Metric(
+                "gs",
+                "Guidance scale",
+                "classifier-free guidance scale (none: the model runs without)",
+                "rate",
+                table=False,
+            ),  # fmt: skip
+            Metric("wall", "Wall", "compilation included", "secs", table=False),
+        ),
+        Speed("seconds_per_image", "spi", "Seconds per image", "secs"),
+        "agreement_denoiser_cosine",
+        "the second denoising step's update",
+        ("diffusers", "diffusers_version"),
+    ),
+}
+
+
+def task_view(task: str) -> TaskView:
+    """The view of ``task`` (its name as the label, no metric of its own, when the page does not know it)."""
+    return TASK_VIEWS.get(task) or TaskView(task, (), None, None, "")
+
+
+def table_metrics(task: str) -> list[Metric]:
+    """The metric columns of ``task``'s table, in order."""
+    return [m for m in task_view(task).metrics if m.table]
+
+
+def page_tasks(tasks: list[str]) -> dict[str, Any]:
+    """The per-task part of the page's inline JSON: label, columns, speed key and answer check of each task."""
+    out: dict[str, Any] = {}
+    for task in tasks:
+        view = task_view(task)
+        out[task] = {
+            "label": view.label,
+            "cols": [asdict(m) for m in view.metrics],
+            "speed": asdict(view.speed) if view.speed else None,
+            "compared": view.compared,
+            "lib": view.library[0] if view.library else None,
+        }
+    return out
+
+
+def batch_p50(latencies: Any, batch_size: int) -> float | None:
+    """The p50 of ``batch_size`` in a ``latency_by_batch_s`` list (None when it was not measured)."""
+    for item in latencies or ():
+        if isinstance(item, Mapping) and item.get("batch_size") == batch_size:
+            value = item.get("p50")
+            return None if value is None else float(value)
+    return None

@@ -17,8 +17,11 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     out, space = root / "dataset", root / "space"
     latest = pd.read_parquet(out / "data" / "latest")
     passes = latest[latest.status == "pass"]
-    assert set(passes.task) == {"text-generation", "image-text-to-text"}
-    assert (passes.decode_tokens_per_s > 0).all()
+    assert set(passes.task) == {"text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"}
+    by_task = passes.set_index("task")
+    assert (by_task.loc[["text-generation", "image-text-to-text"], "decode_tokens_per_s"] > 0).all()
+    assert by_task.loc["sentence-embeddings", "sentences_per_s"] > 0 and by_task.loc["text-to-image", "steps_per_s"] > 0
+    assert by_task.loc["text-to-image", "image_size"] == 32 and by_task.loc["text-to-image", "steps"] == 20
     assert len(list((out / "data" / "results").glob("*.parquet"))) == 1
     for model_id in latest.model_id:
         assert (out / "scripts" / model_id / "run.py").is_file()
@@ -28,7 +31,9 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert "kept out: remote_code" in table and "kept out: gated" in table
     exclusions = pd.read_parquet(out / "data" / "exclusions.parquet")
     assert set(exclusions.kind) == {"remote_code", "gated"}
-    assert set(latest.model_id) == {"trncat-demo/tiny-llama", "trncat-demo/tiny-llava"}
+    assert set(latest.model_id) == {
+        "trncat-demo/tiny-llama", "trncat-demo/tiny-llava", "trncat-demo/tiny-sentence-bert", "trncat-demo/tiny-sd"
+    }  # fmt: skip
     rankings = pd.read_parquet(out / "data" / "rankings")
     assert set(rankings.view) == {"trending", "downloads"}
     assert "PR #1 on trncat-demo/results (merged)" in table  # published as a PR, merged, then the page rebuilt
@@ -39,6 +44,9 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert "every row below was measured on this machine&#39;s CPU with tiny models" in page
     assert "No Trainium2 results yet." in page and 'href="feed.xml"' in page
     assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
+    assert "DiffusionPipeline" in (out / "scripts/trncat-demo/tiny-sd/run.py").read_text(encoding="utf-8")
+    requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")
+    assert "sentence-transformers==" in requirements
     assert (latest.plan_advice.str.contains("NeuronCore")).all()
     # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
     first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}

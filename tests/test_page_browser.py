@@ -167,7 +167,7 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
 
     # The demo says plainly what its rows are; no count calls them Trainium results.
     assert "measured on this machine's CPU with tiny models" in page.locator("#note").inner_text()
-    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 2 rows were measured on CPU")
+    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 4 rows were measured on CPU")
     # Default: the first view with a snapshot, in ranking order, the unmeasured one marked; every device (no
     # Trainium row exists), the CPU row badged.
     assert page.locator("#caption").inner_text().startswith("Text generation · Trending")
@@ -186,12 +186,11 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert page.locator(".plot-grid[data-task='image-text-to-text']").is_visible()  # plots follow the task
     assert not page.locator(".plot-grid[data-task='text-generation']").is_visible()
     assert "no measurements" not in page.locator(".plot-grid[data-task='image-text-to-text']").inner_text()
-    # The demo measures no text-to-image model: its tab says so, no empty table.
+    # The demo's text-to-image row: the task's own columns (seconds per image, resolution and steps).
     page.click("#task-tabs button[data-task='text-to-image']")
-    assert page.locator("#task-empty").inner_text().startswith("No text-to-image model measured")
-    assert not page.locator("#catalog").is_visible() and not page.locator("#pager").is_visible()
-    page.click("#task-tabs button[data-task='image-text-to-text']")
-    assert page.locator("#catalog").is_visible() and not page.locator("#task-empty").is_visible()
+    assert _models(page) == ["trncat-demo/tiny-sd"] and not page.locator("#task-empty").is_visible()
+    assert "s / image" in page.locator("#catalog thead").inner_text()
+    assert "32² · 20 steps" in page.locator("#rows tr[data-i]").first.inner_text()
 
     page.click("#task-tabs button[data-task='text-generation']")
     assert _models(page) == ["acme/remote", "trncat-demo/tiny-llama"]
@@ -206,8 +205,8 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     page.go_back()  # back: the details close; back again: the previous task
     page.wait_for_function("() => !document.querySelector('tr.detail')")
     page.go_back()
-    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('Image-text-to-text')")
-    assert _models(page) == ["trncat-demo/tiny-llava"]
+    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('Text-to-image')")
+    assert _models(page) == ["trncat-demo/tiny-sd"]
     page.go_forward()
     page.go_forward()
     page.wait_for_selector("tr.detail")

@@ -8,6 +8,7 @@ Only layouts transformers can run unmodified are recommended: tensor parallelism
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Protocol
 
 from pipeline.hardware import GiB, Instance, get_instance
 from pipeline.memory import DTYPE_BYTES, Need, Sizing
@@ -52,6 +53,26 @@ def fit_advice(inst: Instance, chosen: Need) -> str:
     return advice
 
 
+class Fitting(Protocol):
+    """What :func:`with_fit_options` asks of a model's sizing (a model's, or a pipeline's)."""
+
+    def smallest_fit(self, inst: Instance, dtype: str) -> Need | None: ...
+
+
+def with_fit_options(head: str, inst: Instance, sizing: Fitting, dtype: str) -> str:
+    """``head``, then what would hold the model instead: the family's largest instance, or the first smaller
+    weight dtype a NeuronCore computes in (``; would fit with ...``)."""
+    options = []
+    largest = get_instance(LARGEST[inst.family], lnc=inst.lnc)
+    if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
+        options.append(f"a {largest.name} ({cores_text(fit.degree)})")
+    for lower in (d for d in NEURON_DTYPES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
+        if (fit := sizing.smallest_fit(inst, lower)) is not None:
+            options.append(f"{lower} weights ({cores_text(fit.degree)})")
+            break
+    return f"{head}; would fit with " + ", or ".join(options) if options else head
+
+
 def _whole_bytes(sizing: Sizing, need: Need, dtype: str) -> int:
     split = sizing.ep_sharded + sizing.experts if need.expert_parallel else sizing.sharded
     return (sizing.params - split) * DTYPE_BYTES[dtype]
@@ -83,15 +104,9 @@ def no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
             f"does not fit one {inst.name}: needs {size_text(full.total)} on its {cores_text(inst.cores)}, "
             f"{size_text(short)} ({short / inst.memory_bytes:.0%}) more than its {size_text(inst.memory_bytes)}"
         )
-    options = []
+    advice = with_fit_options(head, inst, sizing, dtype)
+    options = advice != head
     largest = get_instance(LARGEST[inst.family], lnc=inst.lnc)
-    if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
-        options.append(f"a {largest.name} ({cores_text(fit.degree)})")
-    for lower in (d for d in NEURON_DTYPES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
-        if (fit := sizing.smallest_fit(inst, lower)) is not None:
-            options.append(f"{lower} weights ({cores_text(fit.degree)})")
-            break
-    advice = f"{head}; would fit with " + ", or ".join(options) if options else head
     # Splitting the layers over cores (pipeline parallelism) would hold more, but transformers does not run it
     # for inference unmodified: said as a fact, never as the advice.
     if by_memory <= inst.cores and not options:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.advice import LARGEST, NEURON_DTYPES, cores_text, fit_advice, size_text
+from pipeline.advice import cores_text, fit_advice, size_text, with_fit_options
 from pipeline.bench.models import check_model_index
 from pipeline.components import (
     ComponentShape,
@@ -286,15 +286,7 @@ def _advice(
             f"every weight split, {size_text(short)} ({short / inst.memory_bytes:.0%}) more than its "
             f"{size_text(inst.memory_bytes)}; {_named(target, width)} is the component to shard"
         )
-    options = []
-    largest = get_instance(LARGEST[inst.family], lnc=inst.lnc)
-    if largest.cores > inst.cores and (fit := sizing.smallest_fit(largest, dtype)) is not None:
-        options.append(f"a {largest.name} ({cores_text(fit.degree)})")
-    for lower in (d for d in NEURON_DTYPES if DTYPE_BYTES[d] < DTYPE_BYTES[dtype]):
-        if (fit := sizing.smallest_fit(inst, lower)) is not None:
-            options.append(f"{lower} weights ({cores_text(fit.degree)})")
-            break
-    return f"{head}; would fit with " + ", or ".join(options) if options else head
+    return with_fit_options(head, inst, sizing, dtype)
 
 
 def plan_pipeline_model(

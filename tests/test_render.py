@@ -94,6 +94,23 @@ def test_torchvision_pairs_with_torch() -> None:
     assert render.torchvision_for("nonsense") is None
 
 
+def _run_script(record: dict, model: Path, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Render the record's run.py into ``tmp_path`` and run it on the CPU over ``model``, offline; it must succeed."""
+    script = tmp_path / "run.py"
+    script.write_text(render.run_script(record))
+    compile(script.read_text(), str(script), "exec")
+    done = subprocess.run(
+        [sys.executable, str(script), "--device", "cpu", "--model", str(model), "--iterations", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 @pytest.mark.parametrize("task", ["text-generation", "image-text-to-text"])
 def test_generated_run_py_runs_on_cpu(task: str, tiny_models: dict[str, Path], tmp_path: Path) -> None:
     record = sample_record(
@@ -106,18 +123,7 @@ def test_generated_run_py_runs_on_cpu(task: str, tiny_models: dict[str, Path], t
             "image_size": 48 if task != "text-generation" else None,
         },
     )
-    script = tmp_path / "run.py"
-    script.write_text(render.run_script(record))
-    compile(script.read_text(), str(script), "exec")
-    done = subprocess.run(
-        [sys.executable, str(script), "--device", "cpu", "--model", str(tiny_models[task]), "--iterations", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run_script(record, tiny_models[task], tmp_path)
     assert "tokens_per_s" in done.stdout and "latency_s" in done.stdout
     assert str(tiny_models[task]) in done.stdout
 
@@ -141,19 +147,9 @@ def test_generated_run_py_of_the_new_tasks_runs_on_cpu(task: str, tiny_models: d
     library = {"sentence-embeddings": "sentence_transformers", "text-to-image": "diffusers"}[task]
     record = sample_record(task=task, model_id="acme/tiny", workload=workload, versions={library: "9.9.9"})
     assert f"{library.replace('_', '-')}==9.9.9" in render.requirements(record)
-    script = tmp_path / "run.py"
-    script.write_text(render.run_script(record))
-    done = subprocess.run(
-        [sys.executable, str(script), "--device", "cpu", "--model", str(tiny_models[task]), "--iterations", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = _run_script(record, tiny_models[task], tmp_path)
     assert all(line in done.stdout for line in expected), done.stdout
-    assert "trust_remote_code=False" in script.read_text()
+    assert "trust_remote_code=False" in (tmp_path / "run.py").read_text()
     if task == "text-to-image":
         assert (tmp_path / "image.png").stat().st_size > 0
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, PipelineError, RemoteCodeRefused
 from pipeline.ids import is_revision, validate_model_id
@@ -158,16 +158,21 @@ def read_model_index(folder: Path) -> dict | None:
     Raises:
         RemoteCodeRefused: the file is there but is no JSON object (it cannot be judged, so it is not loaded).
     """
-    path = folder / "model_index.json"
+    data = _judged_json(folder / "model_index.json")
+    if data is not None and not isinstance(data, dict):
+        raise RemoteCodeRefused("model_index.json is not a JSON object, so its classes cannot be checked")
+    return data
+
+
+def _judged_json(path: Path) -> Any:
+    """A JSON file the remote-code gate judges: None when absent; refused when it cannot be read (what cannot be
+    judged is not loaded)."""
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise RemoteCodeRefused(f"model_index.json cannot be read, so its classes cannot be checked: {exc}") from None
-    if not isinstance(data, dict):
-        raise RemoteCodeRefused("model_index.json is not a JSON object, so its classes cannot be checked")
-    return data
+        raise RemoteCodeRefused(f"{path.name} cannot be read, so what it names cannot be checked: {exc}") from None
 
 
 def check_pipeline_classes(folder: Path, *, pipeline_module: Callable[[str], bool] = diffusers_pipeline_module) -> None:
@@ -239,13 +244,9 @@ def check_sentence_modules(folder: Path) -> None:
     Raises:
         RemoteCodeRefused: a module's type is outside ``sentence_transformers``, or the file cannot be judged.
     """
-    path = folder / "modules.json"
-    if not path.is_file():
+    modules = _judged_json(folder / "modules.json")
+    if modules is None:
         return
-    try:
-        modules = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise RemoteCodeRefused(f"modules.json cannot be read, so its modules cannot be checked: {exc}") from None
     if not isinstance(modules, list):
         raise RemoteCodeRefused("modules.json is not a list of modules, so they cannot be checked")
     for module in modules:

@@ -221,7 +221,8 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str =
 
 
 def toolchain_label(row: dict[str, Any]) -> str:
-    """'neuronx-cc 2.21.0 · torch-neuronx 2.14.0 · transformers 5.0.0' (or the device when not on Neuron)."""
+    """'neuronx-cc 2.21.0 · torch-neuronx 2.14.0 · transformers 5.0.0' (or the device when not on Neuron), and the
+    task's own library when it has one ('· diffusers 0.42.1', '· sentence-transformers 6.2.0')."""
     parts = []
     if row.get("neuronx_cc_version"):
         parts.append(f"neuronx-cc {row['neuronx_cc_version']}")
@@ -230,6 +231,9 @@ def toolchain_label(row: dict[str, Any]) -> str:
     if not parts:
         parts.append(str(row.get("device") or "?"))
     parts.append(f"transformers {row.get('transformers_version') or '?'}")
+    for library in ("sentence-transformers", "diffusers"):
+        if version := row.get(f"{library.replace('-', '_')}_version"):
+            parts.append(f"{library} {version}")
     return " · ".join(parts)
 
 

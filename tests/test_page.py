@@ -553,3 +553,15 @@ def test_new_tasks_text_is_escaped() -> None:
     assert "&lt;img src=x onerror=" in render(latest=[paint])
     entries = data_of(render(latest=[paint, embed]))["objects"]
     assert {e["lib"] for e in entries} == {PAYLOADS[0], PAYLOADS[1]}
+
+
+def test_a_toolchain_label_names_the_tasks_own_library() -> None:
+    """A new diffusers release is a new toolchain for the text-to-image rows (pass rate, feed, changes)."""
+    from pipeline.plots import toolchain_label
+
+    generation = {"device": "cpu", "transformers_version": "5.24.0"}
+    assert toolchain_label(generation) == "cpu · transformers 5.24.0"
+    image = {**generation, "device": "neuron", "neuronx_cc_version": "2.28", "diffusers_version": "0.42.1"}
+    assert toolchain_label(image) == "neuronx-cc 2.28 · transformers 5.24.0 · diffusers 0.42.1"
+    embed = {**generation, "sentence_transformers_version": "6.2.0"}
+    assert toolchain_label(embed).endswith("· sentence-transformers 6.2.0")

@@ -279,3 +279,32 @@ def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path:
     summary = build([odd, sample_record()], out)
     assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
     assert not (out / "scripts" / "acme" / "odd").exists()
+
+
+@pytest.mark.parametrize("digits", [0, 1])
+def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_once(
+    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build turns only the touched keys' rows of a shard into Python rows and keeps the rest as Arrow; the
+    shard it writes is the one a build of every record at once writes, byte for byte."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+
+    def run(i: int, day: int) -> dict:
+        stamp = f"2026-11-{day:02d}T09:00:00+00:00"
+        return {"started_at": stamp, "finished_at": stamp} | ({} if i % 5 else {"runner": f"r{day}"})
+
+    first = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 20)) for i in range(30)]
+    second = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 21)) for i in range(0, 30, 7)]
+    second += [sample_failure(model_id="org/m03", run=run(3, 22)), sample_record(model_id="org/zz", run=run(0, 21))]
+    second += [sample_record(model_id="org/m04", run=run(4, 19))]  # older than the latest: history only
+    in_turn, at_once = tmp_path / "in-turn", tmp_path / "at-once"
+    build(first, in_turn)
+    build(second, in_turn)
+    build(first + second, at_once)
+    shards = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / LATEST_DIR).glob("*.parquet"))
+    assert len(shards) == 1 if digits == 0 else len(shards) > 1
+    for shard in shards:
+        assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
+    assert read_latest(in_turn) == read_latest(at_once)

@@ -2,8 +2,10 @@
 
 The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
 shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. The card is rendered from the
-summary; the catalog page (which needs the whole latest view) is not rebuilt by a Hub publish. A dataset
+GET each on one HTTP session, never the results history, the card or the page. The touched models' scripts
+are rendered again; one the repo already holds byte for byte (its git id: one ``paths-info`` request for all)
+is neither written nor committed. The card is rendered from the summary; the catalog page (which needs the
+whole latest view) is not rebuilt by a Hub publish. A dataset
 without a summary gets its whole latest view mirrored once, and the summary with it. The history stays
 append-only: a publish only adds a results file.
 
@@ -41,12 +43,13 @@ from pipeline.dataset import (
     publish_paths,
     read_summary,
     refresh_card,
+    script_paths,
     summary_paths,
     tree_digests,
     write_front_files,
 )
 from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions
+from pipeline.hub import Hub, file_additions, git_blob_id
 from pipeline.ids import validate_model_id
 from pipeline.records import Problem, parse_time
 from pipeline.render import md_cell
@@ -96,6 +99,7 @@ def prepare_folder(
     remote_files: Callable[[str | None], list[str]],
     parent: str | None = None,
     names: CardNames | None = None,
+    blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
 
@@ -105,10 +109,19 @@ def prepare_folder(
         fetch: (paths, folder) -> downloads those the target holds.
         remote_files: folder in the repo (None: all) -> the target's file paths under it.
         names: The repo and Space the card names.
+        blob_ids: paths -> git blob ids of those the target holds (:meth:`pipeline.hub.Hub.blob_ids`): a script
+            the target already holds with the same content is then neither written nor changed.
     """
     with fsatomic.scratch(folder):
         return _prepare(
-            records, folder=folder, overlay=overlay, fetch=fetch, remote_files=remote_files, parent=parent, names=names
+            records,
+            folder=folder,
+            overlay=overlay,
+            fetch=fetch,
+            remote_files=remote_files,
+            parent=parent,
+            names=names,
+            blob_ids=blob_ids,
         )
 
 
@@ -121,6 +134,7 @@ def _prepare(
     remote_files: Callable[[str | None], list[str]],
     parent: str | None,
     names: CardNames | None,
+    blob_ids: Callable[[list[str]], dict[str, str]] | None,
 ) -> Prepared:
     overlay_map = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
@@ -148,7 +162,14 @@ def _prepare(
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
     migrated = bool(migrate(folder)) if needs_migration(folder) else False
     overlay_changed = tree_digests(folder) != before
-    summary = build(records, folder, page=False, names=names) if records else BuildSummary()
+    held: Callable[[str, bytes], bool] | None = None
+    if blob_ids is not None and records:
+        ids = blob_ids(script_paths(records))
+
+        def held(path: str, data: bytes) -> bool:
+            return ids.get(path) == git_blob_id(data)
+
+    summary = build(records, folder, page=False, names=names, held=held) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
     after = tree_digests(folder)
@@ -269,6 +290,9 @@ class _Publication:
         def remote_files(under: str | None) -> list[str]:
             return self.hub.list_files(self.repo, revision=parent, repo_type="dataset", under=under)
 
+        def blob_ids(paths: list[str]) -> dict[str, str]:
+            return self.hub.blob_ids(self.repo, paths, revision=parent, repo_type="dataset")
+
         prepared = prepare_folder(
             self.records,
             folder=folder,
@@ -277,6 +301,7 @@ class _Publication:
             remote_files=remote_files,
             parent=parent,
             names=self.names,
+            blob_ids=blob_ids,
         )
         self.prepared.append(prepared)
         return prepared

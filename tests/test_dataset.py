@@ -308,3 +308,15 @@ def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_on
     for shard in shards:
         assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
     assert read_latest(in_turn) == read_latest(at_once)
+
+
+def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:
+    """A partial mirror leaves out a script the repo already holds with the same bytes (``held``)."""
+    whole, mirror = tmp_path / "whole", tmp_path / "mirror"
+    build(_records(), whole)
+    scripts = {p.relative_to(whole).as_posix(): p.read_bytes() for p in (whole / "scripts").rglob("*") if p.is_file()}
+    scripts["scripts/acme/vlm/run.py"] = b"an older run.py\n"
+    summary = build(_records(), mirror, held=lambda path, data: scripts.get(path) == data)
+    written = sorted(p.relative_to(mirror).as_posix() for p in (mirror / "scripts").rglob("*") if p.is_file())
+    assert written == ["scripts/acme/vlm/run.py"] and summary.scripts == ["scripts/acme/vlm"]
+    assert (mirror / written[0]).read_bytes() == (whole / written[0]).read_bytes()

@@ -35,6 +35,7 @@ from pipeline.dataset.mirror import (
     overlay_files,
     publish_paths,
     results_paths,
+    script_paths,
     summary_paths,
     tree_digests,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "results_files_since",
     "results_paths",
     "run_name",
+    "script_paths",
     "shard_of",
     "summary_paths",
     "tree_digests",

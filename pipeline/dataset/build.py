@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,7 @@ from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
     RESULTS_DIR,
+    SCRIPT_FILES,
     parquet_bytes,
     read_rows,
     read_table,
@@ -249,6 +250,7 @@ def build(
     *,
     page: bool = True,
     names: CardNames | None = None,
+    held: Callable[[str, bytes], bool] | None = None,
 ) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
@@ -256,7 +258,9 @@ def build(
     Only the latest shards of the keys the records touch are read and rewritten, and only the results files
     that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
     Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
-    files (what publish uses).
+    files (what publish uses); ``held(path, content)`` then tells a script the repo already holds with that
+    very content, which is left out of the mirror instead of written (a publish rewrites every script of
+    the models it touches, and most come out the same).
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -337,9 +341,14 @@ def build(
             except PipelineError as exc:  # an odd (schema-valid) version string: this model only, never the build
                 logger.warning("%s: no scripts written: %s", model_id, exc)
                 continue
-            fsatomic.write_text(stage / folder / "run.py", script)
-            fsatomic.write_text(stage / folder / "requirements.txt", requirements)
-            summary.scripts.append(folder)
+            written = False
+            for name, text in zip(SCRIPT_FILES, (script, requirements), strict=True):
+                in_repo, data = f"{folder}/{name}", text.encode("utf-8")
+                if held is None or not held(in_repo, data):
+                    fsatomic.write_bytes(stage / in_repo, data)
+                    written = True
+            if written:
+                summary.scripts.append(folder)
         write_front_files(
             stage, latest=latest, page=page, counts=summary_file, known=summary_file["configs"], names=names
         )

@@ -20,10 +20,12 @@ from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
+    SCRIPT_FILES,
     is_latest_file,
     is_results_file,
     newest_rankings,
     results_files_since,
+    script_folder,
 )
 from pipeline.types import TASKS
 
@@ -86,6 +88,12 @@ def summary_paths(
     wanted.update(results_files_since(list(remote_results), since))
     wanted.update(extra)
     return sorted(wanted)
+
+
+def script_paths(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The scripts a build of ``records`` may rewrite: those of every model they name."""
+    models = {column_value(r, "model_id") for r in records}
+    return sorted(f"{script_folder(model_id)}/{name}" for model_id in models for name in SCRIPT_FILES)
 
 
 def results_paths(remote_files: Iterable[str]) -> list[str]:

@@ -2,12 +2,11 @@
 
 The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
 shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. The touched models' scripts
-are rendered again; one the repo already holds byte for byte (its git id: one ``paths-info`` request for all)
-is neither written nor committed. The card is rendered from the summary; the catalog page (which needs the
-whole latest view) is not rebuilt by a Hub publish. A dataset
-without a summary gets its whole latest view mirrored once, and the summary with it. The history stays
-append-only: a publish only adds a results file.
+GET each on one HTTP session, never the results history, the card or the page. The card (from the summary)
+and the touched models' scripts are rendered again; one the repo already holds byte for byte (its git id: one
+``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the whole
+latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
+once, and the summary with it. The history stays append-only: a publish only adds a results file.
 
 When the bot already has an open PR, the commit goes onto it (``refs/pr/N``) instead of opening a second one;
 when the branch moves while committing, the commit is rebuilt on the new head (:meth:`pipeline.hub.Hub.commit`).
@@ -35,6 +34,7 @@ from pipeline.dataset import (
     Change,
     build,
     change_kinds,
+    held_paths,
     migrate,
     migration_paths,
     needs_migration,
@@ -43,7 +43,6 @@ from pipeline.dataset import (
     publish_paths,
     read_summary,
     refresh_card,
-    script_paths,
     summary_paths,
     tree_digests,
     write_front_files,
@@ -164,7 +163,7 @@ def _prepare(
     overlay_changed = tree_digests(folder) != before
     held: Callable[[str, bytes], bool] | None = None
     if blob_ids is not None and records:
-        ids = blob_ids(script_paths(records))
+        ids = blob_ids(held_paths(records))
 
         def held(path: str, data: bytes) -> bool:
             return ids.get(path) == git_blob_id(data)

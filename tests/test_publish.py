@@ -214,9 +214,12 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     assert ["text-generation", "neuron", "pass", 45] in counts and ["text-generation", "neuron", "fail", 1] in counts
 
 
-def test_a_script_the_repo_holds_unchanged_is_neither_written_nor_committed(dataset_repo, tmp_path: Path) -> None:
-    """A publish rewrites the scripts of every model it touches; one the repo already holds byte for byte is
-    left out (its git id, from paths-info, says so), and one that differs (a stale template) is replaced."""
+def test_a_script_or_card_the_repo_holds_unchanged_is_neither_written_nor_committed(
+    dataset_repo, tmp_path: Path
+) -> None:
+    """A publish rewrites the card and the scripts of every model it touches; one the repo already holds byte
+    for byte is left out (its git id, from paths-info, says so), and one that differs (a stale template) is
+    replaced."""
     from pipeline.dataset import build
 
     hub, store = dataset_repo.client, dataset_repo.store
@@ -236,6 +239,12 @@ def test_a_script_the_repo_holds_unchanged_is_neither_written_nor_committed(data
     assert pr["scripts/org/model-000/run.py"] == _tree(store, "main")["scripts/org/model-000/run.py"]
     fresh = store.read_file(REPO, stale, revision="refs/pr/1", repo_type="dataset")
     assert fresh == (seeded / stale).read_bytes(), "the stale script is replaced by the one rendered now"
+    assert "README.md" in result.files, "the seed's card is a local folder's; the Hub's names the repo"
+    hub.merge(REPO, 1, repo_type="dataset")
+    again = publish(_batch(3, 30), repo=REPO, hub=hub)
+    assert again.published and again.pr_num == 2
+    assert not [p for p in again.files if p.startswith("scripts/") or p == "README.md"], again.files
+    assert dataset_repo.server.count_requests("/api/validate-yaml") == 1, "no card, no YAML to validate"
 
 
 def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_path: Path) -> None:

@@ -31,11 +31,11 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.mirror import (
+    held_paths,
     migration_paths,
     overlay_files,
     publish_paths,
     results_paths,
-    script_paths,
     summary_paths,
     tree_digests,
 )
@@ -77,7 +77,7 @@ __all__ = [
     "results_files_since",
     "results_paths",
     "run_name",
-    "script_paths",
+    "held_paths",
     "shard_of",
     "summary_paths",
     "tree_digests",

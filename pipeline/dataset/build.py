@@ -258,9 +258,9 @@ def build(
     Only the latest shards of the keys the records touch are read and rewritten, and only the results files
     that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
     Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
-    files (what publish uses); ``held(path, content)`` then tells a script the repo already holds with that
-    very content, which is left out of the mirror instead of written (a publish rewrites every script of
-    the models it touches, and most come out the same).
+    files (what publish uses); ``held(path, content)`` then tells a file the repo already holds with that
+    very content, which is left out of the mirror instead of written: the scripts of every model the records
+    touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -350,7 +350,13 @@ def build(
             if written:
                 summary.scripts.append(folder)
         write_front_files(
-            stage, latest=latest, page=page, counts=summary_file, known=summary_file["configs"], names=names
+            stage,
+            latest=latest,
+            page=page,
+            counts=summary_file,
+            known=summary_file["configs"],
+            names=names,
+            held=held,
         )
         summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
         write_summary(stage, summary_file)

@@ -17,6 +17,7 @@ from typing import Any
 from pipeline.columns import column_value
 from pipeline.dataset.build import shard_of
 from pipeline.dataset.layout import (
+    CARD_FILE,
     EXCLUSIONS_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
@@ -90,10 +91,11 @@ def summary_paths(
     return sorted(wanted)
 
 
-def script_paths(records: Iterable[dict[str, Any]]) -> list[str]:
-    """The scripts a build of ``records`` may rewrite: those of every model they name."""
+def held_paths(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The files a publish of ``records`` rewrites but leaves out when the repo holds them byte for byte (see
+    :func:`pipeline.dataset.build.build`'s ``held``): the card and the scripts of every model they name."""
     models = {column_value(r, "model_id") for r in records}
-    return sorted(f"{script_folder(model_id)}/{name}" for model_id in models for name in SCRIPT_FILES)
+    return [CARD_FILE, *sorted(f"{script_folder(model_id)}/{name}" for model_id in models for name in SCRIPT_FILES)]
 
 
 def results_paths(remote_files: Iterable[str]) -> list[str]:

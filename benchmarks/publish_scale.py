@@ -75,6 +75,17 @@ class Figures:
     seconds: float
     requests: int
     downloaded: int
+    #: CPU seconds of the whole process (client, local hub, their threads): steadier than wall time on a busy
+    #: machine, since the local hub serves from this process.
+    cpu: float = 0.0
+
+    def __add__(self, other: Figures) -> Figures:
+        return Figures(
+            self.seconds + other.seconds,
+            self.requests + other.requests,
+            self.downloaded + other.downloaded,
+            self.cpu + other.cpu,
+        )
 
 
 @dataclass
@@ -91,17 +102,29 @@ class Runs:
     def median(self) -> float:
         return statistics.median(f.seconds for f in self.runs)
 
+    @property
+    def cpu(self) -> float:
+        return statistics.median(f.cpu for f in self.runs)
+
     def line(self, name: str) -> str:
         # The requests and bytes of a run do not vary between runs; the worst one is shown all the same.
         requests, downloaded = max(f.requests for f in self.runs), max(f.downloaded for f in self.runs)
         return (
             f"{name}: median {self.median:.3f} s, best {self.best:.3f} s of {len(self.runs)} "
-            f"({' '.join(f'{f.seconds:.3f}' for f in self.runs)}), "
+            f"({' '.join(f'{f.seconds:.3f}' for f in self.runs)}), median CPU {self.cpu:.3f} s, "
             f"{requests} HTTP requests, {downloaded / 1e6:.3f} MB downloaded"
         )
 
 
-def _counting(local: LocalHub) -> tuple[int, int]:
+@dataclass(frozen=True)
+class Mark:
+    requests: int
+    answers: int
+    wall: float
+    cpu: float
+
+
+def _counting(local: LocalHub) -> Mark:
     """Where the request log stands, right before a timed publish; first, the garbage collector is settled.
 
     The local hub runs in this process and holds every repo's commits (trees of thousands of entries) in
@@ -111,11 +134,13 @@ def _counting(local: LocalHub) -> tuple[int, int]:
     """
     gc.collect()
     gc.freeze()
-    return len(local.server.requests), len(local.server.sent_bytes)
+    return Mark(len(local.server.requests), len(local.server.sent_bytes), time.perf_counter(), time.process_time())
 
 
-def _since(local: LocalHub, mark: tuple[int, int], seconds: float) -> Figures:
-    return Figures(seconds, len(local.server.requests) - mark[0], sum(local.server.sent_bytes[mark[1] :]))
+def _since(local: LocalHub, mark: Mark) -> Figures:
+    wall, cpu = time.perf_counter() - mark.wall, time.process_time() - mark.cpu
+    requests, downloaded = len(local.server.requests) - mark.requests, sum(local.server.sent_bytes[mark.answers :])
+    return Figures(wall, requests, downloaded, cpu)
 
 
 def push_whole_split(
@@ -131,18 +156,15 @@ def push_whole_split(
     from huggingface_hub import snapshot_download
 
     mark = _counting(local)
-    start = time.perf_counter()
     folder = snapshot_download(repo, repo_type="dataset", allow_patterns=[f"{RESULTS_DIR}/*"], local_dir=work)
     old = pq.read_table(sorted((Path(folder) / RESULTS_DIR).glob("*.parquet")), schema=arrow_schema())
     table = pa.concat_tables([old, pa.Table.from_pylist([flatten(r) for r in records], schema=arrow_schema())])
     split = datasets.Dataset(table)
-    read = _since(local, mark, time.perf_counter() - start)
+    read = _since(local, mark)
     mark = _counting(local)
-    start = time.perf_counter()
     split.push_to_hub(target, token="bench")
-    push = _since(local, mark, time.perf_counter() - start)
-    whole = Figures(read.seconds + push.seconds, read.requests + push.requests, read.downloaded + push.downloaded)
-    return push, whole
+    push = _since(local, mark)
+    return push, read + push
 
 
 def measure(rows: int, *, keys: int, new: int, work: Path, push: bool, repeat: int) -> tuple[Runs, Runs, Runs]:
@@ -179,9 +201,8 @@ def measure(rows: int, *, keys: int, new: int, work: Path, push: bool, repeat: i
 
                 def ours_once(repo: str = repo, records: list[dict] = records) -> None:
                     mark = _counting(local)
-                    start = time.perf_counter()
                     result = publish(records, repo=repo, hub=hub)
-                    ours.runs.append(_since(local, mark, time.perf_counter() - start))
+                    ours.runs.append(_since(local, mark))
                     assert result.published and result.summary.added == new, result
 
                 def theirs_once(run: int = run, repo: str = repo, records: list[dict] = records) -> None:

@@ -115,6 +115,17 @@ def test_blob_ids_name_the_regular_files_a_revision_holds_in_batches(localhub, m
     assert client.blob_ids("org/ids", ["a.txt"], revision=old, repo_type="dataset") == {"a.txt": git_blob_id(b"a")}
 
 
+def test_head_sha_reads_the_sha_only_not_the_file_list(localhub):
+    """A repo's info lists every file it holds (siblings); the branch head needs none of it (``expand=sha``)."""
+    store, client, server = localhub.store, localhub.client, localhub.server
+    store.create_repo("org/many", repo_type="dataset")
+    sha = store.commit_files("org/many", {f"f/{i:04d}.txt": b"x" for i in range(500)}, repo_type="dataset")
+    mark = len(server.sent_bytes)
+    assert client.head_sha("org/many", repo_type="dataset") == sha
+    assert server.requests[-1][1].endswith("/revision/main?expand=sha")
+    assert sum(server.sent_bytes[mark:]) < 200, "the answer carries the sha, not 500 file names"
+
+
 def test_errors_become_pipeline_errors(localhub):
     localhub.store.create_repo("org/gated", metadata={"gated": "manual"})
     localhub.store.commit_files("org/gated", {"config.json": b"{}"})

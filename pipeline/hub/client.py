@@ -138,9 +138,12 @@ class Hub(RepoFiles):
 
     def head_sha(self, repo_id: str, *, repo_type: RepoType = "dataset", revision: str = "main") -> str:
         """Commit sha a branch (or refs/pr/N) points to."""
+        # Only the sha: the whole info lists every file of the repo (thousands of scripts in the dataset's).
+        # (huggingface_hub types ``expand`` as one property; its *_info methods take a list, as the Hub does.)
+        only_sha: Any = ["sha"]
         info = self._call(
             f"reading {repo_id}@{revision}",
-            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision),
+            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision, expand=only_sha),
         )
         if not info.sha:
             raise HubError(f"reading {repo_id}@{revision}: the Hub returned no commit sha")

@@ -150,7 +150,8 @@ def _prepare(
         wanted = publish_paths(everything, extra=overlay_map, since=since)
     if wanted:
         fetch(wanted, folder)
-    if needs_migration(folder):  # an older layout: every file of it is rewritten in this PR
+    old_layout = needs_migration(folder)
+    if old_layout:  # an older layout: every file of it is rewritten in this PR
         everything = remote_files(None) if everything is None else everything
         rest = sorted(set(migration_paths(everything)) - set(wanted))
         logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
@@ -159,8 +160,9 @@ def _prepare(
     before = tree_digests(folder)
     for path_in_repo, source in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
-    migrated = bool(migrate(folder)) if needs_migration(folder) else False
-    overlay_changed = tree_digests(folder) != before
+    # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
+    migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
+    overlay_changed = bool(overlay_map) and tree_digests(folder) != before
     held: Callable[[str, bytes], bool] | None = None
     if blob_ids is not None and records:
         ids = blob_ids(held_paths(records))

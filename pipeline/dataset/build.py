@@ -33,7 +33,15 @@ from pipeline.dataset.layout import (
     script_folder,
 )
 from pipeline.dataset.migrate import migrate, needs_migration
-from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs, latest_schema, read_latest, upgrade_row
+from pipeline.dataset.read import (
+    HISTORY_COLUMN,
+    HISTORY_FIELDS,
+    LEGACY_HISTORY_COLUMN,
+    earlier_runs,
+    latest_schema,
+    read_latest,
+    upgrade_row,
+)
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError, RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
@@ -181,8 +189,9 @@ def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]
 
 
 def _model_rows(root: Path, tables: dict[str, pa.Table], models: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order; a shard in
-    ``tables`` (just written) is read from there.
+    """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order, without their
+    history (what a model's scripts are rendered from needs none); a shard in ``tables`` (just written) is
+    read from there.
 
     Raises:
         DatasetError: a shard is unreadable.
@@ -192,6 +201,7 @@ def _model_rows(root: Path, tables: dict[str, pa.Table], models: set[str]) -> di
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
         table = tables.get(path.stem)
         table = read_table(path) if table is None else table
+        table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
         for row in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist():
             out.setdefault(row["model_id"], []).append(upgrade_row(row))
     return out

@@ -56,20 +56,20 @@ def summarize(rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iter
 
 def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any] | None, dict[str, Any]]]) -> None:
     """Fold (old row or None, new row) pairs of a build into ``summary``, in place (counts, total, hardware)."""
+    changes = list(changes)
     counts = {tuple(k[:-1]): k[-1] for k in summary["counts"]}
     toolchains = {tuple(k[:-1]): k[-1] for k in summary["toolchains"]}
-    for before, after in changes:
-        for row, sign in ((before, -1), (after, 1)):
-            if row is None:
-                continue
-            one = render.card_counts([row])
-            for *key, _ in one["counts"]:
-                counts[tuple(key)] = counts.get(tuple(key), 0) + sign
-            for device, cc, tf, _ in one["toolchains"]:
-                toolchains[(device, cc, tf)] = toolchains.get((device, cc, tf), 0) + sign
-        if before is None:
-            summary["total"] += 1
-        summary["hardware"] = sorted({*summary["hardware"], after["hardware"]})
+    # The old rows' counts out and the new rows' in, counted in two calls (not two per change).
+    gone = render.card_counts(before for before, _ in changes if before is not None)
+    came = render.card_counts(after for _, after in changes)
+    for part, sign in ((gone, -1), (came, 1)):
+        for *key, n in part["counts"]:
+            counts[tuple(key)] = counts.get(tuple(key), 0) + sign * n
+        for *key, n in part["toolchains"]:
+            toolchains[tuple(key)] = toolchains.get(tuple(key), 0) + sign * n
+    summary["total"] += sum(before is None for before, _ in changes)
+    if changes:
+        summary["hardware"] = sorted({*summary["hardware"], *(after["hardware"] for _, after in changes)})
     summary["counts"] = [[*k, n] for k, n in sorted(counts.items()) if n]
     summary["toolchains"] = [[*k, n] for k, n in sorted(toolchains.items()) if n]
 

@@ -4,9 +4,10 @@ whole results split (every row, old and new).
 
 Publishing must be O(new rows), not O(dataset): the history (data/results) is never downloaded or rewritten;
 a publish reads ``data/summary.json`` and the latest shards its rows touch, and writes the results file, those
-shards, the scripts and the card. Both datasets have the same number of models (``--keys``), so the 1M-row one
-is a long history (many runs per model): what grows with time. Goals: the ratio of the two times <= 1.5;
-<= 20 requests and <= 1 MB downloaded per publish at both sizes; faster than push_to_hub at 10k rows.
+shards, and the scripts and the card where they change. Both datasets have the same number of models
+(``--keys``), so the 1M-row one is a long history (many runs per model): what grows with time. Goals: the ratio
+of the two times <= 1.5; <= 20 requests and <= 1 MB downloaded per publish at both sizes; faster than
+push_to_hub at 10k rows.
 
     python benchmarks/publish_scale.py [--keys 1000] [--new 100] [--sizes 10000 1000000] [--repeat 5]
                                        [--no-push-to-hub]
@@ -19,6 +20,7 @@ import datetime as dt
 import gc
 import logging
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -31,7 +33,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pipeline.dataset import RESULTS_DIR, build  # noqa: E402
+from pipeline import constants  # noqa: E402
+from pipeline.dataset import RESULTS_DIR, CardNames, build  # noqa: E402
 from pipeline.hub import (
     Hub,  # noqa: E402
     point_client_at,
@@ -170,54 +173,58 @@ def push_whole_split(
 def measure(rows: int, *, keys: int, new: int, work: Path, push: bool, repeat: int) -> tuple[Runs, Runs, Runs]:
     """trncat's publish and (``push``) the naive one, ``repeat`` times each, alternating which goes first.
 
-    Each run publishes into its own copy of the same seeded dataset repo (the naive one into its own new repo)
-    and publishes other new rows than the runs before it, so no run finds its files already on the hub: every
-    run uploads what a first publish would. Both run in the same process after the same warm-up (the first
-    runs), so neither pays imports or first-use costs the other does not.
+    Each run starts a fresh local hub holding two copies of the same dataset repo, as publishes to the Hub
+    leave it (its card names the repo), and each publish goes into its own copy: trncat's as a PR,
+    ``push_to_hub``'s onto main (it lists the repo's files and updates the card there, as it would publishing
+    into the catalog's dataset). A fresh hub per run: no run finds a file an earlier run uploaded (an empty
+    changes file is the same bytes every time). Both run in the same process after the same warm-up (the
+    first runs), so neither pays imports or first-use costs the other does not.
     """
     work = Path(tempfile.mkdtemp(dir=work))
     folder = work / f"dataset-{rows}"
-    build([_record(i, BASE) for i in range(keys)], folder)
+    build([_record(i, BASE) for i in range(keys)], folder, names=CardNames(repo=REPO, space=constants.TRNCAT_SPACE))
     history_files(rows - keys, keys, folder)
     files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
     ours, alone, whole = Runs(), Runs(), Runs()
-    with LocalHub(work / f"hub-{rows}") as local:
-        restore = point_client_at(local.url, cache_dir=work / f"cache-{rows}")
-        try:
-            if push:
-                import datasets
+    for run in range(repeat):
+        root = work / f"hub-{run}"
+        with LocalHub(root) as local:
+            restore = point_client_at(local.url, cache_dir=work / f"cache-{run}")
+            try:
+                for repo in (REPO, PUSH_REPO) if push else (REPO,):
+                    local.store.create_repo(repo, repo_type="dataset")
+                    local.store.commit_files(repo, files, message="seed", repo_type="dataset")
+                if push:
+                    import datasets
 
-                # datasets reads the endpoint once, at import: point it at this run's local hub.
-                datasets.config.HF_ENDPOINT = local.url
-            hub = Hub(endpoint=local.url, token="bench", cache_dir=work / f"cache-{rows}")
-            hub.whoami()  # huggingface_hub's once-per-process requests are not the publish's
-            for run in range(repeat):
-                repo = f"{REPO}-{run}"
-                local.store.create_repo(repo, repo_type="dataset")
-                local.store.commit_files(repo, files, message="seed", repo_type="dataset")
+                    # datasets reads the endpoint once, at import: point it at this run's local hub.
+                    datasets.config.HF_ENDPOINT = local.url
+                hub = Hub(endpoint=local.url, token="bench", cache_dir=work / f"cache-{run}")
+                hub.whoami()  # huggingface_hub's once-per-process requests are not the publish's
                 later = BASE + dt.timedelta(days=1 + run)
                 step = max(1, keys // new)
                 records = [_record(i * step % keys, later + dt.timedelta(seconds=i)) for i in range(new)]
 
-                def ours_once(repo: str = repo, records: list[dict] = records) -> None:
+                def ours_once(local: LocalHub = local, hub: Hub = hub, records: list[dict] = records) -> None:
                     mark = _counting(local)
-                    result = publish(records, repo=repo, hub=hub)
+                    result = publish(records, repo=REPO, hub=hub)
                     ours.runs.append(_since(local, mark))
                     assert result.published and result.summary.added == new, result
 
-                def theirs_once(run: int = run, repo: str = repo, records: list[dict] = records) -> None:
-                    target = f"{PUSH_REPO}-{run}"
-                    local.store.create_repo(target, repo_type="dataset")
-                    a, w = push_whole_split(records, repo=repo, target=target, local=local, work=work / f"pull-{run}")
+                def theirs_once(local: LocalHub = local, records: list[dict] = records, run: int = run) -> None:
+                    a, w = push_whole_split(
+                        records, repo=REPO, target=PUSH_REPO, local=local, work=work / f"pull-{run}"
+                    )
                     alone.runs.append(a)
                     whole.runs.append(w)
 
                 order = [ours_once, theirs_once] if run % 2 == 0 else [theirs_once, ours_once]
                 for step_once in order if push else [ours_once]:
                     step_once()
-        finally:
-            restore()
-            gc.unfreeze()
+            finally:
+                restore()
+                gc.unfreeze()
+        shutil.rmtree(root, ignore_errors=True)
     return ours, alone, whole
 
 

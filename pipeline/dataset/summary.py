@@ -75,7 +75,14 @@ def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any
 
 
 def write_summary(root: Path, summary: dict[str, Any]) -> None:
-    fsatomic.write_text(root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    """Write the summary file, unless it already says exactly this (a sweep often leaves the counts as they were)."""
+    path, text = root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    fsatomic.write_text(path, text)
 
 
 def shard_paths(summary: dict[str, Any]) -> list[str]:

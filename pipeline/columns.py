@@ -199,6 +199,17 @@ def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+@functools.cache
+def _paths() -> dict[str, tuple[str, ...]]:
+    return {name: path for name, path, _ in COLUMNS}
+
+
+def column_value(record: dict[str, Any], name: str) -> Any:
+    """One column of a record's flat row, as the record holds it (a time stays text), without flattening the
+    rest (:func:`flatten` hashes the whole record for ``record_id``)."""
+    return _get(record, _paths()[name])
+
+
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes."""
     row: dict[str, Any] = {}

@@ -2,10 +2,11 @@
 
 The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
 shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. The card is rendered from the
-summary; the catalog page (which needs the whole latest view) is not rebuilt by a Hub publish. A dataset
-without a summary gets its whole latest view mirrored once, and the summary with it. The history stays
-append-only: a publish only adds a results file.
+GET each on one HTTP session, never the results history, the card or the page. The card (from the summary)
+and the touched models' scripts are rendered again; one the repo already holds byte for byte (its git id: one
+``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the whole
+latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
+once, and the summary with it. The history stays append-only: a publish only adds a results file.
 
 When the bot already has an open PR, the commit goes onto it (``refs/pr/N``) instead of opening a second one;
 when the branch moves while committing, the commit is rebuilt on the new head (:meth:`pipeline.hub.Hub.commit`).
@@ -33,6 +34,7 @@ from pipeline.dataset import (
     Change,
     build,
     change_kinds,
+    held_paths,
     migrate,
     migration_paths,
     needs_migration,
@@ -46,7 +48,7 @@ from pipeline.dataset import (
     write_front_files,
 )
 from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions
+from pipeline.hub import Hub, file_additions, git_blob_id
 from pipeline.ids import validate_model_id
 from pipeline.records import Problem, parse_time
 from pipeline.render import md_cell
@@ -96,6 +98,7 @@ def prepare_folder(
     remote_files: Callable[[str | None], list[str]],
     parent: str | None = None,
     names: CardNames | None = None,
+    blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
 
@@ -105,10 +108,19 @@ def prepare_folder(
         fetch: (paths, folder) -> downloads those the target holds.
         remote_files: folder in the repo (None: all) -> the target's file paths under it.
         names: The repo and Space the card names.
+        blob_ids: paths -> git blob ids of those the target holds (:meth:`pipeline.hub.Hub.blob_ids`): a script
+            the target already holds with the same content is then neither written nor changed.
     """
     with fsatomic.scratch(folder):
         return _prepare(
-            records, folder=folder, overlay=overlay, fetch=fetch, remote_files=remote_files, parent=parent, names=names
+            records,
+            folder=folder,
+            overlay=overlay,
+            fetch=fetch,
+            remote_files=remote_files,
+            parent=parent,
+            names=names,
+            blob_ids=blob_ids,
         )
 
 
@@ -121,6 +133,7 @@ def _prepare(
     remote_files: Callable[[str | None], list[str]],
     parent: str | None,
     names: CardNames | None,
+    blob_ids: Callable[[list[str]], dict[str, str]] | None,
 ) -> Prepared:
     overlay_map = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
@@ -137,7 +150,8 @@ def _prepare(
         wanted = publish_paths(everything, extra=overlay_map, since=since)
     if wanted:
         fetch(wanted, folder)
-    if needs_migration(folder):  # an older layout: every file of it is rewritten in this PR
+    old_layout = needs_migration(folder)
+    if old_layout:  # an older layout: every file of it is rewritten in this PR
         everything = remote_files(None) if everything is None else everything
         rest = sorted(set(migration_paths(everything)) - set(wanted))
         logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
@@ -146,9 +160,17 @@ def _prepare(
     before = tree_digests(folder)
     for path_in_repo, source in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
-    migrated = bool(migrate(folder)) if needs_migration(folder) else False
-    overlay_changed = tree_digests(folder) != before
-    summary = build(records, folder, page=False, names=names) if records else BuildSummary()
+    # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
+    migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
+    overlay_changed = bool(overlay_map) and tree_digests(folder) != before
+    held: Callable[[str, bytes], bool] | None = None
+    if blob_ids is not None and records:
+        ids = blob_ids(held_paths(records))
+
+        def held(path: str, data: bytes) -> bool:
+            return ids.get(path) == git_blob_id(data)
+
+    summary = build(records, folder, page=False, names=names, held=held) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
     after = tree_digests(folder)
@@ -269,6 +291,9 @@ class _Publication:
         def remote_files(under: str | None) -> list[str]:
             return self.hub.list_files(self.repo, revision=parent, repo_type="dataset", under=under)
 
+        def blob_ids(paths: list[str]) -> dict[str, str]:
+            return self.hub.blob_ids(self.repo, paths, revision=parent, repo_type="dataset")
+
         prepared = prepare_folder(
             self.records,
             folder=folder,
@@ -277,6 +302,7 @@ class _Publication:
             remote_files=remote_files,
             parent=parent,
             names=self.names,
+            blob_ids=blob_ids,
         )
         self.prepared.append(prepared)
         return prepared

@@ -79,6 +79,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,  # package files: no stat of the template on every render (a build renders hundreds)
     )
     env.filters["py"] = py_literal
     env.filters["md"] = md_cell

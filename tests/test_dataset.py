@@ -309,3 +309,44 @@ def test_a_layout_2_folder_is_migrated_to_the_schema_1_2_columns(tmp_path: Path)
     assert rows["sentence-embeddings"]["latency_by_batch_s"][1] == {"batch_size": 32, "p50": 0.031, "p90": 0.034}
     assert rows["text-generation"]["sentences_per_s"] is None
     assert pa.types.is_list(arrow_schema().field("batch_sizes").type)
+
+
+@pytest.mark.parametrize("digits", [0, 1])
+def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_once(
+    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build turns only the touched keys' rows of a shard into Python rows and keeps the rest as Arrow; the
+    shard it writes is the one a build of every record at once writes, byte for byte."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+
+    def run(i: int, day: int) -> dict:
+        stamp = f"2026-11-{day:02d}T09:00:00+00:00"
+        return {"started_at": stamp, "finished_at": stamp} | ({} if i % 5 else {"runner": f"r{day}"})
+
+    first = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 20)) for i in range(30)]
+    second = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 21)) for i in range(0, 30, 7)]
+    second += [sample_failure(model_id="org/m03", run=run(3, 22)), sample_record(model_id="org/zz", run=run(0, 21))]
+    second += [sample_record(model_id="org/m04", run=run(4, 19))]  # older than the latest: history only
+    in_turn, at_once = tmp_path / "in-turn", tmp_path / "at-once"
+    build(first, in_turn)
+    build(second, in_turn)
+    build(first + second, at_once)
+    shards = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / LATEST_DIR).glob("*.parquet"))
+    assert len(shards) == 1 if digits == 0 else len(shards) > 1
+    for shard in shards:
+        assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
+    assert read_latest(in_turn) == read_latest(at_once)
+
+
+def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:
+    """A partial mirror leaves out a script the repo already holds with the same bytes (``held``)."""
+    whole, mirror = tmp_path / "whole", tmp_path / "mirror"
+    build(_records(), whole)
+    scripts = {p.relative_to(whole).as_posix(): p.read_bytes() for p in (whole / "scripts").rglob("*") if p.is_file()}
+    scripts["scripts/acme/vlm/run.py"] = b"an older run.py\n"
+    summary = build(_records(), mirror, held=lambda path, data: scripts.get(path) == data)
+    written = sorted(p.relative_to(mirror).as_posix() for p in (mirror / "scripts").rglob("*") if p.is_file())
+    assert written == ["scripts/acme/vlm/run.py"] and summary.scripts == ["scripts/acme/vlm"]
+    assert (mirror / written[0]).read_bytes() == (whole / written[0]).read_bytes()

@@ -108,6 +108,33 @@ def test_download_snapshot_and_files(localhub, tmp_path):
     assert client.head_sha("org/tiny", repo_type="model") == sha
 
 
+def test_blob_ids_name_the_regular_files_a_revision_holds_in_batches(localhub, monkeypatch):
+    from pipeline.hub import files, git_blob_id
+
+    store, client, server = localhub.store, localhub.client, localhub.server
+    store.create_repo("org/ids", repo_type="dataset")
+    old = store.commit_files("org/ids", {"a.txt": b"a", "b/c.py": b"c"}, repo_type="dataset")
+    store.commit_files("org/ids", {"a.txt": b"A", "w.parquet": b"P" * 64}, repo_type="dataset")
+    monkeypatch.setattr(files, "PATHS_INFO_BATCH", 2)
+    mark = len(server.requests)
+    paths = ["a.txt", "b/c.py", "missing.txt", "w.parquet", "b"]
+    ids = client.blob_ids("org/ids", paths, revision="main", repo_type="dataset")
+    assert ids == {"a.txt": git_blob_id(b"A"), "b/c.py": git_blob_id(b"c")}, "LFS files and absent paths: none"
+    assert server.count_requests("/paths-info/main", "POST") == 3 and len(server.requests) - mark == 3
+    assert client.blob_ids("org/ids", ["a.txt"], revision=old, repo_type="dataset") == {"a.txt": git_blob_id(b"a")}
+
+
+def test_head_sha_reads_the_sha_only_not_the_file_list(localhub):
+    """A repo's info lists every file it holds (siblings); the branch head needs none of it (``expand=sha``)."""
+    store, client, server = localhub.store, localhub.client, localhub.server
+    store.create_repo("org/many", repo_type="dataset")
+    sha = store.commit_files("org/many", {f"f/{i:04d}.txt": b"x" for i in range(500)}, repo_type="dataset")
+    mark = len(server.sent_bytes)
+    assert client.head_sha("org/many", repo_type="dataset") == sha
+    assert server.requests[-1][1].endswith("/revision/main?expand=sha")
+    assert sum(server.sent_bytes[mark:]) < 200, "the answer carries the sha, not 500 file names"
+
+
 def test_errors_become_pipeline_errors(localhub):
     localhub.store.create_repo("org/gated", metadata={"gated": "manual"})
     localhub.store.commit_files("org/gated", {"config.json": b"{}"})

@@ -193,9 +193,13 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     fetched = [p.split("/resolve/", 1)[1].split("/", 1)[1] for m, p in requests if "/resolve/" in p]
     assert sorted(fetched) == ["data/latest/all.parquet", "data/summary.json"]
     assert not any(m == "HEAD" for m, _ in requests), "one GET per file, no metadata round trip"
-    assert len(requests) <= 16, requests
+    assert len([p for _, p in requests if "/paths-info/" in p]) == 1, "the scripts' ids in one request"
+    assert len(requests) <= 17, requests
     assert sum(server.sent_bytes[sent:]) < 200_000
     assert "index.html" not in result.files and "README.md" in result.files
+    # Models 35-39 were there: their scripts come out the same and stay out of the commit; 40-44 are new.
+    scripts = {p.rsplit("/", 2)[1] for p in result.files if p.startswith("scripts/")}
+    assert scripts == {f"model-{i:03d}" for i in range(40, 45)}
     # The card the publish rendered from the summary is the card of the whole tree.
     tree = tmp_path / "pr"
     hub.snapshot(REPO, revision="refs/pr/1", repo_type="dataset", local_dir=tree)
@@ -208,6 +212,39 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     assert summary is not None and summary["total"] == 46 and summary["shards"] == ["all"]
     counts = summary["counts"]
     assert ["text-generation", "neuron", "pass", 45] in counts and ["text-generation", "neuron", "fail", 1] in counts
+
+
+def test_a_script_or_card_the_repo_holds_unchanged_is_neither_written_nor_committed(
+    dataset_repo, tmp_path: Path
+) -> None:
+    """A publish rewrites the card and the scripts of every model it touches; one the repo already holds byte
+    for byte is left out (its git id, from paths-info, says so), and one that differs (a stale template) is
+    replaced."""
+    from pipeline.dataset import build
+
+    hub, store = dataset_repo.client, dataset_repo.store
+    seeded = tmp_path / "seed"
+    build(_batch(3, 20), seeded)
+    files = {p.relative_to(seeded).as_posix(): p for p in seeded.rglob("*") if p.is_file()}
+    stale = "scripts/org/model-001/run.py"
+    files[stale] = tmp_path / "stale.py"
+    files[stale].write_text("print('an older template')\n")
+    store.create_repo(REPO, repo_type="dataset", exist_ok=True)
+    store.commit_files(REPO, files, message="seed", repo_type="dataset")
+    result = publish(_batch(3, 29), repo=REPO, hub=hub)
+    assert result.published
+    assert [p for p in result.files if p.startswith("scripts/")] == [stale]
+    assert f"{len(result.files)} file(s)" in result.description
+    pr = _tree(store, "refs/pr/1")
+    assert pr["scripts/org/model-000/run.py"] == _tree(store, "main")["scripts/org/model-000/run.py"]
+    fresh = store.read_file(REPO, stale, revision="refs/pr/1", repo_type="dataset")
+    assert fresh == (seeded / stale).read_bytes(), "the stale script is replaced by the one rendered now"
+    assert "README.md" in result.files, "the seed's card is a local folder's; the Hub's names the repo"
+    hub.merge(REPO, 1, repo_type="dataset")
+    again = publish(_batch(3, 30), repo=REPO, hub=hub)
+    assert again.published and again.pr_num == 2
+    assert not [p for p in again.files if p.startswith("scripts/") or p == "README.md"], again.files
+    assert dataset_repo.server.count_requests("/api/validate-yaml") == 1, "no card, no YAML to validate"
 
 
 def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_path: Path) -> None:

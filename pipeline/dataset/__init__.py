@@ -31,6 +31,7 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.mirror import (
+    held_paths,
     migration_paths,
     overlay_files,
     publish_paths,
@@ -76,6 +77,7 @@ __all__ = [
     "results_files_since",
     "results_paths",
     "run_name",
+    "held_paths",
     "shard_of",
     "summary_paths",
     "tree_digests",

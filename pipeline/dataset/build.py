@@ -8,29 +8,40 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
-from pipeline.columns import representative
+from pipeline.columns import LAYOUT_VERSION, representative
 from pipeline.dataset.changes import change_rows, changes_table
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
     RESULTS_DIR,
+    SCRIPT_FILES,
     parquet_bytes,
     read_rows,
+    read_table,
     results_files_since,
     run_name,
     script_folder,
 )
 from pipeline.dataset.migrate import migrate, needs_migration
-from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs, latest_schema, read_latest, upgrade_row
+from pipeline.dataset.read import (
+    HISTORY_COLUMN,
+    HISTORY_FIELDS,
+    LEGACY_HISTORY_COLUMN,
+    earlier_runs,
+    latest_schema,
+    read_latest,
+    upgrade_row,
+)
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError, RecordError
 from pipeline.records import arrow_schema, flatten, unflatten, validate_record
@@ -144,6 +155,58 @@ def _capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
+#: The key columns of a latest shard, in the order its rows are sorted by.
+_KEY_COLUMNS = ("model_id", "task", "hardware")
+
+
+def _read_shard(path: Path, keys: set[tuple[str, str, str]]) -> tuple[pa.Table | None, dict[tuple[str, str, str], Any]]:
+    """A latest shard split in two: its rows of ``keys`` (in the current layout, by key) and the other rows,
+    untouched, as a table (never turned into Python rows: a publish touches few keys of a shard). A shard of
+    an older layout, or one holding a key twice, is read whole into rows, and the table is None.
+
+    Raises:
+        DatasetError: the shard is unreadable.
+    """
+    table = read_table(path)
+    if table.schema.equals(latest_schema()) and table.num_rows:
+        joined = pc.binary_join_element_wise(*(table[name] for name in _KEY_COLUMNS), "\0")
+        current = pc.all(pc.equal(table["layout_version"], LAYOUT_VERSION)).as_py()
+        unique = joined.null_count == 0 and pc.count_distinct(joined).as_py() == table.num_rows
+        if current and unique:
+            mask = pc.is_in(joined, value_set=pa.array(["\0".join(key) for key in keys], pa.string()))
+            touched = table.filter(mask).to_pylist()
+            return table.filter(pc.invert(mask)), {latest_key(r): upgrade_row(r) for r in touched}
+    return None, {latest_key(r): upgrade_row(r) for r in table.to_pylist()}
+
+
+def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]) -> pa.Table:
+    """A latest shard's table: the untouched rows and the merged ones, sorted by key."""
+    merged = _table([current[k] for k in sorted(current)], latest_schema())
+    if rest is None or not rest.num_rows:
+        return merged
+    both = pa.concat_tables([rest.cast(latest_schema()), merged])
+    return both.sort_by([(name, "ascending") for name in _KEY_COLUMNS]).combine_chunks()
+
+
+def _model_rows(root: Path, tables: dict[str, pa.Table], models: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order, without their
+    history (what a model's scripts are rendered from needs none); a shard in ``tables`` (just written) is
+    read from there.
+
+    Raises:
+        DatasetError: a shard is unreadable.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    wanted = pa.array(sorted(models), pa.string())
+    for path in sorted((root / LATEST_DIR).glob("*.parquet")):
+        table = tables.get(path.stem)
+        table = read_table(path) if table is None else table
+        table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
+        for row in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist():
+            out.setdefault(row["model_id"], []).append(upgrade_row(row))
+    return out
+
+
 def _merge_shard(
     current: dict[tuple[str, str, str], dict[str, Any]], rows: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], list[Change], int]:
@@ -192,7 +255,12 @@ def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
 
 
 def build(
-    records: Iterable[dict[str, Any]], out: Path, *, page: bool = True, names: CardNames | None = None
+    records: Iterable[dict[str, Any]],
+    out: Path,
+    *,
+    page: bool = True,
+    names: CardNames | None = None,
+    held: Callable[[str, bytes], bool] | None = None,
 ) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
@@ -200,7 +268,9 @@ def build(
     Only the latest shards of the keys the records touch are read and rewritten, and only the results files
     that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
     Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
-    files (what publish uses).
+    files (what publish uses); ``held(path, content)`` then tells a file the repo already holds with that
+    very content, which is left out of the mirror instead of written: the scripts of every model the records
+    touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -228,17 +298,17 @@ def build(
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
         by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
-    merged: dict[str, list[dict[str, Any]]] = {}
+    merged: dict[str, pa.Table] = {}
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
         path = out / LATEST_DIR / f"{shard}.parquet"
-        current = {latest_key(r): upgrade_row(r) for r in read_rows(path)} if path.exists() else {}
+        rest, current = _read_shard(path, {latest_key(r) for r in rows}) if path.exists() else (None, {})
         appended, changes, duplicates = _merge_shard(current, rows)
         summary.duplicates += duplicates
         if appended:
             new_rows.extend(appended)
             summary.changes.extend(changes)
-            merged[shard] = [current[k] for k in sorted(current)]
+            merged[shard] = _shard_table(rest, current)
     if not new_rows:
         logger.info("nothing new to add to %s", out)
         return summary
@@ -252,32 +322,51 @@ def build(
         if summary.changes:
             change_list = change_rows(summary.changes, results_file=results_path)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
-        for shard, rows in sorted(merged.items()):
-            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_table(rows, latest_schema())))
+        for shard, table in sorted(merged.items()):
+            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(table))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
-        latest = read_latest(stage)
+        touched_models = {change.key[0] for change in summary.changes}
+        # The whole latest view is read only when counted (no summary yet) or shown (the page); else only the
+        # touched models' rows are.
+        latest = read_latest(stage) if summary_file is None or page else None
         if summary_file is None:  # the whole latest view is here: count it
             shards = [p.stem for p in (stage / LATEST_DIR).glob("*.parquet")]
-            summary_file = summarize(latest, shard_digits=digits, shards=shards)
+            summary_file = summarize(latest or [], shard_digits=digits, shards=shards)
         else:
             apply_changes(summary_file, [(change.before, change.after) for change in summary.changes])
             summary_file["shards"] = sorted(set(summary_file["shards"]) | set(merged))
-        touched_models = {change.key[0] for change in summary.changes}
+        by_model: dict[str, list[dict[str, Any]]] = {}
+        if latest is None:
+            by_model = _model_rows(stage, merged, touched_models)
+        else:
+            for row in latest:
+                by_model.setdefault(row["model_id"], []).append(row)
         for model_id in sorted(touched_models):
             # The scripts come from the same row the page shows for the model (pipeline.columns.representative).
-            record = unflatten(representative(r for r in latest if r["model_id"] == model_id))
+            record = unflatten(representative(by_model[model_id]))
             folder = script_folder(model_id)
             try:
                 script, requirements = render.run_script(record), render.requirements(record)
             except PipelineError as exc:  # an odd (schema-valid) version string: this model only, never the build
                 logger.warning("%s: no scripts written: %s", model_id, exc)
                 continue
-            fsatomic.write_text(stage / folder / "run.py", script)
-            fsatomic.write_text(stage / folder / "requirements.txt", requirements)
-            summary.scripts.append(folder)
+            written = False
+            for name, text in zip(SCRIPT_FILES, (script, requirements), strict=True):
+                in_repo, data = f"{folder}/{name}", text.encode("utf-8")
+                if held is None or not held(in_repo, data):
+                    fsatomic.write_bytes(stage / in_repo, data)
+                    written = True
+            if written:
+                summary.scripts.append(folder)
         write_front_files(
-            stage, latest=latest, page=page, counts=summary_file, known=summary_file["configs"], names=names
+            stage,
+            latest=latest,
+            page=page,
+            counts=summary_file,
+            known=summary_file["configs"],
+            names=names,
+            held=held,
         )
         summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
         write_summary(stage, summary_file)

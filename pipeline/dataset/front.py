@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,18 +67,21 @@ def write_front_files(
     counts: dict[str, Any] | None = None,
     known: Iterable[str] = (),
     names: CardNames | None = None,
+    held: Callable[[str, bytes], bool] | None = None,
 ) -> None:
     """(Re)write README.md (the card) and index.html (a preview of the catalog page, for the PR's reviewer; the
     public page is the Space's, built from main) from the folder's current content.
 
     ``counts`` (the summary file's, see :mod:`pipeline.dataset.summary`) and ``known`` views make the same
-    card on a partial mirror; the page needs the whole latest view.
+    card on a partial mirror; the page needs the whole latest view. On such a mirror, a card the repo
+    already holds byte for byte (``held``, see :func:`pipeline.dataset.build.build`) is not written.
     """
     configs = card_configs(root, known=known)
     repo, space = (names.repo, names.space) if names else (None, None)
     if counts is not None and not page:
-        card = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space)
-        fsatomic.write_text(root / CARD_FILE, card)
+        text = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space).encode("utf-8")
+        if held is None or not held(CARD_FILE, text):
+            fsatomic.write_bytes(root / CARD_FILE, text)
         return
     latest = read_latest(root) if latest is None else latest
     card = render.dataset_card(rows=latest, counts=counts, configs=configs, repo=repo, space=space)

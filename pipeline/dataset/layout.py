@@ -50,14 +50,27 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
+def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """One Parquet file as a table.
+
+    Raises:
+        DatasetError: the file is unreadable.
+    """
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+
+
 def read_rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """The rows of one Parquet file.
 
     Raises:
         DatasetError: the file is unreadable.
     """
+    table = read_table(path, columns)
     try:
-        return pq.read_table(path, columns=columns).to_pylist()
+        return table.to_pylist()
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
 

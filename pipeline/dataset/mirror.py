@@ -14,17 +14,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset.build import latest_key, shard_of
+from pipeline.columns import column_value
+from pipeline.dataset.build import shard_of
 from pipeline.dataset.layout import (
+    CARD_FILE,
     EXCLUSIONS_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
+    SCRIPT_FILES,
     is_latest_file,
     is_results_file,
     newest_rankings,
     results_files_since,
+    script_folder,
 )
-from pipeline.records import flatten
 from pipeline.types import TASKS
 
 
@@ -77,15 +80,22 @@ def summary_paths(
     that hold any key of the records' models (every task, every hardware the summary names, so the scripts
     come from the model's whole set of rows), the results files that could already hold the records, and
     the overlay's paths (to tell an unchanged snapshot)."""
-    rows = [flatten(r) for r in records]
-    hardware = {*summary["hardware"], *(row["hardware"] for row in rows)}
+    keys = [(column_value(r, "model_id"), column_value(r, "task"), column_value(r, "hardware")) for r in records]
+    hardware = {*summary["hardware"], *(h for _, _, h in keys)}
     digits = int(summary["shard_digits"])
-    shards = {shard_of(latest_key(row), digits) for row in rows}
-    shards.update(shard_of((row["model_id"], task, h), digits) for row in rows for task in TASKS for h in hardware)
+    shards = {shard_of(key, digits) for key in keys}
+    shards.update(shard_of((model_id, task, h), digits) for model_id, _, _ in keys for task in TASKS for h in hardware)
     wanted = {f"{LATEST_DIR}/{name}.parquet" for name in shards & set(summary["shards"])}
     wanted.update(results_files_since(list(remote_results), since))
     wanted.update(extra)
     return sorted(wanted)
+
+
+def held_paths(records: Iterable[dict[str, Any]]) -> list[str]:
+    """The files a publish of ``records`` rewrites but leaves out when the repo holds them byte for byte (see
+    :func:`pipeline.dataset.build.build`'s ``held``): the card and the scripts of every model they name."""
+    models = {column_value(r, "model_id") for r in records}
+    return [CARD_FILE, *sorted(f"{script_folder(model_id)}/{name}" for model_id in models for name in SCRIPT_FILES)]
 
 
 def results_paths(remote_files: Iterable[str]) -> list[str]:

@@ -56,26 +56,33 @@ def summarize(rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iter
 
 def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any] | None, dict[str, Any]]]) -> None:
     """Fold (old row or None, new row) pairs of a build into ``summary``, in place (counts, total, hardware)."""
+    changes = list(changes)
     counts = {tuple(k[:-1]): k[-1] for k in summary["counts"]}
     toolchains = {tuple(k[:-1]): k[-1] for k in summary["toolchains"]}
-    for before, after in changes:
-        for row, sign in ((before, -1), (after, 1)):
-            if row is None:
-                continue
-            one = render.card_counts([row])
-            for *key, _ in one["counts"]:
-                counts[tuple(key)] = counts.get(tuple(key), 0) + sign
-            for device, cc, tf, _ in one["toolchains"]:
-                toolchains[(device, cc, tf)] = toolchains.get((device, cc, tf), 0) + sign
-        if before is None:
-            summary["total"] += 1
-        summary["hardware"] = sorted({*summary["hardware"], after["hardware"]})
+    # The old rows' counts out and the new rows' in, counted in two calls (not two per change).
+    gone = render.card_counts(before for before, _ in changes if before is not None)
+    came = render.card_counts(after for _, after in changes)
+    for part, sign in ((gone, -1), (came, 1)):
+        for *key, n in part["counts"]:
+            counts[tuple(key)] = counts.get(tuple(key), 0) + sign * n
+        for *key, n in part["toolchains"]:
+            toolchains[tuple(key)] = toolchains.get(tuple(key), 0) + sign * n
+    summary["total"] += sum(before is None for before, _ in changes)
+    if changes:
+        summary["hardware"] = sorted({*summary["hardware"], *(after["hardware"] for _, after in changes)})
     summary["counts"] = [[*k, n] for k, n in sorted(counts.items()) if n]
     summary["toolchains"] = [[*k, n] for k, n in sorted(toolchains.items()) if n]
 
 
 def write_summary(root: Path, summary: dict[str, Any]) -> None:
-    fsatomic.write_text(root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n")
+    """Write the summary file, unless it already says exactly this (a sweep often leaves the counts as they were)."""
+    path, text = root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    fsatomic.write_text(path, text)
 
 
 def shard_paths(summary: dict[str, Any]) -> list[str]:

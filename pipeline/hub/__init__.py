@@ -1,6 +1,8 @@
 """The only package of trncat that talks to the Hub (``huggingface_hub``).
 
 - :mod:`~pipeline.hub.client`: :class:`Hub`, the API trncat uses (listings, downloads, commits, PRs);
+- :mod:`~pipeline.hub.files`: the Hub's calls that read a repo's files (downloads, listings, partial mirrors);
+- :mod:`~pipeline.hub.operations`: commit operations, and the git id that tells a file the repo holds;
 - :mod:`~pipeline.hub.retry`: one retry budget per call, on an injectable clock;
 - :mod:`~pipeline.hub.translate`: huggingface_hub's errors -> :mod:`pipeline.errors` (the only place);
 - :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call;
@@ -14,7 +16,7 @@ from __future__ import annotations
 from pipeline.hub.client import Hub
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
-from pipeline.hub.operations import file_additions, file_deletions
+from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
 
 __all__ = [
     "CommitResult",
@@ -24,6 +26,7 @@ __all__ = [
     "RepoType",
     "file_additions",
     "file_deletions",
+    "git_blob_id",
     "point_client_at",
     "quiet_progress_bars",
 ]

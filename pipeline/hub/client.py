@@ -12,14 +12,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub import HfApi
 from huggingface_hub._commit_api import CommitOperation
-from huggingface_hub.errors import EntryNotFoundError as HfEntryNotFound  # RemoteEntryNotFoundError's parent
-from huggingface_hub.hf_api import RepoFile
 
-from pipeline import constants, fsatomic
+from pipeline import constants
 from pipeline.errors import HubError, ParentMovedError
 from pipeline.hub import transport
+from pipeline.hub.files import RepoFiles
 from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
 from pipeline.hub.retry import Budget
 from pipeline.hub.translate import http_status, is_retryable, translate
@@ -29,7 +28,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class Hub:
+class Hub(RepoFiles):
     """Client of the Hub (or of the local hub) with translated errors and one retry budget per call.
 
     Args:
@@ -117,7 +116,8 @@ class Hub:
         )
 
     def fetch_config(self, repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
-        return self.fetch_json(repo_id, "config.json", revision=revision)  # as fetch_json: nothing else downloads
+        """``config.json`` of a model, parsed (nothing else is downloaded); raises as :meth:`fetch_json`."""
+        return self.fetch_json(repo_id, "config.json", revision=revision)
 
     def fetch_json(self, repo_id: str, filename: str, *, revision: str | None = None) -> dict[str, Any]:
         """One JSON object file of a model repo, parsed (``config.json``, a pipeline's ``model_index.json``); raises
@@ -140,118 +140,14 @@ class Hub:
         meta = self._call(what, lambda: self._api.parse_safetensors_file_metadata(repo_id, file, revision=revision))
         return sum(meta.parameter_count.values())
 
-    def download(
-        self, repo_id: str, filename: str, *, revision: str | None = None, repo_type: RepoType = "model"
-    ) -> Path:
-        """Download one file (cached) and return its local path.
-
-        Raises:
-            RepoNotFoundError: no such repo, revision or file.
-            GatedRepoError: gated without access.
-            HubError: other failures.
-        """
-        return Path(
-            self._call(
-                f"downloading {filename} from {repo_id}",
-                lambda: hf_hub_download(
-                    repo_id,
-                    filename,
-                    revision=revision,
-                    repo_type=repo_type,
-                    endpoint=self.endpoint,
-                    token=self.token,
-                    cache_dir=self.cache_dir,
-                ),
-            )
-        )
-
-    def snapshot(
-        self,
-        repo_id: str,
-        *,
-        revision: str | None = None,
-        repo_type: RepoType = "model",
-        local_dir: Path | None = None,
-        allow_patterns: list[str] | None = None,
-    ) -> Path:
-        """Download a repo (or the files matching ``allow_patterns``) and return the folder."""
-        return Path(
-            self._call(
-                f"downloading {repo_id}",
-                lambda: snapshot_download(
-                    repo_id,
-                    revision=revision,
-                    repo_type=repo_type,
-                    local_dir=local_dir,
-                    allow_patterns=allow_patterns,
-                    endpoint=self.endpoint,
-                    token=self.token,
-                    cache_dir=self.cache_dir,
-                ),
-            )
-        )
-
-    def list_files(
-        self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset", under: str | None = None
-    ) -> list[str]:
-        """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent)."""
-        if under is None:
-            return self._call(
-                f"listing files of {repo_id}",
-                lambda: self._api.list_repo_files(repo_id, revision=revision, repo_type=repo_type),
-            )
-
-        def listing() -> list[str]:
-            try:
-                entries = list(
-                    self._api.list_repo_tree(
-                        repo_id, path_in_repo=under, recursive=True, revision=revision, repo_type=repo_type
-                    )
-                )
-            except HfEntryNotFound:  # no such folder: nothing under it
-                return []
-            return sorted(e.path for e in entries if isinstance(e, RepoFile))
-
-        return self._call(f"listing {under} of {repo_id}", listing)
-
-    def fetch_files(
-        self, repo_id: str, paths: list[str], *, revision: str, into: Path, repo_type: RepoType = "dataset"
-    ) -> list[str]:
-        """Download ``paths`` at ``revision`` into ``into`` with one GET each on huggingface_hub's shared HTTP
-        session (no metadata request, no cache: what a partial mirror needs); a path the repo lacks is skipped.
-
-        Returns:
-            The paths downloaded.
-
-        Raises:
-            HubError: (or a child) the Hub failed on one of them.
-        """
-        from huggingface_hub import get_session, hf_hub_url
-        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
-
-        headers = build_hf_headers(token=self.token)
-        fetched = []
-        for path in paths:
-            url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=self.endpoint)
-
-            def get(url: str = url) -> bytes | None:
-                response = get_session().get(url, headers=headers, follow_redirects=True)
-                if response.status_code == 404:
-                    return None
-                hf_raise_for_status(response)
-                return response.content
-
-            body = self._call(f"downloading {path} from {repo_id}", get)
-            if body is not None:
-                fsatomic.write_bytes(into / path, body)
-                fetched.append(path)
-        return fetched
-
     def head_sha(self, repo_id: str, *, repo_type: RepoType = "dataset", revision: str = "main") -> str:
         """Commit sha a branch (or refs/pr/N) points to."""
+        # Only the sha: the whole info lists every file of the repo (thousands of scripts in the dataset's).
+        # (huggingface_hub types ``expand`` as one property; its *_info methods take a list, as the Hub does.)
+        only_sha: Any = ["sha"]
         info = self._call(
             f"reading {repo_id}@{revision}",
-            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision),
+            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision, expand=only_sha),
         )
         if not info.sha:
             raise HubError(f"reading {repo_id}@{revision}: the Hub returned no commit sha")

@@ -1,7 +1,9 @@
-"""The commit operations a Hub commit is made of (huggingface_hub's CommitOperation*), built only here."""
+"""The commit operations a Hub commit is made of (huggingface_hub's CommitOperation*), built only here, and
+the git id that tells a local file from the one the Hub holds."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from huggingface_hub._commit_api import CommitOperation
@@ -19,3 +21,8 @@ def file_deletions(paths: list[str]) -> list[CommitOperation]:
     from huggingface_hub import CommitOperationDelete
 
     return [CommitOperationDelete(path_in_repo=path) for path in sorted(paths)]
+
+
+def git_blob_id(data: bytes) -> str:
+    """The git object id of a regular file holding ``data``: what the Hub reports for it (``Hub.blob_ids``)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id, not security

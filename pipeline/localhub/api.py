@@ -67,11 +67,10 @@ def _route(store: LocalHubStore, req: Request) -> Response:
 
 def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -> Response:
     m = req.method
-    if not rest and m == "GET":
-        return ok(repo_json(repo, repo.resolve("main"), req, blobs=req.arg("blobs") in {"1", "true", "True"}))
-    if rest[:1] == ["revision"] and m == "GET":
-        sha = repo.resolve("/".join(rest[1:]))
-        return ok(repo_json(repo, sha, req, blobs=req.arg("blobs") in {"1", "true", "True"}))
+    if (not rest or rest[:1] == ["revision"]) and m == "GET":
+        sha = repo.resolve("/".join(rest[1:]) if rest else "main")
+        blobs = req.arg("blobs") in {"1", "true", "True"}
+        return ok(repo_json(repo, sha, req, blobs=blobs, expand=req.args("expand") or None))
     if rest[:1] == ["tree"] and m == "GET":
         rev, path = split_rev(rest[1:])
         return _tree(req, repo, rev, "/".join(path))

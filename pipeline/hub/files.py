@@ -1,0 +1,155 @@
+"""Reading a repo's files: one file (cached), a snapshot, the file list, a partial mirror's GETs and the git
+ids of files the repo holds. A part of :class:`pipeline.hub.Hub`, which gives it the retry loop."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from huggingface_hub import HfApi, hf_hub_download, snapshot_download
+from huggingface_hub.errors import EntryNotFoundError as HfEntryNotFound  # RemoteEntryNotFoundError's parent
+from huggingface_hub.hf_api import RepoFile
+
+from pipeline import fsatomic
+from pipeline.hub.listing import RepoType
+
+T = TypeVar("T")
+#: Paths per ``paths-info`` request: the Hub answers 413 beyond 1,000 (huggingface_hub sends 500 at a time).
+PATHS_INFO_BATCH = 500
+
+
+class RepoFiles:
+    """The file-reading calls of :class:`pipeline.hub.Hub` (which sets these attributes and the retry loop)."""
+
+    endpoint: str
+    token: str | None
+    cache_dir: Path | None
+    _api: HfApi
+
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        raise NotImplementedError
+
+    def download(
+        self, repo_id: str, filename: str, *, revision: str | None = None, repo_type: RepoType = "model"
+    ) -> Path:
+        """Download one file (cached) and return its local path.
+
+        Raises:
+            RepoNotFoundError: no such repo, revision or file.
+            GatedRepoError: gated without access.
+            HubError: other failures.
+        """
+        return Path(
+            self._call(
+                f"downloading {filename} from {repo_id}",
+                lambda: hf_hub_download(
+                    repo_id,
+                    filename,
+                    revision=revision,
+                    repo_type=repo_type,
+                    endpoint=self.endpoint,
+                    token=self.token,
+                    cache_dir=self.cache_dir,
+                ),
+            )
+        )
+
+    def snapshot(
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        repo_type: RepoType = "model",
+        local_dir: Path | None = None,
+        allow_patterns: list[str] | None = None,
+    ) -> Path:
+        """Download a repo (or the files matching ``allow_patterns``) and return the folder."""
+        return Path(
+            self._call(
+                f"downloading {repo_id}",
+                lambda: snapshot_download(
+                    repo_id,
+                    revision=revision,
+                    repo_type=repo_type,
+                    local_dir=local_dir,
+                    allow_patterns=allow_patterns,
+                    endpoint=self.endpoint,
+                    token=self.token,
+                    cache_dir=self.cache_dir,
+                ),
+            )
+        )
+
+    def list_files(
+        self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset", under: str | None = None
+    ) -> list[str]:
+        """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent)."""
+        if under is None:
+            return self._call(
+                f"listing files of {repo_id}",
+                lambda: self._api.list_repo_files(repo_id, revision=revision, repo_type=repo_type),
+            )
+
+        def listing() -> list[str]:
+            try:
+                entries = list(
+                    self._api.list_repo_tree(
+                        repo_id, path_in_repo=under, recursive=True, revision=revision, repo_type=repo_type
+                    )
+                )
+            except HfEntryNotFound:  # no such folder: nothing under it
+                return []
+            return sorted(e.path for e in entries if isinstance(e, RepoFile))
+
+        return self._call(f"listing {under} of {repo_id}", listing)
+
+    def fetch_files(
+        self, repo_id: str, paths: list[str], *, revision: str, into: Path, repo_type: RepoType = "dataset"
+    ) -> list[str]:
+        """Download ``paths`` at ``revision`` into ``into`` with one GET each on huggingface_hub's shared HTTP
+        session (no metadata request, no cache: what a partial mirror needs); a path the repo lacks is skipped.
+
+        Returns:
+            The paths downloaded.
+
+        Raises:
+            HubError: (or a child) the Hub failed on one of them.
+        """
+        from huggingface_hub import get_session, hf_hub_url
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        headers = build_hf_headers(token=self.token)
+        fetched = []
+        for path in paths:
+            url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=self.endpoint)
+
+            def get(url: str = url) -> bytes | None:
+                response = get_session().get(url, headers=headers, follow_redirects=True)
+                if response.status_code == 404:
+                    return None
+                hf_raise_for_status(response)
+                return response.content
+
+            body = self._call(f"downloading {path} from {repo_id}", get)
+            if body is not None:
+                fsatomic.write_bytes(into / path, body)
+                fetched.append(path)
+        return fetched
+
+    def blob_ids(
+        self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "dataset"
+    ) -> dict[str, str]:
+        """The git blob id of each of ``paths`` the repo holds at ``revision`` as a regular (not LFS) file, from
+        ``paths-info`` (one POST per :data:`PATHS_INFO_BATCH` paths); a path it lacks is left out. Compare with
+        :func:`pipeline.hub.operations.git_blob_id` of a local file to tell one the repo already holds."""
+        ids: dict[str, str] = {}
+        for start in range(0, len(paths), PATHS_INFO_BATCH):
+            batch = paths[start : start + PATHS_INFO_BATCH]
+
+            def info(batch: list[str] = batch) -> list[Any]:
+                return self._api.get_paths_info(repo_id, batch, revision=revision, repo_type=repo_type)
+
+            infos = self._call(f"reading {len(batch)} path(s) of {repo_id}@{revision}", info)
+            ids.update((i.path, i.blob_id) for i in infos if isinstance(i, RepoFile) and i.lfs is None)
+        return ids

@@ -75,12 +75,13 @@ def test_the_answer_check_compares_with_the_cpu_float32_reference(
     task: str, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     field = {SE: "embedding_cosine", T2I: "denoiser_cosine"}[task]
-    record = _bench(tiny_models[task], tmp_path, task, dtype="bfloat16")
+    quick = {"iterations": 1, "warmup": 0}  # the check runs after the timed calls: their number does not matter
+    record = _bench(tiny_models[task], tmp_path, task, dtype="bfloat16", **quick)
     assert record["status"] == "pass", record["failure"]
     agreement = record["agreement"]
     assert agreement["skipped"] is None and agreement[field] >= agreement["threshold"]
     assert agreement["threshold"] == {SE: 0.99, T2I: 0.98}[task]
-    wrong = _bench(tiny_models[task], tmp_path / "wrong", task, dtype="bfloat16", fault="perturb")
+    wrong = _bench(tiny_models[task], tmp_path / "wrong", task, dtype="bfloat16", fault="perturb", **quick)
     assert (wrong["status"], wrong["failure"]["stage"], wrong["failure"]["code"]) == (
         "fail",
         "accuracy",

@@ -245,6 +245,7 @@ def main() -> None:
         import datasets
 
         datasets.disable_progress_bars()
+        datasets.logging.set_verbosity_error()  # its note on num_proc, once per push
     medians: dict[int, float] = {}
     with tempfile.TemporaryDirectory(prefix="trncat-publish-scale-") as tmp:
         for rows in args.sizes:

@@ -7,7 +7,6 @@ constants and worked examples are in ``docs/planner.md``.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import replace
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.advice import cores_text, fit_advice, no_fit_advice, size_text
+from pipeline.components import LocalFiles
 from pipeline.diffusion_plan import format_pipeline_plan, plan_pipeline_model
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
@@ -252,15 +252,8 @@ def plan_model(
 
 
 def _read_local_config(folder: Path) -> dict[str, Any]:
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlanError(f"cannot plan {folder}: no config.json in it") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PlanError(f"cannot plan {folder}: unreadable config.json ({exc})") from None
-    if not isinstance(config, dict):
-        raise PlanError(f"cannot plan {folder}: config.json is not a JSON object")
-    return config
+    """config.json of a local folder, a JSON object (a pipeline's component configs are read the same way)."""
+    return LocalFiles(folder).json("config.json")
 
 
 def runner_label(plan: Plan) -> str:

@@ -12,8 +12,10 @@ toolchain) stay in the template and the script; a task's own columns sit between
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
+
+from pipeline.workload import library_key, task_source
 
 #: How a cell is written (pipeline/page.py ``metric`` and format.js ``metric``): seconds, a rate, an integer, or
 #: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``).
@@ -44,14 +46,15 @@ class Speed:
 
 @dataclass(frozen=True)
 class TaskView:
-    """How the page shows one task."""
+    """How the page shows one task. The answer check's column, what it compares and the task's own library come
+    from the task's :class:`pipeline.workload.TaskSource` (:func:`task_view`), not restated here."""
 
     label: str
     metrics: tuple[Metric, ...]
     speed: Speed | None
     #: The row column of the answer check's cosine, and what it compares (said in the details).
-    cosine: str | None
-    compared: str
+    cosine: str | None = None
+    compared: str = ""
     #: The task's own library beside transformers in the toolchain, and its version's row column (None: none).
     library: tuple[str, str] | None = None
 
@@ -63,13 +66,9 @@ _GENERATION = (
 )
 _DECODE = Speed("decode_tokens_per_s", "tps", "Decode tok/s", "rate")
 
-TASK_VIEWS: dict[str, TaskView] = {
-    "text-generation": TaskView(
-        "Text generation", _GENERATION, _DECODE, "agreement_logits_cosine", "the first-step logits"
-    ),
-    "image-text-to-text": TaskView(
-        "Image-text-to-text", _GENERATION, _DECODE, "agreement_logits_cosine", "the first-step logits"
-    ),
+_VIEWS: dict[str, TaskView] = {
+    "text-generation": TaskView("Text generation", _GENERATION, _DECODE),
+    "image-text-to-text": TaskView("Image-text-to-text", _GENERATION, _DECODE),
     "sentence-embeddings": TaskView(
         "Sentence embeddings",
         (
@@ -80,9 +79,6 @@ TASK_VIEWS: dict[str, TaskView] = {
             Metric("wall", "Wall", "compilation included", "secs", table=False),
         ),
         Speed("sentences_per_s", "sps", "Sentences/s (batch 32)", "rate"),
-        "agreement_embedding_cosine",
-        "the sentence embeddings",
-        ("sentence-transformers", "sentence_transformers_version"),
     ),
     "text-to-image": TaskView(
         "Text-to-image",
@@ -101,11 +97,17 @@ TASK_VIEWS: dict[str, TaskView] = {
             Metric("wall", "Wall", "compilation included", "secs", table=False),
         ),
         Speed("seconds_per_image", "spi", "Seconds per image", "secs"),
-        "agreement_denoiser_cosine",
-        "the second denoising step's update",
-        ("diffusers", "diffusers_version"),
     ),
 }
+
+
+def _with_source(task: str, view: TaskView) -> TaskView:
+    source = task_source(task)
+    own = None if source.library == "transformers" else (source.library, f"{library_key(source.library)}_version")
+    return replace(view, cosine=f"agreement_{source.cosine_field}", compared=f"the {source.answer}", library=own)
+
+
+TASK_VIEWS: dict[str, TaskView] = {task: _with_source(task, view) for task, view in _VIEWS.items()}
 
 
 def task_view(task: str) -> TaskView:

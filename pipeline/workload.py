@@ -143,7 +143,7 @@ TASK_SOURCES: dict[str, TaskSource] = {
         base_model=True,
         cosine_field="embedding_cosine",
         cosine_threshold=0.99,
-        answer="embeddings",
+        answer="sentence embeddings",
         tensor_parallel=False,
     ),
     "text-to-image": TaskSource(

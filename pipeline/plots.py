@@ -14,6 +14,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from pipeline.task_columns import task_view
+from pipeline.workload import TASK_SOURCES, library_key
 
 WIDTH, HEIGHT = 480, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 58, 46
@@ -220,6 +221,10 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str =
     return Markup("".join(parts) + "</svg>")
 
 
+#: The tasks' own libraries beside transformers (sentence-transformers, diffusers), from the task registry.
+TASK_LIBRARIES = tuple(dict.fromkeys(s.library for s in TASK_SOURCES.values() if s.library != "transformers"))
+
+
 def toolchain_label(row: dict[str, Any]) -> str:
     """'neuronx-cc 2.21.0 · torch-neuronx 2.14.0 · transformers 5.0.0' (or the device when not on Neuron), and the
     task's own library when it has one ('· diffusers 0.42.1', '· sentence-transformers 6.2.0')."""
@@ -231,8 +236,8 @@ def toolchain_label(row: dict[str, Any]) -> str:
     if not parts:
         parts.append(str(row.get("device") or "?"))
     parts.append(f"transformers {row.get('transformers_version') or '?'}")
-    for library in ("sentence-transformers", "diffusers"):
-        if version := row.get(f"{library.replace('-', '_')}_version"):
+    for library in TASK_LIBRARIES:
+        if version := row.get(f"{library_key(library)}_version"):
             parts.append(f"{library} {version}")
     return " · ".join(parts)
 

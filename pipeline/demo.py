@@ -22,6 +22,7 @@ from pipeline import fsatomic
 from pipeline.bench.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_paths
+from pipeline.task_columns import task_view
 from pipeline.testing import tiny
 
 DATASET_REPO = "trncat-demo/results"
@@ -44,13 +45,6 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
     ("trncat-demo/tiny-sd", tiny.build_tiny_stable_diffusion,
      {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
 )  # fmt: skip
-#: The record's speed figure of each task, its unit and scale for the demo's table.
-SPEED = {
-    "text-generation": ("decode_tokens_per_s", "tok/s", 1.0),
-    "image-text-to-text": ("decode_tokens_per_s", "tok/s", 1.0),
-    "sentence-embeddings": ("sentences_per_s", "sent/s", 1.0),
-    "text-to-image": ("seconds_per_image", "s/image", 1.0),
-}
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
@@ -74,7 +68,7 @@ class DemoSummary:
         return self.invalid == 0 and bool(self.records) and all(r["status"] == "pass" for r in self.records)
 
     def table(self) -> str:
-        header = f"{'model':<32} {'task':<20} {'status':<8} {'load s':>7} {'speed':>16} {'wall s':>7}"
+        header = f"{'model':<32} {'task':<20} {'status':<8} {'load s':>7} {'speed':>30} {'wall s':>7}"
         lines = [header, "-" * len(header)]
 
         def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
@@ -82,11 +76,15 @@ class DemoSummary:
 
         for record in self.records:
             m = record["metrics"]
-            name, unit, scale = SPEED[record["task"]]
-            speed = f"{fmt(m.get(name), scale, 3 if unit == 's/image' else 0)} {unit}"
+            plotted = task_view(record["task"]).speed  # each task's speed figure, as the page shows it
+            speed = (
+                f"{fmt(m.get(plotted.column), digits=3 if plotted.fmt == 'secs' else 0)} {plotted.label}"
+                if plotted
+                else "-"
+            )
             lines.append(
                 f"{record['model_id']:<32} {record['task']:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
-                f"{speed:>16} {fmt(m['wall_s']):>7}"
+                f"{speed:>30} {fmt(m['wall_s']):>7}"
             )
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<32} kept out: {reason}")

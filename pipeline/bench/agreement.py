@@ -3,7 +3,7 @@
 A model that runs but computes garbage does not "run". After the timed calls the child captures its answer for
 the fixed inputs (each task's :meth:`~pipeline.bench.tasks.base.TaskRunner.capture`): for the generation tasks
 the logits of the first generated step (the last prompt position) and the greedy tokens; for
-sentence-embeddings the embeddings of the batch; for text-to-image the first denoising step's update of the
+sentence-embeddings the embeddings of the batch; for text-to-image the second denoising step's update of the
 latents (from the same initial noise). The same capture on the CPU in float32 is the reference, computed once
 per model, revision, task and workload on the runner host and cached (:func:`reference_key`). :func:`compare`
 gives the record's ``agreement``: the cosine of the two answers (the smallest over the batch) in the task's
@@ -63,7 +63,7 @@ def compare(device: Path, reference: Path, *, task: str = "text-generation") -> 
     """The record's ``agreement`` from a device capture and a reference capture of ``task``.
 
     A generation capture holds ``logits`` ([batch, vocab]) and greedy ``tokens``; the other tasks' hold one
-    ``output`` tensor whose first dimension is the batch (embeddings; the first denoising step's update).
+    ``output`` tensor whose first dimension is the batch (embeddings; the second denoising step's update).
 
     Returns:
         ``{"reference", "logits_cosine", "prefix_tokens", "compared_tokens", "threshold", "skipped"}`` plus the

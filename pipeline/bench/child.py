@@ -24,7 +24,7 @@ from pipeline.bench.backends import get_backend
 from pipeline.bench.backends.base import world_of
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import get_task
-from pipeline.bench.tasks.base import Run, percentile  # noqa: F401  (percentile: the child's report figures)
+from pipeline.bench.tasks.base import Run
 
 
 class Progress:

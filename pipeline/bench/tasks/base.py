@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.workload import Workload
-
+#: The one line the failure rules match when a task whose library cannot shard is asked for several cores.
+ONE_CORE = "{library} has no tensor parallelism: its models are benchmarked on one core"
 #: Text the prompts are cut from: long enough for any workload once repeated.
 PROMPT_TEXT = (
     "Engineers want to know, in minutes rather than weeks, whether a model runs on Trainium, how many "
@@ -87,9 +87,7 @@ class TaskRunner:
 
     def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
         """Load the model as the child runs it: sharded by tensor parallelism under torchrun (transformers)."""
-        extra = {k: v for k, v in model_load_kwargs(dtype=dtype, world_size=world_size).items() if k != "dtype"}
-        extra.pop("trust_remote_code")
-        return self.load_model(path, dtype=dtype, **extra)
+        return self.load_model(path, **model_load_kwargs(dtype=dtype, world_size=world_size))
 
     def load_processor(self, path: Path) -> Any:
         raise NotImplementedError
@@ -119,20 +117,6 @@ class TaskRunner:
 
         ``perturb`` (tests only) makes a model that runs but answers wrong.
         """
-        raise NotImplementedError
-
-    def prompt_ids(self, tokenizer: Any, n_tokens: int) -> list[int]:
-        """Exactly ``n_tokens`` token ids cut from :data:`PROMPT_TEXT` repeated."""
-        ids: list[int] = []
-        text = PROMPT_TEXT
-        while len(ids) < n_tokens:
-            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-            text += PROMPT_TEXT
-        return ids[:n_tokens]
-
-    # Kept for the generation tasks and benchmarks/harness_overhead.py.
-    def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
-        """Tensors for one call on the fixed workload (on the CPU; the harness moves them)."""
         raise NotImplementedError
 
 

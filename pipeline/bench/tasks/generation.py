@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pipeline.bench.tasks.base import Measured, Run, TaskRunner, percentile
+from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, Run, TaskRunner, percentile
 from pipeline.workload import Workload
 
 
@@ -121,6 +121,19 @@ def timed_generate(
 
 class GenerationTask(TaskRunner):
     """A transformers model that generates text: ``generate()`` of exactly ``output_tokens`` greedy tokens."""
+
+    def prompt_ids(self, tokenizer: Any, n_tokens: int) -> list[int]:
+        """Exactly ``n_tokens`` token ids cut from :data:`PROMPT_TEXT` repeated."""
+        ids: list[int] = []
+        text = PROMPT_TEXT
+        while len(ids) < n_tokens:
+            ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+            text += PROMPT_TEXT
+        return ids[:n_tokens]
+
+    def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
+        """Tensors for one call on the fixed workload (on the CPU; :meth:`setup` moves them to the device)."""
+        raise NotImplementedError
 
     def generate_kwargs(self, processor: Any, workload: Workload) -> dict[str, Any]:
         """Greedy decoding of exactly ``output_tokens`` tokens (end-of-sequence ignored)."""

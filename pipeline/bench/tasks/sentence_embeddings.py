@@ -18,10 +18,7 @@ import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, Run, TaskRunner, percentile, timed_calls
-
-#: The one line the failure rules match when a run is asked for more than one core.
-ONE_CORE = "{library} has no tensor parallelism: its models are benchmarked on one core"
+from pipeline.bench.tasks.base import ONE_CORE, PROMPT_TEXT, Measured, Run, TaskRunner, percentile, timed_calls
 
 
 def sentences(tokenizer: Any, *, count: int, n_tokens: int) -> list[str]:

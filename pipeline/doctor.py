@@ -156,7 +156,12 @@ def _packages(backend: NeuronBackend, toolchain: Mapping[str, str]) -> list[Chec
     return out
 
 
-def _space(name: str, path: Path, minimum: int, *, writable: bool) -> Check:
+def _gib(size: int) -> str:
+    """Bytes in GiB, rounded down to a tenth, so a figure under a threshold never prints as the threshold."""
+    return f"{size * 10 // 1024**3 / 10:.1f} GiB"
+
+
+def _space(name: str, path: Path, minimum: int, *, writable: bool, disk_free: Callable[[Path], int]) -> Check:
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
@@ -169,24 +174,24 @@ def _space(name: str, path: Path, minimum: int, *, writable: bool) -> Check:
             return Check(
                 name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory"
             )
-    free = shutil.disk_usage(probe).free
-    detail = f"{path}: {free / 1024**3:.0f} GiB free"
+    free = disk_free(probe)
+    detail = f"{path}: {_gib(free)} free"
     if free < minimum:
         return Check(name, "warn", detail, f"free at least {minimum >> 30} GiB")
     return Check(name, "ok", detail)
 
 
-def _host(total_memory: int) -> list[Check]:
+def _host(total_memory: int, disk_free: Callable[[Path], int]) -> list[Check]:
     neff = Path(constants.TORCH_NEURONX_NEFF_CACHE_DIR or neuron_launch.DEFAULT_NEFF_CACHE_DIR)
     memory = (
-        Check("memory", "ok", f"{total_memory / 1024**3:.0f} GiB host memory")
+        Check("memory", "ok", f"{_gib(total_memory)} host memory")
         if total_memory >= MIN_HOST_MEMORY_BYTES
-        else Check("memory", "warn", f"{total_memory / 1024**3:.0f} GiB host memory: large compiles need more",
+        else Check("memory", "warn", f"{_gib(total_memory)} host memory: large compiles need more",
                    "use a larger instance")
     )  # fmt: skip
     return [
-        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, writable=True),
-        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, writable=True),
+        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, writable=True, disk_free=disk_free),
+        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, writable=True, disk_free=disk_free),
         memory,
     ]
 
@@ -211,6 +216,7 @@ def run_checks(
     os_release: Path = Path("/etc/os-release"),
     total_memory: Callable[[], int] | None = None,
     python: tuple[int, int] | None = None,
+    disk_free: Callable[[Path], int] | None = None,
 ) -> Report:
     """Every check of ``trncat doctor`` (no smoke run).
 
@@ -222,6 +228,7 @@ def run_checks(
         os_release: The os-release file.
         total_memory: Host memory in bytes (psutil by default).
         python: The (major, minor) Python version to judge (this interpreter's by default).
+        disk_free: Free bytes on the filesystem holding a path (``shutil.disk_usage`` by default).
     """
     import psutil
 
@@ -233,7 +240,7 @@ def run_checks(
         *_neuron_ls(backend, cores),
         *_packages(backend, toolchain),
     ]
-    checks.extend(_host(memory))
+    checks.extend(_host(memory, disk_free or (lambda path: shutil.disk_usage(path).free)))
     if hub is not None:
         checks.append(_hub(hub))
     return Report(checks=checks)

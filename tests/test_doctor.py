@@ -49,7 +49,7 @@ def _checks(root: Path, backend: NeuronBackend | None = None, **kwargs: Any) -> 
         os_release=root / "os-release",
         total_memory=lambda: 128 * GiB,
         python=(3, 12),
-        **kwargs,
+        **{"disk_free": lambda path: 200 * GiB, **kwargs},
     )
     return {check.name: check for check in report.checks}
 
@@ -92,6 +92,16 @@ def test_old_python_and_other_os_are_reported(trn2: Path) -> None:
     assert checks["python"].status == "fail" and "3.12-3.14" in checks["python"].detail
     assert checks["os"].status == "warn" and checks["memory"].status == "warn"
     assert not report.ok
+
+
+def test_a_short_disk_warns_and_never_prints_the_missed_threshold(trn2: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI once ran on a host with 49.96 GiB free: the check warned but printed "50 GiB free (free at least 50 GiB)".
+    monkeypatch.setattr(constants, "TORCH_NEURONX_NEFF_CACHE_DIR", str(trn2 / "neff"))
+    checks = _checks(trn2, disk_free=lambda path: 50 * GiB - 40 * 1024**2)
+    assert checks["disk"].status == "warn" and checks["disk"].detail.endswith("49.9 GiB free")
+    assert checks["disk"].line().endswith("(free at least 50 GiB)")
+    assert checks["neff-cache"].status == "ok" and checks["memory"].detail == "128.0 GiB host memory"
+    assert _checks(trn2, disk_free=lambda path: 50 * GiB)["disk"].status == "ok"
 
 
 def test_cli_doctor_here_fails_with_lines_and_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:

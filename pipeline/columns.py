@@ -210,26 +210,90 @@ def column_value(record: dict[str, Any], name: str) -> Any:
     return _get(record, _paths()[name])
 
 
+def _float_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
+
+
+#: How each kind's value becomes its column's (None: as the record holds it).
+_TO_COLUMN: dict[str, Any] = {
+    _TIME: parse_time,
+    _FLOAT: float,  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
+    _BATCH_LATENCY: _float_latency,
+}
+
+
+@functools.cache
+def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
+    """Each column of :func:`flatten` as (name, first key, second key, third key, conversion); a special column
+    (``record_id``, ``layout_version``, ``attempts``) has an empty first key. Paths are at most three deep."""
+    plan: list[tuple[str, str, str | None, str | None, Any]] = []
+    for name, path, kind in COLUMNS:
+        if name in ("record_id", "layout_version", "attempts"):
+            plan.append((name, "", None, None, None))
+            continue
+        assert 1 <= len(path) <= 3, path
+        second, third = (path[1] if len(path) > 1 else None), (path[2] if len(path) > 2 else None)
+        plan.append((name, path[0], second, third, _TO_COLUMN.get(kind)))
+    return tuple(plan)
+
+
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes."""
     row: dict[str, Any] = {}
-    for name, path, kind in COLUMNS:
-        if name == "record_id":
-            row[name] = record_id(record)
-        elif name == "layout_version":
-            row[name] = LAYOUT_VERSION
-        elif name == "attempts":
-            row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
-        else:
-            value = _get(record, path)
-            if value is not None and kind == _TIME:
-                value = parse_time(value)
-            elif value is not None and kind == _FLOAT:
-                value = float(value)  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
-            elif value is not None and kind == _BATCH_LATENCY:
-                value = [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
-            row[name] = value
+    for name, first, second, third, convert in _flatten_plan():
+        if not first:
+            if name == "record_id":
+                row[name] = record_id(record)
+            elif name == "layout_version":
+                row[name] = LAYOUT_VERSION
+            else:
+                row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
+            continue
+        # (as _get: a missing or non-object step gives None)
+        value = record.get(first)
+        if second is not None:
+            value = value.get(second) if isinstance(value, dict) else None
+            if third is not None:
+                value = value.get(third) if isinstance(value, dict) else None
+        if value is not None and convert is not None:
+            value = convert(value)
+        row[name] = value
     return row
+
+
+def _utc_text(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).isoformat(timespec="seconds")
+
+
+def _ints(value: list[Any]) -> list[int]:
+    return [int(v) for v in value]
+
+
+def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value]
+
+
+#: How each kind's column value becomes the record's (None: as the column holds it).
+_TO_RECORD: dict[str, Any] = {
+    _TIME: _utc_text,
+    _INT: int,
+    _FLOAT: float,
+    _BOOL: bool,
+    _INTS: _ints,
+    _BATCH_LATENCY: _batch_latency,
+}
+
+
+@functools.cache
+def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool, bool], ...]:
+    """Each record field of :func:`unflatten` as (column, parent keys, key, conversion, added by schema 1.1,
+    carried by one task only (schema 1.2), optional in the record)."""
+    return tuple(
+        (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
+         name in ("threads", "guidance_scale"))
+        for name, path, kind in COLUMNS
+        if path
+    )  # fmt: skip
 
 
 def unflatten(row: dict[str, Any]) -> dict[str, Any]:
@@ -237,37 +301,23 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     record: dict[str, Any] = {}
     old = row.get("schema_version") == "1.0"
     task_columns = COLUMNS_SINCE_1_2.get(row.get("task") or "", frozenset())
-    for name, path, kind in COLUMNS:
-        if not path or (old and name in COLUMNS_SINCE_1_1):
-            continue
-        if name in _ALL_SINCE_1_2 and name not in task_columns:
+    for name, parents, key, convert, since_1_1, task_only, optional in _unflatten_plan():
+        if (old and since_1_1) or (task_only and name not in task_columns):
             continue
         value = row.get(name)
         if name == "attempts":
             legacy = row.get("attempts_json")  # layout 1
             record["attempts"] = [dict(a) for a in value] if value is not None else json.loads(legacy or "[]")
             continue
-        if name in ("threads", "guidance_scale") and value is None:
-            continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
-
-        if value is not None and kind == _TIME:
-            value = value.astimezone(dt.UTC).isoformat(timespec="seconds")
-        elif value is not None and kind == _INT:
-            value = int(value)
-        elif value is not None and kind == _FLOAT:
-            value = float(value)
-        elif value is not None and kind == _BOOL:
-            value = bool(value)
-        elif value is not None and kind == _INTS:
-            value = [int(v) for v in value]
-        elif value is not None and kind == _BATCH_LATENCY:
-            value = [
-                {"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value
-            ]
+        if value is None:
+            if optional:
+                continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
+        elif convert is not None:
+            value = convert(value)
         target = record
-        for key in path[:-1]:
-            target = target.setdefault(key, {})
-        target[path[-1]] = value
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[key] = value
     if record.get("failure", {}).get("stage") is None:
         record["failure"] = None
     latency = record["metrics"]["latency_s"]

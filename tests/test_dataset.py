@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import signal
 import subprocess
@@ -338,6 +339,46 @@ def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_on
     for shard in shards:
         assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
     assert read_latest(in_turn) == read_latest(at_once)
+
+
+@pytest.mark.parametrize("digits", [0, 1])
+def test_a_partial_build_renders_the_scripts_a_whole_build_does(
+    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build without the page (what publish runs) picks each touched model's representative from the rows it
+    just merged, still in Python, and from the shards' other rows: its scripts are those a build of every
+    record at once renders (a time with an offset, a model with rows of two tasks in different shards, a late
+    result that only joins the history)."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+
+    def run(day: int, offset: str = "+00:00") -> dict:
+        stamp = f"2026-11-{day:02d}T09:00:00{offset}"
+        return {"started_at": stamp, "finished_at": stamp}
+
+    embedding = json.loads((Path(__file__).parent / "fixtures/valid/sentence_embeddings_cpu_pass.json").read_text())
+    first = [sample_record(model_id=f"org/m{i:02d}", run=run(20)) for i in range(12)]
+    first.append({**embedding, "model_id": "org/m01", "run": {**embedding["run"], **run(20)}})
+    second = [sample_record(model_id="org/m01", run=run(21, "+05:30"), revision="b" * 40)]
+    second.append(sample_failure(model_id="org/m02", run=run(22)))
+    second.append(sample_record(model_id="org/m03", run=run(19), revision="c" * 40))  # late: history only
+    second.append({**embedding, "model_id": "org/m04", "run": {**embedding["run"], **run(23, "-03:00")}})
+    in_turn, at_once = tmp_path / "in-turn", tmp_path / "at-once"
+    build(first, in_turn)
+    for path in (in_turn / "scripts").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    summary = build(second, in_turn, page=False)
+    build(first + second, at_once)
+    written = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / "scripts").rglob("*") if p.is_file())
+    # (m03's late result changes no latest row: its scripts are not rendered again)
+    assert sorted(summary.scripts) == ["scripts/org/m01", "scripts/org/m02", "scripts/org/m04"]
+    names = ("run.py", "requirements.txt")
+    assert written == sorted(f"{folder}/{name}" for folder in summary.scripts for name in names)
+    for path in written:
+        assert (in_turn / path).read_bytes() == (at_once / path).read_bytes(), path
+    assert "b" * 40 in (in_turn / "scripts/org/m01/run.py").read_text()
 
 
 def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:

@@ -188,10 +188,13 @@ def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]
     return both.sort_by([(name, "ascending") for name in _KEY_COLUMNS]).combine_chunks()
 
 
-def _model_rows(root: Path, tables: dict[str, pa.Table], models: set[str]) -> dict[str, list[dict[str, Any]]]:
-    """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order, without their
-    history (what a model's scripts are rendered from needs none); a shard in ``tables`` (just written) is
-    read from there.
+def _model_rows(
+    root: Path, touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]], models: set[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order (shard by shard,
+    each in key order), for the scripts (a row of a touched key keeps its history; the others come without).
+    A shard in ``touched`` (just merged: its untouched rows as Arrow, its touched ones as Python rows, see
+    :func:`_read_shard`) is taken from there, so the rows just merged are not turned into Arrow and back.
 
     Raises:
         DatasetError: a shard is unreadable.
@@ -199,11 +202,17 @@ def _model_rows(root: Path, tables: dict[str, pa.Table], models: set[str]) -> di
     out: dict[str, list[dict[str, Any]]] = {}
     wanted = pa.array(sorted(models), pa.string())
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        table = tables.get(path.stem)
-        table = read_table(path) if table is None else table
-        table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
-        for row in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist():
-            out.setdefault(row["model_id"], []).append(upgrade_row(row))
+        rest, current = touched.get(path.stem, (None, None))
+        table = read_table(path) if current is None else rest
+        rows = []
+        if table is not None:
+            table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
+            rows = [upgrade_row(r) for r in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist()]
+        if current is not None:
+            rows.extend(row for key, row in current.items() if key[0] in models)
+            rows.sort(key=latest_key)
+        for row in rows:
+            out.setdefault(row["model_id"], []).append(row)
     return out
 
 
@@ -299,6 +308,7 @@ def build(
     for row in rows_by_id.values():
         by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
     merged: dict[str, pa.Table] = {}
+    touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
         path = out / LATEST_DIR / f"{shard}.parquet"
@@ -309,6 +319,7 @@ def build(
             new_rows.extend(appended)
             summary.changes.extend(changes)
             merged[shard] = _shard_table(rest, current)
+            touched[shard] = (rest, current)
     if not new_rows:
         logger.info("nothing new to add to %s", out)
         return summary
@@ -338,7 +349,7 @@ def build(
             summary_file["shards"] = sorted(set(summary_file["shards"]) | set(merged))
         by_model: dict[str, list[dict[str, Any]]] = {}
         if latest is None:
-            by_model = _model_rows(stage, merged, touched_models)
+            by_model = _model_rows(stage, touched, touched_models)
         else:
             for row in latest:
                 by_model.setdefault(row["model_id"], []).append(row)

@@ -360,3 +360,24 @@ def test_urls_name_the_bound_address_never_the_host_header(localhub):
     assert answer.json()["url"].startswith(localhub.url) and "evil" not in answer.text
     listing = httpx2.get(f"{localhub.url}/api/models?limit=1", headers={"Host": "evil.example"}, timeout=10)
     assert "evil" not in listing.headers.get("Link", "") and localhub.url in listing.headers.get("Link", "")
+
+
+def test_latency_holds_each_answer_and_concurrent_requests_overlap(tmp_path):
+    """``latency_s`` models the real Hub's round trip for benchmarks: every answer waits at least that long."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    with LocalHub(tmp_path / "hub", latency_s=0.2) as hub:
+        url = f"{hub.url}/api/whoami-v2"
+        start = time.perf_counter()
+        assert httpx2.get(url).status_code == 200
+        assert time.perf_counter() - start >= 0.2
+        # Four at once are held side by side, not one after another (loosely: well under 4 x 0.2 s).
+        start = time.perf_counter()
+        with ThreadPoolExecutor(4) as pool:
+            assert [r.status_code for r in pool.map(lambda _: httpx2.get(url), range(4))] == [200] * 4
+        assert 0.2 <= time.perf_counter() - start < 0.7
+        hub.server.latency_s = 0.0
+        start = time.perf_counter()
+        assert httpx2.get(url).status_code == 200
+        assert time.perf_counter() - start < 0.2

@@ -45,13 +45,20 @@ class LocalHub:
         host: Interface to bind.
         port: Port; 0 picks a free one.
         tokens: Tokens allowed to write; None (default) lets every request write.
+        latency_s: Seconds each answer is held, as a round trip to the real Hub takes (benchmarks); 0 default.
     """
 
     def __init__(
-        self, root: Path, *, host: str = "127.0.0.1", port: int = 0, tokens: Iterable[str] | None = None
+        self,
+        root: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        tokens: Iterable[str] | None = None,
+        latency_s: float = 0.0,
     ) -> None:
         self.store = LocalHubStore(Path(root))
-        self.server = LocalHubServer(self.store, (host, port), tokens=tokens)
+        self.server = LocalHubServer(self.store, (host, port), tokens=tokens, latency_s=latency_s)
         self._thread = threading.Thread(
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="localhub", daemon=True
         )

@@ -6,6 +6,7 @@ import logging
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -71,6 +72,9 @@ class LocalHubServer(ThreadingHTTPServer):
         address: (host, port); port 0 picks a free one.
         tokens: Tokens allowed to write (``Authorization: Bearer``); None (default) lets every request write.
         max_body: Largest request body accepted; a larger one is answered 413 and the connection closed.
+        latency_s: Hold each answer this long before sending it, as a round trip to the real Hub takes (tens
+            to hundreds of milliseconds): requests made one after another then add up, concurrent ones
+            overlap. 0 (default) answers at once, what the tests want.
     """
 
     daemon_threads = True
@@ -83,8 +87,10 @@ class LocalHubServer(ThreadingHTTPServer):
         *,
         tokens: Iterable[str] | None = None,
         max_body: int = MAX_BODY_BYTES,
+        latency_s: float = 0.0,
     ) -> None:
         super().__init__(address, _Handler)
+        self.latency_s = latency_s
         self.store = store
         self.gate = Gate(tokens)
         self.max_body = max_body
@@ -262,6 +268,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(method, response)
 
     def _send(self, method: str, response: Response) -> None:
+        if self.server.latency_s > 0:
+            time.sleep(self.server.latency_s)
         self.send_response(response.status)
         length = response.file[2] if response.file else len(response.body)
         for key, value in response.headers.items():

@@ -2,7 +2,8 @@
 
 The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
 shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. The card (from the summary)
+GET each on one HTTP session, never the results history, the card or the page. Requests that need no answer of
+another go together (:mod:`pipeline.hub.together`): on the real Hub each waits a round trip. The card (from the summary)
 and the touched models' scripts are rendered again; one the repo already holds byte for byte (its git id: one
 ``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the whole
 latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
@@ -48,7 +49,7 @@ from pipeline.dataset import (
     write_front_files,
 )
 from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions, git_blob_id
+from pipeline.hub import Hub, file_additions, git_blob_id, together
 from pipeline.ids import validate_model_id
 from pipeline.records import Problem, parse_time
 from pipeline.render import md_cell
@@ -139,11 +140,15 @@ def _prepare(
     # Records are valid here, so every finish time parses.
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
     folder.mkdir(parents=True, exist_ok=True)
-    fetch([SUMMARY_FILE], folder)
+    # Together: the summary, the results files that could hold the records, the scripts' and card's git ids.
+    calls: list[Callable[[], Any]] = [lambda: fetch([SUMMARY_FILE], folder)]
+    calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None else list)
+    if blob_ids is not None and records:
+        calls.append(lambda: blob_ids(held_paths(records)))
+    _, results, *ids = together.results(*calls)
     counts = read_summary(folder)
     everything: list[str] | None = None
     if counts is not None:
-        results = remote_files(RESULTS_DIR) if since is not None else []
         wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
     else:  # a dataset from before the summary file: its whole latest view, once
         everything = remote_files(None)
@@ -163,13 +168,9 @@ def _prepare(
     # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
     migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
     overlay_changed = bool(overlay_map) and tree_digests(folder) != before
-    held: Callable[[str, bytes], bool] | None = None
-    if blob_ids is not None and records:
-        ids = blob_ids(held_paths(records))
-
-        def held(path: str, data: bytes) -> bool:
-            return ids.get(path) == git_blob_id(data)
-
+    held: Callable[[str, bytes], bool] | None = (
+        (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
+    )
     summary = build(records, folder, page=False, names=names, held=held) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
@@ -332,8 +333,10 @@ def publish(
     """
     validate_model_id(repo)
     with tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
+        # The head and the token's user need nothing of each other: asked together (one round trip, not two).
+        head, user = together.at_once(lambda: hub.head_sha(repo, repo_type="dataset", revision="main"), hub.whoami)
         try:
-            main_head = hub.head_sha(repo, repo_type="dataset", revision="main")
+            main_head = head.result()
         except RepoNotFoundError:
             if dry_run:
                 raise
@@ -342,7 +345,7 @@ def publish(
             main_head = hub.head_sha(repo, repo_type="dataset", revision="main")
         # Only our own open PR is reused: a PR anyone else titled like ours must never receive the bot's commits.
         try:
-            author: str | None = hub.whoami()
+            author: str | None = user.result()
         except PipelineError:
             if not dry_run:
                 raise

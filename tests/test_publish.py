@@ -343,3 +343,36 @@ def test_the_overlay_is_validated_before_anything_is_published(tmp_path: Path) -
         with pytest.raises(DatasetError, match="refusing to publish the overlay"):
             publish_to_folder([sample_record()], out=out, overlay=overlay)
         assert not out.exists(), "nothing is written when the overlay is bad"
+
+
+def test_requests_that_need_no_answer_of_another_are_sent_together(dataset_repo, tmp_path: Path) -> None:
+    """On the real Hub each request waits a round trip: the head and the token's user go together, then the
+    summary, the results listing and the scripts' ids. Each hook below holds its request until the others of its
+    group arrive; sent one after another, the first would wait alone and say so."""
+    import threading
+
+    from pipeline.dataset import build
+
+    hub, store, server = dataset_repo.client, dataset_repo.store, dataset_repo.server
+    seeded = tmp_path / "seed"
+    build(_batch(5, 20), seeded)
+    files = {p.relative_to(seeded).as_posix(): p for p in seeded.rglob("*") if p.is_file()}
+    store.commit_files(REPO, files, message="seed", repo_type="dataset")
+    alone: list[str] = []
+
+    def group(*patterns: str) -> None:
+        barrier = threading.Barrier(len(patterns), timeout=5)
+        for pattern in patterns:
+
+            def wait(_server: object, pattern: str = pattern) -> None:
+                try:
+                    barrier.wait()
+                except threading.BrokenBarrierError:
+                    alone.append(pattern)
+
+            server.on_request(pattern, "*", wait)
+
+    group(rf"^/api/datasets/{REPO}/revision/main", r"^/api/whoami-v2")
+    group(r"/resolve/[0-9a-f]{40}/data/summary\.json", rf"^/api/datasets/{REPO}/tree/", r"/paths-info/")
+    result = publish(_batch(5, 29), repo=REPO, hub=hub)
+    assert result.published and not alone, alone

@@ -4,6 +4,7 @@
 - :mod:`~pipeline.hub.files`: the Hub's calls that read a repo's files (downloads, listings, partial mirrors);
 - :mod:`~pipeline.hub.operations`: commit operations, and the git id that tells a file the repo holds;
 - :mod:`~pipeline.hub.retry`: one retry budget per call, on an injectable clock;
+- :mod:`~pipeline.hub.together`: independent calls sent at once (each waits a round trip to the Hub);
 - :mod:`~pipeline.hub.translate`: huggingface_hub's errors -> :mod:`pipeline.errors` (the only place);
 - :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call;
 - :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint.

@@ -3,6 +3,7 @@ ids of files the repo holds. A part of :class:`pipeline.hub.Hub`, which gives it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -12,6 +13,7 @@ from huggingface_hub.errors import EntryNotFoundError as HfEntryNotFound  # Remo
 from huggingface_hub.hf_api import RepoFile
 
 from pipeline import fsatomic
+from pipeline.hub import together
 from pipeline.hub.listing import RepoType
 
 T = TypeVar("T")
@@ -108,23 +110,24 @@ class RepoFiles:
         self, repo_id: str, paths: list[str], *, revision: str, into: Path, repo_type: RepoType = "dataset"
     ) -> list[str]:
         """Download ``paths`` at ``revision`` into ``into`` with one GET each on huggingface_hub's shared HTTP
-        session (no metadata request, no cache: what a partial mirror needs); a path the repo lacks is skipped.
+        session (no metadata request, no cache: what a partial mirror needs), sent together
+        (:func:`pipeline.hub.together.results`); a path the repo lacks is skipped.
 
         Returns:
             The paths downloaded.
 
         Raises:
-            HubError: (or a child) the Hub failed on one of them.
+            HubError: (or a child) the Hub failed on one of them (once the others are done).
         """
         from huggingface_hub import get_session, hf_hub_url
         from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
 
         headers = build_hf_headers(token=self.token)
-        fetched = []
-        for path in paths:
+
+        def fetch(path: str) -> bool:
             url = hf_hub_url(repo_id, path, repo_type=repo_type, revision=revision, endpoint=self.endpoint)
 
-            def get(url: str = url) -> bytes | None:
+            def get() -> bytes | None:
                 response = get_session().get(url, headers=headers, follow_redirects=True)
                 if response.status_code == 404:
                     return None
@@ -132,10 +135,12 @@ class RepoFiles:
                 return response.content
 
             body = self._call(f"downloading {path} from {repo_id}", get)
-            if body is not None:
+            if body is not None:  # written as it comes: a migration's many files are never all in memory
                 fsatomic.write_bytes(into / path, body)
-                fetched.append(path)
-        return fetched
+            return body is not None
+
+        found = together.results(*(functools.partial(fetch, path) for path in paths))
+        return [path for path, here in zip(paths, found, strict=True) if here]
 
     def blob_ids(
         self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "dataset"

@@ -381,3 +381,22 @@ def test_latency_holds_each_answer_and_concurrent_requests_overlap(tmp_path):
         start = time.perf_counter()
         assert httpx2.get(url).status_code == 200
         assert time.perf_counter() - start < 0.2
+
+
+def test_every_connection_has_nagle_off(localhub, monkeypatch):
+    """A small answer on a kept-alive connection must not wait for the client's delayed ACK (~40 ms): the
+    handler turns Nagle's algorithm off on every connection it serves (what every benchmark figure relies on)."""
+    from pipeline.localhub import server as server_module
+
+    seen: list[int] = []
+    setup = server_module._Handler.setup
+
+    def recording(self) -> None:
+        setup(self)
+        seen.append(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+    monkeypatch.setattr(server_module._Handler, "setup", recording)
+    with httpx2.Client() as client:  # one kept-alive connection, then a second client's own
+        assert [client.get(f"{localhub.url}/api/whoami-v2").status_code for _ in range(3)] == [200] * 3
+    assert httpx2.get(f"{localhub.url}/api/whoami-v2").status_code == 200
+    assert len(seen) == 2 and all(seen), seen

@@ -307,7 +307,7 @@ def build(
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
         by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
-    merged: dict[str, pa.Table] = {}
+    # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
@@ -318,7 +318,6 @@ def build(
         if appended:
             new_rows.extend(appended)
             summary.changes.extend(changes)
-            merged[shard] = _shard_table(rest, current)
             touched[shard] = (rest, current)
     if not new_rows:
         logger.info("nothing new to add to %s", out)
@@ -333,8 +332,8 @@ def build(
         if summary.changes:
             change_list = change_rows(summary.changes, results_file=results_path)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
-        for shard, table in sorted(merged.items()):
-            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(table))
+        for shard, (rest, current) in sorted(touched.items()):
+            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
         touched_models = {change.key[0] for change in summary.changes}
@@ -346,7 +345,7 @@ def build(
             summary_file = summarize(latest or [], shard_digits=digits, shards=shards)
         else:
             apply_changes(summary_file, [(change.before, change.after) for change in summary.changes])
-            summary_file["shards"] = sorted(set(summary_file["shards"]) | set(merged))
+            summary_file["shards"] = sorted(set(summary_file["shards"]) | set(touched))
         by_model: dict[str, list[dict[str, Any]]] = {}
         if latest is None:
             by_model = _model_rows(stage, touched, touched_models)

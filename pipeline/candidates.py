@@ -17,7 +17,7 @@ from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.selection import Exclusion
 from pipeline.types import TASKS, VIEWS
-from pipeline.workload import task_source
+from pipeline.workload import check_task, task_source
 
 IneligibleKind = Literal[
     "remote_code", "not_transformers", "gated", "low_priority", "incompatible", "not_found", "invalid"
@@ -176,8 +176,7 @@ class Discovery:
 
 
 def check_task_view(task: str, view: str) -> None:
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+    check_task(task)
     if view not in VIEWS:
         raise ConfigError(f"unknown view {view!r}; choose from {', '.join(VIEWS)}")
 

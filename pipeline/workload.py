@@ -173,16 +173,20 @@ def key_mask(task: Task | str) -> frozenset[str]:
     return frozenset(others | ({"image_size"} if task == "text-to-image" else set()))
 
 
+def check_task(task: object) -> None:
+    """Raises ConfigError naming the tasks when ``task`` is none of them (the one message for it everywhere)."""
+    if task not in TASKS:
+        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
+
+
 def task_source(task: Task | str) -> TaskSource:
     """The Hub facts of ``task``.
 
     Raises:
         ConfigError: unknown task.
     """
-    try:
-        return TASK_SOURCES[task]
-    except KeyError:
-        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}") from None
+    check_task(task)
+    return TASK_SOURCES[task]
 
 
 #: Few-step models (distilled for a handful of steps, without guidance) say so in their names; they run
@@ -230,7 +234,5 @@ def default_workload(task: Task | str) -> Workload:
     Raises:
         ConfigError: unknown task.
     """
-    try:
-        return DEFAULT_WORKLOADS[task]
-    except KeyError:
-        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}") from None
+    check_task(task)
+    return DEFAULT_WORKLOADS[task]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pipeline.bench.backends import REGISTRY as BACKENDS
 from pipeline.bench.backends import get_backend
 from pipeline.bench.tasks import REGISTRY as TASK_REGISTRY
@@ -96,3 +98,21 @@ def test_each_task_metric_set_is_the_schema_s() -> None:
         assert set(source.metrics) <= set(fields) and "params" in fields
         others = {m for other in TASK_SOURCES.values() if other is not source for m in other.metrics}
         assert not others & set(fields), task
+
+
+def test_an_unknown_task_gets_one_message_wherever_it_comes_in() -> None:
+    from pipeline.bench.spec import BenchSpec
+    from pipeline.candidates import check_task_view
+    from pipeline.errors import ConfigError
+    from pipeline.workload import default_workload, task_source
+
+    message = f"unknown task 'text-to-video'; choose from {', '.join(TASKS)}"
+    for call in (
+        lambda: task_source("text-to-video"),
+        lambda: default_workload("text-to-video"),
+        lambda: check_task_view("text-to-video", "trending"),
+        lambda: BenchSpec(path="x", task="text-to-video", device="cpu", dtype="float32"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            call()
+        assert str(caught.value) == message

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
-from pipeline.types import DEVICES, DTYPES, TASKS
-from pipeline.workload import Workload
+from pipeline.types import DEVICES, DTYPES
+from pipeline.workload import Workload, check_task
 
 #: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound,
 #: raise, or perturb the captured logits (a model that runs but computes the wrong answer).
@@ -55,8 +55,7 @@ class BenchSpec:
     capture: str | None = None
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ConfigError(f"unknown task {self.task!r}; choose from {', '.join(TASKS)}")
+        check_task(self.task)
         if self.device not in DEVICES:
             raise ConfigError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
         if self.dtype not in DTYPES:

@@ -118,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     print("  " + ", ".join(f"{k} x --runners {CORES // size}" for size, k in sorted(counts.items())))
     saved = 1 - recommended.instance_hours / static.instance_hours if static.instance_hours else 0.0
     goal = "met" if recommended.busy_fraction >= 0.85 else "NOT met"
+    than = f"{saved:.0%} fewer" if saved >= 0 else f"{-saved:.0%} more"
     print(f"instance-hours: recommended {recommended.instance_hours:.1f} vs static {static.instance_hours:.1f} "
-          f"({saved:.0%} fewer); busy fraction goal >= 85%: {goal}")  # fmt: skip
+          f"({than}); busy fraction goal >= 85%: {goal}")  # fmt: skip
     return 0
 
 

@@ -52,6 +52,11 @@ def _mask_value(column: str, value: Any) -> Any:
         return "<time>"
     if isinstance(value, str):
         return mask_text(value)
+    # Nested columns (latency_by_batch_s, history, attempts) hold measured floats too.
+    if isinstance(value, list):
+        return [_mask_value(column, v) for v in value]
+    if isinstance(value, dict):
+        return {k: _mask_value(k, v) for k, v in value.items()}
     return value
 
 

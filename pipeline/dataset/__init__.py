@@ -14,8 +14,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 
 from __future__ import annotations
 
-from pipeline.dataset.build import BuildSummary, Change, build, latest_key, published_ids, refresh_card, shard_of
-from pipeline.dataset.changes import CHANGE_KINDS, change_kinds, read_changes
+from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
+from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
 from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
 from pipeline.columns import LAYOUT_VERSION, representative
-from pipeline.dataset.changes import change_rows, changes_table
+from pipeline.dataset.changes import Change, change_rows, changes_table
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.layout import (
     CHANGES_DIR,
@@ -53,24 +53,6 @@ logger = logging.getLogger(__name__)
 #: shard, so fewer shards mean fewer requests for the same bytes. A dataset keeps the layout it was created
 #: with (``data/summary.json`` records it; older datasets have 16 shards, one hex digit).
 LATEST_SHARD_DIGITS = 0
-
-
-@dataclass(frozen=True)
-class Change:
-    """How the latest row of one (model_id, task, hardware) key changed in a build."""
-
-    key: tuple[str, str, str]
-    before: dict[str, Any] | None
-    after: dict[str, Any]
-
-    @property
-    def is_new_model(self) -> bool:
-        return self.before is None
-
-    @property
-    def is_regression(self) -> bool:
-        """It passed before (with an older toolchain or revision) and fails now."""
-        return self.before is not None and self.before["status"] == "pass" and self.after["status"] == "fail"
 
 
 @dataclass

@@ -9,16 +9,33 @@ kinds from :func:`change_kinds`, so they always agree.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from pipeline.columns import toolchain_label
 from pipeline.dataset.layout import CHANGES_DIR, read_rows
 
-if TYPE_CHECKING:
-    from pipeline.dataset.build import Change
+
+@dataclass(frozen=True)
+class Change:
+    """How the latest row of one (model_id, task, hardware) key changed in a build."""
+
+    key: tuple[str, str, str]
+    before: dict[str, Any] | None
+    after: dict[str, Any]
+
+    @property
+    def is_new_model(self) -> bool:
+        return self.before is None
+
+    @property
+    def is_regression(self) -> bool:
+        """It passed before (with an older toolchain or revision) and fails now."""
+        return self.before is not None and self.before["status"] == "pass" and self.after["status"] == "fail"
+
 
 #: The kinds, in the order the PR description and the feed list them, with their headings.
 CHANGE_KINDS: tuple[tuple[str, str], ...] = (

@@ -17,7 +17,8 @@ from urllib.parse import parse_qs, urlencode
 
 from pipeline.errors import StoreError
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok, split_rev
-from pipeline.localhub.storage import LocalHubStore, Repo
+from pipeline.localhub.repo import Repo
+from pipeline.localhub.storage import LocalHubStore
 from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload, preupload, refs
 
 PAGE_MAX = 1000

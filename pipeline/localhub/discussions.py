@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.errors import StoreError
 from pipeline.localhub.files import now, write_json
-
-if TYPE_CHECKING:
-    from pipeline.localhub.storage import Repo
+from pipeline.localhub.repo import Repo
 
 
 class DiscussionStore:

@@ -21,13 +21,13 @@ import os
 import re
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import StoreError
 from pipeline.localhub.discussions import DiscussionStore
 from pipeline.localhub.files import now, write_json
+from pipeline.localhub.repo import Repo
 
 REPO_TYPES = ("model", "dataset", "space")
 #: Size from which the real Hub asks for LFS whatever the name (10 MB).
@@ -66,37 +66,6 @@ def is_lfs_path(path: str, size: int) -> bool:
     """Whether the Hub would store ``path`` through LFS."""
     name = path.rsplit("/", 1)[-1]
     return size >= LFS_THRESHOLD or any(fnmatch.fnmatch(name, p) for p in LFS_PATTERNS)
-
-
-@dataclass
-class Repo:
-    """A repo held in memory (mirrors its folder)."""
-
-    repo_id: str
-    repo_type: str
-    path: Path
-    meta: dict[str, Any]
-    refs: dict[str, str]
-    commits: dict[str, dict[str, Any]] = field(default_factory=dict)
-    discussions: list[dict[str, Any]] = field(default_factory=list)
-
-    def resolve(self, revision: str) -> str:
-        """Commit sha of a branch, PR ref or (full) commit sha.
-
-        Raises:
-            StoreError: 404 RevisionNotFound.
-        """
-        if revision in self.refs:
-            return self.refs[revision]
-        if revision.startswith("refs/heads/") and revision[len("refs/heads/") :] in self.refs:
-            return self.refs[revision[len("refs/heads/") :]]
-        if revision in self.commits:
-            return revision
-        raise StoreError(f"Invalid rev id: {revision}", status=404, code="RevisionNotFound")
-
-    def tree(self, revision: str) -> dict[str, dict[str, Any]]:
-        """The tree (path -> entry) at a revision."""
-        return self.commits[self.resolve(revision)]["tree"]
 
 
 class LocalHubStore(DiscussionStore):

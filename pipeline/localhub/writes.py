@@ -11,7 +11,8 @@ from typing import Any
 
 from pipeline.localhub.files import now
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok
-from pipeline.localhub.storage import LocalHubStore, Repo, is_lfs_path
+from pipeline.localhub.repo import Repo
+from pipeline.localhub.storage import LocalHubStore, is_lfs_path
 
 DISCUSSIONS_PAGE = 50
 

@@ -62,7 +62,7 @@ def contention(*, runs: int, cores: int, neighbours: int, output_tokens: int) ->
     """Decode tok/s of whole benchmark runs, alone and beside CPU-burning neighbours; prints both CVs."""
     import multiprocessing
 
-    from pipeline.bench.backends import get_backend
+    from pipeline.backends import get_backend
     from pipeline.bench.run import bench_model
     from pipeline.testing.tiny import build_tiny_llama
     from pipeline.workload import Workload
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from pipeline.bench.backends.cpu import CpuBackend
+    from pipeline.backends.cpu import CpuBackend
     from pipeline.bench.tasks import get_task
     from pipeline.bench.tasks.generation import timed_generate
     from pipeline.testing.tiny import build_tiny_llama

@@ -357,6 +357,6 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 def toolchain_label(row: dict[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
-    from pipeline.bench.backends import backend_class
+    from pipeline.backends import backend_class
 
     return backend_class(row["device"]).toolchain_label(row)

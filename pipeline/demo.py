@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic
-from pipeline.bench.backends import get_backend
+from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_paths
 from pipeline.task_columns import task_view

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline import constants
-from pipeline.bench.backends.neuron import NEURON_INDEX_URL, TORCH_CPU_INDEX_URL, NeuronBackend
-from pipeline.bench.backends.neuron import launch as neuron_launch
-from pipeline.bench.backends.neuron import tools as neuron_tools
+from pipeline.backends.neuron import NEURON_INDEX_URL, TORCH_CPU_INDEX_URL, NeuronBackend
+from pipeline.backends.neuron import launch as neuron_launch
+from pipeline.backends.neuron import tools as neuron_tools
 from pipeline.errors import ConfigError, PipelineError
 
 CheckStatus = Literal["ok", "warn", "fail"]

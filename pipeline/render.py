@@ -93,7 +93,7 @@ def render(template: str, **context: Any) -> str:
 
 def requirement_lines(record: dict[str, Any]) -> list[str]:
     """requirements.txt lines for a record: the versions it ran with, and what its device needs besides."""
-    from pipeline.bench.backends import backend_class
+    from pipeline.backends import backend_class
 
     backend = backend_class(record["device"])
     versions = {k: (v.split("+", 1)[0] if isinstance(v, str) else v) for k, v in record["versions"].items()}
@@ -152,7 +152,7 @@ def run_script(record: dict[str, Any]) -> str:
 def install_commands(record: dict[str, Any]) -> list[tuple[str, str]]:
     """(where, one-line command) pairs that install what a record ran with: e.g. the Neuron DLAMI's venv, and a
     fresh virtual environment (Ubuntu's system pip refuses to install into the system Python)."""
-    from pipeline.bench.backends import backend_class
+    from pipeline.backends import backend_class
 
     return backend_class(record["device"]).install_commands(record["versions"])
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from pipeline import constants
-from pipeline.bench import backends, child, harness
-from pipeline.bench.backends.base import Backend, world_of
-from pipeline.bench.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
-from pipeline.bench.backends.neuron import NeuronBackend, choose_peak, count_ops
-from pipeline.bench.backends.neuron.launch import NEFF_CACHE_VARIABLE
+from pipeline import backends, constants
+from pipeline.backends.base import Backend, world_of
+from pipeline.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
+from pipeline.backends.neuron import NeuronBackend, choose_peak, count_ops
+from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
+from pipeline.bench import child, harness
 from pipeline.bench.models import resolve_local
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
@@ -210,7 +210,7 @@ def test_fallback_ops_are_counted_since_the_snapshot(
 def _sum_on_two_ranks(rank: int, store_path: str, results: Any) -> None:
     import torch.distributed as dist
 
-    from pipeline.bench.backends.base import sum_across_ranks
+    from pipeline.backends.base import sum_across_ranks
 
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank, world_size=2)
     try:
@@ -222,7 +222,7 @@ def _sum_on_two_ranks(rank: int, store_path: str, results: Any) -> None:
 def test_cross_rank_sums_run_on_the_host_over_gloo(tmp_path: Path) -> None:
     import torch.multiprocessing as mp
 
-    from pipeline.bench.backends.base import sum_across_ranks
+    from pipeline.backends.base import sum_across_ranks
 
     assert sum_across_ranks(7) == 7  # not distributed: the value itself
     manager = mp.Manager()
@@ -267,7 +267,7 @@ def test_peak_memory_cross_checks_sysfs(machine: Path, fake_torch_neuronx: types
 def test_peak_memory_ignores_a_stale_sysfs_peak(
     machine: Path, fake_torch_neuronx: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pipeline.bench.backends.neuron import tools as neuron_tools
+    from pipeline.backends.neuron import tools as neuron_tools
 
     monkeypatch.setattr(neuron_tools, "reset_peaks", lambda root, cores=None: False)  # not root
     backend = _neuron(machine)
@@ -315,7 +315,7 @@ def test_roofline_counts_weights_and_kv_cache() -> None:
 
 
 def test_compile_choice() -> None:
-    from pipeline.bench.backends.cpu import CpuBackend
+    from pipeline.backends.cpu import CpuBackend
 
     assert NeuronBackend().will_compile(requested=None) is True
     assert CudaBackend(probe=dict).will_compile(requested=None) is False
@@ -400,7 +400,7 @@ class CpuNeuron(NeuronBackend):
         return torch.device("cpu")
 
     def prepare(self, model: Any, *, compile: bool = True, fullgraph: bool = True) -> Any:
-        from pipeline.bench.backends.base import enable_generate_compile
+        from pipeline.backends.base import enable_generate_compile
 
         model = model.to(self.device())
         if compile:

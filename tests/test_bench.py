@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.backends import get_backend
+from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.cli import main
 from pipeline.records import parse_record, validate_record

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from pipeline import constants
-from pipeline.bench import backends
-from pipeline.bench.backends.neuron import NeuronBackend
+from pipeline import backends, constants
+from pipeline.backends.neuron import NeuronBackend
 from pipeline.cli import main
 from pipeline.doctor import Check, run_checks, smoke, smoke_line
 from tests.test_backends import FAKE_PACKAGES, TRN2_3XL, CpuNeuron, _write_core, in_process_child

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pipeline.bench.backends import Backend, get_backend
-from pipeline.bench.backends.neuron import NeuronBackend
+from pipeline.backends import Backend, get_backend
+from pipeline.backends.neuron import NeuronBackend
 from pipeline.bench.escalation import attempt_of, next_cores, run_with_escalation
 from pipeline.bench.failures import classify
 from pipeline.bench.models import ResolvedModel

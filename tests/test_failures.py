@@ -269,8 +269,8 @@ def test_summary_length_property(text, limit):
 
 def test_import_does_not_pull_torch():
     code = (
-        "import sys; import pipeline.bench.failures, pipeline.bench.backends.neuron.tools,"
-        " pipeline.bench.backends.neuron.launch;"
+        "import sys; import pipeline.bench.failures, pipeline.backends.neuron.tools,"
+        " pipeline.backends.neuron.launch;"
         "bad = [m for m in ('torch', 'torch_neuronx', 'transformers') if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.backends import get_backend
+from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
 from pipeline.records import validate_record
 from pipeline.workload import Workload

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.bench.backends.launch import torchrun_command
-from pipeline.bench.backends.neuron.launch import (
+from pipeline.backends.launch import torchrun_command
+from pipeline.backends.neuron.launch import (
     NEFF_CACHE_VARIABLE,
     choose_cores,
     compile_cache_hit,
@@ -18,7 +18,7 @@ from pipeline.bench.backends.neuron.launch import (
     snapshot_cache,
     sysfs_core_indices,
 )
-from pipeline.bench.backends.neuron.tools import (
+from pipeline.backends.neuron.tools import (
     CoreMemory,
     device_core_counts,
     driver_version,

@@ -113,7 +113,7 @@ def test_the_gate_refuses_before_any_import(tmp_path: Path) -> None:
 
 def test_the_benchmark_records_a_hostile_pipeline_as_a_load_failure(tmp_path: Path) -> None:
     """The harness runs the gate before the child: the record says fail at load (remote_code)."""
-    from pipeline.bench.backends import get_backend
+    from pipeline.backends import get_backend
     from pipeline.bench.run import bench_model
     from pipeline.records import validate_record
     from pipeline.workload import Workload

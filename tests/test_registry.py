@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.bench.backends import REGISTRY as BACKENDS
-from pipeline.bench.backends import get_backend
+from pipeline.backends import REGISTRY as BACKENDS
+from pipeline.backends import get_backend
 from pipeline.bench.tasks import REGISTRY as TASK_REGISTRY
 from pipeline.bench.tasks import get_task
 from pipeline.records import load_schema
@@ -41,7 +41,7 @@ def test_importing_backends_does_not_import_torch() -> None:
     import sys
 
     code = (
-        "import sys; from pipeline.bench.backends import get_backend\n"
+        "import sys; from pipeline.backends import get_backend\n"
         "[get_backend(n) for n in ('cpu', 'cuda', 'neuron')]\n"
         "assert 'torch' not in sys.modules, 'torch imported'\n"
     )

@@ -13,8 +13,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from pipeline.backends import Backend
 from pipeline.bench import harness
-from pipeline.bench.backends import Backend
 from pipeline.bench.failures import Classification
 from pipeline.bench.models import ResolvedModel
 from pipeline.bench.spec import BenchSpec

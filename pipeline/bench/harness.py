@@ -18,9 +18,9 @@ from typing import Any
 import psutil
 
 from pipeline import constants
+from pipeline.backends import Backend
+from pipeline.backends.base import package_version
 from pipeline.bench import agreement, verify
-from pipeline.bench.backends import Backend
-from pipeline.bench.backends.base import package_version
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules

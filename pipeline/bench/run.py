@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import fsatomic
+from pipeline.backends import Backend
 from pipeline.bench import harness
-from pipeline.bench.backends import Backend
 from pipeline.bench.models import ResolvedModel, resolve_local
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError

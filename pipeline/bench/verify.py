@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends import Backend
 from pipeline.bench import agreement
-from pipeline.bench.backends import Backend
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec

@@ -110,7 +110,7 @@ def _queue(args: argparse.Namespace) -> int:
     import tempfile
 
     from pipeline import fsatomic
-    from pipeline.bench.backends import backend_class
+    from pipeline.backends import backend_class
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
 
     files: list[Path] = []
@@ -251,7 +251,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     arguments=_bench_args,
 )
 def _bench(args: argparse.Namespace) -> int:
-    from pipeline.bench.backends import get_backend
+    from pipeline.backends import get_backend
     from pipeline.bench.run import bench_model
 
     record = bench_model(
@@ -339,7 +339,7 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
 def _doctor(args: argparse.Namespace) -> int:
     import tempfile
 
-    from pipeline.bench.backends.neuron import NeuronBackend
+    from pipeline.backends.neuron import NeuronBackend
     from pipeline.doctor import run_checks, smoke, smoke_line
     from pipeline.queue import load_toolchain
 

@@ -194,7 +194,7 @@ class Backend:
             The argument list for ``subprocess``.
         """
         if cores > 1 and self.shards_over_cores:
-            from pipeline.bench.backends.launch import torchrun_command
+            from pipeline.backends.launch import torchrun_command
 
             return torchrun_command(nproc=cores, module_args=module_args)
         return [python_executable(), "-m", *module_args]

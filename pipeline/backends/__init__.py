@@ -7,14 +7,14 @@ is shared (``tests/test_backends.py`` checks that swapping the backend is the on
 
 from __future__ import annotations
 
-from pipeline.bench.backends.base import Backend
+from pipeline.backends.base import Backend
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
 REGISTRY: dict[str, str] = {
-    "cpu": "pipeline.bench.backends.cpu:CpuBackend",
-    "cuda": "pipeline.bench.backends.cuda:CudaBackend",
-    "neuron": "pipeline.bench.backends.neuron:NeuronBackend",
+    "cpu": "pipeline.backends.cpu:CpuBackend",
+    "cuda": "pipeline.backends.cuda:CudaBackend",
+    "neuron": "pipeline.backends.neuron:NeuronBackend",
 }
 
 

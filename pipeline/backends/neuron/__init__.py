@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants, hardware
-from pipeline.bench.backends.base import (
+from pipeline.backends.base import (
     Backend,
     enable_generate_compile,
     package_version,
     sum_across_ranks,
     world_of,
 )
-from pipeline.bench.backends.neuron import launch as neuron_launch
-from pipeline.bench.backends.neuron import tools as neuron_tools
+from pipeline.backends.neuron import launch as neuron_launch
+from pipeline.backends.neuron import tools as neuron_tools
 from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) 
 
     Args:
         allocator: ``torch_neuronx.max_memory_allocated`` summed over ranks.
-        sysfs: :func:`pipeline.bench.backends.neuron.tools.peak_delta` over the cores used.
+        sysfs: :func:`pipeline.backends.neuron.tools.peak_delta` over the cores used.
         sysfs_exact: Whether the peak counters were cleared before the run or all exceeded their old value.
 
     Returns:

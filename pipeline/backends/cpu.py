@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.backends.base import Backend
+from pipeline.backends.base import Backend
 
 
 def _cpu_model_name() -> str:

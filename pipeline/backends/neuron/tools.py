@@ -3,7 +3,7 @@
 Nothing here imports torch or torch_neuronx, runs a tool or needs a device: the neuron backend runs the
 tools and hands their output to these functions, and the tests feed them recorded outputs
 (``tests/fixtures/neuron/``). Launch helpers (the core reservation environment, the compile cache) are in
-:mod:`pipeline.bench.backends.neuron.launch`.
+:mod:`pipeline.backends.neuron.launch`.
 
 Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and seen in recorded output:
 

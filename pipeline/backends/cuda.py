@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.backends.base import Backend, python_executable, sum_across_ranks, world_of
+from pipeline.backends.base import Backend, python_executable, sum_across_ranks, world_of
 from pipeline.errors import BackendUnavailableError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the
@@ -34,7 +34,7 @@ BANDWIDTH_TABLE: tuple[tuple[str, float], ...] = (
     (r"\bl4\b", 300e9),
 )
 
-_PROBE = "import json; from pipeline.bench.backends.cuda import gpu_facts; print(json.dumps(gpu_facts()))"
+_PROBE = "import json; from pipeline.backends.cuda import gpu_facts; print(json.dumps(gpu_facts()))"
 
 
 def gpu_facts() -> dict[str, Any]:

@@ -102,7 +102,7 @@ def choose_cores(*, cores: int, inherited: str | None, total_cores: int | None =
 def sysfs_core_indices(
     logical: Sequence[int], *, lnc: int, device_cores: Mapping[int, int], visible_devices: Sequence[int] | None
 ) -> list[int]:
-    """Global sysfs core indices (as :func:`~pipeline.bench.backends.neuron.tools.read_device_memory` numbers
+    """Global sysfs core indices (as :func:`~pipeline.backends.neuron.tools.read_device_memory` numbers
     them) behind the runtime's logical cores.
 
     The runtime numbers logical cores over the devices it can open; at LNC=2 logical core ``k`` spans physical

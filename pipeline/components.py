@@ -7,7 +7,7 @@ extractors hold no weights. Each weight-bearing component is built on PyTorch's 
 model_index.json names (diffusers' ``from_config``, or a transformers class's ``_from_config`` of its own config
 class: what ``DiffusionPipeline.from_pretrained`` loads), so counts are exact and cost no memory. Only classes of
 diffusers, transformers or diffusers' own pipeline modules are ever resolved, after
-:func:`pipeline.bench.models.check_model_index` accepted the index; nothing of a repo is imported.
+:func:`pipeline.models.check_model_index` accepted the index; nothing of a repo is imported.
 
 A class the installed libraries lack (or cannot build) is counted from its folder's safetensors headers instead.
 Results are cached per (library, class, config hash), as :mod:`pipeline.params` caches transformers models.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pipeline.bench.models import check_model_index
 from pipeline.errors import PlanError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.models import check_model_index
 from pipeline.params import config_hash, no_torch_init, plan_matcher, quiet, safetensors_param_count
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def read_pipeline(files: PipelineFiles, model: str) -> tuple[dict[str, Any], dic
 
     Raises:
         PlanError: no model_index.json (not a diffusers pipeline), or one naming code outside diffusers and
-            transformers (:func:`pipeline.bench.models.check_model_index`), or an unreadable config.
+            transformers (:func:`pipeline.models.check_model_index`), or an unreadable config.
         HubError: (or a child) the Hub could not answer.
     """
     try:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.advice import cores_text, fit_advice, size_text, with_fit_options
-from pipeline.bench.models import check_model_index
 from pipeline.components import (
     ComponentShape,
     HubFiles,
@@ -37,6 +36,7 @@ from pipeline.errors import ConfigError, PlanError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, Instance, get_instance
 from pipeline.ids import validate_model_id
 from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, HEADROOM_FRACTION, MAX_DEGREE, RUNTIME_RESERVE_BYTES, Need
+from pipeline.models import check_model_index
 from pipeline.plan_types import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.quantization import describe_quantization, download_bytes
 from pipeline.workload import Workload, default_workload
@@ -99,7 +99,7 @@ def plan_pipeline(
     """Plan a diffusers pipeline from its model_index.json and its components' config.json. Pure: no I/O.
 
     Args:
-        index: the parsed model_index.json (judged by :func:`pipeline.bench.models.check_model_index` first).
+        index: the parsed model_index.json (judged by :func:`pipeline.models.check_model_index` first).
         configs: component name -> its parsed config.json, for every weight-bearing component.
         dtype: benchmark dtype of the weights (every component is loaded in it).
         instance: instance type (see :data:`pipeline.hardware.INSTANCE_NAMES`).

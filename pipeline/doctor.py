@@ -253,8 +253,8 @@ def smoke(backend: Any, *, work: Path, child_runner: Any = None, timeout_s: floa
         One summary per run: cores, status, failure, compile_s, warm_start_s, cpu_fallback_ops, agreement.
     """
     from pipeline.bench import harness
-    from pipeline.bench.models import resolve_local
     from pipeline.bench.spec import BenchSpec
+    from pipeline.models import resolve_local
     from pipeline.testing.tiny import build_tiny_llama
     from pipeline.workload import Workload
 

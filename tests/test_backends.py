@@ -22,13 +22,13 @@ from pipeline.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
 from pipeline.backends.neuron import NeuronBackend, choose_peak, count_ops
 from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench import child, harness
-from pipeline.bench.models import resolve_local
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import generation
 from pipeline.bench.tasks.base import model_load_kwargs
 from pipeline.cli import main
 from pipeline.errors import BackendUnavailableError, ConfigError
+from pipeline.models import resolve_local
 from pipeline.records import validate_record
 from pipeline.workload import Workload
 

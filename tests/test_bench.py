@@ -53,7 +53,7 @@ def test_tiny_models_pass_with_all_metrics(task: str, tiny_models: dict[str, Pat
 
 
 def test_local_folder_identity_is_deterministic_and_overridable(tiny_models: dict[str, Path]) -> None:
-    from pipeline.bench.models import resolve_local
+    from pipeline.models import resolve_local
 
     folder = tiny_models["text-generation"]
     first, second = resolve_local(folder), resolve_local(folder)

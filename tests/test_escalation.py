@@ -11,9 +11,9 @@ from pipeline.backends import Backend, get_backend
 from pipeline.backends.neuron import NeuronBackend
 from pipeline.bench.escalation import attempt_of, next_cores, run_with_escalation
 from pipeline.bench.failures import classify
-from pipeline.bench.models import ResolvedModel
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
+from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
 from pipeline.testing.records import sample_failure, sample_record
 

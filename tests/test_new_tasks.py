@@ -138,8 +138,8 @@ def test_a_library_without_tensor_parallelism_is_not_escalated_to_more_cores(
     tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     from pipeline.bench.escalation import run_with_escalation
-    from pipeline.bench.models import resolve_local
     from pipeline.bench.spec import BenchSpec
+    from pipeline.models import resolve_local
     from pipeline.testing.records import sample_failure
 
     calls: list[int] = []
@@ -168,7 +168,7 @@ def test_a_hub_pipeline_fetches_only_its_components_default_weights(
 ) -> None:
     """A diffusers repo also holds fp16 variants and single-file checkpoints at its root (several GB each on the
     Hub): the benchmark fetches model_index.json, then only the configs and default weights it names."""
-    from pipeline.bench.models import resolve_hub
+    from pipeline.models import resolve_hub
 
     folder = tiny_models[T2I]
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()}

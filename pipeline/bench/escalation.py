@@ -16,9 +16,9 @@ from typing import Any
 from pipeline.backends import Backend
 from pipeline.bench import harness
 from pipeline.bench.failures import Classification
-from pipeline.bench.models import ResolvedModel
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
+from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
 from pipeline.workload import task_source
 

@@ -23,10 +23,10 @@ from pipeline.backends.base import package_version
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
+from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import TASK_SOURCES, task_source

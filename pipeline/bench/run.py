@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 from pipeline import fsatomic
 from pipeline.backends import Backend
 from pipeline.bench import harness
-from pipeline.bench.models import ResolvedModel, resolve_local
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
+from pipeline.models import ResolvedModel, resolve_local
 from pipeline.records import dump_record
 from pipeline.workload import Workload, default_workload, resolve_workload
 
@@ -34,7 +34,7 @@ def resolve(
     folder = Path(model)
     if folder.is_dir():
         return resolve_local(folder, model_id=model_id, revision=revision)
-    from pipeline.bench.models import resolve_hub
+    from pipeline.models import resolve_hub
 
     if model_id is not None and model_id != model:
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")

@@ -1,0 +1,58 @@
+"""A model's own files: which of them trncat fetches, and the gates they pass before anything of them is loaded.
+
+- :mod:`~pipeline.models.gates`: the remote-code gates on config.json, model_index.json and modules.json (read
+  as data; nothing of a repo is ever imported);
+- :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file.
+
+May import: the top-level modules (errors, ids) and :mod:`pipeline.hub` (for typing; the caller passes the
+``Hub``). Imported by: :mod:`pipeline.plan` (the gate on a pipeline's index), :mod:`pipeline.bench` (fetch and
+gates before a run).
+"""
+
+from __future__ import annotations
+
+from pipeline.models.fetch import (
+    ALLOW_PATTERNS,
+    COMPONENT_FILES,
+    LEGACY_WEIGHTS,
+    ResolvedModel,
+    content_revision,
+    local_model_id,
+    pipeline_patterns,
+    resolve_hub,
+    resolve_local,
+)
+from pipeline.models.gates import (
+    PIPELINE_LIBRARIES,
+    SENTENCE_MODULE_PREFIX,
+    check_model_index,
+    check_pipeline_classes,
+    check_remote_code,
+    check_sentence_modules,
+    diffusers_pipeline_module,
+    known_model_types,
+    read_config,
+    read_model_index,
+)
+
+__all__ = [
+    "ALLOW_PATTERNS",
+    "COMPONENT_FILES",
+    "LEGACY_WEIGHTS",
+    "PIPELINE_LIBRARIES",
+    "SENTENCE_MODULE_PREFIX",
+    "ResolvedModel",
+    "check_model_index",
+    "check_pipeline_classes",
+    "check_remote_code",
+    "check_sentence_modules",
+    "content_revision",
+    "diffusers_pipeline_module",
+    "known_model_types",
+    "local_model_id",
+    "pipeline_patterns",
+    "read_config",
+    "read_model_index",
+    "resolve_hub",
+    "resolve_local",
+]

@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.backends.base import FRESH_VENV
-from pipeline.columns import representative
 from pipeline.ids import model_id_problem
+from pipeline.records import representative
 from pipeline.task_columns import batch_p50, task_view
 from pipeline.types import TASKS
 

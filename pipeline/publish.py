@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import constants, fsatomic
-from pipeline.columns import toolchain_label
 from pipeline.dataset import (
     CHANGE_KINDS,
     RESULTS_DIR,
@@ -51,7 +50,7 @@ from pipeline.dataset import (
 from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
 from pipeline.hub import Hub, file_additions, git_blob_id, together
 from pipeline.ids import validate_model_id
-from pipeline.records import Problem, parse_time
+from pipeline.records import Problem, parse_time, toolchain_label
 from pipeline.render import md_cell
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.artifacts import collect_records
 from pipeline.cli import main
 from pipeline.errors import RecordError
+from pipeline.records import collect_records
 from pipeline.testing.records import sample_community, sample_record
 
 RUN_ID = "1234567890"  # what sample_record's run names

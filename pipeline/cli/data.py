@@ -98,7 +98,7 @@ def _collect_args(p: argparse.ArgumentParser) -> None:
     arguments=_collect_args,
 )
 def _collect(args: argparse.Namespace) -> int:
-    from pipeline.artifacts import collect_records
+    from pipeline.records import collect_records
 
     collected = collect_records(args.downloaded, queue_file=args.queue, run_id=args.run_id, out=args.out)
     for problem in collected.problems:

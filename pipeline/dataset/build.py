@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
-from pipeline.columns import LAYOUT_VERSION, representative
 from pipeline.dataset.changes import Change, change_rows, changes_table
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.layout import (
@@ -44,7 +43,7 @@ from pipeline.dataset.read import (
 )
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError, RecordError
-from pipeline.records import arrow_schema, flatten, unflatten, validate_record
+from pipeline.records import LAYOUT_VERSION, arrow_schema, flatten, representative, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
 
@@ -335,7 +334,7 @@ def build(
             for row in latest:
                 by_model.setdefault(row["model_id"], []).append(row)
         for model_id in sorted(touched_models):
-            # The scripts come from the same row the page shows for the model (pipeline.columns.representative).
+            # The scripts come from the same row the page shows for the model (pipeline.records.representative).
             record = unflatten(representative(by_model[model_id]))
             folder = script_folder(model_id)
             try:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.columns import toolchain_label
 from pipeline.dataset.layout import CHANGES_DIR, read_rows
+from pipeline.records import toolchain_label
 
 
 @dataclass(frozen=True)

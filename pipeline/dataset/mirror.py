@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.columns import column_value
 from pipeline.dataset.build import shard_of
 from pipeline.dataset.layout import (
     CARD_FILE,
@@ -28,6 +27,7 @@ from pipeline.dataset.layout import (
     results_files_since,
     script_folder,
 )
+from pipeline.records import column_value
 from pipeline.types import TASKS
 
 

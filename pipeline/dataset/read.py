@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.columns import LAYOUT_MARKERS, LAYOUT_VERSION, arrow_schema
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
     LATEST_DIR,
@@ -23,6 +22,7 @@ from pipeline.dataset.layout import (
     script_folder,
 )
 from pipeline.errors import DatasetError
+from pipeline.records import LAYOUT_MARKERS, LAYOUT_VERSION, arrow_schema
 
 #: The latest view has one more column than the results: the key's earlier runs, newest first, as a list of
 #: structs (at most ``HISTORY_LIMIT`` of them: the full history is data/results).

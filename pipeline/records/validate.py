@@ -1,4 +1,4 @@
-"""The result record: schema loading, JSON-Schema + semantic validation, and its flat Arrow form.
+"""The result record: schema loading, JSON-Schema + semantic validation.
 
 One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.2"; "1.0" and "1.1"
 records stay valid: 1.1 only adds optional fields and the ``accuracy`` stage, 1.2 the sentence-embeddings and
@@ -21,28 +21,18 @@ from typing import Any
 
 import jsonschema_rs
 
-# The flat Arrow form lives in pipeline.columns; it is re-exported here, beside the record it flattens.
-from pipeline.columns import (
-    COLUMN_NAMES,
-    COLUMNS,
-    LAYOUT_VERSION,
-    arrow_schema,
-    flatten,
-    parse_time,
-    record_id,
-    unflatten,
-)
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
-from pipeline.task_checks import agreement_problems, task_metric_problems
+from pipeline.records.columns import parse_time
+from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
 SCHEMA_VERSION = "1.2"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 
 
 def _schema_dir() -> Path:
-    for candidate in (REPO_ROOT / "schemas", Path(__file__).resolve().parent / "_schemas"):
+    for candidate in (REPO_ROOT / "schemas", Path(__file__).resolve().parent.parent / "_schemas"):
         if (candidate / "result.schema.json").is_file():
             return candidate
     raise RecordError("schemas/result.schema.json not found next to the package")
@@ -365,24 +355,3 @@ def validate_paths(paths: Iterable[str | Path]) -> Report:
             report.records.append((str(path), record))
         report.problems.extend(problems)
     return report
-
-
-__all__ = [
-    "COLUMNS",
-    "LAYOUT_VERSION",
-    "COLUMN_NAMES",
-    "SCHEMA_VERSION",
-    "Problem",
-    "Report",
-    "arrow_schema",
-    "check_file",
-    "dump_record",
-    "flatten",
-    "is_valid",
-    "load_schema",
-    "parse_record",
-    "record_id",
-    "unflatten",
-    "validate_paths",
-    "validate_record",
-]

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import RecordError
-from pipeline.records import Problem, check_file
+from pipeline.records.validate import Problem, check_file
 
 #: The artifact of one matrix entry is ``record-<entry["artifact"]>`` holding ``<entry["artifact"]>.json``.
 ARTIFACT_PREFIX = "record-"

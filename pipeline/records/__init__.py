@@ -1,0 +1,86 @@
+"""The result record, the contract between the benchmark and everything after it.
+
+- :mod:`~pipeline.records.validate`: the schema (``schemas/result.schema.json``), JSON-Schema plus semantic
+  validation, strict parsing and dumping, the files of a folder checked one by one;
+- :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
+- :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns), the
+  representative row of a model, a row's toolchain label;
+- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust.
+
+May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's).
+Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
+page, the CLI).
+"""
+
+from __future__ import annotations
+
+from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
+from pipeline.records.columns import (
+    ATTEMPT_FIELDS,
+    COLUMN_NAMES,
+    COLUMNS,
+    LAYOUT_MARKERS,
+    LAYOUT_VERSION,
+    arrow_schema,
+    arrow_type,
+    column_value,
+    flatten,
+    parse_time,
+    record_id,
+    representative,
+    toolchain_label,
+    unflatten,
+)
+from pipeline.records.task_checks import agreement_problems, task_metric_problems
+from pipeline.records.validate import (
+    CI_ONLY_RUN_FIELDS,
+    MAX_FUTURE,
+    MAX_RECORD_BYTES,
+    SCHEMA_VERSION,
+    Problem,
+    Report,
+    check_file,
+    dump_record,
+    is_valid,
+    iter_record_files,
+    load_schema,
+    parse_record,
+    validate_paths,
+    validate_record,
+)
+
+__all__ = [
+    "ARTIFACT_PREFIX",
+    "ATTEMPT_FIELDS",
+    "CI_ONLY_RUN_FIELDS",
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "Collected",
+    "LAYOUT_MARKERS",
+    "LAYOUT_VERSION",
+    "MAX_FUTURE",
+    "MAX_RECORD_BYTES",
+    "Problem",
+    "Report",
+    "SCHEMA_VERSION",
+    "agreement_problems",
+    "arrow_schema",
+    "arrow_type",
+    "check_file",
+    "collect_records",
+    "column_value",
+    "dump_record",
+    "flatten",
+    "is_valid",
+    "iter_record_files",
+    "load_schema",
+    "parse_record",
+    "parse_time",
+    "record_id",
+    "representative",
+    "task_metric_problems",
+    "toolchain_label",
+    "unflatten",
+    "validate_paths",
+    "validate_record",
+]

@@ -1,4 +1,5 @@
-"""A diffusers pipeline's resolution and activation memory, read from its components' configs.
+"""A diffusers pipeline's resolution and activation memory, read from its components' configs, and the workload
+a run of a model gets (:func:`resolve_workload`: the task's, at the pipeline's own resolution).
 
 Every figure here is an estimate, an upper bound of one stage's working set on one core (``docs/planner.md``,
 "Diffusers pipelines"): the stages run one after another (text encoders, then the denoiser once per step, then
@@ -7,12 +8,18 @@ the VAE decoder), so the peak is the largest of the three, not their sum.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.shapes import config_int, config_value
+from pipeline.types import Task
+from pipeline.workload import Workload, default_workload
 
 #: diffusers' own default VAE scale factor, used by its pipelines when they have no VAE.
 DEFAULT_VAE_SCALE = 8
@@ -171,3 +178,40 @@ def _vae_values(vae: Mapping[str, Any] | None, latent: int, batch: int) -> int:
     if vae and "block_out_channels" in vae and config_value(vae, "mid_block_add_attention") is not False:
         peak = max(peak, batch * latent**4)
     return peak
+
+
+#: Few-step models (distilled for a handful of steps, without guidance) say so in their names; they run
+#: :data:`FEW_STEPS` steps with guidance 0, as their model cards show, and the record's workload states it.
+FEW_STEP_NAME = re.compile(r"turbo|schnell|lightning|\blcm\b|hyper-?sd", re.IGNORECASE)
+FEW_STEPS = 4
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def pipeline_resolution(folder: Path) -> int | None:
+    """A diffusers pipeline's default image side from its configs (the rule the planner uses too:
+    :func:`default_resolution`); None when they do not say."""
+    vae = _json(folder / "vae" / "config.json")
+    for name in ("unet", "transformer"):
+        if size := default_resolution(_json(folder / name / "config.json"), vae):
+            return size
+    return None
+
+
+def resolve_workload(task: Task | str, *, folder: Path | None = None, model_id: str = "") -> Workload:
+    """The workload a run of ``model_id`` (in ``folder``) gets: the task's, with a text-to-image pipeline's own
+    resolution (else 512) and, for a few-step model, :data:`FEW_STEPS` steps without guidance."""
+    workload = default_workload(task)
+    if task != "text-to-image":
+        return workload
+    size = pipeline_resolution(folder) if folder is not None else None
+    changes: dict[str, Any] = {"image_size": size or workload.image_size}
+    if FEW_STEP_NAME.search(model_id):
+        changes.update(steps=FEW_STEPS, guidance_scale=0.0)
+    return dataclasses.replace(workload, **changes)

@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import re
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
@@ -187,45 +183,6 @@ def task_source(task: Task | str) -> TaskSource:
     """
     check_task(task)
     return TASK_SOURCES[task]
-
-
-#: Few-step models (distilled for a handful of steps, without guidance) say so in their names; they run
-#: :data:`FEW_STEPS` steps with guidance 0, as their model cards show, and the record's workload states it.
-FEW_STEP_NAME = re.compile(r"turbo|schnell|lightning|\blcm\b|hyper-?sd", re.IGNORECASE)
-FEW_STEPS = 4
-
-
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def pipeline_resolution(folder: Path) -> int | None:
-    """A diffusers pipeline's default image side from its configs (the rule the planner uses too:
-    :func:`pipeline.diffusion_shapes.default_resolution`); None when they do not say."""
-    from pipeline.diffusion_shapes import default_resolution
-
-    vae = _json(folder / "vae" / "config.json")
-    for name in ("unet", "transformer"):
-        if size := default_resolution(_json(folder / name / "config.json"), vae):
-            return size
-    return None
-
-
-def resolve_workload(task: Task | str, *, folder: Path | None = None, model_id: str = "") -> Workload:
-    """The workload a run of ``model_id`` (in ``folder``) gets: the task's, with a text-to-image pipeline's own
-    resolution (else 512) and, for a few-step model, :data:`FEW_STEPS` steps without guidance."""
-    workload = default_workload(task)
-    if task != "text-to-image":
-        return workload
-    size = pipeline_resolution(folder) if folder is not None else None
-    changes: dict[str, Any] = {"image_size": size or workload.image_size}
-    if FEW_STEP_NAME.search(model_id):
-        changes.update(steps=FEW_STEPS, guidance_scale=0.0)
-    return dataclasses.replace(workload, **changes)
 
 
 def default_workload(task: Task | str) -> Workload:

@@ -15,9 +15,10 @@ import pytest
 
 from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
+from pipeline.diffusion_shapes import FEW_STEPS, resolve_workload
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import tiny
-from pipeline.workload import FEW_STEPS, Workload, resolve_workload
+from pipeline.workload import Workload
 
 SE, T2I = "sentence-embeddings", "text-to-image"
 #: Small workloads of the tests (the catalog's are 128 tokens at batch 1 and 32; 20 steps).

@@ -12,10 +12,11 @@ from pipeline import fsatomic
 from pipeline.backends import Backend
 from pipeline.bench import harness
 from pipeline.bench.spec import BenchSpec
+from pipeline.diffusion_shapes import resolve_workload
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import ResolvedModel, resolve_local
 from pipeline.records import dump_record
-from pipeline.workload import Workload, default_workload, resolve_workload
+from pipeline.workload import Workload, default_workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
 
     start = time.perf_counter()
     sys.path.insert(0, str(ROOT))
-    from pipeline.params import config_hash
-    from pipeline.plan import plan_config
+    from pipeline.plan import config_hash, plan_config
 
     imported = time.perf_counter()
     cores: dict[int, int] = {}

@@ -107,7 +107,7 @@ class TaskSource:
             of another's.
         base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
             and not the class ``architectures`` names. (A ``diffusers`` task's models are pipelines: the planner
-            counts their components, :mod:`pipeline.diffusion_plan`.)
+            counts their components, :mod:`pipeline.plan.diffusion`.)
         cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
         cosine_threshold: A pass needs at least this cosine with the CPU float32 reference.
         answer: What the answer check compares, in words (the methodology and the failure message say it).

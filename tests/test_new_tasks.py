@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
-from pipeline.diffusion_shapes import FEW_STEPS, resolve_workload
+from pipeline.plan import FEW_STEPS, resolve_workload
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import tiny
 from pipeline.workload import Workload

@@ -13,10 +13,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline import params as params_module
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import GiB
 from pipeline.plan import format_plan, normalize_dtype, plan_config, plan_model, runner_label
+from pipeline.plan import params as params_module
 from pipeline.workload import Workload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"

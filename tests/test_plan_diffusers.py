@@ -18,14 +18,21 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline import components as components_module
 from pipeline.candidates import Candidate
 from pipeline.cli import main
-from pipeline.components import index_entries, weight_files
-from pipeline.diffusion_plan import plan_pipeline, plan_pipeline_model
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import GiB
-from pipeline.plan import Plan, plan_config, plan_model, runner_label
+from pipeline.plan import (
+    Plan,
+    index_entries,
+    plan_config,
+    plan_model,
+    plan_pipeline,
+    plan_pipeline_model,
+    runner_label,
+    weight_files,
+)
+from pipeline.plan import components as components_module
 from pipeline.planners import HubPlanner
 from pipeline.queue import build_queue
 from pipeline.workload import Workload

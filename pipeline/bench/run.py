@@ -12,9 +12,9 @@ from pipeline import fsatomic
 from pipeline.backends import Backend
 from pipeline.bench import harness
 from pipeline.bench.spec import BenchSpec
-from pipeline.diffusion_shapes import resolve_workload
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import ResolvedModel, resolve_local
+from pipeline.plan import resolve_workload
 from pipeline.records import dump_record
 from pipeline.workload import Workload, default_workload
 

@@ -10,7 +10,7 @@ diffusers, transformers or diffusers' own pipeline modules are ever resolved, af
 :func:`pipeline.models.check_model_index` accepted the index; nothing of a repo is imported.
 
 A class the installed libraries lack (or cannot build) is counted from its folder's safetensors headers instead.
-Results are cached per (library, class, config hash), as :mod:`pipeline.params` caches transformers models.
+Results are cached per (library, class, config hash), as :mod:`pipeline.plan.params` caches transformers models.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import PlanError, RemoteCodeRefused, RepoNotFoundError
 from pipeline.models import check_model_index
-from pipeline.params import config_hash, no_torch_init, plan_matcher, quiet, safetensors_param_count
+from pipeline.plan.params import config_hash, no_torch_init, plan_matcher, quiet, safetensors_param_count
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

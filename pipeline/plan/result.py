@@ -1,6 +1,6 @@
 """What the planner answers: the :class:`Plan` of a model or a diffusers pipeline, and the dtype names it takes.
 
-Kept apart from :mod:`pipeline.plan` (transformers models) so that :mod:`pipeline.diffusion_plan` (diffusers
+Kept apart from :mod:`pipeline.plan.model` (transformers models) so that :mod:`pipeline.plan.diffusion` (diffusers
 pipelines) can build the same record without importing the module that dispatches to it.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipeline.errors import ConfigError
-from pipeline.memory import DTYPE_BYTES
+from pipeline.plan.memory import DTYPE_BYTES
 from pipeline.types import DTYPES
 
 ParamSource = Literal["meta-device", "safetensors"]

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Protocol
 
 from pipeline.hardware import GiB, Instance, get_instance
-from pipeline.memory import DTYPE_BYTES, Need, Sizing
+from pipeline.plan.memory import DTYPE_BYTES, Need, Sizing
 
 #: The weight dtypes a lower precision may be suggested in: float8_e4m3fn is not among them, since neuronx-cc
 #: rejects it on Trainium1/2 (NCC_EVRF051, docs/planner.md).

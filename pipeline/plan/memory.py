@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from pipeline.hardware import GiB, Instance
-from pipeline.shapes import AttentionShape
+from pipeline.plan.shapes import AttentionShape
 from pipeline.workload import Workload
 
 #: Bytes per weight at each benchmark dtype.

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PlanError
-from pipeline.quantization import quantized_matcher
-from pipeline.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
+from pipeline.plan.quantization import quantized_matcher
+from pipeline.plan.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.shapes import config_int, config_value
+from pipeline.plan.shapes import config_int, config_value
 from pipeline.types import Task
 from pipeline.workload import Workload, default_workload
 

@@ -19,8 +19,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.advice import cores_text, fit_advice, size_text, with_fit_options
-from pipeline.components import (
+from pipeline.errors import ConfigError, PlanError, RemoteCodeRefused
+from pipeline.hardware import DEFAULT_INSTANCE, Instance, get_instance
+from pipeline.ids import validate_model_id
+from pipeline.models import check_model_index
+from pipeline.plan.advice import cores_text, fit_advice, size_text, with_fit_options
+from pipeline.plan.components import (
     ComponentShape,
     HubFiles,
     LocalFiles,
@@ -31,14 +35,10 @@ from pipeline.components import (
     read_pipeline,
     role_of,
 )
-from pipeline.diffusion_shapes import StageActivations, default_resolution, estimate_activations
-from pipeline.errors import ConfigError, PlanError, RemoteCodeRefused
-from pipeline.hardware import DEFAULT_INSTANCE, Instance, get_instance
-from pipeline.ids import validate_model_id
-from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, HEADROOM_FRACTION, MAX_DEGREE, RUNTIME_RESERVE_BYTES, Need
-from pipeline.models import check_model_index
-from pipeline.plan_types import ParamSource, Plan, count_text, normalize_dtype
-from pipeline.quantization import describe_quantization, download_bytes
+from pipeline.plan.diffusion_shapes import StageActivations, default_resolution, estimate_activations
+from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, HEADROOM_FRACTION, MAX_DEGREE, RUNTIME_RESERVE_BYTES, Need
+from pipeline.plan.quantization import describe_quantization, download_bytes
+from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.workload import Workload, default_workload
 
 if TYPE_CHECKING:

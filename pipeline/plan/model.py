@@ -13,16 +13,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.advice import cores_text, fit_advice, no_fit_advice, size_text
-from pipeline.components import LocalFiles
-from pipeline.diffusion_plan import format_pipeline_plan, plan_pipeline_model
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import validate_model_id
-from pipeline.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
-from pipeline.params import describe, safetensors_bytes, safetensors_param_count
-from pipeline.plan_types import ParamSource, Plan, count_text, normalize_dtype
-from pipeline.quantization import describe_quantization, download_bytes
+from pipeline.plan.advice import cores_text, fit_advice, no_fit_advice, size_text
+from pipeline.plan.components import LocalFiles
+from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
+from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
+from pipeline.plan.params import describe, safetensors_bytes, safetensors_param_count
+from pipeline.plan.quantization import describe_quantization, download_bytes
+from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.workload import Workload, default_workload, task_source
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ def _base_model(task: str | None) -> bool:
     if source.library == "diffusers":
         raise PlanError(
             f"a {task} model is a diffusers pipeline, planned from model_index.json and its components' configs "
-            "(plan_model on its folder or Hub id, or pipeline.diffusion_plan.plan_pipeline), not from one config.json"
+            "(plan_model on its folder or Hub id, or pipeline.plan.plan_pipeline), not from one config.json"
         )
     return source.base_model
 
@@ -188,7 +188,7 @@ def plan_model(
     """Plan a local folder holding config.json, or a Hub model (its config only; weights never download).
 
     A diffusers pipeline (the ``text-to-image`` task, or a folder holding model_index.json and no config.json) is
-    planned by :func:`pipeline.diffusion_plan.plan_pipeline_model` from its components' configs.
+    planned by :func:`pipeline.plan.diffusion.plan_pipeline_model` from its components' configs.
 
     Args:
         model: a folder path, or a Hub id ``org/name``. An existing folder wins over a Hub id.

@@ -1,0 +1,48 @@
+"""The planner: from config files alone, a model's parameters, bytes, NeuronCores and the parallelism to run it.
+
+- :mod:`~pipeline.plan.model`: the entry (:func:`plan_config` pure, :func:`plan_model` from a folder or the Hub)
+  for a transformers model; a diffusers pipeline goes to :mod:`~pipeline.plan.diffusion`;
+- :mod:`~pipeline.plan.result`: the :class:`Plan` both answer, and the dtype names;
+- counting: :mod:`~pipeline.plan.params` (parameters on the meta device), :mod:`~pipeline.plan.shapes`
+  (attention and image shapes), :mod:`~pipeline.plan.quantization` (quantized checkpoints);
+- sizing: :mod:`~pipeline.plan.memory` (bytes per core of a layout) and :mod:`~pipeline.plan.advice` (the one line
+  of advice);
+- diffusers pipelines: :mod:`~pipeline.plan.diffusion`, :mod:`~pipeline.plan.components` (each component from its
+  config) and :mod:`~pipeline.plan.diffusion_shapes` (resolution and activations, and the workload a run gets).
+
+The method, its constants and worked examples are in ``docs/planner.md``.
+
+May import: the top-level modules, :mod:`pipeline.models` (the gate on a pipeline's index) and
+:mod:`pipeline.hub` (for typing; the caller passes the ``Hub``). Imported by: :mod:`pipeline.queue`,
+:mod:`pipeline.bench` and the CLI.
+"""
+
+from __future__ import annotations
+
+from pipeline.plan.components import index_entries, weight_files
+from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pipeline_model
+from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
+from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
+from pipeline.plan.params import config_hash, describe, safetensors_param_count
+from pipeline.plan.result import Plan, count_text, normalize_dtype
+
+__all__ = [
+    "FEW_STEPS",
+    "Plan",
+    "config_hash",
+    "count_text",
+    "default_resolution",
+    "describe",
+    "format_pipeline_plan",
+    "format_plan",
+    "index_entries",
+    "normalize_dtype",
+    "plan_config",
+    "plan_model",
+    "plan_pipeline",
+    "plan_pipeline_model",
+    "resolve_workload",
+    "runner_label",
+    "safetensors_param_count",
+    "weight_files",
+]

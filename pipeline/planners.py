@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from pipeline.candidates import Candidate
+from pipeline.discover import Candidate
 from pipeline.hardware import DEFAULT_INSTANCE
 from pipeline.hub import Hub
 from pipeline.plan import Plan, normalize_dtype, plan_config, plan_model

@@ -25,9 +25,9 @@ from typing import Any
 
 import yaml
 
-from pipeline.candidates import Candidate, Discovery
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
+from pipeline.discover import Candidate, Discovery
 from pipeline.durations import DurationModel
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance

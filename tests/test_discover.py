@@ -15,16 +15,19 @@ import pytest
 from pipeline.discover import (
     Candidate,
     Discovery,
+    Exclusion,
+    Selection,
     discover,
     discover_all,
     exclusion_rows,
+    load_exclusions,
+    load_selected,
     snapshot_rows,
     write_outputs,
 )
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
 from pipeline.queue import build_queue
-from pipeline.selection import Exclusion, Selection, load_exclusions, load_selected
 
 TODAY = dt.date(2026, 11, 30)
 TG, ITT = "text-generation", "image-text-to-text"
@@ -296,8 +299,8 @@ def test_bad_exclusions_file_is_one_clear_error(tmp_path: Path) -> None:
 def test_schemas_agree_with_the_literal_types() -> None:
     from typing import get_args
 
+    from pipeline.discover import ExclusionKind
     from pipeline.records import load_schema
-    from pipeline.selection import ExclusionKind
     from pipeline.types import TASKS
 
     selection = load_schema("selection")["properties"]["models"]["items"]["properties"]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.candidates import Candidate
 from pipeline.cli import main
+from pipeline.discover import Candidate
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import GiB
 from pipeline.plan import (

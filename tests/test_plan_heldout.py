@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pipeline.candidates import Candidate
 from pipeline.cli import main
+from pipeline.discover import Candidate
 from pipeline.hardware import GiB
 from pipeline.plan import Plan, plan_config, plan_model, runner_label
 from pipeline.queue import build_queue

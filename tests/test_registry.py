@@ -102,7 +102,7 @@ def test_each_task_metric_set_is_the_schema_s() -> None:
 
 def test_an_unknown_task_gets_one_message_wherever_it_comes_in() -> None:
     from pipeline.bench.spec import BenchSpec
-    from pipeline.candidates import check_task_view
+    from pipeline.discover import check_task_view
     from pipeline.errors import ConfigError
     from pipeline.workload import default_workload, task_source
 

@@ -37,8 +37,7 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     arguments=_discover_args,
 )
 def _discover(args: argparse.Namespace) -> int:
-    from pipeline.discover import discover_all, write_outputs
-    from pipeline.selection import load_exclusions, load_selected
+    from pipeline.discover import discover_all, load_exclusions, load_selected, write_outputs
 
     tasks = TASKS if args.task == "all" else (args.task,)
     views = VIEWS if args.view == "all" else (args.view,)

@@ -22,32 +22,20 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic
-from pipeline.candidates import (
+from pipeline.dataset import write_exclusions, write_rankings
+from pipeline.discover.candidates import (
     DISCOVERED_KINDS,
     Candidate,
     Discovery,
-    IneligibleKind,
     check_task_view,
     exclusion_index,
 )
-from pipeline.dataset import write_exclusions, write_rankings
+from pipeline.discover.selection import Exclusion, Selection, load_exclusions, load_selected
 from pipeline.errors import ConfigError, GatedRepoError, RepoNotFoundError
 from pipeline.hub import Hub, HubSort, ModelListing
 from pipeline.ids import model_id_problem
-from pipeline.selection import Exclusion, Selection, load_exclusions, load_selected
 from pipeline.types import TASKS, VIEWS
 from pipeline.workload import task_source
-
-__all__ = [
-    "Candidate",
-    "Discovery",
-    "IneligibleKind",
-    "discover",
-    "discover_all",
-    "exclusion_rows",
-    "snapshot_rows",
-    "write_outputs",
-]
 
 logger = logging.getLogger(__name__)
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from pipeline.discover.selection import Exclusion
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, model_id_problem
-from pipeline.selection import Exclusion
 from pipeline.types import TASKS, VIEWS
 from pipeline.workload import check_task, task_source
 

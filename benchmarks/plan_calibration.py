@@ -10,10 +10,10 @@ planned count is the ``plan.cores`` the records carry.
 Prints how many groups the plan got exactly right, how many it under-planned (a run at the planned count
 failed and more cores passed) and how many it over-planned (fewer cores passed), and lists the misses.
 
-``--durations`` instead refits the duration model's prior (``pipeline.durations.Prior``) from the Neuron records
+``--durations`` instead refits the duration model's prior (``pipeline.queue.durations.Prior``) from the Neuron records
 whose compile finished: compile seconds = base + per-billion x params / sqrt(cores), run seconds = base +
 per-billion x params, host bytes = base + per-parameter x params, each by least squares; it prints the values
-to put in ``pipeline/durations.py``.
+to put in ``pipeline/queue/durations.py``.
 """
 
 from __future__ import annotations

@@ -3,12 +3,12 @@
 The job mix is the planner's output for a realistic queue: the 1,000 real-shaped configs of
 ``benchmarks/plan_speed.py`` (the fixtures' architectures at varied sizes, seeded) plus the Selected list's
 models whose config.json is among ``tests/fixtures/configs``. Each job's runner size is its label's
-(``runner_label``); its duration is the duration model's prior (``pipeline.durations.PRIOR``: no Trainium
+(``runner_label``); its duration is the duration model's prior (``pipeline.queue.durations.PRIOR``: no Trainium
 row exists yet) times a seeded log-normal spread, since real runs of one size vary.
 
-Two fleets run the same sweep in ``pipeline.sweep.simulate``:
+Two fleets run the same sweep in ``pipeline.queue.sweep.simulate``:
 
-- recommended: ``pipeline.fleet.recommend_fleet`` (mixed partitions sized by each size's core-seconds; an idle
+- recommended: ``pipeline.queue.fleet.recommend_fleet`` (mixed partitions sized by each size's core-seconds; an idle
   runner re-registers for a smaller waiting size at its next just-in-time cycle);
 - static: instances each with one ``--runners N`` (one size per instance, no re-registration), the count per
   size found by search as the fewest that finish within the recommended fleet's makespan.
@@ -34,11 +34,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from plan_speed import FIXTURES, vary  # noqa: E402
 
-from pipeline.durations import PRIOR  # noqa: E402
 from pipeline.errors import PlanError  # noqa: E402
-from pipeline.fleet import format_partition, recommend_fleet  # noqa: E402
 from pipeline.plan import plan_config, runner_label  # noqa: E402
-from pipeline.sweep import Job, SweepResult, simulate  # noqa: E402
+from pipeline.queue import (  # noqa: E402  # noqa: E402
+    PRIOR,  # noqa: E402
+    Job,
+    SweepResult,
+    format_partition,
+    recommend_fleet,
+    simulate,
+)
 
 CORES = 64
 

@@ -16,7 +16,7 @@ Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
 Source = Literal["ci", "community", "local"]
 View = Literal["trending", "downloads", "selected"]
 QuantSupport = Literal["dequantized", "unsupported", "unverified"]
-#: Where a predicted job duration comes from (pipeline.durations).
+#: Where a predicted job duration comes from (pipeline.queue.durations).
 DurationSource = Literal["history", "older-toolchain", "prior"]
 #: How an instance is paid for (runners/instances.yaml).
 PriceKind = Literal["on_demand", "capacity_block", "reserved"]

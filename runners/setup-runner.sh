@@ -15,7 +15,7 @@
 #     self-hosted,linux,x64,trn2,<instance>,trn2-<cores>c: the label `trncat queue` puts in `runs-on`;
 #     or, with --partition, runners of mixed sizes: COUNTxSIZE entries laid out from core 0 in order, or
 #     SIZE@FIRST at a given core. Ranges never overlap, a runner of up to a chip's 4 cores stays in its chip
-#     and a larger one starts on a chip boundary (pipeline/fleet.py applies the same rules); `auto` takes
+#     and a larger one starts on a chip boundary (pipeline/queue/fleet.py applies the same rules); `auto` takes
 #     instance K's partition from the fleet `trncat queue --estimate FILE` recommends;
 #   - a systemd template unit, one instance per runner: before each job it kills what the previous job left,
 #     wipes the runner's directory and HOME, unpacks a fresh runner (as the runner's user) and registers it

@@ -10,10 +10,19 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.dataset import build
-from pipeline.durations import PRIOR, DurationModel, param_bucket
 from pipeline.errors import ConfigError
-from pipeline.fleet import estimate_sweep, format_estimate, layout_fleet, load_instances, parse_partition
-from pipeline.sweep import Job, simulate
+from pipeline.queue import (
+    PRIOR,
+    DurationModel,
+    Job,
+    estimate_sweep,
+    format_estimate,
+    layout_fleet,
+    load_instances,
+    param_bucket,
+    parse_partition,
+    simulate,
+)
 from pipeline.testing.records import fake_revision, sample_record
 
 TOOLCHAIN = {"neuronx_cc": "2.21.0", "torch_neuronx": "2.14.0", "transformers": "5.0.0"}
@@ -145,7 +154,7 @@ def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp
         assert main(args) == 0
         return json.loads(out.read_text())
 
-    import pipeline.queue as queue_module
+    import pipeline.queue.matrix as queue_module
 
     original = queue_module.HubPlanner.__call__
     from pipeline.plan import plan_config

@@ -33,8 +33,7 @@ from pipeline.plan import (
     weight_files,
 )
 from pipeline.plan import components as components_module
-from pipeline.planners import HubPlanner
-from pipeline.queue import build_queue
+from pipeline.queue import HubPlanner, build_queue
 from pipeline.workload import Workload
 
 PIPELINES = Path(__file__).parent / "fixtures" / "configs" / "diffusers"

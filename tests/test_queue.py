@@ -11,10 +11,9 @@ import pytest
 
 from pipeline.dataset import build
 from pipeline.discover import Candidate, Discovery
-from pipeline.durations import PRIOR
 from pipeline.errors import ConfigError, HubServerError, PlanError
 from pipeline.plan import Plan, plan_config
-from pipeline.queue import HubPlanner, Queue, build_queue, load_candidates, load_toolchain, matrix_order
+from pipeline.queue import PRIOR, HubPlanner, Queue, build_queue, load_candidates, load_toolchain, matrix_order
 from pipeline.testing.records import as_community, fake_revision, sample_failure, sample_record
 
 TG, ITT = "text-generation", "image-text-to-text"
@@ -198,7 +197,7 @@ def test_entries_carry_plan_runner_and_bench_arguments() -> None:
         "artifact": f"small--one--text-generation--{REV[:12]}",
         "note": "",
         "attempt": 1,
-        # No history: the documented prior for a 0.5B model on one core (pipeline.durations.PRIOR).
+        # No history: the documented prior for a 0.5B model on one core (pipeline.queue.durations.PRIOR).
         "predicted_s": round(PRIOR.duration(params=_plan("qwen2.5-0.5b").params, cores=1).total_s),
         "host_memory_bytes": PRIOR.duration(params=_plan("qwen2.5-0.5b").params, cores=1).host_memory_bytes,
     }

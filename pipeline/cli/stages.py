@@ -140,7 +140,7 @@ def _queue(args: argparse.Namespace) -> int:
     if args.estimate:
         import json
 
-        from pipeline.fleet import estimate_sweep, format_estimate, load_instances
+        from pipeline.queue import estimate_sweep, format_estimate, load_instances
 
         estimate = estimate_sweep(
             queue.entries,

@@ -23,7 +23,7 @@ import yaml
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
 from pipeline.hardware import get_instance
-from pipeline.sweep import Job, SweepResult, simulate
+from pipeline.queue.sweep import Job, SweepResult, simulate
 from pipeline.types import PRICE_KINDS
 
 __all__ = [
@@ -228,7 +228,7 @@ def recommend_fleet(
     jobs: Sequence[Job], *, instance: str = "trn2.48xlarge", target_hours: float = 24.0, max_instances: int = 64
 ) -> tuple[list[list[int]], SweepResult]:
     """The fleet (instances partitioned by :func:`layout_fleet`) that finishes ``jobs`` within ``target_hours``
-    in :func:`pipeline.sweep.simulate` with re-partitioning for the fewest instance-hours; among fleets within
+    in :func:`pipeline.queue.sweep.simulate` with re-partitioning for the fewest instance-hours; among fleets within
     2 % of those hours, the one that finishes first. When none meets the target, the fastest up to
     ``max_instances``.
 
@@ -269,7 +269,7 @@ def estimate_sweep(
     """The cost of running the queue's ``entries`` (each with ``runner`` and ``predicted_s``) and the fleet.
 
     Args:
-        entries: Matrix entries from :func:`pipeline.queue.build_queue`.
+        entries: Matrix entries from :func:`pipeline.queue.matrix.build_queue`.
         instance: Instance type of the fleet.
         prices: From :func:`load_instances`; None or an instance missing from it: money unknown.
         target_hours: The sweep should finish within this many hours.

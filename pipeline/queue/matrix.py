@@ -10,7 +10,7 @@ retried while their count is at most ``max_error_retries``.
 Each queued model is planned from its configs (one download per model and revision, cached) to pick the
 runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most 256
 entries each (GitHub's cap per matrix), each entry with its predicted seconds and compile host memory
-(:mod:`pipeline.durations`), ordered largest and longest first, so the tail of a sweep is short jobs.
+(:mod:`pipeline.queue.durations`), ordered largest and longest first, so the tail of a sweep is short jobs.
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ import yaml
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
-from pipeline.durations import DurationModel
 from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, runner_label
-from pipeline.planners import HubPlanner
+from pipeline.queue.durations import DurationModel
+from pipeline.queue.planners import HubPlanner
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload, key_mask, task_source
 
-__all__ = ["HubPlanner", "Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain",
+__all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain",
            "matrix_order", "runner_cores"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ MAX_CHUNK = 256
 DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
 _WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
 
-#: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.planners.HubPlanner` plans from the Hub).
+#: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.queue.planners.HubPlanner` plans from the Hub).
 Planner = Callable[[Candidate], Plan]
 
 

@@ -1,6 +1,6 @@
 """A discrete-event simulation of a benchmark sweep on a fleet of instances split into runners.
 
-Each instance is a list of runners (NeuronCores each, laid out chip-aligned by :mod:`pipeline.fleet`). A runner
+Each instance is a list of runners (NeuronCores each, laid out chip-aligned by :mod:`pipeline.queue.fleet`). A runner
 takes one job at a time from the queue of its size, longest first (the matrix order). With ``repartition``
 a runner that finds no job of its size waiting registers, at its next just-in-time cycle (``jit_delay_s``
 later), as several smaller runners over the same cores for the largest smaller size that has jobs waiting;

@@ -1,0 +1,74 @@
+"""The queue: candidates minus what is measured or excluded -> GitHub Actions matrices, and what a sweep costs.
+
+- :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
+- :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
+- the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
+  dataset's history), :mod:`~pipeline.queue.fleet` (prices, runner partitions, the estimate and the recommended
+  fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
+
+May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (what
+was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI.
+"""
+
+from __future__ import annotations
+
+from pipeline.queue.durations import PARAM_BUCKETS, PRIOR, Duration, DurationModel, Prior, param_bucket
+from pipeline.queue.fleet import (
+    DEFAULT_INSTANCES,
+    Estimate,
+    InstancePrices,
+    estimate_sweep,
+    format_estimate,
+    format_partition,
+    layout_fleet,
+    load_instances,
+    parse_partition,
+    recommend_fleet,
+)
+from pipeline.queue.matrix import (
+    DEFAULT_TOOLCHAIN,
+    MAX_CHUNK,
+    Planner,
+    Queue,
+    build_queue,
+    fetch_results,
+    load_candidates,
+    load_toolchain,
+    matrix_order,
+    runner_cores,
+)
+from pipeline.queue.planners import HubPlanner
+from pipeline.queue.sweep import Job, SweepResult, simulate
+
+__all__ = [
+    "DEFAULT_INSTANCES",
+    "DEFAULT_TOOLCHAIN",
+    "MAX_CHUNK",
+    "PARAM_BUCKETS",
+    "PRIOR",
+    "Duration",
+    "DurationModel",
+    "Estimate",
+    "HubPlanner",
+    "InstancePrices",
+    "Job",
+    "Planner",
+    "Prior",
+    "Queue",
+    "SweepResult",
+    "build_queue",
+    "estimate_sweep",
+    "fetch_results",
+    "format_estimate",
+    "format_partition",
+    "layout_fleet",
+    "load_candidates",
+    "load_instances",
+    "load_toolchain",
+    "matrix_order",
+    "param_bucket",
+    "parse_partition",
+    "recommend_fleet",
+    "runner_cores",
+    "simulate",
+]

@@ -11,8 +11,8 @@ import pytest
 
 from pipeline import backends, constants
 from pipeline.backends.neuron import NeuronBackend
+from pipeline.bench.doctor import Check, run_checks, smoke, smoke_line
 from pipeline.cli import main
-from pipeline.doctor import Check, run_checks, smoke, smoke_line
 from tests.test_backends import FAKE_PACKAGES, TRN2_3XL, CpuNeuron, _write_core, in_process_child
 
 TOOLCHAIN = {"torch": "2.14.0", "torch_neuronx": "2.14.0", "neuronx_cc": "2.21.18209.0", "transformers": "5.0.0",

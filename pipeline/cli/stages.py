@@ -339,7 +339,7 @@ def _doctor(args: argparse.Namespace) -> int:
     import tempfile
 
     from pipeline.backends.neuron import NeuronBackend
-    from pipeline.doctor import run_checks, smoke, smoke_line
+    from pipeline.bench.doctor import run_checks, smoke, smoke_line
     from pipeline.queue import load_toolchain
 
     backend = NeuronBackend()

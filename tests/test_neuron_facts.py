@@ -25,7 +25,7 @@ def _named_in_code() -> dict[str, set[str]]:
                 for name in VARIABLE.findall(node.value):
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     others = [*(ROOT / "runners").iterdir(), *(ROOT / ".github" / "workflows").glob("*.yml"),
-              *(ROOT / "pipeline" / "templates").iterdir()]  # fmt: skip
+              *(ROOT / "pipeline").rglob("templates/*")]  # fmt: skip
     for path in others:
         if path.is_file():
             for name in VARIABLE.findall(path.read_text(encoding="utf-8")):

@@ -21,8 +21,8 @@ from typing import Any
 from pipeline import fsatomic
 from pipeline.backends import get_backend
 from pipeline.bench.run import bench_model
+from pipeline.page import task_view
 from pipeline.records import validate_paths
-from pipeline.task_columns import task_view
 from pipeline.testing import tiny
 
 DATASET_REPO = "trncat-demo/results"

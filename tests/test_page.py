@@ -17,6 +17,7 @@ import pytest
 
 from pipeline import page
 from pipeline.dataset import build, page_html
+from pipeline.page import html as page_module
 from pipeline.records import flatten
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from pipeline.types import TASKS
@@ -237,7 +238,7 @@ def test_detail_data_carries_scripts_command_and_plan() -> None:
 
 
 def test_scripts_past_the_inline_budget_are_linked_not_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(page, "MAX_INLINE_SCRIPT_BYTES", 30)
+    monkeypatch.setattr(page_module, "MAX_INLINE_SCRIPT_BYTES", 30)
     scripts = {"acme/a": {"run.py": "x" * 20, "requirements.txt": "y" * 20}}
     blob = json.loads(parse(render(latest=[row("acme/a")], scripts=scripts)).scripts["trncat-scripts"])
     assert blob["texts"] == ["x" * 20] and blob["models"]["acme/a"] == [0, None]
@@ -389,7 +390,7 @@ def test_an_exclusion_reason_is_shown_whole_and_names_its_kind_once() -> None:
     [cells] = parse(html).rows
     assert cells[2] == "excluded " + " ".join(reason.split())  # whole, and "gated" said once
     assert "gated: gated" not in html
-    css = page._asset(page._environment(), "index.css")
+    css = page_module._asset(page_module._environment(), "index.css")
     assert "max-height: 3.2em" not in css  # no clipping of a reason
     # No link to a script that does not exist, even without JavaScript: the details link needs the script.
     assert 'href="scripts/acme/gated' not in html
@@ -435,7 +436,7 @@ def test_every_row_says_its_source() -> None:
     data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
     sources = {e["id"]: e["src"] for e in data["entries"]}
     assert sources == {"acme/ci": "ci", "acme/community": "community"}
-    script = (Path(page.__file__).parent / "templates" / "index.js").read_text()
+    script = (Path(page_module.__file__).parent / "templates" / "index.js").read_text()
     assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)
 
 
@@ -557,7 +558,7 @@ def test_new_tasks_text_is_escaped() -> None:
 
 def test_a_toolchain_label_names_the_tasks_own_library() -> None:
     """A new diffusers release is a new toolchain for the text-to-image rows (pass rate, feed, changes)."""
-    from pipeline.plots import toolchain_label
+    from pipeline.page.plots import toolchain_label
 
     generation = {"device": "cpu", "transformers_version": "5.24.0"}
     assert toolchain_label(generation) == "cpu · transformers 5.24.0"

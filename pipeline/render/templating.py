@@ -2,7 +2,7 @@
 
 Text that came from the Hub or from an error message is never inserted raw: into Python it goes through
 :func:`py_literal` (a ``repr`` of plain JSON values, which cannot break out of a literal), into Markdown through
-:func:`md_cell`, into YAML through :func:`yaml_scalar`. The HTML page's environment (:mod:`pipeline.page`)
+:func:`md_cell`, into YAML through :func:`yaml_scalar`. The HTML page's environment (:mod:`pipeline.page.html`)
 autoescapes.
 """
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pipeline.task_columns import task_view
+from pipeline.page.task_columns import task_view
 from pipeline.workload import TASK_SOURCES, library_key
 
 WIDTH, HEIGHT = 480, 300
@@ -248,7 +248,7 @@ def _rate_tick(value: float) -> str:
 
 def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Iterable[dict[str, Any]]) -> list[Markup]:
     """A task's plots: its speed metric vs params (when the task has one: decode tokens/s, sentences/s, seconds per
-    image; :mod:`pipeline.task_columns`), peak device memory vs params, compile time vs params, pass rate per
+    image; :mod:`pipeline.page.task_columns`), peak device memory vs params, compile time vs params, pass rate per
     toolchain.
 
     Args:

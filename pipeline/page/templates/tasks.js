@@ -1,4 +1,4 @@
-// Each task's own columns on the catalog page, from the one definition (pipeline/task_columns.py, carried by the
+// Each task's own columns on the catalog page, from the one definition (pipeline/page/task_columns.py, carried by the
 // inline JSON as D.taskViews): its header, its empty state and its metrics in the details; index.js follows.
 var TRNCAT_TASKS = function (D, el, metric) {
   "use strict";

@@ -21,40 +21,25 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from pipeline import plots
-from pipeline.catalog import (
+from pipeline.page import plots
+from pipeline.page.catalog import (
     DEVICE_FILTERS,
     DEVICE_LABELS,
     ENTRY_COLUMNS,
     HISTORY_COLUMNS,
-    HISTORY_READ,
     PAGE_SIZE,
     PAGE_VIEWS,
-    RANKED_VIEWS,
     VIEW_LABELS,
     catalog,
-    command,
     device_shown,
-    exclusion_text,
     fallback_text,
 )
-from pipeline.task_columns import Metric, page_tasks, table_metrics, task_view
+from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
 #: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
 #: page within its 2 MB transfer budget (benchmarks/page_scale.py).
 MAX_INLINE_SCRIPT_BYTES = 512 << 10
-
-__all__ = [
-    "PAGE_SIZE",
-    "HISTORY_READ",
-    "RANKED_VIEWS",
-    "catalog",
-    "command",
-    "exclusion_text",
-    "render_page",
-    "script_json",
-]
 
 _JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
 
@@ -130,7 +115,7 @@ def metric_text(entry: Mapping[str, Any], metric: Metric) -> str:
 def _environment() -> jinja2.Environment:
     # pipeline.render autoescapes names ending in .html only; the page template is .html.j2, so it gets its own.
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("pipeline", "templates"),
+        loader=jinja2.PackageLoader("pipeline.page", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=True,
         trim_blocks=True,

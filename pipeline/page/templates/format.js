@@ -1,4 +1,4 @@
-// Number and text formats of the catalog page (kept in step with pipeline/plots.py); index.js follows in the same script.
+// Number and text formats of the catalog page (kept in step with pipeline/page/plots.py); index.js follows in the same script.
 var TRNCAT_FORMAT = (function () {
   "use strict";
   function secs(v) {
@@ -26,7 +26,7 @@ var TRNCAT_FORMAT = (function () {
   }
   function rate(v) { return v === null || v === undefined ? "\u2014" : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
   function metric(e, m) {
-    // a task metric's cell (keep in step with pipeline/page.py metric_text; m is one of D.taskViews[task].cols)
+    // a task metric's cell (keep in step with pipeline/page/html.py metric_text; m is one of D.taskViews[task].cols)
     var v = e[m.key];
     if (v === null || v === undefined) return "\u2014";
     if (m.fmt === "secs") return secs(v);
@@ -38,7 +38,7 @@ var TRNCAT_FORMAT = (function () {
     return {pass: "runs", fail: "fails", error: "infra error", unmeasured: "not yet measured"}[st] || st;
   }
   function command(e) {
-    // keep in step with pipeline/catalog.py command()
+    // keep in step with pipeline/page/catalog.py command()
     var c = e.cores || e.pc || 1;
     var dev = (e.device === "cpu" || e.device === "cuda") ? " --device " + e.device : "";
     return FRESH_VENV + " && " + (c > 1 ? "torchrun --nproc-per-node " + c + " run.py" : "python run.py") + dev;
@@ -66,7 +66,7 @@ var TRNCAT_FORMAT = (function () {
     return ok;
   }
   function runBadges(e) {
-    // [class, text, title] of what a run did that its verdict alone does not say (pipeline/page.py renders the same)
+    // [class, text, title] of what a run did that its verdict alone does not say (pipeline/page/html.py renders the same)
     var out = [];
     if (e.fb && e.fb.length) out.push(["b-fallback", "CPU fallback", "ops run on the CPU, not the device: " + fallbackText(e.fb)]);
     if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
@@ -87,7 +87,7 @@ var TRNCAT_FORMAT = (function () {
     return out;
   }
   function fallbackText(fb) {
-    // keep in step with pipeline/catalog.py fallback_text()
+    // keep in step with pipeline/page/catalog.py fallback_text()
     return fb.map(function (o) { return o[0] + " \u00d7" + o[1]; }).join(", ");
   }
   function toolchain(e, lib) {

@@ -1,5 +1,5 @@
 """The catalog page's data: one entry per model and task, the ordered lists of each task and view, the history
-lines and the default view (:func:`catalog`). :mod:`pipeline.page` renders it as HTML.
+lines and the default view (:func:`catalog`). :mod:`pipeline.page.html` renders it as HTML.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 
 from pipeline.backends.base import FRESH_VENV
 from pipeline.ids import model_id_problem
+from pipeline.page.task_columns import batch_p50, task_view
 from pipeline.records import representative
-from pipeline.task_columns import batch_p50, task_view
 from pipeline.types import TASKS
 
 logger = logging.getLogger(__name__)
@@ -32,7 +32,7 @@ ENTRY_COLUMNS = (
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
 DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
 #: Columns of one history line: the newest run per (hardware, toolchain); ``speed`` is the task's speed metric
-#: (:attr:`pipeline.task_columns.TaskView.speed`).
+#: (:attr:`pipeline.page.task_columns.TaskView.speed`).
 HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
 HISTORY_READ = [
     "model_id", "task", "status", "failure_stage", "failure_code", "device", "hardware", "cores", "compile_s",

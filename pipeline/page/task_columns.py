@@ -1,9 +1,10 @@
 """What the catalog page shows of each task: its tab label, its metric columns, its speed plot and its answer check.
 
-The one definition of a task's columns: :mod:`pipeline.catalog` fills the entries from it, :mod:`pipeline.page`
-renders the first page's header and cells from it and hands it to the page's script (``tasks`` of the inline
-JSON), which builds the header and rows of every other tab from the same list; :mod:`pipeline.plots` plots the
-task's speed metric from it. A task never shows, nor plots, a metric it does not measure.
+The one definition of a task's columns: :mod:`pipeline.page.catalog` fills the entries from it,
+:mod:`pipeline.page.html` renders the first page's header and cells from it and hands it to the page's script
+(``tasks`` of the inline JSON), which builds the header and rows of every other tab from the same list;
+:mod:`pipeline.page.plots` plots the task's speed metric from it. A task never shows, nor plots, a metric it does
+not measure.
 
 Columns common to every task (rank, model, status, device, cores, compile, peak device memory, params, date,
 toolchain) stay in the template and the script; a task's own columns sit between compile and peak memory.
@@ -17,14 +18,14 @@ from typing import Any
 
 from pipeline.workload import library_key, task_source
 
-#: How a cell is written (pipeline/page.py ``metric`` and format.js ``metric``): seconds, a rate, an integer, or
+#: How a cell is written (pipeline/page/html.py ``metric`` and format.js ``metric``): seconds, a rate, an integer, or
 #: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``).
 FORMATS = ("secs", "rate", "int", "res")
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric column of a task (an entry key of :data:`pipeline.catalog.ENTRY_COLUMNS`)."""
+    """One metric column of a task (an entry key of :data:`pipeline.page.catalog.ENTRY_COLUMNS`)."""
 
     key: str
     label: str

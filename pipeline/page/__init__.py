@@ -1,0 +1,37 @@
+"""The catalog page: the dataset's rows -> one self-contained ``index.html`` (inline CSS, JS and SVG).
+
+- :mod:`~pipeline.page.html`: the page itself (the first view rendered on the server, the inline data, the CSP);
+- :mod:`~pipeline.page.catalog`: the page's data: one entry per model and task, the ordered lists of each task and
+  view, the history lines;
+- :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
+  once for the server side and the page's script;
+- :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
+- ``templates/``: the page's HTML, script and style sheet.
+
+A pure function of rows: it reads no file and talks to no Hub. May import: the top-level modules,
+:mod:`pipeline.records` (the representative row) and :mod:`pipeline.backends` (the install line a row shows).
+Imported by: :mod:`pipeline.dataset` (the PR's preview page) and :mod:`pipeline.space` (the Space's page).
+"""
+
+from __future__ import annotations
+
+from pipeline.page.catalog import HISTORY_READ, PAGE_SIZE, PAGE_VIEWS, RANKED_VIEWS, catalog, command, exclusion_text
+from pipeline.page.html import render_page, script_json
+from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
+
+__all__ = [
+    "HISTORY_READ",
+    "PAGE_SIZE",
+    "PAGE_VIEWS",
+    "RANKED_VIEWS",
+    "Metric",
+    "TaskView",
+    "catalog",
+    "command",
+    "exclusion_text",
+    "page_tasks",
+    "render_page",
+    "script_json",
+    "table_metrics",
+    "task_view",
+]

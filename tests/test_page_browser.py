@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline.dataset.site import SiteNames, write_site
 from pipeline.page import render_page
 from pipeline.records import flatten
+from pipeline.space import SiteNames, write_site
 from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from pipeline.testing.records import sample_failure, sample_record
 

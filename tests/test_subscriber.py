@@ -23,10 +23,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from pipeline.dataset.site import ATOM, FEED_FILE
 from pipeline.publish import publish
 from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
-from pipeline.space import publish_space
+from pipeline.space import ATOM, FEED_FILE, publish_space
 from pipeline.testing.records import sample_failure, sample_record
 
 REPO, SPACE = "trncat/results", "trncat/catalog"

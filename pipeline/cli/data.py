@@ -191,9 +191,8 @@ def _page_args(p: argparse.ArgumentParser) -> None:
     arguments=_page_args,
 )
 def _page(args: argparse.Namespace) -> int:
-    from pipeline.dataset.site import SiteNames, write_site
     from pipeline.ids import validate_model_id
-    from pipeline.space import publish_space
+    from pipeline.space import SiteNames, publish_space, write_site
 
     if args.from_folder:
         if args.out is None:

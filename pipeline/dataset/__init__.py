@@ -8,7 +8,6 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
-- :mod:`~pipeline.dataset.site`: the catalog Space's tree (page, scripts, Atom feed, Space card);
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout.
 """
 
@@ -40,7 +39,16 @@ from pipeline.dataset.mirror import (
     tree_digests,
 )
 from pipeline.dataset.rankings import overlay_problems, write_exclusions, write_rankings
-from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, iter_results, read_latest
+from pipeline.dataset.read import (
+    HISTORY_COLUMN,
+    earlier_runs,
+    iter_results,
+    read_exclusions,
+    read_latest,
+    read_rankings,
+    read_scripts,
+    script_files,
+)
 from pipeline.dataset.summary import read_summary
 
 __all__ = [
@@ -70,7 +78,11 @@ __all__ = [
     "publish_paths",
     "published_ids",
     "read_changes",
+    "read_exclusions",
     "read_latest",
+    "read_rankings",
+    "read_scripts",
+    "script_files",
     "read_summary",
     "refresh_card",
     "results_file_time",

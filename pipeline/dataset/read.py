@@ -17,6 +17,7 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
     SCRIPT_FILES,
+    SCRIPTS_DIR,
     newest_rankings,
     read_rows,
     script_folder,
@@ -147,3 +148,10 @@ def read_scripts(root: Path, model_ids: Iterator[str] | list[str] | set[str]) ->
         if files:
             scripts[model_id] = files
     return scripts
+
+
+def script_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """Every file under the folder's ``scripts/``, as (path relative to ``root``, bytes), in path order."""
+    for source in sorted((root / SCRIPTS_DIR).rglob("*")):
+        if source.is_file():
+            yield source.relative_to(root).as_posix(), source.read_bytes()

@@ -3,7 +3,7 @@
 The Hub does not render HTML inside a dataset repo, so the page lives in a static Space (``sdk: static``). The
 tree holds ``index.html``, ``README.md`` (the Space metadata), ``feed.xml`` (Atom, from ``data/changes/``) and a
 copy of ``scripts/`` so that the page's links to them resolve beside it. Callers build it from a snapshot of the
-dataset's merged main, never from a pull request (:mod:`pipeline.space`).
+dataset's merged main, never from a pull request (:mod:`pipeline.space.commit`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,16 @@ from typing import Any
 from urllib.parse import urlencode
 
 from pipeline import fsatomic, render
-from pipeline.dataset.changes import CHANGE_KINDS, read_changes
-from pipeline.dataset.layout import SCRIPTS_DIR
-from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.dataset import (
+    CHANGE_KINDS,
+    iter_results,
+    read_changes,
+    read_exclusions,
+    read_latest,
+    read_rankings,
+    read_scripts,
+    script_files,
+)
 from pipeline.page import HISTORY_READ, render_page
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
@@ -163,6 +170,5 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         fsatomic.write_text(stage / SPACE_PAGE, html)
         fsatomic.write_text(stage / SPACE_CARD, card)
         fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names))
-        for source in sorted((dataset / SCRIPTS_DIR).rglob("*")):
-            if source.is_file():
-                fsatomic.write_bytes(stage / source.relative_to(dataset), source.read_bytes())
+        for relative, data in script_files(dataset):
+            fsatomic.write_bytes(stage / relative, data)

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset import mirror
-from pipeline.dataset.site import SiteNames, write_site
+from pipeline.dataset import tree_digests
 from pipeline.errors import RepoNotFoundError
 from pipeline.hub import Hub, file_additions, file_deletions
 from pipeline.ids import validate_model_id
+from pipeline.space.tree import SiteNames, write_site
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def publish_space(
         sha, _ = build_space(
             hub=hub, dataset_repo=dataset_repo, space_repo=space_repo, out=tree, site_url=site_url, note=note
         )
-        built = mirror.tree_digests(tree)
+        built = tree_digests(tree)
         try:
             hub.head_sha(space_repo, repo_type="space", revision="main")
         except RepoNotFoundError:
@@ -103,7 +103,7 @@ def publish_space(
         def operations(parent: str) -> list[Any]:
             current = Path(tmp) / f"current-{parent[:12]}"
             hub.snapshot(space_repo, revision=parent, repo_type="space", local_dir=current)
-            now = mirror.tree_digests(current)
+            now = tree_digests(current)
             result.changed = sorted(p for p, d in built.items() if now.get(p) != d)
             result.deleted = sorted(p for p in now if p not in built and p != ".gitattributes")
             if dry_run:

@@ -394,7 +394,7 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
     assert len(entries) == len(pinned) > 10  # every pin carries hashes
     # Every third-party package the publish job's commands import is in the lock.
     code = (
-        "import sys, json; import pipeline.cli, pipeline.publish, pipeline.records, pipeline.records,"
+        "import sys, json; import pipeline.cli, pipeline.publish, pipeline.records,"
         " pipeline.dataset; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     modules = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)

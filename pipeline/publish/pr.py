@@ -19,58 +19,28 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import tempfile
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline import constants, fsatomic
 from pipeline.dataset import (
-    CHANGE_KINDS,
-    RESULTS_DIR,
-    SUMMARY_FILE,
     BuildSummary,
     CardNames,
-    Change,
     build,
-    change_kinds,
-    held_paths,
-    migrate,
-    migration_paths,
-    needs_migration,
-    overlay_files,
-    overlay_problems,
-    publish_paths,
-    read_summary,
-    refresh_card,
-    summary_paths,
     tree_digests,
     write_front_files,
 )
-from pipeline.errors import DatasetError, PipelineError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions, git_blob_id, together
+from pipeline.errors import PipelineError, RepoNotFoundError
+from pipeline.hub import Hub, file_additions, together
 from pipeline.ids import validate_model_id
-from pipeline.records import Problem, parse_time, toolchain_label
-from pipeline.render import md_cell
+from pipeline.publish.description import describe
+from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder
 
 logger = logging.getLogger(__name__)
 
 PR_TITLE_PREFIX = "[trncat] benchmark results"
 NOTHING_TO_PUBLISH = "nothing to publish: the dataset already holds these results"
-
-
-@dataclass
-class Prepared:
-    """The files one publish would add or replace, built on a mirror of the target at ``parent``."""
-
-    parent: str | None
-    folder: Path
-    changed: dict[str, Path] = field(default_factory=dict)
-    summary: BuildSummary = field(default_factory=BuildSummary)
-
-    @property
-    def empty(self) -> bool:
-        return not self.changed
 
 
 @dataclass
@@ -87,155 +57,6 @@ class PublishResult:
     @property
     def published(self) -> bool:
         return self.commit is not None
-
-
-def prepare_folder(
-    records: list[dict[str, Any]],
-    *,
-    folder: Path,
-    overlay: Path | None,
-    fetch: Callable[[list[str], Path], None],
-    remote_files: Callable[[str | None], list[str]],
-    parent: str | None = None,
-    names: CardNames | None = None,
-    blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
-) -> Prepared:
-    """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
-
-    The folder is a :func:`pipeline.fsatomic.scratch` folder: thrown away if anything fails.
-
-    Args:
-        fetch: (paths, folder) -> downloads those the target holds.
-        remote_files: folder in the repo (None: all) -> the target's file paths under it.
-        names: The repo and Space the card names.
-        blob_ids: paths -> git blob ids of those the target holds (:meth:`pipeline.hub.Hub.blob_ids`): a script
-            the target already holds with the same content is then neither written nor changed.
-    """
-    with fsatomic.scratch(folder):
-        return _prepare(
-            records,
-            folder=folder,
-            overlay=overlay,
-            fetch=fetch,
-            remote_files=remote_files,
-            parent=parent,
-            names=names,
-            blob_ids=blob_ids,
-        )
-
-
-def _prepare(
-    records: list[dict[str, Any]],
-    *,
-    folder: Path,
-    overlay: Path | None,
-    fetch: Callable[[list[str], Path], None],
-    remote_files: Callable[[str | None], list[str]],
-    parent: str | None,
-    names: CardNames | None,
-    blob_ids: Callable[[list[str]], dict[str, str]] | None,
-) -> Prepared:
-    overlay_map = checked_overlay(overlay)
-    # Records are valid here, so every finish time parses.
-    since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
-    folder.mkdir(parents=True, exist_ok=True)
-    # Together: the summary, the results files that could hold the records, the scripts' and card's git ids.
-    calls: list[Callable[[], Any]] = [lambda: fetch([SUMMARY_FILE], folder)]
-    calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None else list)
-    if blob_ids is not None and records:
-        calls.append(lambda: blob_ids(held_paths(records)))
-    _, results, *ids = together.results(*calls)
-    counts = read_summary(folder)
-    everything: list[str] | None = None
-    if counts is not None:
-        wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
-    else:  # a dataset from before the summary file: its whole latest view, once
-        everything = remote_files(None)
-        wanted = publish_paths(everything, extra=overlay_map, since=since)
-    if wanted:
-        fetch(wanted, folder)
-    old_layout = needs_migration(folder)
-    if old_layout:  # an older layout: every file of it is rewritten in this PR
-        everything = remote_files(None) if everything is None else everything
-        rest = sorted(set(migration_paths(everything)) - set(wanted))
-        logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
-        if rest:
-            fetch(rest, folder)
-    before = tree_digests(folder)
-    for path_in_repo, source in overlay_map.items():
-        fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
-    # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
-    migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
-    overlay_changed = bool(overlay_map) and tree_digests(folder) != before
-    held: Callable[[str, bytes], bool] | None = (
-        (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
-    )
-    summary = build(records, folder, page=False, names=names, held=held) if records else BuildSummary()
-    if not summary.changed and (overlay_changed or migrated):
-        refresh_card(folder, names=names)
-    after = tree_digests(folder)
-    changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
-    return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
-
-
-def checked_overlay(overlay: Path | None) -> dict[str, Path]:
-    """The overlay's files (path in repo -> file) once every one is a well-formed discovery output.
-
-    Raises:
-        DatasetError: a file is malformed (each problem named); nothing is published then.
-    """
-    files = overlay_files(overlay)
-    problems = overlay_problems(files)
-    if problems:
-        listed = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise DatasetError(f"refusing to publish the overlay {overlay}: {listed}")
-    return files
-
-
-def provenance_problems(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Problem]:
-    """Records that come from the wrong place for their ``run.source``.
-
-    A community record is published only from a ``results/community/`` folder (what the submission check
-    reviewed), and that folder holds community records only: a "ci" record a pull request put there is never
-    published as the project's own measurement (CI records come from the runs' artifacts).
-    """
-    out = []
-    for name, record in records:
-        in_community = Path(name).parts[-3:-1] == ("results", "community")
-        source = record["run"]["source"]
-        if source == "community" and not in_community:
-            out.append(Problem(name, "run.source", "a community record is published only from results/community/"))
-        elif in_community and source != "community":
-            out.append(Problem(name, "run.source", f"results/community/ holds community records only, not {source!r}"))
-    return out
-
-
-def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0) -> str:
-    """The PR description: what changed, for the maintainer who reviews it."""
-
-    def line(change: Change) -> str:  # (kept in step with the feed: pipeline.dataset.space)
-        after = change.after
-        text = f"- `{md_cell(after['model_id'])}` ({md_cell(after['task'])}, {md_cell(after['hardware'])})"
-        if after["status"] != "pass":
-            text += f": {md_cell(after['failure_stage'])}/{md_cell(after['failure_code'])}"
-        if change.is_regression and change.before is not None:
-            before, now = md_cell(toolchain_label(change.before)), md_cell(toolchain_label(after))
-            text += f" — passed with {before}, fails with {now}"
-        return text
-
-    changes = summary.changes
-    sections = [(title, [c for c in changes if kind in change_kinds(c)]) for kind, title in CHANGE_KINDS]
-    out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
-    for title, items in sections:
-        out.append(f"### {title} ({len(items)})")
-        out.extend(line(c) for c in items[:200])
-        if len(items) > 200:
-            out.append(f"- ... and {len(items) - 200} more")
-        out.append("")
-    if invalid:
-        out.append(f"{invalid} invalid record file(s) were set aside (see the publish job's log).")
-    out.append("Generated by trncat; merge after review.")
-    return "\n".join(out)
 
 
 def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None) -> PublishResult:

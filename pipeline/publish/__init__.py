@@ -1,0 +1,30 @@
+"""``trncat publish``: new records (and discovery's overlay) into the Hub dataset as one PR a maintainer reviews.
+
+- :mod:`~pipeline.publish.prepare`: a partial mirror of the dataset repo (the summary, the touched latest shards,
+  the results files that could hold the records), the records and the overlay built into it, what changed;
+- :mod:`~pipeline.publish.description`: the PR description, in the feed's change kinds;
+- :mod:`~pipeline.publish.pr`: the publish itself (onto the bot's open PR if there is one, rebuilt when the
+  branch moves) and its offline twin into a local folder.
+
+May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (the
+build) and :mod:`pipeline.render` (the description's cells). Imported by: the CLI.
+"""
+
+from __future__ import annotations
+
+from pipeline.publish.description import describe
+from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
+from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder, provenance_problems
+
+__all__ = [
+    "NOTHING_TO_PUBLISH",
+    "PR_TITLE_PREFIX",
+    "Prepared",
+    "PublishResult",
+    "checked_overlay",
+    "describe",
+    "prepare_folder",
+    "provenance_problems",
+    "publish",
+    "publish_to_folder",
+]

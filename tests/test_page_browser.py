@@ -117,7 +117,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Space the demo built, rebuilt (as ``trncat page`` would) after a rankings snapshot and an exclusion
     were added to the demo's dataset."""
     _playwright()  # skip before the demo's half minute of work when there is no browser
-    from pipeline.demo import DEMO_NOTE, SPACE_REPO, run_demo
+    from pipeline.cli.demo import DEMO_NOTE, SPACE_REPO, run_demo
 
     root = tmp_path_factory.mktemp("demo") / "out"
     summary = run_demo(out=root)

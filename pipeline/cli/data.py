@@ -244,7 +244,7 @@ def _demo_args(p: argparse.ArgumentParser) -> None:
     arguments=_demo_args,
 )
 def _demo(args: argparse.Namespace) -> int:
-    from pipeline.demo import run_demo
+    from pipeline.cli.demo import run_demo
 
     summary = run_demo(out=args.out, work=args.work, echo=lambda line: print(line, file=sys.stderr))
     print(summary.table())

@@ -20,8 +20,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import get_backend
-from pipeline.backends.base import world_of
+from pipeline.backends import get_backend, world_of
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import get_task
 from pipeline.bench.tasks.base import Run

@@ -18,9 +18,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline import constants
-from pipeline.backends.neuron import NEURON_INDEX_URL, TORCH_CPU_INDEX_URL, NeuronBackend
-from pipeline.backends.neuron import launch as neuron_launch
-from pipeline.backends.neuron import tools as neuron_tools
+from pipeline.backends.neuron import (
+    DEFAULT_NEFF_CACHE_DIR,
+    NEURON_INDEX_URL,
+    TORCH_CPU_INDEX_URL,
+    NeuronBackend,
+    choose_cores,
+    driver_version,
+    format_visible_cores,
+    visible_devices,
+)
 from pipeline.errors import ConfigError, PipelineError
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -96,8 +103,8 @@ def _os_python(os_release: Path, python: tuple[int, int]) -> list[Check]:
 
 
 def _driver(backend: NeuronBackend) -> list[Check]:
-    version = neuron_tools.driver_version(backend.sysfs_root)
-    devices = neuron_tools.visible_devices(backend.dev_root)
+    version = driver_version(backend.sysfs_root)
+    devices = visible_devices(backend.dev_root)
     fix = "install the Neuron driver (aws-neuronx-dkms; the Neuron DLAMI has it) on a trn2 instance"
     out = [
         Check("driver", "ok", f"Neuron driver {version}")
@@ -123,7 +130,7 @@ def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
     inherited = constants.NEURON_RT_VISIBLE_CORES
     wanted = cores or 1
     try:
-        chosen = neuron_launch.choose_cores(cores=wanted, inherited=inherited, total_cores=inventory.total_cores)
+        chosen = choose_cores(cores=wanted, inherited=inherited, total_cores=inventory.total_cores)
     except ConfigError as exc:
         fix = "set NEURON_RT_VISIBLE_CORES to a range of this instance's cores that holds the run"
         out.append(Check("cores", "fail", str(exc), fix))
@@ -134,9 +141,7 @@ def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
         out.append(Check("cores", "warn", f"{owned}; cores {sorted(busy)} are held by another process",
                          "wait for it, or stop it (neuron-ls lists it)"))  # fmt: skip
     else:
-        out.append(
-            Check("cores", "ok", f"{owned}; a {wanted}-core run uses {neuron_launch.format_visible_cores(chosen)}")
-        )
+        out.append(Check("cores", "ok", f"{owned}; a {wanted}-core run uses {format_visible_cores(chosen)}"))
     return out
 
 
@@ -182,7 +187,7 @@ def _space(name: str, path: Path, minimum: int, *, writable: bool, disk_free: Ca
 
 
 def _host(total_memory: int, disk_free: Callable[[Path], int]) -> list[Check]:
-    neff = Path(constants.TORCH_NEURONX_NEFF_CACHE_DIR or neuron_launch.DEFAULT_NEFF_CACHE_DIR)
+    neff = Path(constants.TORCH_NEURONX_NEFF_CACHE_DIR or DEFAULT_NEFF_CACHE_DIR)
     memory = (
         Check("memory", "ok", f"{_gib(total_memory)} host memory")
         if total_memory >= MIN_HOST_MEMORY_BYTES
@@ -255,7 +260,7 @@ def smoke(backend: Any, *, work: Path, child_runner: Any = None, timeout_s: floa
     from pipeline.bench import harness
     from pipeline.bench.spec import BenchSpec
     from pipeline.models import resolve_local
-    from pipeline.testing.tiny import build_tiny_llama
+    from pipeline.testing import build_tiny_llama
     from pipeline.workload import Workload
 
     folder = build_tiny_llama(work / "tiny-llama")

@@ -18,8 +18,7 @@ from typing import Any
 import psutil
 
 from pipeline import constants
-from pipeline.backends import Backend
-from pipeline.backends.base import package_version
+from pipeline.backends import Backend, package_version
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message

@@ -20,10 +20,15 @@ from typing import Any
 
 from pipeline import fsatomic
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench import bench_model
 from pipeline.page import task_view
 from pipeline.records import validate_paths
-from pipeline.testing import tiny
+from pipeline.testing import (
+    build_tiny_llama,
+    build_tiny_llava,
+    build_tiny_sentence_bert,
+    build_tiny_stable_diffusion,
+)
 
 DATASET_REPO = "trncat-demo/results"
 SPACE_REPO = "trncat-demo/catalog"
@@ -35,14 +40,14 @@ DEMO_NOTE = (
 )
 #: (repo id, builder, listing metadata: pipeline tag, library, ...). Downloads and trending scores order the rankings.
 DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
-    ("trncat-demo/tiny-llama", tiny.build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
+    ("trncat-demo/tiny-llama", build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
                                                        "trendingScore": 40}),
-    ("trncat-demo/tiny-llava", tiny.build_tiny_llava, {"pipeline_tag": "image-text-to-text", "downloads": 3000,
+    ("trncat-demo/tiny-llava", build_tiny_llava, {"pipeline_tag": "image-text-to-text", "downloads": 3000,
                                                        "trendingScore": 30}),
-    ("trncat-demo/tiny-sentence-bert", tiny.build_tiny_sentence_bert,
+    ("trncat-demo/tiny-sentence-bert", build_tiny_sentence_bert,
      {"pipeline_tag": "sentence-similarity", "library_name": "sentence-transformers", "downloads": 4000,
       "trendingScore": 20}),
-    ("trncat-demo/tiny-sd", tiny.build_tiny_stable_diffusion,
+    ("trncat-demo/tiny-sd", build_tiny_stable_diffusion,
      {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
 )  # fmt: skip
 #: Models discovery must keep out, with their reason: they never reach the matrix.

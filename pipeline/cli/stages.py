@@ -251,7 +251,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 )
 def _bench(args: argparse.Namespace) -> int:
     from pipeline.backends import get_backend
-    from pipeline.bench.run import bench_model
+    from pipeline.bench import bench_model
 
     record = bench_model(
         args.model,
@@ -339,7 +339,7 @@ def _doctor(args: argparse.Namespace) -> int:
     import tempfile
 
     from pipeline.backends.neuron import NeuronBackend
-    from pipeline.bench.doctor import run_checks, smoke, smoke_line
+    from pipeline.bench import run_checks, smoke, smoke_line
     from pipeline.queue import load_toolchain
 
     backend = NeuronBackend()

@@ -9,6 +9,10 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout.
+
+May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
+card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
+measured), publish, space and the CLI.
 """
 
 from __future__ import annotations

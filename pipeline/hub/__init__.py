@@ -10,10 +10,14 @@
 - :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint.
 
 Collaborators build one :class:`Hub` at the edge (the CLI, the demo, a test) and pass it in.
+
+May import: the top-level modules only. Imported by: every package that reads or writes the Hub (the
+local hub's pytest plugin, models, plan, discover, queue, bench, publish, space, the CLI).
 """
 
 from __future__ import annotations
 
+from pipeline.hub import together
 from pipeline.hub.client import Hub
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
@@ -30,4 +34,5 @@ __all__ = [
     "git_blob_id",
     "point_client_at",
     "quiet_progress_bars",
+    "together",
 ]

@@ -13,8 +13,8 @@ from huggingface_hub.errors import EntryNotFoundError as HfEntryNotFound  # Remo
 from huggingface_hub.hf_api import RepoFile
 
 from pipeline import fsatomic
-from pipeline.hub import together
 from pipeline.hub.listing import RepoType
+from pipeline.hub.together import results as all_results
 
 T = TypeVar("T")
 #: Paths per ``paths-info`` request: the Hub answers 413 beyond 1,000 (huggingface_hub sends 500 at a time).
@@ -139,7 +139,7 @@ class RepoFiles:
                 fsatomic.write_bytes(into / path, body)
             return body is not None
 
-        found = together.results(*(functools.partial(fetch, path) for path in paths))
+        found = all_results(*(functools.partial(fetch, path) for path in paths))
         return [path for path, here in zip(paths, found, strict=True) if here]
 
     def blob_ids(

@@ -10,6 +10,9 @@ Usage::
         restore = point_client_at(hub.url)  # pipeline.hub
         ...
         restore()
+
+May import: the top-level modules, and :mod:`pipeline.hub` (its pytest plugin points a ``Hub`` at it).
+Imported by: the CLI (``trncat localhub serve``, the demo) and the tests.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.backends.base import FRESH_VENV
+from pipeline.backends import FRESH_VENV
 from pipeline.ids import model_id_problem
 from pipeline.page.task_columns import batch_p50, task_view
 from pipeline.records import representative

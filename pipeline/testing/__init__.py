@@ -1,1 +1,32 @@
-"""Offline fixtures shared by the tests, the demo and the benchmarks: tiny models and sample records."""
+"""Offline fixtures shared by the tests, the demo and the benchmarks: tiny models and sample records.
+
+- :mod:`~pipeline.testing.tiny`: tiny real models built locally (a 2-layer Llama, a tiny LLaVA, a BERT wrapped as a
+  sentence-transformers model, a Stable-Diffusion-shaped pipeline) and hostile ones for the gates' tests;
+- :mod:`~pipeline.testing.records`: sample records of each kind;
+- :mod:`~pipeline.testing.browser`: Debian's Chromium for the page's browser tests.
+
+Nothing here downloads anything. May import: the top-level modules only. Imported by: the demo (the CLI),
+``trncat doctor --smoke`` (:mod:`pipeline.bench`), the tests and the benchmarks.
+"""
+
+from __future__ import annotations
+
+from pipeline.testing.tiny import (
+    build_remote_code_model,
+    build_tiny_llama,
+    build_tiny_llava,
+    build_tiny_sentence_bert,
+    build_tiny_stable_diffusion,
+    build_tokenizer,
+    build_unknown_architecture,
+)
+
+__all__ = [
+    "build_remote_code_model",
+    "build_tiny_llama",
+    "build_tiny_llava",
+    "build_tiny_sentence_bert",
+    "build_tiny_stable_diffusion",
+    "build_tokenizer",
+    "build_unknown_architecture",
+]

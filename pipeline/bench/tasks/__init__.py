@@ -1,6 +1,9 @@
 """The task registry: one module per task, one line here.
 
 A task knows how to load the model and its processor, build the fixed workload's inputs and count tokens.
+
+May import: the top-level modules (each task imports its own library lazily, in the child). Imported by the
+rest of :mod:`pipeline.bench` only.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ var TRNCAT_FORMAT = (function () {
   var FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt";
   function dlamiCommand(e) {
     // The Neuron DLAMI keeps the stack in /opt/aws_neuronx_venv_torch_neuronx_<major>_<minor>_0
-    // (pipeline/bench/backends/neuron dlami_venv; docs/neuron-facts.md).
+    // (pipeline/backends/neuron/backend.py dlami_venv; docs/neuron-facts.md).
     var m = /^(\d+)\.(\d+)/.exec(e.tnx || "");
     if (e.device !== "neuron" || !m) return null;
     var venv = "/opt/aws_neuronx_venv_torch_neuronx_" + m[1] + "_" + m[2] + "_0";

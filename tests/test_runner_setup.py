@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
+
 SCRIPT = ROOT / "runners" / "setup-runner.sh"
 SHA = re.compile(r"[0-9a-f]{64}")
 

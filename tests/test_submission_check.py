@@ -17,10 +17,10 @@ import pytest
 
 from pipeline.testing.records import sample_community, sample_record
 from pipeline.testing.tiny import build_tiny_llama
+from tests import ROOT
 from tests.test_workflow_steps import step_env
 from tests.test_workflows import step
 
-ROOT = Path(__file__).resolve().parent.parent
 MODEL = "trncat-demo/tiny-llama"
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")

@@ -21,9 +21,9 @@ import pytest
 
 from pipeline.cli import commands
 from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
+from tests import ROOT
 from tests.test_workflows import jobs, load, step
 
-ROOT = Path(__file__).resolve().parent.parent
 DATASET = "trncat/results"
 RUN_ID = "4242"
 MODELS = {

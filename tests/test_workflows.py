@@ -24,8 +24,8 @@ import yaml
 from pipeline.discover import Candidate
 from pipeline.plan import Plan, plan_config
 from pipeline.queue import MAX_CHUNK, build_queue
+from tests import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 WORKFLOWS = ROOT / ".github" / "workflows"
 NAMES = ("ci", "discover", "benchmark", "publish", "submission", "page")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}

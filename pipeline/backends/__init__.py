@@ -2,7 +2,7 @@
 
 A backend knows its device: the device string, how to synchronize, whether and how to compile, its peak
 memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
-is shared (``tests/test_backends.py`` checks that swapping the backend is the only difference).
+is shared (``tests/backends/test_backends.py`` checks that swapping the backend is the only difference).
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
 Imported by: :mod:`pipeline.bench` (the device), :mod:`pipeline.records` (a row's toolchain label),

@@ -2,7 +2,7 @@
 
 Commands live in :mod:`pipeline.cli.stages` (discover, queue, plan, bench, localhub) and
 :mod:`pipeline.cli.data` (validate, build, publish, demo) and register with :func:`pipeline.cli.registry.command`.
-Every command's help ends with an example; ``tests/test_cli.py`` checks each is documented in the README.
+Every command's help ends with an example; ``tests/cli/test_cli.py`` checks each is documented in the README.
 
 :mod:`pipeline.cli.demo` runs the whole flow offline. May import: every package (the CLI is the edge, where the
 collaborators are built). Imported by: ``pipeline.__main__`` and the ``trncat`` console script only.

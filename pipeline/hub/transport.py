@@ -10,7 +10,7 @@ transport is transparent.
 
 The one thing huggingface_hub does not make public is its request event hook (offline mode, request ids,
 download counters), which its default client installs: it is imported here and nowhere else, and
-``tests/test_hub.py`` fails loudly if it moves or the shared client stops coming from the factory.
+``tests/hub/test_hub.py`` fails loudly if it moves or the shared client stops coming from the factory.
 Requests made from huggingface_hub's worker threads (parallel downloads) run outside the context of the
 call and keep huggingface_hub's own backoff.
 """

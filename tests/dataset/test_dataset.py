@@ -1,0 +1,394 @@
+"""The dataset folder: Parquet read back by pandas and datasets, append-only, latest view, all-or-nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
+from pipeline.errors import RecordError
+from pipeline.records import COLUMN_NAMES, arrow_schema
+from pipeline.testing.records import sample_community, sample_failure, sample_record
+from tests import FIXTURES, ROOT
+
+
+def _records() -> list[dict]:
+    return [
+        sample_record(),
+        sample_record(
+            model_id="acme/vlm",
+            task="image-text-to-text",
+            workload={"batch_size": 1, "input_tokens": 64, "output_tokens": 32, "image_size": 224},
+        ),
+        sample_failure(model_id="acme/broken", stage="compile", code="ncc_evrf001", message="NCC_EVRF001 <b>x</b>"),
+    ]
+
+
+def _tree(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file (hidden temp files included: none may be left)."""
+    return {
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def test_build_reads_back_with_pandas_and_datasets(tmp_path: Path) -> None:
+    import datasets
+
+    out = tmp_path / "ds"
+    summary = build(_records(), out)
+    assert summary.added == 3 and summary.results_file
+    results = pd.read_parquet(out / RESULTS_DIR)
+    latest = pd.read_parquet(out / LATEST_DIR)
+    assert list(results.columns) == list(COLUMN_NAMES)
+    assert sorted(latest.model_id) == ["acme/broken", "acme/vlm", "trncat-demo/tiny-llama"]
+    assert set(latest.loc[latest.status == "pass", "task"]) == {"text-generation", "image-text-to-text"}
+    for path in (out / RESULTS_DIR).glob("*.parquet"):
+        assert pq.read_schema(path).remove_metadata() == arrow_schema()
+    loaded = datasets.load_dataset(
+        "parquet", data_files={"latest": str(out / LATEST_DIR / "*.parquet")}, cache_dir=str(tmp_path / "hf-cache")
+    )
+    assert loaded["latest"].num_rows == 3
+    assert loaded["latest"].column_names == [*COLUMN_NAMES, HISTORY_COLUMN]
+    card = (out / "README.md").read_text()
+    assert 'config_name: "latest"' in card and "data/latest/*.parquet" in card
+    for model in ("acme/vlm", "acme/broken", "trncat-demo/tiny-llama"):
+        assert (out / "scripts" / model / "run.py").is_file()
+        assert (out / "scripts" / model / "requirements.txt").is_file()
+
+
+def test_results_are_append_only_and_duplicates_change_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    build(_records(), out)
+    first = _tree(out)
+    again = build(_records(), out)
+    assert not again.changed and again.duplicates == 3
+    assert _tree(out) == first
+    newer = sample_record(
+        run={"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"},
+        metrics={"decode_tokens_per_s": 99.0},
+    )
+    summary = build([newer], out)
+    after = _tree(out)
+    old_results = {k: v for k, v in first.items() if k.startswith(RESULTS_DIR)}
+    assert all(after[k] == v for k, v in old_results.items()), "an old results file was rewritten"
+    assert len([k for k in after if k.startswith(RESULTS_DIR)]) == len(old_results) + 1
+    latest = pd.read_parquet(out / LATEST_DIR)
+    row = latest[latest.model_id == "trncat-demo/tiny-llama"].iloc[0]
+    assert row.decode_tokens_per_s == 99.0
+    assert summary.latest_files and all(after[f] != first.get(f) for f in summary.latest_files)
+    untouched = [k for k in first if k.startswith(LATEST_DIR) and k not in summary.latest_files]
+    assert all(after[k] == first[k] for k in untouched), "a latest shard that did not change was rewritten"
+
+
+def test_an_older_record_does_not_replace_the_latest(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    build([sample_record(run={"finished_at": "2026-11-29T10:05:00+00:00"}, metrics={"decode_tokens_per_s": 99.0})], out)
+    build([sample_record(metrics={"decode_tokens_per_s": 1.0})], out)
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
+    assert pd.read_parquet(out / LATEST_DIR).decode_tokens_per_s.tolist() == [99.0]
+
+
+def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    old_toolchain = sample_record()
+    new_toolchain = sample_failure(
+        versions={"neuronx_cc": "2.22.0"},
+        run={"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"},
+    )
+    build([old_toolchain], out)
+    summary = build([new_toolchain], out)
+    [change] = summary.changes
+    assert change.is_regression and not change.is_new_model
+    [row] = read_latest(out)
+    assert row["status"] == "fail"
+    [earlier] = earlier_runs(row)
+    assert earlier["status"] == "pass" and earlier["neuronx_cc_version"] == "2.21.0"
+    # a late result older than the latest joins the history and results, without replacing the latest
+    late = sample_record(run={"started_at": "2026-11-28T11:00:00+00:00", "finished_at": "2026-11-28T11:30:00+00:00"})
+    assert build([late], out).added == 1
+    [row] = read_latest(out)
+    assert row["status"] == "fail"
+    assert [h["finished_at"].isoformat() for h in earlier_runs(row)] == [
+        "2026-11-28T11:30:00+00:00",
+        "2026-11-28T10:01:13+00:00",
+    ]
+    # republishing any of them is a duplicate, the late one included
+    again = build([old_toolchain, new_toolchain, late], out)
+    assert not again.changed and again.duplicates == 3
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 3
+
+
+def test_an_invalid_record_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    bad = sample_record(revision="main")
+    with pytest.raises(RecordError, match="revision"):
+        build([sample_record(), bad], tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
+
+
+_KILL_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from pipeline.dataset import build
+    records = json.loads(Path(sys.argv[1]).read_text())
+    print("ready", flush=True)
+    sys.stdin.readline()
+    build(records, Path(sys.argv[2]))
+    print("done", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_build_killed_at_random_moments_leaves_before_or_after(tmp_path: Path) -> None:
+    import json
+
+    base = [sample_record(model_id=f"org/model-{i}") for i in range(30)]
+    extra = [
+        sample_record(model_id=f"org/model-{i}", run={"finished_at": "2026-11-29T00:00:00+00:00"})
+        for i in range(0, 60, 2)
+    ]
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps(extra))
+    script = tmp_path / "kill_build.py"
+    script.write_text(_KILL_SCRIPT)
+
+    def fresh(name: str) -> Path:
+        folder = tmp_path / name
+        build(base, folder)
+        return folder
+
+    reference = fresh("reference")
+    before = _tree(reference)
+    build(extra, reference)
+    after = _tree(reference)
+    assert before != after
+
+    def run_once(out: Path, delay: float | None) -> float:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(batch), str(out)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        assert proc.stdout is not None and proc.stdin is not None
+        assert proc.stdout.readline().strip() == "ready"
+        start = time.perf_counter()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        if delay is None:
+            proc.wait(timeout=120)
+            assert proc.returncode == 0
+            return time.perf_counter() - start
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        return delay
+
+    duration = run_once(fresh("timing"), None)
+    rng = random.Random(20261129)
+    states = {"before": 0, "after": 0}
+    for attempt in range(20):
+        out = fresh(f"killed-{attempt}")
+        run_once(out, rng.uniform(0, duration * 1.1))
+        tree = _tree(out)
+        assert tree in (before, after), f"attempt {attempt}: the folder is neither before nor after"
+        states["before" if tree == before else "after"] += 1
+        pd.read_parquet(out / LATEST_DIR)  # and it stays readable
+    assert states["before"] > 0, states  # the kills did land mid-build, not only after it
+    build(extra, tmp_path / "killed-0")  # a later build cleans what killed builds left behind
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".trncat-stage-killed-0-")]
+
+
+def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
+    """data/summary.json, updated from each build's changes, always equals a count of the whole latest view."""
+    from pipeline.dataset import read_summary
+    from pipeline.dataset.summary import summarize
+    from pipeline.testing.records import sample_failure
+
+    out = tmp_path / "ds"
+    later = {"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"}
+    batches = [
+        _records(),
+        [sample_failure(model_id="trncat-demo/tiny-llama", run=later)],  # a pass becomes a fail
+        [sample_record(model_id="org/new", run=later), sample_record(device="cpu", dtype="float32", run=later)],
+        [sample_record(metrics={"decode_tokens_per_s": 1.0})],  # an older row: the latest does not change
+    ]
+    for batch in batches:
+        build(batch, out)
+        summary = read_summary(out)
+        assert summary is not None
+        whole = summarize(read_latest(out), shard_digits=0, shards=["all"])
+        for key in ("total", "counts", "toolchains", "hardware"):
+            assert summary[key] == whole[key], key
+
+
+def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: Path) -> None:
+    """Attack (issue 11.9): a newer community record (the latest finish time) replaced the project's CI row."""
+    out = tmp_path / "ds"
+    build([sample_record(metrics={"decode_tokens_per_s": 77.0})], out)
+    late = {"started_at": "2026-11-30T10:00:00+00:00", "finished_at": "2026-11-30T10:05:00+00:00"}
+    build([sample_community(run=late, metrics={"decode_tokens_per_s": 9999.0})], out)
+    [row] = read_latest(out)
+    assert (row["source"], row["decode_tokens_per_s"]) == ("ci", 77.0)
+    [kept] = earlier_runs(row)  # both stay visible: the community run in the key's history, with its source
+    assert (kept["source"], kept["decode_tokens_per_s"]) == ("community", 9999.0)
+    assert len(pd.read_parquet(out / RESULTS_DIR)) == 2
+    # a community row alone stands for its key until the project measures it; then CI comes first
+    other = tmp_path / "other"
+    build([sample_community(metrics={"decode_tokens_per_s": 5.0})], other)
+    build([sample_record(run={"finished_at": "2026-11-28T10:00:30+00:00"})], other)
+    [row] = read_latest(other)
+    assert row["source"] == "ci" and [h["source"] for h in earlier_runs(row)] == ["community"]
+
+
+def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
+    from pipeline.dataset.build import HISTORY_LIMIT
+
+    out = tmp_path / "ds"
+    runs = [
+        sample_record(
+            run={"started_at": f"2026-11-{day:02d}T10:00:00+00:00", "finished_at": f"2026-11-{day:02d}T10:01:00+00:00"}
+        )
+        for day in range(1, HISTORY_LIMIT + 6)
+    ]
+    build(runs[:3], out)
+    build(runs[3:], out)
+    [row] = read_latest(out)
+    history = earlier_runs(row)
+    assert len(history) == HISTORY_LIMIT and len(pd.read_parquet(out / RESULTS_DIR)) == len(runs)
+    assert history[0]["finished_at"].day == HISTORY_LIMIT + 4  # the newest are kept
+    assert not build(runs, out).changed  # the dropped ones are still known (data/results): not added again
+
+
+def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    odd = sample_record(model_id="acme/odd", versions={"transformers": "5.0 --index-url http://evil"})
+    summary = build([odd, sample_record()], out)
+    assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert not (out / "scripts" / "acme" / "odd").exists()
+
+
+def test_a_layout_2_folder_is_migrated_to_the_schema_1_2_columns(tmp_path: Path) -> None:
+    """Layout 3 adds the columns of schema 1.2: a folder written before them is found and rewritten."""
+    import json
+
+    import pyarrow as pa
+
+    from pipeline.dataset import migrate, needs_migration
+    from pipeline.dataset.read import layout_of
+
+    out = tmp_path / "ds"
+    build(_records(), out)
+    new_columns = COLUMN_NAMES[COLUMN_NAMES.index("steps") :]
+    files = [*sorted((out / RESULTS_DIR).glob("*.parquet")), *sorted((out / LATEST_DIR).glob("*.parquet"))]
+    for path in files:  # what layout 2 wrote: the same files without the 1.2 columns
+        table = pq.read_table(path)
+        pq.write_table(table.drop_columns(list(new_columns)).replace_schema_metadata(None), path)
+        assert layout_of(path) == 2
+    assert needs_migration(out)
+    migrate(out)
+    assert not needs_migration(out)
+    assert all(pq.read_schema(p).names[: len(COLUMN_NAMES)] == list(COLUMN_NAMES) for p in files)
+    # a new-task record then joins the migrated folder, and the old rows read back unchanged
+    fixture = FIXTURES / "valid" / "sentence_embeddings_cpu_pass.json"
+    build([json.loads(fixture.read_text(encoding="utf-8"))], out)
+    rows = {r["task"]: r for r in read_latest(out)}
+    assert rows["sentence-embeddings"]["latency_by_batch_s"][1] == {"batch_size": 32, "p50": 0.031, "p90": 0.034}
+    assert rows["text-generation"]["sentences_per_s"] is None
+    assert pa.types.is_list(arrow_schema().field("batch_sizes").type)
+
+
+@pytest.mark.parametrize("digits", [0, 1])
+def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_once(
+    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build turns only the touched keys' rows of a shard into Python rows and keeps the rest as Arrow; the
+    shard it writes is the one a build of every record at once writes, byte for byte."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+
+    def run(i: int, day: int) -> dict:
+        stamp = f"2026-11-{day:02d}T09:00:00+00:00"
+        return {"started_at": stamp, "finished_at": stamp} | ({} if i % 5 else {"runner": f"r{day}"})
+
+    first = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 20)) for i in range(30)]
+    second = [sample_record(model_id=f"org/m{i:02d}", run=run(i, 21)) for i in range(0, 30, 7)]
+    second += [sample_failure(model_id="org/m03", run=run(3, 22)), sample_record(model_id="org/zz", run=run(0, 21))]
+    second += [sample_record(model_id="org/m04", run=run(4, 19))]  # older than the latest: history only
+    in_turn, at_once = tmp_path / "in-turn", tmp_path / "at-once"
+    build(first, in_turn)
+    build(second, in_turn)
+    build(first + second, at_once)
+    shards = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / LATEST_DIR).glob("*.parquet"))
+    assert len(shards) == 1 if digits == 0 else len(shards) > 1
+    for shard in shards:
+        assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
+    assert read_latest(in_turn) == read_latest(at_once)
+
+
+@pytest.mark.parametrize("digits", [0, 1])
+def test_a_partial_build_renders_the_scripts_a_whole_build_does(
+    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build without the page (what publish runs) picks each touched model's representative from the rows it
+    just merged, still in Python, and from the shards' other rows: its scripts are those a build of every
+    record at once renders (a time with an offset, a model with rows of two tasks in different shards, a late
+    result that only joins the history)."""
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+
+    def run(day: int, offset: str = "+00:00") -> dict:
+        stamp = f"2026-11-{day:02d}T09:00:00{offset}"
+        return {"started_at": stamp, "finished_at": stamp}
+
+    embedding = json.loads((FIXTURES / "valid/sentence_embeddings_cpu_pass.json").read_text())
+    first = [sample_record(model_id=f"org/m{i:02d}", run=run(20)) for i in range(12)]
+    first.append({**embedding, "model_id": "org/m01", "run": {**embedding["run"], **run(20)}})
+    second = [sample_record(model_id="org/m01", run=run(21, "+05:30"), revision="b" * 40)]
+    second.append(sample_failure(model_id="org/m02", run=run(22)))
+    second.append(sample_record(model_id="org/m03", run=run(19), revision="c" * 40))  # late: history only
+    second.append({**embedding, "model_id": "org/m04", "run": {**embedding["run"], **run(23, "-03:00")}})
+    in_turn, at_once = tmp_path / "in-turn", tmp_path / "at-once"
+    build(first, in_turn)
+    for path in (in_turn / "scripts").rglob("*"):
+        if path.is_file():
+            path.unlink()
+    summary = build(second, in_turn, page=False)
+    build(first + second, at_once)
+    written = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / "scripts").rglob("*") if p.is_file())
+    # (m03's late result changes no latest row: its scripts are not rendered again)
+    assert sorted(summary.scripts) == ["scripts/org/m01", "scripts/org/m02", "scripts/org/m04"]
+    names = ("run.py", "requirements.txt")
+    assert written == sorted(f"{folder}/{name}" for folder in summary.scripts for name in names)
+    for path in written:
+        assert (in_turn / path).read_bytes() == (at_once / path).read_bytes(), path
+    assert "b" * 40 in (in_turn / "scripts/org/m01/run.py").read_text()
+
+
+def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:
+    """A partial mirror leaves out a script the repo already holds with the same bytes (``held``)."""
+    whole, mirror = tmp_path / "whole", tmp_path / "mirror"
+    build(_records(), whole)
+    scripts = {p.relative_to(whole).as_posix(): p.read_bytes() for p in (whole / "scripts").rglob("*") if p.is_file()}
+    scripts["scripts/acme/vlm/run.py"] = b"an older run.py\n"
+    summary = build(_records(), mirror, held=lambda path, data: scripts.get(path) == data)
+    written = sorted(p.relative_to(mirror).as_posix() for p in (mirror / "scripts").rglob("*") if p.is_file())
+    assert written == ["scripts/acme/vlm/run.py"] and summary.scripts == ["scripts/acme/vlm"]
+    assert (mirror / written[0]).read_bytes() == (whole / written[0]).read_bytes()

@@ -1,0 +1,215 @@
+"""The published dataset as a subscriber meets it, through the local hub and the real clients.
+
+Two publishes by two layouts of the files: the dataset's main holds a folder written by the layout-1 code
+(``tests/fixtures/layout-v1``, commit 057c9ca), then the current code publishes new runs as a PR, which is merged.
+Every config must then load with ``datasets``, ``pandas`` over ``hf://``, ``snapshot_download`` and DuckDB, with
+one set of column types; the card's examples run as pasted; the Space's feed is valid Atom and says what the PR
+description said.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import io
+import re
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from pipeline.publish import publish
+from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
+from pipeline.space import ATOM, FEED_FILE, publish_space
+from pipeline.testing.records import sample_failure, sample_record
+from tests import FIXTURES
+
+REPO, SPACE = "trncat/results", "trncat/catalog"
+V1 = FIXTURES / "layout-v1"
+
+
+def _files(folder: Path) -> dict[str, Path]:
+    return {
+        p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != "WRITTEN_BY.txt"
+    }
+
+
+def _new_runs() -> list[dict[str, Any]]:
+    """A new model, and a regression of the layout-1 dataset's passing model with a newer toolchain."""
+    late = {"started_at": "2026-11-30T10:00:00+00:00", "finished_at": "2026-11-30T10:01:00+00:00"}
+    new = sample_record(model_id="acme/new-pass", run=late)
+    new["attempts"] = [{"cores": 1, "status": "fail", "stage": "oom", "code": "oom"}]
+    new["cores"], new["threads"] = 2, 2
+    regressed = sample_failure(model_id="acme/old-pass", run=late, versions={"neuronx_cc": "2.23.0"})
+    return [new, regressed]
+
+
+@pytest.fixture
+def published(localhub: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The dataset after the two publishes (PR merged) and the Space rebuilt from its main."""
+    import datasets
+
+    # datasets reads HF_ENDPOINT once, at import (a reader's fresh process gets it from the environment).
+    monkeypatch.setattr(datasets.config, "HF_ENDPOINT", localhub.url)
+    monkeypatch.setattr(
+        datasets.config, "HUB_DATASETS_URL", localhub.url + "/datasets/{repo_id}/resolve/{revision}/{path}"
+    )
+    localhub.store.create_repo(REPO, repo_type="dataset")
+    localhub.store.commit_files(REPO, _files(V1), message="published by layout 1", repo_type="dataset")
+    result = publish(_new_runs(), repo=REPO, hub=localhub.client, space=SPACE)
+    assert result.pr_num == 1
+    localhub.client.merge(REPO, 1, repo_type="dataset")
+    space = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert space.published and "feed.xml" in space.changed
+    return {"result": result, "space": space}
+
+
+def _configs(card: str) -> dict[str, str]:
+    meta = yaml.safe_load(card.split("---")[1])
+    return {c["config_name"]: c["data_files"] for c in meta["configs"]}
+
+
+def test_every_config_loads_with_one_column_set_across_two_layouts(
+    published: dict[str, Any], localhub: Any, tmp_path: Path
+) -> None:
+    import datasets
+    import pandas as pd
+    from huggingface_hub import snapshot_download
+
+    folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
+    configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
+    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes"}
+    # Every results and latest file is in the current layout now: the publish rewrote the layout-1 files.
+    for path in sorted((folder / "data/results").glob("*.parquet")):
+        assert pq.read_schema(path).remove_metadata() == arrow_schema(), path.name
+    assert len(list((folder / "data/results").glob("*.parquet"))) == 3  # two by layout 1, one new: none lost
+
+    loaded = {
+        name: datasets.load_dataset(REPO, name, split="train", cache_dir=str(tmp_path / "ds-cache")) for name in configs
+    }
+    results, latest = loaded["results"], loaded["latest"]
+    assert results.column_names == list(COLUMN_NAMES)
+    assert latest.column_names == [*COLUMN_NAMES, "history"]  # latest adds only the history
+    assert results.num_rows == 5 and set(results["layout_version"]) == {LAYOUT_VERSION}
+    attempts = results.features["attempts"]
+    assert isinstance(attempts, datasets.List) and set(attempts.feature) == {"cores", "status", "stage", "code"}
+    assert latest.features["history"].feature["finished_at"] == datasets.Value("timestamp[us, tz=UTC]")
+    assert loaded["rankings"].features["date"] == datasets.Value("date32")
+    assert set(loaded["changes"]["kind"]) == {"new_model", "new_pass", "regression"}
+    old = [r for r in latest if r["model_id"] == "acme/old-fail"][0]  # a layout-1 row, read as layout 2
+    assert old["attempts"] == [{"cores": 1, "status": "fail", "stage": "compile", "code": "ncc_evrf001"}]
+
+    frame = pd.read_parquet(f"hf://datasets/{REPO}/data/latest/", dtype_backend="pyarrow")
+    assert str(frame["cores"].dtype) == "int64[pyarrow]" and str(frame["threads"].dtype) == "int64[pyarrow]"
+    regressed = frame[frame.model_id == "acme/old-pass"].iloc[0]
+    history = regressed["history"]
+    assert [h["neuronx_cc_version"] for h in history] == ["2.22.0", "2.21.0"]  # layout-1 history, now structs
+    rankings = pd.read_parquet(f"hf://datasets/{REPO}/data/rankings/")
+    assert rankings["date"].iloc[0] == dt.date(2026, 11, 28)
+
+
+def test_duckdb_reads_the_nested_columns(published: dict[str, Any], tmp_path: Path) -> None:
+    from huggingface_hub import snapshot_download
+
+    duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed in this environment")
+    folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
+    rows = duckdb.sql(
+        f"SELECT model_id, h.status FROM read_parquet('{folder}/data/latest/*.parquet'), UNNEST(history) AS t(h)"
+    ).fetchall()
+    assert ("acme/old-pass", "pass") in rows
+
+
+def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: Any) -> None:
+    card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
+    assert f"This is the dataset `{REPO}`" in card and f"https://huggingface.co/spaces/{SPACE}" in card
+    blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
+    assert len(blocks) == 2
+    printed: list[str] = []
+    for block in blocks:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, "<card>", "exec"), {})  # noqa: S102 - our own card, as a reader pastes it
+        assert out.getvalue().strip()
+        printed.append(out.getvalue())
+    assert "acme/new-pass" in printed[0] and "List(" in printed[1]
+
+
+def test_the_card_sql_runs_in_duckdb(published: dict[str, Any], localhub: Any, tmp_path: Path) -> None:
+    from huggingface_hub import snapshot_download
+
+    card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
+    [sql] = re.findall(r"```sql\n(.*?)```", card, flags=re.S)
+    duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed in this environment")
+    # DuckDB reads hf:// through its httpfs extension, which it downloads on first use (no network here): the
+    # card's query runs as pasted on a local copy of the repo instead.
+    prefix = f"hf://datasets/{REPO}/"
+    assert prefix in sql
+    folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
+    rows = duckdb.sql(sql.replace(prefix, f"{folder}/").strip().rstrip(";")).fetchall()
+    assert rows and all(len(r) == 4 for r in rows)
+
+
+def _atom(text: str) -> ET.Element:
+    """Parse the feed and check what RFC 4287 requires of a feed and of each entry (section 4.1)."""
+    root = ET.fromstring(text)
+    ns = {"a": ATOM}
+    assert root.tag == f"{{{ATOM}}}feed"
+    for tag in ("id", "title", "updated"):
+        assert len(root.findall(f"a:{tag}", ns)) == 1, tag
+    assert root.find("a:author/a:name", ns) is not None
+    assert root.find("a:link[@rel='self']", ns) is not None
+    for entry in root.findall("a:entry", ns):
+        for tag in ("id", "title", "updated"):
+            assert len(entry.findall(f"a:{tag}", ns)) == 1, tag
+        dt.datetime.fromisoformat(entry.findtext("a:updated", namespaces=ns).replace("Z", "+00:00"))
+        assert entry.find("a:link[@rel='alternate']", ns).get("href")
+    return root
+
+
+def test_the_feed_is_atom_and_says_what_the_pr_said(published: dict[str, Any], localhub: Any) -> None:
+    feed = _atom(localhub.store.read_file(SPACE, FEED_FILE, repo_type="space").decode())
+    ns = {"a": ATOM}
+    entries = {
+        (e.find("a:category", ns).get("term"), e.findtext("a:title", namespaces=ns).split(": ", 1)[1].split(" (")[0])
+        for e in feed.findall("a:entry", ns)
+    }
+    description = published["result"].description
+    sections = dict(re.findall(r"### (.+?) \(\d+\)\n((?:- .*\n?)*)", description))
+    said = {
+        (kind, model)
+        for kind, title in (("new_model", "New models"), ("new_pass", "New passes"), ("new_failure", "New failures"))
+        + (("regression", "Regressions"),)
+        for model in re.findall(r"- `(.+?)`", sections[title].replace("\\", ""))
+    }
+    assert (
+        entries
+        == said
+        == {("new_model", "acme/new-pass"), ("new_pass", "acme/new-pass"), ("regression", "acme/old-pass")}
+    )
+    regression = next(e for e in feed.findall("a:entry", ns) if e.find("a:category", ns).get("term") == "regression")
+    summary = regression.findtext("a:summary", namespaces=ns)
+    assert "neuronx-cc 2.23.0" in summary and "passed with" in summary and "neuronx-cc 2.22.0" in summary
+    link = regression.find("a:link", ns).get("href")
+    assert link.startswith(f"https://huggingface.co/spaces/{SPACE}#") and "m=acme%2Fold-pass" in link
+
+
+def test_a_layout_1_file_reads_as_layout_2(tmp_path: Path) -> None:
+    from pipeline.dataset import earlier_runs, migrate, needs_migration, read_latest
+
+    folder = tmp_path / "ds"
+    shutil.copytree(V1, folder)
+    rows = read_latest(folder)
+    by_id = {r["model_id"]: r for r in rows}
+    assert by_id["acme/old-fail"]["attempts"][0]["stage"] == "compile"
+    [earlier] = earlier_runs(by_id["acme/old-pass"])
+    assert earlier["finished_at"] == dt.datetime(2026, 11, 28, 10, 1, 13, tzinfo=dt.UTC)
+    assert needs_migration(folder)
+    rewritten = migrate(folder)
+    assert len(rewritten) == 5 and not needs_migration(folder)
+    table = pq.read_table(next((folder / "data/rankings").glob("*.parquet")))
+    assert table.schema.field("date").type == pa.date32()

@@ -1,0 +1,569 @@
+"""The catalog page: rows, views ordered by rankings, exclusions, details, history, plots, escaping, no CDN."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline import page
+from pipeline.dataset import build, page_html
+from pipeline.page import html as page_module
+from pipeline.records import flatten
+from pipeline.testing.records import sample_community, sample_failure, sample_record
+from pipeline.types import TASKS
+from tests import FIXTURES as TEST_FIXTURES
+
+PAYLOADS = (
+    '<img src=x onerror="window.__pwned=1">',
+    "</script><script>window.__pwned=1</script>",
+    '" onmouseover="window.__pwned=1" x="',
+    "'><svg onload=window.__pwned=1>",
+    "line\u2028break\u2029&amp;<!--",
+)
+
+
+def row(model_id: str = "acme/llama-1b", **overrides: Any) -> dict[str, Any]:
+    return flatten(sample_record(model_id=model_id, **overrides))
+
+
+def fail_row(model_id: str = "acme/broken", **overrides: Any) -> dict[str, Any]:
+    return flatten(sample_failure(model_id=model_id, **overrides))
+
+
+def at(day: int, hour: int = 10) -> dict[str, str]:
+    start = dt.datetime(2026, 11, day, hour, tzinfo=dt.UTC)
+    return {"started_at": start.isoformat(), "finished_at": (start + dt.timedelta(minutes=5)).isoformat()}
+
+
+def ranking(task: str, view: str, date: str, *model_ids: str) -> list[dict[str, Any]]:
+    return [
+        {"date": date, "task": task, "view": view, "rank": rank, "model_id": m} for rank, m in enumerate(model_ids, 1)
+    ]
+
+
+def render(**kwargs: Any) -> str:
+    args: dict[str, Any] = {"latest": [], "rankings": [], "exclusions": [], "scripts": {}}
+    args.update(kwargs)
+    return page.render_page(**args)
+
+
+class _Page(HTMLParser):
+    """The server-rendered table rows (cell texts), the script blocks and every src/href."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.rows: list[list[str]] = []
+        self.row_classes: list[str] = []
+        self.scripts: dict[str, str] = {}
+        self.urls: list[tuple[str, str, str]] = []
+        self._in_tbody = False
+        self._cell: list[str] | None = None
+        self._script: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        for name in ("src", "href", "action", "xlink:href"):
+            if a.get(name):
+                self.urls.append((tag, name, a[name] or ""))
+        if tag == "tbody" and a.get("id") == "rows":
+            self._in_tbody = True
+        elif tag == "tr" and self._in_tbody:
+            self.rows.append([])
+            self.row_classes.append(a.get("class") or "")
+        elif tag == "td" and self._in_tbody:
+            self._cell = []
+        elif tag == "script":
+            self._script = a.get("id") or "app"
+            self.scripts[self._script] = ""
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "tbody":
+            self._in_tbody = False
+        elif tag == "td" and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "script":
+            self._script = None
+
+    def handle_data(self, data: str) -> None:
+        if self._script is not None:
+            self.scripts[self._script] += data
+        elif self._cell is not None:
+            self._cell.append(data + " ")
+
+
+def parse(html: str) -> _Page:
+    parser = _Page()
+    parser.feed(html)
+    return parser
+
+
+def data_of(html: str) -> dict[str, Any]:
+    blob = json.loads(parse(html).scripts["trncat-data"])
+    blob["objects"] = [dict(zip(blob["cols"], e, strict=True)) for e in blob["entries"]]
+    return blob
+
+
+def test_a_row_shows_the_measurements_and_toolchain() -> None:
+    html = render(latest=[row()])
+    (cells,) = parse(html).rows
+    model, status, device, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
+    assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
+    assert compile_s == "61.5 s later runs start in 9.8 s"  # a cold compile, and the warm start after it
+    assert (ttft, tps, wall, mem, params) == ("31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
+    assert date == "2026-11-28"
+    assert toolchain == "neuronx-cc 2.21.0 torch-neuronx 2.14.0 transformers 5.0.0"
+    assert '<a class="hub" href="https://huggingface.co/acme/llama-1b"' in html
+
+
+def test_a_failure_shows_its_classified_reason_and_message() -> None:
+    html = render(latest=[fail_row(stage="compile", code="NCC_EOOM001", message="compiler ran out of memory")])
+    status = parse(html).rows[0][2]
+    assert status == "fails compile · NCC_EOOM001"
+    assert 'title="compiler ran out of memory"' in html
+    (entry,) = data_of(html)["objects"]
+    assert entry["msg"] == "compiler ran out of memory" and entry["st"] == "fail"
+
+
+def test_untrusted_text_is_escaped_in_html_attributes_and_json() -> None:
+    latest = [fail_row(message=PAYLOADS[0] + PAYLOADS[1] + PAYLOADS[2] + PAYLOADS[3] + PAYLOADS[4])]
+    latest[0]["neuronx_cc_version"] = PAYLOADS[1]
+    rankings = ranking("text-generation", "selected", "2026-11-28", "acme/broken", PAYLOADS[1], PAYLOADS[0])
+    exclusions = [{"model_id": PAYLOADS[3], "task": None, "reason": PAYLOADS[2], "kind": "gated"}]
+    html = render(latest=latest, rankings=rankings, exclusions=exclusions)
+    for raw in ("<img src=x", "<script>window", "<svg onload", "</script><", '" onmouseover="', "<!--"):
+        assert raw not in html
+    # U+2028/2029 are plain text in HTML but line ends in older JavaScript: the JSON blocks escape them.
+    blocks = re.findall(r'<script type="application/json"[^>]*>(.*?)</script>', html, flags=re.S)
+    assert len(blocks) == 2 and not any("\u2028" in b or "\u2029" in b for b in blocks)
+    # Exactly three script elements end: the two data blocks and the app; no data ended one early.
+    assert html.count("</script>") == 3
+    doc = parse(html)
+    data = json.loads(doc.scripts["trncat-data"])
+    ids = {e[0] for e in data["entries"]}
+    assert {PAYLOADS[0], PAYLOADS[1], PAYLOADS[3], "acme/broken"} <= ids
+    messages = [e[data["cols"].index("msg")] for e in data["entries"]]
+    assert "".join(PAYLOADS) in messages
+    # An id that is not a Hub id is shown as text, never as a link.
+    assert not [u for u in doc.urls if "__pwned" in u[2] or "<" in u[2] or ">" in u[2]]
+    assert "&lt;img src=x onerror=&#34;window.__pwned=1&#34;&gt;" in html
+
+
+def test_views_follow_the_latest_snapshot_per_task_and_view() -> None:
+    latest = [row("acme/a"), row("acme/b"), row("acme/c"), row("acme/v", task="image-text-to-text")]
+    rankings = [
+        *ranking("text-generation", "trending", "2026-11-01", "acme/a", "acme/b", "acme/c"),
+        *ranking("text-generation", "trending", "2026-11-20", "acme/c", "acme/new", "acme/a"),
+        *ranking("text-generation", "downloads", "2026-11-05", "acme/b", "acme/a"),
+        *ranking("image-text-to-text", "selected", "2026-11-05", "acme/v"),
+        *ranking("no-such-task", "trending", "2026-11-05", "acme/x"),
+        *ranking("text-generation", "bogus", "2026-11-05", "acme/x"),
+    ]
+    html = render(latest=latest, rankings=rankings)
+    data = data_of(html)
+
+    def ids(key: str) -> list[tuple[str, int | None]]:
+        return [(data["objects"][i]["id"], rank) for i, rank in data["lists"][key]["items"]]
+
+    assert ids("text-generation/trending") == [("acme/c", 1), ("acme/new", 2), ("acme/a", 3)]
+    assert data["lists"]["text-generation/trending"]["date"] == "2026-11-20"
+    assert ids("text-generation/downloads") == [("acme/b", 1), ("acme/a", 2)]
+    assert data["lists"]["text-generation/selected"] is None  # no snapshot: the page says so
+    assert [m for m, _ in ids("text-generation/all")] == ["acme/a", "acme/b", "acme/c"]
+    assert ids("image-text-to-text/selected") == [("acme/v", 1)]
+    assert data["tasks"] == ["text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"]
+    assert "acme/x" not in {e["id"] for e in data["objects"]}
+    # Default view: the first task's first view with a snapshot, server-rendered in its order.
+    assert data["default"] == {"task": "text-generation", "view": "trending", "device": "neuron"}
+    rows = parse(html).rows
+    assert [(r[0], r[1].split()[0]) for r in rows] == [("1", "acme/c"), ("2", "acme/new"), ("3", "acme/a")]
+    assert rows[1][2] == "not yet measured"
+
+
+def test_excluded_models_appear_marked_with_their_reason() -> None:
+    exclusions = [
+        {
+            "model_id": "acme/remote",
+            "task": "text-generation",
+            "reason": "needs trust_remote_code",
+            "kind": "remote_code",
+        },
+        {"model_id": "acme/everywhere", "task": None, "reason": "not a transformers model", "kind": "not_transformers"},
+        {"model_id": "acme/a", "task": "text-generation", "reason": "low priority for now", "kind": "low_priority"},
+    ]
+    html = render(latest=[row("acme/a")], exclusions=exclusions)
+    data = data_of(html)
+    by_id = {e["id"]: e for e in data["objects"] if e["task"] == "text-generation"}
+    assert (by_id["acme/remote"]["ek"], by_id["acme/remote"]["er"]) == (
+        "remote_code",
+        "remote_code: needs trust_remote_code",
+    )
+    assert by_id["acme/a"]["st"] == "pass" and by_id["acme/a"]["ek"] == "low_priority"
+    everywhere = [e for e in data["objects"] if e["id"] == "acme/everywhere"]
+    assert {e["task"] for e in everywhere} == set(TASKS)  # an exclusion without a task applies to every task
+    statuses = {r[1].split()[0]: r[2] for r in parse(html).rows}
+    assert statuses["acme/remote"] == "excluded remote_code: needs trust_remote_code"
+    assert statuses["acme/a"] == "runs excluded low_priority: low priority for now"
+
+
+def test_detail_data_carries_scripts_command_and_plan() -> None:
+    multi = row("acme/big", cores=4, plan={"cores": 4, "tp_degree": 4, "advice": "shard over 4 cores", "fits": True})
+    latest = [row("acme/small"), multi]
+    scripts = {
+        "acme/small": {"run.py": "MODEL_ID = 'acme/small'\n", "requirements.txt": "torch==2.9.0\n"},
+        "acme/big": {"run.py": "MODEL_ID = 'acme/big'\n", "requirements.txt": "torch==2.9.0\n"},
+    }
+    html = render(latest=latest, scripts=scripts)
+    blob = json.loads(parse(html).scripts["trncat-scripts"])
+    assert blob["texts"].count("torch==2.9.0\n") == 1  # deduplicated
+    assert blob["texts"][blob["models"]["acme/big"][0]] == "MODEL_ID = 'acme/big'\n"
+    big = next(e for e in data_of(html)["objects"] if e["id"] == "acme/big")
+    assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
+    venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
+    assert page.command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
+    assert page.command({"cores": 1}) == f"{venv} && python run.py"
+    assert page.command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
+    app = parse(html).scripts["app"]
+    assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
+    assert '<a class="more" href="scripts/acme/big/run.py">' in html
+
+
+def test_scripts_past_the_inline_budget_are_linked_not_embedded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(page_module, "MAX_INLINE_SCRIPT_BYTES", 30)
+    scripts = {"acme/a": {"run.py": "x" * 20, "requirements.txt": "y" * 20}}
+    blob = json.loads(parse(render(latest=[row("acme/a")], scripts=scripts)).scripts["trncat-scripts"])
+    assert blob["texts"] == ["x" * 20] and blob["models"]["acme/a"] == [0, None]
+
+
+def test_history_across_toolchains_highlights_a_regression() -> None:
+    old_pass = row("acme/r", run=at(1))
+    new_fail = fail_row("acme/r", run=at(20), versions={"neuronx_cc": "2.22.0", "torch_neuronx": "2.15.0"})
+    steady = row("acme/s", run=at(2))
+    steady_new = row("acme/s", run=at(21), versions={"neuronx_cc": "2.22.0"})
+    html = render(latest=[new_fail, steady_new], history=[old_pass, new_fail, steady, steady_new])
+    by_id = {e["id"]: e for e in data_of(html)["objects"]}
+    regressed, stable = by_id["acme/r"], by_id["acme/s"]
+    assert regressed["reg"] is True and stable["reg"] is False
+    hcols = data_of(html)["hcols"]
+    lines = [dict(zip(hcols, line, strict=True)) for line in regressed["hist"]]
+    assert [(h["date"], h["st"], h["cc"], h["reg"]) for h in lines] == [
+        ("2026-11-20", "fail", "2.22.0", False),
+        ("2026-11-01", "pass", "2.21.0", True),
+    ]
+    doc = parse(html)
+    index = [r[1].split()[0] for r in doc.rows].index("acme/r")
+    assert doc.row_classes[index] == "regressed" and "regression" in doc.rows[index][2]
+
+
+def test_a_fail_on_other_hardware_or_the_same_toolchain_is_not_a_regression() -> None:
+    other_hw = row("acme/r", run=at(1), hardware={"name": "trn2.3xlarge"})
+    same_toolchain = row("acme/q", run=at(1))
+    fails = [fail_row("acme/r", run=at(20), versions={"neuronx_cc": "2.22.0"}), fail_row("acme/q", run=at(20))]
+    data = data_of(render(latest=fails, history=[other_hw, same_toolchain, *fails]))
+    assert [e["reg"] for e in data["objects"]] == [False, False]
+
+
+def test_plots_are_inline_svg_with_escaped_labels() -> None:
+    latest = [row("acme/a"), row("acme/b", metrics={"params": 7_000_000_000, "compile_s": 300.0, "wall_s": 400.0})]
+    latest[1]["transformers_version"] = PAYLOADS[0]
+    html = render(latest=latest)
+    grid = re.search(r'<div class="plot-grid" data-task="text-generation">.*?</div>', html, flags=re.S)
+    assert grid is not None
+    svgs = re.findall(r"<svg class=\"plot\".*?</svg>", grid.group(0), flags=re.S)
+    assert len(svgs) == 4
+    speed, memory, compile_plot, rates = svgs
+    assert "Decode tok/s vs parameters" in speed and speed.count("<circle") == 2 + 1
+    assert "Peak device memory vs parameters" in memory and memory.count("<circle") == 2 + 1  # points + legend
+    assert "Compile time vs parameters" in compile_plot and "acme/b: 7B, 300 s" in compile_plot
+    assert "100% (1/1)" in rates and "&lt;img src=x" in rates and "<img" not in rates
+
+
+def test_the_first_view_is_server_rendered_one_page_at_a_time() -> None:
+    latest = [row(f"acme/m{i:03d}") for i in range(page.PAGE_SIZE + 30)]
+    html = render(latest=latest)
+    rows = parse(html).rows
+    assert len(rows) == page.PAGE_SIZE and rows[0][1].startswith("acme/m000")
+    assert f"Showing 1–{page.PAGE_SIZE} of {page.PAGE_SIZE + 30}" in html
+    assert len(data_of(html)["entries"]) == page.PAGE_SIZE + 30
+    empty = parse(render()).rows
+    assert empty == [["No results yet."]]
+
+
+def test_nothing_external_is_loaded() -> None:
+    html = render(latest=[row(), fail_row()], rankings=ranking("text-generation", "selected", "2026-11-28", "a/b"))
+    doc = parse(html)
+    assert "<link" not in html and "@import" not in html and "url(" not in html and "@font-face" not in html
+    for tag, attr, url in doc.urls:
+        if url.startswith(("http://", "https://", "//")):
+            assert (tag, attr) == ("a", "href") and url.startswith("https://huggingface.co/"), url
+    assert re.findall(r"\bsrc=", html) == []
+
+
+def test_only_the_page_script_may_run() -> None:
+    html = render(latest=[row()])
+    app = parse(html).scripts["app"]
+    digest = base64.b64encode(hashlib.sha256(app.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in html
+    assert "unsafe-inline'; img-src" in html and "script-src 'unsafe" not in html
+
+
+def test_script_json_cannot_end_its_element() -> None:
+    text = page.script_json({"a": "</script><!--\u2028\u2029&"})
+    assert str(text) == '{"a":"\\u003c/script\\u003e\\u003c!--\\u2028\\u2029\\u0026"}'
+    assert json.loads(str(text)) == {"a": "</script><!--\u2028\u2029&"}
+
+
+def _write(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+RANKING_SCHEMA = pa.schema(
+    [
+        ("date", pa.string()),
+        ("task", pa.string()),
+        ("view", pa.string()),
+        ("rank", pa.int64()),
+        ("model_id", pa.string()),
+    ]
+)
+EXCLUSION_SCHEMA = pa.schema(
+    [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
+)
+
+
+def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
+    out = tmp_path / "dataset"
+    build([sample_record(model_id="acme/a", run=at(1))], out)
+    build([sample_failure(model_id="acme/a", run=at(20), versions={"neuronx_cc": "2.22.0"})], out)
+    without = build_page_html(out)
+    assert "acme/a" in without and data_of(without)["default"]["view"] == "all"
+    trending = "data/rankings/{}-text-generation-trending.parquet"
+    _write(
+        out / trending.format("2026-11-01"),
+        ranking("text-generation", "trending", "2026-11-01", "acme/old"),
+        RANKING_SCHEMA,
+    )
+    _write(
+        out / trending.format("2026-11-20"),
+        ranking("text-generation", "trending", "2026-11-20", "acme/a", "acme/fresh"),
+        RANKING_SCHEMA,
+    )
+    _write(
+        out / "data/exclusions.parquet",
+        [{"model_id": "acme/gated", "task": None, "reason": "gated", "kind": "gated"}],
+        EXCLUSION_SCHEMA,
+    )
+    html = build_page_html(out)
+    data = data_of(html)
+    items = data["lists"]["text-generation/trending"]["items"]
+    assert [data["objects"][i]["id"] for i, _ in items] == ["acme/a", "acme/fresh"]
+    a = next(e for e in data["objects"] if e["id"] == "acme/a")
+    assert a["st"] == "fail" and a["reg"] is True and len(a["hist"]) == 2
+    assert any(e["id"] == "acme/gated" and e["ek"] == "gated" for e in data["objects"])
+    blob = json.loads(parse(html).scripts["trncat-scripts"])
+    run_py = blob["texts"][blob["models"]["acme/a"][0]]
+    assert "MODEL_ID = 'acme/a'" in run_py
+
+
+def build_page_html(root: Path) -> str:
+    return page_html(root)
+
+
+def test_an_exclusion_reason_is_shown_whole_and_names_its_kind_once() -> None:
+    reason = "gated: the authors ask for contact details before download; " + "long explanation " * 20
+    exclusions = [{"model_id": "acme/gated", "task": "text-generation", "reason": reason, "kind": "gated"}]
+    html = render(
+        latest=[row("acme/a")],
+        exclusions=exclusions,
+        rankings=ranking("text-generation", "trending", "2026-11-28", "acme/gated"),
+    )
+    [cells] = parse(html).rows
+    assert cells[2] == "excluded " + " ".join(reason.split())  # whole, and "gated" said once
+    assert "gated: gated" not in html
+    css = page_module._asset(page_module._environment(), "index.css")
+    assert "max-height: 3.2em" not in css  # no clipping of a reason
+    # No link to a script that does not exist, even without JavaScript: the details link needs the script.
+    assert 'href="scripts/acme/gated' not in html
+    assert '<a class="more js-only" href="#">details</a>' in html
+
+
+def test_cpu_rows_are_badged_and_never_counted_as_trainium_results() -> None:
+    cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None}))
+    html = render(latest=[cpu], note="Demo: CPU rows from tiny models.")
+    assert "No Trainium2 results yet." in html and "1 row was measured on CPU instead" in html
+    assert "Demo: CPU rows from tiny models." in html
+    [cells] = parse(html).rows  # no Trainium row at all: the default shows every device
+    assert cells[2].startswith("runs CPU") and cells[3] == "CPU"
+    both = render(latest=[cpu, row("acme/trn")])
+    assert data_of(both)["default"]["device"] == "neuron"
+    assert [r[1].split()[0] for r in parse(both).rows] == ["acme/trn"]  # the default view: Trainium rows
+    assert "1 models measured on Trainium2: 1 run, 0 fail." in both
+
+
+def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() -> None:
+    from pipeline.records import flatten
+
+    fell = sample_record(model_id="acme/fell", metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}],
+                                                        "warm_start_s": 41.0, "compile_s": 360.0,
+                                                        "recompiles_during_timed": 2})  # fmt: skip
+    clean = sample_record(model_id="acme/clean")
+    html = render(latest=[flatten(fell), flatten(clean)], scripts={})
+    rows = {e["id"]: e for e in data_of(html)["objects"]}
+    assert rows["acme/fell"]["fb"] == [["aten::topk", 3]] and rows["acme/clean"]["fb"] == []
+    assert rows["acme/fell"]["warm"] == 41.0 and rows["acme/fell"]["cos"] == 0.9993
+    # Server-rendered first page: the badge with the ops, and "later runs start in" under the compile time.
+    assert html.count(">CPU fallback</span>") == 1 and "aten::topk \u00d73" in html
+    assert "later runs start in 41" in html
+    assert rows["acme/fell"]["rc"] == 2 and html.count(">recompiled</span>") == 1
+    app = parse(html).scripts["app"]
+    assert "fallbackText" in app and "aws_neuronx_venv_torch_neuronx_" in app
+
+
+def test_every_row_says_its_source() -> None:
+    """Issue 11.11: a community result must never read as one of the project's own runs."""
+    community = sample_community(model_id="acme/community")
+    rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
+    data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
+    sources = {e["id"]: e["src"] for e in data["entries"]}
+    assert sources == {"acme/ci": "ci", "acme/community": "community"}
+    script = (Path(page_module.__file__).parent / "templates" / "index.js").read_text()
+    assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)
+
+
+FIXTURES = TEST_FIXTURES / "valid"
+
+
+def fixture_row(name: str, model_id: str, **changes: Any) -> dict[str, Any]:
+    record = json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+    record["model_id"] = model_id
+    flat = flatten(record)
+    flat.update(changes)
+    return flat
+
+
+def four_tasks() -> list[dict[str, Any]]:
+    return [
+        row("acme/gen"),
+        row("acme/vlm", task="image-text-to-text"),
+        fixture_row("sentence_embeddings_cpu_pass.json", "acme/embed"),
+        fixture_row("text_to_image_cpu_pass.json", "acme/paint", steps=4, image_size=1024, guidance_scale=0.0),
+    ]
+
+
+def _headers(html: str) -> list[str]:
+    head = re.search(r'<table id="catalog">\s*<thead>(.*?)</thead>', html, flags=re.S)
+    assert head is not None
+    return [re.sub(r"<[^>]+>", "", th) for th in re.findall(r"<th [^>]*>.*?</th>", head.group(1))]
+
+
+def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
+    rows = four_tasks()
+    data = data_of(render(latest=rows))
+    views = data["taskViews"]
+    assert list(views) == list(TASKS)
+    assert [views[t]["label"] for t in TASKS] == [
+        "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image",
+    ]  # fmt: skip
+    labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
+    assert labels["text-generation"] == labels["image-text-to-text"] == ["TTFT", "Decode tok/s", "Wall"]
+    assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"]
+    assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps"]
+    entries = {e["id"]: e for e in data["objects"]}
+    embed, paint, gen = entries["acme/embed"], entries["acme/paint"], entries["acme/gen"]
+    assert (embed["sps"], embed["l1"], embed["l32"], embed["dim"]) == (1032.0, 0.002, 0.031, 32)
+    assert (paint["spi"], paint["stps"], paint["vae"], paint["isz"], paint["steps"]) == (0.52, 41.0, 0.03, 1024, 4)
+    # Each answer check in its own field, with the threshold the row was held to; each task's own library.
+    assert (embed["cos"], embed["thr"], embed["lib"]) == (1.0, 0.99, "5.1.0")
+    assert (paint["cos"], paint["lib"]) == (None, "0.35.0")  # the CPU run is its own reference: no cosine
+    assert (gen["cos"], gen["thr"], gen["lib"]) == (0.9993, 0.98, None)
+    for key in ("sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz"):
+        assert gen[key] is None, key
+    for key in ("ttft", "tps"):
+        assert embed[key] is None and paint[key] is None
+    # The history lines carry the task's own speed metric.
+    speeds = {e["id"]: e["hist"][0][data["hcols"].index("speed")] for e in data["objects"]}
+    assert speeds == {"acme/gen": 77.1, "acme/vlm": 77.1, "acme/embed": 1032.0, "acme/paint": 0.52}
+
+
+@pytest.mark.parametrize(
+    ("model_id", "headers", "cells", "absent"),
+    [
+        ("acme/gen", ["TTFT", "Decode tok/s", "Wall"], ["31 ms", "77.1", "72.9 s"], ["Sentences/s", "s / image"]),
+        ("acme/embed", ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"], ["1032", "2 ms", "31 ms", "32"],
+         ["TTFT", "Decode tok/s", "s / image"]),
+        ("acme/paint", ["s / image", "Steps/s", "VAE decode", "Resolution · steps"],
+         ["520 ms", "41.0", "30 ms", "1024² · 4 steps"], ["TTFT", "Decode tok/s", "Sentences/s"]),
+    ],
+)  # fmt: skip
+def test_the_server_renders_the_first_tasks_own_headers_and_cells(
+    model_id: str, headers: list[str], cells: list[str], absent: list[str]
+) -> None:
+    (only,) = [r for r in four_tasks() if r["model_id"] == model_id]
+    html = render(latest=[only])
+    shown = _headers(html)
+    assert shown == ["#", "Model", "Status", "Device", "Cores", "Compile", *headers, "Peak device mem", "Params",
+                     "Date", "Toolchain"]  # fmt: skip
+    assert not set(absent) & set(shown)
+    (got,) = parse(html).rows
+    assert got[6 : 6 + len(cells)] == cells
+    if model_id == "acme/paint":
+        assert got[-1] == "cpu transformers 5.0.0 diffusers 0.35.0"
+
+
+def test_plots_follow_the_task_speed_metric() -> None:
+    html = render(latest=four_tasks())
+    grids = dict(re.findall(r'<div class="plot-grid" data-task="([^"]+)"[^>]*>(.*?)</div>', html, flags=re.S))
+    assert set(grids) == set(TASKS)
+    assert "Decode tok/s vs parameters" in grids["text-generation"]
+    assert "Sentences/s (batch 32) vs parameters" in grids["sentence-embeddings"]
+    assert "Seconds per image vs parameters" in grids["text-to-image"] and "acme/paint: 1.5M, 520 ms" in html
+    for task, grid in grids.items():
+        others = {"Decode tok/s", "Sentences/s", "Seconds per image"} - {
+            {"sentence-embeddings": "Sentences/s", "text-to-image": "Seconds per image"}.get(task, "Decode tok/s")
+        }
+        assert not [o for o in others if o in grid], task
+
+
+def test_a_task_without_rows_says_so_instead_of_an_empty_table() -> None:
+    html = render(latest=[row()])
+    assert re.search(r'<p id="task-empty" class="task-empty" hidden>', html)
+    assert '<div class="table-wrap" id="table-wrap">' in html
+    empty = render()
+    assert re.search(r'<p id="task-empty" class="task-empty">No text generation model measured', empty)
+    assert '<div class="table-wrap" id="table-wrap" hidden>' in empty
+    script = parse(html).scripts["app"]
+    assert "TASKS.empty(state.task)" in script and '$("table-wrap").hidden = $("pager").hidden = empty' in script
+
+
+def test_new_tasks_text_is_escaped() -> None:
+    paint = fixture_row("text_to_image_cpu_pass.json", "acme/paint", diffusers_version=PAYLOADS[0])
+    embed = fixture_row("sentence_embeddings_cpu_pass.json", "acme/embed", sentence_transformers_version=PAYLOADS[1])
+    for latest in ([paint], [embed], [paint, embed]):
+        html = render(latest=latest)
+        assert "<img src=x" not in html and "</script><script>" not in html and html.count("</script>") == 3
+    assert "&lt;img src=x onerror=" in render(latest=[paint])
+    entries = data_of(render(latest=[paint, embed]))["objects"]
+    assert {e["lib"] for e in entries} == {PAYLOADS[0], PAYLOADS[1]}
+
+
+def test_a_toolchain_label_names_the_tasks_own_library() -> None:
+    """A new diffusers release is a new toolchain for the text-to-image rows (pass rate, feed, changes)."""
+    from pipeline.page.plots import toolchain_label
+
+    generation = {"device": "cpu", "transformers_version": "5.24.0"}
+    assert toolchain_label(generation) == "cpu · transformers 5.24.0"
+    image = {**generation, "device": "neuron", "neuronx_cc_version": "2.28", "diffusers_version": "0.42.1"}
+    assert toolchain_label(image) == "neuronx-cc 2.28 · transformers 5.24.0 · diffusers 0.42.1"
+    embed = {**generation, "sentence_transformers_version": "6.2.0"}
+    assert toolchain_label(embed).endswith("· sentence-transformers 6.2.0")

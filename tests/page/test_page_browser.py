@@ -1,0 +1,399 @@
+"""The catalog page in a real browser: headless Chromium (Debian's `chromium`) driven by Playwright's Python package.
+
+Skipped only where /usr/bin/chromium or the playwright package is missing (CI installs both). The page is served
+from a loopback HTTP server; a screenshot of each run lands in test-artifacts/.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import http.server
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.page import render_page
+from pipeline.records import flatten
+from pipeline.space import SiteNames, write_site
+from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
+from pipeline.testing.records import sample_failure, sample_record
+from tests import FIXTURES, ROOT
+
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def _playwright() -> Any:
+    if not CHROMIUM.is_file():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("needs the playwright Python package (pip install 'playwright>=1.40')")
+    return sync_playwright
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the base class names it so)
+        pass
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Path], str]]:
+    """Serve a folder on 127.0.0.1; returns its base URL."""
+    servers: list[http.server.ThreadingHTTPServer] = []
+
+    def start(folder: Path) -> str:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_QuietHandler, directory=folder))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def launch(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start headless Chromium with a fresh user data dir; returns its (only) browser context."""
+    sync_playwright = _playwright()
+    with sync_playwright() as playwright:
+        contexts: list[Any] = []
+
+        def start(**options: Any) -> Any:
+            profile = tmp_path / f"profile-{len(contexts)}"
+            context = playwright.chromium.launch_persistent_context(
+                str(profile),
+                executable_path=str(CHROMIUM),
+                headless=True,
+                args=CHROMIUM_ARGS,
+                viewport={"width": 1400, "height": 900},
+                **options,
+            )
+            contexts.append(context)
+            return context
+
+        yield start
+        for context in contexts:
+            context.close()
+
+
+def _open(context: Any, url: str) -> tuple[Any, dict[str, list[str]]]:
+    """A page loaded from ``url`` once its script is ready, with what it logged, requested and alerted."""
+    seen: dict[str, list[str]] = {"errors": [], "requests": [], "dialogs": []}
+    page = context.new_page()
+    page.on("pageerror", lambda exc: seen["errors"].append(str(exc)))
+    page.on("request", lambda request: seen["requests"].append(request.url))
+
+    def on_dialog(dialog: Any) -> None:
+        seen["dialogs"].append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.goto(url)
+    page.wait_for_selector("html[data-ready='1']", timeout=10_000)
+    return page, seen
+
+
+def _models(page: Any) -> list[str]:
+    return page.locator("#rows tr[data-i] td.model .hub").all_inner_texts()
+
+
+def _write(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path)
+
+
+@pytest.fixture(scope="module")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The Space the demo built, rebuilt (as ``trncat page`` would) after a rankings snapshot and an exclusion
+    were added to the demo's dataset."""
+    _playwright()  # skip before the demo's half minute of work when there is no browser
+    from pipeline.cli.demo import DEMO_NOTE, SPACE_REPO, run_demo
+
+    root = tmp_path_factory.mktemp("demo") / "out"
+    summary = run_demo(out=root)
+    assert summary.ok and summary.merged
+    out, space = root / "dataset", root / "space"
+    assert (space / "index.html").is_file()
+    # Replace the demo's own trending snapshot (same file, same date) with one that also ranks an unmeasured model.
+    [snapshot] = sorted((out / "data/rankings").glob("*-text-generation-trending.parquet"))
+    date = dt.date.fromisoformat(snapshot.name[:10])
+    _write(
+        snapshot,
+        [
+            {
+                "date": date,
+                "task": "text-generation",
+                "view": "trending",
+                "rank": 1,
+                "model_id": "trncat-demo/tiny-llama",
+            },
+            {"date": date, "task": "text-generation", "view": "trending", "rank": 2, "model_id": "acme/next"},
+        ],
+    )
+    _write(
+        out / "data/exclusions.parquet",
+        [
+            {
+                "model_id": "acme/remote",
+                "task": "text-generation",
+                "reason": "needs trust_remote_code (custom_code tag): trncat never runs remote code, " * 3,
+                "kind": "remote_code",
+            }
+        ],
+    )
+    names = SiteNames(dataset_repo="trncat-demo/results", space_repo=SPACE_REPO, note=DEMO_NOTE)
+    write_site(out, space, names=names)
+    return space
+
+
+@pytest.mark.slow
+def test_the_demo_space_switches_views_searches_and_copies_the_command(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    base = serve(demo_site)
+    context = launch()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    page, seen = _open(context, f"{base}/index.html")
+
+    # The demo says plainly what its rows are; no count calls them Trainium results.
+    assert "measured on this machine's CPU with tiny models" in page.locator("#note").inner_text()
+    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 4 rows were measured on CPU")
+    # Default: the first view with a snapshot, in ranking order, the unmeasured one marked; every device (no
+    # Trainium row exists), the CPU row badged.
+    assert page.locator("#caption").inner_text().startswith("Text generation · Trending")
+    assert _models(page) == ["trncat-demo/tiny-llama", "acme/next"]
+    first = page.locator("#rows tr[data-i]").nth(0)
+    assert first.locator("td.status .b-dev").inner_text() == "CPU" and first.locator("td.device").inner_text() == "CPU"
+    assert page.locator("#rows tr[data-i]").nth(1).locator("td.status").inner_text() == "not yet measured"
+    page.select_option("#f-device", "neuron")  # Trainium rows only: the CPU row goes, with a word why
+    assert _models(page) == ["acme/next"]
+    page.select_option("#f-device", "all")
+
+    page.click("#task-tabs button[data-task='image-text-to-text']")
+    page.click("#view-tabs button[data-view='all']")
+    assert _models(page) == ["trncat-demo/tiny-llava"]
+    assert "runs" in page.locator("#rows td.status").first.inner_text()
+    assert page.locator(".plot-grid[data-task='image-text-to-text']").is_visible()  # plots follow the task
+    assert not page.locator(".plot-grid[data-task='text-generation']").is_visible()
+    assert "no measurements" not in page.locator(".plot-grid[data-task='image-text-to-text']").inner_text()
+    # The demo's text-to-image row: the task's own columns (seconds per image, resolution and steps).
+    page.click("#task-tabs button[data-task='text-to-image']")
+    assert _models(page) == ["trncat-demo/tiny-sd"] and not page.locator("#task-empty").is_visible()
+    assert "s / image" in page.locator("#catalog thead").inner_text()
+    assert "32² · 20 steps" in page.locator("#rows tr[data-i]").first.inner_text()
+
+    page.click("#task-tabs button[data-task='text-generation']")
+    assert _models(page) == ["acme/remote", "trncat-demo/tiny-llama"]
+    reason = page.locator("#rows tr[data-i]").first.locator(".excluded-reason")
+    assert reason.inner_text().endswith("trncat never runs remote code,")  # whole, not cut
+    assert reason.inner_text().startswith("remote_code: needs") and reason.inner_text().count("remote_code:") == 1
+    page.locator("#rows tr[data-i]").first.locator("a.more").click()  # an excluded model's details
+    detail = page.locator("tr.detail")
+    assert "Excluded from the benchmark: remote_code: needs trust_remote_code" in detail.inner_text()
+    assert "not yet measured" not in detail.inner_text().lower() and detail.locator(".file").count() == 0
+    assert "m=acme%2Fremote" in page.url
+    page.go_back()  # back: the details close; back again: the previous task
+    page.wait_for_function("() => !document.querySelector('tr.detail')")
+    page.go_back()
+    page.wait_for_function("() => document.querySelector('#caption').textContent.startsWith('Text-to-image')")
+    assert _models(page) == ["trncat-demo/tiny-sd"]
+    page.go_forward()
+    page.go_forward()
+    page.wait_for_selector("tr.detail")
+    assert "Excluded from the benchmark" in page.locator("tr.detail").inner_text()
+    page.locator("#rows tr[data-i]").first.locator("a.more").click()  # close it again
+
+    page.select_option("#f-status", "excluded")
+    assert _models(page) == ["acme/remote"]
+    page.select_option("#f-status", "all")
+    page.fill("#q", "LLAMA")
+    assert _models(page) == ["trncat-demo/tiny-llama"]
+    assert "q=LLAMA" in page.url  # the state lives in the URL: a search can be shared
+
+    page.click("#rows a.more")
+    detail = page.locator("tr.detail")
+    run_py = detail.locator(".file pre.code").first.inner_text()
+    assert "MODEL_ID = 'trncat-demo/tiny-llama'" in run_py
+    requirements = detail.locator(".file pre.code").nth(1)
+    assert requirements.inner_text().startswith("# Requirements to run trncat-demo/tiny-llama")
+    box = requirements.bounding_box()
+    assert box is not None and requirements.evaluate("e => e.scrollWidth <= e.clientWidth")  # the first line shows
+    assert "transformers==" in requirements.inner_text()
+    assert detail.locator("a.download").first.get_attribute("href").startswith("data:text/plain")
+    assert "History across toolchains" in detail.inner_text()
+    venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
+    command = f"{venv} && python run.py --device cpu"  # the demo measured on the CPU
+    assert detail.locator("code.cmd").inner_text() == command
+    detail.get_by_role("button", name="Copy command").click()
+    page.wait_for_function("() => document.querySelector('tr.detail .command button').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == command
+    detail.locator(".file").first.get_by_role("button", name="Copy").click()
+    page.wait_for_function("() => document.querySelector('tr.detail .file button').textContent === 'Copied'")
+    script = (demo_site / "scripts/trncat-demo/tiny-llama/run.py").read_text(encoding="utf-8")
+    assert page.evaluate("navigator.clipboard.readText()") == script
+    # The relative link to the script works: the Space holds the scripts beside the page.
+    assert page.request.get(f"{base}/scripts/trncat-demo/tiny-llama/run.py").ok
+    assert page.request.get(f"{base}/feed.xml").ok
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-demo.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []
+    assert all(url.startswith((base, "data:")) for url in seen["requests"]), seen["requests"]
+
+
+@pytest.mark.slow
+def test_the_first_view_reads_without_javascript(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    page = launch(java_script_enabled=False).new_page()
+    base = serve(demo_site)
+    page.goto(f"{base}/index.html")
+    assert page.locator("html").get_attribute("class") == "no-js"
+    assert page.locator("#rows tr[data-i] td.model .hub").all_inner_texts() == ["trncat-demo/tiny-llama", "acme/next"]
+    assert not page.locator("#q").is_visible()  # controls that need the script are hidden, not dead
+    assert page.locator("svg.plot:visible").count() == 4  # the default task's plots: speed, memory, compile, pass rate
+    assert page.locator("#rows tr[data-i] td.status .b-dev").first.inner_text() == "CPU"
+    # Every visible link to a script leads to a file that exists; the unmeasured model has none.
+    hrefs = page.eval_on_selector_all(
+        "#rows a.more", "els => els.filter(e => e.offsetParent).map(e => e.getAttribute('href'))"
+    )
+    assert hrefs == ["scripts/trncat-demo/tiny-llama/run.py"]
+    assert all(page.request.get(f"{base}/{h}").ok for h in hrefs)
+
+
+PWN = "window.__pwned=1;alert(1)"
+PAYLOADS = [
+    f'<img src=x onerror="{PWN}">',
+    f"</script><script>{PWN}</script>",
+    f'" autofocus onfocus="{PWN}" x="',
+    f"'><svg onload={PWN}>",
+    f"javascript:{PWN}",
+    "<!--<script>",
+]
+
+
+def _hostile_page() -> str:
+    text = " ".join(PAYLOADS)
+    fail = flatten(sample_failure(model_id="acme/broken", message=text))
+    fail["hardware"] = PAYLOADS[2]
+    fail["plan_advice"] = PAYLOADS[3]
+    fail["neuronx_cc_version"] = PAYLOADS[0]
+    odd = flatten(sample_record(model_id="acme/fine"))
+    odd["model_id"] = PAYLOADS[4]  # a model id no validator let through: still only text
+    rankings = [
+        {"date": "2026-11-28", "task": "text-generation", "view": "selected", "rank": rank, "model_id": model_id}
+        for rank, model_id in enumerate(["acme/broken", PAYLOADS[1], PAYLOADS[0], PAYLOADS[4], "acme/excluded"], 1)
+    ]
+    exclusions = [
+        {"model_id": "acme/excluded", "task": None, "reason": text, "kind": PAYLOADS[3]},
+        {"model_id": PAYLOADS[2], "task": "text-generation", "reason": PAYLOADS[1], "kind": "gated"},
+    ]
+    scripts = {"acme/broken": {"run.py": text, "requirements.txt": PAYLOADS[1]}}
+    return render_page(latest=[fail, odd], rankings=rankings, exclusions=exclusions, scripts=scripts)
+
+
+@pytest.mark.parametrize("csp", [True, False], ids=["with-csp", "escaping-alone"])
+def test_hostile_text_renders_as_text_and_no_script_runs(
+    csp: bool, tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    html = _hostile_page()
+    if not csp:
+        # Without the policy, escaping alone must hold: a payload that escaped would run here.
+        html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", html)
+        assert count == 1
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(html, encoding="utf-8")
+    page, seen = _open(launch(), f"{serve(site)}/index.html")
+
+    for view in ("selected", "all"):
+        page.click(f"#view-tabs button[data-view='{view}']")
+        for index in range(page.locator("#rows a.more").count()):
+            page.locator("#rows a.more").nth(index).click()
+        page.locator("#rows td.status").first.hover()
+    page.fill("#q", "<img")
+    page.fill("#q", "")
+    page.click("#view-tabs button[data-view='selected']")
+    page.locator("#rows a.more").first.click()
+
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert seen["dialogs"] == [] and seen["errors"] == []
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
+    assert page.evaluate("document.scripts.length") == 3
+    shown = page.locator("#rows").inner_text()
+    for payload in PAYLOADS:
+        assert payload in shown or payload.strip() in shown, payload
+    assert page.locator("tr.detail pre.message").first.inner_text() == " ".join(PAYLOADS)
+    hrefs = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))")
+    downloads = [h for h in hrefs if h.startswith("data:")]
+    assert downloads and all(h.startswith("data:text/plain;charset=utf-8,") for h in downloads)  # inert text
+    assert not [h for h in hrefs if not h.startswith("data:") and ("javascript:" in h.lower() or "__pwned" in h)]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"page-xss-{'csp' if csp else 'no-csp'}.png"), full_page=True)
+
+
+def test_each_task_tab_shows_its_own_columns(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    fixtures = FIXTURES / "valid"
+
+    def fixture(name: str, model_id: str) -> dict[str, Any]:
+        record = json.loads((fixtures / name).read_text(encoding="utf-8"))
+        record["model_id"] = model_id
+        return flatten(record)
+
+    latest = [
+        flatten(sample_record(model_id="acme/gen")),
+        fixture("sentence_embeddings_cpu_pass.json", "acme/embed"),
+        fixture("text_to_image_cpu_pass.json", "acme/paint"),
+    ]
+    site = tmp_path / "site"
+    site.mkdir()
+    html = render_page(latest=latest, rankings=[], exclusions=[], scripts={})
+    (site / "index.html").write_text(html, encoding="utf-8")
+    page, seen = _open(launch(), f"{serve(site)}/index.html#device=all")
+
+    def headers() -> list[str]:
+        return [t.strip() for t in page.locator("#catalog thead th").all_inner_texts()]
+
+    assert "TTFT" in headers() and "s / image" not in headers()
+    page.click("#task-tabs button[data-task='text-to-image']")
+    assert page.locator("#task-tabs button[aria-selected='true']").inner_text() == "Text-to-image"
+    assert _models(page) == ["acme/paint"]
+    assert headers()[6:10] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps"]
+    assert "TTFT" not in headers() and "Decode tok/s" not in headers()
+    cells = page.locator("#rows tr[data-i] td").all_inner_texts()
+    assert cells[6:10] == ["520 ms", "41.0", "30 ms", "64² · 20 steps"]
+    assert "diffusers 0.35.0" in cells[-1]
+    assert page.locator(".plot-grid[data-task='text-to-image']").is_visible()
+    assert "Seconds per image vs parameters" in page.locator(".plot-grid[data-task='text-to-image']").inner_text()
+    page.click("#catalog thead th[data-sort='spi']")  # its own columns sort
+    page.locator("#rows a.more").first.click()
+    detail = page.locator("tr.detail").inner_text()
+    assert "s / image" in detail and "520 ms" in detail and "Decode" not in detail
+
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    assert headers()[6:10] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"]
+    assert page.locator("#rows tr[data-i] td").all_inner_texts()[6:10] == ["1032", "2 ms", "31 ms", "32"]
+    page.locator("#rows a.more").first.click()
+    detail = page.locator("tr.detail").inner_text()
+    assert "Answer check: cosine 1 between the sentence embeddings" in detail and "at least 0.99" in detail
+
+    page.click("#task-tabs button[data-task='image-text-to-text']")  # no row of it in this page
+    assert page.locator("#task-empty").is_visible() and not page.locator("#catalog").is_visible()
+    page.click("#task-tabs button[data-task='text-generation']")
+    assert headers()[6:9] == ["TTFT", "Decode tok/s", "Wall"] and _models(page) == ["acme/gen"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-tasks.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []

@@ -1,0 +1,174 @@
+"""The duration model, the sweep simulation, the fleet recommendation and the estimate (`queue --estimate`)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.dataset import build
+from pipeline.errors import ConfigError
+from pipeline.queue import (
+    PRIOR,
+    DurationModel,
+    Job,
+    estimate_sweep,
+    format_estimate,
+    layout_fleet,
+    load_instances,
+    param_bucket,
+    parse_partition,
+    simulate,
+)
+from pipeline.testing.records import fake_revision, sample_record
+from tests import FIXTURES
+
+TOOLCHAIN = {"neuronx_cc": "2.21.0", "torch_neuronx": "2.14.0", "transformers": "5.0.0"}
+
+
+def _run(model: str, minute: int, *, compile_s: float, wall_s: float, cc: str = "2.21.0", **kw) -> dict:
+    run = {"started_at": f"2026-11-28T10:{minute:02d}:00+00:00", "finished_at": f"2026-11-28T10:{minute:02d}:59+00:00"}
+    metrics = {"compile_s": compile_s, "wall_s": wall_s, "peak_host_memory_bytes": 9_000_000_000 + minute}
+    return sample_record(model_id=model, run=run, metrics=metrics, versions={"neuronx_cc": cc}, **kw)
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Path:
+    root = tmp_path / "dataset"
+    build(
+        [
+            _run("a/one", 1, compile_s=100.0, wall_s=130.0),
+            _run("a/two", 2, compile_s=200.0, wall_s=250.0),
+            _run("a/three", 3, compile_s=300.0, wall_s=380.0),
+            _run("old/cc", 4, compile_s=900.0, wall_s=1000.0, cc="2.20.0", cores=4),
+            _run("cpu/row", 5, compile_s=5.0, wall_s=9.0, device="cpu", dtype="float32"),
+        ],
+        root,
+    )
+    return root
+
+
+def test_durations_come_from_history_then_older_toolchains_then_the_prior(history: Path) -> None:
+    model = DurationModel.from_dataset(history, toolchain=TOOLCHAIN)
+    params = 1_235_814_400  # the sample records' model: the 1-3B bucket
+    here = model.predict(task="text-generation", cores=1, params=params)
+    assert (here.source, here.samples, here.compile_s, here.run_s) == ("history", 3, 200.0, 50.0)
+    assert here.host_memory_bytes == 9_000_000_003  # the largest compile seen, never the median
+    older = model.predict(task="text-generation", cores=4, params=params)
+    assert (older.source, older.compile_s, older.run_s) == ("older-toolchain", 900.0, 100.0)
+    other_bucket = model.predict(task="text-generation", cores=1, params=70_000_000_000)
+    assert other_bucket == PRIOR.duration(params=70_000_000_000, cores=1) and other_bucket.source == "prior"
+    assert param_bucket(None) == 0 and param_bucket(999_999_999) == 0 and param_bucket(10**12) == 5
+    empty = DurationModel.from_dataset(None, toolchain=TOOLCHAIN)
+    assert empty.history_rows == 0 and empty.predict(task="text-generation", cores=1, params=params).source == "prior"
+
+
+def test_prior_orders_bigger_models_longer() -> None:
+    small, big = PRIOR.duration(params=500_000_000, cores=1), PRIOR.duration(params=70_000_000_000, cores=16)
+    assert big.total_s > small.total_s and big.host_memory_bytes > small.host_memory_bytes
+
+
+def test_simulation_counts_the_tail_and_repartitions_idle_runners() -> None:
+    jobs = [Job(cores=8, seconds=3600.0)] + [Job(cores=1, seconds=600.0) for _ in range(56 * 6)]
+    # One instance: one 8-core runner and 56 single cores. The small jobs take 6 rounds (1 h) either way.
+    static = simulate(jobs, [[8] + [1] * 56], repartition=False)
+    assert static.makespan_s == pytest.approx(3600.0) and static.unrun == 0
+    assert static.busy_fraction == pytest.approx((8 * 3600 + 56 * 6 * 600) / (64 * 3600))
+    # Work only one size can do never runs on a fleet without that size (and says so).
+    assert simulate([Job(cores=16, seconds=1.0)], [[8] * 8], repartition=False).unrun == 1
+    # With re-registration, an idle 16-core runner splits for waiting 1-core jobs: the tail shrinks.
+    tail = [Job(cores=16, seconds=600.0)] + [Job(cores=1, seconds=600.0) for _ in range(112)]
+    fixed = simulate(tail, [[16] + [1] * 48], repartition=False, jit_delay_s=0)
+    moving = simulate(tail, [[16] + [1] * 48], repartition=True, jit_delay_s=0)
+    assert moving.makespan_s < fixed.makespan_s and moving.busy_fraction > fixed.busy_fraction
+
+
+def test_layout_gives_each_size_its_share_chip_aligned() -> None:
+    layouts = layout_fleet({1: 40 * 3600.0, 4: 16 * 3600.0, 8: 8 * 3600.0}, 1)
+    assert sorted(layouts[0], reverse=True)[:1] == [8] and sum(layouts[0]) == 64
+    for layout in layout_fleet({1: 1.0, 2: 5.0, 16: 30.0}, 3):
+        spec = ",".join(f"1x{size}" for size in layout)
+        assert sum(size for _, size in parse_partition(spec)) == 64
+
+
+def _entries(n: int, runner: str, seconds: int) -> list[dict]:
+    return [
+        {"model_id": f"o/m{i}", "task": "text-generation", "runner": runner, "predicted_s": seconds} for i in range(n)
+    ]
+
+
+def test_estimate_reports_hours_money_and_a_fleet(tmp_path: Path) -> None:
+    prices = tmp_path / "instances.yaml"
+    prices.write_text("instances:\n  trn2.48xlarge:\n    price_per_hour: {on_demand: 10.0, capacity_block: null}\n")
+    entries = _entries(200, "trn2-1c", 1800) + _entries(10, "trn2-16c", 3600)
+    estimate = estimate_sweep(entries, prices=load_instances(prices), target_hours=4)
+    data = estimate.to_dict()
+    assert data["by_size"]["1"]["jobs"] == 200 and data["by_size"]["16"]["core_hours"] == 160.0
+    assert data["core_hours"] == 260.0 and data["makespan_hours"] <= 4
+    assert data["cost_usd"]["on_demand"] == round(10.0 * estimate.instance_hours, 2)
+    assert data["cost_usd"]["capacity_block"] is None
+    for item in data["fleet"]:
+        parse_partition(item["partition"])  # what setup-runner.sh --partition auto will apply
+    text = format_estimate(estimate)
+    assert "instance-hours" in text and "on_demand: $" in text and "--partition" in text
+    unpriced = estimate_sweep(entries, prices=load_instances(), target_hours=4)
+    assert "unknown (no price set" in format_estimate(unpriced)
+
+
+def test_instances_file_is_checked(tmp_path: Path) -> None:
+    shipped = load_instances()
+    assert shipped["trn2.48xlarge"].price_per_hour == {"on_demand": None, "capacity_block": None, "reserved": None}
+    bad = tmp_path / "bad.yaml"
+    for text, message in [
+        ("instances:\n  p5.48xlarge: {}\n", "unknown instance"),
+        ("instances:\n  trn2.48xlarge: {price_per_hour: {spot: 1}}\n", "unknown price kind"),
+        ("instances:\n  trn2.48xlarge: {price_per_hour: {on_demand: -1}}\n", "non-negative"),
+        ("[]\n", "`instances` mapping"),
+    ]:
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            load_instances(bad)
+
+
+def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp_path: Path, capsys) -> None:
+    from pipeline.discover import Candidate, Discovery
+
+    config = json.loads((FIXTURES / "configs" / "llama-3.2-1b.json").read_text())
+    candidates = []
+    for i in range(3):
+        model = f"org/m{i}"
+        candidates.append(Candidate(model_id=model, task="text-generation", view="trending", rank=i + 1,
+                                    sha=fake_revision(model)))  # fmt: skip
+    discovery = tmp_path / "candidates.json"
+    found = Discovery(dt.date(2026, 11, 30), "text-generation", "trending", candidates)
+    discovery.write_text(json.dumps(found.to_dict()))
+    toolchain = tmp_path / "toolchain.yaml"
+    toolchain.write_text("neuronx_cc: 2.21.0\n")
+
+    def run(dataset: Path | None) -> dict:
+        out = tmp_path / "cost.json"
+        args = ["queue", "--candidates", str(discovery), "--toolchain", str(toolchain), "--out", str(tmp_path / "q")]
+        args += ["--estimate", str(out), "--target-hours", "2"] + (["--dataset", str(dataset)] if dataset else [])
+        assert main(args) == 0
+        return json.loads(out.read_text())
+
+    import pipeline.queue.matrix as queue_module
+
+    original = queue_module.HubPlanner.__call__
+    from pipeline.plan import plan_config
+
+    queue_module.HubPlanner.__call__ = lambda self, c: plan_config(config)  # type: ignore[method-assign]
+    try:
+        without = run(None)
+        with_history = run(history)
+    finally:
+        queue_module.HubPlanner.__call__ = original  # type: ignore[method-assign]
+    assert without["duration_sources"] == {"prior": 3} and with_history["duration_sources"] == {"history": 3}
+    assert without["jobs"] == with_history["jobs"] == 3
+    # History says these models take 250 s; the prior says more: the estimate follows the history.
+    assert with_history["core_hours"] == round(3 * 250 / 3600, 2) < without["core_hours"]
+    assert "### Sweep estimate" in with_history["markdown"] and with_history["fleet"]
+    assert "Sweep estimate" in capsys.readouterr().err

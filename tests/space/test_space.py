@@ -1,0 +1,33 @@
+"""The catalog Space: built from the dataset's merged main only, committed only when a file changed.
+
+The Space's feed, as a subscriber reads it after a publish, is checked in tests/dataset/test_subscriber.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline.publish import publish
+from pipeline.space import publish_space
+from tests.dataset.test_subscriber import REPO, SPACE, V1, _files, _new_runs
+
+
+def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhub: Any) -> None:
+    localhub.store.create_repo(REPO, repo_type="dataset")
+    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    first = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert first.published
+    readme = localhub.store.read_file(SPACE, "README.md", repo_type="space").decode()
+    assert "sdk: static" in readme and "app_file: index.html" in readme
+    again = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert not again.published and again.changed == [] and again.deleted == []  # nothing new: no commit
+    # An open PR changes nothing on the page: only main is shown.
+    publish(_new_runs(), repo=REPO, hub=localhub.client, space=SPACE)
+    pending = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert not pending.published
+    page = localhub.store.read_file(SPACE, "index.html", repo_type="space").decode()
+    assert "acme/new-pass" not in page
+    localhub.client.merge(REPO, 1, repo_type="dataset")
+    merged = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert merged.published and "index.html" in merged.changed
+    assert "acme/new-pass" in localhub.store.read_file(SPACE, "index.html", repo_type="space").decode()

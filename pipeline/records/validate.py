@@ -1,8 +1,9 @@
 """The result record: schema loading, JSON-Schema + semantic validation.
 
-One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.2"; "1.0" and "1.1"
+One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.3"; "1.0" to "1.2"
 records stay valid: 1.1 only adds optional fields and the ``accuracy`` stage, 1.2 the sentence-embeddings and
-text-to-image tasks, each with its own metric set, which a generation record does not carry). Validation is
+text-to-image tasks, each with its own metric set, which a generation record does not carry, 1.3 optional fields
+only). Validation is
 the JSON Schema (compiled once with jsonschema-rs, which names the field) plus the semantic checks that a
 schema cannot express. A bad record is reported with its file and field and set aside; it never stops the
 good ones.
@@ -27,7 +28,7 @@ from pipeline.ids import model_id_problem
 from pipeline.records.columns import parse_time
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 
 

@@ -239,7 +239,7 @@ _ATTEMPT = _obj(
 )  # fmt: skip
 RECORD = _obj(
     {
-        "schema_version": _one_of("1.0", "1.1", "1.2"),
+        "schema_version": _one_of("1.0", "1.1", "1.2", "1.3"),
         "model_id": _model_id,
         "revision": _SHA,
         "task": _one_of(*_GENERATION, *_NEW_TASKS),
@@ -419,13 +419,13 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
 
 
 def _task_rules(r: dict[str, Any], out: Reasons) -> None:
-    """Schema 1.2: each task's metric set. The new tasks are 1.2, generate no tokens and report no generation
+    """Schema 1.2: each task's metric set. The new tasks are 1.2 or later, generate no tokens and report no generation
     speed; a generation record generates at least one token. Every record carries its own task's fields (the
     agreement's only when it has one) and none of another task's."""
     task, m, workload = r["task"], r["metrics"], r["workload"]
     if task in _NEW_TASKS:
-        if r["schema_version"] != "1.2":
-            out.append(("schema_version: the new tasks are schema 1.2", None))
+        if r["schema_version"] not in ("1.2", "1.3"):
+            out.append(("schema_version: the new tasks are schema 1.2 or later", None))
         if workload["output_tokens"] != 0:
             out.append(("workload.output_tokens: the new tasks generate none", None))
         out.extend(

@@ -22,7 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
+# Run as a script, this folder is sys.path[0]: its tests/queue/ package would shadow the standard library's queue
+# (which pyarrow imports).
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
+import pyarrow.parquet as pq  # noqa: E402
 
 MEASURED_INTS = {"peak_host_memory_bytes", "peak_device_memory_bytes"}
 _TEXT_MASKS = (

@@ -16,12 +16,25 @@ def _table_variables() -> set[str]:
     return {m[1] for m in re.finditer(r"^\| `([A-Z0-9_]+)`", section, re.M)}
 
 
+def _public_names(tree: ast.Module) -> set[int]:
+    """The string nodes of a module's ``__all__``: names of our own constants, not variables."""
+    return {
+        id(element)
+        for node in tree.body
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+        for element in ast.walk(node.value)
+    }
+
+
 def _named_in_code() -> dict[str, set[str]]:
-    """Variable -> files. In Python only string literals count (constants like NEURON_INDEX_URL are ours)."""
+    """Variable -> files. In Python only string literals count (constants like NEURON_INDEX_URL are ours, also
+    where a package's ``__all__`` lists them)."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        listed = _public_names(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in listed:
                 for name in VARIABLE.findall(node.value):
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))
     others = [*(ROOT / "runners").iterdir(), *(ROOT / ".github" / "workflows").glob("*.yml"),

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub
+from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
 
@@ -96,7 +96,7 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
     p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
-    p.add_argument("--instances", type=Path, default=None, metavar="FILE", help="default: runners/instances.yaml")
+    add_price_args(p, what="the estimate's cost")
 
 
 @command(
@@ -140,14 +140,16 @@ def _queue(args: argparse.Namespace) -> int:
     if args.estimate:
         import json
 
-        from pipeline.queue import estimate_sweep, format_estimate, load_instances
+        from pipeline.queue import DEFAULT_INSTANCES, estimate_sweep, format_estimate, load_instances
 
         estimate = estimate_sweep(
             queue.entries,
             instance=args.instance,
-            prices=load_instances(args.instances),
+            prices=load_instances(args.prices),
             target_hours=args.target_hours,
             sources=queue.duration_sources,
+            option=args.price_option,
+            prices_file=args.prices or DEFAULT_INSTANCES,
         )
         markdown = format_estimate(estimate)
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")

@@ -9,15 +9,17 @@ import pytest
 from pipeline.errors import ConfigError
 from pipeline.prices import (
     COST_COLUMNS,
+    PRICE_COLUMNS,
+    TASK_COSTS,
     Pricing,
     cost_per_output,
     load_prices,
     load_pricing,
     row_costs,
 )
-from pipeline.records import flatten
+from pipeline.records import BUILD_COLUMNS, flatten
 from pipeline.testing.records import sample_failure, sample_record
-from pipeline.types import PRICE_KINDS
+from pipeline.types import PRICE_KINDS, TASKS
 
 _ON_DEMAND = "  trn2.48xlarge: {price_per_hour: {on_demand: "
 #: Sources of figures that are not AWS's own (runners/instances.yaml names each one).
@@ -97,6 +99,13 @@ def test_an_unknown_price_option_is_refused() -> None:
         load_pricing(option="spot")
     with pytest.raises(ConfigError, match="unknown price option"):
         Pricing(option="cheapest")
+
+
+def test_the_build_columns_are_the_price_and_cost_columns() -> None:
+    assert BUILD_COLUMNS == (*PRICE_COLUMNS, *COST_COLUMNS)
+    assert set(TASK_COSTS) == set(TASKS)  # every task has its cost column
+    assert {column for column, _, _, _ in TASK_COSTS.values()} == set(COST_COLUMNS)
+    assert all(flatten(sample_record())[column] is None for column in BUILD_COLUMNS)  # the record has none
 
 
 def test_a_rows_cost_computed_by_hand() -> None:

@@ -87,14 +87,21 @@ def _build(args: argparse.Namespace) -> int:
 
 def _collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded record-* artifact")
-    p.add_argument("--queue", required=True, type=Path, metavar="FILE", help="the run's queue.json")
+    p.add_argument(
+        "--queue",
+        required=True,
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="the run's queue.json (and the GPU runners' queue-gpu.json)",
+    )
     p.add_argument("--run-id", required=True, metavar="ID", help="the run whose records these must be")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the accepted records go")
 
 
 @command(
     "collect",
-    help="Accept only the benchmark artifacts a run's queue asked for (model, revision, task, cores, run id).",
+    help="Accept only the benchmark artifacts a run's queues asked for (model, revision, task, device, cores, run id).",
     example="trncat collect artifacts/downloaded --queue discovery/queue.json --run-id 123 --out artifacts/records",
     arguments=_collect_args,
 )

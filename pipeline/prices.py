@@ -34,6 +34,8 @@ from pipeline.errors import ConfigError
 from pipeline.types import PRICE_KINDS
 
 DEFAULT_PRICES = REPO_ROOT / "runners" / "instances.yaml"
+#: Where an installed wheel carries the same file (pyproject.toml force-includes it, as it does the schemas).
+_PACKAGED_PRICES = Path(__file__).resolve().parent / "_runners" / "instances.yaml"
 DEFAULT_OPTION = "on_demand"
 #: An EC2 instance type: family, a dot, a size (``trn2.48xlarge``, ``p5en.48xlarge``, ``g6e.xlarge``).
 _INSTANCE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$")
@@ -212,6 +214,11 @@ def _accelerators(where: str, value: Any) -> Accelerators | None:
     return Accelerators(name=name, count=count, memory_bytes=int(memory * 1024**3))
 
 
+def default_prices() -> Path:
+    """``runners/instances.yaml`` of this checkout, else the copy an installed wheel carries."""
+    return DEFAULT_PRICES if DEFAULT_PRICES.is_file() or not _PACKAGED_PRICES.is_file() else _PACKAGED_PRICES
+
+
 def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
     """The instance types of ``runners/instances.yaml`` (or ``path``, a file of the same structure).
 
@@ -219,7 +226,7 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
         ConfigError: unreadable file; an instance name that is no EC2 type; an unknown purchase option; a price
             that is not ``{usd, source, as_of, region}`` with a positive ``usd``; bad host memory or accelerators.
     """
-    path = DEFAULT_PRICES if path is None else Path(path)
+    path = default_prices() if path is None else Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -259,7 +266,7 @@ def load_pricing(path: Path | None = None, *, option: str = DEFAULT_OPTION) -> P
         ConfigError: a bad file (see :func:`load_prices`) or an unknown option.
     """
     check_option(option)
-    return Pricing(table=load_prices(path), option=option, path=DEFAULT_PRICES if path is None else Path(path))
+    return Pricing(table=load_prices(path), option=option, path=default_prices() if path is None else Path(path))
 
 
 def _lnc(core_config: Any) -> int | None:

@@ -164,3 +164,20 @@ def test_no_price_or_no_pass_gives_null_never_zero() -> None:
 def test_cost_per_output_is_the_hour_over_its_outputs() -> None:
     assert cost_per_output(usd_per_hour=3600.0, share=1.0, speed=1.0, per=1.0, seconds_each=False) == 1.0
     assert cost_per_output(usd_per_hour=3600.0, share=0.5, speed=2.0, per=1000.0, seconds_each=True) == 1000.0
+
+
+def test_an_installed_trncat_prices_with_the_table_its_wheel_carries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pipeline.prices as prices
+
+    packaged = tmp_path / "_runners" / "instances.yaml"
+    packaged.parent.mkdir()
+    packaged.write_text((prices.DEFAULT_PRICES).read_text(encoding="utf-8"), encoding="utf-8")
+    assert prices.default_prices() == prices.DEFAULT_PRICES  # a checkout: its own runners/instances.yaml
+    monkeypatch.setattr(prices, "DEFAULT_PRICES", tmp_path / "no-checkout" / "instances.yaml")
+    monkeypatch.setattr(prices, "_PACKAGED_PRICES", packaged)
+    assert prices.default_prices() == packaged and prices.load_pricing().path == packaged
+    assert prices.load_prices()["trn2.48xlarge"].price_per_hour["on_demand"] == 85.964
+    pyproject = (Path(prices.__file__).resolve().parent.parent / "pyproject.toml").read_text(encoding="utf-8")
+    assert '"runners/instances.yaml" = "pipeline/_runners/instances.yaml"' in pyproject  # what the wheel carries

@@ -119,7 +119,7 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     seed(localhub, tmp_path / "models")
     workspace = tmp_path / "checkout"
     (workspace / "runners").mkdir(parents=True)
-    for name in ("toolchain.yaml", "toolchain-gpu.yaml"):
+    for name in ("toolchain.yaml", "toolchain-gpu.yaml", "instances.yaml"):
         shutil.copy(ROOT / "runners" / name, workspace / "runners" / name)
     base_env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",

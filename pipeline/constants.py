@@ -37,7 +37,10 @@ TRNCAT_IMAGE_DIGEST: str | None = os.environ.get("TRNCAT_IMAGE_DIGEST") or None
 TRNCAT_REFERENCE_CACHE: Path = Path(
     os.environ.get("TRNCAT_REFERENCE_CACHE") or Path.home() / ".cache" / "trncat" / "reference"
 ).expanduser()
-#: Instance type override (otherwise read from IMDS-free sources such as neuron-ls).
+#: The GPUs a GPU runner owns (its slice of the instance); the cuda backend runs on the first ones it needs.
+CUDA_VISIBLE_DEVICES: str | None = os.environ.get("CUDA_VISIBLE_DEVICES") or None
+#: Instance type override (otherwise read from IMDS-free sources such as neuron-ls; a GPU runner sets it so that
+#: its rows name their instance, which prices them).
 TRNCAT_INSTANCE_TYPE: str | None = os.environ.get("TRNCAT_INSTANCE_TYPE") or None
 #: The Hub Space (static) that shows the catalog page, rebuilt from the dataset's main branch (``trncat page``).
 TRNCAT_SPACE: str = os.environ.get("TRNCAT_SPACE") or "trncat/catalog"

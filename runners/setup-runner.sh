@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Turn one trn2 instance into N ephemeral GitHub Actions runners for trncat's benchmark workflow.
+# Turn one trn2 instance into N ephemeral GitHub Actions runners for trncat's benchmark workflow; with
+# --class gpu, one GPU instance into runners for benchmark-gpu.yml (the Compare view's cuda rows), under the
+# same rules (one user per runner, one job per JIT registration, no metadata service, a restricted group).
 #
 #   sudo runners/setup-runner.sh install --repo OWNER/NAME --token-file FILE [--runners N] [--dry-run]
 #   sudo runners/setup-runner.sh install ... --partition 1x8,4x4,40x1        (mixed runner sizes)
 #   sudo runners/setup-runner.sh install ... --partition auto --from-estimate cost.json [--fleet-index K]
+#   sudo runners/setup-runner.sh install ... --class gpu --instance p5en.48xlarge --runners 8   (1 GPU each)
 #
 # What `install` does (idempotent: run it again to change N or to upgrade; --dry-run prints every command):
 #   - one system user per runner (no sudo, no login shell, its own uid and HOME): a job never shares a uid,
@@ -66,12 +69,15 @@ CONTAINER_IMAGE=""
 CONTAINER_MEMORY="96g"
 CONTAINER_PIDS=4096
 INSTALL_NEURON_APT=0
+# trn2 (NeuronCores, benchmark.yml) or gpu (GPUs, benchmark-gpu.yml): --class.
+RUNNER_CLASS="trn2"
 TRNCAT_NEURON_APT_FINGERPRINT=""
 REGISTRATION="token"
 FORCE_PUBLIC_REPO=0
 CHECK_SETTINGS=""
-# The one workflow an organization runner group may serve (org/repo prefix checked through the API).
-readonly ALLOWED_WORKFLOW=".github/workflows/benchmark.yml@refs/heads/main"
+# The one workflow an organization runner group may serve (org/repo prefix checked through the API); the GPU
+# class's group serves benchmark-gpu.yml only (set in cmd_install).
+ALLOWED_WORKFLOW=".github/workflows/benchmark.yml@refs/heads/main"
 # Instance metadata addresses (IPv4, and IPv6 on Nitro): jobs must never reach them.
 readonly IMDS_ADDRESSES="169.254.169.254/32 fd00:ec2::254/128"
 
@@ -93,11 +99,15 @@ install options:
   --github-api URL       the REST API (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)
   --check-settings       check the GitHub settings through the API under --dry-run too (always done otherwise)
   --force-public-repo    allow repository runners for a public repository (not recommended)
-  --runners N            runners sharing this instance, each on 1/N of its NeuronCores (default 1)
+  --class CLASS          trn2 (default: NeuronCores, for benchmark.yml) or gpu (the instance's GPUs, for
+                         .github/workflows/benchmark-gpu.yml: CUDA_VISIBLE_DEVICES per runner, labels
+                         gpu-<N>g, the CUDA toolchain of runners/toolchain-gpu.yaml; no partition or container)
+  --runners N            runners sharing this instance, each on 1/N of its NeuronCores or GPUs (default 1)
   --partition SPEC       mixed runner sizes instead: COUNTxSIZE or SIZE@FIRST entries, e.g. 1x8,4x4,40x1
   --partition auto       take the partition from --from-estimate FILE (trncat queue --estimate FILE)
   --from-estimate FILE   the estimate; --fleet-index K picks its instance K's partition (default 0)
-  --instance TYPE        trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge (default: from instance metadata)
+  --instance TYPE        trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge; with --class gpu g6e.xlarge, g6e.4xlarge,
+                         g6e.8xlarge, g6e.48xlarge, p5.4xlarge, p5.48xlarge, p5en.48xlarge (default: from metadata)
   --runner-group-id ID   runner group of the registrations (default 1: Default)
   --container IMAGE      run each job in IMAGE (built from runners/Dockerfile) with its /dev/neuronN devices,
                          no capabilities, at most --container-pids processes and --container-memory memory
@@ -183,11 +193,32 @@ write_file() {
 }
 
 total_cores() {
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    total_gpus "$1"
+    return
+  fi
   case "$1" in
     trn2.3xlarge) echo 4 ;;
     trn2.48xlarge | trn2u.48xlarge) echo 64 ;;
     *) die "unsupported instance type '$1' (trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge)" ;;
   esac
+}
+
+# total_gpus INSTANCE: the GPUs of a GPU instance (the `accelerators` of runners/instances.yaml; a test checks
+# that they agree).
+total_gpus() {
+  case "$1" in
+    g6e.xlarge | g6e.4xlarge | g6e.8xlarge | p5.4xlarge) echo 1 ;;
+    g6e.48xlarge | p5.48xlarge | p5en.48xlarge) echo 8 ;;
+    *) die "unsupported GPU instance type '$1' (g6e.xlarge, g6e.4xlarge, g6e.8xlarge, g6e.48xlarge, p5.4xlarge, p5.48xlarge, p5en.48xlarge)" ;;
+  esac
+}
+
+# "a" or "a,b,...": the GPUs a runner owns, as CUDA_VISIBLE_DEVICES lists them.
+gpu_list() {
+  local first="$1" count="$2" out="" g
+  for ((g = first; g < first + count; g++)); do out="${out:+${out},}${g}"; done
+  echo "${out}"
 }
 
 # parse_partition SPEC TOTAL: fill FIRSTS and SIZES, or die naming the broken rule.
@@ -261,7 +292,9 @@ core_range() {
 
 # pip constraints (name==version) from runners/toolchain.yaml: keys are record version fields, `_` -> `-`.
 toolchain_constraints() {
-  sed -nE 's/^([a-z_]+): *"?([^"#[:space:]]+)"?.*/\1==\2/p' "${SCRIPT_DIR}/toolchain.yaml" | tr '_' '-'
+  local file="toolchain.yaml"
+  [ "${RUNNER_CLASS}" = gpu ] && file="toolchain-gpu.yaml"
+  sed -nE 's/^([a-z_]+): *"?([^"#[:space:]]+)"?.*/\1==\2/p' "${SCRIPT_DIR}/${file}" | tr '_' '-'
 }
 
 install_prerequisites() {
@@ -346,6 +379,16 @@ install_toolchain() {
     note "toolchain: in the container image ${CONTAINER_IMAGE}"
     return
   fi
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    # PyPI's torch is the CUDA build: the GPU class takes it from there, never the CPU or Neuron indexes.
+    note "toolchain from runners/toolchain-gpu.yaml: the CUDA build of torch from PyPI"
+    toolchain_constraints | write_file "${PREFIX}/toolchain-constraints.txt" 0644 root:root
+    run python3 -m venv "${PREFIX}/toolchain"
+    run "${PREFIX}/toolchain/bin/pip" install --quiet --upgrade pip
+    run "${PREFIX}/toolchain/bin/pip" install --quiet --constraint "${PREFIX}/toolchain-constraints.txt" torch \
+      transformers sentence-transformers diffusers accelerate
+    return
+  fi
   note "toolchain from runners/toolchain.yaml, Neuron packages from ${TRNCAT_NEURON_PIP}"
   toolchain_constraints | write_file "${PREFIX}/toolchain-constraints.txt" 0644 root:root
   run python3 -m venv "${PREFIX}/toolchain"
@@ -362,6 +405,14 @@ check_machine() {
     note "container mode: the benchmark workflow's smoke job runs trncat doctor in the image"
     return
   fi
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    # trncat doctor checks a Neuron machine; a GPU runner is registered only where torch sees the GPUs.
+    note "the CUDA build of torch sees this instance's GPUs"
+    run "${PREFIX}/toolchain/bin/pip" install --quiet --no-deps "${SCRIPT_DIR}/.."
+    run "${PREFIX}/toolchain/bin/python" -c 'import sys, torch; sys.exit(0 if torch.cuda.device_count() >= int(sys.argv[1]) else 1)' \
+      "$(total_gpus "${INSTANCE}")" || die "torch does not see the ${INSTANCE}'s GPUs (driver, CUDA build of torch): no runner is registered"
+    return
+  fi
   note "trncat doctor: is this machine ready to benchmark on Neuron?"
   run "${PREFIX}/toolchain/bin/pip" install --quiet --no-deps "${SCRIPT_DIR}/.."
   run "${PREFIX}/toolchain/bin/trncat" doctor --toolchain "${SCRIPT_DIR}/toolchain.yaml" \
@@ -373,6 +424,25 @@ write_runner_env() {
   local first_device=$((first / CORES_PER_DEVICE)) last_device=$(((first + cores - 1) / CORES_PER_DEVICE))
   local devices="" d
   for ((d = first_device; d <= last_device; d++)); do devices="${devices:+${devices},}/dev/neuron${d}"; done
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    {
+      echo "# runner ${index}: ${cores} GPU(s) from GPU ${first} (written by setup-runner.sh --class gpu)"
+      echo "RUNNER_INDEX=${index}"
+      echo "RUNNER_LABELS=${labels}"
+      echo "RUNNER_GROUP_ID=${RUNNER_GROUP_ID}"
+      echo "TRNCAT_RUNNER_USER=$(runner_user "${index}")"
+      echo "TRNCAT_REGISTRATION=${REGISTRATION}"
+      echo "TRNCAT_PREFIX=${PREFIX}"
+      echo "TRNCAT_CONF=${CONF}"
+      echo "GITHUB_API_PATH=${api_path}"
+      # What prices the runner's rows (pipeline/prices.py): the cuda backend records it as the instance type.
+      echo "TRNCAT_INSTANCE_TYPE=${INSTANCE}"
+      echo "TRNCAT_RUNNER_CLASS=gpu"
+      echo "CUDA_VISIBLE_DEVICES=$(gpu_list "${first}" "${cores}")"
+      echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
+    } | write_file "${CONF}/runner-${index}.env" 0644 root:root
+    return
+  fi
   {
     echo "# runner ${index}: ${cores} NeuronCore(s) from core ${first} (written by setup-runner.sh)"
     echo "RUNNER_INDEX=${index}"
@@ -473,6 +543,12 @@ check_github_settings() {
 }
 
 cmd_install() {
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    ALLOWED_WORKFLOW=".github/workflows/benchmark-gpu.yml@refs/heads/main"
+    [ -z "${PARTITION}" ] || die "--partition lays out NeuronCores; a GPU runner owns whole GPUs: use --runners N"
+    [ -z "${CONTAINER_IMAGE}" ] || die "--container runs the Neuron image; the GPU class runs its toolchain on the host"
+    [ "${INSTALL_NEURON_APT}" -eq 0 ] || die "--neuron-apt installs the Neuron driver; a GPU instance has none"
+  fi
   [ -n "${SCOPE}" ] || die "pass --org ORG --runner-group-id ID (or --repo OWNER/NAME)"
   case "${REGISTRATION}" in
     token) [ -n "${TOKEN_FILE}" ] || die "pass --token-file FILE (or --registration external)" ;;
@@ -487,8 +563,9 @@ cmd_install() {
   [ -n "${CHECK_SETTINGS}" ] || { [ "${DRY_RUN}" -eq 1 ] && CHECK_SETTINGS=skip; } || CHECK_SETTINGS=yes
   [[ "${RUNNERS}" =~ ^[0-9]+$ ]] && [ "${RUNNERS}" -ge 1 ] || die "--runners must be a positive integer"
   if [ -z "${INSTANCE}" ] && [ "${DRY_RUN}" -eq 1 ]; then
-    note "would read the instance type from IMDSv2; assuming trn2.48xlarge (pass --instance to choose)"
     INSTANCE="trn2.48xlarge"
+    [ "${RUNNER_CLASS}" = gpu ] && INSTANCE="p5en.48xlarge"
+    note "would read the instance type from IMDSv2; assuming ${INSTANCE} (pass --instance to choose)"
   fi
   [ -n "${INSTANCE}" ] || INSTANCE="$(detect_instance)"
   local total cores
@@ -537,8 +614,13 @@ cmd_install() {
   for ((index = 0; index < RUNNERS; index++)); do
     first="${FIRSTS[index]}"
     cores="${SIZES[index]}"
-    labels="self-hosted,linux,x64,trn2,${INSTANCE},trn2-${cores}c"
-    note "runner ${index}: cores $(core_range "${first}" "${cores}"), labels ${labels}"
+    if [ "${RUNNER_CLASS}" = gpu ]; then
+      labels="self-hosted,linux,x64,gpu,${INSTANCE},gpu-${cores}g"
+      note "runner ${index}: GPUs $(gpu_list "${first}" "${cores}"), labels ${labels}"
+    else
+      labels="self-hosted,linux,x64,trn2,${INSTANCE},trn2-${cores}c"
+      note "runner ${index}: cores $(core_range "${first}" "${cores}"), labels ${labels}"
+    fi
     write_runner_env "${index}" "${cores}" "${first}" "${labels}" "${api_path}"
   done
   install_unit
@@ -587,7 +669,10 @@ take_external_jit() {
 # goes into the job user's folders is written by that user (runuser), so no link a job planted is followed.
 cmd_jit() {
   local index="$1"
-  require_env RUNNER_LABELS TRNCAT_RUNNER_USER TRNCAT_PREFIX TRNCAT_CONF GITHUB_API_PATH NEURON_RT_VISIBLE_CORES
+  require_env RUNNER_LABELS TRNCAT_RUNNER_USER TRNCAT_PREFIX TRNCAT_CONF GITHUB_API_PATH
+  # The runner's slice of the instance: its NeuronCores, or (the GPU class) its GPUs.
+  [ -n "${NEURON_RT_VISIBLE_CORES:-}${CUDA_VISIBLE_DEVICES:-}" ] ||
+    die "NEURON_RT_VISIBLE_CORES (or CUDA_VISIBLE_DEVICES) is not set (the unit's EnvironmentFile sets it)"
   # TRNCAT_RUNNER_USER (the unit's settings), not RUNNER_USER: that one is --user's prefix in this script.
   local user="${TRNCAT_RUNNER_USER}" dir="${TRNCAT_PREFIX}/runners/${index}" home="${TRNCAT_PREFIX}/homes/${index}"
   local state="${TRNCAT_PREFIX}/state/runner-${index}" cached="${TRNCAT_PREFIX}/cache/${RUNNER_TARBALL}"
@@ -676,6 +761,12 @@ TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}${TRNCAT_PYTHON:+
 TRNCAT_PYTHON=${TRNCAT_PYTHON}}
 HOME=${home}
 TORCH_NEURONX_NEFF_CACHE_DIR=${home}/neff-cache"
+    if [ "${TRNCAT_RUNNER_CLASS:-trn2}" = gpu ]; then
+      env_lines="CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}
+TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}${TRNCAT_PYTHON:+
+TRNCAT_PYTHON=${TRNCAT_PYTHON}}
+HOME=${home}"
+    fi
     if [ "${DRY_RUN}" -eq 1 ]; then
       printf '+ write %s (mode 0600, owner the runner user, written as that user)\n' "${dir}/.env"
       printf '%s\n' "${env_lines}" | sed 's/^/| /'
@@ -734,6 +825,11 @@ main() {
         shift
         ;;
       --instance) INSTANCE="${2:?--instance TYPE}" && shift ;;
+      --class)
+        [[ "${2:-}" =~ ^(trn2|gpu)$ ]] || die "--class is trn2 or gpu"
+        RUNNER_CLASS="$2"
+        shift
+        ;;
       --runner-group-id)
         [[ "${2:-}" =~ ^[0-9]+$ ]] || die "--runner-group-id wants a number"
         RUNNER_GROUP_ID="$2"

@@ -403,6 +403,8 @@ def github(tmp_path: Path):
         "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "selected_workflows": [
             "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
         "orgs/acme/actions/runner-groups/8": {"id": 8, "restricted_to_workflows": False, "selected_workflows": []},
+        "orgs/acme/actions/runner-groups/10": {"id": 10, "restricted_to_workflows": True, "selected_workflows": [
+            "acme/trncat/.github/workflows/benchmark-gpu.yml@refs/heads/main"]},
         "orgs/acme/actions/runner-groups/9": {"id": 9, "restricted_to_workflows": True, "selected_workflows": [
             "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main",
             "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
@@ -481,3 +483,98 @@ def test_the_neuron_apt_key_is_pinned_by_fingerprint(tmp_path: Path) -> None:
     )
     trust = next(i for i, line in enumerate(lines) if line.endswith("/etc/apt/keyrings/neuron.asc"))
     assert pinned.returncode == 0 and check < trust
+
+
+# -- the GPU runner class (benchmark-gpu.yml, the Compare view's cuda rows) --------------------------------
+
+
+def _gpu_install(*args: str) -> subprocess.CompletedProcess[str]:
+    return dry_run("install", "--org", "trncat", "--runner-group-id", "7", "--token-file", "/dev/null",
+                   "--class", "gpu", *args)  # fmt: skip
+
+
+def test_the_gpu_class_gives_each_runner_its_gpus_under_the_same_rules() -> None:
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "4")
+    assert result.returncode == 0, result.stderr
+    files = written(result.stdout)
+    envs = [files[f"/etc/trncat-runner/runner-{i}.env"] for i in range(4)]
+    gpus = [re.search(r"^CUDA_VISIBLE_DEVICES=(\S+)$", env, re.M)[1] for env in envs]  # type: ignore[index]
+    assert gpus == ["0,1", "2,3", "4,5", "6,7"]
+    for env in envs:
+        labels = re.search(r"^RUNNER_LABELS=(\S+)$", env, re.M)[1].split(",")  # type: ignore[index]
+        assert labels == ["self-hosted", "linux", "x64", "gpu", "p5en.48xlarge", "gpu-2g"]
+        assert "TRNCAT_INSTANCE_TYPE=p5en.48xlarge" in env  # what prices its rows
+        assert "NEURON_RT_VISIBLE_CORES" not in env and "TRNCAT_RUNNER_CLASS=gpu" in env
+    steps = commands(result.stdout)
+    # The same trust rules as the trn2 runners: one user each, JIT registration, the unit without the metadata
+    # service, a group restricted to its own workflow file.
+    assert [c for c in steps if c[0] == "useradd"] and "trncat-runner@.service" in " ".join(files)
+    unit = files["/etc/systemd/system/trncat-runner@.service"]
+    assert "IPAddressDeny=169.254.169.254/32 fd00:ec2::254/128" in unit and "User=trncat-runner-%i" in unit
+    # The CUDA toolchain from toolchain-gpu.yaml, from PyPI (no Neuron or CPU index), checked before any runner.
+    pip = next(c for c in steps if c[0].endswith("pip") and "torch" in c and "--constraint" in c)
+    assert "--extra-index-url" not in pip and "torch-neuronx" not in pip
+    constraints = files["/opt/trncat-runner/toolchain-constraints.txt"].split()
+    toolchain = yaml.safe_load((ROOT / "runners" / "toolchain-gpu.yaml").read_text())
+    assert sorted(constraints) == sorted(f"{k.replace('_', '-')}=={v}" for k, v in toolchain.items())
+    check = next(i for i, c in enumerate(steps) if c[0].endswith("/python") and "torch.cuda.device_count" in c[2])
+    started = [i for i, c in enumerate(steps) if c[:3] == ["systemctl", "enable", "--now"]]
+    assert check < min(started) and not [c for c in steps if c[0].endswith("/trncat") and "doctor" in c]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--instance", "trn2.48xlarge"], "unsupported GPU instance"),
+        (["--instance", "p5.48xlarge", "--runners", "3"], "does not divide"),
+        (["--instance", "p5.48xlarge", "--partition", "1x8"], "a GPU runner owns whole GPUs"),
+        (["--instance", "p5.48xlarge", "--container", "img"], "--container"),
+        (["--instance", "p5.48xlarge", "--neuron-apt"], "--neuron-apt"),
+    ],
+)
+def test_the_gpu_class_refuses_what_does_not_apply(args: list[str], message: str) -> None:
+    result = _gpu_install(*args)
+    assert result.returncode == 2 and message in result.stderr, result.stderr
+
+
+def test_every_gpu_label_and_instance_agree_with_the_workflow_and_the_price_table() -> None:
+    from pipeline.prices import load_prices
+
+    labels = set()
+    for runners in (1, 2, 4, 8):
+        out = _gpu_install("--instance", "p5.48xlarge", "--runners", str(runners)).stdout
+        labels |= set(re.findall(r"RUNNER_LABELS=\S*,(gpu-\d+g)$", out, re.M))
+    options = yaml.safe_load((ROOT / ".github/workflows/benchmark-gpu.yml").read_text())[True]["workflow_dispatch"]
+    assert labels == set(options["inputs"]["runner"]["options"])
+    table = load_prices()
+    gpu_instances = {name: i.accelerators.count for name, i in table.items() if i.accelerators is not None}
+    for name, count in gpu_instances.items():
+        out = _gpu_install("--instance", name).stdout
+        assert re.search(rf"RUNNER_LABELS=\S*,{re.escape(name)},gpu-{count}g$", out, re.M), name
+
+
+def test_a_gpu_runners_job_sees_its_gpus_and_no_neuron_setting() -> None:
+    env = {"RUNNER_LABELS": "self-hosted,linux,x64,gpu,p5en.48xlarge,gpu-1g", "TRNCAT_RUNNER_USER": "trncat-runner-3",
+           "TRNCAT_PREFIX": "/opt/trncat-runner", "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
+           "CUDA_VISIBLE_DEVICES": "3", "TRNCAT_RUNNER_CLASS": "gpu", "TRNCAT_INSTANCE_TYPE": "p5en.48xlarge",
+           "TRNCAT_PYTHON": "/opt/trncat-runner/toolchain/bin/python"}  # fmt: skip
+    jit = dry_run("jit", "3", env=env)
+    assert jit.returncode == 0, jit.stderr
+    run = dry_run("run", "3", env=env)
+    job_env = written(run.stdout)["/opt/trncat-runner/runners/3/.env"]
+    assert "CUDA_VISIBLE_DEVICES=3\n" in job_env and "TRNCAT_INSTANCE_TYPE=p5en.48xlarge\n" in job_env
+    assert "NEURON" not in job_env
+    no_slice = {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"}
+    assert dry_run("jit", "3", env=no_slice).returncode == 2
+
+
+def test_gpu_runners_need_a_group_restricted_to_benchmark_gpu(tmp_path: Path, github: _FakeGitHub) -> None:
+    """The GPU class's group serves benchmark-gpu.yml alone: not the trn2 group, nor the trn2 workflow's."""
+    gpu = ["--class", "gpu", "--instance", "g6e.xlarge"]
+    base = ["install", "--token-file", str(tmp_path / "token"), "--github-api", github.url, "--check-settings"]
+    assert dry_run(*base, *gpu, "--org", "acme", "--runner-group-id", "10").returncode == 0
+    refused = dry_run(*base, *gpu, "--org", "acme", "--runner-group-id", "7")
+    assert refused.returncode == 2 and "benchmark-gpu.yml@refs/heads/main only" in refused.stderr
+    # ... and the trn2 class is refused the GPU group.
+    trn2 = dry_run(*base, "--instance", "trn2.48xlarge", "--org", "acme", "--runner-group-id", "10")
+    assert trn2.returncode == 2 and "benchmark.yml@refs/heads/main only" in trn2.stderr

@@ -119,7 +119,8 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     seed(localhub, tmp_path / "models")
     workspace = tmp_path / "checkout"
     (workspace / "runners").mkdir(parents=True)
-    shutil.copy(ROOT / "runners" / "toolchain.yaml", workspace / "runners" / "toolchain.yaml")
+    for name in ("toolchain.yaml", "toolchain-gpu.yaml", "instances.yaml"):
+        shutil.copy(ROOT / "runners" / name, workspace / "runners" / name)
     base_env = {
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
         # The checkout under test, when the interpreter's own install of trncat is another one.
@@ -142,8 +143,12 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert summary.startswith("### Sweep estimate") and "--partition" in summary
     estimate = json.loads((workspace / "discovery" / "estimate.json").read_text())
     assert estimate["jobs"] == len(MODELS) and estimate["fleet"], "the estimate and its fleet are written"
+    # The GPU runners' queue: the Selected list's gpu models only (none of them is on this hub: an empty queue).
+    run("discover", "discover", "queue-gpu", DATASET_REPO=DATASET, GPU_INSTANCE="p5en.48xlarge")
+    gpu_queue = json.loads((workspace / "discovery" / "queue-gpu.json").read_text())
+    assert gpu_queue["count"] == 0 and {s["reason"].split(":")[0] for s in gpu_queue["skipped"]} >= {"gpu"}
     split = run("discover", "discover", "split")
-    assert split["chunks"] == "1"
+    assert split["chunks"] == "1" and split["gpu-chunks"] == "0" and "gpu-chunk-0" not in split
     entries = json.loads(split["chunk-0"])["include"]
     assert sorted(e["model_id"] for e in entries) == sorted(MODELS)
     assert {e["runner"] for e in entries} == {"trn2-1c"}
@@ -168,7 +173,17 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     discovery = artifact_path("discover", "discover", "upload-artifact", "discovery")
     assert discovery == artifact_path("publish", "publish", "download-artifact", "discovery")
 
-    # publish.yml: collect (only what the run's queue asked for), validate, build, plan, publish as a PR
+    # publish.yml: collect (only what the run's queue asked for), validate, build, plan, publish as a PR.
+    # collect matches each record's device with its job's: the cpu records of this test are refused as neuron jobs,
+    # so the queue is told what this test ran (the device, nothing else).
+    queue_file = workspace / "discovery" / "queue.json"
+    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {"invalid": "true"}
+    queue = json.loads(queue_file.read_text())
+    for chunk in queue["chunks"]:
+        for entry in chunk["include"]:
+            entry["device"] = "cpu"
+    queue_file.write_text(json.dumps(queue))
+    shutil.rmtree(workspace / "artifacts" / "records", ignore_errors=True)
     assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {}
     validated = run("publish", "publish", "validate", DATASET_REPO=DATASET, COLLECT_INVALID="")
     assert validated == {"records": "2"}

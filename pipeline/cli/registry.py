@@ -61,3 +61,31 @@ def valid_records(paths: Sequence[str | Path], *, label: str) -> tuple[Any, list
     for problem in report.problems:
         print(f"{label}: {problem}", file=sys.stderr)
     return report, [record for _, record in report.records]
+
+
+def add_price_args(p: argparse.ArgumentParser, *, what: str) -> None:
+    """``--prices FILE`` and ``--price-option`` (build, publish, queue --estimate): the price table and option."""
+    from pipeline.types import PRICE_KINDS
+
+    p.add_argument(
+        "--prices",
+        "--instances",
+        dest="prices",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help=f"instance prices for {what}, each with its source and date (default: runners/instances.yaml)",
+    )
+    p.add_argument(
+        "--price-option",
+        choices=PRICE_KINDS,
+        default="on_demand",
+        help="the purchase option prices are taken at (default: %(default)s)",
+    )
+
+
+def pricing_of(args: argparse.Namespace) -> Any:
+    """The :class:`pipeline.prices.Pricing` of ``--prices`` and ``--price-option``."""
+    from pipeline.prices import load_pricing
+
+    return load_pricing(args.prices, option=args.price_option)

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub
+from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
 
@@ -67,6 +67,9 @@ def _discover(args: argparse.Namespace) -> int:
 
 # -- queue ----------------------------------------------------------------------------------------------
 
+#: The GPU instance a cuda queue sizes its jobs for when --instance does not say (8 x H200, 141 GB each).
+GPU_INSTANCE = "p5en.48xlarge"
+
 
 def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
@@ -81,9 +84,19 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     source.add_argument("--dataset", type=Path, metavar="DIR", help="a local dataset folder (data/results)")
     source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset (its data/results is read)")
     p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
-    p.add_argument("--device", choices=DEVICES, default="neuron")
+    p.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="neuron",
+        help="neuron (default); cuda: the GPU runner class, for the models --selected marks `gpu: true` only",
+    )
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
-    p.add_argument("--instance", default="trn2.48xlarge")
+    p.add_argument(
+        "--instance",
+        default=None,
+        help=f"default: trn2.48xlarge; with --device cuda a GPU instance of the price table, default {GPU_INSTANCE}",
+    )
+    p.add_argument("--selected", type=Path, default=None, metavar="FILE", help="default: dataset/selected.yaml")
     p.add_argument("--max-error-retries", type=int, default=2)
     p.add_argument("--chunk-size", type=int, default=256)
     p.add_argument("--chunk", type=int, default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
@@ -96,7 +109,7 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
     p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
-    p.add_argument("--instances", type=Path, default=None, metavar="FILE", help="default: runners/instances.yaml")
+    add_price_args(p, what="the estimate's cost")
 
 
 @command(
@@ -115,6 +128,19 @@ def _queue(args: argparse.Namespace) -> int:
     files: list[Path] = []
     for path in args.candidates:
         files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    instance, accelerators, only = args.instance or "trn2.48xlarge", None, None
+    if args.device == "cuda":  # the GPU runner class: the Selected list's gpu models, sized in the instance's GPUs
+        from pipeline.discover import load_selected
+        from pipeline.queue import load_instances
+
+        if args.estimate:
+            raise ConfigError("--estimate recommends Trainium fleets (runner partitions): a cuda queue has none")
+        instance = args.instance or GPU_INSTANCE
+        known = load_instances(args.prices).get(instance)
+        if known is None or known.accelerators is None:
+            raise ConfigError(f"--instance {instance}: the price table names no GPUs for it (its `accelerators`)")
+        accelerators = known.accelerators
+        only = {(s.model_id, s.task) for s in load_selected(args.selected) if s.gpu}
     client = make_hub()
     with tempfile.TemporaryDirectory(prefix="trncat-queue-") as tmp:
         root = args.dataset
@@ -129,7 +155,9 @@ def _queue(args: argparse.Namespace) -> int:
             hub=client,
             device=args.device,
             dtype=args.dtype or backend_class(args.device).default_dtype,
-            instance=args.instance,
+            instance=instance,
+            accelerators=accelerators,
+            only=only,
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -140,14 +168,16 @@ def _queue(args: argparse.Namespace) -> int:
     if args.estimate:
         import json
 
-        from pipeline.queue import estimate_sweep, format_estimate, load_instances
+        from pipeline.queue import DEFAULT_INSTANCES, estimate_sweep, format_estimate, load_instances
 
         estimate = estimate_sweep(
             queue.entries,
-            instance=args.instance,
-            prices=load_instances(args.instances),
+            instance=instance,
+            prices=load_instances(args.prices),
             target_hours=args.target_hours,
             sources=queue.duration_sources,
+            option=args.price_option,
+            prices_file=args.prices or DEFAULT_INSTANCES,
         )
         markdown = format_estimate(estimate)
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")

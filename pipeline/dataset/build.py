@@ -43,6 +43,7 @@ from pipeline.dataset.read import (
 )
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError, RecordError
+from pipeline.prices import Pricing, row_costs
 from pipeline.records import LAYOUT_VERSION, arrow_schema, flatten, representative, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
@@ -251,6 +252,7 @@ def build(
     page: bool = True,
     names: CardNames | None = None,
     held: Callable[[str, bytes], bool] | None = None,
+    pricing: Pricing | None = None,
 ) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
@@ -261,6 +263,10 @@ def build(
     files (what publish uses); ``held(path, content)`` then tells a file the repo already holds with that
     very content, which is left out of the mirror instead of written: the scripts of every model the records
     touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
+
+    Each new row is priced with ``pricing`` (its instance's price under the option, and its task's cost:
+    :func:`pipeline.prices.row_costs`); None leaves the price and cost columns null. A row keeps the price it
+    was built with: rows already in the folder are never repriced.
 
     Raises:
         RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
@@ -276,6 +282,7 @@ def build(
             field_name, message = problems[0]
             raise RecordError(f"invalid record for {record.get('model_id')!r}: {field_name}: {message}")
         row = flatten(record)
+        row.update(row_costs(row, pricing))
         if row["record_id"] in rows_by_id:
             summary.duplicates += 1
         rows_by_id.setdefault(row["record_id"], row)

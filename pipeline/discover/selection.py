@@ -39,11 +39,13 @@ ExclusionKind = Literal["low_priority", "incompatible"]
 
 @dataclass(frozen=True)
 class Selection:
-    """One entry of selected.yaml: a model the catalog always covers under ``task``."""
+    """One entry of selected.yaml: a model the catalog always covers under ``task``; ``gpu``: also benchmarked
+    on the GPU runner class, for the page's Compare view (``trncat queue --device cuda`` queues these only)."""
 
     model_id: str
     task: str
     note: str | None = None
+    gpu: bool = False
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ def load_selected(path: Path | None = None) -> list[Selection]:
         ConfigError: missing, unparsable or invalid file (the message names the file and the entry).
     """
     path = DEFAULT_SELECTED if path is None else Path(path)
-    return [Selection(e["model_id"], e["task"], e.get("note")) for e in _load(path, "selection", "models")]
+    entries = _load(path, "selection", "models")
+    return [Selection(e["model_id"], e["task"], e.get("note"), bool(e.get("gpu", False))) for e in entries]
 
 
 def load_exclusions(path: Path | None = None) -> list[Exclusion]:

@@ -5,10 +5,13 @@
   view, the history lines;
 - :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
   once for the server side and the page's script;
+- :mod:`~pipeline.page.compare`: the Compare view, a model's Trainium2 row beside its GPU row (speed, memory, cost and
+  their ratio), each as measured;
 - :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
 - ``templates/``: the page's HTML, script and style sheet.
 
-A pure function of rows: it reads no file and talks to no Hub. May import: the top-level modules,
+A pure function of rows: it reads no file and talks to no Hub. A row's cost is shown with the price it was built with
+(its cell's title names the price, option, region, source and date). May import: the top-level modules,
 :mod:`pipeline.records` (the representative row) and :mod:`pipeline.backends` (the install line a row shows).
 Imported by: :mod:`pipeline.dataset` (the PR's preview page) and :mod:`pipeline.space` (the Space's page).
 """

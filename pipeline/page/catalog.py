@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.backends import FRESH_VENV
 from pipeline.ids import model_id_problem
 from pipeline.page.task_columns import batch_p50, task_view
+from pipeline.prices import TASK_COSTS
 from pipeline.records import representative
 from pipeline.types import TASKS
 
@@ -26,7 +27,7 @@ ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
-    "steps", "gs",
+    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
@@ -46,6 +47,8 @@ _ROW_FIELDS = {
     "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
     "device": "device", "hw": "hardware", "rc": "recompiles_during_timed", "src": "source",
     "thr": "agreement_threshold", "dim": "embedding_dim", "isz": "image_size", "steps": "steps",
+    "usd": "price_usd_per_hour", "popt": "price_option", "preg": "price_region", "psrc": "price_source",
+    "pdate": "price_as_of",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
@@ -134,6 +137,8 @@ def _entry(
         "lib": r.get(view.library[1]) if view.library else None,
         "l1": _num(batch_p50(r.get("latency_by_batch_s"), 1)),
         "l32": _num(batch_p50(r.get("latency_by_batch_s"), 32)),
+        # The task's cost at the price the row was built with (pipeline.prices); null where none.
+        "cost": _num(r.get(TASK_COSTS[task][0]), 6) if task in TASK_COSTS else None,
         "date": _date(r.get("finished_at")),
         "ek": exclusion and str(exclusion.get("kind") or "excluded"),
         "er": exclusion and exclusion_text(str(exclusion.get("kind") or ""), str(exclusion.get("reason") or "")),
@@ -150,6 +155,38 @@ def _fallback(ops: Any) -> list[list[Any]] | None:
     if ops is None:
         return None
     return [[str(o.get("op")), int(o.get("count") or 0)] for o in ops if isinstance(o, Mapping)]
+
+
+def usd_text(value: float | None) -> str:
+    """A cost as a cell shows it: ``$4.84``, ``$0.129``, ``< $0.01`` (keep in step with format.js ``usd``)."""
+    if value is None:
+        return "\u2014"
+    if value >= 100:
+        return f"${value:.0f}"
+    if value >= 1:
+        return f"${value:.2f}"
+    return f"${value:.3f}" if value >= 0.01 else "< $0.01"
+
+
+def _number_text(value: float) -> str:
+    text = repr(float(value))  # as the script's String(number) writes it: 64 and 85.964, never 64.0
+    return text[:-2] if text.endswith(".0") else text
+
+
+def price_text(entry: Mapping[str, Any]) -> str:
+    """Where a row's cost comes from, for its cost cell's title (keep in step with format.js ``priceText``)."""
+    if entry.get("usd") is None:
+        if entry.get("device") == "cpu":
+            return "No cost: a CPU row names no instance, so it has no price"
+        return "No cost: the price table has no price for this row's instance under the build's purchase option"
+    where = entry.get("preg") or "region not stated"
+    text = (
+        f"At ${_number_text(entry['usd'])} per instance-hour ({entry.get('popt')}, {where}; {entry.get('psrc')}; "
+        f"{entry.get('pdate') or 'undated'}), for the run's share of the instance"
+    )
+    if entry.get("st") != "pass":
+        text += "; no cost: the run did not pass"
+    return text
 
 
 def fallback_text(fb: Sequence[Sequence[Any]]) -> str:

@@ -33,7 +33,10 @@ from pipeline.page.catalog import (
     catalog,
     device_shown,
     fallback_text,
+    price_text,
+    usd_text,
 )
+from pipeline.page.compare import compare_pairs
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
@@ -108,6 +111,8 @@ def metric_text(entry: Mapping[str, Any], metric: Metric) -> str:
     if metric.fmt == "res":
         steps = entry.get("steps")
         return f"{value}²" + ("" if steps is None else f" · {steps} steps")
+    if metric.fmt == "usd":
+        return usd_text(value)
     return str(value)
 
 
@@ -127,6 +132,7 @@ def _environment() -> jinja2.Environment:
     env.filters["rate"] = _rate
     env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
+    env.globals["price_text"] = price_text
     env.filters["csp_hash"] = lambda text: (
         "sha256-" + base64.b64encode(hashlib.sha256(str(text).encode()).digest()).decode()
     )
@@ -219,6 +225,7 @@ def render_page(
         dataset_repo=dataset_repo,
         total=len(listing["items"]),
         summary=summary,
+        compare=compare_pairs(latest),
         plots={
             task: plots.catalog_plots(
                 task=task,

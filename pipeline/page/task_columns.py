@@ -18,9 +18,10 @@ from typing import Any
 
 from pipeline.workload import library_key, task_source
 
-#: How a cell is written (pipeline/page/html.py ``metric`` and format.js ``metric``): seconds, a rate, an integer, or
-#: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``).
-FORMATS = ("secs", "rate", "int", "res")
+#: How a cell is written (pipeline/page/html.py ``metric`` and format.js ``metric``): seconds, a rate, an integer,
+#: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``), or dollars (the cost,
+#: whose cell's title gives the price it came from: :func:`pipeline.page.catalog.price_text`).
+FORMATS = ("secs", "rate", "int", "res", "usd")
 
 
 @dataclass(frozen=True)
@@ -60,10 +61,12 @@ class TaskView:
     library: tuple[str, str] | None = None
 
 
+_COST = "at the run's share of its instance's price (its cores over the instance's); hover for the price"
 _GENERATION = (
     Metric("ttft", "TTFT", "time to first token", "secs"),
     Metric("tps", "Decode tok/s", "tokens per second while decoding", "rate"),
     Metric("wall", "Wall", "compilation included", "secs"),
+    Metric("cost", "$ / 1M tokens", f"USD per million decoded tokens (batch 1), {_COST}", "usd"),
 )
 _DECODE = Speed("decode_tokens_per_s", "tps", "Decode tok/s", "rate")
 
@@ -77,6 +80,7 @@ _VIEWS: dict[str, TaskView] = {
             Metric("l1", "p50 batch 1", "median time of one encode call at batch 1", "secs"),
             Metric("l32", "p50 batch 32", "median time of one encode call at batch 32", "secs"),
             Metric("dim", "Dim", "embedding dimension", "int"),
+            Metric("cost", "$ / 1M sentences", f"USD per million sentences at batch 32, {_COST}", "usd"),
             Metric("wall", "Wall", "compilation included", "secs", table=False),
         ),
         Speed("sentences_per_s", "sps", "Sentences/s (batch 32)", "rate"),
@@ -88,6 +92,7 @@ _VIEWS: dict[str, TaskView] = {
             Metric("stps", "Steps/s", "denoising steps per second", "rate"),
             Metric("vae", "VAE decode", "seconds of the VAE decode per image", "secs"),
             Metric("isz", "Resolution · steps", "image side in pixels and denoising steps", "res"),
+            Metric("cost", "$ / 1k images", f"USD per thousand images, {_COST}", "usd"),
             Metric(
                 "gs",
                 "Guidance scale",

@@ -34,6 +34,7 @@ from pipeline.dataset import (
 from pipeline.errors import PipelineError, RepoNotFoundError
 from pipeline.hub import Hub, file_additions, together
 from pipeline.ids import validate_model_id
+from pipeline.prices import Pricing
 from pipeline.publish.description import describe
 from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder
 
@@ -59,11 +60,14 @@ class PublishResult:
         return self.commit is not None
 
 
-def publish_to_folder(records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None) -> PublishResult:
-    """The offline target: the same files as a Hub publish, written into a local dataset folder."""
+def publish_to_folder(
+    records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None, pricing: Pricing | None = None
+) -> PublishResult:
+    """The offline target: the same files as a Hub publish, written into a local dataset folder (new rows priced
+    with ``pricing``, see :func:`pipeline.dataset.build`)."""
     before = tree_digests(out) if out.exists() else {}
     overlay_map = checked_overlay(overlay)
-    summary = build(records, out) if records else BuildSummary()
+    summary = build(records, out, pricing=pricing) if records else BuildSummary()
     if overlay_map:
         with fsatomic.staged_folder(out) as stage:
             for path_in_repo, source in overlay_map.items():
@@ -88,9 +92,18 @@ class _Publication:
     """
 
     def __init__(
-        self, *, hub: Hub, repo: str, records: list[dict[str, Any]], overlay: Path | None, work: Path, space: str
+        self,
+        *,
+        hub: Hub,
+        repo: str,
+        records: list[dict[str, Any]],
+        overlay: Path | None,
+        work: Path,
+        space: str,
+        pricing: Pricing | None = None,
     ) -> None:
         self.hub = hub
+        self.pricing = pricing
         self.repo = repo
         self.names = CardNames(repo=repo, space=space)
         self.records = records
@@ -124,6 +137,7 @@ class _Publication:
             parent=parent,
             names=self.names,
             blob_ids=blob_ids,
+            pricing=self.pricing,
         )
         self.prepared.append(prepared)
         return prepared
@@ -143,10 +157,12 @@ def publish(
     dry_run: bool = False,
     invalid: int = 0,
     space: str | None = None,
+    pricing: Pricing | None = None,
 ) -> PublishResult:
     """Publish ``records`` (valid ones: validate first) and ``overlay`` to the Hub dataset ``repo`` as a PR.
 
-    The card names ``repo`` and links the catalog's Space ``space`` (default ``constants.TRNCAT_SPACE``).
+    The card names ``repo`` and links the catalog's Space ``space`` (default ``constants.TRNCAT_SPACE``); the
+    new rows are priced with ``pricing`` (see :func:`pipeline.dataset.build`).
 
     Raises:
         HubError: (or a child) the Hub failed after retries and rebases; nothing local is changed.
@@ -175,7 +191,9 @@ def publish(
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
         space = space or constants.TRNCAT_SPACE
         validate_model_id(space)
-        publication = _Publication(hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp), space=space)
+        publication = _Publication(
+            hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp), space=space, pricing=pricing
+        )
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
         files = sorted(first.changed)

@@ -31,6 +31,7 @@ from pipeline.dataset import (
 )
 from pipeline.errors import DatasetError
 from pipeline.hub import git_blob_id, together
+from pipeline.prices import Pricing
 from pipeline.records import Problem, parse_time
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ def prepare_folder(
     parent: str | None = None,
     names: CardNames | None = None,
     blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    pricing: Pricing | None = None,
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
 
@@ -71,6 +73,7 @@ def prepare_folder(
         names: The repo and Space the card names.
         blob_ids: paths -> git blob ids of those the target holds (:meth:`pipeline.hub.Hub.blob_ids`): a script
             the target already holds with the same content is then neither written nor changed.
+        pricing: The price table and option the new rows are priced with (None: no price, no cost).
     """
     with fsatomic.scratch(folder):
         return _prepare(
@@ -82,6 +85,7 @@ def prepare_folder(
             parent=parent,
             names=names,
             blob_ids=blob_ids,
+            pricing=pricing,
         )
 
 
@@ -95,6 +99,7 @@ def _prepare(
     parent: str | None,
     names: CardNames | None,
     blob_ids: Callable[[list[str]], dict[str, str]] | None,
+    pricing: Pricing | None,
 ) -> Prepared:
     overlay_map = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
@@ -131,7 +136,7 @@ def _prepare(
     held: Callable[[str, bytes], bool] | None = (
         (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
     )
-    summary = build(records, folder, page=False, names=names, held=held) if records else BuildSummary()
+    summary = build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
     after = tree_digests(folder)

@@ -2,6 +2,8 @@
 
 - :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
 - :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
+- :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
+  cuda rows);
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
   dataset's history), :mod:`~pipeline.queue.fleet` (prices, runner partitions, the estimate and the recommended
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
@@ -25,6 +27,7 @@ from pipeline.queue.fleet import (
     parse_partition,
     recommend_fleet,
 )
+from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
 from pipeline.queue.matrix import (
     DEFAULT_TOOLCHAIN,
     MAX_CHUNK,
@@ -49,6 +52,7 @@ __all__ = [
     "Duration",
     "DurationModel",
     "Estimate",
+    "GPU_HEADROOM",
     "HubPlanner",
     "InstancePrices",
     "Job",
@@ -61,6 +65,8 @@ __all__ = [
     "fetch_results",
     "format_estimate",
     "format_partition",
+    "gpu_label",
+    "gpus_needed",
     "layout_fleet",
     "load_candidates",
     "load_instances",

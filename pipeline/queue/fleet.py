@@ -18,11 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
 from pipeline.hardware import get_instance
+from pipeline.prices import DEFAULT_OPTION, DEFAULT_PRICES, InstancePrices, Price, check_option, load_prices
 from pipeline.queue.sweep import Job, SweepResult, simulate
 from pipeline.types import PRICE_KINDS
 
@@ -38,55 +36,17 @@ __all__ = [
     "recommend_fleet",
 ]
 
-DEFAULT_INSTANCES = REPO_ROOT / "runners" / "instances.yaml"
+DEFAULT_INSTANCES = DEFAULT_PRICES
 _ENTRY = re.compile(r"^(?:(\d+)x(\d+)|(\d+)@(\d+))$")
 
 
-@dataclass(frozen=True)
-class InstancePrices:
-    """One instance type of ``runners/instances.yaml``: USD per instance-hour (None: not set) and host RAM."""
-
-    name: str
-    host_memory_bytes: int | None
-    price_per_hour: dict[str, float | None]
-
-
 def load_instances(path: Path | None = None) -> dict[str, InstancePrices]:
-    """The instance types of ``runners/instances.yaml`` (or ``path``).
+    """The instance types of ``runners/instances.yaml`` (or ``path``): :func:`pipeline.prices.load_prices`.
 
     Raises:
-        ConfigError: unreadable file, an unknown instance type, a price kind or a price that is not a
-            non-negative number.
+        ConfigError: see :func:`pipeline.prices.load_prices`.
     """
-    path = DEFAULT_INSTANCES if path is None else Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: unreadable instances file: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("instances"), dict):
-        raise ConfigError(f"{path}: must hold an `instances` mapping")
-    out: dict[str, InstancePrices] = {}
-    for name, spec in data["instances"].items():
-        get_instance(str(name))  # raises ConfigError for an unknown type
-        spec = spec or {}
-        prices = spec.get("price_per_hour") or {}
-        unknown = set(prices) - set(PRICE_KINDS)
-        if unknown:
-            raise ConfigError(f"{path}: {name}: unknown price kind(s) {sorted(unknown)}; use {', '.join(PRICE_KINDS)}")
-        for kind, value in prices.items():
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or value < 0):
-                raise ConfigError(f"{path}: {name}: {kind} price must be a non-negative number or null, got {value!r}")
-        memory = spec.get("host_memory_gib")
-        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0):
-            raise ConfigError(f"{path}: {name}: host_memory_gib must be a positive number or null, got {memory!r}")
-        out[str(name)] = InstancePrices(
-            name=str(name),
-            host_memory_bytes=int(memory * 1024**3) if memory is not None else None,
-            price_per_hour={
-                kind: (float(prices[kind]) if prices.get(kind) is not None else None) for kind in PRICE_KINDS
-            },
-        )
-    return out
+    return load_prices(path)
 
 
 # -- partitions -----------------------------------------------------------------------------------------
@@ -199,13 +159,17 @@ class Estimate:
     simulated: SweepResult
     prices: dict[str, float | None]
     sources: dict[str, int] = field(default_factory=dict)
+    #: The purchase option the estimate is priced at, its price (None: unknown) and the file it came from.
+    option: str = DEFAULT_OPTION
+    price: Price | None = None
+    prices_file: str | None = None
 
     @property
     def instance_hours(self) -> float:
         return self.simulated.instance_hours
 
     def cost(self) -> dict[str, float | None]:
-        """USD per price kind (None where the price is not set in ``runners/instances.yaml``)."""
+        """USD per price kind (None where the price table has no price for the instance)."""
         return {kind: None if p is None else round(p * self.instance_hours, 2) for kind, p in self.prices.items()}
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,6 +184,16 @@ class Estimate:
             "busy_fraction": round(self.simulated.busy_fraction, 3),
             "fleet": [{"instance": self.instance, "partition": p} for p in self.fleet],
             "cost_usd": self.cost(),
+            "price_option": self.option,
+            "price": None
+            if self.price is None
+            else {
+                "usd_per_hour": self.price.usd,
+                "source": self.price.citation(),
+                "as_of": self.price.as_of,
+                "region": self.price.region,
+                "note": self.price.note,
+            },
             "duration_sources": self.sources,
         }
 
@@ -265,6 +239,8 @@ def estimate_sweep(
     prices: Mapping[str, InstancePrices] | None = None,
     target_hours: float = 24.0,
     sources: Mapping[str, int] | None = None,
+    option: str = DEFAULT_OPTION,
+    prices_file: Path | None = None,
 ) -> Estimate:
     """The cost of running the queue's ``entries`` (each with ``runner`` and ``predicted_s``) and the fleet.
 
@@ -274,10 +250,13 @@ def estimate_sweep(
         prices: From :func:`load_instances`; None or an instance missing from it: money unknown.
         target_hours: The sweep should finish within this many hours.
         sources: How many predictions came from history, older toolchains and the prior (for the report).
+        option: The purchase option the estimate is priced at (the others are listed too).
+        prices_file: Where ``prices`` came from, named when a price is missing.
 
     Raises:
-        ConfigError: an entry without a runner label or prediction, or a bad target.
+        ConfigError: an entry without a runner label or prediction, a bad target or an unknown option.
     """
+    check_option(option)
     jobs: list[Job] = []
     by_size: dict[int, dict[str, float]] = {}
     for entry in entries:
@@ -302,6 +281,9 @@ def estimate_sweep(
         simulated=result,
         prices=dict(known.price_per_hour) if known else dict.fromkeys(PRICE_KINDS),
         sources=dict(sources or {}),
+        option=option,
+        price=known.price(option) if known else None,
+        prices_file=str(prices_file) if prices_file is not None else None,
     )
 
 
@@ -323,8 +305,23 @@ def format_estimate(estimate: Estimate) -> str:
     ]
     lines += ["", "| instance | partition (`setup-runner.sh --partition`) |", "| --- | --- |"]
     lines += [f"| {k} | `{p}` |" for k, p in enumerate(estimate.fleet)]
-    money = [f"{kind}: ${usd:,.2f}" for kind, usd in estimate.cost().items() if usd is not None]
-    lines += ["", "Cost: " + ("; ".join(money) if money else "unknown (no price set in runners/instances.yaml)")]
+    lines += ["", _cost_line(estimate)]
     if estimate.sources:
         lines.append("Durations from: " + ", ".join(f"{k} {v}" for k, v in sorted(estimate.sources.items())))
     return "\n".join(lines)
+
+
+def _cost_line(estimate: Estimate) -> str:
+    """The sweep's cost at the chosen option with its price's provenance, or "unknown"; then the other options."""
+    costs = estimate.cost()
+    usd, price = costs.get(estimate.option), estimate.price
+    where = estimate.prices_file or "the price table"
+    if usd is None or price is None:
+        line = f"Cost ({estimate.option}): unknown (no {estimate.option} price for {estimate.instance} in {where})"
+    else:
+        hours = round(estimate.instance_hours, 2)
+        line = f"Cost ({estimate.option}): ${usd:,.2f} = {hours} instance-hours x {price.summary()}"
+        if price.note:
+            line += f"; {price.note}"
+    others = [f"{kind} ${value:,.2f}" for kind, value in costs.items() if kind != estimate.option and value is not None]
+    return line + (f". At the other options: {', '.join(others)}." if others else ".")

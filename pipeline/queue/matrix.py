@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,9 @@ from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, runner_label
+from pipeline.prices import Accelerators
 from pipeline.queue.durations import DurationModel
+from pipeline.queue.gpu import gpu_label, gpus_needed
 from pipeline.queue.planners import HubPlanner
 from pipeline.records import COLUMN_NAMES
 from pipeline.types import HOST_MEMORY_SHORT
@@ -219,6 +221,8 @@ def build_queue(
     dtype: str = "bfloat16",
     instance: str = DEFAULT_INSTANCE,
     durations: DurationModel | None = None,
+    accelerators: Accelerators | None = None,
+    only: Collection[tuple[str, str]] | None = None,
 ) -> Queue:
     """The benchmark matrices for ``candidates`` (a model and task listed twice runs once), largest and
     longest jobs first.
@@ -233,14 +237,18 @@ def build_queue(
         hub: The Hub the default planner reads config.json from (needed when ``planner`` is None).
         device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
         dtype: Benchmark dtype.
-        instance: Instance type plans are made for.
+        instance: Instance type plans are made for (with ``accelerators``: the GPU instance the runners are on).
         durations: Predicts each job's seconds and host memory; None for one over ``dataset_root``'s history.
+        accelerators: The GPUs of ``instance``: the queue is then for the GPU runner class (``device`` cuda),
+            each job sized in GPUs (:func:`pipeline.queue.gpu.gpus_needed`) on a ``gpu-<N>g`` runner.
+        only: (model id casefolded, task) the queue may take (the Selected list's ``gpu: true`` entries for the
+            GPU runner class); the other candidates are skipped with that reason. None: every candidate.
 
     Returns:
         The :class:`Queue`.
 
     Raises:
-        ConfigError: bad chunk size, retry count or toolchain.
+        ConfigError: bad chunk size, retry count or toolchain; a cuda queue without the GPUs of its instance.
         DatasetError: an unreadable results file (from :func:`pipeline.dataset.iter_results`).
         HubError: the Hub failed while fetching a config (a missing config is a note, not an error).
     """
@@ -250,10 +258,15 @@ def build_queue(
         raise ConfigError(f"max error retries must be a non-negative integer, got {max_error_retries!r}")
     pinned = _check_toolchain(toolchain)
     dtype = normalize_dtype(dtype)
-    family = get_instance(instance).family
+    if (device == "cuda") != (accelerators is not None):
+        raise ConfigError("the GPU runner class is the cuda device on a GPU instance: pass both, or neither")
+    # A GPU job is sized from the plan's bytes, which do not depend on the device planned for.
+    family = "gpu" if accelerators is not None else get_instance(instance).family
+    plan_instance = DEFAULT_INSTANCE if accelerators is not None else instance
     if planner is None and hub is None:
         raise ConfigError("build_queue needs a planner or a Hub to plan from")
-    plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=instance)  # type: ignore[arg-type]
+    plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=plan_instance)  # type: ignore[arg-type]
+    allowed = None if only is None else {(m.casefold(), t) for m, t in only}
     root = Path(dataset_root) if dataset_root is not None else None
     history = _measured(root, pinned) if root is not None and root.is_dir() else {}
     durations = durations or DurationModel.from_dataset(root, toolchain=pinned)
@@ -271,6 +284,9 @@ def build_queue(
         if not c.eligible:
             skip(c, f"{c.kind}: {c.reason}")
             continue
+        if allowed is not None and (c.model_id.casefold(), c.task) not in allowed:
+            skip(c, "gpu: not marked `gpu: true` in the Selected list")
+            continue
         # Ids reach job names, artifact names and `trncat bench` arguments: never trust them unchecked.
         if model_id_problem(c.model_id) is not None or not is_revision(c.sha):
             skip(c, "invalid: bad model id or revision")
@@ -285,7 +301,7 @@ def build_queue(
         if statuses["error"] > max_error_retries:
             skip(c, f"infrastructure error {statuses['error']} times at this key (at most {max_error_retries} retries)")
             continue
-        entry = _entry(c, plan_one, family=family, device=device, dtype=dtype, instance=instance)
+        entry = _entry(c, plan_one, family=family, device=device, dtype=dtype, instance=instance, gpus=accelerators)
         if isinstance(entry, str):
             skip(c, entry)
             continue
@@ -302,8 +318,9 @@ def build_queue(
 
 
 def runner_cores(entry: Mapping[str, Any]) -> int:
-    """The cores a matrix entry's runner holds: its label's (``trn2-8c`` -> 8), the plan's rounded up."""
-    return int(str(entry["runner"]).rsplit("-", 1)[1].removesuffix("c"))
+    """The cores a matrix entry's runner holds: its label's (``trn2-8c`` -> 8; ``gpu-2g`` -> 2 GPUs), the plan's
+    rounded up."""
+    return int(str(entry["runner"]).rsplit("-", 1)[1].removesuffix("c").removesuffix("g"))
 
 
 def matrix_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -312,7 +329,14 @@ def matrix_order(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _entry(
-    c: Candidate, planner: Planner, *, family: str, device: str, dtype: str, instance: str
+    c: Candidate,
+    planner: Planner,
+    *,
+    family: str,
+    device: str,
+    dtype: str,
+    instance: str,
+    gpus: Accelerators | None = None,
 ) -> dict[str, Any] | str:
     """The matrix entry of an eligible candidate, or why it cannot run on any runner."""
     assert c.sha is not None
@@ -330,7 +354,15 @@ def _entry(
         problem = PlanError(f"{type(exc).__name__}: {exc}")
     if problem is not None:
         # Unplannable is not unrunnable: the benchmark on one core is what tells.
-        cores, runner, note, params = 1, f"{family}-1c", f"not planned ({problem}); runs on 1 core", c.params
+        label = gpu_label(1) if gpus is not None else f"{family}-1c"
+        cores, runner, note, params = 1, label, f"not planned ({problem}); runs on 1 core", c.params
+    elif gpus is not None:  # the GPU runner class: sized in GPUs of the instance, its quantization its own
+        sized = gpus_needed(plan, gpus, instance=instance)
+        if isinstance(sized, str):
+            return sized
+        if sized > 1 and not (source := task_source(c.task)).tensor_parallel:
+            return f"needs {sized} GPUs; {source.library} models are benchmarked on one device here"
+        cores, runner, note, params = sized, gpu_label(sized), "", plan.params
     else:
         quantization = plan.quantization or {}
         if quantization.get("support") == "unsupported":
@@ -354,8 +386,9 @@ def _entry(
         "cores": cores,
         "runner": runner,
         "instance": instance,
-        # Artifact names may not hold '/'; '--' cannot occur in a Hub id, so it separates unambiguously.
-        "artifact": f"{org}--{name}--{c.task}--{c.sha[:12]}",
+        # Artifact names may not hold '/'; '--' cannot occur in a Hub id, so it separates unambiguously. A GPU
+        # job's artifact says so: one run uploads the model's Trainium2 record and its GPU record side by side.
+        "artifact": f"{org}--{name}--{c.task}--{c.sha[:12]}" + ("--cuda" if gpus is not None else ""),
         "note": note,
         "params": params,
     }

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
 from pipeline.records.columns import (
     ATTEMPT_FIELDS,
+    BUILD_COLUMNS,
     COLUMN_NAMES,
     COLUMNS,
     LAYOUT_MARKERS,
@@ -52,6 +53,7 @@ from pipeline.records.validate import (
 __all__ = [
     "ARTIFACT_PREFIX",
     "ATTEMPT_FIELDS",
+    "BUILD_COLUMNS",
     "CI_ONLY_RUN_FIELDS",
     "COLUMNS",
     "COLUMN_NAMES",

@@ -2,15 +2,17 @@
 
 A publish downloads every ``record-*`` artifact of one discover run. An artifact is untrusted input (any job
 of that run, or a run that is not ours, can upload one), so each is accepted only when it is the one record
-the run's ``queue.json`` planned under that artifact name: same model, revision, task, cores and dtype,
-``run.source == "ci"`` and this run's id. Everything else is reported and set aside, never published.
-Each artifact is downloaded into its own folder, so one can never overwrite another.
+the run's queues (``queue.json``, and the GPU runners' ``queue-gpu.json``) planned under that artifact name:
+same model, revision, task, device, cores and dtype, ``run.source == "ci"`` and this run's id. Everything else
+is reported and set aside, never published. Each artifact is downloaded into its own folder, so one can never
+overwrite another.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from pipeline.records.validate import Problem, check_file
 
 #: The artifact of one matrix entry is ``record-<entry["artifact"]>`` holding ``<entry["artifact"]>.json``.
 ARTIFACT_PREFIX = "record-"
-_MATCHED = ("model_id", "revision", "task", "cores", "dtype")
+_MATCHED = ("model_id", "revision", "task", "device", "cores", "dtype")
 
 
 @dataclass
@@ -31,28 +33,35 @@ class Collected:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _entries(queue_file: Path) -> dict[str, dict[str, Any]]:
-    try:
-        queue = json.loads(queue_file.read_text(encoding="utf-8"))
-        entries = [e for chunk in queue["chunks"] for e in chunk["include"]]
-        return {str(e["artifact"]): e for e in entries}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RecordError(f"{queue_file}: not a queue.json written by the queue: {exc}") from exc
+def _entries(queue_files: Sequence[Path]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for queue_file in queue_files:
+        try:
+            queue = json.loads(queue_file.read_text(encoding="utf-8"))
+            entries = [e for chunk in queue["chunks"] for e in chunk["include"]]
+            named = {str(e["artifact"]): e for e in entries}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise RecordError(f"{queue_file}: not a queue.json written by the queue: {exc}") from exc
+        twice = sorted(set(named) & set(out))
+        if twice:  # one artifact name, two jobs: which record is which could not be told
+            raise RecordError(f"{queue_file}: artifact {twice[0]!r} is also in another queue of this run")
+        out.update(named)
+    return out
 
 
-def collect_records(downloaded: Path, *, queue_file: Path, run_id: str, out: Path) -> Collected:
-    """Copy into ``out`` the records of ``downloaded`` (one folder per artifact) that the queue planned.
+def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_id: str, out: Path) -> Collected:
+    """Copy into ``out`` the records of ``downloaded`` (one folder per artifact) that the run's queues planned.
 
     Args:
         downloaded: Folder holding one sub-folder per downloaded artifact (``record-<artifact>/``).
-        queue_file: The run's ``queue.json``.
+        queue_file: The run's ``queue.json`` (and the GPU runners' queue: one file or several).
         run_id: The run's id: every accepted record names it in ``run.github_run_id``.
         out: Where the accepted records go (created; one file per artifact).
 
     Raises:
-        RecordError: ``queue_file`` is unreadable.
+        RecordError: a queue file is unreadable, or two of them name one artifact.
     """
-    entries = _entries(queue_file)
+    entries = _entries([queue_file] if isinstance(queue_file, Path) else list(queue_file))
     result = Collected()
     out.mkdir(parents=True, exist_ok=True)
     folders = sorted(downloaded.iterdir()) if downloaded.is_dir() else []

@@ -40,10 +40,15 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics).
-LAYOUT_VERSION = 3
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the price of the row's
+#: instance and its task's cost (:data:`BUILD_COLUMNS`).
+LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((3, "sentences_per_s"), (2, "layout_version"))
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = (
+    (4, "price_usd_per_hour"),
+    (3, "sentences_per_s"),
+    (2, "layout_version"),
+)
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -137,8 +142,20 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("diffusers_version", ("versions", "diffusers"), _STR),
     ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
     ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
+    # layout 4: no record field. The price of the row's instance under the build's purchase option and its task's
+    # cost, computed when the row is built (pipeline.prices.row_costs) and kept with it.
+    ("price_usd_per_hour", (), _FLOAT),
+    ("price_option", (), _STR),
+    ("price_region", (), _STR),
+    ("price_source", (), _STR),
+    ("price_as_of", (), _STR),
+    ("cost_usd_per_million_tokens", (), _FLOAT),
+    ("cost_usd_per_thousand_images", (), _FLOAT),
+    ("cost_usd_per_million_sentences", (), _FLOAT),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
+#: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
+BUILD_COLUMNS: tuple[str, ...] = COLUMN_NAMES[COLUMN_NAMES.index("price_usd_per_hour") :]
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
 COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
     COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
@@ -228,7 +245,7 @@ def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
     (``record_id``, ``layout_version``, ``attempts``) has an empty first key. Paths are at most three deep."""
     plan: list[tuple[str, str, str | None, str | None, Any]] = []
     for name, path, kind in COLUMNS:
-        if name in ("record_id", "layout_version", "attempts"):
+        if name in ("record_id", "layout_version", "attempts") or not path:
             plan.append((name, "", None, None, None))
             continue
         assert 1 <= len(path) <= 3, path
@@ -238,7 +255,8 @@ def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
 
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
-    """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes."""
+    """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes; the build columns
+    (:data:`BUILD_COLUMNS`, the price and cost) are null until the dataset build fills them."""
     row: dict[str, Any] = {}
     for name, first, second, third, convert in _flatten_plan():
         if not first:
@@ -246,6 +264,8 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
                 row[name] = record_id(record)
             elif name == "layout_version":
                 row[name] = LAYOUT_VERSION
+            elif name != "attempts":  # a build column: the dataset build prices the row
+                row[name] = None
             else:
                 row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
             continue

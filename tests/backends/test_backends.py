@@ -340,7 +340,11 @@ def test_cuda_names_and_bandwidth() -> None:
     assert gpu_bandwidth("Tesla T4") is None
 
 
-def test_cuda_backend_from_a_probe() -> None:
+def test_cuda_backend_from_a_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "CUDA_VISIBLE_DEVICES", None)
+    monkeypatch.setattr(constants, "TRNCAT_INSTANCE_TYPE", None)
     h200 = {"count": 1, "name": "NVIDIA H200", "total_memory": 150_000_000_000, "cuda": "12.8"}
     backend = CudaBackend(probe=lambda: h200)
     backend.check_available()
@@ -358,6 +362,22 @@ def test_cuda_backend_from_a_probe() -> None:
     with pytest.raises(BackendUnavailableError, match="GPU") as info:
         CudaBackend(probe=lambda: {"count": 0}).check_available()
     assert "\n" not in str(info.value)
+
+
+def test_cuda_on_a_gpu_runner_stays_on_its_gpus_and_names_its_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline import constants
+    from pipeline.errors import ConfigError
+
+    monkeypatch.setattr(constants, "CUDA_VISIBLE_DEVICES", "4,5")
+    monkeypatch.setattr(constants, "TRNCAT_INSTANCE_TYPE", "p5.48xlarge")
+    h100 = {"count": 2, "name": "NVIDIA H100 80GB HBM3", "total_memory": 1, "cuda": "12.8"}
+    backend = CudaBackend(probe=lambda: h100)
+    assert backend.environment(cores=1) == {"CUDA_VISIBLE_DEVICES": "4"}
+    assert backend.environment(cores=2) == {"CUDA_VISIBLE_DEVICES": "4,5"}
+    with pytest.raises(ConfigError, match="needs 4 GPU"):
+        backend.environment(cores=4)
+    assert backend.hardware(cores=1)["instance_type"] == "p5.48xlarge"  # what prices the row
+    assert backend.hardware(cores=1)["name"] == "nvidia-h100-80gb-hbm3"  # rows stay keyed by the GPU
 
 
 # --- the CLI without torch_neuronx -----------------------------------------------------------------

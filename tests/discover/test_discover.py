@@ -28,6 +28,7 @@ from pipeline.discover import (
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
 from pipeline.queue import build_queue
+from pipeline.types import TASKS
 from tests import FIXTURES
 
 TODAY = dt.date(2026, 11, 30)
@@ -258,6 +259,10 @@ def test_shipped_selected_and_exclusions_are_valid() -> None:
     tasks = [s.task for s in selected]
     assert tasks.count(TG) >= 20 and tasks.count(ITT) >= 15
     assert "meta-llama/Llama-3.2-1B-Instruct" in {s.model_id for s in selected}
+    # The GPU runner class benchmarks the entries marked gpu (the Compare view): some of every task.
+    gpu = [s for s in selected if s.gpu]
+    assert {s.task for s in gpu} == set(TASKS) and len(gpu) < len(selected) / 4
+    assert "meta-llama/Llama-3.2-1B-Instruct" in {s.model_id for s in gpu}
     exclusions = load_exclusions()
     assert {e.kind for e in exclusions} <= {"low_priority", "incompatible"}
     assert any(e.model_id == "deepseek-ai/DeepSeek-V3" for e in exclusions)
@@ -272,6 +277,8 @@ def test_shipped_selected_and_exclusions_are_valid() -> None:
         ("models:\n  - {model_id: 'a b/c', task: text-generation}\n", r"models\[0\] \(a b/c\): model_id"),
         ("models:\n  - {model_id: a/b, task: text-generation}\n  - {model_id: A/B, task: text-generation}\n",
          r"models\[1\] \(A/B\): duplicates models\[0\]"),
+        ("models:\n  - {model_id: a/b, task: text-generation, gpu: yes please}\n",
+         r"models\[0\] \(a/b\): gpu: .*boolean"),
         ("models: [\n", r"not valid YAML \(line"),
         ("[]\n", r"top level: .*object"),
     ],

@@ -117,10 +117,11 @@ def data_of(html: str) -> dict[str, Any]:
 def test_a_row_shows_the_measurements_and_toolchain() -> None:
     html = render(latest=[row()])
     (cells,) = parse(html).rows
-    model, status, device, cores, compile_s, ttft, tps, wall, mem, params, date, toolchain = cells[1:]
+    model, status, device, cores, compile_s, ttft, tps, wall, cost, mem, params, date, toolchain = cells[1:]
     assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
     assert compile_s == "61.5 s later runs start in 9.8 s"  # a cold compile, and the warm start after it
     assert (ttft, tps, wall, mem, params) == ("31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
+    assert cost == "\u2014"  # a row built without a price table has no cost
     assert date == "2026-11-28"
     assert toolchain == "neuronx-cc 2.21.0 torch-neuronx 2.14.0 transformers 5.0.0"
     assert '<a class="hub" href="https://huggingface.co/acme/llama-1b"' in html
@@ -476,9 +477,11 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
         "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image",
     ]  # fmt: skip
     labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
-    assert labels["text-generation"] == labels["image-text-to-text"] == ["TTFT", "Decode tok/s", "Wall"]
-    assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"]
-    assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps"]
+    assert (
+        labels["text-generation"] == labels["image-text-to-text"] == ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens"]
+    )
+    assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim", "$ / 1M sentences"]
+    assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps", "$ / 1k images"]
     entries = {e["id"]: e for e in data["objects"]}
     embed, paint, gen = entries["acme/embed"], entries["acme/paint"], entries["acme/gen"]
     assert (embed["sps"], embed["l1"], embed["l32"], embed["dim"]) == (1032.0, 0.002, 0.031, 32)
@@ -499,11 +502,12 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
 @pytest.mark.parametrize(
     ("model_id", "headers", "cells", "absent"),
     [
-        ("acme/gen", ["TTFT", "Decode tok/s", "Wall"], ["31 ms", "77.1", "72.9 s"], ["Sentences/s", "s / image"]),
-        ("acme/embed", ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim"], ["1032", "2 ms", "31 ms", "32"],
-         ["TTFT", "Decode tok/s", "s / image"]),
-        ("acme/paint", ["s / image", "Steps/s", "VAE decode", "Resolution · steps"],
-         ["520 ms", "41.0", "30 ms", "1024² · 4 steps"], ["TTFT", "Decode tok/s", "Sentences/s"]),
+        ("acme/gen", ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens"], ["31 ms", "77.1", "72.9 s", "\u2014"],
+         ["Sentences/s", "s / image", "$ / 1k images"]),
+        ("acme/embed", ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim", "$ / 1M sentences"],
+         ["1032", "2 ms", "31 ms", "32", "\u2014"], ["TTFT", "Decode tok/s", "s / image", "$ / 1M tokens"]),
+        ("acme/paint", ["s / image", "Steps/s", "VAE decode", "Resolution · steps", "$ / 1k images"],
+         ["520 ms", "41.0", "30 ms", "1024² · 4 steps", "\u2014"], ["TTFT", "Decode tok/s", "Sentences/s"]),
     ],
 )  # fmt: skip
 def test_the_server_renders_the_first_tasks_own_headers_and_cells(
@@ -567,3 +571,63 @@ def test_a_toolchain_label_names_the_tasks_own_library() -> None:
     assert toolchain_label(image) == "neuronx-cc 2.28 · transformers 5.24.0 · diffusers 0.42.1"
     embed = {**generation, "sentence_transformers_version": "6.2.0"}
     assert toolchain_label(embed).endswith("· sentence-transformers 6.2.0")
+
+
+def _gpu_row(model_id: str, hardware: str = "nvidia-h100-80gb-hbm3", **overrides: Any) -> dict[str, Any]:
+    gpu = row(model_id, device="cuda", hardware={"name": hardware, "instance_type": "p5.48xlarge",
+                                                 "core_config": None, "cores_available": 8}, **overrides)  # fmt: skip
+    return gpu
+
+
+def test_compare_pairs_each_trainium2_row_with_each_gpu_row_never_mixing_them() -> None:
+    from pipeline.page.compare import compare_pairs
+    from pipeline.prices import load_pricing, row_costs
+
+    pricing = load_pricing()
+    latest = [
+        row("acme/both"),
+        _gpu_row("acme/both", metrics={"decode_tokens_per_s": 154.2}),
+        _gpu_row("acme/both", hardware="nvidia-l40s", metrics={"decode_tokens_per_s": 38.55}),
+        row("acme/trn-only"),
+        _gpu_row("acme/gpu-only"),
+        row("acme/broken-gpu"),
+        flatten(sample_failure(model_id="acme/broken-gpu", device="cuda",
+                               hardware={"name": "nvidia-l40s", "instance_type": "g6e.xlarge", "core_config": None})),
+    ]  # fmt: skip
+    for r in latest:
+        r.update(row_costs(r, pricing))
+    pairs = compare_pairs(latest)
+    assert [(p["id"], p["sides"][1]["hw"]) for p in pairs] == [
+        ("acme/both", "nvidia-h100-80gb-hbm3"),
+        ("acme/both", "nvidia-l40s"),
+        ("acme/broken-gpu", "nvidia-l40s"),
+    ]  # one pair per GPU row; no pair for a model measured on one device only
+    by = {(p["id"], p["sides"][1]["hw"]): p for p in pairs}
+    h100 = by[("acme/both", "nvidia-h100-80gb-hbm3")]
+    assert [s["badge"] for s in h100["sides"]] == ["Trainium2", "cuda"]
+    assert [s["speed"] for s in h100["sides"]] == ["77.1", "154"]  # each side its own row's figure
+    assert h100["ratios"]["speed"] == "\u00d70.50" and h100["ratios"]["mem"] == "\u00d71.00"
+    # cost: $85.964/64 over 77.1 tok/s against $98.32/8 over 154.2 tok/s
+    trn_cost, gpu_cost = 85.964 / 64 / (77.1 * 3600) * 1e6, 98.32 / 8 / (154.2 * 3600) * 1e6
+    assert h100["ratios"]["cost"] == f"\u00d7{trn_cost / gpu_cost:.2f}"
+    assert by[("acme/both", "nvidia-l40s")]["ratios"]["speed"] == "\u00d72.00"
+    broken = by[("acme/broken-gpu", "nvidia-l40s")]
+    assert broken["sides"][1]["st"] == "fail" and set(broken["ratios"].values()) == {"\u2014"}
+    assert broken["sides"][1]["cost"] == "\u2014" and "did not pass" in broken["sides"][1]["price"]
+
+
+def test_the_cost_column_carries_its_price_in_the_cell_title_and_the_legend() -> None:
+    from pipeline.prices import load_pricing, row_costs
+
+    priced, unpriced = row("acme/priced"), row("acme/cpu", device="cpu", hardware={"name": "cpu-x86_64",
+                                                                                 "instance_type": None})  # fmt: skip
+    for r in (priced, unpriced):
+        r.update(row_costs(r, load_pricing()))
+    html = page.render_page(latest=[priced, unpriced], rankings=[], exclusions=[], scripts={})
+    assert ">$ / 1M tokens</th>" in html and 'id="cost-legend"' in html
+    assert 'title="At $85.964 per instance-hour (on_demand, us-east-2; SkyPilot catalog' in html
+    assert ">$4.84</td>" in html
+    from pipeline.page.catalog import price_text  # the CPU row is off the first (Trainium2) view: its title
+
+    assert price_text({"usd": None, "device": "cpu"}) == "No cost: a CPU row names no instance, so it has no price"
+    assert 'id="compare"' not in html  # no model has both a Trainium2 and a GPU row

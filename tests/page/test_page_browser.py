@@ -291,6 +291,11 @@ def _hostile_page() -> str:
     fail["neuronx_cc_version"] = PAYLOADS[0]
     odd = flatten(sample_record(model_id="acme/fine"))
     odd["model_id"] = PAYLOADS[4]  # a model id no validator let through: still only text
+    # A price table is a file anyone can pass (--prices): its text reaches the cost cells' titles and the Compare view.
+    fail.update(price_usd_per_hour=1.0, price_option=PAYLOADS[0], price_source=PAYLOADS[1], price_as_of=PAYLOADS[5])
+    odd.update(price_usd_per_hour=2.0, price_region=PAYLOADS[2], price_source=PAYLOADS[3])
+    odd["cost_usd_per_million_tokens"] = 1.0
+    gpu = {**odd, "device": "cuda", "hardware": PAYLOADS[1], "instance_type": PAYLOADS[0], "price_source": PAYLOADS[4]}
     rankings = [
         {"date": "2026-11-28", "task": "text-generation", "view": "selected", "rank": rank, "model_id": model_id}
         for rank, model_id in enumerate(["acme/broken", PAYLOADS[1], PAYLOADS[0], PAYLOADS[4], "acme/excluded"], 1)
@@ -300,7 +305,7 @@ def _hostile_page() -> str:
         {"model_id": PAYLOADS[2], "task": "text-generation", "reason": PAYLOADS[1], "kind": "gated"},
     ]
     scripts = {"acme/broken": {"run.py": text, "requirements.txt": PAYLOADS[1]}}
-    return render_page(latest=[fail, odd], rankings=rankings, exclusions=exclusions, scripts=scripts)
+    return render_page(latest=[fail, odd, gpu], rankings=rankings, exclusions=exclusions, scripts=scripts)
 
 
 @pytest.mark.parametrize("csp", [True, False], ids=["with-csp", "escaping-alone"])
@@ -335,6 +340,10 @@ def test_hostile_text_renders_as_text_and_no_script_runs(
     for payload in PAYLOADS:
         assert payload in shown or payload.strip() in shown, payload
     assert page.locator("tr.detail pre.message").first.inner_text() == " ".join(PAYLOADS)
+    compare = page.locator("#compare-table").inner_text()
+    assert PAYLOADS[4] in compare and PAYLOADS[1] in compare  # the model id and the GPU's hardware, as text
+    titles = page.eval_on_selector_all("td.cost, #rows td[title]", "els => els.map(e => e.title)")
+    assert any(PAYLOADS[3] in t for t in titles) and any(PAYLOADS[4] in t for t in titles)
     hrefs = page.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))")
     downloads = [h for h in hrefs if h.startswith("data:")]
     assert downloads and all(h.startswith("data:text/plain;charset=utf-8,") for h in downloads)  # inert text
@@ -396,4 +405,64 @@ def test_each_task_tab_shows_its_own_columns(
     assert headers()[6:9] == ["TTFT", "Decode tok/s", "Wall"] and _models(page) == ["acme/gen"]
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-tasks.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_the_compare_view_sets_a_trainium2_row_beside_a_cuda_row(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """One model measured on both devices: the Compare view shows each row as measured, with its badge, its
+    price's provenance on hover, and the ratios; the catalog table keeps showing the Trainium2 row."""
+    from pipeline.dataset import build, read_latest
+    from pipeline.prices import load_pricing
+
+    neuron = sample_record(model_id="acme/both")
+    cuda = sample_record(
+        model_id="acme/both",
+        device="cuda",
+        hardware={"name": "nvidia-l40s", "instance_type": "g6e.xlarge", "accelerator": "NVIDIA L40S",
+                  "core_config": None, "memory_per_core_bytes": 48 * 1024**3, "cores_available": 1},
+        versions={"torch_neuronx": None, "neuronx_cc": None, "runtime": None, "driver": None, "sdk": None,
+                  "cuda": "12.8"},
+        metrics={"decode_tokens_per_s": 100.0, "peak_device_memory_bytes": 2_500_000_000, "compile_s": 0.0,
+                 "warm_start_s": None, "compile_cache_hit": None},
+    )  # fmt: skip
+    only_trainium = sample_record(model_id="acme/alone")
+    dataset = tmp_path / "ds"
+    build([neuron, cuda, only_trainium], dataset, pricing=load_pricing())
+    site = tmp_path / "site"
+    site.mkdir()
+    html = render_page(latest=read_latest(dataset), rankings=[], exclusions=[], scripts={})
+    (site / "index.html").write_text(html, encoding="utf-8")
+    page, seen = _open(launch(), f"{serve(site)}/index.html")
+
+    pairs = page.locator("#compare-table tbody.pair")
+    assert pairs.count() == 1  # acme/alone has no GPU row: no pair
+    sides = pairs.first.locator("tr.side")
+    assert sides.count() == 2
+    trn, gpu = (sides.nth(k).locator("td").all_inner_texts() for k in (0, 1))
+    # The Trainium2 side: its badge, its hardware, 1 core, 77.1 tok/s, 2.9 GiB, $85.964 x 1/64 / (77.1 x 3600) x 1e6.
+    assert trn[:3] == ["acme/both", "Text generation\nspeed: Decode tok/s", "Trainium2"]
+    assert trn[3:] == ["trn2.48xlarge", "1", "77.1", "2.9 GiB", "$4.84"]
+    # The GPU side, as measured on its own device: $1.861 / (100 x 3600) x 1e6 = $5.17 per million tokens.
+    assert gpu == ["cuda", "nvidia-l40s\ng6e.xlarge", "1", "100", "2.3 GiB", "$5.17"]
+    badges = pairs.first.locator(".badge").evaluate_all("els => els.map(e => e.className)")
+    assert badges == ["badge b-trn", "badge b-dev"]
+    ratio = pairs.first.locator("tr.ratio td").all_inner_texts()
+    assert ratio == ["Trainium2 \u00f7 GPU", "\u00d70.77", "\u00d71.24", "\u00d70.94"]
+    titles = pairs.first.locator("td.cost").evaluate_all("els => els.map(e => e.title)")
+    assert "$85.964 per instance-hour (on_demand, us-east-2; SkyPilot catalog" in titles[0]
+    assert titles[0].endswith("(third party); undated), for the run's share of the instance")
+    assert "$1.861 per instance-hour (on_demand, us-east-1;" in titles[1]
+    # The catalog table: the Trainium2 row stands for the model, its cost in its own column with the same title.
+    headers = [t.strip() for t in page.locator("#catalog thead th").all_inner_texts()]
+    assert headers[6:10] == ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens"]
+    row = page.locator("#rows tr[data-i]").filter(has_text="acme/both")
+    cell = row.locator("td").nth(9)
+    assert cell.inner_text() == "$4.84" and "SkyPilot catalog" in (cell.get_attribute("title") or "")
+    row.locator("a.more").click()
+    assert "Price: At $85.964 per instance-hour (on_demand" in page.locator("tr.detail").inner_text()
+    assert "Cost: the row's share of its instance" in page.locator("#cost-legend").inner_text()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-compare.png"), full_page=True)
     assert seen["errors"] == [] and seen["dialogs"] == []

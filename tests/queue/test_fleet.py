@@ -100,32 +100,53 @@ def _entries(n: int, runner: str, seconds: int) -> list[dict]:
     ]
 
 
+PRICED = """instances:
+  trn2.48xlarge:
+    price_per_hour:
+      on_demand: {usd: 10.0, source: "a test's own figure", as_of: 2026-01-02, region: us-east-2}
+      capacity_block: null
+"""
+
+
 def test_estimate_reports_hours_money_and_a_fleet(tmp_path: Path) -> None:
     prices = tmp_path / "instances.yaml"
-    prices.write_text("instances:\n  trn2.48xlarge:\n    price_per_hour: {on_demand: 10.0, capacity_block: null}\n")
+    prices.write_text(PRICED)
     entries = _entries(200, "trn2-1c", 1800) + _entries(10, "trn2-16c", 3600)
-    estimate = estimate_sweep(entries, prices=load_instances(prices), target_hours=4)
+    estimate = estimate_sweep(entries, prices=load_instances(prices), target_hours=4, prices_file=prices)
     data = estimate.to_dict()
     assert data["by_size"]["1"]["jobs"] == 200 and data["by_size"]["16"]["core_hours"] == 160.0
     assert data["core_hours"] == 260.0 and data["makespan_hours"] <= 4
     assert data["cost_usd"]["on_demand"] == round(10.0 * estimate.instance_hours, 2)
     assert data["cost_usd"]["capacity_block"] is None
+    assert data["price"] == {"usd_per_hour": 10.0, "source": "a test's own figure", "as_of": "2026-01-02",
+                             "region": "us-east-2", "note": None}  # fmt: skip
     for item in data["fleet"]:
         parse_partition(item["partition"])  # what setup-runner.sh --partition auto will apply
     text = format_estimate(estimate)
-    assert "instance-hours" in text and "on_demand: $" in text and "--partition" in text
-    unpriced = estimate_sweep(entries, prices=load_instances(), target_hours=4)
-    assert "unknown (no price set" in format_estimate(unpriced)
+    assert "instance-hours" in text and "--partition" in text
+    dollars = f"${round(10.0 * estimate.instance_hours, 2):,.2f}"
+    assert f"Cost (on_demand): {dollars} = " in text and "$10/h (us-east-2; a test's own figure; 2026-01-02)" in text
+    # No price under the option asked for: "unknown", naming the option, the instance and the file; never $0.
+    blocks = estimate_sweep(entries, prices=load_instances(prices), target_hours=4, option="capacity_block",
+                            prices_file=prices)  # fmt: skip
+    assert f"Cost (capacity_block): unknown (no capacity_block price for trn2.48xlarge in {prices})" in format_estimate(
+        blocks
+    )
+    assert "At the other options: on_demand $" in format_estimate(blocks) and blocks.to_dict()["price"] is None
+    unpriced = estimate_sweep(entries, prices=None, target_hours=4)
+    assert "Cost (on_demand): unknown" in format_estimate(unpriced) and "$0" not in format_estimate(unpriced)
+    with pytest.raises(ConfigError, match="unknown price option"):
+        estimate_sweep(entries, prices=None, option="spot")
 
 
 def test_instances_file_is_checked(tmp_path: Path) -> None:
     shipped = load_instances()
-    assert shipped["trn2.48xlarge"].price_per_hour == {"on_demand": None, "capacity_block": None, "reserved": None}
+    assert shipped["trn2.48xlarge"].price_per_hour == {"on_demand": 85.964, "capacity_block": None, "reserved": None}
     bad = tmp_path / "bad.yaml"
     for text, message in [
-        ("instances:\n  p5.48xlarge: {}\n", "unknown instance"),
+        ("instances:\n  not-an-instance: {}\n", "not an EC2 instance type"),
         ("instances:\n  trn2.48xlarge: {price_per_hour: {spot: 1}}\n", "unknown price kind"),
-        ("instances:\n  trn2.48xlarge: {price_per_hour: {on_demand: -1}}\n", "non-negative"),
+        ("instances:\n  trn2.48xlarge: {price_per_hour: {on_demand: 1}}\n", "a bare number"),
         ("[]\n", "`instances` mapping"),
     ]:
         bad.write_text(text)
@@ -148,10 +169,11 @@ def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp
     toolchain = tmp_path / "toolchain.yaml"
     toolchain.write_text("neuronx_cc: 2.21.0\n")
 
-    def run(dataset: Path | None) -> dict:
+    def run(dataset: Path | None, *extra: str) -> dict:
         out = tmp_path / "cost.json"
         args = ["queue", "--candidates", str(discovery), "--toolchain", str(toolchain), "--out", str(tmp_path / "q")]
         args += ["--estimate", str(out), "--target-hours", "2"] + (["--dataset", str(dataset)] if dataset else [])
+        args += list(extra)
         assert main(args) == 0
         return json.loads(out.read_text())
 
@@ -164,6 +186,7 @@ def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp
     try:
         without = run(None)
         with_history = run(history)
+        reserved = run(history, "--price-option", "reserved")
     finally:
         queue_module.HubPlanner.__call__ = original  # type: ignore[method-assign]
     assert without["duration_sources"] == {"prior": 3} and with_history["duration_sources"] == {"history": 3}
@@ -172,3 +195,13 @@ def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp
     assert with_history["core_hours"] == round(3 * 250 / 3600, 2) < without["core_hours"]
     assert "### Sweep estimate" in with_history["markdown"] and with_history["fleet"]
     assert "Sweep estimate" in capsys.readouterr().err
+    # The shipped table prices a trn2.48xlarge on demand (a third party's figure, said so): dollars and the source.
+    hours, usd = with_history["instance_hours"], with_history["cost_usd"]["on_demand"]
+    assert usd == pytest.approx(85.964 * hours, abs=85.964 * 0.005)  # instance_hours is rounded to 0.01
+    assert with_history["price"]["source"].endswith("(third party)") and with_history["price"]["region"] == "us-east-2"
+    assert (
+        f"Cost (on_demand): ${usd:,.2f} = {hours} instance-hours x $85.964/h (us-east-2; SkyPilot catalog"
+        in (with_history["markdown"])
+    )
+    # No reserved price for a trn2.48xlarge: "unknown", never a guess.
+    assert reserved["cost_usd"]["reserved"] is None and "Cost (reserved): unknown" in reserved["markdown"]

@@ -347,3 +347,84 @@ def test_a_tasks_key_leaves_out_other_libraries_and_a_pipelines_own_resolution(t
         dtype="float32",
     )
     assert [e["model_id"] for e in newer.entries] == ["sd/tiny"]
+
+
+# -- the GPU runner class -------------------------------------------------------------------------------
+
+
+def test_the_gpu_queue_takes_the_selected_gpu_models_sized_in_gpus(tmp_path: Path) -> None:
+    from pipeline.prices import load_prices
+
+    h200 = load_prices()["p5en.48xlarge"].accelerators
+    l40s = load_prices()["g6e.xlarge"].accelerators
+    assert h200 is not None and l40s is not None
+    candidates = [cand("small/one"), cand("big/seventy"), cand("small/not-on-the-list"), cand("small/one", task=ITT)]
+    only = {("Small/One", TG), ("big/seventy", TG)}  # the Selected list's gpu entries (ids compare casefolded)
+    queue = build_queue(candidates=candidates, dataset_root=None, toolchain=TOOLCHAIN, planner=planner,
+                        device="cuda", instance="p5en.48xlarge", accelerators=h200, only=only)  # fmt: skip
+    by_model = {e["model_id"]: e for e in queue.entries}
+    assert set(by_model) == {"small/one", "big/seventy"}
+    small, big = by_model["small/one"], by_model["big/seventy"]
+    assert (small["runner"], small["cores"], small["device"], small["instance"]) == (
+        "gpu-1g",
+        1,
+        "cuda",
+        "p5en.48xlarge",
+    )
+    # 70B in bfloat16 is 141 GB of weights: with the KV cache and headroom, two 141 GB H200s.
+    assert (big["runner"], big["cores"]) == ("gpu-2g", 2)
+    skipped = {(s["model_id"], s["task"]): s["reason"] for s in queue.skipped}
+    assert skipped[("small/not-on-the-list", TG)] == skipped[("small/one", ITT)]
+    assert skipped[("small/one", ITT)].startswith("gpu: not marked `gpu: true`")
+    # On one 48 GB L40S the 70B model cannot run at all: skipped with the reason, never queued.
+    on_l40s = build_queue(candidates=candidates, dataset_root=None, toolchain=TOOLCHAIN, planner=planner,
+                          device="cuda", instance="g6e.xlarge", accelerators=l40s, only=only)  # fmt: skip
+    assert [e["model_id"] for e in on_l40s.entries] == ["small/one"]
+    reasons = {s["model_id"]: s["reason"] for s in on_l40s.skipped}
+    assert (
+        reasons["big/seventy"].startswith("does not fit")
+        and "1 x 48 GiB GPUs of a g6e.xlarge" in reasons["big/seventy"]
+    )
+    # A GPU row measured at this revision, workload and toolchain is not queued again; a neuron row is no GPU row.
+    dataset = tmp_path / "ds"
+    gpu_hw = {
+        "name": "nvidia-h200",
+        "instance_type": "p5en.48xlarge",
+        "accelerator": "NVIDIA H200",
+        "core_config": None,
+    }
+    build([record("small/one", device="cuda", hardware=gpu_hw), record("big/seventy")], dataset)
+    gpu_queue = {"device": "cuda", "instance": "p5en.48xlarge", "accelerators": h200, "only": only}
+    again = build_queue(candidates=candidates, dataset_root=dataset, toolchain={"transformers": "5.0.0"},
+                        planner=planner, **gpu_queue)  # fmt: skip
+    assert [e["model_id"] for e in again.entries] == ["big/seventy"]
+    with pytest.raises(ConfigError, match="GPU runner class"):
+        build_queue(candidates=candidates, dataset_root=None, toolchain=TOOLCHAIN, planner=planner, device="cuda")
+
+
+def test_queue_device_cuda_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    import datetime as dt
+
+    from pipeline.cli import main
+
+    discovery = tmp_path / "candidates.json"
+    found = Discovery(
+        dt.date(2026, 11, 30), TG, "selected",
+        [cand("meta-llama/Llama-3.2-1B-Instruct"), cand("acme/not-selected")],
+    )  # fmt: skip
+    discovery.write_text(json.dumps(found.to_dict()))
+    selected = tmp_path / "selected.yaml"
+    selected.write_text(f"models:\n  - model_id: meta-llama/Llama-3.2-1B-Instruct\n    task: {TG}\n    gpu: true\n"
+                        f"  - model_id: acme/not-selected\n    task: {TG}\n")  # fmt: skip
+    monkeypatch.setattr(HubPlanner, "__call__", lambda self, c: replace(_plan("llama-3.2-1b"), model=c.model_id))
+    out = tmp_path / "queue.json"
+    args = ["queue", "--candidates", str(discovery), "--device", "cuda", "--selected", str(selected), "--out", str(out)]
+    assert main(args) == 0
+    [entry] = json.loads(out.read_text())["chunks"][0]["include"]
+    assert (entry["model_id"], entry["runner"], entry["device"], entry["instance"]) == (
+        "meta-llama/Llama-3.2-1B-Instruct", "gpu-1g", "cuda", "p5en.48xlarge",
+    )  # fmt: skip
+    assert main([*args, "--instance", "trn2.48xlarge"]) == 2
+    assert "names no GPUs for it" in capsys.readouterr().err
+    assert main([*args, "--estimate", str(tmp_path / "cost.json")]) == 2
+    assert "a cuda queue has none" in capsys.readouterr().err

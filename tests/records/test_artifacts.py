@@ -90,3 +90,31 @@ def test_the_cli_sets_aside_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(RecordError):
         collect_records(downloaded, queue_file=tmp_path / "bad.json", run_id=RUN_ID, out=tmp_path / "o")
+
+
+def test_the_gpu_queue_is_collected_beside_the_trn2_queue_and_devices_must_match(tmp_path: Path) -> None:
+    queue, downloaded, (trn,) = _setup(tmp_path, ["acme/both"])
+    gpu_hw = {"name": "nvidia-h200", "instance_type": "p5en.48xlarge", "accelerator": "H200", "core_config": None}
+    gpu = {**trn, "device": "cuda", "runner": "gpu-1g", "artifact": trn["artifact"] + "--cuda"}
+    gpu_queue = tmp_path / "queue-gpu.json"
+    gpu_queue.write_text(json.dumps({"count": 1, "chunks": [{"include": [gpu]}], "skipped": []}))
+    _artifact(downloaded, trn["artifact"], {f"{trn['artifact']}.json": sample_record(model_id="acme/both")})
+    cuda = sample_record(model_id="acme/both", device="cuda", hardware=gpu_hw)
+    _artifact(downloaded, gpu["artifact"], {f"{gpu['artifact']}.json": cuda})
+    collected = collect_records(downloaded, queue_file=[queue, gpu_queue], run_id=RUN_ID, out=tmp_path / "out")
+    names = sorted(f"{entry['artifact']}.json" for entry in (trn, gpu))
+    assert sorted(Path(p).name for p in collected.accepted) == names
+    assert not collected.problems
+    # Without the GPU queue its artifact is no job of this run; and a neuron record under a GPU job is refused.
+    alone = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=tmp_path / "out2")
+    assert "is not in this run's queue" in str(alone.problems[0]) and len(alone.accepted) == 1
+    swapped = tmp_path / "swapped"
+    swapped.mkdir()
+    _artifact(swapped, gpu["artifact"], {f"{gpu['artifact']}.json": sample_record(model_id="acme/both")})
+    refused = collect_records(swapped, queue_file=[queue, gpu_queue], run_id=RUN_ID, out=tmp_path / "out3")
+    assert not refused.accepted and "does not match the queued job (device)" in str(refused.problems[0])
+    # Two queues naming one artifact cannot be told apart: refused outright.
+    with pytest.raises(RecordError, match="also in another queue"):
+        collect_records(downloaded, queue_file=[queue, queue], run_id=RUN_ID, out=tmp_path / "out4")
+    args = ["collect", str(downloaded), "--queue", str(queue), str(gpu_queue), "--out", str(tmp_path / "cli")]
+    assert main([*args, "--run-id", RUN_ID]) == 0

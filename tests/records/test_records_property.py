@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.records import arrow_schema, dump_record, flatten, parse_record, validate_record
+from pipeline.records import BUILD_COLUMNS, arrow_schema, dump_record, flatten, parse_record, validate_record
 from pipeline.testing.records import sample_failure, sample_record
 from tests import FIXTURES
 
@@ -697,6 +697,8 @@ def test_a_valid_record_survives_dump_parse_validate(record: dict[str, Any]) -> 
     assert validate_record(parsed, from_strict_json=True) == []
     table = pa.Table.from_pylist([flatten(parsed)], schema=arrow_schema())
     assert table.column("model_id").to_pylist() == [record["model_id"]]
+    # The price and cost columns are no record field: the dataset build fills them, never the record.
+    assert all(table.column(name).to_pylist() == [None] for name in BUILD_COLUMNS)
 
 
 def test_the_oracle_agrees_with_the_fixtures() -> None:

@@ -25,6 +25,23 @@ var TRNCAT_FORMAT = (function () {
     return String(v);
   }
   function rate(v) { return v === null || v === undefined ? "\u2014" : (v >= 100 ? v.toFixed(0) : v.toFixed(1)); }
+  function usd(v) {
+    // keep in step with pipeline/page/catalog.py usd_text
+    if (v === null || v === undefined) return "\u2014";
+    if (v >= 100) return "$" + v.toFixed(0);
+    if (v >= 1) return "$" + v.toFixed(2);
+    return v >= 0.01 ? "$" + v.toFixed(3) : "< $0.01";
+  }
+  function priceText(e) {
+    // a cost cell's title: the price it came from (keep in step with pipeline/page/catalog.py price_text)
+    if (e.usd === null || e.usd === undefined) {
+      return e.device === "cpu" ? "No cost: a CPU row names no instance, so it has no price" :
+        "No cost: the price table has no price for this row's instance under the build's purchase option";
+    }
+    var text = "At $" + String(e.usd) + " per instance-hour (" + e.popt + ", " + (e.preg || "region not stated") + "; " +
+      e.psrc + "; " + (e.pdate || "undated") + "), for the run's share of the instance";
+    return e.st !== "pass" ? text + "; no cost: the run did not pass" : text;
+  }
   function metric(e, m) {
     // a task metric's cell (keep in step with pipeline/page/html.py metric_text; m is one of D.taskViews[task].cols)
     var v = e[m.key];
@@ -32,6 +49,7 @@ var TRNCAT_FORMAT = (function () {
     if (m.fmt === "secs") return secs(v);
     if (m.fmt === "rate") return rate(v);
     if (m.fmt === "res") return v + "\u00b2" + (e.steps === null || e.steps === undefined ? "" : " \u00b7 " + e.steps + " steps");
+    if (m.fmt === "usd") return usd(v);
     return String(v);
   }
   function statusLabel(st) {
@@ -81,6 +99,7 @@ var TRNCAT_FORMAT = (function () {
     if (e.warm !== null && e.warm !== undefined) out.push([null, "The first run compiles in " + secs(e.compile) +
       "; later runs start in " + secs(e.warm) + " from the compile cache."]);
     // tv: the task's view (D.taskViews[task]): what its answer check compares
+    if (e.usd !== null && e.usd !== undefined) out.push([null, "Price: " + priceText(e) + "."]);
     if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: cosine " + e.cos + " between " + tv.compared +
       " and a CPU float32 reference of the same input" + (e.thr === null || e.thr === undefined ? "" :
       " (a pass needs at least " + e.thr + ")") + "."]);
@@ -99,7 +118,8 @@ var TRNCAT_FORMAT = (function () {
     if (lib && e.lib) lines.push(lib + " " + e.lib);
     return lines;
   }
-  return {secs: secs, bytes: bytes, params: params, rate: rate, metric: metric, statusLabel: statusLabel, command: command,
+  return {secs: secs, bytes: bytes, params: params, rate: rate, usd: usd, priceText: priceText, metric: metric,
+          statusLabel: statusLabel, command: command,
           toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText, runBadges: runBadges,
           runNotes: runNotes, fallbackCopy: fallbackCopy};
 })();

@@ -90,7 +90,11 @@
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
     }
     tr.appendChild(compile);
-    tableCols(e.task).forEach(function (m) { tr.appendChild(el("td", "num", metric(e, m))); });
+    tableCols(e.task).forEach(function (m) {
+      var td = el("td", "num", metric(e, m));
+      if (m.fmt === "usd") td.title = TRNCAT_FORMAT.priceText(e);
+      tr.appendChild(td);
+    });
     tr.appendChild(el("td", "num", bytes(e.mem)));
     tr.appendChild(el("td", "num", params(e.params)));
     tr.appendChild(el("td", "date", e.date || "\u2014"));

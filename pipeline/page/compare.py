@@ -1,0 +1,112 @@
+"""The Compare view: per model and task, its Trainium2 row and its GPU (cuda) row side by side.
+
+Each side is one latest row exactly as it was measured (speed, peak device memory, cost, its device badge and
+its hardware); the ratio line divides the Trainium2 figure by the GPU's, only where both runs passed. Rows are
+never merged, averaged or relabelled: a model with several GPU rows (an L40S, an H100) gets one pair per GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pipeline.page import plots
+from pipeline.page.catalog import DEVICE_LABELS, price_text, usd_text
+from pipeline.page.task_columns import task_view
+from pipeline.prices import TASK_COSTS
+from pipeline.records import representative
+
+#: The two sides of a pair, in the order they are shown.
+SIDES = ("neuron", "cuda")
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _figures(task: str, row: Mapping[str, Any]) -> dict[str, float | None]:
+    speed = task_view(task).speed
+    cost = TASK_COSTS.get(task)
+    return {
+        "speed": _number(row.get(speed.column)) if speed else None,
+        "mem": _number(row.get("peak_device_memory_bytes")),
+        "cost": _number(row.get(cost[0])) if cost else None,
+    }
+
+
+def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    speed = task_view(task).speed
+    figures = _figures(task, row)
+    value = figures["speed"]
+    if value is None or speed is None:
+        speed_text = "\u2014"
+    else:
+        speed_text = (
+            plots.fmt_seconds(value) if speed.fmt == "secs" else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
+        )
+    device = str(row.get("device"))
+    entry = {
+        "usd": row.get("price_usd_per_hour"),
+        "popt": row.get("price_option"),
+        "preg": row.get("price_region"),
+        "psrc": row.get("price_source"),
+        "pdate": row.get("price_as_of"),
+        "st": row.get("status"),
+        "device": device,
+    }
+    return {
+        "device": device,
+        "badge": DEVICE_LABELS.get(device, device),
+        "hw": row.get("hardware"),
+        "instance": row.get("instance_type"),
+        "cores": row.get("cores"),
+        "st": row.get("status"),
+        "speed": speed_text,
+        "mem": "\u2014" if figures["mem"] is None else plots.fmt_bytes(figures["mem"]),
+        "cost": usd_text(figures["cost"]),
+        "price": price_text(entry),
+    }
+
+
+def _ratio(trn: float | None, gpu: float | None) -> str:
+    return "\u2014" if trn is None or gpu is None or trn <= 0 or gpu <= 0 else f"\u00d7{trn / gpu:.2f}"
+
+
+def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Compare view's pairs: every (model, task) with a Trainium2 row and a GPU row in ``latest``.
+
+    Args:
+        latest: Latest rows (flat, :data:`pipeline.records.COLUMNS`).
+
+    Returns:
+        One pair per (model, task, GPU hardware), in model order: ``{"id", "task", "label", "speed", "sides",
+        "ratios"}``; ``sides`` are the Trainium2 row (the model's representative one) and the GPU row, each with
+        its badge and its figures as text; ``ratios`` Trainium2 ÷ GPU of speed, memory and cost ("—" unless both
+        passed).
+    """
+    by_key: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for row in latest:
+        if row.get("device") in SIDES:
+            by_key.setdefault((str(row["model_id"]), str(row["task"])), []).append(row)
+    pairs: list[dict[str, Any]] = []
+    for (model_id, task), rows in sorted(by_key.items()):
+        trainium = [r for r in rows if r.get("device") == "neuron"]
+        gpus = sorted((r for r in rows if r.get("device") == "cuda"), key=lambda r: str(r.get("hardware")))
+        if not trainium or not gpus:
+            continue
+        trn = representative([dict(r) for r in trainium])
+        view = task_view(task)
+        for gpu in gpus:
+            both = trn.get("status") == "pass" and gpu.get("status") == "pass"
+            a, b = _figures(task, trn), _figures(task, gpu)
+            pairs.append(
+                {
+                    "id": model_id,
+                    "task": task,
+                    "label": view.label,
+                    "speed": view.speed.label if view.speed else "",
+                    "sides": [_side(task, trn), _side(task, gpu)],
+                    "ratios": {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")},
+                }
+            )
+    return pairs

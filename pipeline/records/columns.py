@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -40,10 +40,11 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics).
-LAYOUT_VERSION = 3
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the model's family (schema
+#: 1.3's ``architecture``, ``model_type``, ``base_model``).
+LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((3, "sentences_per_s"), (2, "layout_version"))
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -137,6 +138,10 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("diffusers_version", ("versions", "diffusers"), _STR),
     ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
     ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
+    # schema 1.3 (layout 4): the model's family, what `trncat check` answers unmeasured models from
+    ("architecture", ("architecture",), _STR),
+    ("model_type", ("model_type",), _STR),
+    ("base_model", ("base_model",), _STRS),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
@@ -156,6 +161,9 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
+#: Optional fields of the record: absent when unknown, so a null column gives none back (threads before layout 2,
+#: guidance_scale when not set, schema 1.3's family).
+_OPTIONAL_FIELDS = frozenset({"threads", "guidance_scale", "architecture", "model_type", "base_model"})
 
 
 @functools.cache
@@ -290,7 +298,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool,
     carried by one task only (schema 1.2), optional in the record)."""
     return tuple(
         (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
-         name in ("threads", "guidance_scale"))
+         name in _OPTIONAL_FIELDS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -311,7 +319,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         if value is None:
             if optional:
-                continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
+                continue  # optional in the record (_OPTIONAL_FIELDS)
         elif convert is not None:
             value = convert(value)
         target = record
@@ -355,7 +363,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-def toolchain_label(row: dict[str, Any]) -> str:
+def toolchain_label(row: Mapping[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
     from pipeline.backends import backend_class
 

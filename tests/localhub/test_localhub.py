@@ -421,12 +421,8 @@ def test_model_info_answers_card_data_and_config_from_the_repo_files(localhub):
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "auto_map": {}}
     store.commit_files("org/ft", {"README.md": _CARD, "config.json": json.dumps(config).encode()})
     store.create_repo("org/sd", metadata={"pipeline_tag": "text-to-image"})
-    store.commit_files(
-        "org/sd",
-        {
-            "model_index.json": b'{"_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"]}'
-        },
-    )
+    index = {"_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"]}
+    store.commit_files("org/sd", {"model_index.json": json.dumps(index).encode()})
     store.create_repo("org/bare")
     api = _api(localhub)
 

@@ -9,38 +9,17 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-logger = logging.getLogger(__name__)
+from pipeline.hub import front_matter
 
 CARD_FILE = "README.md"
 #: The keys of config.json the summary keeps (what trncat and huggingface_hub's callers read from it).
 CONFIG_KEYS = ("architectures", "model_type", "auto_map", "quantization_config")
 #: A card or config larger than this is not parsed (a real card is a few KB; a YAML bomb is refused).
 MAX_PARSED_BYTES = 1 << 20
-
-
-def front_matter(text: str) -> dict[str, Any]:
-    """The YAML block that opens a model card (between two ``---`` lines), as a mapping; {} when there is none
-    or it is no mapping (the Hub then has no card metadata either)."""
-    lines = text.lstrip("\ufeff").splitlines()
-    if not lines or lines[0].strip() != "---":
-        return {}
-    try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
-    except StopIteration:
-        return {}
-    try:
-        data = yaml.safe_load("\n".join(lines[1:end]))
-    except yaml.YAMLError as exc:
-        logger.debug("a card's front matter is not YAML: %s", exc)
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 @functools.lru_cache(maxsize=4096)

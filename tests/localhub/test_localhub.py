@@ -443,7 +443,7 @@ def test_model_info_answers_card_data_and_config_from_the_repo_files(localhub):
 
 
 def test_a_card_without_yaml_or_with_broken_yaml_has_no_metadata(localhub):
-    from pipeline.localhub.cards import front_matter
+    from pipeline.hub import front_matter
 
     assert front_matter("# no front matter\n") == {}
     assert front_matter("---\n[unclosed\n---\n") == {}

@@ -6,6 +6,8 @@
 - :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
   once for the server side and the page's script;
 - :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
+- :mod:`~pipeline.page.families`: the table by architecture, and the family evidence the search box shows for a
+  model with no row (the rule ``trncat check`` answers by);
 - ``templates/``: the page's HTML, script and style sheet.
 
 A pure function of rows: it reads no file and talks to no Hub. May import: the top-level modules,

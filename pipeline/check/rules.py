@@ -129,6 +129,8 @@ def decide(
         items = [evidence("base_model", r) for _, base_rows in found for r in base_rows]
         return Decision(verdict, reason, items, tuple(r for _, base_rows in found for r in base_rows))
     bases_text = f", its base model{'s' if len(seen) > 1 else ''} {', '.join(seen)}" if seen else ""
+    for base_id in seen:  # a base measured elsewhere is named, never counted
+        cpu_note += _cpu_note(base_id, _elsewhere(rows_of(rows, base_id), task))
     if family is None or family.architecture is None:
         why = f"no Trainium2 result for it{bases_text}, and its architecture is unknown"
         return Decision("unknown", why + cpu_note)
@@ -147,7 +149,12 @@ def decide(
         if verdict == "likely-runs" and blocker:
             verdict, reason = "likely-fails", f"{reason}; but {blocker}"
         return Decision(verdict, reason, items, tuple(_sorted(stat.rows)))
-    elsewhere = f" ({stat.elsewhere} measured on CPU or cuda only: not Trainium2 evidence)" if stat.elsewhere else ""
+    plural = "s" if stat.elsewhere != 1 else ""
+    elsewhere = (
+        f" ({stat.elsewhere} model{plural} measured on CPU or cuda only: not Trainium2 evidence)"
+        if stat.elsewhere
+        else ""
+    )
     reason = f"no Trainium2 result for it{bases_text}, or for any {name} {task} model{elsewhere}"
     return Decision("unknown", reason + cpu_note)
 

@@ -40,7 +40,8 @@ def test_cpu_rows_of_the_model_or_its_base_are_never_trainium_evidence() -> None
     rows = [_row("me/model", device="cpu"), _row("org/base", device="cpu")]
     d = decide(model_id="me/model", revision=None, task=TG, rows=rows, hops=[_hop("org/base")], family=LLAMA)
     assert d.verdict == "unknown" and d.evidence == []
-    assert "me/model was measured on cpu only" in d.reason and "CPU or cuda only" in d.reason
+    assert "me/model was measured on cpu only" in d.reason and "org/base was measured on cpu only" in d.reason
+    assert "(2 models measured on CPU or cuda only: not Trainium2 evidence)" in d.reason
 
 
 def test_the_nearest_hop_with_a_result_decides_and_disagreeing_bases_are_a_failure() -> None:

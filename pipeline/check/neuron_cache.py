@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,13 @@ REGISTRY = "0_REGISTRY"
 MODES = ("inference", "training")
 #: Entries read per check (each is one small JSON download).
 MAX_ENTRIES = 12
+#: What of the cache's own text (a folder name, a dtype) is kept for printing: it is untrusted, and a terminal
+#: would act on an escape sequence in it.
+_PLAIN = re.compile(r"[^A-Za-z0-9._+-]")
+
+
+def _plain(text: str, limit: int = 40) -> str:
+    return _PLAIN.sub("", text)[:limit]
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,7 @@ def registry_entry(path: str) -> tuple[str, str, str] | None:
     model_id = f"{org}/{name}"
     if model_id_problem(model_id) is not None:
         return None
-    return parts[0].removeprefix("neuronxcc-"), model_type, model_id
+    return _plain(parts[0].removeprefix("neuronxcc-")), _plain(model_type), model_id
 
 
 def _int(value: Any) -> int | None:
@@ -97,7 +105,7 @@ def entry_config(data: Any, *, model_id: str, compiler: str) -> CachedConfig | N
         cores=_int(neuron.get("num_cores")) or _int(neuron.get("tp_degree")),
         batch_size=_int(neuron.get("batch_size")),
         sequence_length=_int(neuron.get("sequence_length")),
-        dtype=str(dtype)[:32] if isinstance(dtype, str) else None,
+        dtype=(_plain(dtype, 32) or None) if isinstance(dtype, str) else None,
     )
 
 

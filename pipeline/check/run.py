@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from pipeline.check.neuron_cache import CACHE_REPO, cached_configs, routes_text
 from pipeline.check.rules import Base, Decision, decide
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE
+from pipeline.ids import is_revision
 from pipeline.models import Family, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
 from pipeline.records import rows_of, trainium_rows
@@ -38,6 +40,8 @@ MAX_HOPS = 3
 MAX_BASES_PER_HOP = 8
 #: The verdicts after which no other route is looked for.
 RUNS = ("measured-pass", "likely-runs")
+#: A branch or tag name a revision may be given as (the Hub resolves it; the answer names the commit).
+REF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
 
 
 def check_model(
@@ -75,6 +79,8 @@ def check_model(
         raise ConfigError("name exactly one dataset: a Hub dataset repo or a local dataset folder")
     if task is not None:
         check_task(task)
+    if revision is not None and (not (is_revision(revision) or REF_NAME.fullmatch(revision)) or ".." in revision):
+        raise ConfigError(f"a revision is a 40-hex commit sha or a branch or tag name, got {revision[:80]!r}")
     timings: dict[str, float] = {}
     start = time.perf_counter()
     facts = read_model(hub, model_id, revision=revision)

@@ -258,3 +258,17 @@ def test_registry_paths_are_read_as_optimum_neuron_writes_them() -> None:
                  "neuronxcc-2.13/MODULE_1/model.neff", "neuronxcc-2.13/0_REGISTRY/0.0.22/opt/../etc/x.json",
                  "README.md"):  # fmt: skip
         assert registry_entry(path) is None, path
+
+
+def test_a_revision_is_checked_as_given_and_a_bad_one_refused(catalog) -> None:
+    from pipeline.errors import ConfigError
+
+    [first, *_] = reversed(catalog.store.history("acme/ft"))  # the repo's first commit: no files yet
+    answer = _check(catalog, "acme/ft", revision="main")
+    assert answer.revision and len(answer.revision) == 40 and answer.revision != first["sha"]
+    bare = _check(catalog, "acme/ft", revision=first["sha"])
+    # At that commit it had no card and no config: nothing names its base or its architecture.
+    assert bare.revision == first["sha"] and bare.verdict == "unknown" and bare.plan is None
+    for bad in ("../../etc", "main; rm -rf /", "-x"):
+        with pytest.raises(ConfigError):
+            _check(catalog, "acme/ft", revision=bad)

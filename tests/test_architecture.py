@@ -18,7 +18,9 @@ MAX_LINES = 400
 MAX_TOP_LEVEL_MODULES = 12
 #: Path fragments of the dataset layout that only pipeline/dataset/ may name (the CLI's help text describes
 #: the layout to people, so it may name it too).
-LAYOUT_PATHS = ("data/results", "data/latest", "data/rankings", "data/exclusions", "exclusions.parquet")
+LAYOUT_PATHS = (
+    "data/results", "data/latest", "data/rankings", "data/exclusions", "exclusions.parquet", "data/families",
+)  # fmt: skip
 
 #: The allowed directions: package -> the packages it may import (every package may import the top-level
 #: modules, which import no package). Read from the bottom up, it is the flow in docs/architecture.md: the

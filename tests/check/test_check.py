@@ -272,3 +272,18 @@ def test_a_revision_is_checked_as_given_and_a_bad_one_refused(catalog) -> None:
     for bad in ("../../etc", "main; rm -rf /", "-x"):
         with pytest.raises(ConfigError):
             _check(catalog, "acme/ft", revision=bad)
+
+
+def test_a_diffusers_pipeline_is_planned_from_its_component_configs_alone(catalog, tiny_models) -> None:
+    _upload(catalog.store, "acme/tiny-sd", tiny_models["text-to-image"],
+            {"library_name": "diffusers", "pipeline_tag": "text-to-image"})  # fmt: skip
+    mark = len(catalog.server.requests)
+    answer = _check(catalog, "acme/tiny-sd")
+    assert answer.task == "text-to-image" and answer.verdict == "unknown"
+    assert "StableDiffusionPipeline" in answer.reason
+    assert isinstance(answer.plan["cores"], int) and {c["name"] for c in answer.plan["components"]} >= {"unet", "vae"}
+    assert answer.run_py and "DiffusionPipeline" in answer.run_py
+    fetched = sorted(p.split("/resolve/", 1)[1].split("/", 1)[1].split("?")[0]
+                     for m, p in catalog.server.requests[mark:] if "/resolve/" in p and m == "GET")  # fmt: skip
+    assert "model_index.json" in fetched and "unet/config.json" in fetched
+    assert [p for p in fetched if WEIGHTS_OR_CODE.search(p)] == []

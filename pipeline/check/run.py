@@ -22,7 +22,7 @@ from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, cached_configs, routes_text
 from pipeline.check.rules import Base, Decision, decide
 from pipeline.errors import ConfigError, PipelineError
-from pipeline.hardware import DEFAULT_INSTANCE
+from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import is_revision
 from pipeline.models import Family, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
@@ -79,6 +79,7 @@ def check_model(
         raise ConfigError("name exactly one dataset: a Hub dataset repo or a local dataset folder")
     if task is not None:
         check_task(task)
+    get_instance(instance)  # an unknown instance is the caller's error, not a plan that could not be made
     if revision is not None and (not (is_revision(revision) or REF_NAME.fullmatch(revision)) or ".." in revision):
         raise ConfigError(f"a revision is a 40-hex commit sha or a branch or tag name, got {revision[:80]!r}")
     timings: dict[str, float] = {}

@@ -287,3 +287,16 @@ def test_a_diffusers_pipeline_is_planned_from_its_component_configs_alone(catalo
                      for m, p in catalog.server.requests[mark:] if "/resolve/" in p and m == "GET")  # fmt: skip
     assert "model_index.json" in fetched and "unet/config.json" in fetched
     assert [p for p in fetched if WEIGHTS_OR_CODE.search(p)] == []
+
+
+def test_an_unknown_instance_or_task_is_one_clear_error(
+    catalog, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", catalog.url)
+    assert main(["check", "acme/ft", "--dataset", DATASET, "--instance", "trn9.huge"]) != 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "trn9.huge" in err[0]
+    assert main(["check", "not a model id", "--dataset", DATASET]) != 0
+    assert "invalid model id" in capsys.readouterr().err

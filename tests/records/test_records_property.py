@@ -264,7 +264,7 @@ def _base_model(value: Any, where: str, out: Reasons) -> None:
 
 
 _ATTEMPT = _obj(
-    {"cores": _integer(1, column=False), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
+    {"cores": _integer(1), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
      "code": _text(0, 10**9, null=True)}
 )  # fmt: skip
 RECORD = _obj(

@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 MAX_HOPS = 3
 #: Base models followed per hop (a merge can name a dozen).
 MAX_BASES_PER_HOP = 8
+#: The task of a model whose listing (and whose bases') names none.
+DEFAULT_TASK = "text-generation"
 #: The verdicts after which no other route is looked for.
 RUNS = ("measured-pass", "likely-runs")
 #: A branch or tag name a revision may be given as (the Hub resolves it; the answer names the commit).
@@ -91,14 +93,12 @@ def check_model(
     timings["dataset"] = time.perf_counter() - mark
     mark = time.perf_counter()
     hops, known = _lineage(hub, facts, catalog, task)
-    timings["bases"] = time.perf_counter() - mark
-    task = (
-        task
-        or infer_task(facts.listing)
-        or next((t for b in known.values() if (t := infer_task(b.listing))), "text-generation")
-    )
-    mark = time.perf_counter()
     planned = facts if facts.runnable else _planned_base(hub, hops, known)
+    timings["bases"] = time.perf_counter() - mark
+    # An adapter's listing often names no task: its base's does.
+    bases = [b for b in (planned, *known.values()) if b is not None]
+    task = task or infer_task(facts.listing) or next((t for b in bases if (t := infer_task(b.listing))), DEFAULT_TASK)
+    mark = time.perf_counter()
     plan, plan_note = _plan(planned, task=task, instance=instance) if planned else (None, _no_plan_note(facts))
     timings["plan"] = time.perf_counter() - mark
     family = facts.family if facts.family.architecture else _base_family(hops, known, planned)

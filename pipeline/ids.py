@@ -1,4 +1,5 @@
-"""Hub model ids and revisions: untrusted text, validated before use anywhere."""
+"""Hub model ids and revisions, and the names a model's files give its family (architecture, model type, base
+models): untrusted text, validated before use anywhere."""
 
 from __future__ import annotations
 
@@ -51,3 +52,36 @@ def slug(model_id: str) -> tuple[str, str]:
     """``org/name`` -> ``(org, name)`` for paths such as ``scripts/<org>/<name>/``; validates first."""
     org, name = validate_model_id(model_id).split("/")
     return org, name
+
+
+# -- a model's family: the names its files and card give (untrusted text too) ----------------------------------
+#: A class name as config.json's ``architectures`` or model_index.json's ``_class_name`` gives it.
+ARCHITECTURE_RE = re.compile(r"\A[A-Za-z_][A-Za-z0-9_]{0,127}\Z")
+#: A config's ``model_type`` (``llama``, ``qwen2_vl``, ``xlm-roberta``).
+MODEL_TYPE_RE = re.compile(r"\A[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+#: Base models kept from a card: a merge can name a dozen; past this many the rest are dropped.
+MAX_BASE_MODELS = 32
+
+
+def architecture_name(value: object) -> str | None:
+    """``value`` when it is a plain class name (what a record's ``architecture`` holds), else None."""
+    return value if isinstance(value, str) and ARCHITECTURE_RE.fullmatch(value) else None
+
+
+def model_type_name(value: object) -> str | None:
+    """``value`` when it is a plain ``model_type`` (what a record's ``model_type`` holds), else None."""
+    return value if isinstance(value, str) and MODEL_TYPE_RE.fullmatch(value) else None
+
+
+def base_model_ids(value: object) -> tuple[str, ...]:
+    """The valid Hub ids of a card's ``base_model`` (a string or a list of them), in order, each once.
+
+    A card is free text: an entry that is no Hub id (a local path, a URL, a number) is left out, and so is
+    everything past :data:`MAX_BASE_MODELS`.
+    """
+    entries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    found: dict[str, None] = {}
+    for entry in entries:
+        if isinstance(entry, str) and model_id_problem(entry.strip()) is None:
+            found.setdefault(entry.strip(), None)
+    return tuple(found)[:MAX_BASE_MODELS]

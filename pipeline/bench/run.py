@@ -13,9 +13,9 @@ from pipeline.backends import Backend
 from pipeline.bench import harness
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
-from pipeline.models import ResolvedModel, resolve_local
+from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
 from pipeline.plan import resolve_workload
-from pipeline.records import dump_record
+from pipeline.records import dump_record, validate_record
 from pipeline.workload import Workload, default_workload
 
 if TYPE_CHECKING:
@@ -42,6 +42,17 @@ def resolve(
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     return resolve_hub(model, revision=revision, hub=hub, task=task)
+
+
+def family_of(resolved: ResolvedModel) -> Family:
+    """The record's family (schema 1.3): from the fetched folder's files, and the base models the Hub's card
+    metadata names when the folder holds no card (a Hub download fetches none)."""
+    if resolved.error is not None:  # nothing was fetched: the family is unknown, not the working directory's
+        return Family(base_model=resolved.base_model)
+    family = folder_family(resolved.path)
+    if not family.base_model and resolved.base_model:
+        family = Family(family.architecture, family.model_type, resolved.base_model)
+    return family
 
 
 def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.48xlarge") -> dict[str, Any] | None:
@@ -143,6 +154,9 @@ def bench_model(
         source=source,
         plan=plan,
     )
+    record.update(family_of(resolved).record_fields())
+    if problems := validate_record(record):  # the names were validated when read: a failure here is a bug
+        raise BenchError(f"the record of {resolved.model_id} with its family is invalid: {problems[0]}")
     try:
         fsatomic.write_text(out, dump_record(record))
     except OSError as exc:

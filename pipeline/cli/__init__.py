@@ -1,7 +1,8 @@
 """The ``trncat`` command: thin commands that parse, call one stage, print, and map errors to exit codes.
 
-Commands live in :mod:`pipeline.cli.stages` (discover, queue, plan, bench, localhub) and
-:mod:`pipeline.cli.data` (validate, build, publish, demo) and register with :func:`pipeline.cli.registry.command`.
+Commands live in :mod:`pipeline.cli.stages` (discover, queue, plan, bench, localhub),
+:mod:`pipeline.cli.data` (validate, build, publish, demo) and :mod:`pipeline.cli.check` (check), and register
+with :func:`pipeline.cli.registry.command`.
 Every command's help ends with an example; ``tests/cli/test_cli.py`` checks each is documented in the README.
 
 :mod:`pipeline.cli.demo` runs the whole flow offline. May import: every package (the CLI is the edge, where the
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline import __version__
-from pipeline.cli import data, stages  # noqa: F401  (importing them registers their commands)
+from pipeline.cli import check, data, stages  # noqa: F401  (importing them registers their commands)
 from pipeline.cli.registry import COMMANDS
 from pipeline.errors import PipelineError
 

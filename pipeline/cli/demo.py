@@ -4,7 +4,8 @@ It starts the local hub, seeds it with the tiny models it builds (as model repos
 beside a remote-code model and a gated one that discovery must keep out), a dataset repo and a Space holding
 what ``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
 it, merges the PR as a maintainer would, rebuilds the catalog Space from the dataset's main, and leaves both
-trees in ``out`` (``out/dataset/``, ``out/space/``).
+trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that the catalog
+has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
      {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
 )  # fmt: skip
 #: Models discovery must keep out, with their reason: they never reach the matrix.
+#: A fine-tune of the tiny Llama, uploaded after the benchmark: ``trncat check`` answers for it from its base model.
+FINE_TUNE = "trncat-demo/tiny-llama-finetune"
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
     ("trncat-demo/gated-model", "text-generation", {"gated": "manual", "downloads": 8000}),
@@ -67,6 +70,7 @@ class DemoSummary:
     pr: str | None = None
     merged: bool = False
     page: str | None = None
+    check: str | None = None
     seconds: float = 0.0
 
     @property
@@ -94,6 +98,10 @@ class DemoSummary:
             )
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<32} kept out: {reason}")
+        if self.check:
+            # The answer's lines, without the run.py it ends with (`trncat check` prints it whole).
+            head = self.check.split("\n\n", 1)[0].removesuffix(":")
+            lines.append("\n$ trncat check " + FINE_TUNE + "\n" + head + " follows in `trncat check`'s own output")
         lines.append(
             f"\n{self.pr or 'no PR'}{' (merged)' if self.merged else ''}; {self.page or 'page unchanged'}; "
             f"the dataset's main is in {self.out / DATASET_DIR}/, the Space in {self.out / SPACE_DIR}/ "
@@ -223,6 +231,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 )
                 changed = len(page.changed) + len(page.deleted)
                 summary.page = f"{changed} file(s) of the Space updated" if page.published else None
+                summary.check = _check_fine_tune(local.store, hub, work, echo)
                 _copy_trees(hub, out, work)
             finally:
                 restore()
@@ -231,6 +240,23 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
             shutil.rmtree(work, ignore_errors=True)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _check_fine_tune(store: Any, hub: Any, work: Path, echo: Callable[[str], None]) -> str:
+    """Upload a fine-tune of the tiny Llama (weights and all, as a real one; the check fetches none of them) and
+    answer for it from the dataset's merged main, as ``trncat check`` does."""
+    from pipeline.check import check_model
+
+    echo(f"check: {FINE_TUNE}, a fine-tune of trncat-demo/tiny-llama the catalog has not measured")
+    base = work / "models" / "tiny-llama"
+    card = "---\nbase_model: trncat-demo/tiny-llama\nlicense: apache-2.0\n---\n# A fine-tune of the tiny Llama\n"
+    files: dict[str, Path | bytes] = {p.relative_to(base).as_posix(): p for p in base.rglob("*") if p.is_file()}
+    files["README.md"] = card.encode()
+    store.create_repo(FINE_TUNE, metadata={"pipeline_tag": "text-generation", "library_name": "transformers"})
+    store.commit_files(FINE_TUNE, files, message="fine-tune of trncat-demo/tiny-llama")
+    # optimum-neuron's cache is not on the local hub: the demo does not look there.
+    answer = check_model(FINE_TUNE, hub=hub, dataset_repo=DATASET_REPO, cache_repo=None)
+    return answer.text()
 
 
 def _copy_trees(hub: Any, out: Path, work: Path) -> None:

@@ -8,20 +8,24 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
-- :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout.
+- :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
+- :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
+  check`` reads).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
-measured), publish, space and the CLI.
+measured), check (the family rows), publish, space and the CLI.
 """
 
 from __future__ import annotations
 
 from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
 from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
+from pipeline.dataset.families import family_rows, family_view, read_families
 from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
+    FAMILIES_FILE,
     FRONT_FILES,
     LATEST_DIR,
     RANKINGS_DIR,
@@ -53,12 +57,13 @@ from pipeline.dataset.read import (
     read_scripts,
     script_files,
 )
-from pipeline.dataset.summary import read_summary
+from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
     "overlay_problems",
     "EXCLUSIONS_FILE",
+    "FAMILIES_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",
     "LATEST_DIR",
@@ -72,6 +77,8 @@ __all__ = [
     "build",
     "change_kinds",
     "earlier_runs",
+    "family_rows",
+    "family_view",
     "iter_results",
     "latest_key",
     "migrate",
@@ -83,6 +90,7 @@ __all__ = [
     "published_ids",
     "read_changes",
     "read_exclusions",
+    "read_families",
     "read_latest",
     "read_rankings",
     "read_scripts",
@@ -95,6 +103,7 @@ __all__ = [
     "run_name",
     "held_paths",
     "shard_of",
+    "shard_paths",
     "summary_paths",
     "tree_digests",
     "write_exclusions",

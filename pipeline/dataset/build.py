@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
 from pipeline.dataset.changes import Change, change_rows, changes_table
+from pipeline.dataset.families import update_families
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.layout import (
     CHANGES_DIR,
@@ -357,6 +358,7 @@ def build(
                     written = True
             if written:
                 summary.scripts.append(folder)
+        update_families(stage, [change.after for change in summary.changes], latest=latest)
         write_front_files(
             stage,
             latest=latest,

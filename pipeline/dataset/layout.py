@@ -9,6 +9,7 @@ Layout::
     data/exclusions.parquet                   hand-kept and discovered exclusions
     data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
     data/summary.json                         the card's counts and the latest view's shard layout
+    data/families.parquet                     one small row per latest key: how its model fared, its family
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """
@@ -34,6 +35,7 @@ RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
 CHANGES_DIR = "data/changes"
 SUMMARY_FILE = "data/summary.json"
+FAMILIES_FILE = "data/families.parquet"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

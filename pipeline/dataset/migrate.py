@@ -2,8 +2,10 @@
 
 The rows and file names stay; only the column types change (layout 1 -> 2: ``attempts_json`` and
 ``history_json`` become the nested ``attempts`` and ``history``, ``rankings.date`` a date, ``threads`` and
-``layout_version`` are added). A reader of the Hub dataset (``datasets``, DuckDB) needs every file of a config
-in one layout, so a publish migrates every file of the repo it finds in an older layout in the same PR.
+``layout_version`` are added; 3 -> 4: the family columns of schema 1.3, filled where another row of the same model
+and revision holds them, else null, and ``data/families.parquet`` written from the whole latest view). A reader of
+the Hub dataset (``datasets``, DuckDB) needs every file of a config in one layout, so a publish migrates every file
+of the repo it finds in an older layout in the same PR.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import fsatomic
-from pipeline.dataset.layout import LATEST_DIR, RANKINGS_DIR, RESULTS_DIR, parquet_bytes, read_rows
+from pipeline.dataset.families import families_current, family_rows, write_families
+from pipeline.dataset.layout import FAMILIES_FILE, LATEST_DIR, RANKINGS_DIR, RESULTS_DIR, parquet_bytes, read_rows
 from pipeline.dataset.rankings import SNAPSHOT_SCHEMA
-from pipeline.dataset.read import latest_schema, layout_of, upgrade_row
+from pipeline.dataset.read import FAMILY_FIELDS, latest_schema, layout_of, read_latest, upgrade_row
 from pipeline.records import LAYOUT_VERSION, arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -37,13 +41,32 @@ def _old_rows_files(root: Path) -> list[Path]:
     return [p for p in files if layout_of(p) < LAYOUT_VERSION]
 
 
+def _families_missing(root: Path) -> bool:
+    return any((root / LATEST_DIR).glob("*.parquet")) and not families_current(root)
+
+
 def needs_migration(root: Path) -> bool:
-    """Whether a results, latest or rankings file of the folder is in an older layout.
+    """Whether a results, latest or rankings file of the folder is in an older layout, or the folder has latest
+    rows but no family index (``data/families.parquet``, layout 4).
 
     Raises:
         DatasetError: a file is unreadable.
     """
-    return bool(_old_rows_files(root) or _old_rankings(root))
+    return bool(_old_rows_files(root) or _old_rankings(root) or _families_missing(root))
+
+
+def _known_families(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(model id, revision) -> the family a current-layout row of the folder gives it (the family is the files'
+    at that revision, so every row of the same model and revision shares it)."""
+    known: dict[tuple[str, str], dict[str, Any]] = {}
+    files = [*sorted((root / RESULTS_DIR).glob("*.parquet")), *sorted((root / LATEST_DIR).glob("*.parquet"))]
+    for path in files:
+        if layout_of(path) < 4:
+            continue
+        for row in read_rows(path, ["model_id", "revision", *FAMILY_FIELDS]):
+            if any(row.get(name) for name in FAMILY_FIELDS):
+                known.setdefault((row["model_id"], row["revision"]), {name: row.get(name) for name in FAMILY_FIELDS})
+    return known
 
 
 def migrate(root: Path) -> list[str]:
@@ -56,11 +79,16 @@ def migrate(root: Path) -> list[str]:
         DatasetError: a file is unreadable.
     """
     rewritten: list[str] = []
+    old = _old_rows_files(root)
+    known = _known_families(root) if old else {}
     with fsatomic.staged_folder(root) as stage:
-        for path in _old_rows_files(root):
+        for path in old:
             relative = path.relative_to(root)
             schema = latest_schema() if relative.as_posix().startswith(LATEST_DIR) else arrow_schema()
             rows = [upgrade_row(row) for row in read_rows(path)]
+            for row in rows:
+                if not any(row.get(name) for name in FAMILY_FIELDS):
+                    row.update(known.get((row["model_id"], row["revision"]), {}))
             fsatomic.write_bytes(stage / relative, parquet_bytes(pa.Table.from_pylist(rows, schema=schema)))
             rewritten.append(relative.as_posix())
         for path in _old_rankings(root):
@@ -70,5 +98,8 @@ def migrate(root: Path) -> list[str]:
             relative = path.relative_to(root)
             fsatomic.write_bytes(stage / relative, parquet_bytes(pa.Table.from_pylist(rows, schema=SNAPSHOT_SCHEMA)))
             rewritten.append(relative.as_posix())
+        if _families_missing(stage):  # every latest shard is here, in the current layout now
+            write_families(stage, family_rows(read_latest(stage)))
+            rewritten.append(FAMILIES_FILE)
     logger.info("migrated %d file(s) of %s to dataset layout %d", len(rewritten), root, LAYOUT_VERSION)
     return rewritten

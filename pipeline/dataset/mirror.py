@@ -1,8 +1,9 @@
 """Partial mirrors of a remote dataset repo: which files a publish or a queue needs, and what a change touched.
 
 A publish builds its commit on a mirror holding ``data/summary.json``, the latest shards its records touch
-(by key hash) and the results files that could already hold its records (:func:`summary_paths`); a dataset
-without a summary gets its whole latest view mirrored once (:func:`publish_paths`), which writes the summary.
+(by key hash), the family index and the results files that could already hold its records
+(:func:`summary_paths`); a dataset without a summary gets its whole latest view mirrored once
+(:func:`publish_paths`), which writes the summary.
 A queue needs only the results.
 """
 
@@ -18,6 +19,7 @@ from pipeline.dataset.build import shard_of
 from pipeline.dataset.layout import (
     CARD_FILE,
     EXCLUSIONS_FILE,
+    FAMILIES_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
     SCRIPT_FILES,
@@ -78,8 +80,9 @@ def summary_paths(
 ) -> list[str]:
     """Which remote files a publish downloads when the dataset has ``data/summary.json``: the latest shards
     that hold any key of the records' models (every task, every hardware the summary names, so the scripts
-    come from the model's whole set of rows), the results files that could already hold the records, and
-    the overlay's paths (to tell an unchanged snapshot)."""
+    come from the model's whole set of rows), the results files that could already hold the records, the
+    family index (the build folds its changes into it) and the overlay's paths (to tell an unchanged
+    snapshot)."""
     keys = [(column_value(r, "model_id"), column_value(r, "task"), column_value(r, "hardware")) for r in records]
     hardware = {*summary["hardware"], *(h for _, _, h in keys)}
     digits = int(summary["shard_digits"])
@@ -87,6 +90,7 @@ def summary_paths(
     shards.update(shard_of((model_id, task, h), digits) for model_id, _, _ in keys for task in TASKS for h in hardware)
     wanted = {f"{LATEST_DIR}/{name}.parquet" for name in shards & set(summary["shards"])}
     wanted.update(results_files_since(list(remote_results), since))
+    wanted.add(FAMILIES_FILE)
     wanted.update(extra)
     return sorted(wanted)
 

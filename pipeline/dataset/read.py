@@ -31,6 +31,8 @@ HISTORY_COLUMN = "history"
 #: Layout 1 names of the nested columns (JSON text), read and upgraded by :func:`upgrade_row`.
 LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN = "history_json", "attempts_json"
 RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
+#: The record's family (schema 1.3), the columns layout 4 added.
+FAMILY_FIELDS = ("architecture", "model_type", "base_model")
 EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
 #: One history entry: a past run of the key (a subset of the results columns).
 HISTORY_FIELDS: tuple[str, ...] = (
@@ -63,6 +65,8 @@ def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
         entries = json.loads(row.pop(LEGACY_HISTORY_COLUMN) or "[]")
         row[HISTORY_COLUMN] = [{**e, "finished_at": _time(e.get("finished_at"))} for e in entries]
     row.setdefault("threads", None)
+    for name in FAMILY_FIELDS:  # layout 4 (schema 1.3): unknown in older files until migrate fills what it can
+        row.setdefault(name, None)
     row["layout_version"] = LAYOUT_VERSION
     return row
 

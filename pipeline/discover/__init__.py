@@ -7,18 +7,21 @@
 - :mod:`~pipeline.discover.selection`: the hand-kept ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``.
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records` (the schemas) and
-:mod:`pipeline.dataset` (the snapshot's files). Imported by: :mod:`pipeline.queue` (the candidates) and the CLI.
+:mod:`pipeline.dataset` (the snapshot's files). Imported by: :mod:`pipeline.queue` (the candidates),
+:mod:`pipeline.check` (the reasons a model is kept out) and the CLI.
 """
 
 from __future__ import annotations
 
 from pipeline.discover.candidates import (
     DISCOVERED_KINDS,
+    REMOTE_CODE_REASON,
     Candidate,
     Discovery,
     IneligibleKind,
     check_task_view,
     exclusion_index,
+    gated_reason,
     identity_problem,
     judge,
 )
@@ -46,6 +49,7 @@ __all__ = [
     "DEFAULT_SELECTED",
     "DISCOVERED_KINDS",
     "MAX_LIMIT",
+    "REMOTE_CODE_REASON",
     "SELECTED_LISTING_LIMIT",
     "Candidate",
     "Discovery",
@@ -58,6 +62,7 @@ __all__ = [
     "discover_all",
     "exclusion_index",
     "exclusion_rows",
+    "gated_reason",
     "identity_problem",
     "judge",
     "load_exclusions",

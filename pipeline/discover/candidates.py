@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 from pipeline.discover.selection import Exclusion
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
-from pipeline.ids import is_revision, model_id_problem
+from pipeline.ids import architecture_name, base_model_ids, is_revision, model_id_problem, model_type_name
 from pipeline.types import TASKS, VIEWS
 from pipeline.workload import check_task, task_source
 
@@ -33,6 +33,8 @@ class Candidate:
 
     ``rank`` is 1-based within the view. ``params`` is the listing's safetensors total (None when the Hub
     has none). ``eligible`` is False with ``kind`` and ``reason`` for a model the queue must not take.
+    ``architecture``, ``model_type`` and ``base_model`` are the model's family as the listing tells it (its
+    config summary and card metadata; validated by :mod:`pipeline.hub`).
     """
 
     model_id: str
@@ -52,11 +54,15 @@ class Candidate:
     kind: str | None = None
     reason: str | None = None
     note: str | None = None
+    architecture: str | None = None
+    model_type: str | None = None
+    base_model: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (tags as a list)."""
+        """JSON-ready dict (tags and base_model as lists)."""
         out = asdict(self)
         out["tags"] = list(self.tags)
+        out["base_model"] = list(self.base_model)
         return out
 
     @classmethod
@@ -104,6 +110,9 @@ class Candidate:
             kind=kind,
             reason=reason,
             note=note,
+            architecture=listing.architecture,
+            model_type=listing.model_type,
+            base_model=listing.base_model,
         )
 
     @classmethod
@@ -116,6 +125,10 @@ class Candidate:
         try:
             values = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
             values["tags"] = tuple(str(t) for t in values.get("tags") or ())
+            # A discovery file is read back as untrusted as the Hub's answer it came from.
+            values["architecture"] = architecture_name(values.get("architecture"))
+            values["model_type"] = model_type_name(values.get("model_type"))
+            values["base_model"] = base_model_ids(values.get("base_model"))
             candidate = cls(**values)
         except (KeyError, TypeError) as exc:
             raise ConfigError(f"not a discovery candidate: {exc}") from None
@@ -212,7 +225,7 @@ def judge(
     if (entry := excluded.get((key, task)) or excluded.get((key, None))) is not None:
         return entry.kind, entry.reason
     if listing.custom_code:
-        return "remote_code", "needs trust_remote_code (custom_code tag): trncat never runs remote code"
+        return "remote_code", REMOTE_CODE_REASON
     source = task_source(task)
     if listing.library_name != source.library:
         library = repr(listing.library_name) if listing.library_name else "not named"
@@ -222,5 +235,14 @@ def judge(
         tag = repr(listing.pipeline_tag) if listing.pipeline_tag else "not named"
         return "incompatible", f"pipeline tag is {tag}, not {' or '.join(source.pipeline_tags)}: not a {task} model"
     if listing.gated and not allow_gated:
-        return "gated", f"gated ({listing.gated} approval): the benchmark runners have no access to it"
+        return "gated", gated_reason(listing)
     return None, None
+
+
+#: Why a model tagged ``custom_code`` is kept out (and what ``trncat check`` answers for it).
+REMOTE_CODE_REASON = "needs trust_remote_code (custom_code tag): trncat never runs remote code"
+
+
+def gated_reason(listing: ModelListing) -> str:
+    """Why a gated model is kept out (and what ``trncat check`` says of one it cannot read)."""
+    return f"gated ({listing.gated} approval): the benchmark runners have no access to it"

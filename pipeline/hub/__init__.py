@@ -7,17 +7,20 @@
 - :mod:`~pipeline.hub.together`: independent calls sent at once (each waits a round trip to the Hub);
 - :mod:`~pipeline.hub.translate`: huggingface_hub's errors -> :mod:`pipeline.errors` (the only place);
 - :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call;
-- :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint.
+- :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint;
+- :mod:`~pipeline.hub.card`: a model card's YAML front matter (the Hub's ``cardData``).
 
 Collaborators build one :class:`Hub` at the edge (the CLI, the demo, a test) and pass it in.
 
 May import: the top-level modules only. Imported by: every package that reads or writes the Hub (the
-local hub's pytest plugin, models, plan, discover, queue, bench, publish, space, the CLI).
+local hub (its pytest plugin, the cards it answers), models, plan, discover, queue, bench, check, publish, space,
+the CLI).
 """
 
 from __future__ import annotations
 
 from pipeline.hub import together
+from pipeline.hub.card import front_matter
 from pipeline.hub.client import Hub
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
@@ -31,6 +34,7 @@ __all__ = [
     "RepoType",
     "file_additions",
     "file_deletions",
+    "front_matter",
     "git_blob_id",
     "point_client_at",
     "quiet_progress_bars",

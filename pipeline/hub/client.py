@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 from huggingface_hub import HfApi
 from huggingface_hub._commit_api import CommitOperation
+from huggingface_hub.hf_api import ExpandModelProperty_T
 
 from pipeline import constants
 from pipeline.errors import HubError, ParentMovedError
@@ -103,16 +104,17 @@ class Hub(RepoFiles):
             lambda: [ModelListing.from_info(info) for info in self._api.list_models(**query)],
         )
 
-    def model_info(self, repo_id: str, *, revision: str | None = None) -> ModelListing:
-        """One model's listing fields at a revision.
+    def model_info(self, repo_id: str, *, revision: str | None = None, files: bool = False) -> ModelListing:
+        """One model's listing fields at a revision (with its file paths when ``files``).
 
         Raises:
             RepoNotFoundError: no such model or revision.
             HubError: other failures.
         """
+        expand: list[ExpandModelProperty_T] = [*LISTING_EXPAND, "siblings"] if files else LISTING_EXPAND
         return self._call(
             f"model info of {repo_id}",
-            lambda: ModelListing.from_info(self._api.model_info(repo_id, revision=revision, expand=LISTING_EXPAND)),
+            lambda: ModelListing.from_info(self._api.model_info(repo_id, revision=revision, expand=expand)),
         )
 
     def fetch_config(self, repo_id: str, *, revision: str | None = None) -> dict[str, Any]:

@@ -11,7 +11,8 @@ Usage::
         ...
         restore()
 
-May import: the top-level modules, and :mod:`pipeline.hub` (its pytest plugin points a ``Hub`` at it).
+May import: the top-level modules, and :mod:`pipeline.hub` (its pytest plugin points a ``Hub`` at it; the card
+metadata it answers is read with the Hub's own front-matter rule).
 Imported by: the CLI (``trncat localhub serve``, the demo) and the tests.
 """
 

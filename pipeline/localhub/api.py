@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from pipeline.errors import StoreError
+from pipeline.localhub.cards import card_and_config
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok, split_rev
 from pipeline.localhub.repo import Repo
 from pipeline.localhub.storage import LocalHubStore
@@ -71,7 +72,7 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
     if (not rest or rest[:1] == ["revision"]) and m == "GET":
         sha = repo.resolve("/".join(rest[1:]) if rest else "main")
         blobs = req.arg("blobs") in {"1", "true", "True"}
-        return ok(repo_json(repo, sha, req, blobs=blobs, expand=req.args("expand") or None))
+        return ok(repo_json(repo, sha, req, blobs=blobs, expand=req.args("expand") or None, store=store))
     if rest[:1] == ["tree"] and m == "GET":
         rev, path = split_rev(rest[1:])
         return _tree(req, repo, rev, "/".join(path))
@@ -91,8 +92,15 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
 
 
 # -- repos and listing -------------------------------------------------------------------------------
-def repo_json(repo: Repo, sha: str, req: Request | None, *, blobs: bool = False, expand=None) -> dict[str, Any]:
-    """The info document huggingface_hub parses into ModelInfo / DatasetInfo."""
+def repo_json(
+    repo: Repo, sha: str, req: Request | None, *, blobs: bool = False, expand=None, store: LocalHubStore | None = None
+) -> dict[str, Any]:
+    """The info document huggingface_hub parses into ModelInfo / DatasetInfo.
+
+    ``cardData`` is the README's front matter and a model's ``config`` the summary of its config.json (or
+    model_index.json), as the Hub answers them (:mod:`pipeline.localhub.cards`); a repo's metadata may set
+    ``cardData`` for a repo without a README.
+    """
     meta, commit = repo.meta, repo.commits[sha]
     org = repo.repo_id.split("/")[0]
     out: dict[str, Any] = {
@@ -111,6 +119,13 @@ def repo_json(repo: Repo, sha: str, req: Request | None, *, blobs: bool = False,
         "tags": list(meta.get("tags", [])),
         "cardData": meta.get("cardData", {}),
     }
+    wanted = expand is None or "cardData" in expand or "config" in expand
+    if store is not None and wanted:
+        card, config = card_and_config(commit["tree"], store.blob_path)
+        if card is not None:
+            out["cardData"] = card
+        if config is not None and repo.repo_type == "model":
+            out["config"] = config
     if repo.repo_type == "model":
         out["modelId"] = repo.repo_id
         out["pipeline_tag"] = meta.get("pipeline_tag")
@@ -172,7 +187,7 @@ def _listing(store: LocalHubStore, req: Request, repo_type: str) -> Response:
     if expand is None:
         expand = ["modelId", "likes", "downloads", "trendingScore", "private", "tags", "pipeline_tag"]
         expand += ["library_name", "createdAt"]
-    return ok([repo_json(r, r.refs["main"], req, expand=expand) for r in page], headers=headers)
+    return ok([repo_json(r, r.refs["main"], req, expand=expand, store=store) for r in page], headers=headers)
 
 
 def _create_repo(store: LocalHubStore, req: Request) -> Response:

@@ -2,15 +2,27 @@
 
 - :mod:`~pipeline.models.gates`: the remote-code gates on config.json, model_index.json and modules.json (read
   as data; nothing of a repo is ever imported);
-- :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file.
+- :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file;
+- :mod:`~pipeline.models.family`: the model's family from its small files (architecture, model_type, the base
+  models its card or adapter config names).
 
 May import: the top-level modules (errors, ids) and :mod:`pipeline.hub` (for typing; the caller passes the
-``Hub``). Imported by: :mod:`pipeline.plan` (the gate on a pipeline's index), :mod:`pipeline.bench` (fetch and
-gates before a run).
+``Hub``; the card's front matter). Imported by: :mod:`pipeline.plan` (the gate on a pipeline's index),
+:mod:`pipeline.bench` (fetch and gates before a run; the record's family), :mod:`pipeline.check` (the gates and
+the family of a model the catalog has not measured).
 """
 
 from __future__ import annotations
 
+from pipeline.models.family import (
+    ADAPTER_CONFIG,
+    FAMILY_FILES,
+    Family,
+    adapter_base,
+    config_family,
+    folder_family,
+    transformer_config_path,
+)
 from pipeline.models.fetch import (
     ALLOW_PATTERNS,
     COMPONENT_FILES,
@@ -36,18 +48,24 @@ from pipeline.models.gates import (
 )
 
 __all__ = [
+    "ADAPTER_CONFIG",
     "ALLOW_PATTERNS",
     "COMPONENT_FILES",
+    "FAMILY_FILES",
+    "Family",
     "LEGACY_WEIGHTS",
     "PIPELINE_LIBRARIES",
     "SENTENCE_MODULE_PREFIX",
     "ResolvedModel",
+    "adapter_base",
     "check_model_index",
     "check_pipeline_classes",
     "check_remote_code",
     "check_sentence_modules",
+    "config_family",
     "content_revision",
     "diffusers_pipeline_module",
+    "folder_family",
     "known_model_types",
     "local_model_id",
     "pipeline_patterns",
@@ -55,4 +73,5 @@ __all__ = [
     "read_model_index",
     "resolve_hub",
     "resolve_local",
+    "transformer_config_path",
 ]

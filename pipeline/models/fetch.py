@@ -40,13 +40,15 @@ class ResolvedModel:
     """A model ready to benchmark: its folder, and the id and revision its record carries.
 
     ``error`` is set when the revision is known but the files could not be fetched (an infrastructure error
-    that still deserves a record).
+    that still deserves a record). ``base_model`` is what the Hub's card metadata names (the card itself is not
+    downloaded).
     """
 
     path: Path
     model_id: str
     revision: str
     error: str | None = None
+    base_model: tuple[str, ...] = ()
 
 
 def content_revision(folder: Path) -> str:
@@ -132,4 +134,4 @@ def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None, task: s
             path = hub.snapshot(model_id, revision=sha, allow_patterns=[*ALLOW_PATTERNS, *LEGACY_WEIGHTS])
     except HubError as exc:
         return ResolvedModel(path=Path("."), model_id=model_id, revision=sha, error=f"download failed: {exc}")
-    return ResolvedModel(path=Path(path), model_id=model_id, revision=sha)
+    return ResolvedModel(path=Path(path), model_id=model_id, revision=sha, base_model=info.base_model)

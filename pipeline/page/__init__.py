@@ -8,6 +8,8 @@
 - :mod:`~pipeline.page.compare`: the Compare view, a model's Trainium2 row beside its GPU row (speed, memory, cost and
   their ratio), each as measured;
 - :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
+- :mod:`~pipeline.page.families`: the table by architecture, and the family evidence the search box shows for a
+  model with no row (the rule ``trncat check`` answers by);
 - ``templates/``: the page's HTML, script and style sheet.
 
 A pure function of rows: it reads no file and talks to no Hub. A row's cost is shown with the price it was built with

@@ -37,6 +37,7 @@ from pipeline.page.catalog import (
     usd_text,
 )
 from pipeline.page.compare import compare_pairs
+from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
@@ -133,6 +134,8 @@ def _environment() -> jinja2.Environment:
     env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
     env.globals["price_text"] = price_text
+    env.filters["family_cores"] = cores_text
+    env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
         "sha256-" + base64.b64encode(hashlib.sha256(str(text).encode()).digest()).decode()
     )
@@ -186,6 +189,7 @@ def render_page(
         "devices": " and ".join(sorted({DEVICE_LABELS.get(e["device"], str(e["device"])) for e in elsewhere})),
         "updated": max((e["date"] for e in measured if e["date"]), default=None),
     }
+    families = family_table(latest)
     payload = {
         "cols": ENTRY_COLUMNS,
         "hcols": HISTORY_COLUMNS,
@@ -198,13 +202,17 @@ def render_page(
         "default": data["default"],
         "pageSize": PAGE_SIZE,
         "entries": [[e[c] for c in ENTRY_COLUMNS] for e in data["entries"]],
+        "fcols": FAMILY_COLUMNS,
+        "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
     }
     listing = data["lists"][f"{data['default']['task']}/{data['default']['view']}"]
     ssr = _ssr_rows(data)
     env = _environment()
     template = env.get_template("index.html.j2")
     return template.render(
-        app_js=Markup(_asset(env, "format.js") + _asset(env, "tasks.js") + _asset(env, "index.js")),
+        app_js=Markup(
+            _asset(env, "format.js") + _asset(env, "tasks.js") + _asset(env, "families.js") + _asset(env, "index.js")
+        ),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
         scripts_json=script_json(_inline_scripts(data["entries"], scripts)),
@@ -226,6 +234,7 @@ def render_page(
         total=len(listing["items"]),
         summary=summary,
         compare=compare_pairs(latest),
+        families=families,
         plots={
             task: plots.catalog_plots(
                 task=task,

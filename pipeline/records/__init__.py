@@ -5,7 +5,9 @@
 - :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
 - :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns), the
   representative row of a model, a row's toolchain label;
-- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust.
+- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust;
+- :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
+  the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
@@ -31,6 +33,19 @@ from pipeline.records.columns import (
     representative,
     toolchain_label,
     unflatten,
+)
+from pipeline.records.families import (
+    FAMILY_COLUMNS,
+    MEASURED,
+    TRAINIUM,
+    FamilyStat,
+    evidence,
+    family_row,
+    family_stat,
+    family_stats,
+    one_per_model,
+    rows_of,
+    trainium_rows,
 )
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 from pipeline.records.validate import (
@@ -58,13 +73,17 @@ __all__ = [
     "COLUMNS",
     "COLUMN_NAMES",
     "Collected",
+    "FAMILY_COLUMNS",
+    "FamilyStat",
     "LAYOUT_MARKERS",
     "LAYOUT_VERSION",
     "MAX_FUTURE",
     "MAX_RECORD_BYTES",
+    "MEASURED",
     "Problem",
     "Report",
     "SCHEMA_VERSION",
+    "TRAINIUM",
     "agreement_problems",
     "arrow_schema",
     "arrow_type",
@@ -72,16 +91,23 @@ __all__ = [
     "collect_records",
     "column_value",
     "dump_record",
+    "evidence",
+    "family_row",
+    "family_stat",
+    "family_stats",
     "flatten",
     "is_valid",
     "iter_record_files",
     "load_schema",
     "parse_record",
+    "one_per_model",
     "parse_time",
     "record_id",
     "representative",
+    "rows_of",
     "task_metric_problems",
     "toolchain_label",
+    "trainium_rows",
     "unflatten",
     "validate_paths",
     "validate_record",

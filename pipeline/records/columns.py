@@ -11,7 +11,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -40,15 +40,12 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the price of the row's
-#: instance and its task's cost (:data:`BUILD_COLUMNS`).
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the model's family (schema
+#: 1.3's ``architecture``, ``model_type``, ``base_model``), and the price of the row's instance and its task's cost
+#: (:data:`BUILD_COLUMNS`).
 LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = (
-    (4, "price_usd_per_hour"),
-    (3, "sentences_per_s"),
-    (2, "layout_version"),
-)
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -142,6 +139,10 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("diffusers_version", ("versions", "diffusers"), _STR),
     ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
     ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
+    # schema 1.3 (layout 4): the model's family, what `trncat check` answers unmeasured models from
+    ("architecture", ("architecture",), _STR),
+    ("model_type", ("model_type",), _STR),
+    ("base_model", ("base_model",), _STRS),
     # layout 4: no record field. The price of the row's instance under the build's purchase option and its task's
     # cost, computed when the row is built (pipeline.prices.row_costs) and kept with it.
     ("price_usd_per_hour", (), _FLOAT),
@@ -155,7 +156,9 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
-BUILD_COLUMNS: tuple[str, ...] = COLUMN_NAMES[COLUMN_NAMES.index("price_usd_per_hour") :]
+BUILD_COLUMNS: tuple[str, ...] = tuple(
+    name for name, path, _ in COLUMNS if not path and name not in ("record_id", "layout_version")
+)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
 COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
     COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
@@ -173,6 +176,9 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
+#: Optional fields of the record: absent when unknown, so a null column gives none back (threads before layout 2,
+#: guidance_scale when not set, schema 1.3's family).
+_OPTIONAL_FIELDS = frozenset({"threads", "guidance_scale", "architecture", "model_type", "base_model"})
 
 
 @functools.cache
@@ -310,7 +316,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool,
     carried by one task only (schema 1.2), optional in the record)."""
     return tuple(
         (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
-         name in ("threads", "guidance_scale"))
+         name in _OPTIONAL_FIELDS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -331,7 +337,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         if value is None:
             if optional:
-                continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
+                continue  # optional in the record (_OPTIONAL_FIELDS)
         elif convert is not None:
             value = convert(value)
         target = record
@@ -375,7 +381,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-def toolchain_label(row: dict[str, Any]) -> str:
+def toolchain_label(row: Mapping[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
     from pipeline.backends import backend_class
 

@@ -63,8 +63,12 @@ RUN_TEMPLATES = {
 }
 
 
-def run_script(record: dict[str, Any]) -> str:
-    """The generated ``run.py`` for a record: runs the model unmodified with the benchmark's workload."""
+def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
+    """The generated ``run.py`` for a record: runs the model unmodified with the benchmark's workload.
+
+    ``checked``: the record is the one ``trncat check`` assembles for a model the catalog has not measured (its
+    header says so instead of naming a benchmark result).
+    """
     return render(
         RUN_TEMPLATES.get(record["task"], "run.py.j2"),
         model_id=record["model_id"],
@@ -77,6 +81,7 @@ def run_script(record: dict[str, Any]) -> str:
         device=record["device"],
         status=record["status"],
         install=install_commands(record),
+        checked=checked,
     )
 
 

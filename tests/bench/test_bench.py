@@ -50,6 +50,8 @@ def test_tiny_models_pass_with_all_metrics(task: str, tiny_models: dict[str, Pat
     assert record["model_id"].startswith("local/")
     assert record["versions"]["torch"] == torch.__version__
     assert record["threads"] == record["cores"] == 1  # torch held to the record's cores, and the record says so
+    family = ("LlamaForCausalLM", "llama") if task == "text-generation" else ("LlavaForConditionalGeneration", "llava")
+    assert (record["architecture"], record["model_type"]) == family and "base_model" not in record
 
 
 def test_local_folder_identity_is_deterministic_and_overridable(tiny_models: dict[str, Path]) -> None:
@@ -164,10 +166,14 @@ def _upload(localhub, repo_id: str, folder: Path, **extra: bytes) -> str:
 def test_a_hub_model_is_fetched_at_its_revision_without_code_files(
     localhub, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    sha = _upload(localhub, "acme/tiny", tiny_models["text-generation"], **{"modeling_evil.py": b"raise SystemExit"})
+    card = b"---\nbase_model: acme/base\n---\n"
+    extra = {"modeling_evil.py": b"raise SystemExit", "README.md": card}
+    sha = _upload(localhub, "acme/tiny", tiny_models["text-generation"], **extra)
     record = _bench_hub("acme/tiny", localhub, tmp_path)
     assert record["status"] == "pass", record["failure"]
     assert (record["model_id"], record["revision"]) == ("acme/tiny", sha)
+    # The card is not downloaded: its base model comes from the Hub's card metadata.
+    assert record["base_model"] == ["acme/base"] and record["architecture"] == "LlamaForCausalLM"
     assert not list(localhub.cache_dir.rglob("*.py")), "code files must never be downloaded"
 
 

@@ -56,6 +56,8 @@ def test_a_tiny_sentence_transformers_model_passes_with_its_metric_set(
     assert record["versions"]["sentence_transformers"] and "diffusers" not in record["versions"]
     assert record["workload"]["batch_sizes"] == [1, 4] and record["workload"]["output_tokens"] == 0
     assert record["agreement"]["skipped"] == "the run itself is the CPU float32 reference"
+    # Schema 1.3's family: the transformer's (modules.json points at it), not the sentence-transformers wrapper.
+    assert (record["architecture"], record["model_type"]) == ("BertModel", "bert")
 
 
 def test_a_tiny_diffusers_pipeline_passes_at_its_own_resolution(tiny_models: dict[str, Path], tmp_path: Path) -> None:
@@ -69,6 +71,7 @@ def test_a_tiny_diffusers_pipeline_passes_at_its_own_resolution(tiny_models: dic
     assert m["steps_per_s"] > 20 / m["seconds_per_image"]  # the steps alone run faster than the whole image
     assert m["params"] > 1_000_000  # every component counts: UNet, VAE and text encoder
     assert record["versions"]["diffusers"] and "sentence_transformers" not in record["versions"]
+    assert record["architecture"] == "StableDiffusionPipeline" and "model_type" not in record  # a pipeline has none
 
 
 @pytest.mark.parametrize("task", [SE, T2I])

@@ -37,6 +37,10 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     rankings = pd.read_parquet(out / "data" / "rankings")
     assert set(rankings.view) == {"trending", "downloads"}
     assert "PR #1 on trncat-demo/results (merged)" in table  # published as a PR, merged, then the page rebuilt
+    # trncat check on a fine-tune the catalog has not measured: its base has CPU rows only, so no Trainium answer.
+    assert "$ trncat check trncat-demo/tiny-llama-finetune\ntrncat-demo/tiny-llama-finetune @ " in table
+    assert "(text-generation): unknown" in table and "trncat-demo/tiny-llama was measured on cpu only" in table
+    assert "trncat-demo/tiny-llama-finetune" not in set(latest.model_id)  # never benchmarked
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "trncat-demo/results" in card and "https://huggingface.co/spaces/trncat-demo/catalog" in card
     assert "sdk: static" in (space / "README.md").read_text(encoding="utf-8")

@@ -368,3 +368,24 @@ def test_new_tasks_judge_library_and_pipeline_tag_of_selected_models(localhub) -
 def test_selected_yaml_lists_the_new_tasks() -> None:
     tasks = {entry.task for entry in load_selected()}
     assert {SE, T2I} <= tasks
+
+
+def test_candidates_carry_the_family_the_listing_tells_with_no_request_per_model(localhub, tmp_path: Path) -> None:
+    store = localhub.store
+    seed(store, "org/ft", downloads=10)
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    store.commit_files("org/ft", {"config.json": json.dumps(config).encode(),
+                                  "README.md": b"---\nbase_model: org/base\n---\n"})  # fmt: skip
+    seed(store, "org/plain", downloads=5)
+    found = discover(hub=localhub.client, task=TG, view="downloads", limit=10, exclusions=[], today=TODAY)
+    by_id = {c.model_id: c for c in found.candidates}
+    assert (by_id["org/ft"].architecture, by_id["org/ft"].model_type, by_id["org/ft"].base_model) == (
+        "LlamaForCausalLM", "llama", ("org/base",)
+    )  # fmt: skip
+    assert by_id["org/plain"].architecture is None and by_id["org/plain"].base_model == ()
+    assert not [p for _, p in localhub.server.requests if PER_MODEL.match(p)]
+    # Written and read back (a discovery file is untrusted): the family survives, a forged one does not.
+    data = by_id["org/ft"].to_dict()
+    assert data["base_model"] == ["org/base"] and Candidate.from_dict(data) == by_id["org/ft"]
+    forged = Candidate.from_dict({**data, "architecture": "x y", "base_model": ["../etc", "org/b"]})
+    assert forged.architecture is None and forged.base_model == ("org/b",)

@@ -91,6 +91,34 @@ def test_model_info_config_and_params_at_a_revision(localhub):
     assert client.fetch_safetensors_params("org/tiny") == 123
 
 
+def test_a_listing_and_model_info_carry_the_model_s_family(localhub):
+    store = localhub.store
+    store.create_repo("org/ft", metadata={"pipeline_tag": "text-generation", "library_name": "transformers"})
+    card = b"---\nbase_model: [org/base, ./not-a-hub-id, org/base]\nbase_model_relation: adapter\n---\n"
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama"}
+    store.commit_files("org/ft", {"README.md": card, "config.json": json.dumps(config).encode()})
+    store.create_repo("org/odd", metadata={"pipeline_tag": "text-generation", "library_name": "transformers"})
+    hostile = {"architectures": ["Llama; rm -rf /"], "model_type": "../../x"}
+    store.commit_files(
+        "org/odd", {"config.json": json.dumps(hostile).encode(), "README.md": b"---\nbase_model: 7\n---\n"}
+    )
+
+    [ft, odd] = sorted(
+        localhub.client.list_models(task="text-generation", sort="downloads", limit=5), key=lambda m: m.id
+    )
+    assert (ft.architecture, ft.model_type, ft.base_model, ft.base_relation) == (
+        "LlamaForCausalLM",
+        "llama",
+        ("org/base",),
+        "adapter",
+    )
+    assert ft.files is None  # a listing never carries the file list
+    # Untrusted names are dropped, never passed on.
+    assert (odd.architecture, odd.model_type, odd.base_model) == (None, None, ())
+    info = localhub.client.model_info("org/ft", files=True)
+    assert info.base_model == ("org/base",) and info.files is not None and "config.json" in info.files
+
+
 def test_download_snapshot_and_files(localhub, tmp_path):
     store = localhub.store
     store.create_repo("org/tiny")

@@ -400,3 +400,53 @@ def test_every_connection_has_nagle_off(localhub, monkeypatch):
         assert [client.get(f"{localhub.url}/api/whoami-v2").status_code for _ in range(3)] == [200] * 3
     assert httpx2.get(f"{localhub.url}/api/whoami-v2").status_code == 200
     assert len(seen) == 2 and all(seen), seen
+
+
+_CARD = b"""---
+license: apache-2.0
+base_model:
+- meta-llama/Llama-3.2-1B
+base_model_relation: finetune
+tags: [trl]
+---
+# A fine-tune
+
+Some text with --- inside it.
+"""
+
+
+def test_model_info_answers_card_data_and_config_from_the_repo_files(localhub):
+    store = localhub.store
+    store.create_repo("org/ft", metadata={"pipeline_tag": "text-generation"})
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "auto_map": {}}
+    store.commit_files("org/ft", {"README.md": _CARD, "config.json": json.dumps(config).encode()})
+    store.create_repo("org/sd", metadata={"pipeline_tag": "text-to-image"})
+    index = {"_class_name": "StableDiffusionPipeline", "unet": ["diffusers", "UNet2DConditionModel"]}
+    store.commit_files("org/sd", {"model_index.json": json.dumps(index).encode()})
+    store.create_repo("org/bare")
+    api = _api(localhub)
+
+    info = api.model_info("org/ft", expand=["cardData", "config"])
+    assert (
+        info.card_data.base_model == ["meta-llama/Llama-3.2-1B"]
+        and info.card_data.get("base_model_relation") == "finetune"
+    )
+    # The Hub's summary of config.json, not the whole file.
+    assert info.config == {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "auto_map": {}}
+    assert api.model_info("org/sd").config == {"diffusers": {"_class_name": "StableDiffusionPipeline"}}
+    bare = api.model_info("org/bare")
+    assert bare.config is None and not bare.card_data
+    # The listing's expand answers them too, one request for the page.
+    listed = {m.id: m for m in api.list_models(expand=["cardData", "config"])}
+    assert listed["org/ft"].config["model_type"] == "llama" and listed["org/ft"].card_data.base_model
+    assert len(_models_requests(localhub)) == 1
+
+
+def test_a_card_without_yaml_or_with_broken_yaml_has_no_metadata(localhub):
+    from pipeline.hub import front_matter
+
+    assert front_matter("# no front matter\n") == {}
+    assert front_matter("---\n[unclosed\n---\n") == {}
+    assert front_matter("---\n- a list\n---\n") == {}
+    assert front_matter("---\nbase_model: a/b\n") == {}  # never closed
+    assert front_matter("\ufeff---\nbase_model: a/b\n---\ntext") == {"base_model": "a/b"}

@@ -631,3 +631,40 @@ def test_the_cost_column_carries_its_price_in_the_cell_title_and_the_legend() ->
 
     assert price_text({"usd": None, "device": "cpu"}) == "No cost: a CPU row names no instance, so it has no price"
     assert 'id="compare"' not in html  # no model has both a Trainium2 and a GPU row
+
+
+# -- the table by architecture (schema 1.3's family) --------------------------------------------------------------
+
+LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+
+
+def test_the_table_by_architecture_counts_trainium_rows_and_sets_cpu_rows_apart() -> None:
+    cpu = json.loads((TEST_FIXTURES / "valid" / "cpu_pass.json").read_text())
+    cpu.update(model_id="acme/on-cpu", schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama")
+    latest = [
+        row("acme/a", cores=2, **LLAMA),
+        row("acme/b", cores=8, **LLAMA),
+        fail_row("acme/c", code="ncc_eoom001", **LLAMA),
+        flatten(cpu),
+        row("acme/unknown-family"),
+    ]
+    html = render(latest=latest)
+    [family] = data_of(html)["fam"]
+    entry = dict(zip(data_of(html)["fcols"], family, strict=True))
+    assert (entry["arch"], entry["mt"], entry["task"], entry["n"], entry["pass"], entry["fail"]) == (
+        "LlamaForCausalLM", "llama", "text-generation", 3, 2, 1
+    )  # fmt: skip
+    assert (entry["cmin"], entry["cmax"], entry["codes"], entry["else"]) == (1, 8, [["ncc_eoom001", 1]], 1)
+    assert entry["tc"] == "neuronx-cc 2.21.0, torch-neuronx 2.14.0, transformers 5.0.0"
+    table = html.split('<table id="families">', 1)[1].split("</table>", 1)[0]
+    assert "<td>LlamaForCausalLM</td><td>llama</td><td>Text generation</td>" in table
+    assert '<td class="num">1–8</td><td>ncc_eoom001 ×1</td>' in table
+
+
+def test_an_untrusted_architecture_never_reaches_the_page_as_markup() -> None:
+    # The schema refuses such a name; a row read from a hand-made file could still carry one: it is escaped.
+    odd = row("acme/odd", **LLAMA)
+    odd["architecture"] = PAYLOADS[0]
+    html = render(latest=[odd])
+    assert PAYLOADS[0] not in html and "&lt;img src=x" in html
+    assert "\\u003cimg" in parse(html).scripts["trncat-data"]

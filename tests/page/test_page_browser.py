@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -465,4 +466,55 @@ def test_the_compare_view_sets_a_trainium2_row_beside_a_cuda_row(
     assert "Cost: the row's share of its instance" in page.locator("#cost-legend").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-compare.png"), full_page=True)
+
+
+def test_the_search_box_answers_a_model_with_no_row_from_its_family(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    llama = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+    latest = [
+        flatten(sample_record(model_id="acme/llama-a", cores=2, **llama)),
+        flatten(sample_record(model_id="acme/llama-b", cores=8, **llama)),
+        flatten(sample_failure(model_id="acme/llama-c", code="ncc_eoom001", **llama)),
+    ]
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text(render_page(latest=latest, rankings=[], exclusions=[], scripts={}), "utf-8")
+    base = serve(site)
+    context = launch()
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+    page, seen = _open(context, f"{base}/index.html")
+    card = page.locator("#family-card")
+    assert not card.is_visible()
+    # The table by architecture is there without any search.
+    assert "LlamaForCausalLM" in page.locator("#families").inner_text()
+
+    page.fill("#q", "someone/My-Llama-3-finetune")
+    assert card.is_visible() and _models(page) == []
+    text = card.inner_text()
+    assert "someone/My-Llama-3-finetune has no row in this catalog" in text
+    assert (
+        "LlamaForCausalLM (llama) · Text generation: 2 of 3 run on Trainium2 (fails: ncc_eoom001 ×1); cores 1–8" in text
+    )
+    assert "a guess from the name alone" in text
+    command = "trncat check someone/My-Llama-3-finetune"
+    assert card.locator("code.cmd").inner_text() == command
+    card.get_by_role("button", name="Copy command").click()
+    page.wait_for_function("() => document.querySelector('#family-card .command button').textContent === 'Copied'")
+    assert page.evaluate("navigator.clipboard.readText()") == command
+
+    page.fill("#q", "acme/llama-a")  # it has a row: no card, its row
+    assert not card.is_visible() and _models(page) == ["acme/llama-a"]
+    page.fill("#q", "other/qwen-thing")  # no family matches its name: the command alone
+    assert "No measured family matches its name" in card.inner_text() and card.locator("code.cmd").count() == 1
+
+    # A link can carry any search: text that is no model id is shown as text, and never offered as a command.
+    hostile = '<img src=x onerror="window.__pwned=1">/x; rm -rf ~'
+    page.goto(f"{base}/index.html#q={quote(hostile)}")
+    page.wait_for_selector("html[data-ready='1']")
+    assert card.is_visible() and hostile in card.inner_text() and card.locator("code.cmd").count() == 0
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-family-search.png"), full_page=True)
     assert seen["errors"] == [] and seen["dialogs"] == []

@@ -191,10 +191,10 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     requests = server.requests[mark:]
     assert result.published and result.summary.added == 10
     fetched = [p.split("/resolve/", 1)[1].split("/", 1)[1] for m, p in requests if "/resolve/" in p]
-    assert sorted(fetched) == ["data/latest/all.parquet", "data/summary.json"]
+    assert sorted(fetched) == ["data/families.parquet", "data/latest/all.parquet", "data/summary.json"]
     assert not any(m == "HEAD" for m, _ in requests), "one GET per file, no metadata round trip"
     assert len([p for _, p in requests if "/paths-info/" in p]) == 1, "the scripts' ids in one request"
-    assert len(requests) <= 17, requests
+    assert len(requests) <= 20, requests  # 17, and the family index's GET, LFS upload and verify
     assert sum(server.sent_bytes[sent:]) < 200_000
     assert "index.html" not in result.files and "README.md" in result.files
     # Models 35-39 were there: their scripts come out the same and stay out of the commit; 40-44 are new.
@@ -210,6 +210,10 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     assert (tree / "README.md").read_text() == card and "(46 models in the latest view)" in card
     summary = read_summary(tree)
     assert summary is not None and summary["total"] == 46 and summary["shards"] == ["all"]
+    # The family index the partial build updated is the one the whole latest view gives.
+    from pipeline.dataset import family_rows, read_families, read_latest
+
+    assert read_families(tree) == family_rows(read_latest(tree)) and "data/families.parquet" in result.files
     counts = summary["counts"]
     assert ["text-generation", "neuron", "pass", 45] in counts and ["text-generation", "neuron", "fail", 1] in counts
 

@@ -307,7 +307,10 @@ def _samples() -> list[dict[str, Any]]:
         sample_failure(status="error", stage="timeout", code="timeout", message="no answer in 900 s"),
         sample_record(task="image-text-to-text", workload={"image_size": 336}, plan=None, attempts=[]),
         sample_record(attempts=[{"cores": 1, "status": "fail", "stage": "oom", "code": "ncc_eoom001"}], cores=2),
-    ]
+        sample_record(schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama",
+                      base_model=["meta-llama/Llama-3.2-1B"]),
+        sample_record(schema_version="1.3", architecture="StableDiffusionPipeline"),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize("index", range(len(_samples())))
@@ -361,3 +364,59 @@ def test_a_non_ci_record_cannot_carry_ci_provenance(source: str) -> None:
     honest = sample_record(run={"source": source, "runner": None, "github_run_id": None, "github_sha": None})
     assert validate_record(honest) == []
     assert validate_record(sample_record()) == []  # a CI record names its run
+
+
+# -- schema 1.3: the model's family ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("architecture", "LlamaForCausalLM"),
+        ("architecture", None),
+        ("model_type", "xlm-roberta"),
+        ("model_type", "qwen2_vl"),
+        ("base_model", ["meta-llama/Llama-3.1-8B", "Qwen/Qwen2.5-7B"]),
+        ("base_model", None),
+    ],
+)
+def test_family_fields_are_optional_and_typed(field: str, value: Any) -> None:
+    assert validate_record(sample_record(schema_version="1.3", **{field: value})) == []
+    # Never gated by version: an older record may carry them too (1.3 adds optional fields only).
+    assert validate_record(sample_record(schema_version="1.1", **{field: value})) == []
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("architecture", "Llama For CausalLM"),
+        ("architecture", "1Llama"),
+        ("architecture", "x" * 129),
+        ("architecture", "LlamaForCausalLM\n"),
+        ("model_type", "../llama"),
+        ("model_type", ""),
+        ("model_type", 3),
+        ("base_model", []),
+        ("base_model", "meta-llama/Llama-3.1-8B"),
+        ("base_model", ["meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.1-8B"]),
+        ("base_model", ["./local/path"]),
+        ("base_model", ["org/a--b"]),
+        ("base_model", [f"org/m{i}" for i in range(33)]),
+    ],
+)
+def test_bad_family_fields_are_rejected_naming_the_field(field: str, value: Any) -> None:
+    problems = validate_record(sample_record(schema_version="1.3", **{field: value}))
+    assert problems and all(name.startswith(field) for name, _ in problems), problems
+
+
+def test_family_columns_are_layout_4_and_round_trip() -> None:
+    from pipeline.records import LAYOUT_MARKERS, LAYOUT_VERSION
+
+    assert LAYOUT_VERSION == 4 and LAYOUT_MARKERS[0] == (4, "architecture")
+    record = sample_record(schema_version="1.3", architecture="BertModel", model_type="bert", base_model=["o/b"])
+    row = flatten(record)
+    assert (row["architecture"], row["model_type"], row["base_model"]) == ("BertModel", "bert", ["o/b"])
+    assert unflatten(row) == record
+    # Absent (unknown) fields stay absent: a null column gives nothing back.
+    bare = unflatten(flatten(sample_record(schema_version="1.3")))
+    assert not {"architecture", "model_type", "base_model"} & set(bare)

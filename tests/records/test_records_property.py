@@ -233,8 +233,38 @@ def _batch_sizes(value: Any, where: str, out: Reasons) -> None:
 
 
 _OPTIONAL_TEXT = _text(null=True)
+_IDENTIFIER = frozenset(string.ascii_letters + string.digits + "_")
+
+
+def _architecture(value: Any, where: str, out: Reasons) -> None:
+    """Schema 1.3: a plain class name (``LlamaForCausalLM``): letters, digits, ``_``, not starting with a digit."""
+    if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= 128 or not set(value) <= _IDENTIFIER
+                              or value[0] in _DIGITS):  # fmt: skip
+        out.append((f"{where}: not a class name", None))
+
+
+def _model_type(value: Any, where: str, out: Reasons) -> None:
+    """Schema 1.3: a config's model_type (``qwen2_vl``, ``xlm-roberta``): alphanumeric first, then ``_.-`` too."""
+    if value is not None and (not isinstance(value, str) or not 1 <= len(value) <= 64
+                              or not set(value) <= _ALNUM | {"_", ".", "-"} or value[0] not in _ALNUM):  # fmt: skip
+        out.append((f"{where}: not a model_type", None))
+
+
+def _base_model(value: Any, where: str, out: Reasons) -> None:
+    """Schema 1.3: 1 to 32 distinct Hub model ids, or null."""
+    if value is None:
+        return
+    if not isinstance(value, list) or not 1 <= len(value) <= 32:
+        out.append((f"{where}: not a list of 1 to 32 model ids", None))
+        return
+    for index, item in enumerate(value):
+        _model_id(item, f"{where}.{index}", out)
+    if len({json.dumps(v, sort_keys=True) for v in value}) != len(value):
+        out.append((f"{where}: a model id twice", None))
+
+
 _ATTEMPT = _obj(
-    {"cores": _integer(1, column=False), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
+    {"cores": _integer(1), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
      "code": _text(0, 10**9, null=True)}
 )  # fmt: skip
 RECORD = _obj(
@@ -353,6 +383,10 @@ RECORD = _obj(
             null=True,
         ),
         "notes": _list_of(_text(1, 500), 32),
+        # schema 1.3: the model's family (optional, never gated by version)
+        "architecture": _architecture,
+        "model_type": _model_type,
+        "base_model": _base_model,
     },
 )
 
@@ -497,6 +531,8 @@ BASES: list[dict[str, Any]] = [
         "skipped": None}),
     sample_record(schema_version="1.0", agreement=None, notes=[],
                   metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}]}),
+    sample_record(schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama",
+                  base_model=["meta-llama/Llama-3.2-1B", "org/other-base"]),
     *(json.loads((FIXTURES / "valid" / f"{name}_cpu_pass.json").read_text(encoding="utf-8"))
       for name in ("sentence_embeddings", "text_to_image")),
 ]  # fmt: skip
@@ -591,7 +627,8 @@ _RETYPE = [str, repr, lambda v: [v], lambda v: {"value": v}, lambda v: float(v) 
 _EXTRA_KEYS = ["attempts", "plan", "iterations", "compile_cache_hit", "cuda", "tp_degree", "instance", "extra",
                "agreement", "notes", "warm_start_s", "cpu_fallback_ops", "torchvision", "steps", "batch_sizes",
                "sentences_per_s", "embedding_dim", "steps_per_s", "vae_decode_s", "diffusers",
-               "embedding_cosine", "denoiser_cosine", "guidance_scale"]  # fmt: skip
+               "embedding_cosine", "denoiser_cosine", "guidance_scale", "architecture", "model_type",
+               "base_model"]  # fmt: skip
 _BENIGN = ("leaf", "leaf", "status", "seconds", "memory", "ids")
 _KINDS = ("leaf", "leaf", "leaf", "any", "non_finite", "delete", "add", "retype", *_BENIGN[2:] * 2)
 _SECONDS = st.floats(0, 100) | st.integers(0, 100)

@@ -36,6 +36,7 @@
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
+  var FAMILIES = TRNCAT_FAMILIES(D, E, el, copyButton, function (t) { return taskView(t).label; });
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
   function statusCell(e) {
@@ -166,6 +167,7 @@
       frag.appendChild(tr);
     }
     tbody.replaceChildren(frag);
+    FAMILIES.update(state.q);
     $("info").textContent = v.shown.length ?
       "Showing " + (start + 1) + "\u2013" + Math.min(start + D.pageSize, v.shown.length) + " of " + v.shown.length +
       (v.shown.length < v.total ? " (" + v.total + " in this view)" : "") : "0 of " + v.total;

@@ -1,0 +1,48 @@
+"""``trncat check``: the catalog's answer on a model it may not have measured (a fine-tune, a quantization, an
+adapter, last week's release), from the model itself, its base models and its architecture.
+
+- :mod:`~pipeline.check.run`: the entry, :func:`check_model`;
+- :mod:`~pipeline.check.model`: the model's listing and small files (never weights, never code), its family,
+  its base models and whether trncat would run it;
+- :mod:`~pipeline.check.catalog`: the dataset's family rows, from its merged main (a few requests) or a folder;
+- :mod:`~pipeline.check.rules`: the verdict, in order (measured, base model, architecture, unknown);
+- :mod:`~pipeline.check.neuron_cache`: optimum-neuron's precompiled configurations, when the answer is not "runs";
+- :mod:`~pipeline.check.answer`: the JSON and the lines it prints, and the run.py to try.
+
+May import: the top-level modules, :mod:`pipeline.hub` (typing; the caller passes the ``Hub``),
+:mod:`pipeline.models` (the gates, the family), :mod:`pipeline.plan` (the plan), :mod:`pipeline.records` (the one
+rule for how a family fared), :mod:`pipeline.dataset` (the family rows), :mod:`pipeline.render` (run.py) and
+:mod:`pipeline.discover` (the reasons a model is kept out, in discover's words). Imported by: the CLI.
+"""
+
+from __future__ import annotations
+
+from pipeline.check.answer import JSON_KEYS, Answer
+from pipeline.check.catalog import Catalog, from_folder, from_repo
+from pipeline.check.model import ModelFacts, infer_task, read_model
+from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
+from pipeline.check.rules import VERDICTS, Base, Decision, Verdict, decide
+from pipeline.check.run import MAX_HOPS, check_model
+
+__all__ = [
+    "CACHE_REPO",
+    "JSON_KEYS",
+    "LOOKUP_COMMAND",
+    "MAX_HOPS",
+    "VERDICTS",
+    "Answer",
+    "Base",
+    "CachedConfig",
+    "Catalog",
+    "Decision",
+    "ModelFacts",
+    "Verdict",
+    "cached_configs",
+    "check_model",
+    "decide",
+    "from_folder",
+    "from_repo",
+    "infer_task",
+    "read_model",
+    "registry_entry",
+]

@@ -1,0 +1,91 @@
+"""What ``trncat check`` answers: the JSON it prints (:meth:`Answer.to_dict`, exactly its keys) and the few lines a
+person reads (:meth:`Answer.text`), ending with the ``run.py`` to try."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.check.neuron_cache import CachedConfig
+from pipeline.render import run_script
+
+#: The keys of ``trncat check --json``, in order.
+JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py")
+
+
+@dataclass
+class Answer:
+    """The answer on one model. ``planned`` is the model the plan and ``run_py`` are of (the checked one, or the
+    base it is an adapter or quantization of); ``plan_note`` says why there is no plan; ``routes`` are the
+    precompiled configurations optimum-neuron's cache holds; ``timings`` (seconds) and ``requests`` (per side:
+    ``model``, ``dataset``, ``cache``) are for the benchmarks."""
+
+    model_id: str
+    revision: str | None
+    task: str
+    verdict: str
+    reason: str
+    evidence: list[dict[str, Any]]
+    plan: dict[str, Any] | None
+    run_py: str | None
+    planned: str | None = None
+    plan_note: str | None = None
+    routes: list[CachedConfig] = field(default_factory=list)
+    catalog: str = ""
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py"}``."""
+        return {key: getattr(self, key) for key in JSON_KEYS}
+
+    def text(self) -> str:
+        """The answer for a person: verdict, why, the evidence, the plan, then the run.py to try."""
+        revision = f" @ {self.revision[:7]}" if self.revision else ""
+        lines = [f"{self.model_id}{revision} ({self.task}): {self.verdict}", f"  {self.reason}"]
+        for item in self.evidence[:8]:
+            code = f" ({item['failure_code']})" if item.get("failure_code") else ""
+            cores = f", {item['cores']} core(s)" if item.get("cores") else ""
+            lines.append(f"  - {item['kind']}: {item['model_id']} {item['status']}{code}{cores}, {item['toolchain']}")
+        if len(self.evidence) > 8:
+            lines.append(f"  - ... and {len(self.evidence) - 8} more (--json lists them all)")
+        if self.plan is not None:
+            of = "" if self.planned in (None, self.model_id) else f" (planned from {self.planned})"
+            fits = "fits" if self.plan["fits"] else "does not fit"
+            lines.append(f"  plan{of}: {self.plan['cores']} NeuronCore(s) on {self.plan['instance']} ({fits}): "
+                         f"{self.plan['advice']}")  # fmt: skip
+        elif self.plan_note:
+            lines.append(f"  plan: none ({self.plan_note})")
+        lines.append(f"  read from {self.catalog}")
+        if self.run_py is None:
+            lines.append("  no run.py: trncat has nothing it would run for this model")
+        else:
+            lines.append(f"  run.py to try ({self.planned}, {self.plan['cores'] if self.plan else 1} core(s)):")
+            lines.append("")
+            lines.append(self.run_py.rstrip("\n"))
+        return "\n".join(lines)
+
+
+def render_run_py(
+    *,
+    model_id: str,
+    revision: str | None,
+    task: str,
+    cores: int,
+    workload: dict[str, Any],
+    versions: Mapping[str, Any],
+) -> str:
+    """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``)."""
+    record = {
+        "model_id": model_id,
+        "revision": revision,
+        "task": task,
+        "dtype": "bfloat16",
+        "cores": cores,
+        "threads": None,
+        "workload": workload,
+        "device": "neuron",
+        "status": "pass",
+        "versions": dict(versions),
+    }
+    return run_script(record, checked=True)

@@ -1,0 +1,50 @@
+"""The catalog page's table by architecture, and the family evidence its search box shows for a model with no row:
+per architecture, model_type and task, how the family fared on Trainium2 on the toolchain it last ran with.
+
+The counts are :func:`pipeline.records.family_stats` of each latest row's family row, the rule ``trncat check``
+answers by, so the page and the command say the same. Rows without a known architecture belong to no family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pipeline.records import family_row, family_stats
+
+#: Columns of one family in the inline JSON (arrays, as the entries are).
+FAMILY_COLUMNS = ("arch", "mt", "task", "tc", "n", "pass", "fail", "cmin", "cmax", "codes", "else")
+
+
+def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per family the latest rows hold, most measured on Trainium2 first."""
+    rows = [family_row(row, row.get("history") or ()) for row in latest]
+    return [
+        {
+            "arch": s.architecture,
+            "mt": s.model_type,
+            "task": s.task,
+            "tc": s.toolchain,
+            "n": s.models,
+            "pass": s.passed,
+            "fail": s.failed,
+            "cmin": s.cores_min,
+            "cmax": s.cores_max,
+            "codes": [[code, count] for code, count in s.failure_codes],
+            "else": s.elsewhere,
+        }
+        for s in family_stats(rows)
+    ]
+
+
+def cores_text(entry: Mapping[str, Any]) -> str:
+    """``1`` or ``1–8`` (keep in step with families.js)."""
+    low, high = entry.get("cmin"), entry.get("cmax")
+    if low is None:
+        return "—"
+    return str(low) if low == high else f"{low}–{high}"
+
+
+def codes_text(entry: Mapping[str, Any]) -> str:
+    """``ncc_eoom001 ×2, compile_error ×1`` (keep in step with families.js)."""
+    return ", ".join(f"{code} \u00d7{count}" for code, count in entry.get("codes") or ()) or "—"

@@ -1,0 +1,194 @@
+"""A model's family in the catalog: the row that tells how each measured model fared, and per architecture how
+that family fared on Trainium2.
+
+One rule for two readers: ``trncat check`` answers a model the catalog has not measured from these, and the catalog
+page shows the same per-architecture table (and the same lines in its search box). Only Trainium2 rows are evidence:
+a CPU or cuda row is counted apart (``elsewhere``), never as a Trainium result. Every function here is pure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.records.columns import toolchain_label
+
+#: The device whose rows are Trainium2 evidence.
+TRAINIUM = "neuron"
+#: The statuses that are measurements (``error`` is the infrastructure failing: no evidence either way).
+MEASURED = ("pass", "fail")
+#: (column, kind) of a family row: the key, what the run found, the model's family and the toolchain's versions.
+FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("model_id", "string"),
+    ("task", "string"),
+    ("hardware", "string"),
+    ("device", "string"),
+    ("status", "string"),
+    ("failure_code", "string"),
+    ("cores", "int64"),
+    ("revision", "string"),
+    ("finished_at", "timestamp"),
+    ("source", "string"),
+    ("architecture", "string"),
+    ("model_type", "string"),
+    ("base_model", "strings"),
+    ("neuronx_cc_version", "string"),
+    ("torch_neuronx_version", "string"),
+    ("transformers_version", "string"),
+    ("torch_version", "string"),
+)
+_KEPT_FROM_LATEST = ("model_id", "task", "hardware", "architecture", "model_type", "base_model")
+
+
+def family_row(row: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What one latest key says about its model: the latest row, or, when that run was an infrastructure error,
+    the newest pass or fail among its earlier runs (an error tells nothing about the model).
+
+    Args:
+        row: a latest row (flat columns).
+        earlier: the key's earlier runs (its ``history`` entries).
+
+    Returns:
+        The row's :data:`FAMILY_COLUMNS`; the key and the family always come from the latest row.
+    """
+    chosen: Mapping[str, Any] = row
+    if row.get("status") not in MEASURED:
+        runs = sorted((e for e in earlier if e.get("status") in MEASURED), key=_finished, reverse=True)
+        chosen = runs[0] if runs else row
+    out = {name: chosen.get(name) for name, _ in FAMILY_COLUMNS}
+    out.update({name: row.get(name) for name in _KEPT_FROM_LATEST})
+    out["device"] = chosen.get("device") or row.get("device")
+    return out
+
+
+def _finished(row: Mapping[str, Any]) -> Any:
+    return row.get("finished_at") or ""
+
+
+def trainium_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mapping[str, Any]]:
+    """The rows of ``task`` measured on Trainium2 (pass or fail): the only ones that are evidence."""
+    return [r for r in rows if r.get("task") == task and r.get("device") == TRAINIUM and r.get("status") in MEASURED]
+
+
+def rows_of(rows: Iterable[Mapping[str, Any]], model_id: str) -> list[Mapping[str, Any]]:
+    """The rows of one model (Hub ids resolve case-insensitively, so the comparison does too)."""
+    wanted = model_id.casefold()
+    return [r for r in rows if str(r.get("model_id") or "").casefold() == wanted]
+
+
+def evidence(kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
+    """One evidence item of ``trncat check``: ``{kind, model_id, status, cores, toolchain, failure_code}``."""
+    return {
+        "kind": kind,
+        "model_id": row.get("model_id"),
+        "status": row.get("status"),
+        "cores": row.get("cores"),
+        "toolchain": toolchain_label(row),
+        "failure_code": row.get("failure_code"),
+    }
+
+
+def _standing(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The row that stands for a model among its rows: a pass before a failure, then the newest."""
+    return (row.get("status") == "pass", _finished(row))
+
+
+def one_per_model(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One row per model (its pass on some hardware before a failure on another, then the newest), by model id."""
+    best: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        key = str(row.get("model_id"))
+        if key not in best or _standing(row) > _standing(best[key]):
+            best[key] = row
+    return [best[key] for key in sorted(best)]
+
+
+@dataclass(frozen=True)
+class FamilyStat:
+    """How one architecture (and model_type) fared on Trainium2 for one task, on its newest toolchain.
+
+    ``rows`` are the counted models, one row each (:func:`one_per_model`) on ``toolchain``; ``elsewhere`` counts
+    the family's models measured only on a CPU or a cuda device (never Trainium evidence).
+    """
+
+    architecture: str
+    model_type: str | None
+    task: str
+    toolchain: str | None
+    passed: int
+    failed: int
+    cores_min: int | None
+    cores_max: int | None
+    failure_codes: tuple[tuple[str, int], ...]
+    elsewhere: int
+    rows: tuple[Mapping[str, Any], ...]
+
+    @property
+    def models(self) -> int:
+        return self.passed + self.failed
+
+    def counts_text(self) -> str:
+        """``3 of 4 pass (1 fails: ncc_eoom001 x1)``."""
+        text = f"{self.passed} of {self.models} pass"
+        if self.failed:
+            codes = ", ".join(f"{code} x{n}" for code, n in self.failure_codes)
+            text += f" ({self.failed} fail{'s' if self.failed == 1 else ''}" + (f": {codes})" if codes else ")")
+        return text
+
+
+def family_stat(
+    rows: Iterable[Mapping[str, Any]], *, architecture: str, model_type: str | None, task: str
+) -> FamilyStat:
+    """The :class:`FamilyStat` of one family among ``rows`` (family rows or latest rows of any model).
+
+    The toolchain is the one the family's newest Trainium2 run used: counts over several compilers would mix
+    what an old one failed on with what a new one fixed.
+    """
+    key = (architecture, model_type, task)
+    return _stat([r for r in rows if _family_key(r) == key], key)
+
+
+def _family_key(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
+    return (row.get("architecture"), row.get("model_type"), row.get("task"))
+
+
+def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> FamilyStat:
+    architecture, model_type, task = key
+    trainium = trainium_rows(members, task=task)
+    labels = [toolchain_label(r) for r in trainium]
+    toolchain = labels[max(range(len(trainium)), key=lambda i: _finished(trainium[i]))] if trainium else None
+    counted = one_per_model(r for r, label in zip(trainium, labels, strict=True) if label == toolchain)
+    on_trainium = {str(r.get("model_id")) for r in trainium}
+    elsewhere = {
+        str(r.get("model_id"))
+        for r in members
+        if r.get("device") != TRAINIUM and r.get("status") in MEASURED and str(r.get("model_id")) not in on_trainium
+    }
+    failed = [r for r in counted if r.get("status") == "fail"]
+    codes = Counter(str(r.get("failure_code")) for r in failed if r.get("failure_code"))
+    cores = [int(r["cores"]) for r in counted if isinstance(r.get("cores"), int)]
+    return FamilyStat(
+        architecture=str(architecture),
+        model_type=model_type,
+        task=str(task),
+        toolchain=toolchain,
+        passed=len(counted) - len(failed),
+        failed=len(failed),
+        cores_min=min(cores) if cores else None,
+        cores_max=max(cores) if cores else None,
+        failure_codes=tuple(sorted(codes.items(), key=lambda item: (-item[1], item[0]))),
+        elsewhere=len(elsewhere),
+        rows=tuple(counted),
+    )
+
+
+def family_stats(rows: Iterable[Mapping[str, Any]]) -> list[FamilyStat]:
+    """Every family the rows hold (rows without an architecture belong to none), most measured first."""
+    groups: dict[tuple[Any, Any, Any], list[Mapping[str, Any]]] = {}
+    for row in rows:
+        if row.get("architecture"):
+            groups.setdefault(_family_key(row), []).append(row)
+    stats = [_stat(members, key) for key, members in groups.items()]
+    return sorted(stats, key=lambda s: (-s.models, -s.elsewhere, s.architecture, s.model_type or "", s.task))

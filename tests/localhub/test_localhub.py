@@ -372,11 +372,13 @@ def test_latency_holds_each_answer_and_concurrent_requests_overlap(tmp_path):
         start = time.perf_counter()
         assert httpx2.get(url).status_code == 200
         assert time.perf_counter() - start >= 0.2
-        # Four at once are held side by side, not one after another (loosely: well under 4 x 0.2 s).
+        # Four at once are held side by side, not one after another: well under 4 x 0.5 s (the margin is wide,
+        # since a loaded 2-core machine adds tenths of a second to each request).
+        hub.server.latency_s = 0.5
         start = time.perf_counter()
         with ThreadPoolExecutor(4) as pool:
             assert [r.status_code for r in pool.map(lambda _: httpx2.get(url), range(4))] == [200] * 4
-        assert 0.2 <= time.perf_counter() - start < 0.7
+        assert 0.5 <= time.perf_counter() - start < 1.6
         hub.server.latency_s = 0.0
         start = time.perf_counter()
         assert httpx2.get(url).status_code == 200

@@ -377,8 +377,9 @@ class _FakeGitHub:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                body = json.dumps(answers.get(self.path.lstrip("/"), {})).encode()
-                self.send_response(200 if self.path.lstrip("/") in answers else 404)
+                path = self.path.split("?", 1)[0].lstrip("/")
+                body = json.dumps(answers.get(path, {})).encode()
+                self.send_response(200 if path in answers else 404)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -400,12 +401,28 @@ def github(tmp_path: Path):
     api = _FakeGitHub({
         "repos/acme/public": {"private": False, "visibility": "public"},
         "repos/acme/private": {"private": True, "visibility": "private"},
-        "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "selected_workflows": [
-            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/7/repositories": {"total_count": 1, "repositories": [
+            {"full_name": "acme/trncat"}]},
         "orgs/acme/actions/runner-groups/8": {"id": 8, "restricted_to_workflows": False, "selected_workflows": []},
         "orgs/acme/actions/runner-groups/9": {"id": 9, "restricted_to_workflows": True, "selected_workflows": [
             "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main",
             "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
+        # issue 22.1: a suffix matched; these name benchmark.yml@main of another repository
+        "orgs/acme/actions/runner-groups/10": {"id": 10, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["mallory/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/11": {"id": 11, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/sandbox/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/11/repositories": {"total_count": 1, "repositories": [
+            {"full_name": "acme/trncat"}]},
+        # the right workflow, but every repository of the org (or another one too) may send it jobs
+        "orgs/acme/actions/runner-groups/12": {"id": 12, "restricted_to_workflows": True, "visibility": "all",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/13": {"id": 13, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/13/repositories": {"total_count": 2, "repositories": [
+            {"full_name": "acme/trncat"}, {"full_name": "acme/sandbox"}]},
     })  # fmt: skip
     (tmp_path / "token").write_text("ghp_settings_check\n")
     yield api
@@ -430,10 +447,19 @@ def test_repository_runners_are_refused_for_a_public_repository(tmp_path: Path, 
 
 
 def test_org_runners_need_a_group_restricted_to_the_benchmark_workflow(tmp_path: Path, github: _FakeGitHub) -> None:
-    assert _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7").returncode == 0
-    for group in ("8", "9", "404"):
+    """Issue 22.1: the check compared a suffix (`endswith("/.github/workflows/benchmark.yml@refs/heads/main")`),
+    so a group serving another repository's benchmark.yml passed. It now compares the whole
+    `OWNER/REPO/.github/workflows/benchmark.yml@refs/heads/main` and wants this repository alone in the group."""
+    ok = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7")
+    assert ok.returncode == 0, ok.stderr
+    assert "restricted to acme/trncat/.github/workflows/benchmark.yml@refs/heads/main" in ok.stdout
+    for group in ("8", "9", "10", "11", "12", "13", "404"):
         result = _install(tmp_path, github, "--org", "acme", "--runner-group-id", group)
-        assert result.returncode == 2, group
+        assert result.returncode == 2, (group, result.stdout)
+    other = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "11", "--workflow-repo", "acme/sandbox")
+    assert other.returncode == 2 and "acme/sandbox alone" in other.stderr  # its repository access lists none
+    bad = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7", "--workflow-repo", "acme/x y")
+    assert bad.returncode == 2 and "--workflow-repo wants OWNER/NAME" in bad.stderr
     default = dry_run("install", "--org", "acme", "--token-file", "/dev/null", "--instance", "trn2.48xlarge")
     assert default.returncode == 2 and "not the Default group" in default.stderr
 

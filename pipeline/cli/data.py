@@ -151,6 +151,8 @@ def _publish(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             invalid=len(report.bad_files),
         )
+    for aside in result.set_aside:  # discovery's rows: reported, and the rest was published (no failure)
+        print(f"set aside: {aside}", file=sys.stderr)
     if result.dry_run:
         print(
             f"dry run: would commit {len(result.files)} file(s) to {result.repo}"

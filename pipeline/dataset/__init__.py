@@ -42,7 +42,7 @@ from pipeline.dataset.mirror import (
     summary_paths,
     tree_digests,
 )
-from pipeline.dataset.rankings import overlay_problems, write_exclusions, write_rankings
+from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
 from pipeline.dataset.read import (
     HISTORY_COLUMN,
     earlier_runs,
@@ -57,11 +57,11 @@ from pipeline.dataset.summary import read_summary
 
 __all__ = [
     "CHANGE_KINDS",
-    "overlay_problems",
     "EXCLUSIONS_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",
     "LATEST_DIR",
+    "MAX_REASON_CHARS",
     "RANKINGS_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
@@ -71,6 +71,7 @@ __all__ = [
     "Change",
     "build",
     "change_kinds",
+    "clean_overlay",
     "earlier_runs",
     "iter_results",
     "latest_key",

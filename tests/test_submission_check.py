@@ -95,6 +95,7 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
     good = _community(revision, params)
     forged = _community(revision, params)
     forged["run"] |= {"runner": "trn2-runner-1", "github_run_id": "1234567890"}  # a community record naming our run
+    huge_memory = good["metrics"] | {"peak_host_memory_bytes": 2**62}
     cases = {
         # a newline in the name made `trncat validate` get a path that does not exist, and the failure was hidden
         "newline in the file name": ({"community/a\nb.json": good}, "not a record file"),
@@ -112,6 +113,15 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
         "forged provenance": ({"community/f.json": forged}, "run.github_run_id"),
         "not a plain name": ({"community/-rf.json": good}, "not a record file"),
         "only a readme": ({"community/README.md": "hi"}, "no record"),
+        # issue 22.3: valid records, figures no run has (2**62 bytes steered the queue's host-memory guard)
+        "host memory no host has": (
+            {"community/m.json": _community(revision, params, metrics=huge_memory)},
+            "peak_host_memory_bytes: implausible",
+        ),
+        "a run of weeks": (
+            {"community/w.json": _community(revision, params, metrics={**good["metrics"], "wall_s": 3e6})},
+            "wall_s: implausible",
+        ),
     }
     for label, (files, expected) in cases.items():
         result = check(localhub, tmp_path, files)

@@ -196,6 +196,15 @@ def host_memory_short(
     return None
 
 
+def runner_memory_share(*, total: int, cores: int, cores_available: int | None) -> int:
+    """The host memory that is this runner's: ``total`` times its cores over the instance's (all of it when the
+    instance's core count is unknown, as on a CPU host). The runners of one instance split its cores, and so its
+    memory: a guard that asks more than the share waits for memory the neighbours are entitled to."""
+    if not cores_available or cores >= cores_available:
+        return total
+    return total * max(1, cores) // cores_available
+
+
 def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
@@ -251,6 +260,17 @@ def bench_once(
             check_sentence_modules(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
+    if host_memory_bytes and unready is None:
+        # A prediction comes from history (one outlier, or a record that lies): never more than this runner's share.
+        available_cores = backend.hardware(cores=spec.cores).get("cores_available")
+        total = int(psutil.virtual_memory().total)
+        share = runner_memory_share(total=total, cores=spec.cores, cores_available=available_cores)
+        if host_memory_bytes > share:
+            notes.append(
+                f"host memory guard: the queue asked {host_memory_bytes} bytes; capped at the runner's share of "
+                f"the host, {share} bytes"
+            )
+            host_memory_bytes = share
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -95,12 +96,14 @@ def bench_model(
     hub: Hub | None = None,
     host_memory_bytes: int | None = None,
     host_memory_wait_s: float = 0.0,
+    memory_check: Callable[..., int | None] | None = None,
 ) -> dict[str, Any]:
     """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
 
-    With ``host_memory_bytes`` (the compile's predicted host memory), a host that lacks it after waiting
-    ``host_memory_wait_s`` refuses the run: an ``error`` record (code ``host_memory_short``) that a later
-    queue retries, never a ``fail``.
+    With ``host_memory_bytes`` (the compile's predicted host memory, capped at the runner's share of the host),
+    a host that lacks it after waiting ``host_memory_wait_s`` refuses the run: an ``error`` record (code
+    ``host_memory_short``) that a later queue retries, never a ``fail``. ``memory_check`` replaces
+    :func:`pipeline.bench.harness.host_memory_short` (tests).
 
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
@@ -131,7 +134,10 @@ def bench_model(
     from pipeline.bench.escalation import run_with_escalation
 
     once = functools.partial(
-        harness.bench_once, host_memory_bytes=host_memory_bytes, host_memory_wait_s=host_memory_wait_s
+        harness.bench_once,
+        host_memory_bytes=host_memory_bytes,
+        host_memory_wait_s=host_memory_wait_s,
+        memory_check=memory_check or harness.host_memory_short,
     )
     attempt = functools.partial(run_with_escalation, attempt=once) if escalate else once
     record = attempt(

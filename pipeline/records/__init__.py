@@ -5,7 +5,8 @@
 - :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
 - :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns), the
   representative row of a model, a row's toolchain label;
-- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust.
+- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust;
+- :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
@@ -31,6 +32,7 @@ from pipeline.records.columns import (
     toolchain_label,
     unflatten,
 )
+from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 from pipeline.records.validate import (
     CI_ONLY_RUN_FIELDS,
@@ -59,7 +61,9 @@ __all__ = [
     "LAYOUT_MARKERS",
     "LAYOUT_VERSION",
     "MAX_FUTURE",
+    "MAX_HOST_MEMORY_BYTES",
     "MAX_RECORD_BYTES",
+    "MAX_WALL_S",
     "Problem",
     "Report",
     "SCHEMA_VERSION",
@@ -76,6 +80,7 @@ __all__ = [
     "load_schema",
     "parse_record",
     "parse_time",
+    "plausibility_problems",
     "record_id",
     "representative",
     "task_metric_problems",

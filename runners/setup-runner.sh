@@ -401,6 +401,21 @@ write_runner_env() {
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
     fi
   } | write_file "${CONF}/runner-${index}.env" 0644 root:root
+  write_device_drop_in "${index}" "${devices}"
+}
+
+# write_device_drop_in INDEX DEVICES: the unit's DevicePolicy=closed lets a job open the pseudo devices only;
+# this drop-in adds the runner's own chips (DEVICES, comma-separated /dev/neuronN). The driver's udev rule makes
+# every /dev/neuron* mode 0666 (aws-neuron-driver's README), so without it any job could open every chip.
+write_device_drop_in() {
+  local index="$1" devices="$2" device
+  run install -d -m 0755 -o root -g root "${UNIT_DIR}/trncat-runner@${index}.service.d"
+  {
+    echo "# runner ${index}: its own NeuronCores' chips only (written by setup-runner.sh)"
+    echo "[Service]"
+    IFS=',' read -ra list <<<"${devices}"
+    for device in "${list[@]}"; do echo "DeviceAllow=${device} rw"; done
+  } | write_file "${UNIT_DIR}/trncat-runner@${index}.service.d/devices.conf" 0644 root:root
 }
 
 install_unit() {
@@ -575,6 +590,7 @@ cmd_install() {
     if [[ "${index}" =~ ^[0-9]+$ ]] && [ "${index}" -ge "${RUNNERS}" ]; then
       run systemctl disable --now "${unit}"
       run rm -f "${CONF}/runner-${index}.env"
+      run rm -rf -- "${UNIT_DIR}/trncat-runner@${index}.service.d"
     fi
   done < <(systemctl list-units --all --plain --no-legend 'trncat-runner@*' 2>/dev/null | awk '{print $1}')
   for ((index = 0; index < RUNNERS; index++)); do

@@ -122,6 +122,35 @@ def test_install_renders_a_systemd_unit_that_registers_a_fresh_runner_per_job(in
     assert enabled == [f"trncat-runner@{i}.service" for i in range(4)]
 
 
+def test_each_runner_sees_only_its_own_chips_and_a_private_dev_shm(install) -> None:
+    """Issue 22.5: the unit had no device policy and the driver's documented udev rule is mode 0666
+    (`KERNEL=="neuron*", MODE="0666"`, aws-neuron-driver's README), so any job could open every chip and slow its
+    neighbours, whose figures are then published; and a file a job left in /dev/shm survived into the next job.
+    Each runner now gets only its own /dev/neuronN (DevicePolicy=closed + DeviceAllow=, per runner) and private
+    /dev/shm, /run/lock and System V IPC, fresh at every start (one start per job)."""
+    files = written(install.stdout)
+    unit = files["/etc/systemd/system/trncat-runner@.service"]
+    assert "DevicePolicy=closed" in unit and "DeviceAllow=" not in unit, "devices are per runner, in drop-ins"
+    assert "TemporaryFileSystem=/dev/shm:mode=1777,nosuid,nodev /run/lock:mode=1777,nosuid,nodev" in unit
+    assert "PrivateIPC=yes" in unit and "PrivateDevices=" not in unit  # (that would hide the chips too)
+    for index in range(4):  # 16 cores each at LNC=2: four chips, /dev/neuron<4i> .. /dev/neuron<4i+3>
+        drop_in = files[f"/etc/systemd/system/trncat-runner@{index}.service.d/devices.conf"]
+        allowed = re.findall(r"^DeviceAllow=(\S+) (\S+)$", drop_in, re.M)
+        assert allowed == [(f"/dev/neuron{4 * index + d}", "rw") for d in range(4)], drop_in
+        assert drop_in.startswith("# ") and "[Service]" in drop_in
+
+
+def test_a_partition_allows_each_runner_its_chips_only(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("x")
+    args = ["install", "--repo", "a/b", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
+    files = written(dry_run(*args, "--partition", "1x8,2x2,4x1").stdout)
+    devices = {i: re.findall(r"^DeviceAllow=(\S+) rw$", files[f"/etc/systemd/system/trncat-runner@{i}.service.d/"
+                                                                 "devices.conf"], re.M) for i in range(7)}  # fmt: skip
+    assert devices[0] == ["/dev/neuron0", "/dev/neuron1"]  # cores 0-7
+    assert devices[1] == devices[2] == ["/dev/neuron2"]  # cores 8-9 and 10-11 share chip 2
+    assert all(devices[i] == ["/dev/neuron3"] for i in range(3, 7))  # cores 12..15
+
+
 def test_install_pins_the_toolchain_from_toolchain_yaml(install) -> None:
     constraints = written(install.stdout)["/opt/trncat-runner/toolchain-constraints.txt"].split()
     toolchain = yaml.safe_load((ROOT / "runners" / "toolchain.yaml").read_text())

@@ -42,7 +42,7 @@ from pipeline.dataset.read import (
     upgrade_row,
 )
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
-from pipeline.errors import PipelineError, RecordError
+from pipeline.errors import PipelineError
 from pipeline.records import LAYOUT_VERSION, arrow_schema, flatten, representative, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ class BuildSummary:
     latest_files: list[str] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
+    #: Records set aside (model id, field, why): invalid, or not storable; the rest was built.
+    set_aside: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -262,8 +264,10 @@ def build(
     very content, which is left out of the mirror instead of written: the scripts of every model the records
     touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
 
+    A record that is invalid, or cannot be stored, is set aside (``set_aside`` of the summary, and the log) and the
+    rest is built: validate first, as the CLI does, to report bad files by name.
+
     Raises:
-        RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
         DatasetError: the existing folder holds unreadable Parquet.
     """
     summary = BuildSummary()
@@ -271,11 +275,18 @@ def build(
         migrate(out)
     rows_by_id: dict[str, dict[str, Any]] = {}
     for record in records:
+        name = str(record.get("model_id") if isinstance(record, dict) else "?")[:200]
         problems = validate_record(record)
-        if problems:
-            field_name, message = problems[0]
-            raise RecordError(f"invalid record for {record.get('model_id')!r}: {field_name}: {message}")
-        row = flatten(record)
+        if problems:  # a bad record never stops the good ones (issue 22.6: one stamp crashed every publish)
+            summary.set_aside.append((name, *problems[0]))
+            logger.warning("set aside: %s: %s: %s", name, *problems[0])
+            continue
+        try:
+            row = flatten(record)
+        except (ValueError, TypeError, OverflowError) as exc:  # valid yet not storable: a validator gap, reported
+            summary.set_aside.append((name, "(record)", f"cannot be stored: {type(exc).__name__}: {exc}"))
+            logger.warning("set aside: %s: cannot be stored: %s", name, exc)
+            continue
         if row["record_id"] in rows_by_id:
             summary.duplicates += 1
         rows_by_id.setdefault(row["record_id"], row)

@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
-from pipeline.errors import RecordError
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from tests import FIXTURES, ROOT
@@ -131,11 +130,35 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     assert len(pd.read_parquet(out / RESULTS_DIR)) == 3
 
 
-def test_an_invalid_record_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    bad = sample_record(revision="main")
-    with pytest.raises(RecordError, match="revision"):
-        build([sample_record(), bad], tmp_path / "ds")
-    assert not (tmp_path / "ds").exists()
+def test_an_invalid_record_is_set_aside_and_the_rest_built(tmp_path: Path) -> None:
+    """A bad record (validate first: the CLI does) is set aside with its reason; it never stops the good ones."""
+    bad = sample_record(revision="main", model_id="acme/bad")
+    summary = build([sample_record(), bad], tmp_path / "ds")
+    assert [(name, field) for name, field, _ in summary.set_aside] == [("acme/bad", "revision")]
+    assert pd.read_parquet(tmp_path / "ds" / RESULTS_DIR).model_id.tolist() == [sample_record()["model_id"]]
+    assert not build([bad], tmp_path / "empty").changed and not (tmp_path / "empty").exists()
+
+
+def test_a_year_0001_stamp_is_invalid_and_never_crashes_a_publish(tmp_path: Path) -> None:
+    """Issue 22.6: `0001-01-01T00:00:00+05:00` passed validation and the PR check (the stamps' text fast path),
+    then crashed every publish that included it (OverflowError converting it to UTC). Every stamp is parsed
+    and its year bounded now, and build sets such a record aside instead of aborting."""
+    from pipeline.records import parse_time, validate_record
+
+    stamps = {"started_at": "0001-01-01T00:00:00+05:00", "finished_at": "0001-01-01T00:10:00+05:00"}
+    ancient = sample_record(model_id="acme/ancient", run=stamps)
+    assert ("run.started_at", "not a real ISO 8601 time with a timezone between the years 2000 and 9998") in (
+        validate_record(ancient)
+    )
+    assert parse_time("0001-01-01T00:00:00+05:00") is None and parse_time("9999-12-31T23:00:00-05:00") is None
+    assert parse_time("2026-11-28T10:00:00+05:00") == parse_time("2026-11-28T05:00:00Z")
+    past_end = sample_record(model_id="acme/late", run={"started_at": "9999-12-31T20:00:00-05:00",
+                                                        "finished_at": "9999-12-31T21:00:00-05:00"})  # fmt: skip
+    assert validate_record(past_end)
+    # build gets them anyway (a caller that did not validate): set aside, the good record built
+    summary = build([sample_record(), ancient, past_end], tmp_path / "ds")
+    assert sorted(name for name, _, _ in summary.set_aside) == ["acme/ancient", "acme/late"]
+    assert len(pd.read_parquet(tmp_path / "ds" / RESULTS_DIR)) == 1
 
 
 _KILL_SCRIPT = textwrap.dedent(

@@ -186,7 +186,8 @@ def instant(value: Any) -> tuple[int | None, str | None]:
         if minutes > 59:
             return None, None
         offset = (hours * 60 + minutes) * (1 if rest[0] == "+" else -1)
-    if None in (year, month, day, hour, minute, second) or not (1 <= year <= 9999 and 1 <= month <= 12):  # type: ignore[operator]
+    # Years 2000 to 9998 (issue 22.6: a year-0001 stamp passed, then crashed every build converting it to UTC).
+    if None in (year, month, day, hour, minute, second) or not (2000 <= year <= 9998 and 1 <= month <= 12):  # type: ignore[operator]
         return None, None
     if not 1 <= day <= calendar.monthrange(year, month)[1] or hour > 23 or minute > 59 or second > 59:  # type: ignore[arg-type,operator]
         return None, None

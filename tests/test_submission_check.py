@@ -113,6 +113,11 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
         "forged provenance": ({"community/f.json": forged}, "run.github_run_id"),
         "not a plain name": ({"community/-rf.json": good}, "not a record file"),
         "only a readme": ({"community/README.md": "hi"}, "no record"),
+        # issue 22.7: the Hub resolves ids without case; a variant would sit beside the CI row of the model
+        "a case variant of the id": (
+            {"community/v.json": _community(revision, params, model_id="Trncat-Demo/Tiny-Llama")},
+            "model_id: 'Trncat-Demo/Tiny-Llama' is not the Hub's id of that model: 'trncat-demo/tiny-llama'",
+        ),
         # issue 22.3: valid records, figures no run has (2**62 bytes steered the queue's host-memory guard)
         "host memory no host has": (
             {"community/m.json": _community(revision, params, metrics=huge_memory)},

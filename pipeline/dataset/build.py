@@ -73,6 +73,14 @@ class BuildSummary:
 
 
 def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    """The (model, task, hardware) key a latest row stands for, by the canonical id: the Hub resolves ids without
+    case, so ``Meta-Llama/X`` and ``meta-llama/X`` are one model (Hub ids are ASCII: lower() is case folding)."""
+    return (row["model_id"].lower(), row["task"], row["hardware"])
+
+
+def _shard_key(row: dict[str, Any]) -> tuple[str, str, str]:
+    """The key a row's shard is named after: its id as spelt, as every dataset with more than one shard has
+    filed its rows (a new dataset keeps one shard, where every spelling of an id meets)."""
     return (row["model_id"], row["task"], row["hardware"])
 
 
@@ -152,14 +160,31 @@ def _read_shard(path: Path, keys: set[tuple[str, str, str]]) -> tuple[pa.Table |
     """
     table = read_table(path)
     if table.schema.equals(latest_schema()) and table.num_rows:
-        joined = pc.binary_join_element_wise(*(table[name] for name in _KEY_COLUMNS), "\0")
+        ids = pc.utf8_lower(table["model_id"])  # the canonical id, as latest_key has it
+        joined = pc.binary_join_element_wise(ids, table["task"], table["hardware"], "\0")
         current = pc.all(pc.equal(table["layout_version"], LAYOUT_VERSION)).as_py()
         unique = joined.null_count == 0 and pc.count_distinct(joined).as_py() == table.num_rows
         if current and unique:
             mask = pc.is_in(joined, value_set=pa.array(["\0".join(key) for key in keys], pa.string()))
             touched = table.filter(mask).to_pylist()
             return table.filter(pc.invert(mask)), {latest_key(r): upgrade_row(r) for r in touched}
-    return None, {latest_key(r): upgrade_row(r) for r in table.to_pylist()}
+    return None, _by_key(upgrade_row(r) for r in table.to_pylist())
+
+
+def _by_key(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """Latest rows by key; two rows of one key (two spellings of an id, stored before keys were canonical) become
+    one: the row that stands for the key (:func:`_rank`), the other in its history."""
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for row in rows:
+        key = latest_key(row)
+        other = out.get(key)
+        if other is None:
+            out[key] = row
+            continue
+        first, second = (row, other) if _newer(row, other) else (other, row)
+        past = [*earlier_runs(first), _history_entry(second), *earlier_runs(second)]
+        out[key] = {**first, HISTORY_COLUMN: _capped(past)}
+    return out
 
 
 def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]) -> pa.Table:
@@ -192,7 +217,7 @@ def _model_rows(
             table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
             rows = [upgrade_row(r) for r in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist()]
         if current is not None:
-            rows.extend(row for key, row in current.items() if key[0] in models)
+            rows.extend(row for row in current.values() if row["model_id"] in models)
             rows.sort(key=latest_key)
         for row in rows:
             out.setdefault(row["model_id"], []).append(row)
@@ -298,7 +323,7 @@ def build(
     digits = shard_digits(out, summary_file)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
+        by_shard.setdefault(shard_of(_shard_key(row), digits), []).append(row)
     # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
@@ -328,7 +353,7 @@ def build(
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
-        touched_models = {change.key[0] for change in summary.changes}
+        touched_models = {change.after["model_id"] for change in summary.changes}
         # The whole latest view is read only when counted (no summary yet) or shown (the page); else only the
         # touched models' rows are.
         latest = read_latest(stage) if summary_file is None or page else None

@@ -279,6 +279,24 @@ def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: P
     assert row["source"] == "ci" and [h["source"] for h in earlier_runs(row)] == ["community"]
 
 
+def test_a_case_variant_of_a_model_id_is_the_same_key_and_the_ci_row_still_wins(tmp_path: Path) -> None:
+    """Issue 22.7: `Meta-Llama/Llama-3.1-8B` from a community PR became a second catalog entry beside the CI
+    row of `meta-llama/Llama-3.1-8B` (the Hub resolves ids without case), dodging the rule that a CI row wins.
+    Rows are keyed by the canonical (case-folded) id now: one key, the CI row its latest, the other its history."""
+    ci = sample_record(model_id="meta-llama/Llama-3.1-8B")
+    later = {"started_at": "2026-11-29T09:00:00+00:00", "finished_at": "2026-11-29T09:05:00+00:00"}
+    variant = sample_community(model_id="Meta-Llama/Llama-3.1-8B", run=later)
+    out = tmp_path / "ds"
+    build([ci], out)
+    build([variant], out)
+    latest = read_latest(out)
+    assert [(r["model_id"], r["source"]) for r in latest] == [("meta-llama/Llama-3.1-8B", "ci")]
+    assert [h["source"] for h in earlier_runs(latest[0])] == ["community"]
+    both = tmp_path / "both"
+    build([variant, ci], both)  # one build with both: the same answer
+    assert [(r["model_id"], r["source"]) for r in read_latest(both)] == [("meta-llama/Llama-3.1-8B", "ci")]
+
+
 def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
     from pipeline.dataset.build import HISTORY_LIMIT
 

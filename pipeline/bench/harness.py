@@ -26,7 +26,7 @@ from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
-from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
+from pipeline.records import SCHEMA_VERSION, VERSION_TEXT, load_schema, printable, validate_record
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import TASK_SOURCES, task_source
 
@@ -162,12 +162,18 @@ def _run_and_verify(
     return "pass", None, agreed
 
 
-def run_versions(backend: Backend, task: str) -> dict[str, str | None]:
-    """The record's ``versions``: the backend's, and the task's library when it is not transformers."""
+def run_versions(backend: Backend, task: str, notes: list[str] | None = None) -> dict[str, str | None]:
+    """The record's ``versions``: the backend's, and the task's library when it is not transformers. A value that
+    is no version string (a tool's odd output) is left out ("unknown" where one is required), noted in ``notes``."""
     versions = backend.versions()
     library = task_source(task).library
     if library != "transformers":
         versions[library.replace("-", "_")] = package_version(library) or "unknown"
+    for name, value in versions.items():
+        if value is not None and not VERSION_TEXT.fullmatch(value):
+            versions[name] = "unknown" if name in {"pipeline", "python", "torch", "transformers"} else None
+            if notes is not None:
+                notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
     return versions
 
 
@@ -317,7 +323,7 @@ def bench_once(
         "dtype": spec.dtype,
         "workload": spec.workload.to_dict(),
         "metrics": metrics,
-        "versions": run_versions(backend, spec.task),
+        "versions": run_versions(backend, spec.task, notes),
         "run": {
             "started_at": started,
             "finished_at": finished,
@@ -331,8 +337,10 @@ def bench_once(
         "attempts": [],
         "plan": plan,
         "agreement": agreed,
-        "notes": notes,
+        "notes": [printable(note)[:500] for note in notes if printable(note).strip()],
     }
+    if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
+        failure["message"] = printable(failure["message"])
     threads = observed.get("threads")
     if isinstance(threads, int) and threads >= 1:
         record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)

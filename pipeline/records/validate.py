@@ -15,6 +15,7 @@ import datetime as dt
 import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,15 @@ from pipeline.records.task_checks import agreement_problems, task_metric_problem
 
 SCHEMA_VERSION = "1.3"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
+#: The schema's rule for a version string (PEP 440, dpkg and image references fit), and its rule for free text:
+#: no C0 control but tab, newline and carriage return (issue 22.8: a control character made feed.xml unreadable).
+VERSION_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!~:@/_-]*")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without the control characters a record's free text may not hold (for makers of records)."""
+    return _CONTROLS.sub("", text)
 
 
 def _schema_dir() -> Path:

@@ -244,20 +244,47 @@ def test_pull_request_workflows_run_on_github_hosted_runners_only() -> None:
     for name in NAMES:
         if not triggers(name) & PR_TRIGGERS:
             continue
-        assert "pull_request_target" not in triggers(name), f"{name}.yml: pull_request_target is never needed"
+        if "pull_request_target" in triggers(name):  # the base branch's file, with the PR's files as data
+            assert name == "submission", f"{name}.yml: pull_request_target is for the submission check only"
         assert not local_callees(name), f"{name}.yml: a PR workflow calls no other workflow"
         for job_id, job in jobs(name).items():
             assert all(label.startswith("ubuntu-") for label in runs_on_labels(job)), f"{name}.yml {job_id}"
 
 
 def test_submission_runs_the_base_branch_validator_on_the_pr_data() -> None:
-    assert triggers("submission") == {"pull_request"}
+    """Issue 22.9: `on: pull_request` runs the PR's own copy of submission.yml, so the verdict was the PR's to
+    write. It runs on `pull_request_target` now: "This event runs in the context of the base of the pull request,
+    rather than in the context of the merge commit, as the `pull_request` event does" (docs.github.com, "Events
+    that trigger workflows", pull_request_target), which also warns it may hold secrets and write access: the job
+    holds none, reads the PR's files as data only and never runs them."""
+    assert triggers("submission") == {"pull_request_target"}
     # all of results/ (issue 11.8): `trncat publish results/` reads the whole folder
-    assert load("submission")["on"]["pull_request"]["paths"] == ["results/**"]
-    checkouts = [s for s in jobs("submission")["validate"]["steps"] if "checkout" in s.get("uses", "")]
+    assert load("submission")["on"]["pull_request_target"]["paths"] == ["results/**"]
+    [job] = jobs("submission").values()
+    assert job["permissions"] == {"contents": "read", "pull-requests": "read"}, "read-only, no secret"
+    assert "secrets." not in json.dumps(job) and "environment" not in job and "cache" not in json.dumps(job)
+    checkouts = [s for s in job["steps"] if "checkout" in s.get("uses", "")]
     assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert checkouts[1]["with"]["sparse-checkout"] == "results"
-    assert "-e ./trusted" in json.dumps(jobs("submission")["validate"])
+    data = checkouts[1]["with"]
+    assert data["ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert data["repository"] == "${{ github.event.pull_request.head.repo.full_name }}"
+    assert data["sparse-checkout"] == "results/" and data["sparse-checkout-cone-mode"] is False
+    assert data["path"] == "submission" and data["persist-credentials"] is False
+    installs = [line.strip() for s in job["steps"] for line in s.get("run", "").splitlines() if "pip install" in line]
+    assert [line.split()[-1] for line in installs] == ["https://download.pytorch.org/whl/cpu", "./trusted"]
+    for s in job["steps"]:
+        run = s.get("run", "")
+        # nothing of submission/ is run, sourced, installed or imported: it is read by the validator only
+        assert not re.search(r"(pip install|python|bash|source|\.)\s+[^\n]*submission/", run), s.get("name")
+
+
+def test_codeowners_guard_the_workflows_and_the_runner_kit() -> None:
+    """Issue 22.9: a change to `.github/` (the check itself, the trust boundaries) or `runners/` (what runs as
+    root on the trn2 hosts) needs a maintainer's review."""
+    lines = [line.split() for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()]
+    owners = {line[0]: line[1:] for line in lines if line and not line[0].startswith("#")}
+    for path in ("/.github/", "/runners/"):
+        assert owners.get(path) and all(o.startswith("@") for o in owners[path]), path
 
 
 def test_logs_use_groups_and_errors() -> None:

@@ -2,6 +2,7 @@
 writes its layout (:mod:`pipeline.dataset.layout` names every file).
 
 - :mod:`~pipeline.dataset.build`: append results, keep the latest view and each key's history, write scripts;
+- :mod:`~pipeline.dataset.keys`: a latest key by the canonical id, and the row that stands for it;
 - :mod:`~pipeline.dataset.read`: the latest view, results columns, rankings, exclusions, scripts;
 - :mod:`~pipeline.dataset.rankings`: discovery's snapshots and exclusions;
 - :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;

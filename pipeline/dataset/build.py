@@ -19,6 +19,15 @@ import pyarrow.compute as pc
 from pipeline import fsatomic, render
 from pipeline.dataset.changes import Change, change_rows, changes_table
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
+from pipeline.dataset.keys import (
+    by_key,
+    capped,
+    history_entry,
+    latest_key,
+    newer,
+    rank,
+    shard_key,
+)
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
@@ -34,7 +43,6 @@ from pipeline.dataset.layout import (
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.read import (
     HISTORY_COLUMN,
-    HISTORY_FIELDS,
     LEGACY_HISTORY_COLUMN,
     earlier_runs,
     latest_schema,
@@ -72,18 +80,6 @@ class BuildSummary:
         return self.added > 0
 
 
-def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
-    """The (model, task, hardware) key a latest row stands for, by the canonical id: the Hub resolves ids without
-    case, so ``Meta-Llama/X`` and ``meta-llama/X`` are one model (Hub ids are ASCII: lower() is case folding)."""
-    return (row["model_id"].lower(), row["task"], row["hardware"])
-
-
-def _shard_key(row: dict[str, Any]) -> tuple[str, str, str]:
-    """The key a row's shard is named after: its id as spelt, as every dataset with more than one shard has
-    filed its rows (a new dataset keeps one shard, where every spelling of an id meets)."""
-    return (row["model_id"], row["task"], row["hardware"])
-
-
 def shard_of(key: tuple[str, str, str], digits: int = LATEST_SHARD_DIGITS) -> str:
     """The name of the latest shard holding ``key``: the first ``digits`` hex digits of its hash, or ``all``."""
     if digits == 0:
@@ -101,10 +97,6 @@ def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
     return 0 if names == ["all"] else len(names[0])
 
 
-#: Earlier runs kept in a latest row's ``history_json`` (newest first); the full history is data/results.
-HISTORY_LIMIT = 10
-
-
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
 
@@ -119,31 +111,6 @@ def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
     for name in results_files_since(names, since):
         ids.update(row["record_id"] for row in read_rows(folder / name, ["record_id"]))
     return ids
-
-
-def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: row.get(name) for name in HISTORY_FIELDS}
-
-
-def _rank(row: dict[str, Any]) -> tuple[Any, ...]:
-    """Which row of a key stands as its latest: a CI row before any other (a community or local record never
-    displaces the project's own measurement, however new it says it is), then the newest."""
-    return (row["source"] == "ci", row["finished_at"], row["started_at"], row["record_id"])
-
-
-def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when row ``a`` supersedes row ``b`` for the same key."""
-    return _rank(a) > _rank(b)
-
-
-def _capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest ``HISTORY_LIMIT`` entries, newest first, CI runs kept first when some must go."""
-    entries = sorted(entries, key=lambda e: e["finished_at"], reverse=True)
-    if len(entries) > HISTORY_LIMIT:
-        kept = sorted(entries, key=lambda e: (e.get("source") == "ci", e["finished_at"]), reverse=True)
-        ids = {e["record_id"] for e in kept[:HISTORY_LIMIT]}
-        entries = [e for e in entries if e["record_id"] in ids]
-    return entries
 
 
 #: The key columns of a latest shard, in the order its rows are sorted by.
@@ -168,23 +135,7 @@ def _read_shard(path: Path, keys: set[tuple[str, str, str]]) -> tuple[pa.Table |
             mask = pc.is_in(joined, value_set=pa.array(["\0".join(key) for key in keys], pa.string()))
             touched = table.filter(mask).to_pylist()
             return table.filter(pc.invert(mask)), {latest_key(r): upgrade_row(r) for r in touched}
-    return None, _by_key(upgrade_row(r) for r in table.to_pylist())
-
-
-def _by_key(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
-    """Latest rows by key; two rows of one key (two spellings of an id, stored before keys were canonical) become
-    one: the row that stands for the key (:func:`_rank`), the other in its history."""
-    out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for row in rows:
-        key = latest_key(row)
-        other = out.get(key)
-        if other is None:
-            out[key] = row
-            continue
-        first, second = (row, other) if _newer(row, other) else (other, row)
-        past = [*earlier_runs(first), _history_entry(second), *earlier_runs(second)]
-        out[key] = {**first, HISTORY_COLUMN: _capped(past)}
-    return out
+    return None, by_key(upgrade_row(r) for r in table.to_pylist())
 
 
 def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]) -> pa.Table:
@@ -231,7 +182,7 @@ def _merge_shard(
     appended: list[dict[str, Any]] = []
     duplicates = 0
     before = {key: dict(row) for key, row in current.items()}
-    for row in sorted(rows, key=_rank):
+    for row in sorted(rows, key=rank):
         key = latest_key(row)
         existing = current.get(key)
         past = earlier_runs(existing) if existing else []
@@ -243,10 +194,10 @@ def _merge_shard(
         appended.append(row)
         if existing is None:
             current[key] = {**row, HISTORY_COLUMN: []}
-        elif _newer(row, existing):
-            current[key] = {**row, HISTORY_COLUMN: _capped([_history_entry(existing), *past])}
+        elif newer(row, existing):
+            current[key] = {**row, HISTORY_COLUMN: capped([history_entry(existing), *past])}
         else:  # a late result older than the latest (or not from CI): it joins the history, in order
-            existing[HISTORY_COLUMN] = _capped([*past, _history_entry(row)])
+            existing[HISTORY_COLUMN] = capped([*past, history_entry(row)])
     changes = [
         Change(key=key, before=before.get(key), after=row)
         for key, row in current.items()
@@ -323,7 +274,7 @@ def build(
     digits = shard_digits(out, summary_file)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(shard_of(_shard_key(row), digits), []).append(row)
+        by_shard.setdefault(shard_of(shard_key(row), digits), []).append(row)
     # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []

@@ -298,7 +298,7 @@ def test_a_case_variant_of_a_model_id_is_the_same_key_and_the_ci_row_still_wins(
 
 
 def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
-    from pipeline.dataset.build import HISTORY_LIMIT
+    from pipeline.dataset.keys import HISTORY_LIMIT
 
     out = tmp_path / "ds"
     runs = [

@@ -316,11 +316,14 @@ def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
     assert not build(runs, out).changed  # the dropped ones are still known (data/results): not added again
 
 
-def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path: Path) -> None:
+def test_an_odd_version_string_sets_that_record_aside_not_the_build(tmp_path: Path) -> None:
+    """A version string that is no version (an argument smuggled into requirements.txt) is invalid since issue
+    22.8 gave version fields a pattern: that record is set aside, the rest built with its scripts."""
     out = tmp_path / "ds"
     odd = sample_record(model_id="acme/odd", versions={"transformers": "5.0 --index-url http://evil"})
     summary = build([odd, sample_record()], out)
-    assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert summary.added == 1 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert [(name, field) for name, field, _ in summary.set_aside] == [("acme/odd", "versions.transformers")]
     assert not (out / "scripts" / "acme" / "odd").exists()
 
 

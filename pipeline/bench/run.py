@@ -42,7 +42,28 @@ def resolve(
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
-    return resolve_hub(model, revision=revision, hub=hub, task=task)
+    # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
+    return resolve_hub(
+        model,
+        revision=revision,
+        hub=hub,
+        task=task,
+        expected_bytes=checkpoint_bytes(model, revision=revision, hub=hub, task=task),
+    )
+
+
+def checkpoint_bytes(model: str, *, revision: str | None, hub: Hub, task: str | None) -> int | None:
+    """The checkpoint's bytes the planner counts from the model's config on the Hub, or None when it cannot."""
+    from pipeline.errors import HubError, PlanError
+    from pipeline.plan import plan_model
+
+    try:
+        plan = plan_model(model, revision=revision, hub=hub, task=task,
+                          workload=default_workload(task) if task else None)  # fmt: skip
+    except (PlanError, HubError) as exc:
+        logger.info("no checkpoint size for %s: %s", model, exc)
+        return None
+    return plan.download_bytes
 
 
 def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.48xlarge") -> dict[str, Any] | None:

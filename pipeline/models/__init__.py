@@ -2,7 +2,8 @@
 
 - :mod:`~pipeline.models.gates`: the remote-code gates on config.json, model_index.json and modules.json (read
   as data; nothing of a repo is ever imported);
-- :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file.
+- :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file;
+- :mod:`~pipeline.models.select`: which files of a repo that is, by exact path, and the bytes they may take.
 
 May import: the top-level modules (errors, ids) and :mod:`pipeline.hub` (for typing; the caller passes the
 ``Hub``). Imported by: :mod:`pipeline.plan` (the gate on a pipeline's index), :mod:`pipeline.bench` (fetch and
@@ -12,13 +13,10 @@ gates before a run).
 from __future__ import annotations
 
 from pipeline.models.fetch import (
-    ALLOW_PATTERNS,
-    COMPONENT_FILES,
-    LEGACY_WEIGHTS,
     ResolvedModel,
     content_revision,
     local_model_id,
-    pipeline_patterns,
+    pipeline_folders,
     resolve_hub,
     resolve_local,
 )
@@ -36,9 +34,6 @@ from pipeline.models.gates import (
 )
 
 __all__ = [
-    "ALLOW_PATTERNS",
-    "COMPONENT_FILES",
-    "LEGACY_WEIGHTS",
     "PIPELINE_LIBRARIES",
     "SENTENCE_MODULE_PREFIX",
     "ResolvedModel",
@@ -50,7 +45,7 @@ __all__ = [
     "diffusers_pipeline_module",
     "known_model_types",
     "local_model_id",
-    "pipeline_patterns",
+    "pipeline_folders",
     "read_config",
     "read_model_index",
     "resolve_hub",

@@ -33,11 +33,11 @@ from pipeline.dataset.layout import (
     LATEST_DIR,
     RESULTS_DIR,
     SCRIPT_FILES,
+    fresh_run_name,
     parquet_bytes,
     read_rows,
     read_table,
     results_files_since,
-    run_name,
     script_folder,
 )
 from pipeline.dataset.migrate import migrate, needs_migration
@@ -292,7 +292,7 @@ def build(
         return summary
     new_rows.sort(key=lambda r: (r["model_id"], r["task"], r["hardware"], r["finished_at"]))
     with fsatomic.staged_folder(out) as stage:
-        name = run_name(new_rows)
+        name = fresh_run_name(stage, new_rows)  # never a name another publish's file already has
         results_path = f"{RESULTS_DIR}/{name}.parquet"
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path

@@ -436,3 +436,26 @@ def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:
     written = sorted(p.relative_to(mirror).as_posix() for p in (mirror / "scripts").rglob("*") if p.is_file())
     assert written == ["scripts/acme/vlm/run.py"] and summary.scripts == ["scripts/acme/vlm"]
     assert (mirror / written[0]).read_bytes() == (whole / written[0]).read_bytes()
+
+
+def test_a_results_file_name_that_is_taken_is_never_overwritten(tmp_path: Path) -> None:
+    """Issue 22.12: `data/results/<time>-<hash>.parquet` was written without checking that it was new, so a
+    batch whose name was taken (the same newest time and hash prefix) silently replaced that file's history.
+    A taken name is refused now and a fresh one picked (`-1`, `-2`, ...); the old file stays byte for byte."""
+    from pipeline.dataset import run_name
+    from pipeline.records import flatten
+
+    out = tmp_path / "ds"
+    build([sample_record(model_id="acme/first")], out)
+    (old,) = sorted((out / RESULTS_DIR).glob("*.parquet"))
+    before = old.read_bytes()
+    batch = [sample_record(model_id="acme/second", run={"started_at": "2026-11-28T10:00:00+00:00",
+                                                        "finished_at": "2026-11-28T10:05:00+00:00"})]  # fmt: skip
+    taken = out / RESULTS_DIR / f"{run_name([flatten(r) for r in batch])}.parquet"
+    old.rename(taken)  # the batch's own name already holds another publish's rows
+    summary = build(batch, out)
+    assert taken.read_bytes() == before, "the file that held the name is intact"
+    assert summary.results_file == f"{RESULTS_DIR}/{taken.stem}-1.parquet"
+    rows = pd.read_parquet(out / RESULTS_DIR)
+    assert sorted(rows.model_id) == ["acme/first", "acme/second"]
+    assert (out / "data" / "changes" / f"{taken.stem}-1.parquet").is_file()

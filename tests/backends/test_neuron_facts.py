@@ -20,7 +20,14 @@ def _named_in_code() -> dict[str, set[str]]:
     """Variable -> files. In Python only string literals count (constants like NEURON_INDEX_URL are ours)."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # A package face's __all__ lists our own constants' names (NEURON_INDEX_URL), never a variable it reads.
+        exported = {id(n) for a in ast.walk(tree) if isinstance(a, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "__all__" for t in a.targets)
+                    for n in ast.walk(a.value)}  # fmt: skip
+        for node in ast.walk(tree):
+            if id(node) in exported:
+                continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for name in VARIABLE.findall(node.value):
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))

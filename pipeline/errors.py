@@ -32,6 +32,11 @@ class PlanError(PipelineError, ValueError):
     """The planner cannot size a model (no config.json, no architecture, no parameter count)."""
 
 
+class PlanLimitError(PlanError):
+    """A config too large to plan safely: counts beyond the planner's bounds, or planning past its time or memory
+    limit. The queue skips such a model (it is never benchmarked); the rest of the run goes on."""
+
+
 class BenchError(PipelineError, RuntimeError):
     """The harness could not produce a record at all (not the same as a model that fails: that is a record)."""
 

@@ -75,9 +75,12 @@ TRNCAT_NEURON_APT_FINGERPRINT=""
 REGISTRATION="token"
 FORCE_PUBLIC_REPO=0
 CHECK_SETTINGS=""
-# The one workflow an organization runner group may serve (org/repo prefix checked through the API); the GPU
-# class's group serves benchmark-gpu.yml only (set in cmd_install).
-ALLOWED_WORKFLOW=".github/workflows/benchmark.yml@refs/heads/main"
+# The repository whose benchmark workflow an organization runner group serves (--workflow-repo; default ORG/trncat).
+WORKFLOW_REPO=""
+# The one workflow file an organization runner group may serve, at the default branch (the GPU class's group
+# serves benchmark-gpu.yml only, set in cmd_install); the group's check compares the whole OWNER/REPO/<this>
+# (allowed_workflow), never a suffix.
+WORKFLOW_FILE=".github/workflows/benchmark.yml@refs/heads/main"
 # Instance metadata addresses (IPv4, and IPv6 on Nitro): jobs must never reach them.
 readonly IMDS_ADDRESSES="169.254.169.254/32 fd00:ec2::254/128"
 
@@ -89,7 +92,9 @@ usage: setup-runner.sh install (--org ORG --runner-group-id ID | --repo OWNER/NA
 
 install options:
   --org ORG              register organization runners, in a runner group restricted to
-                         .github/workflows/benchmark.yml@refs/heads/main (checked through the API)
+                         OWNER/REPO/.github/workflows/benchmark.yml@refs/heads/main and to that repository
+                         alone (both checked through the API)
+  --workflow-repo OWNER/NAME  the repository whose benchmark.yml the group serves (default ORG/trncat)
   --repo OWNER/NAME      register repository runners (refused for a public repository: a pull request's
                          own workflow could reach them; --force-public-repo overrides)
   --registration MODE    token (default, the simple option: the credential lives on this host) or
@@ -466,6 +471,21 @@ write_runner_env() {
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
     fi
   } | write_file "${CONF}/runner-${index}.env" 0644 root:root
+  write_device_drop_in "${index}" "${devices}"
+}
+
+# write_device_drop_in INDEX DEVICES: the unit's DevicePolicy=closed lets a job open the pseudo devices only;
+# this drop-in adds the runner's own chips (DEVICES, comma-separated /dev/neuronN). The driver's udev rule makes
+# every /dev/neuron* mode 0666 (aws-neuron-driver's README), so without it any job could open every chip.
+write_device_drop_in() {
+  local index="$1" devices="$2" device
+  run install -d -m 0755 -o root -g root "${UNIT_DIR}/trncat-runner@${index}.service.d"
+  {
+    echo "# runner ${index}: its own NeuronCores' chips only (written by setup-runner.sh)"
+    echo "[Service]"
+    IFS=',' read -ra list <<<"${devices}"
+    for device in "${list[@]}"; do echo "DeviceAllow=${device} rw"; done
+  } | write_file "${UNIT_DIR}/trncat-runner@${index}.service.d/devices.conf" 0644 root:root
 }
 
 install_unit() {
@@ -504,6 +524,11 @@ EOF
   run systemctl enable --now trncat-imds-block.service
 }
 
+# The whole workflow path the runner group must be restricted to: OWNER/REPO/.github/workflows/...@refs/heads/main.
+allowed_workflow() {
+  echo "${WORKFLOW_REPO}/${WORKFLOW_FILE}"
+}
+
 # github_get PATH: one read-only REST call with the token from TOKEN_FILE (never in argv).
 github_get() {
   curl -fsS --max-time 20 -H @<(printf 'Authorization: Bearer %s\n' "$(cat "${TOKEN_FILE}")") \
@@ -512,7 +537,10 @@ github_get() {
 
 # Who may reach these runners. A pull_request run uses the PR's own workflow files, so repository runners of a
 # public repository can be reached by anyone's PR; an organization runner group can be restricted to one
-# workflow file at one ref (docs.github.com, "Managing access to self-hosted runners using groups").
+# workflow file at one ref (docs.github.com, "Managing access to self-hosted runners using groups": "you must use
+# the full path to the workflow, including the repository name and owner"). The whole path is compared: a
+# suffix would pass another repository's benchmark.yml. The group's repository access must name this
+# repository alone: a called workflow's jobs run in the caller's repository, so that list is who may call it.
 check_github_settings() {
   if [ "${CHECK_SETTINGS}" = skip ]; then
     note "GitHub settings not checked (--dry-run without --check-settings)"
@@ -525,17 +553,23 @@ check_github_settings() {
     org:*)
       answer="$(github_get "orgs/${SCOPE#org:}/actions/runner-groups/${RUNNER_GROUP_ID}")" ||
         die "cannot read runner group ${RUNNER_GROUP_ID} of ${SCOPE#org:} through ${GITHUB_API}"
-      jq -e --arg wf "${ALLOWED_WORKFLOW}" '.restricted_to_workflows == true
+      jq -e --arg wf "$(allowed_workflow)" '.restricted_to_workflows == true
           and (.selected_workflows | length) > 0
-          and all(.selected_workflows[]; endswith("/" + $wf))' <<<"${answer}" >/dev/null ||
-        die "runner group ${RUNNER_GROUP_ID} must be restricted to ${ALLOWED_WORKFLOW} only (Settings > Actions > Runner groups > Workflow access)"
-      note "runner group ${RUNNER_GROUP_ID}: restricted to ${ALLOWED_WORKFLOW}"
+          and all(.selected_workflows[]; . == $wf)' <<<"${answer}" >/dev/null ||
+        die "runner group ${RUNNER_GROUP_ID} must be restricted to $(allowed_workflow) only (Settings > Actions > Runner groups > Workflow access)"
+      jq -e '.visibility == "selected"' <<<"${answer}" >/dev/null ||
+        die "runner group ${RUNNER_GROUP_ID} must give repository access to ${WORKFLOW_REPO} alone (Settings > Actions > Runner groups > Repository access: selected repositories)"
+      answer="$(github_get "orgs/${SCOPE#org:}/actions/runner-groups/${RUNNER_GROUP_ID}/repositories?per_page=100")" ||
+        die "cannot read the repository access of runner group ${RUNNER_GROUP_ID} through ${GITHUB_API}"
+      jq -e --arg repo "${WORKFLOW_REPO}" '[.repositories[].full_name] == [$repo]' <<<"${answer}" >/dev/null ||
+        die "runner group ${RUNNER_GROUP_ID} must give repository access to ${WORKFLOW_REPO} alone, not $(jq -r '[.repositories[]?.full_name] | join(", ")' <<<"${answer}")"
+      note "runner group ${RUNNER_GROUP_ID}: restricted to $(allowed_workflow) and to ${WORKFLOW_REPO}"
       ;;
     *)
       answer="$(github_get "repos/${SCOPE}")" || die "cannot read ${SCOPE} through ${GITHUB_API}"
       if jq -e '.private == false' <<<"${answer}" >/dev/null; then
         [ "${FORCE_PUBLIC_REPO}" -eq 1 ] ||
-          die "${SCOPE} is public: its pull requests run their own workflow files, which could reach repository runners. Register organization runners in a group restricted to ${ALLOWED_WORKFLOW} (--org ORG --runner-group-id ID), or pass --force-public-repo"
+          die "${SCOPE} is public: its pull requests run their own workflow files, which could reach repository runners. Register organization runners in a group restricted to OWNER/REPO/${WORKFLOW_FILE} (--org ORG --runner-group-id ID), or pass --force-public-repo"
         note "WARNING: repository runners for the public repository ${SCOPE} (--force-public-repo)"
       fi
       ;;
@@ -544,7 +578,7 @@ check_github_settings() {
 
 cmd_install() {
   if [ "${RUNNER_CLASS}" = gpu ]; then
-    ALLOWED_WORKFLOW=".github/workflows/benchmark-gpu.yml@refs/heads/main"
+    WORKFLOW_FILE=".github/workflows/benchmark-gpu.yml@refs/heads/main"
     [ -z "${PARTITION}" ] || die "--partition lays out NeuronCores; a GPU runner owns whole GPUs: use --runners N"
     [ -z "${CONTAINER_IMAGE}" ] || die "--container runs the Neuron image; the GPU class runs its toolchain on the host"
     [ "${INSTALL_NEURON_APT}" -eq 0 ] || die "--neuron-apt installs the Neuron driver; a GPU instance has none"
@@ -555,8 +589,11 @@ cmd_install() {
     external) ;;
     *) die "--registration is token or external" ;;
   esac
-  if [[ "${SCOPE}" == org:* ]] && [ "${RUNNER_GROUP_ID}" -eq 1 ] && [ "${FORCE_PUBLIC_REPO}" -eq 0 ]; then
-    die "--org needs --runner-group-id: a group restricted to ${ALLOWED_WORKFLOW}, not the Default group (1)"
+  if [[ "${SCOPE}" == org:* ]]; then
+    [ -n "${WORKFLOW_REPO}" ] || WORKFLOW_REPO="${SCOPE#org:}/trncat"
+    if [ "${RUNNER_GROUP_ID}" -eq 1 ] && [ "${FORCE_PUBLIC_REPO}" -eq 0 ]; then
+      die "--org needs --runner-group-id: a group restricted to $(allowed_workflow), not the Default group (1)"
+    fi
   fi
   [ "${DRY_RUN}" -eq 1 ] || [ "$(id -u)" -eq 0 ] || die "install needs root (or --dry-run)"
   [ "${DRY_RUN}" -eq 1 ] || [ -z "${TOKEN_FILE}" ] || [ -r "${TOKEN_FILE}" ] || die "cannot read ${TOKEN_FILE}"
@@ -635,6 +672,7 @@ cmd_install() {
     if [[ "${index}" =~ ^[0-9]+$ ]] && [ "${index}" -ge "${RUNNERS}" ]; then
       run systemctl disable --now "${unit}"
       run rm -f "${CONF}/runner-${index}.env"
+      run rm -rf -- "${UNIT_DIR}/trncat-runner@${index}.service.d"
     fi
   done < <(systemctl list-units --all --plain --no-legend 'trncat-runner@*' 2>/dev/null | awk '{print $1}')
   for ((index = 0; index < RUNNERS; index++)); do
@@ -813,6 +851,11 @@ main() {
       --org)
         [[ "${2:-}" =~ ^[A-Za-z0-9_.-]+$ ]] || die "--org wants an organization name"
         SCOPE="org:$2"
+        shift
+        ;;
+      --workflow-repo)
+        [[ "${2:-}" =~ ^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$ ]] || die "--workflow-repo wants OWNER/NAME"
+        WORKFLOW_REPO="$2"
         shift
         ;;
       --token-file) TOKEN_FILE="${2:?--token-file FILE}" && shift ;;

@@ -122,6 +122,35 @@ def test_install_renders_a_systemd_unit_that_registers_a_fresh_runner_per_job(in
     assert enabled == [f"trncat-runner@{i}.service" for i in range(4)]
 
 
+def test_each_runner_sees_only_its_own_chips_and_a_private_dev_shm(install) -> None:
+    """Issue 22.5: the unit had no device policy and the driver's documented udev rule is mode 0666
+    (`KERNEL=="neuron*", MODE="0666"`, aws-neuron-driver's README), so any job could open every chip and slow its
+    neighbours, whose figures are then published; and a file a job left in /dev/shm survived into the next job.
+    Each runner now gets only its own /dev/neuronN (DevicePolicy=closed + DeviceAllow=, per runner) and private
+    /dev/shm, /run/lock and System V IPC, fresh at every start (one start per job)."""
+    files = written(install.stdout)
+    unit = files["/etc/systemd/system/trncat-runner@.service"]
+    assert "DevicePolicy=closed" in unit and "DeviceAllow=" not in unit, "devices are per runner, in drop-ins"
+    assert "TemporaryFileSystem=/dev/shm:mode=1777,nosuid,nodev /run/lock:mode=1777,nosuid,nodev" in unit
+    assert "PrivateIPC=yes" in unit and "PrivateDevices=" not in unit  # (that would hide the chips too)
+    for index in range(4):  # 16 cores each at LNC=2: four chips, /dev/neuron<4i> .. /dev/neuron<4i+3>
+        drop_in = files[f"/etc/systemd/system/trncat-runner@{index}.service.d/devices.conf"]
+        allowed = re.findall(r"^DeviceAllow=(\S+) (\S+)$", drop_in, re.M)
+        assert allowed == [(f"/dev/neuron{4 * index + d}", "rw") for d in range(4)], drop_in
+        assert drop_in.startswith("# ") and "[Service]" in drop_in
+
+
+def test_a_partition_allows_each_runner_its_chips_only(tmp_path: Path) -> None:
+    (tmp_path / "t").write_text("x")
+    args = ["install", "--repo", "a/b", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
+    files = written(dry_run(*args, "--partition", "1x8,2x2,4x1").stdout)
+    devices = {i: re.findall(r"^DeviceAllow=(\S+) rw$", files[f"/etc/systemd/system/trncat-runner@{i}.service.d/"
+                                                                 "devices.conf"], re.M) for i in range(7)}  # fmt: skip
+    assert devices[0] == ["/dev/neuron0", "/dev/neuron1"]  # cores 0-7
+    assert devices[1] == devices[2] == ["/dev/neuron2"]  # cores 8-9 and 10-11 share chip 2
+    assert all(devices[i] == ["/dev/neuron3"] for i in range(3, 7))  # cores 12..15
+
+
 def test_install_pins_the_toolchain_from_toolchain_yaml(install) -> None:
     constraints = written(install.stdout)["/opt/trncat-runner/toolchain-constraints.txt"].split()
     toolchain = yaml.safe_load((ROOT / "runners" / "toolchain.yaml").read_text())
@@ -377,8 +406,9 @@ class _FakeGitHub:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                body = json.dumps(answers.get(self.path.lstrip("/"), {})).encode()
-                self.send_response(200 if self.path.lstrip("/") in answers else 404)
+                path = self.path.split("?", 1)[0].lstrip("/")
+                body = json.dumps(answers.get(path, {})).encode()
+                self.send_response(200 if path in answers else 404)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -400,14 +430,32 @@ def github(tmp_path: Path):
     api = _FakeGitHub({
         "repos/acme/public": {"private": False, "visibility": "public"},
         "repos/acme/private": {"private": True, "visibility": "private"},
-        "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "selected_workflows": [
-            "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/7": {"id": 7, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/7/repositories": {"total_count": 1, "repositories": [
+            {"full_name": "acme/trncat"}]},
         "orgs/acme/actions/runner-groups/8": {"id": 8, "restricted_to_workflows": False, "selected_workflows": []},
-        "orgs/acme/actions/runner-groups/10": {"id": 10, "restricted_to_workflows": True, "selected_workflows": [
-            "acme/trncat/.github/workflows/benchmark-gpu.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/20": {"id": 20, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark-gpu.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/20/repositories": {"total_count": 1, "repositories": [
+            {"full_name": "acme/trncat"}]},
         "orgs/acme/actions/runner-groups/9": {"id": 9, "restricted_to_workflows": True, "selected_workflows": [
             "acme/trncat/.github/workflows/benchmark.yml@refs/heads/main",
             "acme/trncat/.github/workflows/pr.yml@refs/pull/1/merge"]},
+        # issue 22.1: a suffix matched; these name benchmark.yml@main of another repository
+        "orgs/acme/actions/runner-groups/10": {"id": 10, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["mallory/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/11": {"id": 11, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/sandbox/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/11/repositories": {"total_count": 1, "repositories": [
+            {"full_name": "acme/trncat"}]},
+        # the right workflow, but every repository of the org (or another one too) may send it jobs
+        "orgs/acme/actions/runner-groups/12": {"id": 12, "restricted_to_workflows": True, "visibility": "all",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/13": {"id": 13, "restricted_to_workflows": True, "visibility": "selected",
+            "selected_workflows": ["acme/trncat/.github/workflows/benchmark.yml@refs/heads/main"]},
+        "orgs/acme/actions/runner-groups/13/repositories": {"total_count": 2, "repositories": [
+            {"full_name": "acme/trncat"}, {"full_name": "acme/sandbox"}]},
     })  # fmt: skip
     (tmp_path / "token").write_text("ghp_settings_check\n")
     yield api
@@ -432,10 +480,19 @@ def test_repository_runners_are_refused_for_a_public_repository(tmp_path: Path, 
 
 
 def test_org_runners_need_a_group_restricted_to_the_benchmark_workflow(tmp_path: Path, github: _FakeGitHub) -> None:
-    assert _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7").returncode == 0
-    for group in ("8", "9", "404"):
+    """Issue 22.1: the check compared a suffix (`endswith("/.github/workflows/benchmark.yml@refs/heads/main")`),
+    so a group serving another repository's benchmark.yml passed. It now compares the whole
+    `OWNER/REPO/.github/workflows/benchmark.yml@refs/heads/main` and wants this repository alone in the group."""
+    ok = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7")
+    assert ok.returncode == 0, ok.stderr
+    assert "restricted to acme/trncat/.github/workflows/benchmark.yml@refs/heads/main" in ok.stdout
+    for group in ("8", "9", "10", "11", "12", "13", "404"):
         result = _install(tmp_path, github, "--org", "acme", "--runner-group-id", group)
-        assert result.returncode == 2, group
+        assert result.returncode == 2, (group, result.stdout)
+    other = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "11", "--workflow-repo", "acme/sandbox")
+    assert other.returncode == 2 and "acme/sandbox alone" in other.stderr  # its repository access lists none
+    bad = _install(tmp_path, github, "--org", "acme", "--runner-group-id", "7", "--workflow-repo", "acme/x y")
+    assert bad.returncode == 2 and "--workflow-repo wants OWNER/NAME" in bad.stderr
     default = dry_run("install", "--org", "acme", "--token-file", "/dev/null", "--instance", "trn2.48xlarge")
     assert default.returncode == 2 and "not the Default group" in default.stderr
 
@@ -572,9 +629,9 @@ def test_gpu_runners_need_a_group_restricted_to_benchmark_gpu(tmp_path: Path, gi
     """The GPU class's group serves benchmark-gpu.yml alone: not the trn2 group, nor the trn2 workflow's."""
     gpu = ["--class", "gpu", "--instance", "g6e.xlarge"]
     base = ["install", "--token-file", str(tmp_path / "token"), "--github-api", github.url, "--check-settings"]
-    assert dry_run(*base, *gpu, "--org", "acme", "--runner-group-id", "10").returncode == 0
+    assert dry_run(*base, *gpu, "--org", "acme", "--runner-group-id", "20").returncode == 0
     refused = dry_run(*base, *gpu, "--org", "acme", "--runner-group-id", "7")
     assert refused.returncode == 2 and "benchmark-gpu.yml@refs/heads/main only" in refused.stderr
     # ... and the trn2 class is refused the GPU group.
-    trn2 = dry_run(*base, "--instance", "trn2.48xlarge", "--org", "acme", "--runner-group-id", "10")
+    trn2 = dry_run(*base, "--instance", "trn2.48xlarge", "--org", "acme", "--runner-group-id", "20")
     assert trn2.returncode == 2 and "benchmark.yml@refs/heads/main only" in trn2.stderr

@@ -23,7 +23,10 @@ from tests.test_workflows import step
 
 MODEL = "trncat-demo/tiny-llama"
 
-pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash"),
+    pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)"),
+]
 
 
 @pytest.fixture
@@ -57,25 +60,54 @@ def _community(revision: str, params: int, *, model_id: str = MODEL, **overrides
     return record
 
 
+def _fake_gh(folder: Path, listed: list[str]) -> Path:
+    """A `gh` that answers the PR-files API as GitHub does: one JSON page of {filename, previous_filename}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = [{"filename": new, **({"previous_filename": old} if old else {})}
+             for new, _, old in (name.partition(" <- ") for name in listed)]  # fmt: skip
+    (folder / "pages.json").write_text(json.dumps(pages))
+    script = folder / "gh"
+    script.write_text(
+        f"#!{sys.executable}\nimport os, subprocess, sys\n"
+        "assert sys.argv[1:3] == ['api', '--paginate'] and '/pulls/17/files' in sys.argv[3], sys.argv\n"
+        "pages = open(os.path.join(os.path.dirname(sys.argv[0]), 'pages.json')).read()\n"
+        "jq = sys.argv[sys.argv.index('--jq') + 1]\n"
+        "sys.stdout.write(subprocess.run(['jq', '-c', jq], input=pages, capture_output=True, text=True).stdout)\n"
+    )
+    script.chmod(0o755)
+    return folder
+
+
 def check(
-    localhub, tmp_path: Path, files: dict[str, object], extra_env: dict[str, str] | None = None
+    localhub,
+    tmp_path: Path,
+    files: dict[str, object],
+    extra_env: dict[str, str] | None = None,
+    *,
+    also: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run the validate and check steps on a PR holding ``files`` (path under results/ -> record or text)."""
+    """Run the files, validate and check steps on a PR holding ``files`` (path under results/ -> record or text)
+    that also changes the repository paths ``also`` (``"new <- old"`` for a rename)."""
     workspace = tmp_path / "ws"
     shutil.rmtree(workspace, ignore_errors=True)
     for name, content in files.items():
         path = workspace / "submission" / "results" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content if isinstance(content, str) else json.dumps(content))
+    listed = [f"results/{name}" for name in files] + list(also)
+    gh = _fake_gh(tmp_path / "gh-bin", listed)
     env = (
         _env(localhub, tmp_path)
         | (extra_env or {})
         | {"GITHUB_OUTPUT": os.devnull, "GITHUB_STEP_SUMMARY": str(tmp_path / "s.md")}
     )
+    env["PATH"] = f"{gh}{os.pathsep}{env['PATH']}"
+    values = {"GH_TOKEN": "ghs_read_only", "REPO": "acme/trncat", "PR_NUMBER": "17", "CHANGED_FILES": str(len(listed))}
     result = None
-    for step_id in ("validate", "check"):
+    for step_id in ("files", "validate", "check"):
         s = step("submission", "validate", step_id)
-        full = env | step_env("submission", "validate", s, {}, {})
+        wanted = {k: v for k, v in values.items() if k in (s.get("env") or {})}
+        full = env | step_env("submission", "validate", s, wanted, {})
         result = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", s["run"]], cwd=workspace,
                                 env=full, capture_output=True, text=True, timeout=600)  # fmt: skip
         if result.returncode != 0:
@@ -95,6 +127,7 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
     good = _community(revision, params)
     forged = _community(revision, params)
     forged["run"] |= {"runner": "trn2-runner-1", "github_run_id": "1234567890"}  # a community record naming our run
+    huge_memory = good["metrics"] | {"peak_host_memory_bytes": 2**62}
     cases = {
         # a newline in the name made `trncat validate` get a path that does not exist, and the failure was hidden
         "newline in the file name": ({"community/a\nb.json": good}, "not a record file"),
@@ -112,10 +145,40 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
         "forged provenance": ({"community/f.json": forged}, "run.github_run_id"),
         "not a plain name": ({"community/-rf.json": good}, "not a record file"),
         "only a readme": ({"community/README.md": "hi"}, "no record"),
+        # issue 22.7: the Hub resolves ids without case; a variant would sit beside the CI row of the model
+        "a case variant of the id": (
+            {"community/v.json": _community(revision, params, model_id="Trncat-Demo/Tiny-Llama")},
+            "model_id: 'Trncat-Demo/Tiny-Llama' is not the Hub's id of that model: 'trncat-demo/tiny-llama'",
+        ),
+        # issue 22.3: valid records, figures no run has (2**62 bytes steered the queue's host-memory guard)
+        "host memory no host has": (
+            {"community/m.json": _community(revision, params, metrics=huge_memory)},
+            "peak_host_memory_bytes: implausible",
+        ),
+        "a run of weeks": (
+            {"community/w.json": _community(revision, params, metrics={**good["metrics"], "wall_s": 3e6})},
+            "wall_s: implausible",
+        ),
     }
     for label, (files, expected) in cases.items():
         result = check(localhub, tmp_path, files)
         assert result.returncode != 0 and expected in result.stdout, (label, result.stdout, result.stderr)
+
+
+def test_a_results_pull_request_that_touches_anything_else_fails(localhub, tmp_path: Path, hub_model) -> None:
+    """Issue 22.9: a PR adding a record may also change the check itself, the runner kit or the code the check
+    runs; the PR's files are now listed from GitHub (both names of a rename) and anything outside results/ fails."""
+    revision, params = hub_model
+    good = {"community/ok.json": _community(revision, params)}
+    for also, expected in (
+        ((".github/workflows/submission.yml",), "touches .github/workflows/submission.yml"),
+        (("runners/setup-runner.sh",), "touches runners/setup-runner.sh"),
+        (("results/community/moved.json <- pipeline/records/validate.py",), "touches pipeline/records/validate.py"),
+    ):
+        result = check(localhub, tmp_path, good, also=also)
+        assert result.returncode != 0 and expected in result.stdout, (also, result.stdout, result.stderr)
+        assert "a results/ pull request changes nothing else" in result.stdout
+    assert check(localhub, tmp_path, good).returncode == 0
 
 
 def test_a_missing_or_empty_report_is_a_failure(localhub, tmp_path: Path, hub_model) -> None:

@@ -25,6 +25,7 @@ from pipeline.discover import Candidate
 from pipeline.plan import Plan, plan_config
 from pipeline.queue import MAX_CHUNK, build_queue
 from tests import ROOT
+from tests.expressions import evaluate, holds
 
 WORKFLOWS = ROOT / ".github" / "workflows"
 NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page")
@@ -82,13 +83,68 @@ def local_callees(name: str) -> set[str]:
     return out
 
 
+#: Every event a workflow of another file can run on: a workflow with `workflow_call` can be called by any of
+#: them, from any workflow file that names it (a pull request's own file included), not only by ours.
+ANY_EVENT = PR_TRIGGERS | {"push", "schedule", "workflow_dispatch", "merge_group", "release", "issues"}
+
+
 def reaching_triggers(name: str) -> set[str]:
-    """Every event that can start ``name``: its own, and those of every workflow that calls it."""
+    """Every event that can start ``name``: its own, those of every workflow of ours that calls it and, when it
+    can be called at all (`workflow_call`), every event: any workflow file, a fork PR's included, may call it."""
     events = triggers(name) - {"workflow_call"}
+    if "workflow_call" in triggers(name):
+        events |= ANY_EVENT
     for caller in NAMES:
         if name in local_callees(caller):
             events |= reaching_triggers(caller)
     return events
+
+
+REPO = "acme/trncat"
+
+
+def _context(event: str, ref: str, workflow: str, *, repository: str = REPO) -> dict[str, Any]:
+    """The `github` context a job sees; in a called workflow it is the caller's (the docs' words, below)."""
+    return {"github": {"event_name": event, "ref": ref, "repository": repository,
+                       "workflow_ref": f"{repository}/.github/workflows/{workflow}@{ref}"}}  # fmt: skip
+
+
+#: Callers that must never get a job onto a self-hosted runner. GitHub admits to a runner group restricted to
+#: benchmark.yml@main every job defined in that file, whoever calls it ("Only jobs directly defined within the
+#: selected workflows will have access to the runner group", docs.github.com, "Managing access to self-hosted
+#: runners using groups"), and "When a reusable workflow is triggered by a caller workflow, the `github` context
+#: is always associated with the caller workflow" (docs.github.com, "Reusing workflow configurations"): so the
+#: guard reads the caller's event, ref and workflow file.
+HOSTILE_CALLERS = {
+    "a fork PR's workflow calling benchmark.yml@main": _context("pull_request", "refs/pull/7/merge", "evil.yml"),
+    "the same PR, the workflow named benchmark.yml": _context("pull_request", "refs/pull/7/merge", "benchmark.yml"),
+    "the PR editing discover.yml": _context("pull_request", "refs/pull/7/merge", "discover.yml"),
+    "pull_request_target on main": _context("pull_request_target", "refs/heads/main", "submission.yml"),
+    "a comment on an issue": _context("issue_comment", "refs/heads/main", "bot.yml"),
+    "workflow_run after a PR's run": _context("workflow_run", "refs/heads/main", "after.yml"),
+    "a push to a branch": _context("push", "refs/heads/feature", "evil.yml"),
+    "a push to main": _context("push", "refs/heads/main", "discover.yml"),
+    "benchmark.yml dispatched on a branch": _context("workflow_dispatch", "refs/heads/pwn", "benchmark.yml"),
+    "discover.yml scheduled on a branch": _context("schedule", "refs/heads/pwn", "discover.yml"),
+    "another workflow dispatched on main": _context("workflow_dispatch", "refs/heads/main", "other.yml"),
+    "another workflow scheduled on main": _context("schedule", "refs/heads/main", "nightly.yml"),
+}  # fmt: skip
+HOSTILE_CALLERS["the same PR, the workflow named benchmark-gpu.yml"] = _context(
+    "pull_request", "refs/pull/7/merge", "benchmark-gpu.yml"
+)
+HOSTILE_CALLERS["benchmark-gpu.yml dispatched on a branch"] = _context(
+    "workflow_dispatch", "refs/heads/pwn", "benchmark-gpu.yml"
+)
+
+
+def allowed_callers(name: str) -> dict[str, dict[str, Any]]:
+    """The runs that benchmark on a runner class's workflow ``name``: discover.yml's schedule and dispatch, and
+    the workflow itself dispatched by hand, on main."""
+    return {
+        "discover.yml scheduled": _context("schedule", "refs/heads/main", "discover.yml"),
+        "discover.yml dispatched": _context("workflow_dispatch", "refs/heads/main", "discover.yml"),
+        f"{name}.yml dispatched": _context("workflow_dispatch", "refs/heads/main", f"{name}.yml"),
+    }
 
 
 def test_every_workflow_exists_and_starts_with_no_permissions() -> None:
@@ -160,37 +216,90 @@ def test_secrets_reach_only_the_publish_step_through_its_environment() -> None:
 
 
 def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request() -> None:
+    """Issue 22.1: benchmark.yml has `workflow_call`, so a fork PR's own workflow could call
+    `OWNER/REPO/.github/workflows/benchmark.yml@main`: its jobs were admitted to the runner group and checked out
+    the PR's merge commit. Every self-hosted job a caller can reach now carries a guard that only this
+    repository's own schedule and dispatch runs on main pass, and checks out that run's commit explicitly."""
     self_hosted = [(n, j) for n in NAMES for j, job in jobs(n).items() if is_self_hosted(job)]
     # Two runner classes, the same rules: trn2 (benchmark.yml) and the GPUs of the Compare view (benchmark-gpu.yml).
     assert {n for n, _ in self_hosted} == set(RUNNER_CLASSES) and len(self_hosted) == 4
     for name, job_id in self_hosted:
         job = jobs(name)[job_id]
         assert "secrets." not in json.dumps(job) and "environment" not in job, f"{name} {job_id}"
-        reaching = reaching_triggers(name)
-        assert not reaching & PR_TRIGGERS, f"{name}.yml {job_id} is reachable from {reaching & PR_TRIGGERS}"
         assert runs_on_labels(job)[:3] == ["self-hosted", "linux", RUNNER_CLASSES[name]]
+        reaching = reaching_triggers(name)
+        if reaching & PR_TRIGGERS:
+            for label, context in HOSTILE_CALLERS.items():
+                assert not holds(job.get("if"), context), f"{name}.yml {job_id} runs for {label}"
+        for label, context in allowed_callers(name).items():
+            assert holds(job.get("if"), context), f"{name}.yml {job_id} no longer runs for {label}"
+        for s in job["steps"]:
+            if "actions/checkout" in s.get("uses", ""):
+                # The run's own commit, explicitly: the guard admits only runs of main, never a PR's merge commit.
+                assert s["with"].get("ref") == "${{ github.sha }}", f"{name}.yml {job_id}: checkout without ref"
+    # Every workflow of ours that calls a runner class's workflow runs only on what the guard admits.
     for name in RUNNER_CLASSES:
-        assert reaching_triggers(name) == {"schedule", "workflow_dispatch"}, name
+        callers = {n for n in NAMES if name in local_callees(n)}
+        assert callers == {"discover"} and reaching_triggers("discover") <= {"schedule", "workflow_dispatch"}
+        assert triggers(name) - {"workflow_call"} <= {"schedule", "workflow_dispatch"}
+
+
+def test_the_guard_evaluator_reads_what_github_reads() -> None:
+    """The evaluator behind the guard tests: case-insensitive strings, operands from && and ||, format()."""
+    context = _context("schedule", "refs/heads/main", "discover.yml")
+    assert evaluate("github.event_name == 'SCHEDULE'", context) is True
+    assert evaluate("github.ref != 'refs/heads/main' || 'x'", context) == "x"
+    assert evaluate("format('{0}/a@{1}', github.repository, 'b')", context) == "acme/trncat/a@b"
+    assert holds(None, context) and not holds("false && true", context)
+    with pytest.raises(ValueError):
+        evaluate("github.ref =~ 'x'", context)
 
 
 def test_pull_request_workflows_run_on_github_hosted_runners_only() -> None:
     for name in NAMES:
         if not triggers(name) & PR_TRIGGERS:
             continue
-        assert "pull_request_target" not in triggers(name), f"{name}.yml: pull_request_target is never needed"
+        if "pull_request_target" in triggers(name):  # the base branch's file, with the PR's files as data
+            assert name == "submission", f"{name}.yml: pull_request_target is for the submission check only"
         assert not local_callees(name), f"{name}.yml: a PR workflow calls no other workflow"
         for job_id, job in jobs(name).items():
             assert all(label.startswith("ubuntu-") for label in runs_on_labels(job)), f"{name}.yml {job_id}"
 
 
 def test_submission_runs_the_base_branch_validator_on_the_pr_data() -> None:
-    assert triggers("submission") == {"pull_request"}
+    """Issue 22.9: `on: pull_request` runs the PR's own copy of submission.yml, so the verdict was the PR's to
+    write. It runs on `pull_request_target` now: "This event runs in the context of the base of the pull request,
+    rather than in the context of the merge commit, as the `pull_request` event does" (docs.github.com, "Events
+    that trigger workflows", pull_request_target), which also warns it may hold secrets and write access: the job
+    holds none, reads the PR's files as data only and never runs them."""
+    assert triggers("submission") == {"pull_request_target"}
     # all of results/ (issue 11.8): `trncat publish results/` reads the whole folder
-    assert load("submission")["on"]["pull_request"]["paths"] == ["results/**"]
-    checkouts = [s for s in jobs("submission")["validate"]["steps"] if "checkout" in s.get("uses", "")]
+    assert load("submission")["on"]["pull_request_target"]["paths"] == ["results/**"]
+    [job] = jobs("submission").values()
+    assert job["permissions"] == {"contents": "read", "pull-requests": "read"}, "read-only, no secret"
+    assert "secrets." not in json.dumps(job) and "environment" not in job and "cache" not in json.dumps(job)
+    checkouts = [s for s in job["steps"] if "checkout" in s.get("uses", "")]
     assert checkouts[0]["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert checkouts[1]["with"]["sparse-checkout"] == "results"
-    assert "-e ./trusted" in json.dumps(jobs("submission")["validate"])
+    data = checkouts[1]["with"]
+    assert data["ref"] == "${{ github.event.pull_request.head.sha }}"
+    assert data["repository"] == "${{ github.event.pull_request.head.repo.full_name }}"
+    assert data["sparse-checkout"] == "results/" and data["sparse-checkout-cone-mode"] is False
+    assert data["path"] == "submission" and data["persist-credentials"] is False
+    installs = [line.strip() for s in job["steps"] for line in s.get("run", "").splitlines() if "pip install" in line]
+    assert [line.split()[-1] for line in installs] == ["https://download.pytorch.org/whl/cpu", "./trusted"]
+    for s in job["steps"]:
+        run = s.get("run", "")
+        # nothing of submission/ is run, sourced, installed or imported: it is read by the validator only
+        assert not re.search(r"(pip install|python|bash|source|\.)\s+[^\n]*submission/", run), s.get("name")
+
+
+def test_codeowners_guard_the_workflows_and_the_runner_kit() -> None:
+    """Issue 22.9: a change to `.github/` (the check itself, the trust boundaries) or `runners/` (what runs as
+    root on the trn2 hosts) needs a maintainer's review."""
+    lines = [line.split() for line in (ROOT / ".github" / "CODEOWNERS").read_text().splitlines()]
+    owners = {line[0]: line[1:] for line in lines if line and not line[0].startswith("#")}
+    for path in ("/.github/", "/runners/"):
+        assert owners.get(path) and all(o.startswith("@") for o in owners[path]), path
 
 
 def test_logs_use_groups_and_errors() -> None:

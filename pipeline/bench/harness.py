@@ -26,7 +26,7 @@ from pipeline.bench.process import ChildOutcome, now_iso, run_child
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
-from pipeline.records import SCHEMA_VERSION, load_schema, validate_record
+from pipeline.records import SCHEMA_VERSION, VERSION_TEXT, load_schema, printable, validate_record
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import TASK_SOURCES, task_source
 
@@ -162,12 +162,18 @@ def _run_and_verify(
     return "pass", None, agreed
 
 
-def run_versions(backend: Backend, task: str) -> dict[str, str | None]:
-    """The record's ``versions``: the backend's, and the task's library when it is not transformers."""
+def run_versions(backend: Backend, task: str, notes: list[str] | None = None) -> dict[str, str | None]:
+    """The record's ``versions``: the backend's, and the task's library when it is not transformers. A value that
+    is no version string (a tool's odd output) is left out ("unknown" where one is required), noted in ``notes``."""
     versions = backend.versions()
     library = task_source(task).library
     if library != "transformers":
         versions[library.replace("-", "_")] = package_version(library) or "unknown"
+    for name, value in versions.items():
+        if value is not None and not VERSION_TEXT.fullmatch(value):
+            versions[name] = "unknown" if name in {"pipeline", "python", "torch", "transformers"} else None
+            if notes is not None:
+                notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
     return versions
 
 
@@ -194,6 +200,15 @@ def host_memory_short(
         sleep(step)
         waited += step
     return None
+
+
+def runner_memory_share(*, total: int, cores: int, cores_available: int | None) -> int:
+    """The host memory that is this runner's: ``total`` times its cores over the instance's (all of it when the
+    instance's core count is unknown, as on a CPU host). The runners of one instance split its cores, and so its
+    memory: a guard that asks more than the share waits for memory the neighbours are entitled to."""
+    if not cores_available or cores >= cores_available:
+        return total
+    return total * max(1, cores) // cores_available
 
 
 def bench_once(
@@ -251,6 +266,17 @@ def bench_once(
             check_sentence_modules(model.path)
         except RemoteCodeRefused as exc:
             refused = exc
+    if host_memory_bytes and unready is None:
+        # A prediction comes from history (one outlier, or a record that lies): never more than this runner's share.
+        available_cores = backend.hardware(cores=spec.cores).get("cores_available")
+        total = int(psutil.virtual_memory().total)
+        share = runner_memory_share(total=total, cores=spec.cores, cores_available=available_cores)
+        if host_memory_bytes > share:
+            notes.append(
+                f"host memory guard: the queue asked {host_memory_bytes} bytes; capped at the runner's share of "
+                f"the host, {share} bytes"
+            )
+            host_memory_bytes = share
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"
@@ -297,7 +323,7 @@ def bench_once(
         "dtype": spec.dtype,
         "workload": spec.workload.to_dict(),
         "metrics": metrics,
-        "versions": run_versions(backend, spec.task),
+        "versions": run_versions(backend, spec.task, notes),
         "run": {
             "started_at": started,
             "finished_at": finished,
@@ -311,8 +337,10 @@ def bench_once(
         "attempts": [],
         "plan": plan,
         "agreement": agreed,
-        "notes": notes,
+        "notes": [printable(note)[:500] for note in notes if printable(note).strip()],
     }
+    if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
+        failure["message"] = printable(failure["message"])
     threads = observed.get("threads")
     if isinstance(threads, int) and threads >= 1:
         record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)

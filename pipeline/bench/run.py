@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +42,28 @@ def resolve(
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
-    return resolve_hub(model, revision=revision, hub=hub, task=task)
+    # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
+    return resolve_hub(
+        model,
+        revision=revision,
+        hub=hub,
+        task=task,
+        expected_bytes=checkpoint_bytes(model, revision=revision, hub=hub, task=task),
+    )
+
+
+def checkpoint_bytes(model: str, *, revision: str | None, hub: Hub, task: str | None) -> int | None:
+    """The checkpoint's bytes the planner counts from the model's config on the Hub, or None when it cannot."""
+    from pipeline.errors import HubError, PlanError
+    from pipeline.plan import plan_model
+
+    try:
+        plan = plan_model(model, revision=revision, hub=hub, task=task,
+                          workload=default_workload(task) if task else None)  # fmt: skip
+    except (PlanError, HubError) as exc:
+        logger.info("no checkpoint size for %s: %s", model, exc)
+        return None
+    return plan.download_bytes
 
 
 def family_of(resolved: ResolvedModel) -> Family:
@@ -106,12 +128,14 @@ def bench_model(
     hub: Hub | None = None,
     host_memory_bytes: int | None = None,
     host_memory_wait_s: float = 0.0,
+    memory_check: Callable[..., int | None] | None = None,
 ) -> dict[str, Any]:
     """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
 
-    With ``host_memory_bytes`` (the compile's predicted host memory), a host that lacks it after waiting
-    ``host_memory_wait_s`` refuses the run: an ``error`` record (code ``host_memory_short``) that a later
-    queue retries, never a ``fail``.
+    With ``host_memory_bytes`` (the compile's predicted host memory, capped at the runner's share of the host),
+    a host that lacks it after waiting ``host_memory_wait_s`` refuses the run: an ``error`` record (code
+    ``host_memory_short``) that a later queue retries, never a ``fail``. ``memory_check`` replaces
+    :func:`pipeline.bench.harness.host_memory_short` (tests).
 
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
@@ -142,7 +166,10 @@ def bench_model(
     from pipeline.bench.escalation import run_with_escalation
 
     once = functools.partial(
-        harness.bench_once, host_memory_bytes=host_memory_bytes, host_memory_wait_s=host_memory_wait_s
+        harness.bench_once,
+        host_memory_bytes=host_memory_bytes,
+        host_memory_wait_s=host_memory_wait_s,
+        memory_check=memory_check or harness.host_memory_short,
     )
     attempt = functools.partial(run_with_escalation, attempt=once) if escalate else once
     record = attempt(

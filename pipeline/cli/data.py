@@ -72,6 +72,8 @@ def _build(args: argparse.Namespace) -> int:
         print("error: no valid record to build from", file=sys.stderr)
         return 1
     summary = build(records, args.out, pricing=pricing_of(args))
+    for name, field_name, message in summary.set_aside:
+        print(f"set aside: {name}: {field_name}: {message}", file=sys.stderr)
     if summary.changed:
         print(
             f"added {summary.added} row(s) to {args.out} ({summary.results_file}); "
@@ -79,7 +81,7 @@ def _build(args: argparse.Namespace) -> int:
         )
     else:
         print(f"nothing new: {summary.duplicates} record(s) already in {args.out}")
-    return 1 if report.problems else 0
+    return 1 if report.problems or summary.set_aside else 0
 
 
 # -- collect --------------------------------------------------------------------------------------------
@@ -162,6 +164,10 @@ def _publish(args: argparse.Namespace) -> int:
             invalid=len(report.bad_files),
             pricing=pricing,
         )
+    for aside in result.set_aside:  # discovery's rows: reported, and the rest was published (no failure)
+        print(f"set aside: {aside}", file=sys.stderr)
+    for name, field_name, message in result.summary.set_aside:  # validated above: only a validator gap lands here
+        print(f"set aside: {name}: {field_name}: {message}", file=sys.stderr)
     if result.dry_run:
         print(
             f"dry run: would commit {len(result.files)} file(s) to {result.repo}"

@@ -2,6 +2,7 @@
 writes its layout (:mod:`pipeline.dataset.layout` names every file).
 
 - :mod:`~pipeline.dataset.build`: append results, keep the latest view and each key's history, write scripts;
+- :mod:`~pipeline.dataset.keys`: a latest key by the canonical id, and the row that stands for it;
 - :mod:`~pipeline.dataset.read`: the latest view, results columns, rankings, exclusions, scripts;
 - :mod:`~pipeline.dataset.rankings`: discovery's snapshots and exclusions;
 - :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;
@@ -46,7 +47,7 @@ from pipeline.dataset.mirror import (
     summary_paths,
     tree_digests,
 )
-from pipeline.dataset.rankings import overlay_problems, write_exclusions, write_rankings
+from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
 from pipeline.dataset.read import (
     HISTORY_COLUMN,
     earlier_runs,
@@ -61,12 +62,12 @@ from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
-    "overlay_problems",
     "EXCLUSIONS_FILE",
     "FAMILIES_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",
     "LATEST_DIR",
+    "MAX_REASON_CHARS",
     "RANKINGS_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
@@ -76,6 +77,7 @@ __all__ = [
     "Change",
     "build",
     "change_kinds",
+    "clean_overlay",
     "earlier_runs",
     "family_rows",
     "family_view",

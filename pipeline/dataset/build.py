@@ -20,22 +20,30 @@ from pipeline import fsatomic, render
 from pipeline.dataset.changes import Change, change_rows, changes_table
 from pipeline.dataset.families import update_families
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
+from pipeline.dataset.keys import (
+    by_key,
+    capped,
+    history_entry,
+    latest_key,
+    newer,
+    rank,
+    shard_key,
+)
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
     RESULTS_DIR,
     SCRIPT_FILES,
+    fresh_run_name,
     parquet_bytes,
     read_rows,
     read_table,
     results_files_since,
-    run_name,
     script_folder,
 )
 from pipeline.dataset.migrate import migrate, needs_migration
 from pipeline.dataset.read import (
     HISTORY_COLUMN,
-    HISTORY_FIELDS,
     LEGACY_HISTORY_COLUMN,
     earlier_runs,
     latest_schema,
@@ -43,7 +51,7 @@ from pipeline.dataset.read import (
     upgrade_row,
 )
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
-from pipeline.errors import PipelineError, RecordError
+from pipeline.errors import PipelineError
 from pipeline.prices import Pricing, row_costs
 from pipeline.records import LAYOUT_VERSION, arrow_schema, flatten, representative, unflatten, validate_record
 
@@ -66,14 +74,12 @@ class BuildSummary:
     latest_files: list[str] = field(default_factory=list)
     scripts: list[str] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
+    #: Records set aside (model id, field, why): invalid, or not storable; the rest was built.
+    set_aside: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
         return self.added > 0
-
-
-def latest_key(row: dict[str, Any]) -> tuple[str, str, str]:
-    return (row["model_id"], row["task"], row["hardware"])
 
 
 def shard_of(key: tuple[str, str, str], digits: int = LATEST_SHARD_DIGITS) -> str:
@@ -93,10 +99,6 @@ def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
     return 0 if names == ["all"] else len(names[0])
 
 
-#: Earlier runs kept in a latest row's ``history_json`` (newest first); the full history is data/results.
-HISTORY_LIMIT = 10
-
-
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
 
@@ -113,31 +115,6 @@ def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
     return ids
 
 
-def _history_entry(row: dict[str, Any]) -> dict[str, Any]:
-    return {name: row.get(name) for name in HISTORY_FIELDS}
-
-
-def _rank(row: dict[str, Any]) -> tuple[Any, ...]:
-    """Which row of a key stands as its latest: a CI row before any other (a community or local record never
-    displaces the project's own measurement, however new it says it is), then the newest."""
-    return (row["source"] == "ci", row["finished_at"], row["started_at"], row["record_id"])
-
-
-def _newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when row ``a`` supersedes row ``b`` for the same key."""
-    return _rank(a) > _rank(b)
-
-
-def _capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The newest ``HISTORY_LIMIT`` entries, newest first, CI runs kept first when some must go."""
-    entries = sorted(entries, key=lambda e: e["finished_at"], reverse=True)
-    if len(entries) > HISTORY_LIMIT:
-        kept = sorted(entries, key=lambda e: (e.get("source") == "ci", e["finished_at"]), reverse=True)
-        ids = {e["record_id"] for e in kept[:HISTORY_LIMIT]}
-        entries = [e for e in entries if e["record_id"] in ids]
-    return entries
-
-
 #: The key columns of a latest shard, in the order its rows are sorted by.
 _KEY_COLUMNS = ("model_id", "task", "hardware")
 
@@ -152,14 +129,15 @@ def _read_shard(path: Path, keys: set[tuple[str, str, str]]) -> tuple[pa.Table |
     """
     table = read_table(path)
     if table.schema.equals(latest_schema()) and table.num_rows:
-        joined = pc.binary_join_element_wise(*(table[name] for name in _KEY_COLUMNS), "\0")
+        ids = pc.utf8_lower(table["model_id"])  # the canonical id, as latest_key has it
+        joined = pc.binary_join_element_wise(ids, table["task"], table["hardware"], "\0")
         current = pc.all(pc.equal(table["layout_version"], LAYOUT_VERSION)).as_py()
         unique = joined.null_count == 0 and pc.count_distinct(joined).as_py() == table.num_rows
         if current and unique:
             mask = pc.is_in(joined, value_set=pa.array(["\0".join(key) for key in keys], pa.string()))
             touched = table.filter(mask).to_pylist()
             return table.filter(pc.invert(mask)), {latest_key(r): upgrade_row(r) for r in touched}
-    return None, {latest_key(r): upgrade_row(r) for r in table.to_pylist()}
+    return None, by_key(upgrade_row(r) for r in table.to_pylist())
 
 
 def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]) -> pa.Table:
@@ -192,7 +170,7 @@ def _model_rows(
             table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
             rows = [upgrade_row(r) for r in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist()]
         if current is not None:
-            rows.extend(row for key, row in current.items() if key[0] in models)
+            rows.extend(row for row in current.values() if row["model_id"] in models)
             rows.sort(key=latest_key)
         for row in rows:
             out.setdefault(row["model_id"], []).append(row)
@@ -206,7 +184,7 @@ def _merge_shard(
     appended: list[dict[str, Any]] = []
     duplicates = 0
     before = {key: dict(row) for key, row in current.items()}
-    for row in sorted(rows, key=_rank):
+    for row in sorted(rows, key=rank):
         key = latest_key(row)
         existing = current.get(key)
         past = earlier_runs(existing) if existing else []
@@ -218,10 +196,10 @@ def _merge_shard(
         appended.append(row)
         if existing is None:
             current[key] = {**row, HISTORY_COLUMN: []}
-        elif _newer(row, existing):
-            current[key] = {**row, HISTORY_COLUMN: _capped([_history_entry(existing), *past])}
+        elif newer(row, existing):
+            current[key] = {**row, HISTORY_COLUMN: capped([history_entry(existing), *past])}
         else:  # a late result older than the latest (or not from CI): it joins the history, in order
-            existing[HISTORY_COLUMN] = _capped([*past, _history_entry(row)])
+            existing[HISTORY_COLUMN] = capped([*past, history_entry(row)])
     changes = [
         Change(key=key, before=before.get(key), after=row)
         for key, row in current.items()
@@ -269,8 +247,10 @@ def build(
     :func:`pipeline.prices.row_costs`); None leaves the price and cost columns null. A row keeps the price it
     was built with: rows already in the folder are never repriced.
 
+    A record that is invalid, or cannot be stored, is set aside (``set_aside`` of the summary, and the log) and the
+    rest is built: validate first, as the CLI does, to report bad files by name.
+
     Raises:
-        RecordError: a record is invalid (validate first: the CLI sets bad files aside before building).
         DatasetError: the existing folder holds unreadable Parquet.
     """
     summary = BuildSummary()
@@ -278,11 +258,18 @@ def build(
         migrate(out)
     rows_by_id: dict[str, dict[str, Any]] = {}
     for record in records:
+        name = str(record.get("model_id") if isinstance(record, dict) else "?")[:200]
         problems = validate_record(record)
-        if problems:
-            field_name, message = problems[0]
-            raise RecordError(f"invalid record for {record.get('model_id')!r}: {field_name}: {message}")
-        row = flatten(record)
+        if problems:  # a bad record never stops the good ones (issue 22.6: one stamp crashed every publish)
+            summary.set_aside.append((name, *problems[0]))
+            logger.warning("set aside: %s: %s: %s", name, *problems[0])
+            continue
+        try:
+            row = flatten(record)
+        except (ValueError, TypeError, OverflowError) as exc:  # valid yet not storable: a validator gap, reported
+            summary.set_aside.append((name, "(record)", f"cannot be stored: {type(exc).__name__}: {exc}"))
+            logger.warning("set aside: %s: cannot be stored: %s", name, exc)
+            continue
         row.update(row_costs(row, pricing))
         if row["record_id"] in rows_by_id:
             summary.duplicates += 1
@@ -295,7 +282,7 @@ def build(
     digits = shard_digits(out, summary_file)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(shard_of(latest_key(row), digits), []).append(row)
+        by_shard.setdefault(shard_of(shard_key(row), digits), []).append(row)
     # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
@@ -313,7 +300,7 @@ def build(
         return summary
     new_rows.sort(key=lambda r: (r["model_id"], r["task"], r["hardware"], r["finished_at"]))
     with fsatomic.staged_folder(out) as stage:
-        name = run_name(new_rows)
+        name = fresh_run_name(stage, new_rows)  # never a name another publish's file already has
         results_path = f"{RESULTS_DIR}/{name}.parquet"
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
@@ -325,7 +312,7 @@ def build(
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))
             summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
 
-        touched_models = {change.key[0] for change in summary.changes}
+        touched_models = {change.after["model_id"] for change in summary.changes}
         # The whole latest view is read only when counted (no summary yet) or shown (the page); else only the
         # touched models' rows are.
         latest = read_latest(stage) if summary_file is None or page else None

@@ -101,6 +101,19 @@ def run_name(rows: Sequence[dict[str, Any]]) -> str:
     return f"{newest.strftime('%Y%m%dT%H%M%SZ')}-{digest}"
 
 
+def fresh_run_name(root: Path, rows: Sequence[dict[str, Any]]) -> str:
+    """:func:`run_name`, or, when a results or changes file of the folder ``root`` already has it, the first of
+    ``<name>-1``, ``<name>-2``, ... that none has: a publish never overwrites another's history (issue 22.12). A
+    publish's partial mirror holds every results file named at or after its records' oldest finish time
+    (:func:`results_files_since`), so every name its batch could take is there to be seen."""
+    base = name = run_name(rows)
+    serial = 0
+    while (root / RESULTS_DIR / f"{name}.parquet").exists() or (root / CHANGES_DIR / f"{name}.parquet").exists():
+        serial += 1
+        name = f"{base}-{serial}"
+    return name
+
+
 def results_file_time(name: str) -> dt.datetime | None:
     """The newest ``finished_at`` of the rows in a results file, from its name (see :func:`run_name`)."""
     try:

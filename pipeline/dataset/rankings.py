@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import re
 from collections.abc import Sequence
@@ -80,8 +81,11 @@ def write_exclusions(rows: Sequence[dict[str, Any]], root: Path) -> Path:
     return path
 
 
-#: An overlay file larger than this is refused (a snapshot is a few hundred rows; the exclusions, a few thousand).
+#: An overlay file larger than this is set aside (a snapshot is a few hundred rows; the exclusions, a few thousand).
 MAX_OVERLAY_BYTES = 16 * 1024 * 1024
+#: The longest exclusion reason published: one line a reader of the catalog takes in (discovery's own reasons
+#: quote Hub text only up to a bound, :mod:`pipeline.discover.candidates`, so they always fit).
+MAX_REASON_CHARS = 1000
 _KIND = re.compile(r"[a-z0-9_-]{1,40}")
 
 
@@ -107,44 +111,65 @@ def _table(path: Path, schema: pa.Schema) -> tuple[pa.Table | None, str | None]:
     return table, None
 
 
-def overlay_problems(files: dict[str, Path]) -> list[str]:
-    """Why the overlay files (path in repo -> file, :func:`pipeline.dataset.overlay_files`) must not be published.
+def _exclusion_problems(row: dict[str, Any]) -> dict[str, str | None]:
+    return {
+        "model_id": _text_problem(row["model_id"], 256),
+        "reason": _text_problem(row["reason"], MAX_REASON_CHARS),
+        "task": None if row["task"] is None or row["task"] in TASKS else f"unknown task {row['task']!r}",
+        "kind": None if isinstance(row["kind"], str) and _KIND.fullmatch(row["kind"]) else "not a kind",
+    }
+
+
+def _snapshot_problems(row: dict[str, Any], date: str, task: str, view: str) -> dict[str, str | None]:
+    day = row["date"].isoformat() if hasattr(row["date"], "isoformat") else row["date"]
+    same = (day, row["task"], row["view"]) == (date, task, view)
+    return {
+        "date, task and view": None if same else "differ from the file name",
+        "rank": None if isinstance(row["rank"], int) and row["rank"] >= 1 else "must be >= 1",
+        "model_id": model_id_problem(row["model_id"]),
+    }
+
+
+def clean_overlay(files: dict[str, Path]) -> tuple[dict[str, bytes], list[str]]:
+    """The overlay files (path in repo -> file, :func:`pipeline.dataset.overlay_files`) that may be published,
+    each without its bad rows, and what was set aside.
 
     An artifact is untrusted input: each rankings snapshot is named as :func:`write_rankings` names it and
     holds that date, task and view with ranks >= 1 and valid model ids; the exclusions hold short plain text.
-    Both have exactly the schema discovery writes.
+    Both have exactly the schema discovery writes. A file that is no such output is set aside whole; a bad row
+    is set aside alone (one odd listing never stops the rest of a publish), each with a message naming it.
+
+    Returns:
+        (path in repo -> the bytes to publish, one message per file or row set aside).
     """
+    kept: dict[str, bytes] = {}
     problems: list[str] = []
     for name, path in sorted(files.items()):
         if name == EXCLUSIONS_FILE:
-            table, problem = _table(path, EXCLUSIONS_SCHEMA)
-            if problem or table is None:
-                problems.append(f"{name}: {problem}")
+            schema, checks = EXCLUSIONS_SCHEMA, _exclusion_problems
+        else:
+            parsed = parse_rankings_name(name)
+            if parsed is None or not name.startswith(f"{RANKINGS_DIR}/") or parsed[1] not in TASKS:
+                problems.append(f"{name}: not a rankings snapshot name (<YYYY-MM-DD>-<task>-<view>.parquet)")
                 continue
-            for index, row in enumerate(table.to_pylist()):
-                checks = {
-                    "model_id": _text_problem(row["model_id"], 256),
-                    "reason": _text_problem(row["reason"], 1000),
-                    "task": None if row["task"] is None or row["task"] in TASKS else f"unknown task {row['task']!r}",
-                    "kind": None if isinstance(row["kind"], str) and _KIND.fullmatch(row["kind"]) else "not a kind",
-                }
-                problems.extend(f"{name}: row {index}: {k}: {v}" for k, v in checks.items() if v)
-            continue
-        parsed = parse_rankings_name(name)
-        if parsed is None or not name.startswith(f"{RANKINGS_DIR}/") or parsed[1] not in TASKS:
-            problems.append(f"{name}: not a rankings snapshot name (<YYYY-MM-DD>-<task>-<view>.parquet)")
-            continue
-        table, problem = _table(path, SNAPSHOT_SCHEMA)
+            schema = SNAPSHOT_SCHEMA
+            checks = functools.partial(_snapshot_problems, date=parsed[0], task=parsed[1], view=parsed[2])
+        table, problem = _table(path, schema)
         if problem or table is None:
             problems.append(f"{name}: {problem}")
             continue
-        date, task, view = parsed
+        good, bad = [], 0
         for index, row in enumerate(table.to_pylist()):
-            day = row["date"].isoformat() if hasattr(row["date"], "isoformat") else row["date"]
-            if (day, row["task"], row["view"]) != (date, task, view):
-                problems.append(f"{name}: row {index}: date, task and view differ from the file name")
-            if not isinstance(row["rank"], int) or row["rank"] < 1:
-                problems.append(f"{name}: row {index}: rank must be >= 1")
-            if (bad := model_id_problem(row["model_id"])) is not None:
-                problems.append(f"{name}: row {index}: model_id: {bad}")
-    return problems
+            found = [f"{name}: row {index}: {k}: {v}" for k, v in checks(row).items() if v]
+            problems.extend(found)
+            if found:
+                bad += 1
+            else:
+                good.append(row)
+        if not bad:
+            kept[name] = path.read_bytes()
+        elif good:
+            kept[name] = parquet_bytes(pa.Table.from_pylist(good, schema=schema))
+    for problem in problems:
+        logger.warning("overlay: set aside: %s", problem)
+    return kept, problems

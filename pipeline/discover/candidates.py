@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
 
+from pipeline.dataset import MAX_REASON_CHARS
 from pipeline.discover.selection import Exclusion
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
@@ -203,6 +204,19 @@ def identity_problem(model_id: object, sha: object) -> str | None:
     return None
 
 
+#: The most of one Hub text (a library name, a pipeline tag) a reason quotes. Both are short slugs on the Hub
+#: ("sentence-transformers", the longest library trncat benchmarks, has 21 characters); the rest is cut, so no
+#: listing can make a reason longer than the exclusions allow (:data:`pipeline.dataset.MAX_REASON_CHARS`).
+HUB_TEXT_CHARS = 80
+
+
+def quoted(value: str) -> str:
+    """Hub text as a reason shows it: ``repr`` (control characters escaped), cut to :data:`HUB_TEXT_CHARS`."""
+    if len(value) <= HUB_TEXT_CHARS:
+        return repr(value)
+    return f"{repr(value[:HUB_TEXT_CHARS])[:-1]}...' ({len(value)} characters)"
+
+
 def exclusion_index(exclusions: Sequence[Exclusion]) -> dict[tuple[str, str | None], Exclusion]:
     # Hub ids resolve case-insensitively, so an exclusion written in another case still applies.
     return {(e.model_id.casefold(), e.task): e for e in exclusions}
@@ -217,8 +231,16 @@ def judge(
     the Hub says about the model: remote code, then the task's library (``not_transformers`` names any model
     not of the task's library, e.g. a transformers model under ``sentence-embeddings``), then, for a task
     ranked by library, its pipeline tag (a sentence-transformers cross-encoder is no sentence-embeddings
-    model), then gating.
+    model), then gating. Hub text in a reason is quoted with a bound (:func:`quoted`), and a reason never
+    exceeds :data:`pipeline.dataset.MAX_REASON_CHARS`.
     """
+    kind, reason = _judge(listing, task, excluded, allow_gated)
+    return kind, (reason[:MAX_REASON_CHARS] if reason is not None else None)
+
+
+def _judge(
+    listing: ModelListing, task: str, excluded: Mapping[tuple[str, str | None], Exclusion], allow_gated: bool
+) -> tuple[str | None, str | None]:
     if problem := identity_problem(listing.id, listing.sha):
         return "invalid", problem
     key = listing.id.casefold()
@@ -228,11 +250,11 @@ def judge(
         return "remote_code", REMOTE_CODE_REASON
     source = task_source(task)
     if listing.library_name != source.library:
-        library = repr(listing.library_name) if listing.library_name else "not named"
+        library = quoted(listing.library_name) if listing.library_name else "not named"
         why = f"trncat benchmarks {task} models of {source.library}"
         return "not_transformers", f"library is {library}, not {source.library}: {why}"
     if source.library_filter and listing.pipeline_tag not in source.pipeline_tags:
-        tag = repr(listing.pipeline_tag) if listing.pipeline_tag else "not named"
+        tag = quoted(listing.pipeline_tag) if listing.pipeline_tag else "not named"
         return "incompatible", f"pipeline tag is {tag}, not {' or '.join(source.pipeline_tags)}: not a {task} model"
     if listing.gated and not allow_gated:
         return "gated", gated_reason(listing)

@@ -27,6 +27,8 @@ from pipeline.hub.translate import http_status, is_retryable, translate
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+#: The largest JSON file of a model repo parsed (config.json, model_index.json): real ones are a few KB.
+MAX_JSON_BYTES = 8 * 1024 * 1024
 
 
 class Hub(RepoFiles):
@@ -125,6 +127,8 @@ class Hub(RepoFiles):
         """One JSON object file of a model repo, parsed (``config.json``, a pipeline's ``model_index.json``); raises
         RepoNotFoundError (no such repo, revision or file), GatedRepoError, or HubError (not a JSON object, ...)."""
         path = self.download(repo_id, filename, revision=revision)
+        if path.stat().st_size > MAX_JSON_BYTES:  # untrusted: never parse a file of this size into memory
+            raise HubError(f"{filename} of {repo_id} is {path.stat().st_size} bytes, more than {MAX_JSON_BYTES}")
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as exc:

@@ -4,6 +4,7 @@ ids of files the repo holds. A part of :class:`pipeline.hub.Hub`, which gives it
 from __future__ import annotations
 
 import functools
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -105,6 +106,25 @@ class RepoFiles:
             return sorted(e.path for e in entries if isinstance(e, RepoFile))
 
         return self._call(f"listing {under} of {repo_id}", listing)
+
+    def file_sizes(self, repo_id: str, *, revision: str, repo_type: RepoType = "model") -> dict[str, int]:
+        """Every file of a repo at ``revision`` with its size in bytes (one recursive tree listing; an LFS file's
+        size is its content's), what a download is checked against before it starts."""
+
+        def listing() -> dict[str, int]:
+            entries = self._api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=repo_type)
+            return {e.path: int(e.size or 0) for e in entries if isinstance(e, RepoFile)}
+
+        return self._call(f"listing files of {repo_id}", listing)
+
+    def cache_free_bytes(self) -> int:
+        """Free bytes on the disk downloads go to (the cache folder, or the nearest folder above it that exists)."""
+        from huggingface_hub import constants as hf_constants
+
+        folder = Path(self.cache_dir or hf_constants.HF_HUB_CACHE).resolve()
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        return shutil.disk_usage(folder).free
 
     def fetch_files(
         self, repo_id: str, paths: list[str], *, revision: str, into: Path, repo_type: RepoType = "dataset"

@@ -39,27 +39,28 @@ def dispatch(store: LocalHubStore, req: Request) -> Response:
 
 def _route(store: LocalHubStore, req: Request) -> Response:
     s, m = req.segments, req.method
-    if s[:2] == ["api", "whoami-v2"]:
+    # Every route is exact: a path with more segments than its route is no route (issue 22.10).
+    if s == ["api", "whoami-v2"]:
         return ok({"type": "user", "name": USER, "fullname": "Local Hub", "orgs": [], "auth": {"type": "none"}})
-    if s[:2] == ["api", "validate-yaml"] and m == "POST":
+    if s == ["api", "validate-yaml"] and m == "POST":
         return ok({"errors": [], "warnings": []})
-    if s[:3] == ["api", "repos", "create"] and m == "POST":
+    if s == ["api", "repos", "create"] and m == "POST":
         return _create_repo(store, req)
     if len(s) == 2 and s[0] == "api" and s[1] in _TYPES and m == "GET":
         return _listing(store, req, _TYPES[s[1]])
     if len(s) >= 4 and s[0] == "api" and s[1] in _TYPES:
         repo = store.get(f"{s[2]}/{s[3]}", repo_type=_TYPES[s[1]])
         return _repo_api(store, req, repo, s[4:])
-    if s[:1] == ["lfs-upload"] and m == "PUT":
+    if s[:1] == ["lfs-upload"] and len(s) == 2 and m == "PUT":
         return lfs_upload(store, req, s[1])
-    if s[:1] == ["lfs-verify"] and m == "POST":
+    if s[:1] == ["lfs-verify"] and len(s) == 2 and m == "POST":
         body = req.json()
         found = store.has_blob(body["oid"], body.get("size"))
         return ok({"message": "ok"}) if found else error(404, "Object not found")
     repo_type = "model"
     if s and s[0] in {"datasets", "spaces"}:
         repo_type, s = _TYPES[s[0]], s[1:]
-    if len(s) >= 2 and s[1].endswith(".git") and s[2:] == ["info", "lfs", "objects", "batch"]:
+    if len(s) == 6 and s[1].endswith(".git") and s[2:] == ["info", "lfs", "objects", "batch"]:
         return lfs_batch(store, req, store.get(f"{s[0]}/{s[1][:-4]}", repo_type=repo_type))
     if len(s) >= 5 and s[2] == "resolve" and m in {"GET", "HEAD"}:
         rev, rest = split_rev(s[3:])
@@ -76,19 +77,24 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
     if rest[:1] == ["tree"] and m == "GET":
         rev, path = split_rev(rest[1:])
         return _tree(req, repo, rev, "/".join(path))
-    if rest[:1] == ["paths-info"] and m == "POST":
+    if rest[:1] == ["paths-info"] and m == "POST" and _one_rev(rest):
         tree = repo.tree(split_rev(rest[1:])[0])
         form = parse_qs(req.body.decode())
         return ok([_file_json(p, tree[p]) for p in form.get("paths", []) if p in tree])
-    if rest[:1] == ["preupload"] and m == "POST":
+    if rest[:1] == ["preupload"] and m == "POST" and _one_rev(rest):
         return preupload(req, repo, split_rev(rest[1:])[0])
-    if rest[:1] == ["commit"] and m == "POST":
+    if rest[:1] == ["commit"] and m == "POST" and _one_rev(rest):
         return commit(store, req, repo, split_rev(rest[1:])[0])
     if rest[:1] == ["discussions"]:
         return discussions(store, req, repo, rest[1:])
     if rest == ["refs"] and m == "GET":
         return refs(repo, req)
     return error(404, f"No route for {m} {req.path}")
+
+
+def _one_rev(rest: list[str]) -> bool:
+    """``[action, revision]`` and nothing after the revision (raw ``refs/pr/N`` counts as one)."""
+    return len(rest) >= 2 and not split_rev(rest[1:])[1]
 
 
 # -- repos and listing -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """Who may write to a local hub started with tokens, and how much a request may send.
 
 Without tokens (the default, what tests and the demo use) every request acts as :data:`USER`. Started with
-tokens, every write (any PUT or DELETE, and every POST but the read-only ``paths-info`` and ``validate-yaml``)
-needs ``Authorization: Bearer <one of them>``, compared in constant time. An LFS upload carries no
+tokens, every write (any PUT or DELETE, and every POST but the read-only ``paths-info`` and ``validate-yaml``,
+told by their exact routes: a word elsewhere in a path makes nothing a read) needs ``Authorization: Bearer <one
+of them>``, compared in constant time, before any of its body is read. An LFS upload carries no
 Authorization header (huggingface_hub PUTs to the batch answer's ``href`` as to a presigned URL), so the
 batch answer signs each upload URL with a secret of this server and the upload must carry that signature.
 """
@@ -14,11 +15,11 @@ import hmac
 import secrets
 from collections.abc import Iterable
 
-from pipeline.localhub.messages import Response, error
+from pipeline.localhub.messages import Response, error, split_rev
 
 #: The largest request body accepted (413 beyond): room for a small model's weights or a dataset's Parquet.
 MAX_BODY_BYTES = 512 * 1024 * 1024
-_READ_ONLY_POSTS = {"paths-info", "validate-yaml"}
+_REPO_TYPES = {"models", "datasets", "spaces"}
 
 
 class Gate:
@@ -62,4 +63,15 @@ class Gate:
 def _is_write(method: str, segments: list[str]) -> bool:
     if method in {"PUT", "DELETE", "PATCH"}:
         return True
-    return method == "POST" and not any(s in _READ_ONLY_POSTS for s in segments[:5])
+    return method == "POST" and not is_read_only_post(segments)
+
+
+def is_read_only_post(segments: list[str]) -> bool:
+    """The two POSTs that only read, by their whole route: ``/api/validate-yaml`` and
+    ``/api/{type}s/{namespace}/{name}/paths-info/{revision}`` (issue 22.10: a segment anywhere used to count)."""
+    if segments == ["api", "validate-yaml"]:
+        return True
+    if len(segments) < 6 or segments[0] != "api" or segments[1] not in _REPO_TYPES or segments[4] != "paths-info":
+        return False
+    _, rest = split_rev(segments[5:])
+    return not rest

@@ -19,6 +19,11 @@ from pipeline.localhub.storage import LocalHubStore
 
 logger = logging.getLogger(__name__)
 
+#: Seconds a connection may stay silent (between requests, or inside one) before it is closed, so that idle
+#: clients cannot each hold a socket and a thread for ever. huggingface_hub's own timeouts are 10 s
+#: (``DEFAULT_REQUEST_TIMEOUT``, ``DEFAULT_DOWNLOAD_TIMEOUT``): six times that never cuts off a live client.
+REQUEST_TIMEOUT_S = 60.0
+
 
 @dataclass
 class Fault:
@@ -91,6 +96,8 @@ class LocalHubServer(ThreadingHTTPServer):
     ) -> None:
         super().__init__(address, _Handler)
         self.latency_s = latency_s
+        #: :data:`REQUEST_TIMEOUT_S` (tests shorten it).
+        self.timeout_s = REQUEST_TIMEOUT_S
         self.store = store
         self.gate = Gate(tokens)
         self.max_body = max_body
@@ -177,6 +184,11 @@ class LocalHubServer(ThreadingHTTPServer):
         """How many logged requests match."""
         return sum(1 for m, p in list(self.requests) if method in {"*", m} and re.search(path_regex, p) is not None)
 
+    def log(self, method: str, path: str) -> None:
+        """Record a request that is answered without being served (refused before its body is read)."""
+        with self._lock:
+            self.requests.append((method, path))
+
     def _before(self, method: str, path: str) -> Response | None:
         with self._lock:
             self.requests.append((method, path))
@@ -201,6 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
+        # A silent client is dropped (BaseHTTPRequestHandler answers a timeout by closing the connection).
+        self.connection.settimeout(self.server.timeout_s)
         # Without TCP_NODELAY, Nagle's algorithm holds a small answer on a kept-alive connection until the
         # client's delayed ACK (~40 ms on Linux): every figure measured through the local hub would carry it.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -239,15 +253,21 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _handle(self) -> None:
-        body = self._body()
         method = self.command
+        segments, query = parse_path(self.path)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        refused = self.server.gate.refuse(method, segments, query, headers)
+        if refused is not None:  # before any of the body is read: an unauthenticated client buffers nothing here
+            self.server.log(method, self.path)
+            self.close_connection = True
+            self._send(method, refused)
+            return
+        body = self._body()
         if isinstance(body, Response):  # the unread rest of the body cannot be skipped safely: close
             self.close_connection = True
             self._send(method, body)
             return
-        segments, query = parse_path(self.path)
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        response = self.server._before(method, self.path) or self.server.gate.refuse(method, segments, query, headers)
+        response = self.server._before(method, self.path)
         if response is None:
             request = Request(
                 method=method,

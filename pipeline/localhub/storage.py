@@ -106,8 +106,12 @@ class LocalHubStore(DiscussionStore):
 
     # -- repos ---------------------------------------------------------------------------------------
     def get(self, repo_id: str, *, repo_type: str = "model") -> Repo:
-        """The repo, or a 404 RepoNotFound StoreError."""
+        """The repo, or a 404 RepoNotFound StoreError. As on the Hub, an id resolves without case (its answers
+        then carry the repo's own spelling)."""
         repo = self._repos.get((repo_type, repo_id))
+        if repo is None:
+            folded = (repo_type, repo_id.casefold())
+            repo = next((r for (t, name), r in self._repos.items() if (t, name.casefold()) == folded), None)
         if repo is None:
             raise StoreError(f"Repository {repo_type}s/{repo_id} not found", status=404, code="RepoNotFound")
         return repo

@@ -3,6 +3,7 @@
 - :mod:`~pipeline.models.gates`: the remote-code gates on config.json, model_index.json and modules.json (read
   as data; nothing of a repo is ever imported);
 - :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file;
+- :mod:`~pipeline.models.select`: which files of a repo that is, by exact path, and the bytes they may take;
 - :mod:`~pipeline.models.family`: the model's family from its small files (architecture, model_type, the base
   models its card or adapter config names).
 
@@ -24,13 +25,10 @@ from pipeline.models.family import (
     transformer_config_path,
 )
 from pipeline.models.fetch import (
-    ALLOW_PATTERNS,
-    COMPONENT_FILES,
-    LEGACY_WEIGHTS,
     ResolvedModel,
     content_revision,
     local_model_id,
-    pipeline_patterns,
+    pipeline_folders,
     resolve_hub,
     resolve_local,
 )
@@ -49,11 +47,8 @@ from pipeline.models.gates import (
 
 __all__ = [
     "ADAPTER_CONFIG",
-    "ALLOW_PATTERNS",
-    "COMPONENT_FILES",
     "FAMILY_FILES",
     "Family",
-    "LEGACY_WEIGHTS",
     "PIPELINE_LIBRARIES",
     "SENTENCE_MODULE_PREFIX",
     "ResolvedModel",
@@ -68,7 +63,7 @@ __all__ = [
     "folder_family",
     "known_model_types",
     "local_model_id",
-    "pipeline_patterns",
+    "pipeline_folders",
     "read_config",
     "read_model_index",
     "resolve_hub",

@@ -1,38 +1,33 @@
 """Where a benchmarked model comes from: a local folder or a Hub id, fetched without any code file.
 
-A Hub model is downloaded at a revision with the files a benchmark needs only (:data:`ALLOW_PATTERNS`); a
-text-to-image pipeline fetches its ``model_index.json`` first and is judged on it
-(:func:`pipeline.models.gates.check_pipeline_classes`) before any component is fetched.
+A Hub model is downloaded at a revision with the files a benchmark needs only, chosen by exact path from the
+repo's listing and checked against the plan's checkpoint bytes and the free disk first
+(:mod:`pipeline.models.select`); a text-to-image pipeline fetches its ``model_index.json`` first and is judged on
+it (:func:`pipeline.models.gates.check_pipeline_classes`) before any component is fetched.
 """
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import json
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError, PipelineError, RemoteCodeRefused
 from pipeline.ids import is_revision, validate_model_id
 from pipeline.models.gates import IDENTIFIER, check_pipeline_classes, read_model_index
+from pipeline.models.select import choose, module_folders, size_problem
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
 
-#: Files a benchmark needs; code files (*.py) are never fetched, so remote code cannot even be on disk.
-ALLOW_PATTERNS = [
-    "*.json",
-    "*.safetensors",
-    "*.model",
-    "*.txt",
-    "*.jinja",
-    "*.tiktoken",
-]
-
-
-#: Fetched only when a revision has no safetensors at all (never beside them: that would double the download).
-LEGACY_WEIGHTS = ["pytorch_model*.bin"]
+logger = logging.getLogger(__name__)
+#: The largest weight index or modules.json read: a 405B model's index lists a few thousand tensors in ~100 KB.
+MAX_INDEX_BYTES = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -84,33 +79,34 @@ def resolve_local(folder: Path, *, model_id: str | None = None, revision: str | 
     )
 
 
-#: The weight files of a diffusers component: the default variant only (``diffusion_pytorch_model.safetensors``,
-#: ``model.safetensors`` or their shards); ``*.fp16.safetensors`` variants and a repo's single-file checkpoints
-#: at its root (several GB each) are never fetched.
-COMPONENT_FILES = ("*.json", "*.txt", "*.model", "*.jinja", "*model.safetensors", "*model-*-of-*.safetensors")
-
-
-def pipeline_patterns(hub: Hub, model_id: str, sha: str) -> list[str]:
-    """What a diffusers pipeline needs: ``model_index.json`` and its components' configs and default weights.
-
-    The index is fetched first and judged (:func:`check_pipeline_classes`): a pipeline that names code outside
-    diffusers and transformers fetches nothing more (the harness then records the refusal).
-    """
+def pipeline_folders(hub: Hub, model_id: str, sha: str) -> list[str] | None:
+    """The component folders of a diffusers pipeline (``model_index.json``), or None when the index names code
+    outside diffusers and transformers (:func:`check_pipeline_classes`): then nothing more is fetched, and the
+    harness records the refusal."""
     index_path = hub.download(model_id, "model_index.json", revision=sha)
     try:
         check_pipeline_classes(index_path.parent)
     except RemoteCodeRefused:
-        return ["model_index.json"]
+        return None
     index = read_model_index(index_path.parent) or {}
-    components = [name for name, value in index.items() if not name.startswith("_") and isinstance(value, list)
-                  and value != [None, None] and IDENTIFIER.match(name)]  # fmt: skip
-    return ["model_index.json", *(f"{name}/{pattern}" for name in components for pattern in COMPONENT_FILES)]
+    return [name for name, value in index.items() if not name.startswith("_") and isinstance(value, list)
+            and value != [None, None] and IDENTIFIER.match(name)]  # fmt: skip
 
 
-def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None, task: str | None = None) -> ResolvedModel:
+def resolve_hub(
+    model_id: str,
+    *,
+    hub: Hub,
+    revision: str | None = None,
+    task: str | None = None,
+    expected_bytes: int | None = None,
+) -> ResolvedModel:
     """Download a Hub model at a revision (default: the main branch's head), without any code file.
 
-    A text-to-image pipeline fetches only what its ``model_index.json`` names (:func:`pipeline_patterns`).
+    The files are chosen from the repo's listing by exact path (:mod:`pipeline.models.select`: no pattern
+    crosses a folder, only the weights the library loads), their listed sizes checked against
+    ``expected_bytes`` (the plan's checkpoint bytes, when known) and the free disk first; a text-to-image
+    pipeline fetches only what its ``model_index.json`` names.
 
     Raises:
         ModelIdError: not a valid model id.
@@ -127,11 +123,29 @@ def resolve_hub(model_id: str, *, hub: Hub, revision: str | None = None, task: s
     if sha is None:
         raise PipelineError(f"the Hub gave no commit sha for {model_id}")
     try:
-        patterns = pipeline_patterns(hub, model_id, sha) if task == "text-to-image" else ALLOW_PATTERNS
-        path = hub.snapshot(model_id, revision=sha, allow_patterns=patterns)
-        if task != "text-to-image" and not any(Path(path).glob("*.safetensors")):
-            # Older checkpoints ship only PyTorch pickles; transformers loads them with weights_only=True.
-            path = hub.snapshot(model_id, revision=sha, allow_patterns=[*ALLOW_PATTERNS, *LEGACY_WEIGHTS])
+        sizes = hub.file_sizes(model_id, revision=sha)
+
+        def read_json(path: str) -> Any:  # an index or modules.json: a few KB (a bigger one is no such file)
+            if sizes.get(path, 0) > MAX_INDEX_BYTES:
+                return None
+            try:
+                return json.loads(hub.download(model_id, path, revision=sha).read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+
+        if task == "text-to-image":
+            components = pipeline_folders(hub, model_id, sha)
+            folders = components if components is not None else []
+            files, weights = choose(sizes, folders, read_json) if components is not None else ([], [])
+            files = sorted({"model_index.json", *files})
+        else:
+            files, weights = choose(sizes, ["", *module_folders(sizes, read_json)], read_json)
+        problem = size_problem(sizes, files, weights, expected_bytes=expected_bytes, free_bytes=hub.cache_free_bytes())
+        if problem is not None:
+            logger.warning("%s: download refused: %s", model_id, problem)
+            return ResolvedModel(path=Path("."), model_id=model_id, revision=sha, error=f"download refused: {problem}")
+        # Exact names: glob.escape keeps a name's own [, * or ? from matching anything else.
+        path = hub.snapshot(model_id, revision=sha, allow_patterns=[glob.escape(f) for f in files])
     except HubError as exc:
         return ResolvedModel(path=Path("."), model_id=model_id, revision=sha, error=f"download failed: {exc}")
     return ResolvedModel(path=Path(path), model_id=model_id, revision=sha, base_model=info.base_model)

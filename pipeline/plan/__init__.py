@@ -8,7 +8,9 @@
 - sizing: :mod:`~pipeline.plan.memory` (bytes per core of a layout) and :mod:`~pipeline.plan.advice` (the one line
   of advice);
 - diffusers pipelines: :mod:`~pipeline.plan.diffusion`, :mod:`~pipeline.plan.components` (each component from its
-  config) and :mod:`~pipeline.plan.diffusion_shapes` (resolution and activations, and the workload a run gets).
+  config) and :mod:`~pipeline.plan.diffusion_shapes` (resolution and activations, and the workload a run gets);
+- :mod:`~pipeline.plan.limits`: the bounds a config must keep to be built, and the time and memory one build may
+  take (a child process).
 
 The method, its constants and worked examples are in ``docs/planner.md``.
 
@@ -22,14 +24,19 @@ from __future__ import annotations
 from pipeline.plan.components import index_entries, weight_files
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pipeline_model
 from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
+from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
 from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
 from pipeline.plan.params import config_hash, describe, safetensors_param_count
 from pipeline.plan.result import Plan, count_text, normalize_dtype
 
 __all__ = [
     "FEW_STEPS",
+    "MAX_EXPERTS",
+    "MAX_HEADS",
+    "MAX_LAYERS",
     "Plan",
     "config_hash",
+    "config_problem",
     "count_text",
     "default_resolution",
     "describe",

@@ -19,13 +19,14 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pipeline.errors import PlanError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.errors import PlanError, PlanLimitError, RemoteCodeRefused, RepoNotFoundError
 from pipeline.models import check_model_index
+from pipeline.plan.limits import check_config, limited
 from pipeline.plan.params import config_hash, no_torch_init, plan_matcher, quiet, safetensors_param_count
 
 if TYPE_CHECKING:
@@ -141,6 +142,7 @@ def describe_component(name: str, library: str, class_name: str, config: Mapping
     """
     if not isinstance(config, Mapping):
         raise PlanError(f"{name}/config.json must be a JSON object, got {type(config).__name__}")
+    check_config(config)
     key = (library, class_name, config_hash(config))
     counts = _cache.get(key)
     if counts is None:
@@ -160,19 +162,29 @@ def _count(library: str, class_name: str, config: dict[str, Any]) -> tuple[int |
 
         versions = f"diffusers {diffusers.__version__} and transformers {transformers.__version__}"
         return None, 0, False, f"{versions} have no {library} class {class_name}"
-    try:
-        model = _build(cls, config)
-    except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
-        logger.warning("cannot build %s on the meta device: %s", class_name, exc)
-        return None, 0, False, f"could not build {class_name}: {type(exc).__name__}: {exc}"
     plan = getattr(cls, "_tp_plan", None) if library == "diffusers" else None
     in_plan = plan_matcher(plan, skip_replicated=False) if isinstance(plan, Mapping) else None
+    try:
+        # The build in a child under a time and memory limit (pipeline.plan.limits): past them, PlanLimitError.
+        total, sharded = limited(_build_and_count, cls, config, in_plan, what=class_name)
+    except PlanLimitError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
+        logger.warning("cannot build %s on the meta device: %s", class_name, exc)
+        why = str(exc) if isinstance(exc, PlanError) else f"{type(exc).__name__}: {exc}"
+        return None, 0, False, f"could not build {class_name}: {why}"
+    return total, sharded, in_plan is not None, None
+
+
+def _build_and_count(cls: type, config: dict[str, Any], in_plan: Callable[[str], bool] | None) -> tuple[int, int]:
+    """The child's side: build on the meta device, then (total, tensor-parallel sharded) parameters."""
+    model = _build(cls, config)
     total = sharded = 0
     # named_parameters() yields a shared tensor once: tied weights count once.
     for param_name, param in model.named_parameters():
         total += param.numel()
         sharded += param.numel() if in_plan is not None and in_plan(param_name) else 0
-    return total, sharded, in_plan is not None, None
+    return total, sharded
 
 
 def _build(cls: type, config: dict[str, Any]) -> Any:

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import PlanError
+from pipeline.errors import PlanError, PlanLimitError
+from pipeline.plan.limits import check_config, limited
 from pipeline.plan.quantization import quantized_matcher
 from pipeline.plan.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
 
@@ -131,6 +132,8 @@ def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelSha
 
     Raises:
         PlanError: the config is not a JSON object or names neither a model_type nor an architecture.
+        PlanLimitError: the config is too large to build (:mod:`pipeline.plan.limits`), or building it ran past
+            the time or memory limit.
     """
     if not isinstance(config, Mapping):
         raise PlanError(f"config.json must be a JSON object, got {type(config).__name__}")
@@ -139,6 +142,7 @@ def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelSha
     model_type = config.get("model_type")
     if not model_type and not architecture:
         raise PlanError("config.json names neither a model_type nor an architecture")
+    check_config(config)
     key = (str(architecture or model_type), config_hash(config), base_model)
     info = _cache.get(key)
     if info is None:
@@ -161,22 +165,27 @@ def _describe(
 
     if not model_type or model_type not in transformers.CONFIG_MAPPING:
         return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
+    name = architecture or model_type
     try:
         with quiet():
             hf_config = transformers.CONFIG_MAPPING[model_type].from_dict(config)
-            model, architecture = _instantiate(hf_config, architecture, model_type, base_model)
+            build = _builder(hf_config, architecture, model_type, base_model)
+        # The build in a child under a time and memory limit (pipeline.plan.limits): past them, PlanLimitError.
+        counts, architecture = limited(_build_and_count, build, hf_config, config.get("quantization_config"), what=name)
+    except PlanLimitError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
-        logger.warning("cannot instantiate %s on the meta device: %s", architecture or model_type, exc)
-        return raw(f"transformers could not build {architecture or model_type}: {type(exc).__name__}: {exc}")
-    counts = _count(model, hf_config, config.get("quantization_config"))
+        logger.warning("cannot instantiate %s on the meta device: %s", name, exc)
+        why = str(exc) if isinstance(exc, PlanError) else f"{type(exc).__name__}: {exc}"
+        return raw(f"transformers could not build {name}: {why}")
     attention = attention_shape(hf_config.get_text_config())
     vision = vision_shape(hf_config, getattr(hf_config, "vision_config", None) or {})
     return ModelShape(architecture, model_type, attention, vision, instantiable=True, reason=None, **counts)
 
 
-def _instantiate(hf_config: Any, architecture: str | None, model_type: str, base_model: bool) -> tuple[Any, str]:
-    """Build the model on the meta device with the Auto class a benchmark would use."""
-    import torch
+def _builder(hf_config: Any, architecture: str | None, model_type: str, base_model: bool) -> Callable[[], Any]:
+    """What builds the model on the meta device, with the Auto class a benchmark would use. Its modeling module is
+    imported here, in this process, so that the child that builds (:func:`limited`) never imports it again."""
     import transformers
     from transformers.models.auto import modeling_auto as auto
 
@@ -184,24 +193,30 @@ def _instantiate(hf_config: Any, architecture: str | None, model_type: str, base
     image_text = auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
     # The checkpoint's own class decides first (Gemma 3 is in both mappings; a text-only Llama 4 checkpoint
     # says ForCausalLM); the model_type decides when the class name is absent or foreign.
+    auto_cls: Any
     if base_model:
-        auto_cls: Any = transformers.AutoModel
+        auto_cls, mapping = transformers.AutoModel, auto.MODEL_MAPPING
     elif architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
-        auto_cls = transformers.AutoModelForImageTextToText
+        auto_cls, mapping = transformers.AutoModelForImageTextToText, auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
     elif architecture in causal.values() or model_type in causal:
-        auto_cls = transformers.AutoModelForCausalLM
+        auto_cls, mapping = transformers.AutoModelForCausalLM, auto.MODEL_FOR_CAUSAL_LM_MAPPING
     else:
-        auto_cls = None
-    with torch.device("meta"), no_torch_init():
-        if auto_cls is not None:
-            model = auto_cls.from_config(hf_config, trust_remote_code=False)
-        else:
-            cls = getattr(transformers, architecture or "", None)
-            if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
-                model = cls._from_config(hf_config)
-            else:
-                model = transformers.AutoModel.from_config(hf_config, trust_remote_code=False)
-    return model, type(model).__name__
+        cls = getattr(transformers, architecture or "", None)
+        if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel):
+            return lambda: cls._from_config(hf_config)
+        auto_cls, mapping = transformers.AutoModel, auto.MODEL_MAPPING
+    with contextlib.suppress(Exception):  # only an import ahead of time; from_config says what is wrong
+        mapping[type(hf_config)]
+    return lambda: auto_cls.from_config(hf_config, trust_remote_code=False)
+
+
+def _build_and_count(build: Callable[[], Any], hf_config: Any, quantization: Any) -> tuple[dict[str, Any], str]:
+    """The child's side: build on the meta device and count (:func:`_count`); the counts and the class's name."""
+    import torch
+
+    with quiet(), torch.device("meta"), no_torch_init():
+        model = build()
+    return _count(model, hf_config, quantization), type(model).__name__
 
 
 def plan_matcher(plan: Mapping[str, Any], *, skip_replicated: bool) -> Callable[[str], bool] | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,8 @@ class PublishResult:
     pr_url: str | None = None
     commit: str | None = None
     dry_run: bool = False
+    #: Overlay files and rows set aside, one message each (the rest was published).
+    set_aside: list[str] = field(default_factory=list)
 
     @property
     def published(self) -> bool:
@@ -66,12 +68,12 @@ def publish_to_folder(
     """The offline target: the same files as a Hub publish, written into a local dataset folder (new rows priced
     with ``pricing``, see :func:`pipeline.dataset.build`)."""
     before = tree_digests(out) if out.exists() else {}
-    overlay_map = checked_overlay(overlay)
+    overlay_map, set_aside = checked_overlay(overlay)
     summary = build(records, out, pricing=pricing) if records else BuildSummary()
     if overlay_map:
         with fsatomic.staged_folder(out) as stage:
-            for path_in_repo, source in overlay_map.items():
-                fsatomic.write_bytes(stage / path_in_repo, source.read_bytes())
+            for path_in_repo, data in overlay_map.items():
+                fsatomic.write_bytes(stage / path_in_repo, data)
             write_front_files(stage)
     after = tree_digests(out) if out.exists() else {}
     files = sorted(p for p, d in after.items() if before.get(p) != d)
@@ -79,8 +81,9 @@ def publish_to_folder(
         repo=str(out),
         files=files,
         summary=summary,
-        description=describe(summary, files=files),
+        description=describe(summary, files=files, set_aside=len(set_aside)),
         commit="local" if files else None,
+        set_aside=set_aside,
     )
 
 
@@ -197,13 +200,12 @@ def publish(
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
         files = sorted(first.changed)
-        description = describe(first.summary, files=files, invalid=invalid)
+        description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside))
         if dry_run or first.empty:
             if first.empty:
                 description = NOTHING_TO_PUBLISH
-            return PublishResult(
-                repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run, description=description
-            )
+            return PublishResult(repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run,
+                                 description=description, set_aside=first.set_aside)  # fmt: skip
 
         title = f"{PR_TITLE_PREFIX} {dt.date.today().isoformat()}"
         result = hub.commit(
@@ -218,11 +220,10 @@ def publish(
         )
         last = publication.latest
         if last.empty:  # the branch moved to a state that already holds everything
-            return PublishResult(
-                repo=repo, files=[], summary=last.summary, pr_num=pr_num, description=NOTHING_TO_PUBLISH
-            )
+            return PublishResult(repo=repo, files=[], summary=last.summary, pr_num=pr_num,
+                                 description=NOTHING_TO_PUBLISH, set_aside=last.set_aside)  # fmt: skip
         files = sorted(last.changed)
-        description = describe(last.summary, files=files, invalid=invalid)
+        description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside))
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
         pr_num = result.pr_num if result.pr_num is not None else pr_num
@@ -234,4 +235,5 @@ def publish(
             pr_num=pr_num,
             pr_url=result.pr_url,
             commit=result.sha,
+            set_aside=last.set_aside,
         )

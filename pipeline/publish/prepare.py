@@ -17,19 +17,18 @@ from pipeline.dataset import (
     BuildSummary,
     CardNames,
     build,
+    clean_overlay,
     held_paths,
     migrate,
     migration_paths,
     needs_migration,
     overlay_files,
-    overlay_problems,
     publish_paths,
     read_summary,
     refresh_card,
     summary_paths,
     tree_digests,
 )
-from pipeline.errors import DatasetError
 from pipeline.hub import git_blob_id, together
 from pipeline.prices import Pricing
 from pipeline.records import Problem, parse_time
@@ -45,6 +44,8 @@ class Prepared:
     folder: Path
     changed: dict[str, Path] = field(default_factory=dict)
     summary: BuildSummary = field(default_factory=BuildSummary)
+    #: Overlay files and rows set aside (:func:`checked_overlay`), one message each.
+    set_aside: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -101,7 +102,7 @@ def _prepare(
     blob_ids: Callable[[list[str]], dict[str, str]] | None,
     pricing: Pricing | None,
 ) -> Prepared:
-    overlay_map = checked_overlay(overlay)
+    overlay_map, set_aside = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
     folder.mkdir(parents=True, exist_ok=True)
@@ -128,8 +129,8 @@ def _prepare(
         if rest:
             fetch(rest, folder)
     before = tree_digests(folder)
-    for path_in_repo, source in overlay_map.items():
-        fsatomic.write_bytes(folder / path_in_repo, source.read_bytes())
+    for path_in_repo, data in overlay_map.items():
+        fsatomic.write_bytes(folder / path_in_repo, data)
     # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
     migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
     overlay_changed = bool(overlay_map) and tree_digests(folder) != before
@@ -141,21 +142,17 @@ def _prepare(
         refresh_card(folder, names=names)
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
-    return Prepared(parent=parent, folder=folder, changed=changed, summary=summary)
+    return Prepared(parent=parent, folder=folder, changed=changed, summary=summary, set_aside=set_aside)
 
 
-def checked_overlay(overlay: Path | None) -> dict[str, Path]:
-    """The overlay's files (path in repo -> file) once every one is a well-formed discovery output.
+def checked_overlay(overlay: Path | None) -> tuple[dict[str, bytes], list[str]]:
+    """The overlay's well-formed discovery outputs (path in repo -> bytes), and what was set aside.
 
-    Raises:
-        DatasetError: a file is malformed (each problem named); nothing is published then.
+    A file that is no discovery output, or a bad row of one, is set aside with a message naming it
+    (:func:`pipeline.dataset.clean_overlay`); the rest is published, and so are the records: one odd listing
+    never stops a publish.
     """
-    files = overlay_files(overlay)
-    problems = overlay_problems(files)
-    if problems:
-        listed = "; ".join(problems[:20]) + (f"; and {len(problems) - 20} more" if len(problems) > 20 else "")
-        raise DatasetError(f"refusing to publish the overlay {overlay}: {listed}")
-    return files
+    return clean_overlay(overlay_files(overlay))
 
 
 def provenance_problems(records: Iterable[tuple[str, dict[str, Any]]]) -> list[Problem]:

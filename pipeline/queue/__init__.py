@@ -14,7 +14,15 @@ was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan
 
 from __future__ import annotations
 
-from pipeline.queue.durations import PARAM_BUCKETS, PRIOR, Duration, DurationModel, Prior, param_bucket
+from pipeline.queue.durations import (
+    HOST_MEMORY_PERCENTILE,
+    PARAM_BUCKETS,
+    PRIOR,
+    Duration,
+    DurationModel,
+    Prior,
+    param_bucket,
+)
 from pipeline.queue.fleet import (
     DEFAULT_INSTANCES,
     Estimate,
@@ -46,6 +54,7 @@ from pipeline.queue.sweep import Job, SweepResult, simulate
 __all__ = [
     "DEFAULT_INSTANCES",
     "DEFAULT_TOOLCHAIN",
+    "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
     "PARAM_BUCKETS",
     "PRIOR",

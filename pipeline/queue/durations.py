@@ -1,8 +1,10 @@
 """The duration model: how long each queued job will compile and run, and the host memory its compile takes.
 
-Predictions come from the dataset's own history, as the median over past Neuron runs of the same task, core
-count and parameter bucket (:data:`PARAM_BUCKETS`): first at the toolchain the runners run now (the pinned
-``neuronx_cc`` version), then at any older toolchain, and only then from :data:`PRIOR`.
+Predictions come from the dataset's own history, as the median over past Neuron runs of the project's CI (never
+a community or local record: a submission must not set how long, or with how much memory, our jobs wait) of the
+same task, core count and parameter bucket (:data:`PARAM_BUCKETS`): first at the toolchain the runners run now
+(the pinned ``neuronx_cc`` version), then at any older toolchain, and only then from :data:`PRIOR`. The compile's
+host memory is a high percentile of the group (:data:`HOST_MEMORY_PERCENTILE`), not its largest value.
 
 The prior is NOT a measurement: no Trainium row existed when it was written, so its coefficients are round
 figures chosen to order jobs sensibly (bigger models compile and load longer; more cores compile a sharded
@@ -12,6 +14,7 @@ records once the dataset holds some, and prints the values to put here.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -21,7 +24,7 @@ from typing import Any
 from pipeline.dataset import iter_results
 from pipeline.types import DurationSource
 
-__all__ = ["PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
+__all__ = ["HOST_MEMORY_PERCENTILE", "PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
 
 GiB = 1024**3
 #: Upper bounds (parameters) of the buckets history is grouped by; the last bucket is open.
@@ -36,7 +39,12 @@ _HISTORY_COLUMNS = [
     "wall_s",
     "peak_host_memory_bytes",
     "neuronx_cc_version",
+    "source",
 ]
+#: The percentile of a group's compile host memory the guard asks for: high, so that the guard rarely under-asks,
+#: but not the maximum, so that one odd run of our own does not make the group's jobs wait for memory it never
+#: needs (nearest rank: with ten runs, the ninth largest).
+HOST_MEMORY_PERCENTILE = 90
 
 
 def param_bucket(params: int | None) -> int:
@@ -95,6 +103,14 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _percentile(values: list[int], percent: int) -> int | None:
+    """The nearest-rank percentile (a value of the list, never an interpolation), or None for no values."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(percent / 100 * len(ordered)) - 1)]
+
+
 class DurationModel:
     """Predicts each job from history rows (see the module docstring for the fallback order).
 
@@ -119,6 +135,8 @@ class DurationModel:
             if row.get("device") != "neuron" or row.get("compile_s") is None or row.get("wall_s") is None:
                 continue
             if row.get("status") == "error":
+                continue
+            if row.get("source") != "ci":  # a submission's figures are reviewed claims, not our measurements
                 continue
             key = (int(row["cores"] or 1), param_bucket(row.get("params")))
             at_current = current is not None and _public(row.get("neuronx_cc_version")) == current
@@ -154,8 +172,8 @@ class DurationModel:
             return Duration(
                 compile_s=compile_s,
                 run_s=run_s,
-                # The guard must not under-ask: the largest compile seen, not the median.
-                host_memory_bytes=max(memory) if memory else prior.host_memory_bytes,
+                # The guard should not under-ask: a high percentile of the compiles seen, not the median.
+                host_memory_bytes=_percentile(memory, HOST_MEMORY_PERCENTILE) or prior.host_memory_bytes,
                 source=source,
                 samples=len(rows),
             )

@@ -28,7 +28,7 @@ import yaml
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
-from pipeline.errors import ConfigError, HubError, PlanError, RepoNotFoundError
+from pipeline.errors import ConfigError, HubError, PlanError, PlanLimitError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
@@ -343,6 +343,8 @@ def _entry(
     problem: Exception | None = None
     try:
         plan = planner(c)
+    except PlanLimitError as exc:  # a config too large to build: never sent to a runner either
+        return f"unplannable config: {exc}"
     except HubError as exc:
         if not isinstance(exc, RepoNotFoundError):
             raise  # the Hub failing is no fact about the model

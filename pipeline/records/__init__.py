@@ -7,7 +7,8 @@
   representative row of a model, a row's toolchain label;
 - :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust;
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
-  the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show).
+  the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
+- :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
@@ -47,12 +48,14 @@ from pipeline.records.families import (
     rows_of,
     trainium_rows,
 )
+from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 from pipeline.records.validate import (
     CI_ONLY_RUN_FIELDS,
     MAX_FUTURE,
     MAX_RECORD_BYTES,
     SCHEMA_VERSION,
+    VERSION_TEXT,
     Problem,
     Report,
     check_file,
@@ -61,6 +64,7 @@ from pipeline.records.validate import (
     iter_record_files,
     load_schema,
     parse_record,
+    printable,
     validate_paths,
     validate_record,
 )
@@ -78,12 +82,15 @@ __all__ = [
     "LAYOUT_MARKERS",
     "LAYOUT_VERSION",
     "MAX_FUTURE",
+    "MAX_HOST_MEMORY_BYTES",
     "MAX_RECORD_BYTES",
+    "MAX_WALL_S",
     "MEASURED",
     "Problem",
     "Report",
     "SCHEMA_VERSION",
     "TRAINIUM",
+    "VERSION_TEXT",
     "agreement_problems",
     "arrow_schema",
     "arrow_type",
@@ -102,6 +109,8 @@ __all__ = [
     "parse_record",
     "one_per_model",
     "parse_time",
+    "plausibility_problems",
+    "printable",
     "record_id",
     "representative",
     "rows_of",

@@ -15,6 +15,7 @@ import datetime as dt
 import functools
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +26,20 @@ import jsonschema_rs
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
-from pipeline.records.columns import parse_time
+from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
 SCHEMA_VERSION = "1.3"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
+#: The schema's rule for a version string (PEP 440, dpkg and image references fit), and its rule for free text:
+#: no C0 control but tab, newline and carriage return (issue 22.8: a control character made feed.xml unreadable).
+VERSION_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!~:@/_-]*")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` without the control characters a record's free text may not hold (for makers of records)."""
+    return _CONTROLS.sub("", text)
 
 
 def _schema_dir() -> Path:
@@ -99,13 +109,19 @@ def _non_finite(value: Any) -> list[tuple[str, str]]:
     return sorted(out)
 
 
+_EARLIEST, _LATEST = f"{EARLIEST_YEAR:04d}", f"{LATEST_YEAR:04d}"
+_NOT_A_TIME = f"not a real ISO 8601 time with a timezone between the years {EARLIEST_YEAR} and {LATEST_YEAR}"
+
+
 def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, str]]:
-    """run.started_at / finished_at: real times (the schema's pattern already fixed their shape), in order."""
-    # Fast path: a day <= 28 exists in every month of every year from 0001, and two stamps of the same length
-    # and offset compare as text. Everything else is parsed.
+    """run.started_at / finished_at: real times (the schema's pattern already fixed their shape) of the years
+    :data:`EARLIEST_YEAR` to :data:`LATEST_YEAR`, in order."""
+    # Fast path: a day <= 28 exists in every month of every year, and two stamps of the same length and offset
+    # compare as text. Everything else is parsed. The years are bounded here too (issue 22.6: a year-0001 stamp
+    # passed this path, then crashed every build that converted it to UTC).
     if (
-        started_text[:4] != "0000"
-        and finished_text[:4] != "0000"
+        _EARLIEST <= started_text[:4] <= _LATEST
+        and _EARLIEST <= finished_text[:4] <= _LATEST
         and started_text[8:10] <= "28"
         and finished_text[8:10] <= "28"
         and len(started_text) == len(finished_text)
@@ -116,9 +132,9 @@ def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, st
     out = []
     started, finished = parse_time(started_text), parse_time(finished_text)
     if started is None:
-        out.append(("run.started_at", "not a real ISO 8601 time with a timezone"))
+        out.append(("run.started_at", _NOT_A_TIME))
     if finished is None:
-        out.append(("run.finished_at", "not a real ISO 8601 time with a timezone"))
+        out.append(("run.finished_at", _NOT_A_TIME))
     if started is not None and finished is not None and finished < started:
         out.append(("run.finished_at", "earlier than run.started_at"))
     return out

@@ -9,6 +9,7 @@ dataset's merged main, never from a pull request (:mod:`pipeline.space.commit`).
 from __future__ import annotations
 
 import datetime as dt
+import re
 import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -66,6 +67,16 @@ class SiteNames:
         return f"{base}/{FEED_FILE}"
 
 
+#: What XML 1.0 cannot hold at all, escaped or not: C0 controls but tab, newline and carriage return, lone
+#: surrogates, U+FFFE and U+FFFF. ElementTree writes them as they are, and a reader then refuses the whole feed.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot hold (stored text may predate the record's patterns)."""
+    return _NOT_XML.sub("", text)
+
+
 def _iso(value: Any) -> str:
     if isinstance(value, dt.datetime):
         return value.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
@@ -93,7 +104,8 @@ def entry_summary(row: dict[str, Any]) -> str:
 
 
 def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt.datetime | None = None) -> str:
-    """An Atom 1.0 document (RFC 4287) of the newest changes; ElementTree escapes every text.
+    """An Atom 1.0 document (RFC 4287) of the newest changes; ElementTree escapes every text, and what XML cannot
+    hold at all is dropped (:func:`xml_text`).
 
     Args:
         changes: change rows (:data:`pipeline.dataset.changes.CHANGES_SCHEMA`), newest first.
@@ -109,9 +121,9 @@ def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt
     rows = rows[:FEED_ENTRIES]
 
     def sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
-        node = ET.SubElement(parent, f"{{{ATOM}}}{tag}", attrs)
+        node = ET.SubElement(parent, f"{{{ATOM}}}{tag}", {k: xml_text(v) for k, v in attrs.items()})
         if text is not None:
-            node.text = text
+            node.text = xml_text(text)
         return node
 
     feed = ET.Element(f"{{{ATOM}}}feed")

@@ -251,3 +251,28 @@ def test_a_host_short_of_memory_refuses_the_run_with_an_error_record_that_is_ret
     )  # fmt: skip
     assert record["status"] == "error" and record["failure"]["code"] == HOST_MEMORY_SHORT
     assert "the compile needs" in record["failure"]["message"] and not validate_record(record)
+
+
+def test_the_host_memory_guard_never_asks_more_than_the_runners_share(tmp_path: Path) -> None:
+    """Issue 22.3: a prediction of 2**62 bytes (one forged record) made the guard wait and refuse every time. It
+    now asks at most the runner's share of the host: total memory x its cores / the instance's cores."""
+    import psutil
+
+    from pipeline.bench.harness import runner_memory_share
+
+    assert runner_memory_share(total=2048, cores=16, cores_available=64) == 512
+    assert runner_memory_share(total=2048, cores=64, cores_available=64) == 2048
+    assert runner_memory_share(total=2048, cores=1, cores_available=None) == 2048  # the instance unknown
+    asked: list[int | None] = []
+
+    def check(need: int | None, *, wait_s: float) -> int | None:
+        asked.append(need)
+        return None
+
+    folder = tiny.build_tiny_llama(tmp_path / "tiny")
+    record = bench_model(
+        str(folder), task="text-generation", backend=get_backend("cpu"), out=tmp_path / "r.json",
+        host_memory_bytes=1 << 62, host_memory_wait_s=1800, memory_check=check,
+    )  # fmt: skip
+    assert asked == [psutil.virtual_memory().total], "capped at the share (a CPU host: all of it)"
+    assert any("the runner's share" in note for note in record["notes"]) and not validate_record(record)

@@ -17,7 +17,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
-from pipeline.errors import RecordError
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from tests import FIXTURES, ROOT
@@ -131,11 +130,35 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     assert len(pd.read_parquet(out / RESULTS_DIR)) == 3
 
 
-def test_an_invalid_record_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    bad = sample_record(revision="main")
-    with pytest.raises(RecordError, match="revision"):
-        build([sample_record(), bad], tmp_path / "ds")
-    assert not (tmp_path / "ds").exists()
+def test_an_invalid_record_is_set_aside_and_the_rest_built(tmp_path: Path) -> None:
+    """A bad record (validate first: the CLI does) is set aside with its reason; it never stops the good ones."""
+    bad = sample_record(revision="main", model_id="acme/bad")
+    summary = build([sample_record(), bad], tmp_path / "ds")
+    assert [(name, field) for name, field, _ in summary.set_aside] == [("acme/bad", "revision")]
+    assert pd.read_parquet(tmp_path / "ds" / RESULTS_DIR).model_id.tolist() == [sample_record()["model_id"]]
+    assert not build([bad], tmp_path / "empty").changed and not (tmp_path / "empty").exists()
+
+
+def test_a_year_0001_stamp_is_invalid_and_never_crashes_a_publish(tmp_path: Path) -> None:
+    """Issue 22.6: `0001-01-01T00:00:00+05:00` passed validation and the PR check (the stamps' text fast path),
+    then crashed every publish that included it (OverflowError converting it to UTC). Every stamp is parsed
+    and its year bounded now, and build sets such a record aside instead of aborting."""
+    from pipeline.records import parse_time, validate_record
+
+    stamps = {"started_at": "0001-01-01T00:00:00+05:00", "finished_at": "0001-01-01T00:10:00+05:00"}
+    ancient = sample_record(model_id="acme/ancient", run=stamps)
+    assert ("run.started_at", "not a real ISO 8601 time with a timezone between the years 2000 and 9998") in (
+        validate_record(ancient)
+    )
+    assert parse_time("0001-01-01T00:00:00+05:00") is None and parse_time("9999-12-31T23:00:00-05:00") is None
+    assert parse_time("2026-11-28T10:00:00+05:00") == parse_time("2026-11-28T05:00:00Z")
+    past_end = sample_record(model_id="acme/late", run={"started_at": "9999-12-31T20:00:00-05:00",
+                                                        "finished_at": "9999-12-31T21:00:00-05:00"})  # fmt: skip
+    assert validate_record(past_end)
+    # build gets them anyway (a caller that did not validate): set aside, the good record built
+    summary = build([sample_record(), ancient, past_end], tmp_path / "ds")
+    assert sorted(name for name, _, _ in summary.set_aside) == ["acme/ancient", "acme/late"]
+    assert len(pd.read_parquet(tmp_path / "ds" / RESULTS_DIR)) == 1
 
 
 _KILL_SCRIPT = textwrap.dedent(
@@ -256,8 +279,26 @@ def test_a_community_record_never_displaces_the_ci_record_of_its_key(tmp_path: P
     assert row["source"] == "ci" and [h["source"] for h in earlier_runs(row)] == ["community"]
 
 
+def test_a_case_variant_of_a_model_id_is_the_same_key_and_the_ci_row_still_wins(tmp_path: Path) -> None:
+    """Issue 22.7: `Meta-Llama/Llama-3.1-8B` from a community PR became a second catalog entry beside the CI
+    row of `meta-llama/Llama-3.1-8B` (the Hub resolves ids without case), dodging the rule that a CI row wins.
+    Rows are keyed by the canonical (case-folded) id now: one key, the CI row its latest, the other its history."""
+    ci = sample_record(model_id="meta-llama/Llama-3.1-8B")
+    later = {"started_at": "2026-11-29T09:00:00+00:00", "finished_at": "2026-11-29T09:05:00+00:00"}
+    variant = sample_community(model_id="Meta-Llama/Llama-3.1-8B", run=later)
+    out = tmp_path / "ds"
+    build([ci], out)
+    build([variant], out)
+    latest = read_latest(out)
+    assert [(r["model_id"], r["source"]) for r in latest] == [("meta-llama/Llama-3.1-8B", "ci")]
+    assert [h["source"] for h in earlier_runs(latest[0])] == ["community"]
+    both = tmp_path / "both"
+    build([variant, ci], both)  # one build with both: the same answer
+    assert [(r["model_id"], r["source"]) for r in read_latest(both)] == [("meta-llama/Llama-3.1-8B", "ci")]
+
+
 def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
-    from pipeline.dataset.build import HISTORY_LIMIT
+    from pipeline.dataset.keys import HISTORY_LIMIT
 
     out = tmp_path / "ds"
     runs = [
@@ -275,11 +316,14 @@ def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
     assert not build(runs, out).changed  # the dropped ones are still known (data/results): not added again
 
 
-def test_an_odd_version_string_skips_that_models_scripts_not_the_build(tmp_path: Path) -> None:
+def test_an_odd_version_string_sets_that_record_aside_not_the_build(tmp_path: Path) -> None:
+    """A version string that is no version (an argument smuggled into requirements.txt) is invalid since issue
+    22.8 gave version fields a pattern: that record is set aside, the rest built with its scripts."""
     out = tmp_path / "ds"
     odd = sample_record(model_id="acme/odd", versions={"transformers": "5.0 --index-url http://evil"})
     summary = build([odd, sample_record()], out)
-    assert summary.added == 2 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert summary.added == 1 and summary.scripts == ["scripts/trncat-demo/tiny-llama"]
+    assert [(name, field) for name, field, _ in summary.set_aside] == [("acme/odd", "versions.transformers")]
     assert not (out / "scripts" / "acme" / "odd").exists()
 
 
@@ -392,3 +436,26 @@ def test_held_scripts_are_left_out_of_the_folder(tmp_path: Path) -> None:
     written = sorted(p.relative_to(mirror).as_posix() for p in (mirror / "scripts").rglob("*") if p.is_file())
     assert written == ["scripts/acme/vlm/run.py"] and summary.scripts == ["scripts/acme/vlm"]
     assert (mirror / written[0]).read_bytes() == (whole / written[0]).read_bytes()
+
+
+def test_a_results_file_name_that_is_taken_is_never_overwritten(tmp_path: Path) -> None:
+    """Issue 22.12: `data/results/<time>-<hash>.parquet` was written without checking that it was new, so a
+    batch whose name was taken (the same newest time and hash prefix) silently replaced that file's history.
+    A taken name is refused now and a fresh one picked (`-1`, `-2`, ...); the old file stays byte for byte."""
+    from pipeline.dataset import run_name
+    from pipeline.records import flatten
+
+    out = tmp_path / "ds"
+    build([sample_record(model_id="acme/first")], out)
+    (old,) = sorted((out / RESULTS_DIR).glob("*.parquet"))
+    before = old.read_bytes()
+    batch = [sample_record(model_id="acme/second", run={"started_at": "2026-11-28T10:00:00+00:00",
+                                                        "finished_at": "2026-11-28T10:05:00+00:00"})]  # fmt: skip
+    taken = out / RESULTS_DIR / f"{run_name([flatten(r) for r in batch])}.parquet"
+    old.rename(taken)  # the batch's own name already holds another publish's rows
+    summary = build(batch, out)
+    assert taken.read_bytes() == before, "the file that held the name is intact"
+    assert summary.results_file == f"{RESULTS_DIR}/{taken.stem}-1.parquet"
+    rows = pd.read_parquet(out / RESULTS_DIR)
+    assert sorted(rows.model_id) == ["acme/first", "acme/second"]
+    assert (out / "data" / "changes" / f"{taken.stem}-1.parquet").is_file()

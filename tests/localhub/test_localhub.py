@@ -353,6 +353,48 @@ def _writes_need_the_token(hub: LocalHub) -> None:
     assert api.list_repo_files("org/ds", repo_type="dataset")  # reads need no token
 
 
+def test_a_write_needs_a_token_whatever_segments_its_path_adds(tmp_path):
+    """Issue 22.10: reads were told from writes by a segment anywhere in the path, so
+    `POST /api/repos/create/paths-info` created a repo with no token. Requests are classified by their exact
+    route now, and a route with extra segments does not exist."""
+    with LocalHub(tmp_path, tokens=["good-token"]) as hub:
+        body = json.dumps({"name": "m", "organization": "org"}).encode()
+        for path in ("/api/repos/create/paths-info", "/api/repos/create/validate-yaml",
+                     "/api/models/org/m/paths-info/../commit/main", "/api/validate-yaml/../repos/create"):  # fmt: skip
+            answer = _post(f"{hub.url}{path}", body)
+            assert answer.status_code == 401, (path, answer.status_code)
+        assert hub.store.repos("model") == [], "no repo was created"
+        good = {"Authorization": "Bearer good-token"}
+        assert _post(f"{hub.url}/api/repos/create", body, headers=good).status_code == 200
+        for path in ("/api/repos/create/paths-info", "/api/whoami-v2/x", "/api/validate-yaml/x", "/lfs-verify/a/b"):
+            assert _post(f"{hub.url}{path}", b"{}", headers=good).status_code == 404, path
+        # the two read-only POSTs still need no token
+        assert _post(f"{hub.url}/api/validate-yaml", b"{}").status_code == 200
+        info = httpx2.post(f"{hub.url}/api/models/org/m/paths-info/main", data={"paths": ["x"]}, timeout=10)
+        assert info.status_code == 200
+
+
+def test_the_token_is_checked_before_a_body_is_read_and_idle_clients_time_out(tmp_path):
+    """Issue 22.10: the server read (and buffered) a whole body before checking the token, and kept a socket
+    open for ever: idle unauthenticated clients each held a buffer. A write without a token is refused at once,
+    its body unread, and a connection that sends nothing is closed after the timeout."""
+    import time
+
+    from pipeline.localhub.server import REQUEST_TIMEOUT_S
+
+    assert 0 < REQUEST_TIMEOUT_S <= 120
+    with LocalHub(tmp_path, tokens=["good-token"]) as hub:
+        host, port = hub.server.server_address[:2]
+        with socket.create_connection((host, port), timeout=10) as raw:  # a body announced, never sent
+            raw.sendall(b"POST /api/repos/create HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n")
+            assert raw.recv(100).startswith(b"HTTP/1.1 401"), "answered before the body"
+        hub.server.timeout_s = 0.5
+        with socket.create_connection((host, port), timeout=10) as idle:
+            started = time.monotonic()
+            idle.sendall(b"GET /api/whoami-v2 HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+            assert idle.recv(100) == b"" and time.monotonic() - started < 5, "the server closed it"
+
+
 def test_urls_name_the_bound_address_never_the_host_header(localhub):
     localhub.store.create_repo("org/m")
     answer = _post(f"{localhub.url}/api/repos/create", json.dumps({"name": "n"}).encode(),

@@ -494,3 +494,78 @@ def test_a_corrupt_safetensors_header_is_no_crash(tmp_path: Path) -> None:
     (tmp_path / "model.safetensors").write_bytes((2**63).to_bytes(8, "little") + b"{}")
     with pytest.raises(PlanError, match="no safetensors metadata"):
         plan_model(tmp_path)
+
+
+# -- issue 22.4: a config-size bomb -------------------------------------------------------------------------
+
+
+def _bomb(**sizes: int) -> dict[str, Any]:
+    return {**json.loads((FIXTURES / "llama-3.2-1b.json").read_text()), **sizes}
+
+
+def test_a_config_with_millions_of_layers_is_refused_before_it_is_built(tmp_path: Path) -> None:
+    """Issue 22.4: the planner built any config on the meta device (about a millisecond and 35 KB per layer), so a
+    config.json asking for millions of layers ran the daily discover out of time or memory before anything was
+    queued. It is refused at once now, naming the count and its bound."""
+    import subprocess
+
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_bomb(num_hidden_layers=5_000_000)))
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    planned = subprocess.run([sys.executable, "-m", "pipeline", "plan", str(folder)], capture_output=True,
+                             text=True, timeout=120, env=env)  # fmt: skip
+    assert planned.returncode == 2, planned.stderr
+    assert "num_hidden_layers is 5000000, more than the planner's bound of 1024" in planned.stderr
+
+
+def test_layer_expert_head_and_size_bounds_cover_nested_configs_and_real_models_pass() -> None:
+    from pipeline.errors import PlanLimitError
+    from pipeline.plan import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
+
+    for name in sorted(p.stem for p in FIXTURES.glob("*.json")):  # every real architecture stays well inside
+        assert config_problem(json.loads((FIXTURES / f"{name}.json").read_text())) is None, name
+    bombs = {
+        "text_config.num_hidden_layers": {"text_config": {"num_hidden_layers": MAX_LAYERS + 1}},
+        "num_local_experts": {"num_local_experts": MAX_EXPERTS + 1},
+        "num_key_value_heads": {"num_key_value_heads": MAX_HEADS + 1},
+        "n_head": {"n_head": MAX_HEADS * 10},
+        "layers of": {"num_hidden_layers": 1000, "num_experts": 4000},
+        "bytes of JSON": {"layer_types": ["full_attention"] * 100_000},
+    }
+    for needle, extra in bombs.items():
+        problem = config_problem(_bomb(**extra))
+        assert problem is not None and needle in problem, (needle, problem)
+        with pytest.raises(PlanLimitError, match="refusing to build this config"):
+            plan_config(_bomb(**extra), dtype="bfloat16")
+
+
+def test_each_build_runs_under_a_time_and_a_memory_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever slips past the bounds is stopped by the child's limits, and one model never stops the queue."""
+    from pipeline.discover import Candidate
+    from pipeline.errors import PlanLimitError
+    from pipeline.plan import limits
+    from pipeline.queue import build_queue
+
+    def hog() -> int:
+        return len(bytearray(2 * GiB))
+
+    monkeypatch.setattr(limits, "PLAN_MEMORY_BYTES", 256 * 1024 * 1024)
+    with pytest.raises(PlanLimitError, match="more than 268435456 bytes of host memory"):
+        limits.limited(hog, what="a hog")
+    monkeypatch.setattr(limits, "PLAN_TIME_LIMIT_S", 0.1)
+    with pytest.raises(PlanLimitError, match="took longer than 0.1 s"):
+        limits.limited(__import__("time").sleep, 30, what="a sleeper")
+    with pytest.raises(PlanError, match="ZeroDivisionError"):
+        limits.limited(lambda: 1 // 0, what="a bug")
+    assert limits.limited(lambda: 41 + 1, what="an answer") == 42
+
+    slow = _bomb(num_hidden_layers=1024, vocab_size=12_345)  # inside the bounds; 0.1 s is too short for it
+    candidates = [Candidate(model_id=f"acme/m{i}", task="text-generation", view="trending", rank=i + 1,
+                            sha=f"{i:040x}") for i in range(2)]  # fmt: skip
+    configs = {"acme/m0": slow, "acme/m1": json.loads((FIXTURES / "qwen2.5-0.5b.json").read_text())}
+    queue = build_queue(candidates=candidates, dataset_root=None, toolchain={"neuronx_cc": "2.28.7631.0"},
+                        planner=lambda c: plan_config(configs[c.model_id], dtype="bfloat16"))  # fmt: skip
+    skipped = {s["model_id"]: s["reason"] for s in queue.skipped}
+    assert skipped["acme/m0"].startswith("unplannable config: building LlamaForCausalLM took longer than 0.1 s")
+    assert [e["model_id"] for c in queue.chunks for e in c["include"]] == ["acme/m1"]

@@ -311,42 +311,73 @@ def _overlay(tmp_path: Path) -> Path:
     return overlay
 
 
-def test_the_overlay_is_validated_before_anything_is_published(tmp_path: Path) -> None:
-    """Attack (issue 11.12): the overlay's rankings/exclusions Parquet were committed unvalidated."""
+def test_a_bad_overlay_row_or_file_is_set_aside_and_the_rest_published(tmp_path: Path) -> None:
+    """Attack (issue 11.12): the overlay's rankings/exclusions Parquet were committed unvalidated. Issue 22.2: one
+    bad row then refused the whole overlay, and the CI records with it. Now each bad row (or a file that is not
+    a discovery output at all) is set aside with a message naming it; the rest, and the records, go out."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from pipeline.errors import DatasetError
     from pipeline.publish import publish_to_folder
 
     good = _overlay(tmp_path / "good")
-    published = publish_to_folder([], out=tmp_path / "ok", overlay=good).files
-    assert "data/rankings/2026-11-29-text-generation-trending.parquet" in published
+    published = publish_to_folder([], out=tmp_path / "ok", overlay=good)
+    assert "data/rankings/2026-11-29-text-generation-trending.parquet" in published.files and not published.set_aside
+    schema = pa.schema([(name, pa.string()) for name in ("model_id", "task", "reason", "kind")])
     hostile = {
-        "data/rankings/2026-11-29-text-generation-trending.parquet": pa.table(
-            {
-                "date": ["2026-11-29"],
-                "task": ["text-generation"],
-                "view": ["trending"],
-                "rank": [1],
-                "model_id": ["<script>alert(1)</script>"],
-            }
-        ),  # fmt: skip
-        "data/rankings/2026-11-29-text-generation-selected.parquet": pa.table({"html": ["<b>x</b>"]}),
-        "data/exclusions.parquet": pa.table(
-            {"model_id": ["acme/b"], "task": [None], "reason": ["x\x1b[2J"], "kind": ["gated"]},
-            schema=pa.schema(
-                [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
-            ),
-        ),  # fmt: skip
-    }
-    for name, table in hostile.items():
+        "data/rankings/2026-11-29-text-generation-trending.parquet": (
+            pa.table({"date": [pa.scalar(__import__("datetime").date(2026, 11, 29))] * 2,
+                      "task": ["text-generation"] * 2, "view": ["trending"] * 2, "rank": [1, 2],
+                      "model_id": ["<script>alert(1)</script>", "acme/kept"]}).cast(
+                pq.read_schema(good / "data/rankings/2026-11-29-text-generation-trending.parquet")),
+            "row 0: model_id",
+        ),
+        "data/rankings/2026-11-29-text-generation-selected.parquet": (pa.table({"html": ["<b>x</b>"]}), "columns"),
+        "data/exclusions.parquet": (
+            pa.table({"model_id": ["acme/b", "acme/c"], "task": [None, None], "reason": ["x\x1b[2J", "ok"],
+                      "kind": ["gated", "gated"]}, schema=schema),
+            "row 0: reason: holds a control character",
+        ),
+    }  # fmt: skip
+    outs = {}
+    for name, (table, expected) in hostile.items():
         overlay = _overlay(tmp_path / name.replace("/", "_"))
         pq.write_table(table, overlay / name)
-        out = tmp_path / f"out-{len(name)}"
-        with pytest.raises(DatasetError, match="refusing to publish the overlay"):
-            publish_to_folder([sample_record()], out=out, overlay=overlay)
-        assert not out.exists(), "nothing is written when the overlay is bad"
+        out = outs[name] = tmp_path / f"out-{len(outs)}"
+        result = publish_to_folder([sample_record()], out=out, overlay=overlay)
+        assert [p for p in result.set_aside if expected in p and name in p], (name, result.set_aside)
+        assert pd.read_parquet(out / "data" / "results").model_id.tolist() == [sample_record()["model_id"]]
+        text = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
+        assert b"<script>alert" not in text and b"\x1b[2J" not in text and b"<b>x</b>" not in text
+    trending = "data/rankings/2026-11-29-text-generation-trending.parquet"
+    rankings = pd.read_parquet(outs[trending] / trending)
+    assert rankings.model_id.tolist() == ["acme/kept"]  # the good row of a file with a bad one stays
+    assert pd.read_parquet(out / "data/exclusions.parquet").model_id.tolist() == ["acme/c"]
+
+
+def test_one_listed_model_with_a_huge_library_name_never_blocks_a_publish(localhub, tmp_path: Path) -> None:
+    """Issue 22.2: a listed model's `library_name` of 1,200 characters made its exclusion reason longer than the
+    overlay check allows, and the whole overlay, the CI records with it, was refused at every publish. The
+    reason now quotes at most a bounded part of the Hub's text, and nothing is refused."""
+    from pipeline.discover import discover, write_outputs
+    from pipeline.publish import publish_to_folder
+
+    meta = {"pipeline_tag": "text-generation", "safetensors": {"total": 1_000}}
+    localhub.store.create_repo("acme/odd", metadata={**meta, "library_name": "x" * 1200 + "\x1b[2J"})
+    localhub.store.create_repo("acme/fine", metadata={**meta, "library_name": "transformers"})
+    found = discover(hub=localhub.client, task="text-generation", view="trending", limit=10, exclusions=[],
+                     today=__import__("datetime").date(2026, 11, 30))  # fmt: skip
+    overlay = tmp_path / "discovery"
+    write_outputs([found], [], overlay)
+    result = publish_to_folder([sample_record()], out=tmp_path / "ds", overlay=overlay)
+    assert not result.set_aside and "data/exclusions.parquet" in result.files
+    assert pd.read_parquet(tmp_path / "ds" / "data/exclusions.parquet").model_id.tolist() == ["acme/odd"]
+    assert len(pd.read_parquet(tmp_path / "ds" / "data" / "results")) == 1
+    from pipeline.dataset import MAX_REASON_CHARS
+
+    odd = next(c for c in found.candidates if c.model_id == "acme/odd")
+    assert odd.kind == "not_transformers" and len(odd.reason or "") <= MAX_REASON_CHARS
+    assert "\x1b" not in (odd.reason or "") and "1204 characters" in (odd.reason or "")
 
 
 def test_requests_that_need_no_answer_of_another_are_sent_together(dataset_repo, tmp_path: Path) -> None:

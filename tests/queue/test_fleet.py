@@ -56,7 +56,7 @@ def test_durations_come_from_history_then_older_toolchains_then_the_prior(histor
     params = 1_235_814_400  # the sample records' model: the 1-3B bucket
     here = model.predict(task="text-generation", cores=1, params=params)
     assert (here.source, here.samples, here.compile_s, here.run_s) == ("history", 3, 200.0, 50.0)
-    assert here.host_memory_bytes == 9_000_000_003  # the largest compile seen, never the median
+    assert here.host_memory_bytes == 9_000_000_003  # a high percentile (of three runs, the largest), not the median
     older = model.predict(task="text-generation", cores=4, params=params)
     assert (older.source, older.compile_s, older.run_s) == ("older-toolchain", 900.0, 100.0)
     other_bucket = model.predict(task="text-generation", cores=1, params=70_000_000_000)
@@ -64,6 +64,27 @@ def test_durations_come_from_history_then_older_toolchains_then_the_prior(histor
     assert param_bucket(None) == 0 and param_bucket(999_999_999) == 0 and param_bucket(10**12) == 5
     empty = DurationModel.from_dataset(None, toolchain=TOOLCHAIN)
     assert empty.history_rows == 0 and empty.predict(task="text-generation", cores=1, params=params).source == "prior"
+
+
+def test_one_community_record_cannot_raise_a_groups_host_memory_guard(tmp_path: Path) -> None:
+    """Issue 22.3: the guard took the max `peak_host_memory_bytes` of a (task, cores, size) group over all rows;
+    one merged community record of 2**62 made every job of the group wait 30 minutes and be refused, daily.
+    Only CI rows count now, and a high percentile of them (one outlier of our own does not set it either)."""
+    from pipeline.queue import HOST_MEMORY_PERCENTILE
+
+    rows = [_run(f"a/m{i}", i, compile_s=100.0, wall_s=130.0) for i in range(10)]
+    for i, row in enumerate(rows):
+        row["metrics"]["peak_host_memory_bytes"] = (i + 1) * 1_000_000_000
+    rows[-1]["metrics"]["peak_host_memory_bytes"] = 400_000_000_000  # one CI compile that took far more
+    hostile = _run("evil/forged", 30, compile_s=100.0, wall_s=130.0)
+    hostile["metrics"]["peak_host_memory_bytes"] = 2**62
+    hostile["run"] |= {"source": "community", "runner": None, "github_run_id": None, "github_sha": None}
+    build([*rows, hostile], tmp_path / "ds")
+    model = DurationModel.from_dataset(tmp_path / "ds", toolchain=TOOLCHAIN)
+    predicted = model.predict(task="text-generation", cores=1, params=1_235_814_400)
+    assert predicted.samples == 10, "the community row is no sample"
+    assert predicted.host_memory_bytes == 9_000_000_000, f"the p{HOST_MEMORY_PERCENTILE} of the CI rows"
+    assert predicted.compile_s == 100.0
 
 
 def test_prior_orders_bigger_models_longer() -> None:

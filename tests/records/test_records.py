@@ -420,3 +420,23 @@ def test_family_columns_are_layout_4_and_round_trip() -> None:
     # Absent (unknown) fields stay absent: a null column gives nothing back.
     bare = unflatten(flatten(sample_record(schema_version="1.3")))
     assert not {"architecture", "model_type", "base_model"} & set(bare)
+
+
+def test_control_characters_and_odd_versions_are_refused_and_newlines_in_messages_stay() -> None:
+    """Issue 22.8: a control character in a version string made feed.xml unparseable for every reader (XML 1.0
+    has no way to write it). Version fields have a pattern now and free text may hold no C0 control but tab,
+    newline and carriage return."""
+    bad = {
+        "versions.transformers": sample_record(versions={"transformers": "5.0.0\x0b"}),
+        "versions.torch": sample_record(versions={"torch": "2.13 beta"}),
+        "notes.0": sample_record(notes=["compiled\x07"]),
+        "run.runner": sample_record(run={"runner": "trn2-1\x1b[2J"}),
+        "hardware.accelerator": sample_record(hardware={"accelerator": "Trainium2\x00"}),
+    }
+    for field, record in bad.items():
+        assert field in {f for f, _ in validate_record(record)}, field
+    failure = sample_failure(message="Traceback (most recent call last):\n\tFile x\r\nRuntimeError: boom")
+    assert validate_record(failure) == []
+    fine = sample_record(versions={"torch": "2.13.0+cpu", "container_image": "public.ecr.aws/neuron/x@sha256:ab12",
+                                   "driver": "2.31.7.0", "runtime": "1:2.35.30.0~ubuntu"})  # fmt: skip
+    assert validate_record(fine) == []

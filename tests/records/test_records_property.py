@@ -186,7 +186,8 @@ def instant(value: Any) -> tuple[int | None, str | None]:
         if minutes > 59:
             return None, None
         offset = (hours * 60 + minutes) * (1 if rest[0] == "+" else -1)
-    if None in (year, month, day, hour, minute, second) or not (1 <= year <= 9999 and 1 <= month <= 12):  # type: ignore[operator]
+    # Years 2000 to 9998 (issue 22.6: a year-0001 stamp passed, then crashed every build converting it to UTC).
+    if None in (year, month, day, hour, minute, second) or not (2000 <= year <= 9998 and 1 <= month <= 12):  # type: ignore[operator]
         return None, None
     if not 1 <= day <= calendar.monthrange(year, month)[1] or hour > 23 or minute > 59 or second > 59:  # type: ignore[arg-type,operator]
         return None, None
@@ -263,6 +264,20 @@ def _base_model(value: Any, where: str, out: Reasons) -> None:
         out.append((f"{where}: a model id twice", None))
 
 
+_VERSION_CHARS = _ALNUM | frozenset(".+!~:@/_-")
+
+
+def _version(high: int, *, null: bool = False) -> Check:
+    """A version string: PEP 440, dpkg and image references fit; starts with a letter or digit (issue 22.8)."""
+
+    def check(value: Any, where: str, out: Reasons) -> None:
+        _text(1, high, _VERSION_CHARS, null=null)(value, where, out)
+        if isinstance(value, str) and value and value[0] not in _ALNUM:
+            out.append((f"{where}: must start with a letter or digit", None))
+
+    return check
+
+
 _ATTEMPT = _obj(
     {"cores": _integer(1), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
      "code": _text(0, 10**9, null=True)}
@@ -332,9 +347,9 @@ RECORD = _obj(
             },
         ),
         "versions": _obj(
-            {k: _text(1, 128) for k in ("pipeline", "python", "torch", "transformers")},
+            {k: _version(128) for k in ("pipeline", "python", "torch", "transformers")},
             {
-                k: _OPTIONAL_TEXT
+                k: _version(256, null=True)
                 for k in (
                     "torch_neuronx",
                     "neuronx_cc",
@@ -391,12 +406,18 @@ RECORD = _obj(
 )
 
 
+#: C0 controls a record's text may hold: tab, newline, carriage return (issue 22.8: others broke feed.xml).
+_C0_ALLOWED = frozenset("\t\n\r")
+
+
 def _everywhere(value: Any, where: str, out: Reasons) -> None:
-    """Rules for every value, known field or not: finite numbers and UTF-8 text."""
+    """Rules for every value, known field or not: finite numbers, UTF-8 text, no C0 control but tab and newlines."""
     if isinstance(value, float) and not math.isfinite(value):
         out.append((f"{where}: NaN or infinity", None))
     elif isinstance(value, str) and any("\ud800" <= c <= "\udfff" for c in value):
         out.append((f"{where}: lone surrogate: not UTF-8 text", GAP_SURROGATE))
+    elif isinstance(value, str) and any((c < " " and c not in _C0_ALLOWED) or c == "\x7f" for c in value):
+        out.append((f"{where}: a control character", None))
     elif isinstance(value, (dict, list)):
         for key, item in value.items() if isinstance(value, dict) else enumerate(value):
             _everywhere(item, f"{where}.{key}".removeprefix("."), out)

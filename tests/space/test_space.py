@@ -31,3 +31,21 @@ def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhu
     merged = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert merged.published and "index.html" in merged.changed
     assert "acme/new-pass" in localhub.store.read_file(SPACE, "index.html", repo_type="space").decode()
+
+
+def test_the_feed_stays_well_formed_xml_whatever_the_stored_text_holds() -> None:
+    """Issue 22.8: a control character in a stored version string (a dataset written before the pattern) made
+    feed.xml unparseable for every reader. The feed drops every character XML 1.0 cannot hold."""
+    import datetime as dt
+    import xml.etree.ElementTree as ET
+
+    from pipeline.space import SiteNames, feed_xml
+
+    row = {"kind": "new_model", "model_id": "acme/m", "task": "text-generation", "hardware": "trn2.48xlarge",
+           "device": "neuron", "status": "pass", "failure_stage": None, "failure_code": None,
+           "toolchain": "torch-neuronx 2.14\x0b / neuronx-cc 2.28\x00\ud800", "previous_toolchain": None,
+           "record_id": "r1", "finished_at": dt.datetime(2026, 11, 28, tzinfo=dt.UTC), "results_file": "x"}  # fmt: skip
+    text = feed_xml([row], names=SiteNames(dataset_repo="acme/results", space_repo="acme/catalog"))
+    root = ET.fromstring(text.encode("utf-8"))
+    summary = root.find("{http://www.w3.org/2005/Atom}entry/{http://www.w3.org/2005/Atom}summary")
+    assert summary is not None and "torch-neuronx 2.14 / neuronx-cc 2.28" in (summary.text or "")

@@ -40,10 +40,11 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics).
-LAYOUT_VERSION = 3
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the Neuron run's own
+#: figures of schema 1.3 (the compiler's time and graphs, reserved memory, prefill mode, nki, emulated).
+LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((3, "sentences_per_s"), (2, "layout_version"))
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "neuronx_cc_s"), (3, "sentences_per_s"), (2, "layout_version"))
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -137,6 +138,15 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("diffusers_version", ("versions", "diffusers"), _STR),
     ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
     ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
+    # schema 1.3 (layout 4): the Neuron run's own figures, optional in the record
+    ("neuronx_cc_s", ("metrics", "neuronx_cc_s"), _FLOAT),
+    ("compiled_graphs", ("metrics", "compiled_graphs"), _INT),
+    ("cached_graphs", ("metrics", "cached_graphs"), _INT),
+    ("warm_start_cached_graphs", ("metrics", "warm_start_cached_graphs"), _INT),
+    ("peak_device_memory_reserved_bytes", ("metrics", "peak_device_memory_reserved_bytes"), _INT),
+    ("prefill_mode", ("metrics", "prefill_mode"), _STR),
+    ("nki_version", ("versions", "nki"), _STR),
+    ("emulated", ("hardware", "emulated"), _BOOL),
 )
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
@@ -156,6 +166,10 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
+#: The columns of schema 1.3's optional fields (and ``threads``, ``guidance_scale``): a record without the field
+#: gives a null column, and a null column gives no field back.
+_SINCE_1_3 = COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("emulated") + 1]
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3})
 
 
 @functools.cache
@@ -290,7 +304,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool,
     carried by one task only (schema 1.2), optional in the record)."""
     return tuple(
         (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
-         name in ("threads", "guidance_scale"))
+         name in OPTIONAL_COLUMNS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -311,7 +325,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         if value is None:
             if optional:
-                continue  # optional in the record: threads absent before layout 2, guidance_scale when not set
+                continue  # optional in the record: threads before layout 2, guidance_scale, schema 1.3's fields
         elif convert is not None:
             value = convert(value)
         target = record

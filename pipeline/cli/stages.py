@@ -241,6 +241,14 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         "with an error record that a later queue retries",
     )
     p.add_argument("--host-memory-wait", type=float, default=0.0, metavar="S", help="wait this long for it first")
+    p.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a field of the task's fixed workload for a smaller run, e.g. --workload input_tokens=16 "
+        "(the record carries the workload it ran)",
+    )
 
 
 @command(
@@ -253,6 +261,7 @@ def _bench(args: argparse.Namespace) -> int:
     from pipeline.backends import get_backend
     from pipeline.bench import bench_model
 
+    changes = dict(item.partition("=")[::2] for item in args.workload)
     record = bench_model(
         args.model,
         task=args.task,
@@ -271,6 +280,7 @@ def _bench(args: argparse.Namespace) -> int:
         hub=None if Path(args.model).is_dir() else make_hub(),
         host_memory_bytes=args.host_memory_bytes,
         host_memory_wait_s=args.host_memory_wait,
+        workload_changes=changes,
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"

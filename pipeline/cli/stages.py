@@ -357,11 +357,11 @@ def _doctor(args: argparse.Namespace) -> int:
         backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
     )
     if args.smoke:
-        if all(c.status != "fail" for c in report.checks):
+        if report.smoke_ready:
             with tempfile.TemporaryDirectory(prefix="trncat-doctor-") as tmp:
                 report.smoke = smoke(backend, work=Path(tmp))
         else:
-            print("smoke run skipped: fix the failed checks first", file=sys.stderr)
+            print("smoke run skipped: fix the failed device and package checks first", file=sys.stderr)
             report.smoke = []
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -370,5 +370,7 @@ def _doctor(args: argparse.Namespace) -> int:
             print(check.line())
         for run in report.smoke or []:
             print(smoke_line(run))
+            for note in run["notes"]:  # each rank's devices and cores, the warm start's cache figures
+                print(f"      {note}")
         print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
     return 0 if report.ok else 1

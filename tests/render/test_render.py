@@ -186,6 +186,8 @@ def test_neuron_requirements_carry_both_indexes_and_pip_reads_them(tmp_path: Pat
     for name, version in pins:
         _fake_wheel(wheels, name, version)
     _fake_wheel(wheels, "pillow", "11.0.0")
+    _fake_wheel(wheels, "nki", "0.7.0")  # unpinned: a record from before versions.nki
+    assert "nki" in lines
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "--find-links", str(wheels),
          "--disable-pip-version-check", "-r", str(tmp_path / "requirements.txt")],

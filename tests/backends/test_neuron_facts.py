@@ -20,7 +20,17 @@ def _named_in_code() -> dict[str, set[str]]:
     """Variable -> files. In Python only string literals count (constants like NEURON_INDEX_URL are ours)."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        # A package face's __all__ lists names of Python objects (NEURON_INDEX_URL), not environment variables.
+        exported = {
+            id(element)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for element in ast.walk(node.value)
+        }
+        for node in ast.walk(tree):
+            if id(node) in exported:
+                continue
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 for name in VARIABLE.findall(node.value):
                     found.setdefault(name, set()).add(str(path.relative_to(ROOT)))

@@ -304,8 +304,12 @@ RECORD = _obj(
                 "neuronx_cc_s": _number(null=True),
                 **{
                     k: _integer(null=True)
-                    for k in ("compiled_graphs", "cached_graphs", "warm_start_cached_graphs",
-                              "peak_device_memory_reserved_bytes")
+                    for k in (
+                        "compiled_graphs",
+                        "cached_graphs",
+                        "warm_start_cached_graphs",
+                        "peak_device_memory_reserved_bytes",
+                    )
                 },  # fmt: skip
                 "prefill_mode": _one_of("compiled", "eager", None),
             },

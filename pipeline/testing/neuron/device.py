@@ -281,11 +281,13 @@ class DeviceModule:
     def _is_in_bad_fork(self) -> bool:
         return False
 
+    # The device's random numbers are the host's generator's (its kernels are the CPU's): torch.manual_seed seeds
+    # it already, and calls these (calling it back would recurse).
     def manual_seed(self, seed: int) -> None:
-        torch.manual_seed(seed)
+        pass
 
     def manual_seed_all(self, seed: int) -> None:
-        torch.manual_seed(seed)
+        pass
 
     def get_rng_state(self, device: Any = None) -> torch.Tensor:
         return torch.get_rng_state()
@@ -309,5 +311,11 @@ def register(synchronize: Callable[[], None], extra: dict[str, Any]) -> DeviceMo
     aten.impl("resize_", _resize, "PrivateUse1")
     # The math attention (CPU's fused kernels are CPU-only ops); what TorchNeuron lowers it to is its own.
     aten.impl("_fused_sdp_choice", lambda *args, **kwargs: 0, "PrivateUse1")
+    # A backend outside PyTorch receives convolutions as convolution_overrideable: run the CPU's convolution.
+    aten.impl(
+        "convolution_overrideable",
+        lambda *args, **kwargs: _run(torch.ops.aten.convolution.default, *args, **kwargs),
+        "PrivateUse1",
+    )
     _LIBRARIES.extend([everything, aten])
     return module

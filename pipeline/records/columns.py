@@ -348,7 +348,8 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
+    """The one row that stands for a model (on the page, in its scripts): a Trainium result (never an emulated one,
+    which validation keeps out of the dataset anyway) before any other,
     then the project's own (CI) result before a community or local one, then a pass before a failure, then the
     newest.
 
@@ -361,7 +362,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return max(
         rows,
         key=lambda r: (
-            r.get("device") == "neuron",
+            r.get("device") == "neuron" and not r.get("emulated"),  # an emulated row is never a Trainium one
             r.get("source") == "ci",
             r.get("status") == "pass",
             r["finished_at"],

@@ -361,3 +361,23 @@ def test_a_non_ci_record_cannot_carry_ci_provenance(source: str) -> None:
     honest = sample_record(run={"source": source, "runner": None, "github_run_id": None, "github_sha": None})
     assert validate_record(honest) == []
     assert validate_record(sample_record()) == []  # a CI record names its run
+
+
+def test_an_emulated_record_is_refused_unless_the_harness_asks_and_never_stands_for_a_model() -> None:
+    """Issue 21: a record made on the Neuron emulator is valid for the harness that writes it, refused by trncat
+    validate (and so by the submission check, build and publish), and never the row that stands for a model."""
+    from pipeline.records import representative
+
+    record = sample_record()
+    record["hardware"]["emulated"] = True
+    assert validate_record(record, allow_emulated=True) == []
+    problems = validate_record(record)
+    assert [f for f, _ in problems] == ["hardware.emulated"] and "Neuron emulator" in problems[0][1]
+    cpu = sample_record(device="cpu")
+    older = flatten(record)
+    older["finished_at"] = flatten(cpu)["finished_at"].replace(year=2025)
+    real = {**older, "emulated": None}
+    assert representative([real, flatten(cpu)])["device"] == "neuron"  # a Trainium row wins, however old
+    assert representative([older, flatten(cpu)])["device"] == "cpu"  # an emulated one is no Trainium row
+    record["device"] = "cpu"
+    assert ("hardware.emulated", "only the neuron device is emulated") in validate_record(record, allow_emulated=True)

@@ -567,3 +567,13 @@ def test_a_toolchain_label_names_the_tasks_own_library() -> None:
     assert toolchain_label(image) == "neuronx-cc 2.28 · transformers 5.24.0 · diffusers 0.42.1"
     embed = {**generation, "sentence_transformers_version": "6.2.0"}
     assert toolchain_label(embed).endswith("· sentence-transformers 6.2.0")
+
+
+def test_a_prompt_that_ran_eagerly_is_said_on_the_page() -> None:
+    """Issue 21: where the prompt could not run through the compiled forward, the record and the page say so."""
+    vlm = flatten(sample_record(model_id="acme/vlm", task="image-text-to-text",
+                                metrics={"prefill_mode": "eager"}))  # fmt: skip
+    html = render(latest=[vlm, row("acme/llm", metrics={"prefill_mode": "compiled"})])
+    entries = {e["id"]: e for e in data_of(html)["objects"]}
+    assert entries["acme/vlm"]["pf"] == "eager" and entries["acme/llm"]["pf"] == "compiled"
+    assert "The prompt ran eagerly" in parse(html).scripts["app"]

@@ -126,6 +126,24 @@ def test_neuron_versions(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert versions["container_image"] == "sha256:" + "ab" * 32 and versions["cuda"] is None
 
 
+def test_the_runtime_version_is_the_installed_package_not_a_neighbours_process(machine: Path) -> None:
+    """neuron-ls lists every process on the device, another runner's among them: its runtime is not this one."""
+    busy = (FIXTURES / "neuron_ls_trn2_48xlarge_one_device.json").read_text()  # two processes of runtime 2.34.10
+    versions = _neuron(machine, neuron_ls=busy, packages={**FAKE_PACKAGES, "aws-neuronx-runtime-lib": "2.35.30.0"}.get)
+    assert versions.versions()["runtime"] == "2.35.30.0"
+
+
+def test_the_instance_is_inferred_from_sixteen_devices_when_nothing_names_it(machine: Path) -> None:
+    import json
+
+    listed = [{"neuron_device": i, "nc_count": 4, "logical_neuroncore_config": 2, "memory_size": 96 * GiB,
+               "neuroncore_ids": list(range(4 * i, 4 * i + 4)), "neuron_processes": []} for i in range(16)]  # fmt: skip
+    backend = _neuron(machine, neuron_ls=json.dumps(listed))  # 2.33's JSON names no instance
+    assert backend.hardware(cores=8)["instance_type"] == "trn2.48xlarge" and backend.instance.chips == 16
+    one = _neuron(machine, neuron_ls=json.dumps(listed[:1]))  # one chip: a trn2.3xlarge, or one chip of a container
+    assert one.hardware(cores=1)["instance_type"] is None
+
+
 def test_neuron_environment_and_launcher(machine: Path) -> None:
     backend = _neuron(machine)
     assert backend.environment(cores=2) == {

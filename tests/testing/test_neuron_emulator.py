@@ -126,6 +126,7 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
         f(torch.ones(4, 3).to("neuron"))  # a new input signature: a second graph
         torch.neuron.synchronize()
         out["graphs"] = sorted(m["torch_neuronx_compile_us"] > 0 for m in torch_neuronx.get_dynamo_metrics().values())
+        torch.compile(lambda t: t - 1, backend="neuron", mode="reduce-overhead")(x)  # warns, runs
         try:
             torch.compile(lambda t: t + 1, backend="neuron", dynamic=True)(x)
         except Exception as exc:
@@ -146,8 +147,9 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
     assert out["fallback"] == ["aten::nonzero"]
     assert out["compiled"] == [9.0, 36.0] and out["graphs"] == [True, True]  # one compile per input signature
     assert "dynamic" in out["dynamic"] and "NCC_EVRF051" in out["float8"]
+    assert "mode 'reduce-overhead' is not supported by the neuron backend" in done.stderr
     neffs = sorted(p.relative_to(cache).parts[:2] for p in cache.rglob("*.neff"))
-    assert len(neffs) == 2 and all(len(a) == 2 and len(b) == 2 for a, b in neffs)  # ab/cd/<key>.neff
+    assert len(neffs) == 3 and all(len(a) == 2 and len(b) == 2 for a, b in neffs)  # ab/cd/<key>.neff, 3 graphs
     assert list((root / "tmp" / "local_cache").glob("*.lock"))  # locks in the default /tmp/local_cache
     # A second process with the same graphs is served from the persistent cache: compile time 0.
     warm = _run(root, code, TORCH_NEURONX_NEFF_CACHE_DIR=str(cache))

@@ -31,6 +31,19 @@ NEURON_RT_VISIBLE_CORES: str | None = os.environ.get("NEURON_RT_VISIBLE_CORES") 
 NEURON_LOGICAL_NC_CONFIG: str | None = os.environ.get("NEURON_LOGICAL_NC_CONFIG") or None
 #: TorchNeuron's NEFF cache directory of the runner (docs/neuron-facts.md); a benchmark compiles into its own.
 TORCH_NEURONX_NEFF_CACHE_DIR: str | None = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None
+#: Whether TorchNeuron falls back to the CPU only for unimplemented ops (not for device execution errors); the
+#: benchmark records its value, since it decides what a pass may hide (docs/neuron-facts.md).
+TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS: str | None = (
+    os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS") or None
+)
+#: The whole NeuronCore set of one benchmark run, which the parent gives its child: under torchrun each rank
+#: reserves only its own core of it (NEURON_RT_VISIBLE_CORES), while the device-memory reads cover all of it.
+TRNCAT_NEURON_CORES: str | None = os.environ.get("TRNCAT_NEURON_CORES") or None
+#: The toolchain file the runners pin (runners/toolchain.yaml unless set): doctor and the queue compare with it.
+TRNCAT_TOOLCHAIN: Path = Path(os.environ.get("TRNCAT_TOOLCHAIN") or REPO_ROOT / "runners" / "toolchain.yaml")
+#: Where the machine's fixed paths are read from: /dev, /sys, /etc/os-release and the Neuron runtime's /tmp
+#: files. "/" on a real machine; a test's emulated machine (pipeline/testing/neuron/) points it at its root.
+TRNCAT_SYSTEM_ROOT: Path = Path(os.environ.get("TRNCAT_SYSTEM_ROOT") or "/")
 #: Container image digest of the runner, when the bench runs in one.
 TRNCAT_IMAGE_DIGEST: str | None = os.environ.get("TRNCAT_IMAGE_DIGEST") or None
 #: Where CPU float32 reference answers are cached (one file per model, revision, task and workload).

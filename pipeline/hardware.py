@@ -31,9 +31,15 @@ _DEFAULT_LNC: dict[str, int] = {"trn2": 2, "trn1": 1}
 _INSTANCES: dict[str, tuple[str, int]] = {
     "trn2.3xlarge": ("trn2", 1),
     "trn2.48xlarge": ("trn2", 16),
+    # the UltraServer node (AWS's Trn2 architecture page): the chips and cores of a trn2.48xlarge
+    "trn2u.48xlarge": ("trn2", 16),
     "trn1.2xlarge": ("trn1", 1),
     "trn1.32xlarge": ("trn1", 16),
 }
+#: The instance a device count stands for when nothing names the instance (neuron-ls 2.33's JSON does not):
+#: the plain type of that size (a trn2u.48xlarge has a trn2.48xlarge's 16 chips, and the same figures).
+_BY_DEVICES: dict[tuple[str, int], str] = {("trn2", 1): "trn2.3xlarge", ("trn2", 16): "trn2.48xlarge",
+                                           ("trn1", 1): "trn1.2xlarge", ("trn1", 16): "trn1.32xlarge"}  # fmt: skip
 
 INSTANCE_NAMES: tuple[str, ...] = tuple(_INSTANCES)
 DEFAULT_INSTANCE = "trn2.48xlarge"
@@ -118,6 +124,15 @@ def get_instance(name: str, *, lnc: int | None = None) -> Instance:
         bandwidth_bytes_per_s=_CHIP_BANDWIDTH[family],
         lnc=lnc,
     )
+
+
+def instance_for_devices(family: str, devices: int) -> str | None:
+    """The instance type that has ``devices`` chips of ``family``, or None when no type has that many.
+
+    A process inside a container sees only the chips it was given, so a count that names no instance (or a
+    smaller one) is never proof of the instance: callers use it only when nothing else names it.
+    """
+    return _BY_DEVICES.get((family, devices))
 
 
 def bandwidth_for_cores(instance: Instance, cores: int) -> float:

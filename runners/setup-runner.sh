@@ -115,7 +115,8 @@ install options:
                          g6e.8xlarge, g6e.48xlarge, p5.4xlarge, p5.48xlarge, p5en.48xlarge (default: from metadata)
   --runner-group-id ID   runner group of the registrations (default 1: Default)
   --container IMAGE      run each job in IMAGE (built from runners/Dockerfile) with its /dev/neuronN devices,
-                         no capabilities, at most --container-pids processes and --container-memory memory
+                         the capabilities AWS's Trainium containers get (SYS_ADMIN, IPC_LOCK, unlimited
+                         memlock) and no other, at most --container-pids processes and --container-memory memory
   --container-memory M   memory limit of a job's container (default 96g)
   --container-pids N     process limit of a job's container (default 4096)
   --neuron-apt           install the Neuron driver, runtime and tools from the Neuron apt repository
@@ -295,11 +296,17 @@ core_range() {
   if [ "${count}" -eq 1 ]; then echo "${first}"; else echo "${first}-$((first + count - 1))"; fi
 }
 
-# pip constraints (name==version) from runners/toolchain.yaml: keys are record version fields, `_` -> `-`.
+# pip constraints (name==version.*) from runners/toolchain.yaml: keys are record version fields, `_` -> `-`. A
+# prefix match: the 2.33 TorchNeuron wheels are the 2.14.3.0.* family (a 5th component would miss `==2.14.3.0`).
 toolchain_constraints() {
   local file="toolchain.yaml"
   [ "${RUNNER_CLASS}" = gpu ] && file="toolchain-gpu.yaml"
-  sed -nE 's/^([a-z_]+): *"?([^"#[:space:]]+)"?.*/\1==\2/p' "${SCRIPT_DIR}/${file}" | tr '_' '-'
+  sed -nE 's/^([a-z_]+): *"?([^"#[:space:]]+)"?.*/\1==\2.*/p' "${SCRIPT_DIR}/${file}" | tr '_' '-'
+}
+
+# The Neuron Debian packages pinned in runners/toolchain.yaml's `apt:` section, one NAME=VERSION a line.
+apt_pins() {
+  sed -nE '/^apt:/,/^[^ #]/ s/^  ([a-z0-9-]+): *"?([^"#[:space:]]+)"?.*/\1=\2/p' "${SCRIPT_DIR}/toolchain.yaml"
 }
 
 install_prerequisites() {
@@ -331,7 +338,12 @@ install_prerequisites() {
     echo "deb [signed-by=/etc/apt/keyrings/neuron.asc] ${TRNCAT_NEURON_APT_REPO} ${codename} main" |
       write_file /etc/apt/sources.list.d/neuron.list 0644 root:root
     run apt-get update -q
-    run apt-get install -y -q aws-neuronx-dkms aws-neuronx-runtime-lib aws-neuronx-collectives aws-neuronx-tools
+    # Pinned to the release the Python toolchain belongs to (runners/toolchain.yaml): Neuron 2.34's tools drop
+    # `neuron-ls --json-output`, and a newer runtime would drift from the pinned torch-neuronx.
+    local pins
+    mapfile -t pins < <(apt_pins)
+    [ "${#pins[@]}" -eq 4 ] || die "runners/toolchain.yaml's apt section must pin the four Neuron packages"
+    run apt-get install -y -q "${pins[@]}"
   fi
 }
 
@@ -399,8 +411,8 @@ install_toolchain() {
   run python3 -m venv "${PREFIX}/toolchain"
   run "${PREFIX}/toolchain/bin/pip" install --quiet --upgrade pip
   run "${PREFIX}/toolchain/bin/pip" install --quiet --extra-index-url "${TRNCAT_NEURON_PIP}" \
-    --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc transformers \
-    sentence-transformers diffusers accelerate
+    --extra-index-url "${TORCH_CPU_INDEX}" --constraint "${PREFIX}/toolchain-constraints.txt" torch torch-neuronx neuronx-cc nki \
+    transformers sentence-transformers diffusers accelerate
 }
 
 check_machine() {
@@ -460,8 +472,14 @@ write_runner_env() {
     echo "GITHUB_API_PATH=${api_path}"
     echo "TRNCAT_INSTANCE_TYPE=${INSTANCE}"
     if [ -n "${CONTAINER_IMAGE}" ]; then
-      # Inside the container the passed devices are numbered from 0: re-base the range onto them.
-      echo "NEURON_RT_VISIBLE_CORES=$(core_range $((first % CORES_PER_DEVICE)) "${cores}")"
+      # How the runtime numbers cores inside a container is not settled by the docs: a runner of whole chips
+      # names no cores (trncat takes them from neuron-ls's neuroncore_ids in the container); a runner on part of
+      # a chip re-bases its range onto the passed devices, numbered from 0 (trncat doctor prints the ids).
+      if ((cores % CORES_PER_DEVICE == 0)); then
+        echo "NEURON_RT_VISIBLE_CORES="
+      else
+        echo "NEURON_RT_VISIBLE_CORES=$(core_range $((first % CORES_PER_DEVICE)) "${cores}")"
+      fi
       echo "TRNCAT_CONTAINER_IMAGE=${CONTAINER_IMAGE}"
       echo "TRNCAT_NEURON_DEVICES=${devices}"
       echo "TRNCAT_CONTAINER_MEMORY=${CONTAINER_MEMORY}"
@@ -491,7 +509,8 @@ write_device_drop_in() {
 install_unit() {
   local template="${SCRIPT_DIR}/trncat-runner.service" run_as="${RUNNER_USER}-%i"
   [ -f "${template}" ] || die "missing ${template}"
-  # docker needs root; the container itself runs as its unprivileged `runner` user, without capabilities.
+  # docker needs root; the container itself runs as its unprivileged `runner` user, with only the capabilities
+  # the Neuron runtime is documented with (see the run phase).
   [ -n "${CONTAINER_IMAGE}" ] && run_as="root"
   sed -e "s|@PREFIX@|${PREFIX}|g" -e "s|@CONF@|${CONF}|g" -e "s|@RUN_AS@|${run_as}|g" \
     -e "s|@IMDS@|${IMDS_ADDRESSES}|g" "${template}" |
@@ -781,8 +800,11 @@ cmd_run() {
   fi
   if [ -n "${TRNCAT_CONTAINER_IMAGE:-}" ]; then
     # --env NAME (no value) passes the variable from this environment: the value never reaches argv.
+    # The capabilities every AWS Trainium container example adds (SYS_ADMIN, IPC_LOCK, unlimited memlock: the
+    # runtime pins DMA memory), and nothing more.
     local args=(docker run --rm --name "trncat-runner-${index}" --security-opt no-new-privileges
-      --cap-drop ALL --pids-limit "${TRNCAT_CONTAINER_PIDS:-4096}" --memory "${TRNCAT_CONTAINER_MEMORY:-96g}"
+      --cap-drop ALL --cap-add SYS_ADMIN --cap-add IPC_LOCK --ulimit memlock=-1:-1
+      --pids-limit "${TRNCAT_CONTAINER_PIDS:-4096}" --memory "${TRNCAT_CONTAINER_MEMORY:-96g}"
       --env ACTIONS_RUNNER_INPUT_JITCONFIG
       --env "NEURON_RT_VISIBLE_CORES=${NEURON_RT_VISIBLE_CORES:-}" --env "TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}")
     local device

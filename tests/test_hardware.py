@@ -41,7 +41,7 @@ def test_families_and_accelerators() -> None:
     assert get_instance("trn2.48xlarge").accelerator == "trainium2"
     assert get_instance("trn1.32xlarge").to_dict()["accelerator"] == "trainium1"
     assert get_instance("trn2.48xlarge").to_dict()["cores_per_chip"] == 4
-    assert set(INSTANCE_NAMES) == {"trn2.3xlarge", "trn2.48xlarge", "trn1.2xlarge", "trn1.32xlarge"}
+    assert set(INSTANCE_NAMES) == {"trn2.3xlarge", "trn2.48xlarge", "trn2u.48xlarge", "trn1.2xlarge", "trn1.32xlarge"}
 
 
 def test_instances_are_frozen() -> None:

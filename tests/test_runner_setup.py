@@ -154,9 +154,29 @@ def test_a_partition_allows_each_runner_its_chips_only(tmp_path: Path) -> None:
 def test_install_pins_the_toolchain_from_toolchain_yaml(install) -> None:
     constraints = written(install.stdout)["/opt/trncat-runner/toolchain-constraints.txt"].split()
     toolchain = yaml.safe_load((ROOT / "runners" / "toolchain.yaml").read_text())
-    assert sorted(constraints) == sorted(f"{k.replace('_', '-')}=={v}" for k, v in toolchain.items())
+    apt = toolchain.pop("apt")
+    # Prefix matches: a torch-neuronx wheel of the 2.14.3.0.* family has more components than the pin.
+    assert sorted(constraints) == sorted(f"{k.replace('_', '-')}=={v}.*" for k, v in toolchain.items())
+    assert "nki==0.7.0.*" in constraints
     pip = next(c for c in commands(install.stdout) if c[0].endswith("pip") and "torch-neuronx" in c)
     assert "https://pip.repos.neuron.amazonaws.com" in pip and "https://download.pytorch.org/whl/cpu" in pip
+    assert "nki" in pip  # part of the documented TorchNeuron install
+    assert set(apt) == {"aws-neuronx-runtime-lib", "aws-neuronx-collectives", "aws-neuronx-tools", "aws-neuronx-dkms"}
+
+
+def test_neuron_apt_packages_are_pinned_from_the_toolchain(tmp_path: Path) -> None:
+    """Unpinned, the next release's tools arrive (Neuron 2.34 drops neuron-ls --json-output)."""
+    (tmp_path / "t").write_text("x")
+    args = ["install", "--repo", "a/b", "--token-file", str(tmp_path / "t"), "--instance", "trn2.48xlarge"]
+    result = dry_run(*args, "--neuron-apt", "--neuron-apt-key-fingerprint", "A" * 40)
+    assert result.returncode == 0, result.stderr
+    apt = yaml.safe_load((ROOT / "runners" / "toolchain.yaml").read_text())["apt"]
+    steps = commands(result.stdout)
+    (install,) = [c for c in steps if c[:2] == ["apt-get", "install"] and "aws-neuronx-tools" in str(c)]
+    assert sorted(a for a in install if a.startswith("aws-neuronx-")) == sorted(f"{k}={v}" for k, v in apt.items())
+    dockerfile = (ROOT / "runners" / "Dockerfile").read_text()
+    assert "apt-get install -y --no-install-recommends aws-neuronx" not in dockerfile  # only pinned, from the file
+    assert "xargs -a /opt/trncat/neuron-apt.txt apt-get install" in dockerfile and "nki" in dockerfile
 
 
 def test_install_runs_trncat_doctor_before_registering_any_runner(install) -> None:
@@ -209,8 +229,11 @@ def test_container_runner_gets_only_its_devices() -> None:
     devices = [docker[i + 1] for i, arg in enumerate(docker) if arg == "--device"]
     assert docker[:2] == ["docker", "run"] and devices == ["/dev/neuron2", "/dev/neuron3"]
     assert "--privileged" not in docker and docker[-1] == "trncat-runner:1"
-    # issue 11.6: no capabilities, bounded processes and memory; 11.3: the JIT config by name, never its value
+    # issue 21: the capabilities AWS's Trainium containers get (SYS_ADMIN, IPC_LOCK, memlock) and no other;
+    # issue 11.6: bounded processes and memory; 11.3: the JIT config by name, never its value
     assert docker[docker.index("--cap-drop") + 1] == "ALL" and docker[docker.index("--pids-limit") + 1] == "4096"
+    added = [docker[i + 1] for i, arg in enumerate(docker) if arg == "--cap-add"]
+    assert added == ["SYS_ADMIN", "IPC_LOCK"] and docker[docker.index("--ulimit") + 1] == "memlock=-1:-1"
     assert docker[docker.index("--memory") + 1] == "96g" and "no-new-privileges" in docker
     assert "ACTIONS_RUNNER_INPUT_JITCONFIG" in docker and not any("jitconfig" in a.lower() and "=" in a for a in docker)
 
@@ -222,6 +245,10 @@ def test_container_install_rebases_cores_onto_the_passed_devices(tmp_path: Path)
     assert result.returncode == 0, result.stderr
     env5 = written(result.stdout)["/etc/trncat-runner/runner-5.env"]
     assert "NEURON_RT_VISIBLE_CORES=2-3" in env5 and "TRNCAT_NEURON_DEVICES=/dev/neuron2" in env5
+    # A runner of whole chips names no cores: trncat takes them from neuron-ls's neuroncore_ids in the container.
+    whole = dry_run(*args, "--runner-group-id", "7", "--runners", "16", "--container", "trncat-runner:1")
+    env3 = written(whole.stdout)["/etc/trncat-runner/runner-3.env"]
+    assert re.search(r"^NEURON_RT_VISIBLE_CORES=$", env3, re.M) and "TRNCAT_NEURON_DEVICES=/dev/neuron3" in env3
     assert "GITHUB_API_PATH=orgs/trncat" in env5 and "toolchain/bin/pip" not in result.stdout
     # issue 11.6: containers' traffic bypasses the unit's IPAddressDeny=; DOCKER-USER rejects the metadata address
     block = written(result.stdout)["/etc/systemd/system/trncat-imds-block.service"]

@@ -128,6 +128,8 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
     forged = _community(revision, params)
     forged["run"] |= {"runner": "trn2-runner-1", "github_run_id": "1234567890"}  # a community record naming our run
     huge_memory = good["metrics"] | {"peak_host_memory_bytes": 2**62}
+    emulated = _community(revision, params)
+    emulated["hardware"]["emulated"] = True  # made on trncat's Neuron emulator: never a Trainium2 result
     cases = {
         # a newline in the name made `trncat validate` get a path that does not exist, and the failure was hidden
         "newline in the file name": ({"community/a\nb.json": good}, "not a record file"),
@@ -143,6 +145,7 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
         "outside results/community": ({"elsewhere/x.json": good, "community/ok.json": good}, "elsewhere/x.json"),
         "a CI record": ({"community/ci.json": sample_record(model_id=MODEL, revision=revision)}, "got 'ci'"),
         "forged provenance": ({"community/f.json": forged}, "run.github_run_id"),
+        "emulated": ({"community/e.json": emulated}, "hardware.emulated"),
         "not a plain name": ({"community/-rf.json": good}, "not a record file"),
         "only a readme": ({"community/README.md": "hi"}, "no record"),
         # issue 22.7: the Hub resolves ids without case; a variant would sit beside the CI row of the model

@@ -87,6 +87,7 @@ class Runner:
             timeout=600,
         )
         assert result.returncode == 0, f"{workflow}.yml {job}/{step_id} failed:\n{result.stdout}\n{result.stderr}"
+        self.stdout = result.stdout
         outputs = {}
         for line in output.read_text().splitlines():
             key, _, value = line.partition("=")
@@ -200,3 +201,35 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert any(p.startswith("data/rankings/") for p in tree)
     assert "data/exclusions.parquet" in tree
     assert not [p for p in tree if p.startswith("candidates/") or p.endswith("queue.json")], "only data is published"
+
+
+@pytest.mark.timeout(1800)  # a doctor smoke (two benchmarks) and one benchmark per task, each a few processes
+def test_the_benchmark_smoke_steps_run_on_an_emulated_trn2(tmp_path: Path) -> None:
+    """benchmark.yml's smoke job, its `trncat doctor --smoke` and `pytest -m neuron` steps as written, on the Neuron
+    emulator's trn2.48xlarge (tests/testing/test_neuron_emulator.py): the production neuron backend, harness,
+    child and torchrun run unchanged; every record says it was emulated."""
+    from pipeline.testing.neuron import Machine, build, environment
+
+    root = build(tmp_path / "trn2", Machine.of("trn2.48xlarge"))
+    workspace = tmp_path / "checkout"
+    workspace.mkdir()
+    for name in ("tests", "pipeline", "runners", "schemas", "pyproject.toml"):  # the checkout the steps run in
+        (workspace / name).symlink_to(ROOT / name)
+    base_env = {
+        **environment(root, {"PATH": os.environ["PATH"], "HOME": str(tmp_path)}),
+        "TOKENIZERS_PARALLELISM": "false",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "TRNCAT_REFERENCE_CACHE": str(tmp_path / "reference"),
+    }
+    run = Runner(workspace, base_env)
+    run("benchmark", "smoke", "doctor")
+    lines = run.stdout.splitlines()
+    assert not [line for line in lines if line.startswith(("fail ", "warn "))], run.stdout
+    assert any(line.startswith("ok    neuron-ls") and "EMULATED" in line for line in lines)
+    smoke = [line for line in lines if line.startswith("smoke ")]
+    assert len(smoke) == 2 and all(": pass [EMULATED]" in line for line in smoke), smoke
+    # what a first trn2 run settles: each rank's own core, TorchNeuron's compile figures cold and warm
+    assert sum("NEURON_RT_VISIBLE_CORES=" in line and "device_count()=1" in line for line in lines) == 3
+    assert all("neuronx-cc" in line and "warm start served 2 from cache" in line for line in smoke)
+    run("benchmark", "smoke", "smoke-tests")
+    assert " passed" in run.stdout and "skipped" not in run.stdout, run.stdout

@@ -49,17 +49,23 @@ def world_of(env: Mapping[str, str] | None = None) -> tuple[int, int, int]:
     return int(env.get("RANK", "0")), int(env.get("LOCAL_RANK", "0")), int(env.get("WORLD_SIZE", "1"))
 
 
-def enable_generate_compile(model: Any, *, backend: str, fullgraph: bool, mode: str | None = None) -> None:
+def enable_generate_compile(
+    model: Any, *, backend: str, fullgraph: bool, mode: str | None = None, prefill_chunk: int | None = None
+) -> None:
     """Make ``model.generate()`` compile its decode step: static KV cache and a ``CompileConfig``.
 
     transformers compiles the forward inside ``generate()`` when the cache is static and the device type is
     one it trusts (cuda, neuron, ...); ``dynamic=False`` because the static cache keeps every shape fixed.
+    Without chunked prefill the prompt's forward runs eagerly, op by op; with ``prefill_chunk`` (transformers'
+    ``prefill_chunk_size``) ``generate()`` runs the prompt through the compiled forward too, in chunks of that
+    many tokens, as AWS's TorchNeuron inference tutorial does (docs/neuron-facts.md).
 
     Args:
         model: A transformers model with a ``generation_config``.
         backend: ``torch.compile`` backend name (``neuron``, ``inductor``).
         fullgraph: Whether a graph break is an error instead of a split graph.
         mode: ``torch.compile`` mode; None keeps transformers' default.
+        prefill_chunk: Tokens per compiled prefill chunk; None leaves the prefill eager.
     """
     import torch._dynamo
     from transformers import CompileConfig
@@ -73,6 +79,8 @@ def enable_generate_compile(model: Any, *, backend: str, fullgraph: bool, mode: 
     config.cache_implementation = "static"
     config.compile_config = compile_config
     config.disable_compile = False
+    if prefill_chunk is not None:
+        config.prefill_chunk_size = prefill_chunk
 
 
 def sum_across_ranks(value: int) -> int:
@@ -96,6 +104,18 @@ def sum_across_ranks(value: int) -> int:
     tensor = torch.tensor([value], dtype=torch.int64)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=_host_group())
     return int(tensor.item())
+
+
+def gather_across_ranks(value: Any) -> list[Any]:
+    """Every rank's ``value`` (picklable), in rank order, over the host group; ``[value]`` when not distributed.
+    Every rank must call it."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return [value]
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, value, group=_host_group())
+    return gathered
 
 
 @functools.cache
@@ -133,6 +153,8 @@ class Backend:
     compile_backend: ClassVar[str | None] = None
     #: Whether runs compile when the spec does not say.
     compile_by_default: ClassVar[bool] = False
+    #: Whether a compiling run also compiles the prompt's forward (chunked prefill) instead of running it eagerly.
+    compiles_prefill: ClassVar[bool] = False
 
     # -- no instance needed ------------------------------------------------------------------------
     @classmethod
@@ -235,7 +257,18 @@ class Backend:
             raise ConfigError(f"the {self.name} backend does not compile")
         return wanted
 
-    # -- child side: torch imported -----------------------------------------------------------------
+    def failure_notes(self, *, code: str, since: float) -> list[str]:
+        """What the machine recorded about a failure of this kind since ``since`` (a Unix time), for the notes."""
+        return []
+
+    # -- child side --------------------------------------------------------------------------------
+    def setup_process(self) -> None:
+        """Prepare this benchmark process before torch is imported (the device runtime reads its environment
+        once, when it starts)."""
+
+    def start_distributed(self) -> None:
+        """Start torch.distributed the device's way before the model is loaded (under torchrun only)."""
+
     def device(self) -> Any:
         """The torch device models and inputs go to."""
         raise NotImplementedError
@@ -250,13 +283,16 @@ class Backend:
         """Peak device memory since the last reset, or None when the backend has no device memory."""
         return None
 
-    def prepare(self, model: Any, *, compile: bool = False, fullgraph: bool = True) -> Any:
+    def prepare(
+        self, model: Any, *, compile: bool = False, fullgraph: bool = True, prefill_chunk: int | None = None
+    ) -> Any:
         """Move ``model`` to the device, and set ``generate()`` up to compile when ``compile``.
 
         Args:
             model: The loaded model (on the CPU, or already placed by ``tp_plan``).
             compile: Whether ``generate()`` compiles (see :meth:`will_compile`).
             fullgraph: Passed to ``torch.compile``.
+            prefill_chunk: Tokens per compiled prefill chunk (backends with :attr:`compiles_prefill`), or None.
 
         Returns:
             The model to call.
@@ -264,7 +300,9 @@ class Backend:
         if world_of()[2] == 1:  # under tp_plan transformers has already placed the shards
             model = model.to(self.device())
         if compile and self.compile_backend is not None:
-            enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph)
+            enable_generate_compile(
+                model, backend=self.compile_backend, fullgraph=fullgraph, prefill_chunk=prefill_chunk
+            )
         return model
 
     #: ``torch.compile`` mode of :meth:`compile_module` (None: torch's default).
@@ -281,7 +319,20 @@ class Backend:
         module.compile(**options)
 
     def observations(self) -> list[str]:
-        """What this process sees of the device that the docs do not settle (recorded in the record's notes)."""
+        """What this process sees of the device that the docs do not settle (recorded in the record's notes).
+        Under torchrun every rank calls it."""
+        return []
+
+    def compile_figures(self) -> dict[str, Any]:
+        """The compiler's own figures of this process so far (record metrics), or {} when it reports none."""
+        return {}
+
+    def memory_figures(self) -> dict[str, Any]:
+        """Device-memory figures beside the peak (record metrics); every rank calls it."""
+        return {}
+
+    def run_notes(self) -> list[str]:
+        """What this process could not measure and did instead (recorded in the record's notes)."""
         return []
 
     def fallback_counts(self) -> dict[str, int] | None:

@@ -8,7 +8,8 @@
   checked against a CPU float32 reference), :mod:`~pipeline.bench.escalation`;
 - :mod:`~pipeline.bench.failures` (ordered rules that classify an error) and :mod:`~pipeline.bench.messages`;
 - :mod:`~pipeline.bench.tasks`: one ``TaskRunner`` per task (the task registry);
-- :mod:`~pipeline.bench.doctor`: ``trncat doctor``, is this machine ready, and the smoke runs.
+- :mod:`~pipeline.bench.doctor`: ``trncat doctor``, is this machine ready; :mod:`~pipeline.bench.smoke`: its
+  smoke runs of a tiny model.
 
 May import: the top-level modules, :mod:`pipeline.backends` (the device), :mod:`pipeline.models` (fetch and
 gates), :mod:`pipeline.plan` (sizing and the workload a run gets), :mod:`pipeline.records`, :mod:`pipeline.hub`
@@ -18,7 +19,8 @@ CLI (``trncat bench``, ``trncat doctor``, the demo).
 
 from __future__ import annotations
 
-from pipeline.bench.doctor import Check, Report, run_checks, smoke, smoke_line
+from pipeline.bench.doctor import Check, Report, run_checks
 from pipeline.bench.run import bench_model, plan_summary, resolve
+from pipeline.bench.smoke import smoke, smoke_line
 
 __all__ = ["Check", "Report", "bench_model", "plan_summary", "resolve", "run_checks", "smoke", "smoke_line"]

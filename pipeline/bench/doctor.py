@@ -2,13 +2,18 @@
 
 The checks read what the Neuron backend reads (package metadata, ``/dev/neuron*``, sysfs, ``neuron-ls``), never
 import torch_neuronx, and never print a token. ``smoke`` then runs a tiny model built here (no download)
-through the real harness on one core and on two (tensor parallel), and reports both records.
+through the real harness on one core and on two (tensor parallel), and reports both records. The report's
+``facts`` (and the smoke's notes and compile figures) carry what only a run on a trn2 can settle: the core ids
+as this runtime numbers them, the container's capabilities, where sysfs keeps the memory counters, the exact
+package version strings, each rank's devices and cores, and TorchNeuron's compile figures cold and warm.
 Every Neuron fact a check relies on is in docs/neuron-facts.md.
 """
 
 from __future__ import annotations
 
+import os
 import platform
+import resource
 import shutil
 import sys
 import tempfile
@@ -23,9 +28,10 @@ from pipeline.backends.neuron import (
     NEURON_INDEX_URL,
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
-    choose_cores,
     driver_version,
     format_visible_cores,
+    inventory_json,
+    sysfs_memory_layout,
     visible_devices,
 )
 from pipeline.errors import ConfigError, PipelineError
@@ -40,9 +46,12 @@ MIN_CACHE_FREE_BYTES = 10 * 1024**3
 MIN_DISK_FREE_BYTES = 50 * 1024**3
 MIN_HOST_MEMORY_BYTES = 32 * 1024**3
 #: The toolchain packages doctor compares with runners/toolchain.yaml: distribution -> toolchain key.
-TOOLCHAIN_PACKAGES = {"torch": "torch", "torch-neuronx": "torch_neuronx", "neuronx-cc": "neuronx_cc",
+TOOLCHAIN_PACKAGES = {"torch": "torch", "torch-neuronx": "torch_neuronx", "neuronx-cc": "neuronx_cc", "nki": "nki",
                       "transformers": "transformers", "sentence-transformers": "sentence_transformers",
                       "diffusers": "diffusers"}  # fmt: skip
+#: The capabilities AWS's Trainium container examples add (``--cap-add SYS_ADMIN --cap-add IPC_LOCK``), by their
+#: bit in /proc/self/status CapEff (linux/capability.h).
+CAPABILITIES = {"IPC_LOCK": 14, "SYS_ADMIN": 21}
 
 
 @dataclass(frozen=True)
@@ -59,31 +68,68 @@ class Check:
         return f"{self.status:<5} {self.name:<13} {self.detail}{fix}"
 
 
+#: The checks a smoke run needs: without a device, neuron-ls, the cores or the Neuron packages it cannot run.
+SMOKE_NEEDS = ("driver", "devices", "neuron-ls", "cores", "torch-neuronx", "neuronx-cc")
+
+
 @dataclass
 class Report:
-    """Every check, and the smoke runs' summaries when asked for."""
+    """Every check, the machine's facts a first run on hardware records, and the smoke runs' summaries."""
 
     checks: list[Check] = field(default_factory=list)
     smoke: list[dict[str, Any]] | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         smoke_ok = self.smoke is None or all(run["status"] == "pass" for run in self.smoke)
         return all(c.status == "ok" for c in self.checks) and smoke_ok
 
+    @property
+    def smoke_ready(self) -> bool:
+        """Whether the checks a smoke run needs passed."""
+        return all(c.status != "fail" for c in self.checks if c.name in SMOKE_NEEDS)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "smoke": self.smoke}
+        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "smoke": self.smoke, "facts": self.facts}
 
 
-def _os_python(os_release: Path, python: tuple[int, int]) -> list[Check]:
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.strip().split(".") if p.isdigit())
+
+
+def python_allowed(requires: str, python: tuple[int, int]) -> bool:
+    """Whether ``python`` meets a ``Requires-Python`` (``>=3.12``, ``>=3.12,<3.15``, ...) of package metadata."""
+    for clause in (c.strip() for c in requires.split(",") if c.strip()):
+        op = next((o for o in (">=", "<=", "==", "!=", ">", "<", "~=") if clause.startswith(o)), None)
+        if op is None:
+            continue
+        want = _version(clause[len(op) :].rstrip(".*"))
+        have = tuple(python[: len(want)]) if want else tuple(python)
+        passed = {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want,
+                  "==": have == want, "!=": have != want, "~=": have >= want}[op]  # fmt: skip
+        if not passed:
+            return False
+    return True
+
+
+def _os_python(os_release: Path, python: tuple[int, int], requires: str | None = None) -> list[Check]:
     version = python
     py = f"Python {version[0]}.{version[1]}"
-    python_check = (
-        Check("python", "ok", py)
-        if version in TORCHNEURON_PYTHONS
-        else Check("python", "fail", f"{py}: TorchNeuron 2.33 is built for Python 3.12-3.14",
-                   "use the Neuron DLAMI's environment or a Python 3.12+ virtual environment")
-    )  # fmt: skip
+    if requires:  # the installed torch-neuronx says which Pythons it supports: that decides, not a table
+        python_check = (
+            Check("python", "ok", f"{py} (the installed torch-neuronx requires {requires})")
+            if python_allowed(requires, version)
+            else Check("python", "fail", f"{py}: the installed torch-neuronx requires Python {requires}",
+                       "use the Neuron DLAMI's environment or a virtual environment of a supported Python")
+        )  # fmt: skip
+    else:
+        python_check = (
+            Check("python", "ok", py)
+            if version in TORCHNEURON_PYTHONS
+            else Check("python", "fail", f"{py}: TorchNeuron 2.33 is built for Python 3.12-3.14",
+                       "use the Neuron DLAMI's environment or a Python 3.12+ virtual environment")
+        )  # fmt: skip
     fields: dict[str, str] = {}
     try:
         for line in os_release.read_text(encoding="utf-8").splitlines():
@@ -122,15 +168,20 @@ def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
     if inventory is None:
         fix = "install aws-neuronx-tools (neuron-ls); without it the instance and its cores are unknown"
         return [Check("neuron-ls", "fail", "neuron-ls is missing or its output could not be read", fix)]
+    named = inventory.instance_type or constants.TRNCAT_INSTANCE_TYPE
+    instance = named or (f"{backend.instance_type} (from its {inventory.device_count} devices)"
+                         if backend.instance_type else "instance type not reported")  # fmt: skip
     detail = (
-        f"{inventory.instance_type or 'instance type not reported'}, {inventory.device_count} device(s), "
-        f"{inventory.total_cores} logical cores, LNC={inventory.logical_nc_config or '?'}"
+        f"{instance}, {inventory.device_count} device(s), {inventory.total_cores} logical cores "
+        f"(ids {format_visible_cores(inventory.core_ids)}), LNC={inventory.logical_nc_config or '?'}"
     )
+    if inventory.emulated:
+        detail += "; EMULATED (trncat's Neuron emulator): its records are refused by trncat validate"
     out = [Check("neuron-ls", "ok", detail)]
     inherited = constants.NEURON_RT_VISIBLE_CORES
     wanted = cores or 1
     try:
-        chosen = choose_cores(cores=wanted, inherited=inherited, total_cores=inventory.total_cores)
+        chosen = backend.run_cores(wanted)
     except ConfigError as exc:
         fix = "set NEURON_RT_VISIBLE_CORES to a range of this instance's cores that holds the run"
         out.append(Check("cores", "fail", str(exc), fix))
@@ -153,12 +204,52 @@ def _packages(backend: NeuronBackend, toolchain: Mapping[str, str]) -> list[Chec
         index = f" --extra-index-url {NEURON_INDEX_URL} --extra-index-url {TORCH_CPU_INDEX_URL}"
         if have is None:
             out.append(Check(dist, "fail", "not installed", f"pip install {dist}=={want}{index}" if want else None))
-        elif want and have.split("+", 1)[0] != want:
+        elif want and not version_matches(have, want):
             fix = "install runners/toolchain.yaml's version, or the queue re-runs what was measured with it"
             out.append(Check(dist, "fail", f"{have}, but runners/toolchain.yaml pins {want}", fix))
         else:
             out.append(Check(dist, "ok", have))
     return out
+
+
+def version_matches(installed: str, pin: str) -> bool:
+    """Whether an installed version is the pinned one: equal once a local ``+build`` label is dropped, or the pin
+    followed by more components (a torch-neuronx wheel of the ``2.14.3.0.*`` family; the pin is a prefix)."""
+    public = installed.split("+", 1)[0]
+    return public == pin or public.startswith(pin + ".")
+
+
+def _container(status: Path = Path("/proc/self/status")) -> tuple[Check, dict[str, Any]]:
+    """The process's capabilities and memlock limit: what AWS's Trainium container examples grant (SYS_ADMIN,
+    IPC_LOCK, unlimited memlock). The docs do not say what the runtime needs them for, so this informs, never
+    fails: a first container run records what it had."""
+    caps: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
+    try:
+        for line in status.read_text(encoding="utf-8").splitlines():
+            if line.startswith("CapEff:"):
+                bits = int(line.split()[1], 16)
+                caps = {name: bool(bits >> bit & 1) for name, bit in CAPABILITIES.items()}
+    except (OSError, ValueError, IndexError):
+        pass
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    memlock = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
+    in_container = Path("/.dockerenv").exists() or bool(os.environ.get("container"))
+    shown = ", ".join(f"{name} {'yes' if v else 'no' if v is not None else '?'}" for name, v in caps.items())
+    detail = f"{'in a container; ' if in_container else ''}capabilities {shown}; memlock {memlock}"
+    facts = {"in_container": in_container, "capabilities": caps, "memlock": memlock}
+    return Check("container", "ok", detail), facts
+
+
+def _sysfs(backend: NeuronBackend) -> tuple[Check, dict[str, Any]]:
+    layout = sysfs_memory_layout(backend.sysfs_root)
+    if layout["layout"] == "pre-2.31":
+        detail = "device memory counters at the pre-2.31 paths (stats/memory_usage/device_mem)"
+    elif layout["layout"] == "moved":
+        detail = (f"no pre-2.31 device memory counters (driver 2.31 moved them): peaks come from the allocator; "
+                  f"first core's stats: {', '.join(layout['first_core_stats']) or 'none'}")  # fmt: skip
+    else:
+        detail = "no Neuron device in sysfs"
+    return Check("sysfs", "ok", detail), layout
 
 
 def _gib(size: int) -> str:
@@ -186,8 +277,22 @@ def _space(name: str, path: Path, minimum: int, *, writable: bool, disk_free: Ca
     return Check(name, "ok", detail)
 
 
+def host_memory(meminfo: Path) -> int:
+    """The host's memory in bytes: ``MemTotal`` of /proc/meminfo (under ``TRNCAT_SYSTEM_ROOT``), else psutil's."""
+    import psutil
+
+    try:
+        for line in meminfo.read_text(encoding="utf-8").splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024  # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return int(psutil.virtual_memory().total)
+
+
 def _host(total_memory: int, disk_free: Callable[[Path], int]) -> list[Check]:
-    neff = Path(constants.TORCH_NEURONX_NEFF_CACHE_DIR or DEFAULT_NEFF_CACHE_DIR)
+    # TorchNeuron's default cache is in the machine's /tmp (under TRNCAT_SYSTEM_ROOT).
+    neff = Path(constants.TORCH_NEURONX_NEFF_CACHE_DIR or constants.TRNCAT_SYSTEM_ROOT / DEFAULT_NEFF_CACHE_DIR[1:])
     memory = (
         Check("memory", "ok", f"{_gib(total_memory)} host memory")
         if total_memory >= MIN_HOST_MEMORY_BYTES
@@ -218,7 +323,7 @@ def run_checks(
     toolchain: Mapping[str, str],
     cores: int | None = None,
     hub: Any = None,
-    os_release: Path = Path("/etc/os-release"),
+    os_release: Path | None = None,
     total_memory: Callable[[], int] | None = None,
     python: tuple[int, int] | None = None,
     disk_free: Callable[[Path], int] | None = None,
@@ -230,77 +335,31 @@ def run_checks(
         toolchain: runners/toolchain.yaml's pins.
         cores: The cores a run will need (checked against the runner's core set); 1 when None.
         hub: A Hub client to check reachability with, or None to skip that check.
-        os_release: The os-release file.
+        os_release: The os-release file (``/etc/os-release`` under ``TRNCAT_SYSTEM_ROOT`` by default).
         total_memory: Host memory in bytes (psutil by default).
         python: The (major, minor) Python version to judge (this interpreter's by default).
         disk_free: Free bytes on the filesystem holding a path (``shutil.disk_usage`` by default).
     """
-    import psutil
-
-    memory = total_memory() if total_memory else int(psutil.virtual_memory().total)
+    memory = total_memory() if total_memory else host_memory(constants.TRNCAT_SYSTEM_ROOT / "proc" / "meminfo")
     version = python or (sys.version_info[0], sys.version_info[1])
+    container, capabilities = _container()
+    sysfs, layout = _sysfs(backend)
     checks = [
-        *_os_python(os_release, version),
+        *_os_python(os_release or constants.TRNCAT_SYSTEM_ROOT / "etc" / "os-release", version,
+                    backend.requires_python("torch-neuronx")),
         *_driver(backend),
         *_neuron_ls(backend, cores),
         *_packages(backend, toolchain),
-    ]
+        container,
+        sysfs,
+    ]  # fmt: skip
     checks.extend(_host(memory, disk_free or (lambda path: shutil.disk_usage(path).free)))
     if hub is not None:
         checks.append(_hub(hub))
-    return Report(checks=checks)
-
-
-def smoke(backend: Any, *, work: Path, child_runner: Any = None, timeout_s: float = 1800.0) -> list[dict[str, Any]]:
-    """A tiny Llama built here (no download), benchmarked on 1 core and on 2 (tensor parallel).
-
-    Returns:
-        One summary per run: cores, status, failure, compile_s, warm_start_s, cpu_fallback_ops, agreement.
-    """
-    from pipeline.bench import harness
-    from pipeline.bench.spec import BenchSpec
-    from pipeline.models import resolve_local
-    from pipeline.testing import build_tiny_llama
-    from pipeline.workload import Workload
-
-    folder = build_tiny_llama(work / "tiny-llama")
-    model = resolve_local(folder)
-    workload = Workload(batch_size=1, input_tokens=16, output_tokens=8)
-    runs = []
-    for cores in (1, 2):
-        spec = BenchSpec(path=str(folder), task="text-generation", device=backend.name, dtype="bfloat16",
-                         cores=cores, workload=workload, warmup=1, iterations=2)  # fmt: skip
-        options: dict[str, Any] = {"timeout_s": timeout_s, "source": "local"}
-        if child_runner is not None:
-            options["child_runner"] = child_runner
-        record = harness.bench_once(spec, model, backend=backend, **options)
-        m = record["metrics"]
-        runs.append(
-            {
-                "cores": cores,
-                "status": record["status"],
-                "failure": record["failure"],
-                "compile_s": m.get("compile_s"),
-                "warm_start_s": m.get("warm_start_s"),
-                "cpu_fallback_ops": m.get("cpu_fallback_ops"),
-                "agreement": (record.get("agreement") or {}).get("logits_cosine"),
-                "notes": record.get("notes", []),
-            }
-        )
-    return runs
-
-
-def smoke_line(run: Mapping[str, Any]) -> str:
-    """One line for a smoke run: verdict, compile and fallback figures."""
-    failure = run["failure"]
-    verdict = run["status"] if not failure else f"{run['status']} ({failure['stage']}/{failure['code']})"
-    fallback = run["cpu_fallback_ops"]
-    fell = "not observable" if fallback is None else (", ".join(f"{o['op']}x{o['count']}" for o in fallback) or "none")
-
-    def seconds(value: Any) -> str:
-        return "-" if value is None else f"{value:.1f} s"
-
-    return (
-        f"smoke {run['cores']} core(s): {verdict}; compile {seconds(run['compile_s'])}, warm start "
-        f"{seconds(run['warm_start_s'])}; CPU fallback: {fell}; logits cosine {run['agreement']}"
-    )
+    facts = {
+        "neuron_ls": inventory_json(backend.inventory),
+        "packages": {dist: backend.package_version(dist) for dist in ("torch-neuronx", "neuronx-cc", "nki", "torch")},
+        "container": capabilities,
+        "sysfs": layout,
+    }
+    return Report(checks=checks, facts=facts)

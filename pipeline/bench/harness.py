@@ -34,6 +34,12 @@ logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
+#: The metrics schema 1.3 added (optional): a record carries one only when the run measured it.
+OPTIONAL_METRICS: frozenset[str] = frozenset(
+    name
+    for name, spec in load_schema()["properties"]["metrics"]["properties"].items()
+    if str(spec.get("$comment", "")).startswith("1.3:")
+)
 _TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
 
 
@@ -53,9 +59,10 @@ SPEED_FIELDS = (
 
 
 def metric_fields(task: str) -> tuple[str, ...]:
-    """The metrics a record of ``task`` carries: the common ones and its own (schema 1.2), no other task's."""
+    """The metrics a record of ``task`` always carries: the common ones and its own (schema 1.2), no other task's
+    (the optional ones of schema 1.3 are added when measured)."""
     own = set(task_source(task).metrics)
-    return tuple(m for m in METRIC_FIELDS if m not in _TASK_ONLY or m in own)
+    return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
 
 
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
@@ -100,6 +107,7 @@ def _run_and_verify(
     cache_dir = work / "compile-cache" if backend.has_compile_cache else None
     if cache_dir is not None:
         cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
+    started = time.time()
     captured = work / "answer.pt"
     outcome = child_runner(
         dataclasses.replace(spec, capture=str(captured)),
@@ -110,6 +118,7 @@ def _run_and_verify(
     )
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in metrics})
+    metrics.update({k: v for k, v in reported.items() if k in OPTIONAL_METRICS and v is not None})
     observed["threads"] = outcome.report.get("extra", {}).get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
     found = _failure_from(outcome, timeout_s=timeout_s)
@@ -118,6 +127,7 @@ def _run_and_verify(
         # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
         notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
     if found is not None:
+        notes.extend(backend.failure_notes(code=found[1]["code"], since=started))
         # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
         for name in SPEED_FIELDS:
             if name in metrics:
@@ -135,6 +145,8 @@ def _run_and_verify(
         )
         metrics["warm_start_s"] = warm.warm_start_s
         metrics["compile_cache_hit"] = warm.cache_hit
+        if warm.cached_graphs is not None:
+            metrics["warm_start_cached_graphs"] = warm.cached_graphs
         if warm.note:
             notes.append(warm.note)
     key = agreement.reference_key(
@@ -344,7 +356,9 @@ def bench_once(
     threads = observed.get("threads")
     if isinstance(threads, int) and threads >= 1:
         record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)
-    problems = validate_record(record)
+    # An emulated record is a valid record of an emulated run: `trncat validate` and publish refuse it (its
+    # hardware is no Trainium), but the harness still writes it.
+    problems = validate_record(record, allow_emulated=True)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)
         raise BenchError(f"the harness built an invalid record for {model.model_id}: {details}")

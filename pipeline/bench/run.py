@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +107,31 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
     }
 
 
+def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> Workload:
+    """``workload`` with fields set from ``KEY=VALUE`` text (``batch_sizes`` as ``1,4``).
+
+    Raises:
+        ConfigError: an unknown field, or a value the workload refuses.
+    """
+    if not changes:
+        return workload
+    fields = {f.name: f for f in dataclasses.fields(Workload)}
+    values: dict[str, Any] = {}
+    for key, text in changes.items():
+        if key not in fields:
+            raise ConfigError(f"--workload {key}: not a workload field; choose from {', '.join(fields)}")
+        try:
+            if key == "batch_sizes":
+                values[key] = tuple(int(v) for v in text.split(","))
+            elif key == "guidance_scale":
+                values[key] = float(text)
+            else:
+                values[key] = int(text)
+        except ValueError:
+            raise ConfigError(f"--workload {key}={text!r}: not a number") from None
+    return dataclasses.replace(workload, **values)
+
+
 def bench_model(
     model: str,
     *,
@@ -117,6 +143,7 @@ def bench_model(
     model_id: str | None = None,
     revision: str | None = None,
     workload: Workload | None = None,
+    workload_changes: Mapping[str, str] | None = None,
     timeout_s: float = 1800.0,
     memory_limit_bytes: int | None = None,
     iterations: int = 5,
@@ -140,6 +167,9 @@ def bench_model(
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
 
+    ``workload_changes`` (``trncat bench --workload KEY=VALUE``) changes fields of the task's fixed workload, for
+    a smaller smoke run; the record carries the workload it ran, and the queue keys results by it.
+
     Raises:
         ConfigError: bad arguments (unknown task, device or dtype, a bad id or revision).
         BenchError: no record could be made (the model could not even be resolved).
@@ -157,7 +187,9 @@ def bench_model(
         device=backend.name,
         dtype=dtype,
         cores=backend.cores_for(requested=cores, planned=(plan or {}).get("cores")),
-        workload=workload or resolve_workload(task, folder=resolved.path, model_id=resolved.model_id),
+        workload=changed_workload(
+            workload or resolve_workload(task, folder=resolved.path, model_id=resolved.model_id), workload_changes
+        ),
         warmup=warmup,
         iterations=iterations,
         fault=fault,

@@ -38,6 +38,7 @@ class WarmStart:
     warm_start_s: float | None
     cache_hit: bool | None
     note: str | None = None
+    cached_graphs: int | None = None
 
 
 def _outcome_problem(outcome: ChildOutcome) -> str | None:
@@ -80,10 +81,20 @@ def warm_start(
     problem = _outcome_problem(outcome)
     if problem is not None:
         return WarmStart(None, None, f"warm start failed: {problem}")
-    value = outcome.report.get("metrics", {}).get("warm_start_s")
+    reported = outcome.report.get("metrics", {})
+    value = reported.get("warm_start_s")
     hit = backend.compile_cache_hit(cache_dir, before)
+    cached, graphs = reported.get("warm_start_cached_graphs"), reported.get("warm_start_graphs")
+    if hit and isinstance(cached, int) and isinstance(graphs, int) and cached < graphs:
+        # The compiler's own figures say some graph was compiled again (its compile time was not 0).
+        hit = False
     note = None if hit else "the warm start compiled again (the NEFF cache missed)"
-    return WarmStart(float(value) if value is not None else None, hit, note)
+    counted = isinstance(cached, int) and isinstance(graphs, int)
+    if counted:
+        served = f"the warm start was served {cached} of {graphs} graphs from the cache"
+        note = f"{note}; {served}" if note else served
+    seconds = float(value) if value is not None else None
+    return WarmStart(seconds, hit, note, cached if counted else None)
 
 
 def reference_path(cache_root: Path, key: str) -> Path:
@@ -118,7 +129,9 @@ def answer_check(
         made.parent.mkdir(parents=True, exist_ok=True)
         outcome = child_runner(
             dataclasses.replace(spec, device="cpu", dtype="float32", cores=1, phase="reference", capture=str(made)),
-            env={"CUDA_VISIBLE_DEVICES": ""},
+            # The CPU reference never touches an accelerator: no CUDA device, and no device extension autoloaded
+            # with torch (TorchNeuron loads on `import torch`; its runtime must not start here).
+            env={"CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
             launcher=lambda module_args: [sys.executable, "-m", *module_args],
             timeout_s=timeout_s,
             memory_limit_bytes=memory_limit_bytes,

@@ -271,6 +271,14 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
         "with an error record that a later queue retries",
     )
     p.add_argument("--host-memory-wait", type=float, default=0.0, metavar="S", help="wait this long for it first")
+    p.add_argument(
+        "--workload",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a field of the task's fixed workload for a smaller run, e.g. --workload input_tokens=16 "
+        "(the record carries the workload it ran)",
+    )
 
 
 @command(
@@ -283,6 +291,7 @@ def _bench(args: argparse.Namespace) -> int:
     from pipeline.backends import get_backend
     from pipeline.bench import bench_model
 
+    changes = dict(item.partition("=")[::2] for item in args.workload)
     record = bench_model(
         args.model,
         task=args.task,
@@ -301,6 +310,7 @@ def _bench(args: argparse.Namespace) -> int:
         hub=None if Path(args.model).is_dir() else make_hub(),
         host_memory_bytes=args.host_memory_bytes,
         host_memory_wait_s=args.host_memory_wait,
+        workload_changes=changes,
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"
@@ -377,11 +387,11 @@ def _doctor(args: argparse.Namespace) -> int:
         backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
     )
     if args.smoke:
-        if all(c.status != "fail" for c in report.checks):
+        if report.smoke_ready:
             with tempfile.TemporaryDirectory(prefix="trncat-doctor-") as tmp:
                 report.smoke = smoke(backend, work=Path(tmp))
         else:
-            print("smoke run skipped: fix the failed checks first", file=sys.stderr)
+            print("smoke run skipped: fix the failed device and package checks first", file=sys.stderr)
             report.smoke = []
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
@@ -390,5 +400,7 @@ def _doctor(args: argparse.Namespace) -> int:
             print(check.line())
         for run in report.smoke or []:
             print(smoke_line(run))
+            for note in run["notes"]:  # each rank's devices and cores, the warm start's cache figures
+                print(f"      {note}")
         print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
     return 0 if report.ok else 1

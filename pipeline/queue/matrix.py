@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from pipeline import constants
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
@@ -49,6 +50,9 @@ logger = logging.getLogger(__name__)
 #: GitHub Actions generates at most 256 jobs from one matrix.
 MAX_CHUNK = 256
 DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
+#: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
+#: never compared with results.
+APT_SECTION = "apt"
 _WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
 
 #: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.queue.planners.HubPlanner` plans from the Hub).
@@ -64,11 +68,20 @@ def _public(version: object) -> str | None:
     return None if version is None else str(version).split("+", 1)[0]
 
 
+def _as_pinned(version: object, pin: str) -> str | None:
+    """A row's version as the queue compares it with a pin: its public part, or the pin itself when the version
+    is the pin followed by more components (torch-neuronx wheels of the ``2.14.3.0.*`` family)."""
+    public = _public(version)
+    return pin if public is not None and public.startswith(pin + ".") else public
+
+
 def load_toolchain(path: Path | None = None) -> dict[str, str]:
-    """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}``.
+    """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}`` (without the ``apt`` section of
+    Debian packages, which no record carries).
 
     Args:
-        path: A YAML (or JSON) mapping of version key -> version; None for ``runners/toolchain.yaml``.
+        path: A YAML (or JSON) mapping of version key -> version; None for ``TRNCAT_TOOLCHAIN``
+            (``runners/toolchain.yaml`` unless set).
 
     Returns:
         The mapping.
@@ -76,13 +89,14 @@ def load_toolchain(path: Path | None = None) -> dict[str, str]:
     Raises:
         ConfigError: unreadable file, or a key that is no record version field, or a value not a string.
     """
-    path = DEFAULT_TOOLCHAIN if path is None else Path(path)
+    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must be a mapping of version key -> version")
+    data.pop(APT_SECTION, None)
     try:
         return _check_toolchain(data)
     except ConfigError as exc:
@@ -174,7 +188,7 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
         if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
             continue
         head = [row[c] for c in columns[: -1 - len(versions)]]
-        key = _masked(row["task"], head, {k: row[_version_column(k)] for k in toolchain})
+        key = _masked(row["task"], head, {k: _as_pinned(row[_version_column(k)], toolchain[k]) for k in toolchain})
         counts = history.setdefault(key, Counter())
         # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
         if row["failure_code"] != HOST_MEMORY_SHORT:

@@ -50,9 +50,10 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: the model's family (schema
-#: 1.3's ``architecture``, ``model_type``, ``base_model``), and the price of the row's instance and its task's cost
-#: (:data:`BUILD_COLUMNS`).
+#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: schema 1.3's optional fields
+#: (the model's family: ``architecture``, ``model_type``, ``base_model``; the Neuron run's own figures: the
+#: compiler's time and graphs, reserved memory, prefill mode, nki, emulated), and the price of the row's instance and
+#: its task's cost (:data:`BUILD_COLUMNS`).
 LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
 LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))
@@ -153,6 +154,15 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("architecture", ("architecture",), _STR),
     ("model_type", ("model_type",), _STR),
     ("base_model", ("base_model",), _STRS),
+    # schema 1.3 (layout 4): the Neuron run's own figures, optional in the record
+    ("neuronx_cc_s", ("metrics", "neuronx_cc_s"), _FLOAT),
+    ("compiled_graphs", ("metrics", "compiled_graphs"), _INT),
+    ("cached_graphs", ("metrics", "cached_graphs"), _INT),
+    ("warm_start_cached_graphs", ("metrics", "warm_start_cached_graphs"), _INT),
+    ("peak_device_memory_reserved_bytes", ("metrics", "peak_device_memory_reserved_bytes"), _INT),
+    ("prefill_mode", ("metrics", "prefill_mode"), _STR),
+    ("nki_version", ("versions", "nki"), _STR),
+    ("emulated", ("hardware", "emulated"), _BOOL),
     # layout 4: no record field. The price of the row's instance under the build's purchase option and its task's
     # cost, computed when the row is built (pipeline.prices.row_costs) and kept with it.
     ("price_usd_per_hour", (), _FLOAT),
@@ -186,9 +196,15 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
-#: Optional fields of the record: absent when unknown, so a null column gives none back (threads before layout 2,
-#: guidance_scale when not set, schema 1.3's family).
-_OPTIONAL_FIELDS = frozenset({"threads", "guidance_scale", "architecture", "model_type", "base_model"})
+#: The columns of schema 1.3's optional fields (and ``threads``, ``guidance_scale``): a record without the field
+#: gives a null column, and a null column gives no field back.
+_SINCE_1_3 = (
+    "architecture",
+    "model_type",
+    "base_model",
+    *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("emulated") + 1],
+)
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3})
 
 
 @functools.cache
@@ -326,7 +342,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool,
     carried by one task only (schema 1.2), optional in the record)."""
     return tuple(
         (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
-         name in _OPTIONAL_FIELDS)
+         name in OPTIONAL_COLUMNS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -347,7 +363,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         if value is None:
             if optional:
-                continue  # optional in the record (_OPTIONAL_FIELDS)
+                continue  # optional in the record: threads before layout 2, guidance_scale, schema 1.3's fields
         elif convert is not None:
             value = convert(value)
         target = record
@@ -370,7 +386,8 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
+    """The one row that stands for a model (on the page, in its scripts): a Trainium result (never an emulated one,
+    which validation keeps out of the dataset anyway) before any other,
     then the project's own (CI) result before a community or local one, then a pass before a failure, then the
     newest.
 
@@ -383,7 +400,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return max(
         rows,
         key=lambda r: (
-            r.get("device") == "neuron",
+            r.get("device") == "neuron" and not r.get("emulated"),  # an emulated row is never a Trainium one
             r.get("source") == "ci",
             r.get("status") == "pass",
             r["finished_at"],

@@ -191,6 +191,8 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     available = hardware["cores_available"]
     if available is not None and cores > available:
         out.append(("cores", f"{cores} cores used but the hardware has {available}"))
+    if hardware.get("emulated") is True and record["device"] != "neuron":
+        out.append(("hardware.emulated", "only the neuron device is emulated"))
     out.extend(agreement_problems(record))
     return out
 
@@ -206,19 +208,33 @@ def _message(error: Any, record: Any) -> str:
     return error.message
 
 
-def validate_record(record: Any, *, from_strict_json: bool = False) -> list[tuple[str, str]]:
+#: Why an emulated record never enters the dataset.
+EMULATED = (
+    "made on trncat's Neuron emulator, not on a Trainium device: an emulated run is never a result "
+    "(docs/methodology.md, the Neuron emulator)"
+)
+
+
+def validate_record(
+    record: Any, *, from_strict_json: bool = False, allow_emulated: bool = False
+) -> list[tuple[str, str]]:
     """All problems of one record as ``(field, message)`` pairs; empty when valid. Never raises.
 
     Args:
         record: the parsed record.
         from_strict_json: the record came from :func:`parse_record`, which already refuses NaN, Infinity and
             overflowing numbers, so the walk that looks for them is skipped.
+        allow_emulated: accept a record made on trncat's Neuron emulator (``hardware.emulated``): the harness
+            checks what it writes with it; ``trncat validate``, the submission check and publish never do.
     """
     validator = _validator()
     try:
         if validator.is_valid(record):
             if from_strict_json or _all_finite(record):
-                return _semantic(record)
+                problems = _semantic(record)
+                if record["hardware"].get("emulated") is True and not allow_emulated:
+                    problems.append(("hardware.emulated", EMULATED))
+                return problems
             return _non_finite(record)
         non_finite = [] if from_strict_json or _all_finite(record) else _non_finite(record)
         # jsonschema-rs reads NaN/Infinity as null: its message about them would only confuse.

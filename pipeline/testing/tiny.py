@@ -68,7 +68,7 @@ def build_tokenizer(*, vocab_size: int = 384):
     return fast
 
 
-def _text_config(tokenizer: Any) -> Any:
+def _text_config(tokenizer: Any, *, kv_heads: int = 2) -> Any:
     """The tiny Llama text model, sized to ``tokenizer`` and using its special tokens."""
     from transformers import LlamaConfig
 
@@ -78,7 +78,7 @@ def _text_config(tokenizer: Any) -> Any:
         intermediate_size=128,
         num_hidden_layers=2,
         num_attention_heads=4,
-        num_key_value_heads=2,
+        num_key_value_heads=kv_heads,
         max_position_embeddings=1024,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
@@ -95,8 +95,12 @@ def _generation_config(tokenizer: Any) -> Any:
     )
 
 
-def build_tiny_llama(folder: Path | str) -> Path:
+def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2) -> Path:
     """Save a 2-layer Llama causal LM (about 100k parameters) with its tokenizer into ``folder``.
+
+    Args:
+        folder: Where to save it.
+        kv_heads: Key/value heads (of 4 attention heads); tensor parallelism over N cores needs a multiple of N.
 
     Returns:
         The folder, ready for ``AutoModelForCausalLM.from_pretrained``.
@@ -107,7 +111,7 @@ def build_tiny_llama(folder: Path | str) -> Path:
     folder = Path(folder)
     _quiet_transformers()
     tokenizer = build_tokenizer()
-    config = _text_config(tokenizer)
+    config = _text_config(tokenizer, kv_heads=kv_heads)
     config.architectures = ["LlamaForCausalLM"]
     torch.manual_seed(0)
     model = LlamaForCausalLM(config).eval()

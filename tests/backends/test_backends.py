@@ -1,28 +1,25 @@
 """The neuron and cuda backends without their devices: recorded tool output, fake sysfs, fake runtimes.
 
-The last test runs the real child and harness with a "neuron" backend whose device methods run on the CPU
-and shows that the record differs from a CPU run only in what the backend provides.
+The production neuron backend, harness, child and torchrun launch run unchanged, as processes, against the Neuron
+emulator in tests/backends/test_neuron_emulated.py (which also shows a neuron record differs from a CPU one only
+in what the backend provides).
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-import traceback
 import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pipeline import backends, constants
+from pipeline import constants
 from pipeline.backends.base import Backend, world_of
 from pipeline.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
 from pipeline.backends.neuron import NeuronBackend, choose_peak, count_ops
 from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench import child, harness
-from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import generation
 from pipeline.bench.tasks.base import model_load_kwargs
@@ -129,9 +126,32 @@ def test_neuron_versions(machine: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert versions["container_image"] == "sha256:" + "ab" * 32 and versions["cuda"] is None
 
 
+def test_the_runtime_version_is_the_installed_package_not_a_neighbours_process(machine: Path) -> None:
+    """neuron-ls lists every process on the device, another runner's among them: its runtime is not this one."""
+    busy = (FIXTURES / "neuron_ls_trn2_48xlarge_one_device.json").read_text()  # two processes of runtime 2.34.10
+    versions = _neuron(machine, neuron_ls=busy, packages={**FAKE_PACKAGES, "aws-neuronx-runtime-lib": "2.35.30.0"}.get)
+    assert versions.versions()["runtime"] == "2.35.30.0"
+
+
+def test_the_instance_is_inferred_from_sixteen_devices_when_nothing_names_it(machine: Path) -> None:
+    import json
+
+    listed = [{"neuron_device": i, "nc_count": 4, "logical_neuroncore_config": 2, "memory_size": 96 * GiB,
+               "neuroncore_ids": list(range(4 * i, 4 * i + 4)), "neuron_processes": []} for i in range(16)]  # fmt: skip
+    backend = _neuron(machine, neuron_ls=json.dumps(listed))  # 2.33's JSON names no instance
+    assert backend.hardware(cores=8)["instance_type"] == "trn2.48xlarge" and backend.instance.chips == 16
+    one = _neuron(machine, neuron_ls=json.dumps(listed[:1]))  # one chip: a trn2.3xlarge, or one chip of a container
+    assert one.hardware(cores=1)["instance_type"] is None
+
+
 def test_neuron_environment_and_launcher(machine: Path) -> None:
     backend = _neuron(machine)
-    assert backend.environment(cores=2) == {"NEURON_RT_VISIBLE_CORES": "0-1", "NEURON_LOGICAL_NC_CONFIG": "2"}
+    assert backend.environment(cores=2) == {
+        "NEURON_RT_VISIBLE_CORES": "0-1",
+        "TRNCAT_NEURON_CORES": "0-1",
+        "NEURON_LOGICAL_NC_CONFIG": "2",
+        "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1",
+    }
     assert backend.environment(cores=1, compile_cache=machine / "cache")[NEFF_CACHE_VARIABLE] == str(machine / "cache")
     with pytest.raises(ConfigError, match="owns only 4"):
         backend.environment(cores=8)  # a trn2.3xlarge has 4 logical cores
@@ -243,18 +263,27 @@ def test_choose_peak() -> None:
 
 @pytest.fixture
 def fake_torch_neuronx(monkeypatch: pytest.MonkeyPatch) -> types.SimpleNamespace:
-    state = types.SimpleNamespace(peak=2 * GiB, syncs=0, resets=0)
+    state = types.SimpleNamespace(peak=2 * GiB, syncs=0, resets=0, devices=[])
     module = types.ModuleType("torch_neuronx")
     module.max_memory_allocated = lambda device=None: state.peak  # type: ignore[attr-defined]
-    module.reset_peak_memory_stats = lambda device=None: setattr(state, "resets", state.resets + 1)  # type: ignore[attr-defined]
+
+    def reset(device: Any = None) -> None:
+        state.resets += 1
+        state.devices.append(device)
+
+    module.reset_peak_memory_stats = reset  # type: ignore[attr-defined]
     module.synchronize = lambda: setattr(state, "syncs", state.syncs + 1)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torch_neuronx", module)
     return state
 
 
-def test_peak_memory_cross_checks_sysfs(machine: Path, fake_torch_neuronx: types.SimpleNamespace) -> None:
+def test_peak_memory_cross_checks_sysfs(
+    machine: Path, fake_torch_neuronx: types.SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     backend = _neuron(machine)
+    monkeypatch.setattr(backend, "device", lambda: "neuron:0")  # no neuron device in this process
     backend.reset_peak_memory()
+    assert fake_torch_neuronx.devices == ["neuron:0"]  # the device named, never "the current one"
     assert fake_torch_neuronx.resets == 1
     # The counters were cleared (the fake sysfs is writable): the run's sysfs peak is exact.
     _write_core(machine / "sys", 0, 0, total=3 * GiB, peak=3 * GiB)
@@ -272,6 +301,7 @@ def test_peak_memory_ignores_a_stale_sysfs_peak(
 
     monkeypatch.setattr(neuron_tools, "reset_peaks", lambda root, cores=None: False)  # not root
     backend = _neuron(machine)
+    monkeypatch.setattr(backend, "device", lambda: "neuron:0")
     backend.reset_peak_memory()
     assert backend.peak_memory_bytes() == 2 * GiB  # the 5 GiB sysfs peak predates the run
 
@@ -396,170 +426,3 @@ def test_cli_bench_on_neuron_without_torch_neuronx(
     errors = [line for line in err if line.startswith("error: ")]
     assert len(errors) == 1 and "torch-neuronx" in errors[0]
     assert err[-1] == errors[0] and "Traceback" not in "\n".join(err)
-
-
-# --- the backend is all that differs --------------------------------------------------------------
-
-
-class CpuNeuron(NeuronBackend):
-    """The real neuron backend, except that its device is the CPU and it compiles with the eager backend."""
-
-    root: Path = Path("/nonexistent")
-
-    def __init__(self) -> None:
-        super().__init__(
-            dev_root=self.root / "dev",
-            sysfs_root=self.root / "sys",
-            neuron_ls=lambda: TRN2_3XL,
-            find_spec=lambda name: object(),
-            packages=FAKE_PACKAGES.get,
-        )
-
-    def device(self) -> Any:
-        import torch
-
-        return torch.device("cpu")
-
-    def prepare(self, model: Any, *, compile: bool = True, fullgraph: bool = True) -> Any:
-        from pipeline.backends.base import enable_generate_compile
-
-        model = model.to(self.device())
-        if compile:
-            enable_generate_compile(model, backend="eager", fullgraph=fullgraph, mode="default")
-            model.generation_config.compile_config._compile_all_devices = True  # compile on the CPU too
-            # What TorchNeuron's compile does to its NEFF cache: a cold compile writes a NEFF, a warm one reads it.
-            cache = Path(os.environ.get(NEFF_CACHE_VARIABLE, self.root / "no-cache"))
-            neff = cache / "ab" / "cd" / f"{type(model).__name__}.neff"
-            if cache.is_dir() and not neff.exists():
-                neff.parent.mkdir(parents=True, exist_ok=True)
-                neff.write_bytes(b"NEFF")
-        return model
-
-    def compile_module(self, module: Any, *, fullgraph: bool = True) -> None:
-        module.compile(backend="eager", dynamic=False, fullgraph=fullgraph)  # the same call, dynamo's eager backend
-
-
-def in_process_child(spec: BenchSpec, *, env: dict[str, str], launcher: Any, **_: Any) -> ChildOutcome:
-    """The real child code path, in this process (so that the test's registry entry is seen), with its env."""
-    assert launcher(["pipeline.bench.child", "s", "o"])[-3:] == ["pipeline.bench.child", "s", "o"]
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        return _in_process(spec)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-def _in_process(spec: BenchSpec) -> ChildOutcome:
-    with tempfile.TemporaryDirectory() as tmp:
-        progress = child.Progress(Path(tmp) / "report.json")
-        try:
-            child.run(spec, progress)
-            progress.state["done"] = True
-        except Exception as exc:
-            progress.state["error"] = {"type": type(exc).__name__, "message": "".join(traceback.format_exception(exc))}
-    return ChildOutcome(progress.state, 0 if progress.state["done"] else 1, False, False, "")
-
-
-BACKEND_METRICS = {
-    "load_s",
-    "compile_s",
-    "ttft_s",
-    "latency_s",
-    "decode_tokens_per_s",
-    "wall_s",
-    "peak_device_memory_bytes",
-    "peak_host_memory_bytes",
-    "roofline_fraction",
-    "compile_cache_hit",
-    "warm_start_s",
-    "recompiles_during_timed",
-    "cpu_fallback_ops",
-}
-
-
-def test_the_backend_module_is_all_that_differs(
-    tiny_models: dict[str, Path],
-    machine: Path,
-    fake_torch_neuronx: types.SimpleNamespace,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(CpuNeuron, "root", machine)
-    monkeypatch.setitem(backends.REGISTRY, "neuron", f"{__name__}:CpuNeuron")
-    from torch._dynamo.utils import counters
-
-    counters.clear()
-    resolved = resolve_local(tiny_models["text-generation"])
-    records = {}
-    for device in ("cpu", "neuron"):
-        spec = BenchSpec(path=str(resolved.path), task="text-generation", device=device, dtype="float32")
-        spec = BenchSpec(**{**spec.__dict__, "workload": SMALL, "iterations": 2, "warmup": 1})
-        records[device] = harness.bench_once(
-            spec, resolved, backend=backends.get_backend(device), child_runner=in_process_child
-        )
-    cpu, neuron = records["cpu"], records["neuron"]
-    assert validate_record(neuron) == [] and neuron["status"] == "pass", neuron["failure"]
-    shared = set(cpu) - {"device", "hardware", "versions", "metrics", "run", "agreement", "notes"}
-    assert {k: cpu[k] for k in shared} == {k: neuron[k] for k in shared}
-    same_metrics = set(cpu["metrics"]) - BACKEND_METRICS
-    assert {k: cpu["metrics"][k] for k in same_metrics} == {k: neuron["metrics"][k] for k in same_metrics}
-    base = set(Backend().versions()) - {"torch_neuronx", "neuronx_cc", "runtime", "driver", "sdk", "cuda"}
-    assert {k: cpu["versions"][k] for k in base} == {k: neuron["versions"][k] for k in base}
-    # What the neuron backend brings: its hardware, versions, compilation and device memory.
-    assert neuron["device"] == "neuron" and neuron["hardware"]["core_config"] == "lnc=2"
-    assert neuron["versions"]["torch_neuronx"] == "2.14.0" and cpu["versions"]["torch_neuronx"] is None
-    assert cpu["metrics"]["compile_s"] == 0.0 and neuron["metrics"]["compile_s"] > 0.0
-    assert counters["stats"]["unique_graphs"] >= 1  # generate() really compiled its decode step
-    # The cold compile filled the run's own NEFF cache; a second process started warm from it.
-    assert neuron["metrics"]["compile_cache_hit"] is True and cpu["metrics"]["compile_cache_hit"] is None
-    assert neuron["metrics"]["warm_start_s"] > 0 and cpu["metrics"]["warm_start_s"] is None
-    assert neuron["metrics"]["recompiles_during_timed"] == 0 and cpu["metrics"]["recompiles_during_timed"] is None
-    # The fake torch_neuronx has no fallback tracking: the record says so instead of claiming none.
-    assert neuron["metrics"]["cpu_fallback_ops"] is None and any("not observable" in n for n in neuron["notes"])
-    # The answer: the neuron run against the CPU float32 reference; the CPU float32 run is its own reference.
-    assert neuron["agreement"]["logits_cosine"] == pytest.approx(1.0, abs=1e-5)
-    assert neuron["agreement"]["prefix_tokens"] == neuron["agreement"]["compared_tokens"] == SMALL.output_tokens
-    assert cpu["agreement"]["skipped"] == "the run itself is the CPU float32 reference"
-    assert neuron["metrics"]["peak_device_memory_bytes"] == 2 * GiB
-    assert cpu["metrics"]["peak_device_memory_bytes"] is None
-
-
-@pytest.mark.parametrize(
-    ("task", "workload", "cosine"),
-    [
-        ("sentence-embeddings", Workload(batch_size=4, input_tokens=24, output_tokens=0, batch_sizes=(1, 4)),
-         "embedding_cosine"),
-        ("text-to-image", Workload(batch_size=1, input_tokens=77, output_tokens=0, image_size=32, steps=3),
-         "denoiser_cosine"),
-    ],
-)  # fmt: skip
-def test_the_new_tasks_compile_once_on_the_neuron_path(
-    task: str,
-    workload: Workload,
-    cosine: str,
-    tiny_models: dict[str, Path],
-    machine: Path,
-    fake_torch_neuronx: types.SimpleNamespace,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Issue 13 on the neuron path (device = CPU, dynamo's eager backend): the library's module is compiled over
-    fixed shapes, so the timed calls compile nothing; the answer is checked against the CPU float32 reference."""
-    monkeypatch.setattr(CpuNeuron, "root", machine)
-    monkeypatch.setitem(backends.REGISTRY, "neuron", f"{__name__}:CpuNeuron")
-    from torch._dynamo.utils import counters
-
-    counters.clear()
-    resolved = resolve_local(tiny_models[task])
-    spec = BenchSpec(path=str(resolved.path), task=task, device="neuron", dtype="float32", workload=workload,
-                     iterations=2, warmup=1)  # fmt: skip
-    record = harness.bench_once(spec, resolved, backend=backends.get_backend("neuron"), child_runner=in_process_child)
-    assert validate_record(record) == [] and record["status"] == "pass", record["failure"]
-    m = record["metrics"]
-    assert counters["stats"]["unique_graphs"] >= 1 and m["compile_s"] > 0.0  # it compiled, in the first call
-    assert m["recompiles_during_timed"] == 0  # and nothing in the timed calls: the shapes never change
-    assert record["agreement"][cosine] == pytest.approx(1.0, abs=1e-4)
-    assert record["versions"]["torch_neuronx"] == "2.14.0" and m["peak_device_memory_bytes"] == 2 * GiB

@@ -211,13 +211,21 @@ def test_visible_cores_and_env(tmp_path):
     assert format_visible_cores([3]) == "3"
     assert format_visible_cores([0, 1, 2, 3]) == "0-3"
     assert format_visible_cores([8, 9, 10, 11, 0, 2]) == "0,2,8-11"
-    env = neuron_env(cores=[2, 3], lnc=2, cache_dir=tmp_path)
+    env = neuron_env(cores=[2, 3], lnc=2, cache_dir=tmp_path / "cache")
     assert env == {
         "NEURON_RT_VISIBLE_CORES": "2-3",
+        "TRNCAT_NEURON_CORES": "2-3",  # the run's set, which each torchrun rank narrows to its own core
         "NEURON_LOGICAL_NC_CONFIG": "2",
-        NEFF_CACHE_VARIABLE: str(tmp_path),
+        "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1",
+        NEFF_CACHE_VARIABLE: str(tmp_path / "cache"),
+        # the compile locks are the run's own too, never TorchNeuron's /tmp/local_cache shared by every runner
+        "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR": str(tmp_path / "cache-locks"),
     }
-    assert neuron_env(cores=[0], lnc=None, cache_dir=None) == {"NEURON_RT_VISIBLE_CORES": "0"}
+    assert neuron_env(cores=[0], lnc=None, cache_dir=None) == {
+        "NEURON_RT_VISIBLE_CORES": "0",
+        "TRNCAT_NEURON_CORES": "0",
+        "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1",
+    }
     with pytest.raises(ConfigError):
         neuron_env(cores=[0], lnc=3, cache_dir=None)
     with pytest.raises(ConfigError):

@@ -3,7 +3,7 @@
 # Install what the benchmark ran with, then run:
 #   on the Neuron DLAMI (the stack is in /opt/aws_neuronx_venv_torch_neuronx_2_14_0):
 #     source /opt/aws_neuronx_venv_torch_neuronx_2_14_0/bin/activate && pip install -r requirements.txt && python run.py
-#   anywhere else, in a fresh virtual environment:
+#   on Ubuntu 26.04 (the 2.33 wheels), in a fresh virtual environment (on 24.04 use the DLAMI):
 #     python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt && python run.py
 """Run a Hugging Face model unmodified with transformers, with the workload trncat benchmarked it on.
 
@@ -11,7 +11,10 @@
     python run.py                    # on Trainium (device "neuron"), as benchmarked
     python run.py --device cpu       # anywhere
     python run.py --model ./folder   # another copy of the model (a local folder or a Hub id)
-    torchrun --nproc-per-node 8 run.py   # sharded over 8 NeuronCores (tensor parallel)
+    NEURON_RT_VISIBLE_CORES=0-7 torchrun --nproc-per-node 8 run.py   # tensor parallel over 8 NeuronCores
+
+Under torchrun each process reserves one core of NEURON_RT_VISIBLE_CORES (the local rank's) before torch starts,
+and starts the "neuron" process group before the model is sharded, as the benchmark did.
 """
 
 import argparse
@@ -51,6 +54,19 @@ def synthetic_image(size):
     return Image.fromarray(pixels.astype(np.uint8), mode="RGB")
 
 
+def reserve_rank_core():
+    """Under torchrun on Neuron: this rank's own core of the range, before torch (and the runtime) start. The
+    runtime reserves cores exclusively, and TorchNeuron's process group wants one visible core per process."""
+    cores = []
+    for part in os.environ.get("NEURON_RT_VISIBLE_CORES", "").split(","):
+        first, _, last = part.partition("-")
+        if first.strip():
+            cores.extend(range(int(first), int(last or first) + 1))
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if cores:
+        os.environ["NEURON_RT_VISIBLE_CORES"] = str(cores[local_rank])
+
+
 def load(model, revision, device, dtype):
     import torch
     import transformers
@@ -59,6 +75,10 @@ def load(model, revision, device, dtype):
     if revision:
         kwargs["revision"] = revision
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        if device == "neuron":
+            import torch.distributed as dist
+
+            dist.init_process_group(backend="neuron")  # before the model is sharded over it
         kwargs["tp_plan"] = "auto"  # under torchrun: shard over the cores torchrun started
     if TASK == "text-generation":
         processor = transformers.AutoTokenizer.from_pretrained(model, revision=revision, trust_remote_code=False)
@@ -70,9 +90,14 @@ def load(model, revision, device, dtype):
     if device == "neuron":
         import torch_neuronx  # noqa: F401  (registers the "neuron" device)
 
-        # Static KV cache + a compile config: generate() compiles the forward for Neuron, no eager fallback.
-        model.generation_config.cache_implementation = "static"
-        model.generation_config.compile_config = transformers.CompileConfig(backend="neuron", dynamic=False)
+        # Static KV cache + a compile config: generate() compiles the forward for Neuron as the benchmark did
+        # (whole graphs, TorchNeuron's one mode, no eager fallback).
+        config = model.generation_config
+        config.cache_implementation = "static"
+        config.compile_config = transformers.CompileConfig(backend="neuron", dynamic=False, fullgraph=True,
+                                                           mode="default")
+        if TASK == "text-generation":
+            config.prefill_chunk_size = WORKLOAD["input_tokens"]  # the prompt through the compiled forward too
     if "tp_plan" not in kwargs:
         model = model.to(device)
     return processor, model
@@ -109,6 +134,11 @@ def main():
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     revision = args.revision or (REVISION if args.model == MODEL_ID else None)
     dtype = DTYPE if args.device != "cpu" or DTYPE == "float32" else "float32"
+    if args.device == "neuron":
+        # A graph that fails to compile fails the run, never runs eagerly (the default, set as the benchmark does).
+        os.environ.setdefault("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1")
+        if world_size > 1:
+            reserve_rank_core()
 
     import torch
 

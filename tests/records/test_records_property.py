@@ -301,7 +301,8 @@ RECORD = _obj(
                 "core_config": _OPTIONAL_TEXT,
                 "memory_per_core_bytes": _integer(null=True),
                 "cores_available": _integer(1, null=True),
-            }
+            },
+            {"emulated": _one_of(True, False)},  # schema 1.3
         ),
         "cores": _integer(1, 1024),
         "dtype": _one_of("float32", "bfloat16", "float16", "float8_e4m3fn"),
@@ -344,6 +345,18 @@ RECORD = _obj(
                 "latency_by_batch_s": _list_of(
                     _obj({"batch_size": _integer(1), "p50": _number(), "p90": _number()}), 16, null=True
                 ),
+                # schema 1.3: the Neuron run's own figures
+                "neuronx_cc_s": _number(null=True),
+                **{
+                    k: _integer(null=True)
+                    for k in (
+                        "compiled_graphs",
+                        "cached_graphs",
+                        "warm_start_cached_graphs",
+                        "peak_device_memory_reserved_bytes",
+                    )
+                },  # fmt: skip
+                "prefill_mode": _one_of("compiled", "eager", None),
             },
         ),
         "versions": _obj(
@@ -361,6 +374,7 @@ RECORD = _obj(
                     "torchvision",
                     "sentence_transformers",
                     "diffusers",
+                    "nki",
                 )
             },
         ),
@@ -466,6 +480,11 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
             out.append(("agreement: a pass agrees with the reference", None))
     if failure is not None and failure["stage"] == "accuracy" and not agreement:
         out.append(("agreement: an accuracy failure carries it", None))
+    if hw.get("emulated") is True:
+        # An emulated run is never a result: trncat validate, the submission check and publish refuse it.
+        out.append(("hardware.emulated: made on the Neuron emulator, never a result", None))
+        if r["device"] != "neuron":
+            out.append(("hardware.emulated: only the neuron device is emulated", None))
     if r["device"] == "neuron":
         out.extend((f"versions.{k}: a neuron result carries it", None) for k in ("neuronx_cc", "torch_neuronx")
                    if not r["versions"].get(k))  # fmt: skip
@@ -539,8 +558,18 @@ def _cpu(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _neuron_1_3(record: dict[str, Any]) -> dict[str, Any]:
+    """A neuron pass carrying schema 1.3's optional fields (so the mutations reach them)."""
+    record["metrics"].update(neuronx_cc_s=12.5, compiled_graphs=2, cached_graphs=0, warm_start_cached_graphs=2,
+                             peak_device_memory_reserved_bytes=4 * 1024**2, prefill_mode="compiled")  # fmt: skip
+    record["versions"]["nki"] = "0.7.0"
+    record["hardware"]["emulated"] = False
+    return record
+
+
 BASES: list[dict[str, Any]] = [
     sample_record(),
+    _neuron_1_3(sample_record()),
     _cpu(sample_record()),
     sample_failure(),
     _cpu(sample_failure(stage="load", code="remote_code", message="architecture not in transformers")),

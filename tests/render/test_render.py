@@ -186,6 +186,8 @@ def test_neuron_requirements_carry_both_indexes_and_pip_reads_them(tmp_path: Pat
     for name, version in pins:
         _fake_wheel(wheels, name, version)
     _fake_wheel(wheels, "pillow", "11.0.0")
+    _fake_wheel(wheels, "nki", "0.7.0")  # unpinned: a record from before versions.nki
+    assert "nki" in lines
     done = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--dry-run", "--no-deps", "--no-index", "--find-links", str(wheels),
          "--disable-pip-version-check", "-r", str(tmp_path / "requirements.txt")],
@@ -194,3 +196,39 @@ def test_neuron_requirements_carry_both_indexes_and_pip_reads_them(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     would = done.stdout.splitlines()[-1]
     assert would.startswith("Would install") and all(f"{n}-{v}" in would for n, v in pins)
+
+
+EMULATED_WORKLOADS = {
+    "text-generation": {"batch_size": 1, "input_tokens": 12, "output_tokens": 4, "image_size": None},
+    "image-text-to-text": {"batch_size": 1, "input_tokens": 12, "output_tokens": 4, "image_size": 48},
+    **{task: workload for task, (workload, _) in NEW_TASK_WORKLOADS.items()},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize(("task", "cores"), [(t, 1) for t in sorted(EMULATED_WORKLOADS)] + [("text-generation", 2)])
+def test_generated_run_py_runs_on_the_neuron_emulator(
+    task: str, cores: int, tiny_models: dict[str, Path], tmp_path: Path
+) -> None:
+    """Each task's run.py on device "neuron" of the Neuron emulator (pipeline/testing/neuron/), as a user runs it;
+    tensor parallel under torchrun: each rank reserves its own core and starts the neuron group before sharding."""
+    from pipeline.testing.neuron import Machine, build, environment
+
+    root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge"))
+    record = sample_record(task=task, model_id="acme/tiny", workload=EMULATED_WORKLOADS[task], cores=cores)
+    script = tmp_path / "run.py"
+    script.write_text(render.run_script(record))
+    command = [sys.executable, str(script)]
+    if cores > 1:  # as its docstring says: the run's cores, one process per core
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(cores),
+                   str(script)]  # fmt: skip
+    env = {**environment(root), "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    if cores > 1:
+        env["NEURON_RT_VISIBLE_CORES"] = f"0-{cores - 1}"
+    done = subprocess.run([*command, "--model", str(tiny_models[task]), "--iterations", "1"], capture_output=True,
+                          text=True, timeout=800, cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "on neuron" in done.stdout and "first_call_s" in done.stdout
+    # Compiled as the benchmark compiles: NEFFs in TorchNeuron's default cache of the (emulated) /tmp.
+    assert list((root / "tmp" / "neff_cache").rglob("*.neff"))

@@ -3,7 +3,9 @@
 - :mod:`~pipeline.backends.neuron.backend`: :class:`NeuronBackend` (device, compile, memory, versions, launch);
 - :mod:`~pipeline.backends.neuron.launch`: the launch environment (``NEURON_RT_VISIBLE_CORES``, LNC, the NEFF
   cache) and the cores a run takes;
-- :mod:`~pipeline.backends.neuron.tools`: ``neuron-ls``, sysfs and ``/dev/neuron*`` parsed defensively.
+- :mod:`~pipeline.backends.neuron.tools`: ``neuron-ls``, sysfs and ``/dev/neuron*`` parsed defensively;
+- :mod:`~pipeline.backends.neuron.measure`: what a run reports beside its timings (TorchNeuron's compile
+  figures, the recorded peak, the runtime's memory table after an out-of-memory).
 
 Every Neuron fact these rely on is in ``docs/neuron-facts.md`` with its documentation source. May import: the
 top-level modules and :mod:`pipeline.backends` (the interface). Imported by: :mod:`pipeline.backends`'
@@ -16,9 +18,8 @@ from pipeline.backends.neuron.backend import (
     NEURON_INDEX_URL,
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
-    choose_peak,
-    count_ops,
     dlami_venv,
+    inventory_json,
 )
 from pipeline.backends.neuron.launch import (
     DEFAULT_NEFF_CACHE_DIR,
@@ -27,7 +28,14 @@ from pipeline.backends.neuron.launch import (
     format_visible_cores,
     parse_visible_cores,
 )
-from pipeline.backends.neuron.tools import NeuronInventory, driver_version, parse_neuron_ls, visible_devices
+from pipeline.backends.neuron.measure import choose_peak, compile_figures, count_ops
+from pipeline.backends.neuron.tools import (
+    NeuronInventory,
+    driver_version,
+    parse_neuron_ls,
+    sysfs_memory_layout,
+    visible_devices,
+)
 
 __all__ = [
     "DEFAULT_NEFF_CACHE_DIR",
@@ -38,11 +46,14 @@ __all__ = [
     "NeuronInventory",
     "choose_cores",
     "choose_peak",
+    "compile_figures",
     "count_ops",
     "dlami_venv",
     "driver_version",
     "format_visible_cores",
+    "inventory_json",
     "parse_neuron_ls",
     "parse_visible_cores",
+    "sysfs_memory_layout",
     "visible_devices",
 ]

@@ -1,17 +1,20 @@
 """Neuron backend: TorchNeuron (torch-neuronx 2.14), the native PyTorch device ``"neuron"`` on Trainium2.
 
-The model runs transformers' own code on device ``neuron``; ``generate()`` compiles its decode step with
-``torch.compile(backend="neuron")`` over a static KV cache (``dynamic=False``), and a compile error fails
-the run (no eager fallback). More than one core: the child runs under torchrun, one process per logical
-NeuronCore, and loads with ``tp_plan="auto"``; cores are reserved with ``NEURON_RT_VISIBLE_CORES``.
+The model runs transformers' own code on device ``neuron``; ``generate()`` compiles its forward with
+``torch.compile(backend="neuron")`` over a static KV cache (``dynamic=False``), the prompt through chunked
+prefill where the task allows it, and a compile error fails the run (no eager fallback). More than one core:
+the child runs under torchrun, one process per logical NeuronCore: each rank reserves only its own core of the
+run's set, starts the ``neuron`` process group, then loads with ``tp_plan="auto"``.
 
-Parent-side methods never import torch or torch_neuronx: they read package metadata, sysfs and
-``neuron-ls --json-output`` (run with a timeout). Instance figures come from :mod:`pipeline.hardware`.
+Parent-side methods never import torch or torch_neuronx: they read package metadata, sysfs and neuron-ls (run
+with a timeout). Instance figures come from :mod:`pipeline.hardware`; the machine's fixed paths are read under
+``TRNCAT_SYSTEM_ROOT``.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import importlib.util
 import logging
 import subprocess
@@ -22,13 +25,12 @@ from typing import Any, ClassVar
 from pipeline import constants, hardware
 from pipeline.backends.base import (
     Backend,
-    enable_generate_compile,
     package_version,
-    sum_across_ranks,
-    world_of,
 )
 from pipeline.backends.neuron import launch as neuron_launch
+from pipeline.backends.neuron import measure
 from pipeline.backends.neuron import tools as neuron_tools
+from pipeline.backends.neuron.child_side import NeuronChildSide
 from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -36,10 +38,14 @@ logger = logging.getLogger(__name__)
 #: Trainium2 defaults (DESIGN.md) when neither neuron-ls nor the environment tell the instance type.
 DEFAULT_FAMILY_INSTANCE = "trn2.3xlarge"
 NEURON_LS_TIMEOUT_S = 30.0
+#: neuron-ls's JSON flags, newest first: Neuron 2.34 replaces --json-output with --output-format json.
+NEURON_LS_JSON_FLAGS: tuple[tuple[str, ...], ...] = (("--output-format", "json"), ("--json-output",))
 #: AWS's pip repository of the Neuron packages (torch-neuronx, neuronx-cc) (docs/neuron-facts.md).
 NEURON_INDEX_URL = "https://pip.repos.neuron.amazonaws.com"
 #: PyTorch's CPU wheel index, which the TorchNeuron install adds for torch itself (docs/neuron-facts.md).
 TORCH_CPU_INDEX_URL = "https://download.pytorch.org/whl/cpu"
+#: The OS the 2.33 standalone wheels support, and the one they do not (docs/neuron-facts.md, "Python and OS").
+FRESH_VENV_WHERE = "on Ubuntu 26.04 (the 2.33 wheels), in a fresh virtual environment (on 24.04 use the DLAMI)"
 
 
 def dlami_venv(torch_neuronx: str | None) -> str | None:
@@ -56,69 +62,42 @@ def dlami_venv(torch_neuronx: str | None) -> str | None:
 
 
 def run_neuron_ls(timeout_s: float = NEURON_LS_TIMEOUT_S) -> str | None:
-    """stdout of ``neuron-ls --json-output``, or None when the tool is missing, fails or hangs."""
-    try:
-        done = subprocess.run(
-            ["neuron-ls", "--json-output"], capture_output=True, text=True, timeout=timeout_s, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        logger.warning("neuron-ls failed: %s", exc)
-        return None
-    if done.returncode != 0:
-        logger.warning("neuron-ls exited with %d: %s", done.returncode, done.stderr.strip()[:200])
-        return None
-    return done.stdout
+    """neuron-ls's JSON: ``--output-format json`` (2.34 and later) first, ``--json-output`` (2.33) as the fallback;
+    None when the tool is missing, hangs, or neither flag gives JSON."""
+    for flags in NEURON_LS_JSON_FLAGS:
+        try:
+            done = subprocess.run(["neuron-ls", *flags], capture_output=True, text=True, timeout=timeout_s, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            logger.warning("neuron-ls failed: %s", exc)
+            return None
+        text = done.stdout.strip()
+        if done.returncode == 0 and text[:1] in ("[", "{"):
+            return text
+        logger.debug("neuron-ls %s gave no JSON (exit %d): %s", " ".join(flags), done.returncode, done.stderr[:200])
+    logger.warning("neuron-ls gave no JSON output with %s", " or ".join(" ".join(f) for f in NEURON_LS_JSON_FLAGS))
+    return None
 
 
 def dpkg_version(package: str, timeout_s: float = 10.0) -> str | None:
-    """Version of a Debian package (the Neuron runtime ships as ``aws-neuronx-runtime-lib``), or None."""
+    """Upstream version of a Debian package (the Neuron runtime ships as ``aws-neuronx-runtime-lib``), or None."""
     try:
         done = subprocess.run(
             ["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=timeout_s
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    if done.returncode != 0:
-        return None
-    return done.stdout.strip() or None
+    version = done.stdout.strip() if done.returncode == 0 else ""
+    # "2.35.30.0-abc123": the Debian revision is the packager's, not the runtime's version.
+    return version.split(":", 1)[-1].rsplit("-", 1)[0] or None
 
 
-def choose_peak(*, allocator: int | None, sysfs: int | None, sysfs_exact: bool) -> int | None:
-    """The peak device memory to record: the larger of the allocator's and a trustworthy sysfs figure.
-
-    The allocator counts tensors only; sysfs counts everything the driver gave the cores (tensors, NEFF
-    code, scratchpad, collective buffers), so it is the footprint a user must fit. A sysfs peak that could
-    not be cleared and was not exceeded remembers an earlier process, so it is then only logged.
-
-    Args:
-        allocator: ``torch_neuronx.max_memory_allocated`` summed over ranks.
-        sysfs: :func:`pipeline.backends.neuron.tools.peak_delta` over the cores used.
-        sysfs_exact: Whether the peak counters were cleared before the run or all exceeded their old value.
-
-    Returns:
-        Bytes, or None when neither source gave a figure.
-    """
-    candidates = [v for v in (allocator, sysfs if sysfs_exact else None) if v is not None]
-    return max(candidates) if candidates else None
-
-
-def count_ops(ops: Any) -> dict[str, int]:
-    """``{op name: count}`` from what ``torch_neuronx.get_fallback_ops()`` returns: a mapping of counts, or a
-    collection of names (a name listed k times counts k; a set counts each op once)."""
-    if isinstance(ops, Mapping):
-        return {str(op): int(n) for op, n in ops.items()}
-    counts: dict[str, int] = {}
-    for op in ops or ():
-        counts[str(op)] = counts.get(str(op), 0) + 1
-    return counts
-
-
-class NeuronBackend(Backend):
+class NeuronBackend(NeuronChildSide, Backend):
     """TorchNeuron on Trainium2. Constructor arguments exist for tests (fake sysfs, recorded neuron-ls)."""
 
     name: ClassVar[str] = "neuron"
     compile_backend: ClassVar[str | None] = "neuron"
     compile_by_default: ClassVar[bool] = True
+    compiles_prefill: ClassVar[bool] = True
     # TorchNeuron supports only the default torch.compile mode (others warn and are ignored).
     compile_mode: ClassVar[str | None] = "default"
     shards_over_cores: ClassVar[bool] = True
@@ -133,34 +112,37 @@ class NeuronBackend(Backend):
     def __init__(
         self,
         *,
-        dev_root: Path = Path("/dev"),
-        sysfs_root: Path = Path("/sys"),
+        dev_root: Path | None = None,
+        sysfs_root: Path | None = None,
         neuron_ls: Callable[[], str | None] = run_neuron_ls,
         find_spec: Callable[[str], Any] = importlib.util.find_spec,
         packages: Callable[[str], str | None] = package_version,
     ) -> None:
-        self.dev_root = dev_root
-        self.sysfs_root = sysfs_root
+        self.dev_root = dev_root or constants.TRNCAT_SYSTEM_ROOT / "dev"
+        self.sysfs_root = sysfs_root or constants.TRNCAT_SYSTEM_ROOT / "sys"
         self._neuron_ls = neuron_ls
         self._find_spec = find_spec
         self._packages = packages
         self._before: dict[int, neuron_tools.CoreMemory] = {}
         self._cleared = False
+        self._notes: list[str] = []
 
     @classmethod
     def requirement_lines(cls, versions: Mapping[str, Any]) -> list[str]:
-        # The documented install: the Neuron packages from AWS's pip repository, torch (and torchvision) from
-        # PyTorch's CPU wheel index (PyPI's torch is the CUDA build), the versions the runner really had.
+        # The documented install: the Neuron packages from AWS's pip repository (nki with them), torch (and
+        # torchvision) from PyTorch's CPU wheel index (PyPI's torch is the CUDA build), the versions the runner had.
+        nki = versions.get("nki")
         return [
             f"--extra-index-url {NEURON_INDEX_URL}",
             f"--extra-index-url {TORCH_CPU_INDEX_URL}",
             f"torch-neuronx=={versions['torch_neuronx']}",
             f"neuronx-cc=={versions['neuronx_cc']}",
+            f"nki=={nki}" if nki else "nki",
         ]
 
     @classmethod
     def install_commands(cls, versions: Mapping[str, Any]) -> list[tuple[str, str]]:
-        commands = super().install_commands(versions)
+        commands = [(FRESH_VENV_WHERE, command) for _, command in super().install_commands(versions)]
         venv = dlami_venv(versions.get("torch_neuronx"))
         if venv:
             dlami = f"on the Neuron DLAMI (the stack is in {venv})"
@@ -171,6 +153,15 @@ class NeuronBackend(Backend):
     def package_version(self, dist: str) -> str | None:
         """Installed version of a distribution (``torch-neuronx``), from package metadata."""
         return self._packages(dist)
+
+    def requires_python(self, dist: str) -> str | None:
+        """The ``Requires-Python`` an installed distribution declares, or None (not installed, or none declared)."""
+        if self._packages is not package_version:
+            return None  # a test's recorded packages carry no metadata
+        try:
+            return importlib.metadata.metadata(dist)["Requires-Python"] or None
+        except importlib.metadata.PackageNotFoundError:
+            return None
 
     def cores_for(self, *, requested: int | None, planned: int | None) -> int:
         # A Neuron run shards over the planned cores unless told otherwise.
@@ -215,10 +206,19 @@ class NeuronBackend(Backend):
         return 2
 
     @property
-    def instance(self) -> hardware.Instance:
-        """The instance's table entry (neuron-ls, else TRNCAT_INSTANCE_TYPE, else a trn2.3xlarge)."""
+    def instance_type(self) -> str | None:
+        """The instance type: TRNCAT_INSTANCE_TYPE, else neuron-ls's, else the one a full 16-chip host is (the
+        2.33 JSON names none); None when unknown (one chip: a trn2.3xlarge or a container given one chip)."""
         inventory = self.inventory
-        name = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
+        named = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
+        if named or inventory is None or inventory.device_count != 16:
+            return named
+        return hardware.instance_for_devices("trn2", inventory.device_count)
+
+    @property
+    def instance(self) -> hardware.Instance:
+        """The instance's table entry (:attr:`instance_type`, else a trn2.3xlarge)."""
+        name = self.instance_type
         try:
             return hardware.get_instance(name or DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
         except ConfigError:
@@ -232,14 +232,18 @@ class NeuronBackend(Backend):
             return "neuron-ls is missing or gave no usable output: the instance, its cores and memory are unknown"
         return None
 
-    def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
+    def run_cores(self, cores: int) -> list[int]:
+        """The cores a run of ``cores`` cores reserves (inside the runner's set, from neuron-ls's core ids)."""
         inventory = self.inventory
-        chosen = neuron_launch.choose_cores(
+        return neuron_launch.choose_cores(
             cores=cores,
             inherited=constants.NEURON_RT_VISIBLE_CORES,
             total_cores=inventory.total_cores if inventory else None,
+            core_ids=inventory.core_ids if inventory else None,
         )
-        return neuron_launch.neuron_env(cores=chosen, lnc=self.lnc, cache_dir=compile_cache)
+
+    def environment(self, *, cores: int, compile_cache: Path | None = None) -> dict[str, str]:
+        return neuron_launch.neuron_env(cores=self.run_cores(cores), lnc=self.lnc, cache_dir=compile_cache)
 
     def versions(self) -> dict[str, str | None]:
         versions = super().versions()
@@ -247,9 +251,11 @@ class NeuronBackend(Backend):
         versions.update(
             torch_neuronx=self._packages("torch-neuronx"),
             neuronx_cc=self._packages("neuronx-cc"),
-            runtime=(inventory.runtime_version if inventory else None)
-            or self._packages("aws-neuronx-runtime-lib")
-            or dpkg_version("aws-neuronx-runtime-lib"),
+            nki=self._packages("nki"),
+            # The library this process loads; neuron-ls's process list may show another runner's process.
+            runtime=self._packages("aws-neuronx-runtime-lib")
+            or dpkg_version("aws-neuronx-runtime-lib")
+            or (inventory.runtime_version if inventory else None),
             driver=neuron_tools.driver_version(self.sysfs_root),
             # No package carries the SDK release number; the image digest pins it instead.
             sdk=None,
@@ -258,9 +264,8 @@ class NeuronBackend(Backend):
         return versions
 
     def hardware(self, *, cores: int) -> dict[str, Any]:
-        inventory, instance = self.inventory, self.instance
-        instance_type = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
-        return {
+        inventory, instance, instance_type = self.inventory, self.instance, self.instance_type
+        out: dict[str, Any] = {
             "name": instance_type or instance.family,
             "instance_type": instance_type,
             "accelerator": instance.accelerator,
@@ -268,6 +273,9 @@ class NeuronBackend(Backend):
             "memory_per_core_bytes": inventory.memory_per_core_bytes if inventory else instance.memory_per_core_bytes,
             "cores_available": inventory.total_cores if inventory else None,
         }
+        if inventory is not None and inventory.emulated:
+            out["emulated"] = True  # trncat's Neuron emulator: never a Trainium2 result (trncat validate refuses it)
+        return out
 
     def bandwidth_bytes_per_s(self, *, cores: int) -> float | None:
         instance = self.instance
@@ -280,84 +288,22 @@ class NeuronBackend(Backend):
     def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
         return neuron_launch.compile_cache_hit(cache_dir, before)
 
-    # -- child side ---------------------------------------------------------------------------------
-    def device(self) -> Any:
-        import torch
-        import torch_neuronx  # noqa: F401  (registers the "neuron" device)
+    def failure_notes(self, *, code: str, since: float) -> list[str]:
+        if code != "device_oom":
+            return []
+        # The runtime writes its memory table to /tmp on an allocation failure (docs/neuron-facts.md).
+        found = measure.memory_table_tail(constants.TRNCAT_SYSTEM_ROOT / "tmp", since=since)
+        return [f"device memory table (/tmp/{found[0]}): {found[1]}"] if found else []
 
-        return torch.device("neuron", world_of()[1])
 
-    def synchronize(self) -> None:
-        import torch
-        import torch_neuronx
-
-        sync = getattr(getattr(torch, "neuron", None), "synchronize", None) or torch_neuronx.synchronize
-        sync()
-
-    def observations(self) -> list[str]:
-        # The docs do not say how torchrun ranks share NEURON_RT_VISIBLE_CORES (docs/neuron-facts.md, open
-        # questions): record what rank 0 sees until a run on hardware settles it.
-        import torch
-
-        neuron = getattr(torch, "neuron", None)
-        count = neuron.device_count() if neuron is not None and hasattr(neuron, "device_count") else None
-        rank, local, world = world_of()
-        return [
-            f"rank {rank} of {world} (local rank {local}): torch.neuron.device_count()={count}, "
-            f"NEURON_RT_VISIBLE_CORES={constants.NEURON_RT_VISIBLE_CORES}, LNC={self.lnc}"
-        ]
-
-    def fallback_counts(self) -> dict[str, int] | None:
-        # torch_neuronx tracks the ops its eager mode ran on the CPU (get_fallback_ops / clear_op_tracking); the
-        # docs do not document these calls (docs/neuron-facts.md: seen in torch-neuronx's source and tests), so
-        # a release without them records "not observable" instead of "none".
-        import torch_neuronx
-
-        get = getattr(torch_neuronx, "get_fallback_ops", None)
-        if get is None:
-            return None
-        self.synchronize()  # execution is asynchronous: the ops of queued work must have run
-        return count_ops(get())
-
-    def _used_sysfs_cores(self) -> list[int]:
-        # The child's NEURON_RT_VISIBLE_CORES is the run's own set (environment()); every rank shares it.
-        logical = neuron_launch.parse_visible_cores(constants.NEURON_RT_VISIBLE_CORES or "0")
-        return neuron_launch.sysfs_core_indices(
-            logical,
-            lnc=self.lnc,
-            device_cores=neuron_tools.device_core_counts(self.sysfs_root),
-            visible_devices=neuron_tools.visible_devices(self.dev_root),
-        )
-
-    def reset_peak_memory(self) -> None:
-        import torch_neuronx
-
-        torch_neuronx.reset_peak_memory_stats()
-        if world_of()[0] == 0:
-            cores = self._used_sysfs_cores()
-            self._cleared = neuron_tools.reset_peaks(self.sysfs_root, cores=cores)
-            self._before = neuron_tools.read_device_memory(self.sysfs_root, cores=cores)
-
-    def peak_memory_bytes(self) -> int | None:
-        import torch_neuronx
-
-        self.synchronize()
-        allocator = int(torch_neuronx.max_memory_allocated())
-        if world_of()[2] > 1:
-            allocator = sum_across_ranks(allocator)
-        if world_of()[0] != 0:
-            return allocator
-        after = neuron_tools.read_device_memory(self.sysfs_root, cores=self._used_sysfs_cores())
-        exceeded = bool(after) and all(a.peak > self._before[i].peak for i, a in after.items() if i in self._before)
-        sysfs = neuron_tools.peak_delta(self._before, after) if after else None
-        chosen = choose_peak(allocator=allocator, sysfs=sysfs, sysfs_exact=self._cleared or exceeded)
-        logger.info("peak device memory: allocator %s B, sysfs %s B, recorded %s B", allocator, sysfs, chosen)
-        return chosen
-
-    def prepare(self, model: Any, *, compile: bool = True, fullgraph: bool = True) -> Any:
-        if world_of()[2] == 1:
-            model = model.to(self.device())
-        if compile:
-            # TorchNeuron supports only the default torch.compile mode (others warn and are ignored).
-            enable_generate_compile(model, backend="neuron", fullgraph=fullgraph, mode="default")
-        return model
+def inventory_json(inventory: neuron_tools.NeuronInventory | None) -> dict[str, Any] | None:
+    """What doctor's JSON says of neuron-ls: devices, core ids (as numbered here), LNC, emulated."""
+    if inventory is None:
+        return None
+    return {
+        "instance_type": inventory.instance_type,
+        "devices": inventory.device_count,
+        "neuroncore_ids": list(inventory.core_ids),
+        "logical_neuroncore_config": inventory.logical_nc_config,
+        "emulated": inventory.emulated,
+    }

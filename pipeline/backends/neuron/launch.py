@@ -17,11 +17,14 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "LNC_VALUES",
     "NEFF_CACHE_VARIABLE",
+    "NEFF_LOCK_VARIABLE",
+    "RUN_CORES_VARIABLE",
     "choose_cores",
     "compile_cache_hit",
     "format_visible_cores",
     "neuron_env",
     "parse_visible_cores",
+    "rank_core",
     "snapshot_cache",
     "sysfs_core_indices",
 ]
@@ -31,6 +34,10 @@ LNC_VALUES = (1, 2)
 #: Where TorchNeuron caches compiled NEFFs, and its default (docs/neuron-facts.md).
 NEFF_CACHE_VARIABLE = "TORCH_NEURONX_NEFF_CACHE_DIR"
 DEFAULT_NEFF_CACHE_DIR = "/tmp/neff_cache"
+#: Where TorchNeuron keeps its compile lock files (default /tmp/local_cache, shared by every process of a host).
+NEFF_LOCK_VARIABLE = "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR"
+#: The run's whole core set, kept apart from the one core each torchrun rank reserves (pipeline.constants).
+RUN_CORES_VARIABLE = "TRNCAT_NEURON_CORES"
 
 
 def parse_visible_cores(value: str) -> list[int]:
@@ -75,21 +82,40 @@ def format_visible_cores(cores: Sequence[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def choose_cores(*, cores: int, inherited: str | None, total_cores: int | None = None) -> list[int]:
+def choose_cores(
+    *, cores: int, inherited: str | None, total_cores: int | None = None, core_ids: Sequence[int] | None = None
+) -> list[int]:
     """The cores a run of ``cores`` cores uses: the first contiguous block of that size that it may use.
 
     A runner that shares an instance owns a ``NEURON_RT_VISIBLE_CORES`` set (runners/README.md): a run stays
     inside it rather than start at core 0 and collide with its neighbours. Without one, the run may use every
-    core of the instance. A multi-core run takes consecutive cores (tensor parallelism over neighbours).
+    core neuron-ls lists (``neuroncore_ids``: inside a container, the ids of the devices it was given, numbered
+    as this runtime numbers them; the docs do not settle that numbering, so it is read, never assumed), else
+    every core of the instance. A multi-core run takes consecutive cores (tensor parallelism over neighbours).
+
+    Args:
+        cores: How many cores the run takes.
+        inherited: The runner's ``NEURON_RT_VISIBLE_CORES``, if any.
+        total_cores: The cores neuron-ls counts, if known.
+        core_ids: The ``neuroncore_ids`` neuron-ls lists, if known.
 
     Raises:
-        ConfigError: fewer cores than asked, or no consecutive block that large in the runner's set.
+        ConfigError: fewer cores than asked, a core neuron-ls does not list, or no consecutive block that large.
     """
     if cores < 1:
         raise ConfigError(f"cores must be at least 1, got {cores}")
-    allowed = parse_visible_cores(inherited) if inherited else list(range(total_cores or cores))
+    known = sorted(set(core_ids)) if core_ids else None
+    if inherited:
+        allowed = parse_visible_cores(inherited)
+    else:
+        allowed = known if known else list(range(total_cores or cores))
     if total_cores is not None and allowed and allowed[-1] >= total_cores:
         raise ConfigError(f"NEURON_RT_VISIBLE_CORES={inherited} names cores past the instance's {total_cores}")
+    if known and inherited and not set(allowed) <= set(known):
+        raise ConfigError(
+            f"NEURON_RT_VISIBLE_CORES={inherited} names cores neuron-ls does not list here "
+            f"(its neuroncore_ids: {format_visible_cores(known)})"
+        )
     if cores > len(allowed):
         raise ConfigError(f"{cores} cores asked, but this runner owns only {len(allowed)} ({inherited or 'all'})")
     for i in range(len(allowed) - cores + 1):
@@ -143,27 +169,55 @@ def sysfs_core_indices(
     return out
 
 
-def neuron_env(*, cores: Sequence[int], lnc: int | None, cache_dir: Path | None) -> dict[str, str]:
+def rank_core(run_cores: str, local_rank: int) -> str:
+    """The one core a torchrun rank reserves: the ``local_rank``-th of the run's cores.
+
+    TorchNeuron's process group wants one visible core per process, and the runtime reserves cores
+    exclusively: every rank given the whole range would collide (docs/neuron-facts.md). The child sets the
+    returned value as its ``NEURON_RT_VISIBLE_CORES`` before torch starts.
+
+    Raises:
+        ConfigError: the run has fewer cores than ranks.
+    """
+    cores = parse_visible_cores(run_cores)
+    if not 0 <= local_rank < len(cores):
+        raise ConfigError(f"local rank {local_rank} has no core in the run's {run_cores}")
+    return str(cores[local_rank])
+
+
+def neuron_env(
+    *, cores: Sequence[int], lnc: int | None, cache_dir: Path | None, lock_dir: Path | None = None
+) -> dict[str, str]:
     """Environment variables that reserve cores for one benchmark child.
 
     Args:
         cores: The NeuronCores to reserve (:func:`choose_cores`; their count is the torchrun world size).
         lnc: Logical NeuronCore config to set, or None to leave the runtime's default (2 on trn2).
         cache_dir: The run's NEFF cache directory, or None for TorchNeuron's default.
+        lock_dir: The run's compile-lock directory (``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``); None: next to
+            ``cache_dir`` when there is one (never TorchNeuron's /tmp/local_cache, which every runner shares).
 
     Returns:
-        ``NEURON_RT_VISIBLE_CORES`` and, when given, ``NEURON_LOGICAL_NC_CONFIG`` and the NEFF cache variable.
+        ``NEURON_RT_VISIBLE_CORES`` and ``TRNCAT_NEURON_CORES`` (the run's cores; a torchrun rank narrows the
+        first to its own core), ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1`` (a graph that fails to compile
+        fails the run; the default, set so that a new default cannot hide a compile failure), and when given the
+        LNC, the NEFF cache and its lock directory.
 
     Raises:
         ConfigError: If the core set or ``lnc`` is invalid.
     """
-    env = {"NEURON_RT_VISIBLE_CORES": format_visible_cores(cores)}
+    visible = format_visible_cores(cores)
+    env = {"NEURON_RT_VISIBLE_CORES": visible, RUN_CORES_VARIABLE: visible}
+    env["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "1"
     if lnc is not None:
         if lnc not in LNC_VALUES:
             raise ConfigError(f"NEURON_LOGICAL_NC_CONFIG must be one of {LNC_VALUES}, got {lnc}")
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
     if cache_dir is not None:
         env[NEFF_CACHE_VARIABLE] = str(cache_dir)
+        lock_dir = lock_dir or cache_dir.with_name(cache_dir.name + "-locks")
+    if lock_dir is not None:
+        env[NEFF_LOCK_VARIABLE] = str(lock_dir)
     return env
 
 

@@ -7,9 +7,12 @@ tools and hands their output to these functions, and the tests feed them recorde
 
 Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and seen in recorded output:
 
-- ``neuron-ls --json-output``: a JSON array, one object per Neuron device, with ``nc_count`` (cores the
-  runtime addresses, i.e. *logical* cores on trn2), ``logical_neuroncore_config``, ``memory_size`` (bytes
-  per device), ``neuroncore_ids``, ``neuron_processes`` and, in recent tools, ``instance_type``.
+- ``neuron-ls --json-output`` (Neuron 2.33): a JSON array, one object per Neuron device, with ``nc_count``
+  (cores the runtime addresses, i.e. *logical* cores on trn2), ``logical_neuroncore_config``, ``memory_size``
+  (bytes per device), ``neuroncore_ids`` and ``neuron_processes``; the docs' example has no instance type,
+  captures of recent tools have ``instance_type`` per device. Neuron 2.34 removes the flag for
+  ``--output-format json``, announced to add top-level fields such as the instance: its shape is not published,
+  so an object is searched for its device list and its instance type, defensively.
 - sysfs: ``/sys/devices/virtual/neuron_device/neuron{N}/neuron_core{M}/stats/memory_usage/device_mem/``
   holds ``total`` (current usage), ``present`` (size of the last allocation or free), ``peak`` (maximum
   since the driver loaded or the counter was cleared), and one directory per category with the same
@@ -37,6 +40,7 @@ __all__ = [
     "device_core_counts",
     "read_device_memory",
     "reset_peaks",
+    "sysfs_memory_layout",
     "visible_devices",
 ]
 
@@ -71,6 +75,7 @@ class NeuronInventory:
         logical_nc_config: LNC setting (1 or 2) when reported; None on trn1/inf2, which have no LNC.
         memory_per_device_bytes: Device memory (HBM) of one device.
         devices: Every device, in index order.
+        emulated: The tool is trncat's Neuron emulator (pipeline/testing/neuron/), not a Trainium machine.
     """
 
     instance_type: str | None
@@ -79,6 +84,12 @@ class NeuronInventory:
     logical_nc_config: int | None
     memory_per_device_bytes: int
     devices: tuple[NeuronDevice, ...] = field(default=(), compare=False)
+    emulated: bool = False
+
+    @property
+    def core_ids(self) -> tuple[int, ...]:
+        """Every NeuronCore id neuron-ls lists, numbered as this process's runtime numbers them."""
+        return tuple(sorted(c for d in self.devices for c in d.core_ids))
 
     @property
     def total_cores(self) -> int:
@@ -131,11 +142,35 @@ def _device(entry: Mapping[str, Any]) -> NeuronDevice:
     )
 
 
-def parse_neuron_ls(json_text: str) -> NeuronInventory:
-    """Parse ``neuron-ls --json-output``.
+def _instance_of(data: Mapping[str, Any]) -> str | None:
+    """The instance type of a neuron-ls object: ``instance_type`` at the top, or inside ``instance``."""
+    instance = data.get("instance")
+    for value in (data.get("instance_type"), instance.get("instance_type") if isinstance(instance, Mapping) else None,
+                  instance.get("type") if isinstance(instance, Mapping) else None,
+                  instance if isinstance(instance, str) else None):  # fmt: skip
+        if isinstance(value, str) and value:
+            return value
+    return None
 
-    Accepts the array the tool prints and, defensively, an object with ``neuron_devices`` (and
-    ``instance_type``) around it.
+
+def _device_list(data: Any) -> Any:
+    """The list of device objects in what neuron-ls printed: the list itself, or the one an object holds."""
+    if not isinstance(data, Mapping):
+        return data
+    if "neuron_devices" in data:
+        return data["neuron_devices"]
+    for value in data.values():
+        if isinstance(value, list) and value and all(isinstance(e, Mapping) and "neuron_device" in e for e in value):
+            return value
+    return None
+
+
+def parse_neuron_ls(json_text: str) -> NeuronInventory:
+    """Parse ``neuron-ls --json-output`` (2.33) or ``neuron-ls --output-format json`` (2.34).
+
+    Accepts the array 2.33 prints and an object around the device list (2.34's top-level fields, whose
+    shape the announcement does not give: ``instance_type`` or ``instance`` is looked for). An ``emulator``
+    field (trncat's Neuron emulator) marks the inventory as emulated.
 
     Args:
         json_text: The tool's stdout.
@@ -150,15 +185,15 @@ def parse_neuron_ls(json_text: str) -> NeuronInventory:
         data = json.loads(json_text)
     except json.JSONDecodeError as exc:
         raise BenchError(f"neuron-ls output is not JSON: {exc}") from exc
-    instance_type = None
-    if isinstance(data, Mapping):
-        instance_type = data.get("instance_type")
-        data = data.get("neuron_devices")
+    instance_type = _instance_of(data) if isinstance(data, Mapping) else None
+    emulated = isinstance(data, Mapping) and bool(data.get("emulator"))
+    data = _device_list(data)
     if not isinstance(data, list) or not data:
         raise BenchError("neuron-ls output lists no Neuron device")
     devices = tuple(sorted((_device(e) for e in data), key=lambda d: d.index))
     types = {str(e["instance_type"]) for e in data if isinstance(e, Mapping) and e.get("instance_type")}
     instance_type = instance_type or (sorted(types)[0] if types else None)
+    emulated = emulated or any(isinstance(e, Mapping) and e.get("emulator") for e in data)
     first = devices[0]
     return NeuronInventory(
         instance_type=str(instance_type) if instance_type else None,
@@ -167,6 +202,7 @@ def parse_neuron_ls(json_text: str) -> NeuronInventory:
         logical_nc_config=first.logical_nc_config,
         memory_per_device_bytes=first.memory_bytes,
         devices=devices,
+        emulated=emulated,
     )
 
 
@@ -223,6 +259,30 @@ def device_core_counts(sysfs_root: Path) -> dict[int, int]:
     return {
         device: len(_numbered(device_dir, "neuron_core"))
         for device, device_dir in _numbered(sysfs_root / NEURON_SYSFS, "neuron")
+    }
+
+
+def sysfs_memory_layout(sysfs_root: Path) -> dict[str, Any]:
+    """What the driver's tree holds, for ``trncat doctor``: how many devices and core folders, whether the
+    pre-2.31 memory counters are there, and the folders under the first core's ``stats`` (driver 2.31 moved the
+    counters to paths the docs this project read do not give: a run on hardware records where they went).
+
+    Returns:
+        ``{"devices", "core_folders_per_device", "layout", "first_core_stats"}``; ``layout`` is ``pre-2.31``,
+        ``moved`` (core folders without the pre-2.31 counters) or ``absent`` (no Neuron device in sysfs).
+    """
+    counts = device_core_counts(sysfs_root)
+    cores = list(_core_dirs(sysfs_root))
+    old = any((core_dir / "stats" / "memory_usage" / "device_mem").is_dir() for *_, core_dir in cores)
+    stats: list[str] = []
+    if cores:
+        first = cores[0][3] / "stats"
+        stats = sorted(p.relative_to(first).as_posix() for p in first.rglob("*") if p.is_dir())[:24]
+    return {
+        "devices": len(counts),
+        "core_folders_per_device": sorted(set(counts.values())),
+        "layout": "pre-2.31" if old else ("moved" if cores else "absent"),
+        "first_core_stats": stats,
     }
 
 
@@ -314,7 +374,7 @@ def reset_peaks(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> bool
     return ok
 
 
-def driver_version(sysfs_root: Path = Path("/sys")) -> str | None:
+def driver_version(sysfs_root: Path) -> str | None:
     """Version of the loaded Neuron kernel driver (``/sys/module/neuron/version``).
 
     Args:

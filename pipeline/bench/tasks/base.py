@@ -73,6 +73,9 @@ class TaskRunner:
     name: ClassVar[str] = ""
     #: transformers auto class that loads the model (transformers tasks).
     auto_model: ClassVar[str] = ""
+    #: How a compiling run runs the prompt of a task that generates: ``chunked`` (through the compiled forward,
+    #: transformers' chunked prefill), ``eager``; None for a task that does not generate.
+    prefill: ClassVar[str | None] = None
 
     def load_model(self, path: Path, *, dtype: Any, **kwargs: Any) -> Any:
         """Load the model from a local folder with transformers' own code (never remote code).
@@ -96,9 +99,12 @@ class TaskRunner:
         """The ``torch.nn.Module`` objects that hold the model's weights (a pipeline has several)."""
         return [model]
 
-    def prepare(self, model: Any, backend: Any, *, compile: bool, fullgraph: bool) -> Any:
-        """Move the model to the device; when ``compile``, set it up to compile (the backend's own way)."""
-        return backend.prepare(model, compile=compile, fullgraph=fullgraph)
+    def prepare(
+        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
+    ) -> Any:
+        """Move the model to the device; when ``compile``, set it up to compile (the backend's own way), the
+        prompt in compiled chunks of ``prefill_chunk`` tokens when given."""
+        return backend.prepare(model, compile=compile, fullgraph=fullgraph, prefill_chunk=prefill_chunk)
 
     def setup(self, run: Run) -> None:
         """Build what the calls need (inputs on the device) into ``run.state``."""

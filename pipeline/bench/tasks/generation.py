@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, Run, TaskRunner, percentile
 from pipeline.workload import Workload
@@ -121,6 +121,10 @@ def timed_generate(
 
 class GenerationTask(TaskRunner):
     """A transformers model that generates text: ``generate()`` of exactly ``output_tokens`` greedy tokens."""
+
+    # A vision-language prompt carries raw image inputs, which transformers' chunked prefill cannot split: its
+    # prompt runs eagerly, and the record says so (prefill_mode).
+    prefill: ClassVar[str | None] = "eager"
 
     def prompt_ids(self, tokenizer: Any, n_tokens: int) -> list[int]:
         """Exactly ``n_tokens`` token ids cut from :data:`PROMPT_TEXT` repeated."""

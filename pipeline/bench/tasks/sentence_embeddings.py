@@ -51,7 +51,9 @@ class SentenceEmbeddings(TaskRunner):
     def load_processor(self, path: Path) -> Any:
         return None  # the model carries its tokenizer
 
-    def prepare(self, model: Any, backend: Any, *, compile: bool, fullgraph: bool) -> Any:
+    def prepare(
+        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
+    ) -> Any:
         model = model.to(backend.device())
         if compile:
             backend.compile_module(model, fullgraph=fullgraph)

@@ -64,7 +64,9 @@ class TextToImage(TaskRunner):
 
         return [c for c in model.components.values() if isinstance(c, torch.nn.Module)]
 
-    def prepare(self, model: Any, backend: Any, *, compile: bool, fullgraph: bool) -> Any:
+    def prepare(
+        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
+    ) -> Any:
         model = model.to(backend.device())
         model.set_progress_bar_config(disable=True)
         if compile:

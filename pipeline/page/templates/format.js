@@ -98,6 +98,9 @@ var TRNCAT_FORMAT = (function () {
     if (e.rc) out.push(["fallback-note", e.rc + " graph(s) compiled again during the timed calls: its speed figures include compilation."]);
     if (e.warm !== null && e.warm !== undefined) out.push([null, "The first run compiles in " + secs(e.compile) +
       "; later runs start in " + secs(e.warm) + " from the compile cache."]);
+    // pf: how a compiling run ran the prompt (the record's prefill_mode)
+    if (e.pf === "eager") out.push([null, "The prompt ran eagerly (op by op, not through the compiled forward): its " +
+      "TTFT and first call include eager kernels."]);
     // tv: the task's view (D.taskViews[task]): what its answer check compares
     if (e.usd !== null && e.usd !== undefined) out.push([null, "Price: " + priceText(e) + "."]);
     if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: cosine " + e.cos + " between " + tv.compared +

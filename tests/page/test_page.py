@@ -668,6 +668,8 @@ def test_an_untrusted_architecture_never_reaches_the_page_as_markup() -> None:
     html = render(latest=[odd])
     assert PAYLOADS[0] not in html and "&lt;img src=x" in html
     assert "\\u003cimg" in parse(html).scripts["trncat-data"]
+
+
 def test_a_prompt_that_ran_eagerly_is_said_on_the_page() -> None:
     """Issue 21: where the prompt could not run through the compiled forward, the record and the page say so."""
     vlm = flatten(sample_record(model_id="acme/vlm", task="image-text-to-text",

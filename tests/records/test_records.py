@@ -440,6 +440,8 @@ def test_control_characters_and_odd_versions_are_refused_and_newlines_in_message
     fine = sample_record(versions={"torch": "2.13.0+cpu", "container_image": "public.ecr.aws/neuron/x@sha256:ab12",
                                    "driver": "2.31.7.0", "runtime": "1:2.35.30.0~ubuntu"})  # fmt: skip
     assert validate_record(fine) == []
+
+
 def test_an_emulated_record_is_refused_unless_the_harness_asks_and_never_stands_for_a_model() -> None:
     """Issue 21: a record made on the Neuron emulator is valid for the harness that writes it, refused by trncat
     validate (and so by the submission check, build and publish), and never the row that stands for a model."""

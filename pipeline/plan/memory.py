@@ -75,7 +75,9 @@ class Sizing:
         kv = -(-self.kv_values * compute // kv_split)
         per_core = int((weights + kv) * (1 + HEADROOM_FRACTION)) + self._activations(degree, compute)
         per_core += RUNTIME_RESERVE_BYTES
-        replication = degree // kv_heads if kv_split > 1 and kv_heads and degree > kv_heads else 1
+        # kv_split is 1 for a single kv head (multi-query attention), and that head is still replicated on every core.
+        sharded_attention = degree > 1 and self.attention_sharded
+        replication = degree // kv_heads if sharded_attention and kv_heads and degree > kv_heads else 1
         return Need(degree, per_core, per_core * degree, replication, expert_parallel)
 
     def _activations(self, degree: int, act_bytes: int) -> int:

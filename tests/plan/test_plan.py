@@ -343,6 +343,15 @@ def test_more_cores_than_kv_heads_replicates_them_and_says_so() -> None:
     assert runner_label(plan) == "trn1-16c"
 
 
+def test_one_kv_head_is_replicated_on_every_core() -> None:
+    """Multi-query attention (one kv head) on 2 cores keeps that head on both: the plan says replication 2, not 1."""
+    mqa = {"hidden_size": 128 * 128, "num_attention_heads": 128, "num_key_value_heads": 1, "head_dim": 128,
+           "intermediate_size": 8 * 8192, "num_hidden_layers": 2, "vocab_size": 1024}  # fmt: skip
+    plan = plan_config(load("llama-3.2-1b") | mqa, instance="trn1.32xlarge")
+    assert (plan.tp_degree, plan.kv_replication) == (2, 2)
+    assert "each key/value head is replicated on 2 cores" in plan.advice
+
+
 def test_model_too_big_for_the_instance_says_by_how_much_and_what_would_help() -> None:
     # Llama-3.1-405B's shape at twice its depth: 0.8T parameters.
     big = {"hidden_size": 16384, "intermediate_size": 53248, "num_attention_heads": 128, "num_hidden_layers": 252}

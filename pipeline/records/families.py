@@ -68,8 +68,19 @@ def _finished(row: Mapping[str, Any]) -> Any:
 
 
 def trainium_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mapping[str, Any]]:
-    """The rows of ``task`` measured on Trainium2 (pass or fail): the only ones that are evidence."""
-    return [r for r in rows if r.get("task") == task and r.get("device") == TRAINIUM and r.get("status") in MEASURED]
+    """The rows of ``task`` measured on Trainium2 (pass or fail): the only ones that are evidence.
+
+    An emulated row (trncat's Neuron emulator) never reaches a dataset (validate refuses its record); it is left out
+    here too, so no path that reads rows from elsewhere could count one as Trainium2 evidence.
+    """
+    return [
+        r
+        for r in rows
+        if r.get("task") == task
+        and r.get("device") == TRAINIUM
+        and r.get("status") in MEASURED
+        and not r.get("emulated")
+    ]
 
 
 def rows_of(rows: Iterable[Mapping[str, Any]], model_id: str) -> list[Mapping[str, Any]]:

@@ -44,6 +44,15 @@ def test_cpu_rows_of_the_model_or_its_base_are_never_trainium_evidence() -> None
     assert "(2 models measured on CPU or cuda only: not Trainium2 evidence)" in d.reason
 
 
+def test_an_emulated_row_is_never_trainium_evidence() -> None:
+    """Emulated rows never reach a dataset (validate refuses them); if one were read, check would not count it."""
+    rows = [_row("me/model") | {"emulated": True}, _row("org/base") | {"emulated": True}]
+    d = decide(model_id="me/model", revision=None, task=TG, rows=rows, hops=[_hop("org/base")], family=LLAMA)
+    assert d.verdict == "unknown" and d.evidence == []
+    assert decide(model_id="me/model", revision=None, task=TG, rows=[_row("me/model")], hops=[],
+                  family=LLAMA).verdict == "measured-pass"  # fmt: skip
+
+
 def test_the_nearest_hop_with_a_result_decides_and_disagreeing_bases_are_a_failure() -> None:
     rows = [_row("org/a"), _row("org/b", "fail", code="x"), _row("org/far", "pass")]
     hops = [_hop("org/a", "org/b", relation="merge"), _hop("org/far")]

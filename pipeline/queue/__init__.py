@@ -1,6 +1,7 @@
 """The queue: candidates minus what is measured or excluded -> GitHub Actions matrices, and what a sweep costs.
 
 - :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
+- :mod:`~pipeline.queue.toolchain`: the pinned toolchain (``runners/toolchain.yaml``) a measurement is keyed by;
 - :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
@@ -37,19 +38,18 @@ from pipeline.queue.fleet import (
 )
 from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
 from pipeline.queue.matrix import (
-    DEFAULT_TOOLCHAIN,
     MAX_CHUNK,
     Planner,
     Queue,
     build_queue,
     fetch_results,
     load_candidates,
-    load_toolchain,
     matrix_order,
     runner_cores,
 )
 from pipeline.queue.planners import HubPlanner
 from pipeline.queue.sweep import Job, SweepResult, simulate
+from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, load_toolchain
 
 __all__ = [
     "DEFAULT_INSTANCES",

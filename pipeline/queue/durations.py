@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.dataset import iter_results
+from pipeline.queue.toolchain import public_version
 from pipeline.types import DurationSource
 
 __all__ = ["HOST_MEMORY_PERCENTILE", "PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
@@ -95,10 +96,6 @@ class Duration:
         return self.compile_s + self.run_s
 
 
-def _public(version: object) -> str | None:
-    return None if version is None else str(version).split("+", 1)[0]
-
-
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
@@ -128,7 +125,7 @@ class DurationModel:
         prior: Prior = PRIOR,
     ) -> None:
         self.prior = prior
-        current = _public((toolchain or {}).get("neuronx_cc"))
+        current = public_version((toolchain or {}).get("neuronx_cc"))
         self._groups: dict[tuple[bool, str, int, int], list[Mapping[str, Any]]] = {}
         for row in rows:
             # Only a compile that finished says how long compiling takes (a pass, or a failure after it).
@@ -139,7 +136,7 @@ class DurationModel:
             if row.get("source") != "ci":  # a submission's figures are reviewed claims, not our measurements
                 continue
             key = (int(row["cores"] or 1), param_bucket(row.get("params")))
-            at_current = current is not None and _public(row.get("neuronx_cc_version")) == current
+            at_current = current is not None and public_version(row.get("neuronx_cc_version")) == current
             self._groups.setdefault((at_current, str(row["task"]), *key), []).append(row)
 
     @classmethod

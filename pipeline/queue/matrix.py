@@ -23,10 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from pipeline import constants
-from pipeline.constants import REPO_ROOT
 from pipeline.dataset import iter_results, results_paths
 from pipeline.discover import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, PlanLimitError, RepoNotFoundError
@@ -38,81 +34,21 @@ from pipeline.prices import Accelerators
 from pipeline.queue.durations import DurationModel
 from pipeline.queue.gpu import gpu_label, gpus_needed
 from pipeline.queue.planners import HubPlanner
-from pipeline.records import COLUMN_NAMES
+from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version, version_column
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload, key_mask, task_source
 
-__all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "load_toolchain",
-           "matrix_order", "runner_cores"]  # fmt: skip
+__all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "matrix_order",
+           "runner_cores"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 #: GitHub Actions generates at most 256 jobs from one matrix.
 MAX_CHUNK = 256
-DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
-#: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
-#: never compared with results.
-APT_SECTION = "apt"
 _WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
 
 #: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.queue.planners.HubPlanner` plans from the Hub).
 Planner = Callable[[Candidate], Plan]
-
-
-def _version_column(key: str) -> str:
-    return f"{key}_version"
-
-
-def _public(version: object) -> str | None:
-    """A version without its local ``+build`` part (the runner may report one the pin does not carry)."""
-    return None if version is None else str(version).split("+", 1)[0]
-
-
-def _as_pinned(version: object, pin: str) -> str | None:
-    """A row's version as the queue compares it with a pin: its public part, or the pin itself when the version
-    is the pin followed by more components (torch-neuronx wheels of the ``2.14.3.0.*`` family)."""
-    public = _public(version)
-    return pin if public is not None and public.startswith(pin + ".") else public
-
-
-def load_toolchain(path: Path | None = None) -> dict[str, str]:
-    """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}`` (without the ``apt`` section of
-    Debian packages, which no record carries).
-
-    Args:
-        path: A YAML (or JSON) mapping of version key -> version; None for ``TRNCAT_TOOLCHAIN``
-            (``runners/toolchain.yaml`` unless set).
-
-    Returns:
-        The mapping.
-
-    Raises:
-        ConfigError: unreadable file, or a key that is no record version field, or a value not a string.
-    """
-    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: must be a mapping of version key -> version")
-    data.pop(APT_SECTION, None)
-    try:
-        return _check_toolchain(data)
-    except ConfigError as exc:
-        raise ConfigError(f"{path}: {exc}") from None
-
-
-def _check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
-    if not toolchain:
-        raise ConfigError("the toolchain names no version to compare results against")
-    for key, value in toolchain.items():
-        if _version_column(str(key)) not in COLUMN_NAMES:
-            known = sorted(c.removesuffix("_version") for c in COLUMN_NAMES if c.endswith("_version"))
-            raise ConfigError(f"toolchain key {key!r} is not a record version; choose from {', '.join(known)}")
-        if not isinstance(value, str) or not value.strip():
-            raise ConfigError(f"toolchain {key}: version must be a non-empty string, got {value!r}")
-    return {str(k): v.strip() for k, v in toolchain.items()}
 
 
 def load_candidates(paths: Iterable[Path]) -> list[Candidate]:
@@ -181,14 +117,14 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     Only the project's own runs count as "measured": a community or local record (``source`` other than
     ``ci``) never keeps a model from the project's runners.
     """
-    versions = [_version_column(k) for k in toolchain]
+    versions = [version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
     for row in iter_results(root, [*columns, "failure_code", "source"]):
         if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
             continue
         head = [row[c] for c in columns[: -1 - len(versions)]]
-        key = _masked(row["task"], head, {k: _as_pinned(row[_version_column(k)], toolchain[k]) for k in toolchain})
+        key = _masked(row["task"], head, {k: as_pinned(row[version_column(k)], toolchain[k]) for k in toolchain})
         counts = history.setdefault(key, Counter())
         # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
         if row["failure_code"] != HOST_MEMORY_SHORT:
@@ -219,7 +155,7 @@ def _masked(task: str, head: list[Any], versions: Mapping[str, Any]) -> _Key:
     ignored = key_mask(task)
     offset = len(head) - len(_WORKLOAD_COLUMNS)
     head = [None if i >= offset and _WORKLOAD_COLUMNS[i - offset] in ignored else v for i, v in enumerate(head)]
-    return (*head, *(None if k in ignored else _public(v) for k, v in versions.items()))
+    return (*head, *(None if k in ignored else public_version(v) for k, v in versions.items()))
 
 
 def build_queue(
@@ -270,7 +206,7 @@ def build_queue(
         raise ConfigError(f"chunk size must be an integer from 1 to {MAX_CHUNK}, got {chunk_size!r}")
     if isinstance(max_error_retries, bool) or not isinstance(max_error_retries, int) or max_error_retries < 0:
         raise ConfigError(f"max error retries must be a non-negative integer, got {max_error_retries!r}")
-    pinned = _check_toolchain(toolchain)
+    pinned = check_toolchain(toolchain)
     dtype = normalize_dtype(dtype)
     if (device == "cuda") != (accelerators is not None):
         raise ConfigError("the GPU runner class is the cuda device on a GPU instance: pass both, or neither")

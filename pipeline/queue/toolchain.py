@@ -1,0 +1,90 @@
+"""The toolchain the runners run: ``runners/toolchain.yaml``'s pins, and a row's version as compared with a pin.
+
+The queue keys a measurement by these versions (:mod:`pipeline.queue.matrix`), the duration model counts compiles at
+the current compiler (:mod:`pipeline.queue.durations`) and ``trncat doctor`` checks the machine against the pins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pipeline import constants
+from pipeline.constants import REPO_ROOT
+from pipeline.errors import ConfigError
+from pipeline.records import COLUMN_NAMES
+
+__all__ = [
+    "APT_SECTION",
+    "DEFAULT_TOOLCHAIN",
+    "as_pinned",
+    "check_toolchain",
+    "load_toolchain",
+    "public_version",
+    "version_column",
+]
+
+DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
+#: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
+#: never compared with results.
+APT_SECTION = "apt"
+
+
+def version_column(key: str) -> str:
+    return f"{key}_version"
+
+
+def public_version(version: object) -> str | None:
+    """A version without its local ``+build`` part (the runner may report one the pin does not carry)."""
+    return None if version is None else str(version).split("+", 1)[0]
+
+
+def as_pinned(version: object, pin: str) -> str | None:
+    """A row's version as the queue compares it with a pin: its public part, or the pin itself when the version
+    is the pin followed by more components (torch-neuronx wheels of the ``2.14.3.0.*`` family)."""
+    public = public_version(version)
+    return pin if public is not None and public.startswith(pin + ".") else public
+
+
+def load_toolchain(path: Path | None = None) -> dict[str, str]:
+    """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}`` (without the ``apt`` section of
+    Debian packages, which no record carries).
+
+    Args:
+        path: A YAML (or JSON) mapping of version key -> version; None for ``TRNCAT_TOOLCHAIN``
+            (``runners/toolchain.yaml`` unless set).
+
+    Returns:
+        The mapping.
+
+    Raises:
+        ConfigError: unreadable file, or a key that is no record version field, or a value not a string.
+    """
+    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: must be a mapping of version key -> version")
+    data.pop(APT_SECTION, None)
+    try:
+        return check_toolchain(data)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
+    """The pins, stripped, or :class:`ConfigError` on an empty set, a key no record version field has, a non-string."""
+    if not toolchain:
+        raise ConfigError("the toolchain names no version to compare results against")
+    for key, value in toolchain.items():
+        if version_column(str(key)) not in COLUMN_NAMES:
+            known = sorted(c.removesuffix("_version") for c in COLUMN_NAMES if c.endswith("_version"))
+            raise ConfigError(f"toolchain key {key!r} is not a record version; choose from {', '.join(known)}")
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"toolchain {key}: version must be a non-empty string, got {value!r}")
+    return {str(k): v.strip() for k, v in toolchain.items()}

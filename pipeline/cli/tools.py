@@ -1,0 +1,99 @@
+"""Commands beside the stages: ``trncat doctor`` (is this machine ready to benchmark?) and ``trncat localhub`` (the
+offline Hub the demo and the tests use)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from pipeline.cli.registry import command, make_hub
+from pipeline.errors import ConfigError
+
+# -- localhub -------------------------------------------------------------------------------------------
+
+
+def _localhub_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("action", choices=["serve"])
+    p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    p.add_argument(
+        "--tokens-file",
+        type=Path,
+        metavar="FILE",
+        help="write tokens, one a line: every write must send one (default: anyone may write)",
+    )
+
+
+@command(
+    "localhub",
+    help="Serve the embedded Hub-compatible server (for offline runs and tests).",
+    example="trncat localhub serve --root /tmp/hub --port 8999",
+    arguments=_localhub_args,
+)
+def _localhub(args: argparse.Namespace) -> int:
+    from pipeline.localhub import serve
+
+    tokens = None
+    if args.tokens_file is not None:
+        tokens = [line.strip() for line in args.tokens_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if not tokens:
+            raise ConfigError(f"{args.tokens_file}: no token in it")
+    serve(
+        root=args.root,
+        host=args.host,
+        port=args.port,
+        tokens=tokens,
+        ready=lambda url: print(f"local hub serving at {url}", flush=True),
+    )
+    return 0
+
+
+# -- doctor ---------------------------------------------------------------------------------------------
+
+
+def _doctor_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print the whole report as JSON")
+    p.add_argument("--smoke", action="store_true", help="also benchmark a tiny local model on 1 and 2 cores")
+    p.add_argument("--cores", type=int, default=None, metavar="N", help="check that a run of N cores fits here")
+    p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
+    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+
+
+@command(
+    "doctor",
+    help="Check that this machine is ready to benchmark on Neuron: one line per check, with its fix.",
+    example="trncat doctor --smoke --cores 2",
+    arguments=_doctor_args,
+)
+def _doctor(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from pipeline.backends.neuron import NeuronBackend
+    from pipeline.bench import run_checks, smoke, smoke_line
+    from pipeline.queue import load_toolchain
+
+    backend = NeuronBackend()
+    report = run_checks(
+        backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
+    )
+    if args.smoke:
+        if report.smoke_ready:
+            with tempfile.TemporaryDirectory(prefix="trncat-doctor-") as tmp:
+                report.smoke = smoke(backend, work=Path(tmp))
+        else:
+            print("smoke run skipped: fix the failed device and package checks first", file=sys.stderr)
+            report.smoke = []
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for check in report.checks:
+            print(check.line())
+        for run in report.smoke or []:
+            print(smoke_line(run))
+            for note in run["notes"]:  # each rank's devices and cores, the warm start's cache figures
+                print(f"      {note}")
+        print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
+    return 0 if report.ok else 1

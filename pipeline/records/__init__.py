@@ -3,8 +3,8 @@
 - :mod:`~pipeline.records.validate`: the schema (``schemas/result.schema.json``), JSON-Schema plus semantic
   validation, strict parsing and dumping, the files of a folder checked one by one;
 - :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
-- :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns), the
-  representative row of a model, a row's toolchain label;
+- :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns);
+- :mod:`~pipeline.records.rows`: the representative row of a model, a row's toolchain label;
 - :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust;
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
   the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
@@ -31,8 +31,6 @@ from pipeline.records.columns import (
     flatten,
     parse_time,
     record_id,
-    representative,
-    toolchain_label,
     unflatten,
 )
 from pipeline.records.families import (
@@ -49,6 +47,7 @@ from pipeline.records.families import (
     trainium_rows,
 )
 from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
+from pipeline.records.rows import representative, toolchain_label
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 from pipeline.records.validate import (
     CI_ONLY_RUN_FIELDS,

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.records.columns import toolchain_label
+from pipeline.records.rows import toolchain_label
 
 #: The device whose rows are Trainium2 evidence.
 TRAINIUM = "neuron"

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_BUNDLE_BYTES",
     "MAX_UNPACKED_BYTES",
     "BundleInfo",
+    "bundle_beside",
     "bundle_rule",
     "check_bundle",
     "member_problem",
@@ -75,6 +76,11 @@ class BundleInfo:
     sha256: str
     bytes: int
     files: int
+
+
+def bundle_beside(record_path: Path) -> Path:
+    """Where the bundle of the record at ``record_path`` goes: ``result.json`` -> ``result.neff-cache.tar.gz``."""
+    return record_path.with_name(record_path.name.removesuffix(".json") + BUNDLE_SUFFIX)
 
 
 def bundle_rule() -> dict[str, Any]:

@@ -295,6 +295,9 @@ class NeuronBackend(NeuronChildSide, Backend):
         except BundleError as exc:
             logger.warning("%s", exc)
             return str(exc)[:500]
+        except OSError as exc:  # a full disk: the record stands, without a bundle
+            logger.warning("could not write the bundle %s: %s", out, exc)
+            return f"the bundle could not be written: {exc.strerror or exc}"[:500]
         logger.info("compiled cache: %s, %d file(s), %d bytes, sha256 %s", out, info.files, info.bytes, info.sha256)
         return None
 

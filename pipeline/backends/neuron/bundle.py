@@ -160,6 +160,7 @@ def pack_cache(cache_dir: Path, out: Path, *, max_bytes: int = MAX_BUNDLE_BYTES)
     if len(files) > MAX_FILES:
         raise BundleError(f"the NEFF cache {cache_dir} holds {len(files)} files, over {MAX_FILES}: no bundle")
     partial = out.with_name(f".{out.name}.partial")
+    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         with partial.open("wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as zipped:
             with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:

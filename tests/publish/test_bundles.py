@@ -108,4 +108,9 @@ def test_trncat_publish_uploads_the_bundle_and_refuses_a_community_record_naming
     assert "forged.json" in out.err and "compiled_cache" in out.err
     assert "compiled caches: uploaded 1" in out.out
     store = localhub.store.get(COMPILED, repo_type="model")
-    assert any(p.endswith(".neff-cache.tar.gz") for p in store.tree("main"))
+    (bundle,) = [p for p in store.tree("main") if p.endswith(".neff-cache.tar.gz")]
+    # The PR's row names it, and the row's run.py downloads exactly it (its path, digest and commit).
+    (pr,) = localhub.store.get(DATASET, repo_type="dataset").discussions
+    path = f"scripts/{sample_record()['model_id']}/run.py"
+    text = localhub.store.read_file(DATASET, path, revision=f"refs/pr/{pr['num']}", repo_type="dataset").decode()
+    assert bundle in text and store.resolve("main") in text and sha256_file(bundle_beside(folder / "ci.json")) in text

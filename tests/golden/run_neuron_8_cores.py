@@ -196,19 +196,19 @@ def start_warm(cold):
         print(f"compiled cache: refused, sha256 {digest.hexdigest()} is not {COMPILED_CACHE['sha256']}; compiling")
         return False
     try:
-        files = list(bundle_members(local))  # every member checked before the first is written
+        files = sum(1 for _ in bundle_members(local))  # every member checked before the first is written
     except (ValueError, OSError, EOFError) as exc:
         print(f"compiled cache: refused ({str(exc)[:200]}); compiling")
         return False
     cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"  # TorchNeuron's default
-    for name, data in files:
+    for name, data in bundle_members(local):  # again, one file in memory at a time
         target = os.path.join(cache, *name.split("/"))
         os.makedirs(os.path.dirname(target), exist_ok=True)
         partial = f"{target}.{os.getpid()}.partial"  # ranks of one torchrun may unpack at once
         with open(partial, "wb") as handle:
             handle.write(data)
         os.replace(partial, target)
-    print(f"compiled cache: started warm: {len(files)} file(s), {COMPILED_CACHE['bytes']} bytes from "
+    print(f"compiled cache: started warm: {files} file(s), {COMPILED_CACHE['bytes']} bytes from "
           f"{COMPILED_CACHE['repo_id']}@{COMPILED_CACHE['revision'][:12]} into {cache}")
     return True
 

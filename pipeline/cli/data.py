@@ -162,6 +162,11 @@ def _publish(args: argparse.Namespace) -> int:
         return 1
     pricing = pricing_of(args)
     if args.to_folder:
+        from pipeline.backends.neuron import bundle_beside
+
+        if shipped := sum(1 for name, _ in report.records if bundle_beside(Path(name)).is_file()):
+            print(f"note: {shipped} compiled-cache bundle(s) left out: only a Hub publish (--repo) uploads them",
+                  file=sys.stderr)  # fmt: skip
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing)
     else:
         hub = make_hub()

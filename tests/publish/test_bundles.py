@@ -114,3 +114,13 @@ def test_trncat_publish_uploads_the_bundle_and_refuses_a_community_record_naming
     path = f"scripts/{sample_record()['model_id']}/run.py"
     text = localhub.store.read_file(DATASET, path, revision=f"refs/pr/{pr['num']}", repo_type="dataset").decode()
     assert bundle in text and store.resolve("main") in text and sha256_file(bundle_beside(folder / "ci.json")) in text
+
+
+def test_a_publish_to_a_folder_says_it_leaves_the_bundles_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "results"
+    _with_bundle(folder, "ci", sample_record())
+    assert main(["-q", "publish", str(folder), "--to-folder", str(tmp_path / "dataset")]) == 0
+    assert "1 compiled-cache bundle(s) left out" in capsys.readouterr().err
+    assert not list((tmp_path / "dataset").rglob("*.neff-cache.tar.gz"))

@@ -113,3 +113,17 @@ def test_a_skip_reason_alone_is_valid() -> None:
     record["compiled_cache_skipped"] = "the NEFF cache holds 'ab/x.py' ...: no bundle"
     assert validate_record(record) == []
     assert flatten(record)["compiled_cache_skipped"].startswith("the NEFF cache")
+
+
+def test_the_schema_states_the_bundle_rule_s_own_limits() -> None:
+    """The schema's bounds on ``compiled_cache`` are the bundle module's constants, not a second copy that drifts."""
+    import re
+
+    from pipeline.backends.neuron import BUNDLE_SUFFIX, MAX_BUNDLE_BYTES, bundle_rule
+    from pipeline.records import load_schema
+
+    spec = load_schema()["properties"]["compiled_cache"]["properties"]
+    assert spec["bytes"]["maximum"] == MAX_BUNDLE_BYTES
+    assert spec["files"]["maximum"] == bundle_rule()["limits"]["files"]
+    assert bundle_rule()["name"] in spec["path"]["pattern"]
+    assert re.fullmatch(spec["path"]["pattern"], f"neuronx-cc-2.0/a/b/{'0' * 40}/k/{'1' * 16}{BUNDLE_SUFFIX}")

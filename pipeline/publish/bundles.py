@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.backends.neuron import MAX_BUNDLE_BYTES, BundleInfo, bundle_beside, check_bundle
 from pipeline.errors import BundleError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions
+from pipeline.hub import Hub, file_additions, git_blob_id
 from pipeline.ids import validate_model_id
 from pipeline.records import bundle_path, validate_record
 
@@ -74,6 +74,13 @@ def _candidate(name: str, record: dict[str, Any], *, max_bytes: int, out: Bundle
     return info
 
 
+def _same(held: tuple[str | None, str, str | None], local: Path, info: BundleInfo) -> bool:
+    """Whether the repo's file is this bundle: by its LFS sha256, or (a repo that stores it as a regular git file:
+    small, and no ``*.gz`` rule in its .gitattributes) by its git blob id."""
+    sha256, blob_id, _ = held
+    return sha256 == info.sha256 if sha256 is not None else blob_id == git_blob_id(local.read_bytes())
+
+
 def _naming(record: dict[str, Any], info: BundleInfo, *, repo: str, revision: str) -> dict[str, Any]:
     return {"repo_id": repo, "revision": revision, "path": bundle_path(record, info.sha256), "sha256": info.sha256,
             "bytes": info.bytes, "files": info.files}  # fmt: skip
@@ -114,14 +121,14 @@ def publish_bundles(
     if not dry_run:
         hub.create_repo(repo, repo_type="model", exist_ok=True)
     try:
-        held = hub.lfs_files(repo, sorted(wanted), revision="main", repo_type="model")
+        held = hub.held_files(repo, sorted(wanted), revision="main", repo_type="model")
     except RepoNotFoundError:  # only a dry run gets here (else it was just created): every bundle is new
         held = {}
     new: dict[str, Path] = {}
     for path, (local, info, _) in sorted(wanted.items()):
         if path not in held:
             new[path] = local
-        elif held[path][0] == info.sha256:
+        elif _same(held[path], local, info):
             out.reused.append(path)
         else:  # a name is its digest: another file under it would change what an older row downloads
             out.set_aside.append(f"{local}: {repo} holds another file at {path}; not replaced")
@@ -144,7 +151,7 @@ def publish_bundles(
         if path in new:
             revision = out.commit
         elif path in out.reused:
-            revision = held[path][1] or head  # the commit that added it: a re-publish names the same one
+            revision = held[path][2] or head  # the commit that added it: a re-publish names the same one
         else:
             continue
         for record in owners:

@@ -124,3 +124,21 @@ def test_a_publish_to_a_folder_says_it_leaves_the_bundles_out(
     assert main(["-q", "publish", str(folder), "--to-folder", str(tmp_path / "dataset")]) == 0
     assert "1 compiled-cache bundle(s) left out" in capsys.readouterr().err
     assert not list((tmp_path / "dataset").rglob("*.neff-cache.tar.gz"))
+
+
+def test_a_bundle_stored_as_a_regular_git_file_is_still_found_again(
+    localhub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repo whose .gitattributes has no ``*.gz`` rule keeps a small bundle as a regular file (no LFS sha256):
+    it is told by its git blob id, and not uploaded twice."""
+    import pipeline.localhub.storage as storage
+    import pipeline.localhub.writes as writes
+
+    for module in (storage, writes):  # the hub's choice of LFS or regular, as such a .gitattributes makes it
+        monkeypatch.setattr(module, "is_lfs_path", lambda path, size: False)
+    paths = [_with_bundle(tmp_path, "a", sample_record())]
+    first = publish_bundles(_read(paths), hub=localhub.client, repo=COMPILED)
+    (entry,) = [e for p, e in localhub.store.get(COMPILED).tree("main").items() if p.endswith(".tar.gz")]
+    assert not entry["lfs"] and len(first.uploaded) == 1
+    again = publish_bundles(_read(paths), hub=localhub.client, repo=COMPILED)
+    assert again.uploaded == [] and again.reused == first.uploaded

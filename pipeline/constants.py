@@ -57,5 +57,8 @@ CUDA_VISIBLE_DEVICES: str | None = os.environ.get("CUDA_VISIBLE_DEVICES") or Non
 TRNCAT_INSTANCE_TYPE: str | None = os.environ.get("TRNCAT_INSTANCE_TYPE") or None
 #: The Hub Space (static) that shows the catalog page, rebuilt from the dataset's main branch (``trncat page``).
 TRNCAT_SPACE: str = os.environ.get("TRNCAT_SPACE") or "trncat/catalog"
+#: The Hub model repo that ``trncat publish`` uploads the compiled-cache bundles of passing CI Neuron rows to
+#: (``--compiled-repo`` overrides it).
+TRNCAT_COMPILED_REPO: str = os.environ.get("TRNCAT_COMPILED_REPO") or "trncat/trncat-compiled"
 #: The Hub dataset ``trncat check`` reads when given none (its merged main).
 TRNCAT_DATASET: str = os.environ.get("TRNCAT_DATASET") or "trncat/results"

@@ -52,6 +52,11 @@ class BackendUnavailableError(BenchError):
     """The requested backend's runtime is not installed or has no device here (e.g. torch_neuronx absent)."""
 
 
+class BundleError(PipelineError, ValueError):
+    """A compiled-cache bundle refused: it holds a file that is not the NEFF cache's own (code, a pickle, a link,
+    a path out of its folder), is over the size cap, or its bytes do not match the digest its record names."""
+
+
 class DatasetError(PipelineError, OSError):
     """The dataset folder is unreadable or inconsistent."""
 

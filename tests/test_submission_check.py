@@ -130,6 +130,10 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
     huge_memory = good["metrics"] | {"peak_host_memory_bytes": 2**62}
     emulated = _community(revision, params)
     emulated["hardware"]["emulated"] = True  # made on trncat's Neuron emulator: never a Trainium2 result
+    bundled = _community(revision, params)  # issue 25: a bundle is what CI compiled, never a submission's
+    bundled["compiled_cache"] = {"repo_id": "trncat/trncat-compiled", "revision": "c" * 40, "sha256": "d" * 64,
+                                 "path": f"neuronx-cc-2.21.0/{MODEL}/{revision}/k/{'d' * 16}.neff-cache.tar.gz",
+                                 "bytes": 1024, "files": 2}  # fmt: skip
     cases = {
         # a newline in the name made `trncat validate` get a path that does not exist, and the failure was hidden
         "newline in the file name": ({"community/a\nb.json": good}, "not a record file"),
@@ -146,6 +150,7 @@ def test_hostile_submissions_fail(localhub, tmp_path: Path, hub_model) -> None:
         "a CI record": ({"community/ci.json": sample_record(model_id=MODEL, revision=revision)}, "got 'ci'"),
         "forged provenance": ({"community/f.json": forged}, "run.github_run_id"),
         "emulated": ({"community/e.json": emulated}, "hardware.emulated"),
+        "names a compiled-cache bundle": ({"community/b.json": bundled}, "must not name a compiled-cache bundle"),
         "not a plain name": ({"community/-rf.json": good}, "not a record file"),
         "only a readme": ({"community/README.md": "hi"}, "no record"),
         # issue 22.7: the Hub resolves ids without case; a variant would sit beside the CI row of the model

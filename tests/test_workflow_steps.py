@@ -177,22 +177,24 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     # publish.yml: collect (only what the run's queue asked for), validate, build, plan, publish as a PR.
     # collect matches each record's device with its job's: the cpu records of this test are refused as neuron jobs,
     # so the queue is told what this test ran (the device, nothing else).
+    # The dataset, and the model repo the compiled-cache bundles of neuron passes go to (these cpu runs make none).
+    repos = {"DATASET_REPO": DATASET, "COMPILED_REPO": "trncat/trncat-compiled"}
     queue_file = workspace / "discovery" / "queue.json"
-    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {"invalid": "true"}
+    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, **repos) == {"invalid": "true"}
     queue = json.loads(queue_file.read_text())
     for chunk in queue["chunks"]:
         for entry in chunk["include"]:
             entry["device"] = "cpu"
     queue_file.write_text(json.dumps(queue))
     shutil.rmtree(workspace / "artifacts" / "records", ignore_errors=True)
-    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, DATASET_REPO=DATASET) == {}
-    validated = run("publish", "publish", "validate", DATASET_REPO=DATASET, COLLECT_INVALID="")
+    assert run("publish", "publish", "collect", RUN_ID=RUN_ID, **repos) == {}
+    validated = run("publish", "publish", "validate", **repos, COLLECT_INVALID="")
     assert validated == {"records": "2"}
-    run("publish", "publish", "build", DATASET_REPO=DATASET)
+    run("publish", "publish", "build", **repos)
     assert len(list((workspace / "dataset-preview" / "data" / "results").glob("*.parquet"))) == 1
-    run("publish", "publish", "plan", DATASET_REPO=DATASET, SET_ASIDE="")
+    run("publish", "publish", "plan", **repos, SET_ASIDE="")
     assert not localhub.store.get(DATASET, repo_type="dataset").discussions, "the plan changes nothing"
-    run("publish", "publish", "publish", DATASET_REPO=DATASET, SET_ASIDE="", HF_TOKEN="localhub-token")
+    run("publish", "publish", "publish", **repos, SET_ASIDE="", HF_TOKEN="localhub-token")
 
     repo = localhub.store.get(DATASET, repo_type="dataset")
     (pr,) = repo.discussions

@@ -204,6 +204,10 @@ class Backend:
         """The files in a compile cache directory (what :meth:`compile_cache_hit` compares)."""
         return set()
 
+    def pack_compile_cache(self, cache_dir: Path, out: Path) -> str | None:
+        """Pack a passing run's compile cache into the bundle ``out``; the reason when there is none, else None."""
+        return f"the {self.name} backend ships no compiled cache"
+
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
         """The command that runs ``python -m <module_args>`` on ``cores`` cores: plain python on one core or on a
         backend that does not shard, torchrun with one process per core otherwise.

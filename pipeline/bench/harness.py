@@ -236,6 +236,7 @@ def bench_once(
     host_memory_bytes: int | None = None,
     host_memory_wait_s: float = 0.0,
     memory_check: Callable[..., int | None] = host_memory_short,
+    bundle_out: Path | None = None,
 ) -> dict[str, Any]:
     """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
 
@@ -253,6 +254,8 @@ def bench_once(
             :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``.
         host_memory_wait_s: How long to wait for that memory.
         memory_check: :func:`host_memory_short` (tests inject one).
+        bundle_out: Where a pass on a backend with a compile cache packs that cache (the compiled-cache bundle,
+            :meth:`Backend.pack_compile_cache`); when it cannot, the record's ``compiled_cache_skipped`` says why.
 
     Returns:
         The record, validated.
@@ -321,6 +324,8 @@ def bench_once(
                 timeout_s=timeout_s,
                 memory_limit_bytes=memory_limit_bytes,
             )
+            if status == "pass" and bundle_out is not None and backend.has_compile_cache:
+                observed["bundle_skipped"] = backend.pack_compile_cache(Path(tmp) / "compile-cache", bundle_out)
     finished = now_iso()
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -353,6 +358,8 @@ def bench_once(
     }
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])
+    if observed.get("bundle_skipped"):
+        record["compiled_cache_skipped"] = printable(observed["bundle_skipped"])
     threads = observed.get("threads")
     if isinstance(threads, int) and threads >= 1:
         record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)

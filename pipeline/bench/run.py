@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import fsatomic
 from pipeline.backends import Backend
+from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
@@ -167,6 +168,10 @@ def bench_model(
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
 
+    A pass on a backend with a compile cache (neuron) packs the run's cache into the compiled-cache bundle beside
+    ``out`` (``result.json`` -> ``result.neff-cache.tar.gz``; :mod:`pipeline.backends.neuron.bundle`), which
+    publish uploads with the record; when it cannot, the record's ``compiled_cache_skipped`` says why.
+
     ``workload_changes`` (``trncat bench --workload KEY=VALUE``) changes fields of the task's fixed workload, for
     a smaller smoke run; the record carries the workload it ran, and the queue keys results by it.
 
@@ -197,8 +202,13 @@ def bench_model(
     logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, backend.name, spec.cores)
     from pipeline.bench.escalation import run_with_escalation
 
+    # A pass packs its compile cache beside the record; a bundle of an earlier run there must not outlive it.
+    bundle = bundle_beside(out) if backend.has_compile_cache else None
+    if bundle is not None:
+        bundle.unlink(missing_ok=True)
     once = functools.partial(
         harness.bench_once,
+        bundle_out=bundle,
         host_memory_bytes=host_memory_bytes,
         host_memory_wait_s=host_memory_wait_s,
         memory_check=memory_check or harness.host_memory_short,

@@ -121,6 +121,8 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _publish_args(p: argparse.ArgumentParser) -> None:
+    from pipeline import constants
+
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
     target = p.add_mutually_exclusive_group(required=True)
     target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
@@ -129,6 +131,13 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
         "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
     )
     p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+    p.add_argument(
+        "--compiled-repo",
+        default=constants.TRNCAT_COMPILED_REPO,
+        metavar="ORG/NAME",
+        help="the Hub model repo the compiled-cache bundles beside CI neuron passes go to (with --repo; default "
+        "%(default)s)",
+    )
     add_price_args(p, what="the new rows' price and cost columns")
 
 
@@ -139,7 +148,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     arguments=_publish_args,
 )
 def _publish(args: argparse.Namespace) -> int:
-    from pipeline.publish import provenance_problems, publish, publish_to_folder
+    from pipeline.publish import provenance_problems, publish, publish_bundles, publish_to_folder
 
     report, _ = valid_records(args.results, label="set aside")
     misplaced = provenance_problems(report.records)
@@ -153,12 +162,27 @@ def _publish(args: argparse.Namespace) -> int:
         return 1
     pricing = pricing_of(args)
     if args.to_folder:
+        from pipeline.backends.neuron import bundle_beside
+
+        if shipped := sum(1 for name, _ in report.records if bundle_beside(Path(name)).is_file()):
+            print(f"note: {shipped} compiled-cache bundle(s) left out: only a Hub publish (--repo) uploads them",
+                  file=sys.stderr)  # fmt: skip
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing)
     else:
+        hub = make_hub()
+        # The bundles first: each record then names the commit that holds its bundle, in the PR reviewed below.
+        kept = [(name, record) for name, record in report.records if name not in bad]
+        bundles = publish_bundles(kept, hub=hub, repo=args.compiled_repo, dry_run=args.dry_run)
+        for aside in bundles.set_aside:  # the record goes on without its bundle
+            print(f"set aside: {aside}", file=sys.stderr)
+        if bundles.uploaded or bundles.reused:
+            verb = "would upload" if args.dry_run else "uploaded"
+            print(f"compiled caches: {verb} {len(bundles.uploaded)} to {args.compiled_repo}, "
+                  f"{len(bundles.reused)} already there")  # fmt: skip
         result = publish(
             records,
             repo=args.repo,
-            hub=make_hub(),
+            hub=hub,
             overlay=args.overlay,
             dry_run=args.dry_run,
             invalid=len(report.bad_files),

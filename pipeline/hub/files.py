@@ -162,6 +162,25 @@ class RepoFiles:
         found = all_results(*(functools.partial(fetch, path) for path in paths))
         return [path for path, here in zip(paths, found, strict=True) if here]
 
+    def held_files(
+        self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "model"
+    ) -> dict[str, tuple[str | None, str, str | None]]:
+        """Of ``paths``, each the repo holds at ``revision``: its LFS sha256 (None for a regular file), its git blob
+        id and the last commit that changed it (``paths-info`` with ``expand``, one POST per
+        :data:`PATHS_INFO_BATCH` paths)."""
+        found: dict[str, tuple[str | None, str, str | None]] = {}
+        for start in range(0, len(paths), PATHS_INFO_BATCH):
+            batch = paths[start : start + PATHS_INFO_BATCH]
+
+            def info(batch: list[str] = batch) -> list[Any]:
+                return self._api.get_paths_info(repo_id, batch, revision=revision, repo_type=repo_type, expand=True)
+
+            for item in self._call(f"reading {len(batch)} path(s) of {repo_id}@{revision}", info):
+                if isinstance(item, RepoFile):
+                    last = item.last_commit.oid if item.last_commit is not None else None
+                    found[item.path] = (item.lfs.sha256 if item.lfs is not None else None, item.blob_id, last)
+        return found
+
     def blob_ids(
         self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "dataset"
     ) -> dict[str, str]:

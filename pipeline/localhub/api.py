@@ -78,9 +78,14 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
         rev, path = split_rev(rest[1:])
         return _tree(req, repo, rev, "/".join(path))
     if rest[:1] == ["paths-info"] and m == "POST" and _one_rev(rest):
-        tree = repo.tree(split_rev(rest[1:])[0])
+        sha = repo.resolve(split_rev(rest[1:])[0])
+        tree = repo.commits[sha]["tree"]
         form = parse_qs(req.body.decode())
-        return ok([_file_json(p, tree[p]) for p in form.get("paths", []) if p in tree])
+        expand = form.get("expand", ["False"])[0].lower() == "true"  # the Hub adds each file's last commit
+        return ok(
+            [_file_json(p, tree[p]) | ({"lastCommit": _last_commit(repo, sha, p)} if expand else {})
+             for p in form.get("paths", []) if p in tree]
+        )  # fmt: skip
     if rest[:1] == ["preupload"] and m == "POST" and _one_rev(rest):
         return preupload(req, repo, split_rev(rest[1:])[0])
     if rest[:1] == ["commit"] and m == "POST" and _one_rev(rest):
@@ -216,6 +221,15 @@ def _file_json(path: str, entry: dict[str, Any]) -> dict[str, Any]:
     if entry["lfs"]:
         out["lfs"] = {"oid": entry["sha256"], "size": entry["size"], "pointerSize": entry["pointer_size"]}
     return out
+
+
+def _last_commit(repo: Repo, sha: str, path: str) -> dict[str, Any]:
+    """The newest commit at or before ``sha`` that changed ``path`` (as the Hub's paths-info ``expand`` gives it)."""
+    entry = repo.commits[sha]["tree"].get(path)
+    while (parent := repo.commits[sha].get("parent")) and repo.commits[parent]["tree"].get(path) == entry:
+        sha = parent
+    commit = repo.commits[sha]
+    return {"id": sha, "title": str(commit.get("message", "")).split("\n", 1)[0], "date": commit["date"]}
 
 
 def _tree(req: Request, repo: Repo, rev: str, path: str) -> Response:

@@ -27,7 +27,7 @@ ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
-    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf",
+    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
@@ -50,6 +50,8 @@ _ROW_FIELDS = {
     "usd": "price_usd_per_hour", "popt": "price_option", "preg": "price_region", "psrc": "price_source",
     "pdate": "price_as_of",
     "pf": "prefill_mode",
+    # issue 25: the compiled-cache bundle a user's run.py starts warm from (its size), or why the run has none
+    "ccb": "compiled_cache_bytes", "ccs": "compiled_cache_skipped",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),

@@ -3,20 +3,25 @@
 - :mod:`~pipeline.publish.prepare`: a partial mirror of the dataset repo (the summary, the touched latest shards,
   the results files that could hold the records), the records and the overlay built into it, what changed;
 - :mod:`~pipeline.publish.description`: the PR description, in the feed's change kinds;
+- :mod:`~pipeline.publish.bundles`: the compiled-cache bundles beside CI neuron passes, uploaded (deduplicated by
+  sha256, under the size cap) to the compiled-cache model repo and named in their records before the PR;
 - :mod:`~pipeline.publish.pr`: the publish itself (onto the bot's open PR if there is one, rebuilt when the
   branch moves) and its offline twin into a local folder.
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (the
-build) and :mod:`pipeline.render` (the description's cells). Imported by: the CLI.
+build), :mod:`pipeline.render` (the description's cells) and :mod:`pipeline.backends` (the compiled-cache bundle's
+rule, which the Neuron backend owns, checked again before an upload). Imported by: the CLI.
 """
 
 from __future__ import annotations
 
+from pipeline.publish.bundles import BundlesPublished, publish_bundles
 from pipeline.publish.description import describe
 from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
 from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder, provenance_problems
 
 __all__ = [
+    "BundlesPublished",
     "NOTHING_TO_PUBLISH",
     "PR_TITLE_PREFIX",
     "Prepared",
@@ -26,5 +31,6 @@ __all__ = [
     "prepare_folder",
     "provenance_problems",
     "publish",
+    "publish_bundles",
     "publish_to_folder",
 ]

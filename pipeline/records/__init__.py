@@ -5,18 +5,22 @@
 - :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
 - :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns);
 - :mod:`~pipeline.records.rows`: the representative row of a model, a row's toolchain label;
-- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust;
+- :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust (a record, and its
+  compiled-cache bundle beside it);
+- :mod:`~pipeline.records.bundles`: where a record's compiled-cache bundle lives, and who may name one;
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
   the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
 - :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules).
 
-May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's).
+May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
+compiled-cache bundle's rule is the Neuron backend's).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
 page, the CLI).
 """
 
 from __future__ import annotations
 
+from pipeline.records.bundles import bundle_folder, bundle_path, compiled_cache_problems, workload_key
 from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
 from pipeline.records.columns import (
     ATTEMPT_FIELDS,
@@ -93,9 +97,12 @@ __all__ = [
     "agreement_problems",
     "arrow_schema",
     "arrow_type",
+    "bundle_folder",
+    "bundle_path",
     "check_file",
     "collect_records",
     "column_value",
+    "compiled_cache_problems",
     "dump_record",
     "evidence",
     "family_row",
@@ -119,4 +126,5 @@ __all__ = [
     "unflatten",
     "validate_paths",
     "validate_record",
+    "workload_key",
 ]

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.errors import RecordError
+from pipeline.backends.neuron import bundle_beside, check_bundle
+from pipeline.errors import BundleError, RecordError
 from pipeline.records.validate import Problem, check_file
 
-#: The artifact of one matrix entry is ``record-<entry["artifact"]>`` holding ``<entry["artifact"]>.json``.
+#: The artifact of one matrix entry is ``record-<entry["artifact"]>`` holding ``<entry["artifact"]>.json`` (and,
+#: after a neuron pass, its compiled-cache bundle ``<entry["artifact"]>.neff-cache.tar.gz``, checked here too).
 ARTIFACT_PREFIX = "record-"
 _MATCHED = ("model_id", "revision", "task", "device", "cores", "dtype")
 
@@ -49,8 +51,20 @@ def _entries(queue_files: Sequence[Path]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _bundle_problem(bundle: Path, record: dict[str, Any]) -> str | None:
+    """Why a compiled-cache bundle beside an accepted record is set aside (None: it may be published with it)."""
+    if record["device"] != "neuron" or record["status"] != "pass":
+        return "a compiled-cache bundle comes only with a passing neuron run"
+    try:
+        check_bundle(bundle)
+    except BundleError as exc:
+        return str(exc)
+    return None
+
+
 def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_id: str, out: Path) -> Collected:
-    """Copy into ``out`` the records of ``downloaded`` (one folder per artifact) that the run's queues planned.
+    """Copy into ``out`` the records of ``downloaded`` (one folder per artifact) that the run's queues planned,
+    each with its compiled-cache bundle when one came with a neuron pass and holds only the NEFF cache's files.
 
     Args:
         downloaded: Folder holding one sub-folder per downloaded artifact (``record-<artifact>/``).
@@ -81,8 +95,12 @@ def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_
             continue
         files = sorted(folder.rglob("*"))
         expected = folder / f"{artifact}.json"
-        if files != [expected] or expected.is_symlink() or not expected.is_file():
-            refuse(f"must hold exactly one regular file {expected.name!r}, holds {[p.name for p in files][:5]}")
+        bundle = bundle_beside(expected)
+        if files not in ([expected], [expected, bundle]) or any(p.is_symlink() or not p.is_file() for p in files):
+            refuse(
+                f"must hold the regular file {expected.name!r} (and at most its bundle {bundle.name!r}), holds "
+                f"{[p.name for p in files][:5]}"
+            )
             continue
         record, problems = check_file(expected)
         if record is None:
@@ -98,4 +116,10 @@ def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_
             continue
         shutil.copyfile(expected, out / expected.name)
         result.accepted.append(str(out / expected.name))
+        if bundle in files:
+            problem = _bundle_problem(bundle, record)
+            if problem:  # the record stands without it; the bundle is set aside
+                refuse(problem, "compiled_cache", str(bundle))
+            else:
+                shutil.copyfile(bundle, out / bundle.name)
     return result

@@ -51,8 +51,8 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
 #: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: schema 1.3's optional fields
 #: (the model's family: ``architecture``, ``model_type``, ``base_model``; the Neuron run's own figures: the
-#: compiler's time and graphs, reserved memory, prefill mode, nki, emulated), and the price of the row's instance and
-#: its task's cost (:data:`BUILD_COLUMNS`).
+#: compiler's time and graphs, reserved memory, prefill mode, nki, emulated; the compiled-cache bundle), and the
+#: price of the row's instance and its task's cost (:data:`BUILD_COLUMNS`).
 LAYOUT_VERSION = 4
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
 LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))
@@ -162,6 +162,14 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("prefill_mode", ("metrics", "prefill_mode"), _STR),
     ("nki_version", ("versions", "nki"), _STR),
     ("emulated", ("hardware", "emulated"), _BOOL),
+    # schema 1.3 (layout 4): the compiled-cache bundle a passing CI neuron run ships, and why a run has none
+    ("compiled_cache_repo_id", ("compiled_cache", "repo_id"), _STR),
+    ("compiled_cache_revision", ("compiled_cache", "revision"), _STR),
+    ("compiled_cache_path", ("compiled_cache", "path"), _STR),
+    ("compiled_cache_sha256", ("compiled_cache", "sha256"), _STR),
+    ("compiled_cache_bytes", ("compiled_cache", "bytes"), _INT),
+    ("compiled_cache_files", ("compiled_cache", "files"), _INT),
+    ("compiled_cache_skipped", ("compiled_cache_skipped",), _STR),
     # layout 4: no record field. The price of the row's instance under the build's purchase option and its task's
     # cost, computed when the row is built (pipeline.prices.row_costs) and kept with it.
     ("price_usd_per_hour", (), _FLOAT),
@@ -201,7 +209,7 @@ _SINCE_1_3 = (
     "architecture",
     "model_type",
     "base_model",
-    *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("emulated") + 1],
+    *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("compiled_cache_skipped") + 1],
 )
 OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3})
 

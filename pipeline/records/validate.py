@@ -26,6 +26,7 @@ import jsonschema_rs
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
+from pipeline.records.bundles import compiled_cache_problems
 from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
@@ -194,6 +195,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
     if hardware.get("emulated") is True and record["device"] != "neuron":
         out.append(("hardware.emulated", "only the neuron device is emulated"))
     out.extend(agreement_problems(record))
+    out.extend(compiled_cache_problems(record))
     return out
 
 

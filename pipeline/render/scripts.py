@@ -82,7 +82,27 @@ def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
         status=record["status"],
         install=install_commands(record),
         checked=checked,
+        compiled_cache=record.get("compiled_cache"),
+        compiled_with=compiled_with(record),
+        bundle_rule=bundle_rule(),
     )
+
+
+def compiled_with(record: dict[str, Any]) -> dict[str, str | None] | None:
+    """The distributions (and versions) a row's compiled-cache bundle was compiled with, which run.py requires
+    installed before it uses the bundle; None when the row names no bundle."""
+    if not record.get("compiled_cache"):
+        return None
+    versions = record["versions"]
+    return {"torch-neuronx": versions.get("torch_neuronx"), "neuronx-cc": versions.get("neuronx_cc")}
+
+
+def bundle_rule() -> dict[str, Any]:
+    """What a bundle may hold, for run.py's own check (it cannot import trncat): one rule, rendered from the
+    bundle module's constants."""
+    from pipeline.backends.neuron import bundle_rule as rule
+
+    return rule()
 
 
 def install_commands(record: dict[str, Any]) -> list[tuple[str, str]]:

@@ -426,3 +426,27 @@ def test_cli_bench_on_neuron_without_torch_neuronx(
     errors = [line for line in err if line.startswith("error: ")]
     assert len(errors) == 1 and "torch-neuronx" in errors[0]
     assert err[-1] == errors[0] and "Traceback" not in "\n".join(err)
+
+
+def test_a_neuron_run_that_fails_packs_no_bundle(machine: Path, tiny_models: dict[str, Path]) -> None:
+    """Issue 25: only a pass ships its compile cache; a failed run's record stands alone."""
+    from pipeline.bench.process import ChildOutcome
+
+    backend = _neuron(machine)
+    spec = BenchSpec(
+        path=str(tiny_models["text-generation"]), task="text-generation", device="neuron", dtype="bfloat16"
+    )
+
+    def crashed(spec: BenchSpec, **kw: Any) -> ChildOutcome:
+        cache = Path(kw["env"]["TORCH_NEURONX_NEFF_CACHE_DIR"]) / "ab" / "cd"
+        cache.mkdir(parents=True)
+        (cache / "half.neff").write_bytes(b"NEFF")  # it compiled something before it failed
+        error = {"type": "RuntimeError", "message": "boom", "module": "builtins"}
+        return ChildOutcome({"stage": "run", "error": error}, 1, False, False, "boom")
+
+    bundle = machine / "out" / "r.neff-cache.tar.gz"
+    record = harness.bench_once(
+        spec, resolve_local(tiny_models["text-generation"]), backend=backend, child_runner=crashed, bundle_out=bundle
+    )
+    assert record["status"] != "pass" and not bundle.exists() and "compiled_cache_skipped" not in record
+    assert backend.pack_compile_cache(machine / "nothing", bundle) is not None  # an empty cache: a reason

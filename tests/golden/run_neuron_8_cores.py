@@ -120,6 +120,118 @@ def make_inputs(processor, device):
     return {name: value.to(device) for name, value in inputs.items()}
 
 
+#: The NEFF cache the project's CI compiled for this row (None: none published): downloaded at that exact revision,
+#: its sha256 checked, unpacked into TORCH_NEURONX_NEFF_CACHE_DIR before the model loads. `--cold` skips it.
+COMPILED_CACHE = None
+#: The toolchain the bundle was compiled with: a NEFF is used only by the same torch-neuronx and neuronx-cc.
+COMPILED_WITH = None
+#: What a bundle may hold (trncat's bundle rule): regular files of plain relative names, NEFFs and JSON only.
+BUNDLE_NAME = '[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}'
+BUNDLE_SUFFIXES = ['.neff', '.json']
+BUNDLE_FORBIDDEN = [bytes.fromhex(h) for h in ['8002', '8003', '8004', '8005', '504b0304', '2321']]
+BUNDLE_LIMITS = {'files': 10000, 'depth': 8, 'unpacked_bytes': 8589934592}
+
+
+def bundle_members(path):
+    """(name, bytes) of each file of a bundle, or raise ValueError at the first one the bundle rule refuses."""
+    import json
+    import re
+    import tarfile
+
+    total, seen = 0, set()
+    with tarfile.open(path, mode="r:gz") as tar:
+        for index, member in enumerate(tar):
+            name, parts = member.name, member.name.split("/")
+            if index >= BUNDLE_LIMITS["files"] or not member.isreg():
+                raise ValueError(f"{name!r}: not a regular file, or too many files")
+            if name.startswith("/") or len(parts) > BUNDLE_LIMITS["depth"] or name in seen or not all(
+                re.fullmatch(BUNDLE_NAME, part) for part in parts
+            ):
+                raise ValueError(f"{name!r} is not a plain relative path inside the cache")
+            total += member.size
+            if not name.endswith(tuple(BUNDLE_SUFFIXES)) or total > BUNDLE_LIMITS["unpacked_bytes"]:
+                raise ValueError(f"{name!r} is not a NEFF cache file, or the bundle is too large")
+            data = tar.extractfile(member).read()
+            if data.startswith(tuple(BUNDLE_FORBIDDEN)):
+                raise ValueError(f"{name!r} starts like a pickle, a zip or a script")
+            if name.endswith(".json"):
+                json.loads(data.decode("utf-8"))
+            seen.add(name)
+            yield name, data
+
+
+def start_warm(cold):
+    """Fill TorchNeuron's NEFF cache from the row's bundle (before the model loads); True when it did."""
+    import hashlib
+    import importlib.metadata
+
+    if COMPILED_CACHE is None:
+        print("compiled cache: none published for this row; compiling")
+        return False
+    if cold:
+        print("compiled cache: --cold given; compiling from scratch")
+        return False
+    installed = {}
+    for dist in COMPILED_WITH:
+        try:
+            installed[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            installed[dist] = None
+    if installed != COMPILED_WITH:
+        print(f"compiled cache: installed {installed}, the bundle was compiled with {COMPILED_WITH}; compiling")
+        return False
+    try:
+        from huggingface_hub import hf_hub_download
+
+        local = hf_hub_download(COMPILED_CACHE["repo_id"], COMPILED_CACHE["path"],
+                                revision=COMPILED_CACHE["revision"])
+    except Exception as exc:  # no network, a removed file: the run goes on, cold
+        print(f"compiled cache: download failed ({type(exc).__name__}: {str(exc)[:200]}); compiling")
+        return False
+    digest = hashlib.sha256()
+    with open(local, "rb") as handle:
+        for piece in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(piece)
+    if digest.hexdigest() != COMPILED_CACHE["sha256"]:
+        print(f"compiled cache: refused, sha256 {digest.hexdigest()} is not {COMPILED_CACHE['sha256']}; compiling")
+        return False
+    try:
+        files = sum(1 for _ in bundle_members(local))  # every member checked before the first is written
+    except (ValueError, OSError, EOFError) as exc:
+        print(f"compiled cache: refused ({str(exc)[:200]}); compiling")
+        return False
+    cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"  # TorchNeuron's default
+    for name, data in bundle_members(local):  # again, one file in memory at a time
+        target = os.path.join(cache, *name.split("/"))
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        partial = f"{target}.{os.getpid()}.partial"  # ranks of one torchrun may unpack at once
+        with open(partial, "wb") as handle:
+            handle.write(data)
+        os.replace(partial, target)
+    print(f"compiled cache: started warm: {files} file(s), {COMPILED_CACHE['bytes']} bytes from "
+          f"{COMPILED_CACHE['repo_id']}@{COMPILED_CACHE['revision'][:12]} into {cache}")
+    return True
+
+
+def compile_report():
+    """neuronx-cc's seconds and the graphs the cache served, from TorchNeuron's dynamo metrics (None: not known)."""
+    import torch
+    import torch_neuronx
+
+    sync = getattr(getattr(torch, "neuron", None), "synchronize", None) or getattr(torch_neuronx, "synchronize", None)
+    if sync is not None:
+        sync()
+    get = getattr(torch_neuronx, "get_dynamo_metrics", None)
+    metrics = get() if get else {}
+    values = metrics.values() if isinstance(metrics, dict) else metrics if isinstance(metrics, (list, tuple)) else []
+    graphs = [g for g in values if isinstance(g, dict) and "torch_neuronx_compile_us" in g]
+    if not graphs:
+        return None
+    cached = sum(1 for g in graphs if not g["torch_neuronx_compile_us"])
+    seconds = sum(g["torch_neuronx_compile_us"] for g in graphs) / 1e6
+    return f"{seconds:.2f}  ({cached} of {len(graphs)} graph(s) served by the cache)"
+
+
 def main():
     parser = argparse.ArgumentParser(description=f"Run {MODEL_ID} ({TASK}) unmodified with transformers.")
     parser.add_argument("--device", default="neuron", choices=["neuron", "cpu", "cuda"])
@@ -127,6 +239,7 @@ def main():
     parser.add_argument("--revision", default=None, help=f"Hub revision (default: {REVISION} for {MODEL_ID})")
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: as benchmarked)")
+    parser.add_argument("--cold", action="store_true", help="compile from scratch: do not fetch the compiled cache")
     args = parser.parse_args()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     threads = args.threads or THREADS or max(1, CORES // world_size)
@@ -137,6 +250,7 @@ def main():
     if args.device == "neuron":
         # A graph that fails to compile fails the run, never runs eagerly (the default, set as the benchmark does).
         os.environ.setdefault("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1")
+        start_warm(args.cold)  # before the model loads: its first call then reads the NEFFs from the cache
         if world_size > 1:
             reserve_rank_core()
 
@@ -170,6 +284,8 @@ def main():
     print(f"model         {args.model} on {args.device} ({dtype}), {threads} torch thread(s)")
     print(f"load_s        {loaded:.2f}")
     print(f"first_call_s  {first:.2f}  (includes compilation on neuron)")
+    if args.device == "neuron":
+        print(f"neuronx_cc_s  {compile_report()}")
     print(f"latency_s     {latency:.4f}  (median of {len(latencies)})")
     print(f"tokens_per_s  {new_tokens / latency:.1f}")
     print(f"output        {text[:200]!r}")

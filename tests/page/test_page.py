@@ -678,3 +678,20 @@ def test_a_prompt_that_ran_eagerly_is_said_on_the_page() -> None:
     entries = {e["id"]: e for e in data_of(html)["objects"]}
     assert entries["acme/vlm"]["pf"] == "eager" and entries["acme/llm"]["pf"] == "compiled"
     assert "The prompt ran eagerly" in parse(html).scripts["app"]
+
+
+def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -> None:
+    """Issue 25: what the bundle saves: the cold compile, the warm start and the bundle's size; or why none."""
+    from pipeline.records import bundle_path, flatten
+
+    shipped = sample_record(model_id="acme/shipped", metrics={"warm_start_s": 9.5, "compile_s": 300.0})
+    shipped["compiled_cache"] = {"repo_id": "trncat/trncat-compiled", "revision": "e" * 40, "sha256": "f" * 64,
+                                 "path": bundle_path(shipped, "f" * 64), "bytes": 3 * 1024**2, "files": 2}  # fmt: skip
+    hostile = "<img src=x onerror=alert(1)> over the cap"
+    skipped = sample_record(model_id="acme/skipped", compiled_cache_skipped=hostile)
+    html = render(latest=[flatten(shipped), flatten(skipped)], scripts={})
+    rows = {e["id"]: e for e in data_of(html)["objects"]}
+    assert rows["acme/shipped"]["ccb"] == 3 * 1024**2 and rows["acme/skipped"]["ccs"] == hostile
+    assert "compiled cache 3.0 MiB" in html and "later runs start in 9.5 s" in html
+    assert "<img src=x" not in html  # the reason is text, escaped in the inline data
+    assert "Its run.py starts warm" in parse(html).scripts["app"]

@@ -59,7 +59,7 @@ def test_only_the_queued_records_of_this_run_are_accepted(tmp_path: Path) -> Non
     reasons = " | ".join(str(p) for p in collected.problems)
     assert "does not match the queued job (model_id)" in reasons
     assert "run.github_run_id" in reasons
-    assert "must hold exactly one regular file" in reasons
+    assert "must hold the regular file" in reasons
     assert "is not in this run's queue" in reasons
     assert len(collected.problems) == 4
     assert json.loads((out / f"{good['artifact']}.json").read_text())["model_id"] == "acme/good"
@@ -118,3 +118,39 @@ def test_the_gpu_queue_is_collected_beside_the_trn2_queue_and_devices_must_match
         collect_records(downloaded, queue_file=[queue, queue], run_id=RUN_ID, out=tmp_path / "out4")
     args = ["collect", str(downloaded), "--queue", str(queue), str(gpu_queue), "--out", str(tmp_path / "cli")]
     assert main([*args, "--run-id", RUN_ID]) == 0
+
+
+def test_a_bundle_beside_a_neuron_pass_is_collected_and_a_hostile_or_misplaced_one_set_aside(tmp_path: Path) -> None:
+    """Issue 25: the artifact may carry the run's compiled-cache bundle; it is checked here, and a bundle that is
+    refused costs the record nothing."""
+    import io
+    import tarfile
+
+    from pipeline.backends.neuron import pack_cache
+    from pipeline.testing.records import sample_failure
+
+    queue, downloaded, (good, hostile, failed) = _setup(tmp_path, ["acme/good", "acme/hostile", "acme/failed"])
+    cache = tmp_path / "cache" / "ab" / "cd"
+    cache.mkdir(parents=True)
+    (cache / f"abcd{'0' * 60}.neff").write_bytes(b"EMULATED-NEFF data")
+    for entry, record in ((good, sample_record(model_id="acme/good")),
+                          (failed, sample_failure(model_id="acme/failed"))):  # fmt: skip
+        _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": record})
+        pack_cache(
+            tmp_path / "cache", downloaded / f"record-{entry['artifact']}" / f"{entry['artifact']}.neff-cache.tar.gz"
+        )
+    _artifact(downloaded, hostile["artifact"], {f"{hostile['artifact']}.json": sample_record(model_id="acme/hostile")})
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        info = tarfile.TarInfo("ab/cd/hook.py")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"pass"))
+    (downloaded / f"record-{hostile['artifact']}" / f"{hostile['artifact']}.neff-cache.tar.gz").write_bytes(
+        raw.getvalue()
+    )
+    out = tmp_path / "records"
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=out)
+    assert len(collected.accepted) == 3  # every record stands
+    assert sorted(p.name for p in out.glob("*.neff-cache.tar.gz")) == [f"{good['artifact']}.neff-cache.tar.gz"]
+    reasons = " | ".join(str(p) for p in collected.problems)
+    assert "hook.py" in reasons and "only with a passing neuron run" in reasons and len(collected.problems) == 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 import copy
 import datetime as dt
+import hashlib
 import json
 import math
 import string
@@ -278,6 +279,32 @@ def _version(high: int, *, null: bool = False) -> Check:
     return check
 
 
+_BUNDLE_NAME = frozenset(string.ascii_letters + string.digits + "._+-")
+
+
+def _bundle_file_path(value: Any, where: str, out: Reasons) -> None:
+    """Schema 1.3: neuronx-cc-<version>/<org>/<name>/<revision>/<workload key>/<file>.neff-cache.tar.gz, each part
+    plain characters (not hidden, at most 200), the whole at most 1000."""
+    parts = value.split("/") if isinstance(value, str) else []
+    plain = all(0 < len(p) <= 200 and set(p) <= _BUNDLE_NAME and p[0] != "." for p in parts)
+    if not (
+        len(parts) == 6
+        and plain
+        and len(value) <= 1000
+        and parts[0].startswith("neuronx-cc-")
+        and parts[-1].endswith(".neff-cache.tar.gz")
+        and len(parts[-1]) > len(".neff-cache.tar.gz")
+    ):
+        out.append((f"{where}: not a bundle path of the compiled-cache repo", None))
+
+
+#: Schema 1.3: the compiled-cache bundle (optional, null allowed), and why a run has none.
+_COMPILED_CACHE = _obj(
+    {"repo_id": _model_id, "revision": _SHA, "path": _bundle_file_path, "sha256": _text(64, 64, _HEX),
+     "bytes": _integer(1, 2 * 1024**3), "files": _integer(1, 10_000)},
+    null=True,
+)  # fmt: skip
+
 _ATTEMPT = _obj(
     {"cores": _integer(1), "status": _one_of(*_STATUSES), "stage": _one_of(*_STAGES, None),
      "code": _text(0, 10**9, null=True)}
@@ -416,6 +443,8 @@ RECORD = _obj(
         "architecture": _architecture,
         "model_type": _model_type,
         "base_model": _base_model,
+        "compiled_cache": _COMPILED_CACHE,
+        "compiled_cache_skipped": _text(1, 500, null=True),
     },
 )
 
@@ -485,11 +514,36 @@ def _cross_field(r: dict[str, Any], out: Reasons) -> None:
         out.append(("hardware.emulated: made on the Neuron emulator, never a result", None))
         if r["device"] != "neuron":
             out.append(("hardware.emulated: only the neuron device is emulated", None))
+    _compiled_cache_rules(r, out)
     if r["device"] == "neuron":
         out.extend((f"versions.{k}: a neuron result carries it", None) for k in ("neuronx_cc", "torch_neuronx")
                    if not r["versions"].get(k))  # fmt: skip
         if r["status"] == "pass" and not peak:
             out.append(("metrics.peak_device_memory_bytes: a neuron pass reports device memory", None))
+
+
+def _compiled_cache_rules(r: dict[str, Any], out: Reasons) -> None:
+    """Issue 25: only the project's own passing neuron run names a bundle, in its own run's folder, under a name from
+    its digest, and never beside a reason for having none."""
+    cache = r.get("compiled_cache")
+    if not cache:
+        return
+    if r["run"]["source"] != "ci":
+        out.append(("compiled_cache: only a CI record names a bundle", None))
+    if r["device"] != "neuron" or r["status"] != "pass":
+        out.append(("compiled_cache: only a neuron pass has one", None))
+    parts = cache["path"].split("/")
+    compiler = r["versions"].get("neuronx_cc")
+    decided = {"task": r["task"], "dtype": r["dtype"], "cores": r["cores"], "core_config": r["hardware"]["core_config"],
+               "workload": r["workload"]}  # fmt: skip
+    digest = hashlib.sha256(json.dumps(decided, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    key = f"{r['task']}-{r['dtype']}-{r['cores']}c-{digest[:16]}"
+    if parts[:5] != [f"neuronx-cc-{compiler}", *r["model_id"].split("/"), r["revision"], key]:
+        out.append(("compiled_cache.path: not this run's folder", None))
+    if parts[-1] != cache["sha256"][:16] + ".neff-cache.tar.gz":
+        out.append(("compiled_cache.path: not named by its digest", None))
+    if r.get("compiled_cache_skipped") is not None:
+        out.append(("compiled_cache_skipped: beside a bundle", None))
 
 
 def _task_rules(r: dict[str, Any], out: Reasons) -> None:
@@ -567,8 +621,26 @@ def _neuron_1_3(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def _with_bundle(record: dict[str, Any]) -> dict[str, Any]:
+    """A CI neuron pass naming its compiled-cache bundle (issue 25), so the mutations reach it."""
+    from pipeline.records import bundle_path
+
+    digest = "ab" * 32
+    record["compiled_cache"] = {
+        "repo_id": "trncat/trncat-compiled",
+        "revision": "0123456789abcdef" * 2 + "01234567",
+        "path": bundle_path(record, digest),
+        "sha256": digest,
+        "bytes": 4096,
+        "files": 2,
+    }
+    return record
+
+
 BASES: list[dict[str, Any]] = [
     sample_record(),
+    _with_bundle(_neuron_1_3(sample_record())),
+    sample_record(compiled_cache_skipped="the bundle is 3000000000 bytes, over the 2147483648-byte cap: no bundle"),
     _neuron_1_3(sample_record()),
     _cpu(sample_record()),
     sample_failure(),

@@ -232,3 +232,23 @@ def test_generated_run_py_runs_on_the_neuron_emulator(
     assert "on neuron" in done.stdout and "first_call_s" in done.stdout
     # Compiled as the benchmark compiles: NEFFs in TorchNeuron's default cache of the (emulated) /tmp.
     assert list((root / "tmp" / "neff_cache").rglob("*.neff"))
+
+
+def test_a_row_with_a_compiled_cache_renders_its_bundle_and_toolchain() -> None:
+    """Issue 25: run.py carries the row's bundle (repo, commit, path, digest) and the toolchain it needs, as Python
+    literals; a row of another device has no warm start at all."""
+    from pipeline.records import bundle_path
+
+    record = sample_record()
+    digest = "5e" * 32
+    record["compiled_cache"] = {"repo_id": "trncat/trncat-compiled", "revision": "7" * 40, "sha256": digest,
+                                "path": bundle_path(record, digest), "bytes": 1234, "files": 2}  # fmt: skip
+    for task in ("text-generation", "sentence-embeddings", "text-to-image"):
+        script = render.run_script({**record, "task": task})
+        namespace: dict = {"__name__": "run"}
+        exec(compile(script, "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
+        assert namespace["COMPILED_CACHE"] == record["compiled_cache"], task
+        assert namespace["COMPILED_WITH"] == {"torch-neuronx": "2.14.0", "neuronx-cc": "2.21.0"}
+        assert '"--cold"' in script and "start_warm(args.cold)" in script and "compile_report()" in script
+    cpu = render.run_script(sample_record(device="cpu"))
+    assert "start_warm" not in cpu and "--cold" not in cpu and "COMPILED_CACHE" not in cpu

@@ -3,13 +3,17 @@
 - :mod:`~pipeline.backends.neuron.backend`: :class:`NeuronBackend` (device, compile, memory, versions, launch);
 - :mod:`~pipeline.backends.neuron.launch`: the launch environment (``NEURON_RT_VISIBLE_CORES``, LNC, the NEFF
   cache) and the cores a run takes;
+- :mod:`~pipeline.backends.neuron.bundle`: the compiled-cache bundle (a passing run's NEFF cache, data only):
+  packed, checked and unpacked under one rule;
 - :mod:`~pipeline.backends.neuron.tools`: ``neuron-ls``, sysfs and ``/dev/neuron*`` parsed defensively;
 - :mod:`~pipeline.backends.neuron.measure`: what a run reports beside its timings (TorchNeuron's compile
   figures, the recorded peak, the runtime's memory table after an out-of-memory).
 
 Every Neuron fact these rely on is in ``docs/neuron-facts.md`` with its documentation source. May import: the
 top-level modules and :mod:`pipeline.backends` (the interface). Imported by: :mod:`pipeline.backends`'
-registry, :mod:`pipeline.bench` (``trncat doctor``) and the CLI.
+registry, :mod:`pipeline.bench` (``trncat doctor``, the bundle after a pass), :mod:`pipeline.records` (``trncat
+collect`` checks a bundle), :mod:`pipeline.render` (run.py's copy of the bundle rule), :mod:`pipeline.publish` (the
+bundles it uploads) and the CLI.
 """
 
 from __future__ import annotations
@@ -20,6 +24,16 @@ from pipeline.backends.neuron.backend import (
     NeuronBackend,
     dlami_venv,
     inventory_json,
+)
+from pipeline.backends.neuron.bundle import (
+    BUNDLE_SUFFIX,
+    MAX_BUNDLE_BYTES,
+    BundleInfo,
+    bundle_beside,
+    bundle_rule,
+    check_bundle,
+    pack_cache,
+    unpack_bundle,
 )
 from pipeline.backends.neuron.launch import (
     DEFAULT_NEFF_CACHE_DIR,
@@ -38,6 +52,14 @@ from pipeline.backends.neuron.tools import (
 )
 
 __all__ = [
+    "BUNDLE_SUFFIX",
+    "MAX_BUNDLE_BYTES",
+    "BundleInfo",
+    "bundle_beside",
+    "bundle_rule",
+    "check_bundle",
+    "pack_cache",
+    "unpack_bundle",
     "DEFAULT_NEFF_CACHE_DIR",
     "NEFF_CACHE_VARIABLE",
     "NEURON_INDEX_URL",

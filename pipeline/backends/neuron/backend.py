@@ -27,11 +27,12 @@ from pipeline.backends.base import (
     Backend,
     package_version,
 )
+from pipeline.backends.neuron import bundle as neuron_bundle
 from pipeline.backends.neuron import launch as neuron_launch
 from pipeline.backends.neuron import measure
 from pipeline.backends.neuron import tools as neuron_tools
 from pipeline.backends.neuron.child_side import NeuronChildSide
-from pipeline.errors import BackendUnavailableError, BenchError, ConfigError
+from pipeline.errors import BackendUnavailableError, BenchError, BundleError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -287,6 +288,18 @@ class NeuronBackend(NeuronChildSide, Backend):
 
     def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
         return neuron_launch.compile_cache_hit(cache_dir, before)
+
+    def pack_compile_cache(self, cache_dir: Path, out: Path) -> str | None:
+        try:
+            info = neuron_bundle.pack_cache(cache_dir, out)
+        except BundleError as exc:
+            logger.warning("%s", exc)
+            return str(exc)[:500]
+        except OSError as exc:  # a full disk: the record stands, without a bundle
+            logger.warning("could not write the bundle %s: %s", out, exc)
+            return f"the bundle could not be written: {exc.strerror or exc}"[:500]
+        logger.info("compiled cache: %s, %d file(s), %d bytes, sha256 %s", out, info.files, info.bytes, info.sha256)
+        return None
 
     def failure_notes(self, *, code: str, since: float) -> list[str]:
         if code != "device_oom":

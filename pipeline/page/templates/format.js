@@ -98,6 +98,11 @@ var TRNCAT_FORMAT = (function () {
     if (e.rc) out.push(["fallback-note", e.rc + " graph(s) compiled again during the timed calls: its speed figures include compilation."]);
     if (e.warm !== null && e.warm !== undefined) out.push([null, "The first run compiles in " + secs(e.compile) +
       "; later runs start in " + secs(e.warm) + " from the compile cache."]);
+    // ccb / ccs: the compiled-cache bundle run.py starts warm from (issue 25), or why there is none
+    if (e.ccb !== null && e.ccb !== undefined) out.push([null, "Its run.py starts warm: it downloads the " + bytes(e.ccb) +
+      " NEFF cache this project's CI compiled (digest checked; --cold compiles instead) rather than compile for " +
+      secs(e.compile) + "."]);
+    else if (e.ccs) out.push([null, "No compiled cache ships with this row: " + e.ccs]);
     // pf: how a compiling run ran the prompt (the record's prefill_mode)
     if (e.pf === "eager") out.push([null, "The prompt ran eagerly (op by op, not through the compiled forward): its " +
       "TTFT and first call include eager kernels."]);

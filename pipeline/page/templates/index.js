@@ -90,6 +90,10 @@
       compile.appendChild(el("span", "warm", "later runs start in " + secs(e.warm)));
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
     }
+    if (e.ccb !== null && e.ccb !== undefined) {  // issue 25: run.py starts warm from the project's compiled cache
+      compile.appendChild(el("span", "warm", "compiled cache " + bytes(e.ccb)));
+      compile.title += "; run.py starts warm from the project's compiled cache (" + bytes(e.ccb) + ")";
+    }
     tr.appendChild(compile);
     tableCols(e.task).forEach(function (m) {
       var td = el("td", "num", metric(e, m));

@@ -1,0 +1,136 @@
+"""What a compiled-cache bundle costs and saves (issue 25).
+
+1. The bundle's own cost, on a synthetic NEFF cache of ``--mib`` MiB in ``--files`` files (half random bytes, which
+   do not compress, half repetitive): seconds and MB/s to pack it (bench), to check it (collect, publish) and to
+   unpack it (trncat's unpack, and the generated run.py's own copy of the rule), and the bundle's size.
+2. With ``--emulated``: the saving on the Neuron emulator, as processes: ``trncat bench --device neuron`` of the tiny
+   Llama, its bundle published to a local hub, then the row's run.py once ``--cold`` and once warm, each in a fresh
+   process with a fresh NEFF cache: their first call and neuronx-cc's seconds. The emulator's compile takes
+   ``--compile-seconds`` per graph: the figures show the mechanism, never Trainium's compile times.
+
+    .venv/bin/python benchmarks/compiled_cache.py [--mib 256] [--files 64] [--emulated [--compile-seconds 2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pipeline.backends.neuron import bundle_beside, check_bundle, pack_cache, unpack_bundle
+
+
+def synthetic_cache(root: Path, *, mib: int, files: int) -> int:
+    """A cache laid out as TorchNeuron's (``ab/cd/<key>.neff``) holding ``mib`` MiB; returns its bytes."""
+    size = mib * 1024**2 // files
+    total = 0
+    for index in range(files):
+        key = f"{index:04x}" + "0" * 60
+        path = root / key[:2] / key[2:4] / f"{key}.neff"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        body = os.urandom(size // 2) + bytes(range(256)) * (size // 512)
+        path.write_bytes(b"NEFF" + body)
+        total += len(body) + 4
+    return total
+
+
+def timed(what: str, mib: float, fn: object) -> float:
+    start = time.perf_counter()
+    fn()  # type: ignore[operator]
+    seconds = time.perf_counter() - start
+    print(f"{what:<28} {seconds:7.2f} s  {mib * 1.048576 / seconds:8.1f} MB/s")
+    return seconds
+
+
+def bundle_costs(*, mib: int, files: int) -> None:
+    from pipeline.render import run_script
+    from pipeline.testing.records import sample_record
+
+    with tempfile.TemporaryDirectory(prefix="trncat-bundle-bench-") as tmp:
+        root = Path(tmp)
+        raw = synthetic_cache(root / "cache", mib=mib, files=files)
+        out = root / "r.neff-cache.tar.gz"
+        print(f"cache: {files} NEFF files, {raw / 1024**2:.0f} MiB")
+        timed("pack (bench)", mib, lambda: pack_cache(root / "cache", out))
+        info = check_bundle(out)
+        print(f"bundle: {info.bytes / 1024**2:.0f} MiB ({info.bytes / raw:.0%} of the cache), {info.files} files")
+        timed("check (collect, publish)", mib, lambda: check_bundle(out, sha256=info.sha256))
+        timed("unpack (trncat)", mib, lambda: unpack_bundle(out, root / "u1", sha256=info.sha256))
+        namespace: dict[str, object] = {"__name__": "run"}
+        exec(compile(run_script(sample_record()), "run.py", "exec"), namespace)  # noqa: S102 - defines only
+        members = namespace["bundle_members"]
+        timed("unpack check (run.py)", mib, lambda: sum(len(d) for _, d in members(str(out))))  # type: ignore[operator]
+
+
+def emulated_saving(*, compile_seconds: float) -> None:
+    from pipeline.localhub import LocalHub
+    from pipeline.publish import publish_bundles
+    from pipeline.render import run_script
+    from pipeline.testing import build_tiny_llama
+    from pipeline.testing.neuron import Machine, build, environment
+
+    with tempfile.TemporaryDirectory(prefix="trncat-compiled-bench-") as tmp, LocalHub(Path(tmp) / "hub") as hub:
+        work = Path(tmp)
+        root = build(work / "trn2", Machine.of("trn2.3xlarge", compile_seconds=compile_seconds))
+        model = build_tiny_llama(work / "tiny-llama")
+        env = {**environment(root), "GITHUB_RUN_ID": "1", "GITHUB_SHA": "ab" * 20, "RUNNER_NAME": "bench",
+               "TOKENIZERS_PARALLELISM": "false", "TRNCAT_REFERENCE_CACHE": str(work / "ref")}  # fmt: skip
+        out = work / "r.json"
+        subprocess.run([sys.executable, "-m", "pipeline", "bench", str(model), "--task", "text-generation",
+                        "--device", "neuron", "--model-id", "acme/tiny-llama", "--source", "ci", "--workload",
+                        "input_tokens=16", "--workload", "output_tokens=4", "--iterations", "1", "--out", str(out)],
+                       env=env, check=True, capture_output=True, timeout=1200)  # fmt: skip
+        record = json.loads(out.read_text())
+        from pipeline.hub import Hub, point_client_at
+
+        restore = point_client_at(hub.url, cache_dir=work / "hf-cache")
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                client = Hub(endpoint=hub.url, token="t", cache_dir=work / "hf-cache")
+                publish_bundles([(str(out), record)], hub=client, repo="trncat/trncat-compiled")
+        finally:
+            restore()
+        m = record["metrics"]
+        print(f"emulated bench: compile_s {m['compile_s']:.2f} s, neuronx_cc_s {m['neuronx_cc_s']:.2f} s, "
+              f"warm_start_s {m['warm_start_s']:.2f} s, bundle {record['compiled_cache']['bytes']} bytes "
+              f"(bundle file {bundle_beside(out).stat().st_size} bytes)")  # fmt: skip
+        for label, extra in (("run.py --cold", ["--cold"]), ("run.py (warm)", [])):
+            folder = work / label.split()[-1].strip("()-")
+            folder.mkdir()
+            (folder / "run.py").write_text(run_script(record))
+            run_env = {**environment(root), "HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(folder / "hf"),
+                       "HF_HUB_DISABLE_XET": "1", "TORCH_NEURONX_NEFF_CACHE_DIR": str(folder / "neff")}  # fmt: skip
+            start = time.perf_counter()
+            command = [sys.executable, "run.py", "--model", str(model), "--iterations", "1", *extra]
+            done = subprocess.run(command, cwd=folder, env=run_env, capture_output=True, text=True, check=True,
+                                  timeout=1200)  # fmt: skip
+            total = time.perf_counter() - start
+            first = re.search(r"first_call_s\s+([\d.]+)", done.stdout)
+            cc = re.search(r"neuronx_cc_s\s+(.*)", done.stdout)
+            print(f"{label:<16} process {total:6.2f} s, first call {first.group(1) if first else '?'} s, "
+                  f"neuronx_cc_s {cc.group(1) if cc else '?'}")  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mib", type=int, default=256)
+    parser.add_argument("--files", type=int, default=64)
+    parser.add_argument("--emulated", action="store_true", help="also the emulated bench -> publish -> run.py")
+    parser.add_argument("--compile-seconds", type=float, default=2.0, help="the emulator's compile per graph")
+    args = parser.parse_args()
+    bundle_costs(mib=args.mib, files=args.files)
+    if args.emulated:
+        emulated_saving(compile_seconds=args.compile_seconds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -441,27 +441,12 @@ write_runner_env() {
   local first_device=$((first / CORES_PER_DEVICE)) last_device=$(((first + cores - 1) / CORES_PER_DEVICE))
   local devices="" d
   for ((d = first_device; d <= last_device; d++)); do devices="${devices:+${devices},}/dev/neuron${d}"; done
-  if [ "${RUNNER_CLASS}" = gpu ]; then
-    {
-      echo "# runner ${index}: ${cores} GPU(s) from GPU ${first} (written by setup-runner.sh --class gpu)"
-      echo "RUNNER_INDEX=${index}"
-      echo "RUNNER_LABELS=${labels}"
-      echo "RUNNER_GROUP_ID=${RUNNER_GROUP_ID}"
-      echo "TRNCAT_RUNNER_USER=$(runner_user "${index}")"
-      echo "TRNCAT_REGISTRATION=${REGISTRATION}"
-      echo "TRNCAT_PREFIX=${PREFIX}"
-      echo "TRNCAT_CONF=${CONF}"
-      echo "GITHUB_API_PATH=${api_path}"
-      # What prices the runner's rows (pipeline/prices.py): the cuda backend records it as the instance type.
-      echo "TRNCAT_INSTANCE_TYPE=${INSTANCE}"
-      echo "TRNCAT_RUNNER_CLASS=gpu"
-      echo "CUDA_VISIBLE_DEVICES=$(gpu_list "${first}" "${cores}")"
-      echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
-    } | write_file "${CONF}/runner-${index}.env" 0644 root:root
-    return
-  fi
   {
-    echo "# runner ${index}: ${cores} NeuronCore(s) from core ${first} (written by setup-runner.sh)"
+    if [ "${RUNNER_CLASS}" = gpu ]; then
+      echo "# runner ${index}: ${cores} GPU(s) from GPU ${first} (written by setup-runner.sh --class gpu)"
+    else
+      echo "# runner ${index}: ${cores} NeuronCore(s) from core ${first} (written by setup-runner.sh)"
+    fi
     echo "RUNNER_INDEX=${index}"
     echo "RUNNER_LABELS=${labels}"
     echo "RUNNER_GROUP_ID=${RUNNER_GROUP_ID}"
@@ -470,8 +455,13 @@ write_runner_env() {
     echo "TRNCAT_PREFIX=${PREFIX}"
     echo "TRNCAT_CONF=${CONF}"
     echo "GITHUB_API_PATH=${api_path}"
+    # What prices the runner's rows (pipeline/prices.py); the cuda backend records it as the instance type.
     echo "TRNCAT_INSTANCE_TYPE=${INSTANCE}"
-    if [ -n "${CONTAINER_IMAGE}" ]; then
+    if [ "${RUNNER_CLASS}" = gpu ]; then
+      echo "TRNCAT_RUNNER_CLASS=gpu"
+      echo "CUDA_VISIBLE_DEVICES=$(gpu_list "${first}" "${cores}")"
+      echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
+    elif [ -n "${CONTAINER_IMAGE}" ]; then
       # How the runtime numbers cores inside a container is not settled by the docs: a runner of whole chips
       # names no cores (trncat takes them from neuron-ls's neuroncore_ids in the container); a runner on part of
       # a chip re-bases its range onto the passed devices, numbered from 0 (trncat doctor prints the ids).
@@ -489,7 +479,9 @@ write_runner_env() {
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
     fi
   } | write_file "${CONF}/runner-${index}.env" 0644 root:root
-  write_device_drop_in "${index}" "${devices}"
+  if [ "${RUNNER_CLASS}" != gpu ]; then
+    write_device_drop_in "${index}" "${devices}"
+  fi
 }
 
 # write_device_drop_in INDEX DEVICES: the unit's DevicePolicy=closed lets a job open the pseudo devices only;

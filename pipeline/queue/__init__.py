@@ -10,7 +10,8 @@
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (what
-was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI.
+was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI and
+:mod:`pipeline.release` (the pins a release diff picks rows by).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ from pipeline.queue.matrix import (
 )
 from pipeline.queue.planners import HubPlanner
 from pipeline.queue.sweep import Job, SweepResult, simulate
-from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, load_toolchain
+from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_toolchain, version_column
 
 __all__ = [
     "DEFAULT_INSTANCES",
@@ -80,6 +81,8 @@ __all__ = [
     "load_candidates",
     "load_instances",
     "load_toolchain",
+    "as_pinned",
+    "version_column",
     "matrix_order",
     "param_bucket",
     "parse_partition",

@@ -28,7 +28,7 @@ from tests import ROOT
 from tests.expressions import evaluate, holds
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page")
+NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
@@ -598,3 +598,16 @@ def test_workflow_task_choices_follow_the_task_registry() -> None:
     assert discover_tasks == ["all", *TASKS]
     for name in RUNNER_CLASSES:
         assert load(name)["on"]["workflow_dispatch"]["inputs"]["task"]["options"] == list(TASKS), name
+
+
+def test_release_watch_opens_a_pull_request_only_for_a_new_release() -> None:
+    """Issue 30: the watch runs daily and on demand on a GitHub-hosted runner, holds no secret but the job's own
+    token (contents and pull requests only), and opens its pull request only when `trncat release-watch` found a
+    release newer than runners/toolchain.yaml's."""
+    assert triggers("release-watch") == {"schedule", "workflow_dispatch"}
+    [job] = jobs("release-watch").values()
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert runs_on_labels(job) == ["ubuntu-24.04"] and "secrets." not in json.dumps(job)
+    assert "trncat release-watch --manifest manifest.json" in step("release-watch", "watch", "bump")["run"]
+    assert step("release-watch", "watch", "pr")["if"] == "${{ steps.bump.outputs.new != '' }}"
+    assert "gh pr create" in step("release-watch", "watch", "pr")["run"]

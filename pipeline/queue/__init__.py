@@ -40,6 +40,7 @@ from pipeline.queue.fleet import (
 from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
 from pipeline.queue.matrix import (
     MAX_CHUNK,
+    REMEASURE_ORDER,
     Planner,
     Queue,
     build_queue,
@@ -57,6 +58,7 @@ __all__ = [
     "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
+    "REMEASURE_ORDER",
     "PARAM_BUCKETS",
     "PRIOR",
     "Duration",

@@ -66,7 +66,7 @@ def delta_plot(entries: Sequence[Mapping[str, Any]], *, title: str) -> Markup:
     axis = label_w + (width - label_w - 12) / 2
     half = (width - label_w - 12) / 2
     parts = [
-        f'<svg class="plot release-plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'<svg class="release-plot" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg"><title>{escape(title)}</title>',
         f'<text x="{width / 2:.0f}" y="18" text-anchor="middle" class="plot-title">{escape(title)}</text>',
     ]

@@ -51,7 +51,7 @@ from pipeline.queue.matrix import (
 )
 from pipeline.queue.planners import HubPlanner
 from pipeline.queue.sweep import Job, SweepResult, simulate
-from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_toolchain, version_column
+from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
 
 __all__ = [
     "DEFAULT_INSTANCES",
@@ -82,6 +82,7 @@ __all__ = [
     "layout_fleet",
     "load_candidates",
     "load_instances",
+    "load_apt_pins",
     "load_toolchain",
     "as_pinned",
     "version_column",

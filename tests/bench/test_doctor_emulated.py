@@ -36,6 +36,8 @@ def test_doctor_and_its_smoke_pass_on_an_emulated_trn2_3xlarge_runner(tmp_path: 
     checks = {c["name"]: c for c in report["checks"]}
     assert code == 0 and report["ok"], [c for c in report["checks"] if c["status"] != "ok"] or report["smoke"]
     assert "EMULATED" in checks["neuron-ls"]["detail"] and checks["cores"]["detail"].endswith("uses 2-3")
+    # the Neuron Debian packages against runners/toolchain.yaml's apt: pins (the emulator's dpkg-query), all at the pin
+    assert checks["aws-neuronx-tools"]["detail"] == "2.33.38.0" and checks["toolchain"]["status"] == "ok"
     assert "moved" in checks["sysfs"]["detail"] or "no pre-2.31" in checks["sysfs"]["detail"]
     facts = report["facts"]
     assert facts["neuron_ls"]["neuroncore_ids"] == [0, 1, 2, 3] and facts["neuron_ls"]["emulated"] is True
@@ -59,6 +61,8 @@ def test_doctor_fails_on_a_broken_emulated_machine_with_a_fix_on_each_line(tmp_p
     shutil.rmtree(root / "site" / "neuronx_cc-2.28.7631.0.dist-info")
     code, report = doctor(root, "--smoke")
     failed = {c["name"]: c for c in report["checks"] if c["status"] == "fail"}
-    assert code == 1 and not report["ok"] and set(failed) == {"driver", "neuron-ls", "neuronx-cc"}, failed
+    # the missing neuronx-cc is also named on the toolchain line (the installed toolchain is not the pinned one)
+    assert code == 1 and not report["ok"] and set(failed) == {"driver", "neuron-ls", "neuronx-cc", "toolchain"}, failed
+    assert failed["toolchain"]["detail"].endswith("in 1 package(s): neuronx-cc not installed")
     assert all(c["fix"] for c in failed.values())
     assert report["smoke"] == []  # skipped: the device and package checks come first

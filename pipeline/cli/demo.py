@@ -6,8 +6,8 @@ what ``out`` already holds, then runs discover -> queue -> bench (cpu) -> valida
 it, merges the PR as a maintainer would, rehearses a release diff (two of its tiny models measured a second time on
 the same CPU stack, diffed against the first run as ``trncat diff`` diffs two toolchains' rows, and kept in the
 dataset's ``data/releases/``: CPU rows, labelled so), rebuilds the catalog Space from the dataset's main, and
-leaves both trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that the catalog
-has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
+leaves both trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that
+the catalog has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
 """
 
 from __future__ import annotations
@@ -265,7 +265,7 @@ def _rehearse_release_diff(
     if not first:
         return None
     cpu = get_backend("cpu")
-    second = []
+    second: list[dict[str, Any]] = []
     for index, record in enumerate(first, 1):
         echo(f"[diff {index}/{len(first)}] {record['model_id']} ({record['task']}) on cpu, a second time")
         path = work / "rehearsal" / f"{index}.json"

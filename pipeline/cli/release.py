@@ -57,7 +57,13 @@ def _release_watch(args: argparse.Namespace) -> int:
     if args.body is not None:
         fsatomic.write_text(args.body, bump.body)
     if args.json:
-        info = {"new": bump.new, "old": bump.old, "title": bump.title, "branch": bump.branch, "files": sorted(bump.files)}
+        info = {
+            "new": bump.new,
+            "old": bump.old,
+            "title": bump.title,
+            "branch": bump.branch,
+            "files": sorted(bump.files),
+        }
         print(json.dumps(info))
     else:
         print(bump.title)

@@ -150,7 +150,9 @@ def _earlier(root: Path) -> dict[tuple[str, str, str], str]:
         if row["source"] != "ci" or row["status"] not in ("pass", "fail"):
             continue
         key = (str(row["model_id"]).casefold(), row["task"], row["device"])
-        group = "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
+        group = (
+            "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
+        )
         if key not in newest or row["finished_at"] > newest[key][0]:
             newest[key] = (row["finished_at"], group)
     return {key: group for key, (_, group) in newest.items()}

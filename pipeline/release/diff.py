@@ -174,9 +174,7 @@ def _entry(key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any]
     for name in DELTAS:
         entry[name] = _delta(old, new, name) if comparable and old and new else None
     differs = [c for c in _WHERE if old and new and old.get(c) != new.get(c)]
-    entry["note"] = (
-        "compares nothing: measured with another " + ", ".join(differs) if differs else None
-    )
+    entry["note"] = "compares nothing: measured with another " + ", ".join(differs) if differs else None
     return entry
 
 

@@ -66,7 +66,9 @@ class Manifest:
             raise ConfigError(f"the Neuron manifest names no latest release for {instance}")
         release = self.releases.get(version)
         if release is None or not release.packages:
-            raise ConfigError(f"the Neuron manifest names {version} as {instance}'s latest but lists no packages for it")
+            raise ConfigError(
+                f"the Neuron manifest names {version} as {instance}'s latest but lists no packages for it"
+            )
         return release
 
 

@@ -165,7 +165,9 @@ def plan_bump(files: Mapping[str, str], manifest: Manifest, *, source: str) -> B
     bump = Bump(old=old, new=release.version)
     text, bump.pins, bump.notes = _edit_toolchain(files[TOOLCHAIN_FILE], release, source)
     text = text.replace(f"Neuron SDK {old}", f"Neuron SDK {release.version}")
-    bump.files[TOOLCHAIN_FILE] = text.replace(f"release content of Neuron {old}", f"release content of Neuron {release.version}")
+    bump.files[TOOLCHAIN_FILE] = text.replace(
+        f"release content of Neuron {old}", f"release content of Neuron {release.version}"
+    )
     for path in (DOCKERFILE, ARC_VALUES):
         if path in files and _IMAGE + old in files[path]:
             bump.files[path] = files[path].replace(_IMAGE + old, _IMAGE + release.version)

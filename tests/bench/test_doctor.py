@@ -141,5 +141,7 @@ def test_an_installed_toolchain_that_differs_from_the_pin_is_named_package_by_pa
         "the installed toolchain differs from the pin in 3 package(s): neuronx-cc 2.22.0.0; "
         "aws-neuronx-tools 2.34.1.0; aws-neuronx-dkms not installed"
     )
-    same = _checks(trn2, apt=apt, dpkg={**installed, "aws-neuronx-tools": "2.33.38.0", "aws-neuronx-dkms": "2.31.7.0"}.get)
+    same = _checks(
+        trn2, apt=apt, dpkg={**installed, "aws-neuronx-tools": "2.33.38.0", "aws-neuronx-dkms": "2.31.7.0"}.get
+    )
     assert same["toolchain"].status == "ok" and same["aws-neuronx-tools"].detail == "2.33.38.0"

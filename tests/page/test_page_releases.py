@@ -24,7 +24,7 @@ def test_a_section_lists_regressions_first_and_escapes_every_text() -> None:
         "old": "2.33.0",
         "new": "2.34.0",
         "entries": [
-            _entry("a/passes", "still_passing", speed_pct=-3.5, compile_s=12.0, peak_memory_bytes=-2**20),
+            _entry("a/passes", "still_passing", speed_pct=-3.5, compile_s=12.0, peak_memory_bytes=-(2**20)),
             _entry("a/<script>alert(1)</script>", "code_changed", old_failure_code="x", new_failure_code="<i>y</i>"),
             _entry("a/broke", "newly_failing", new_failure_code="ncc_evrf007"),
             _entry("a/moved", "not_comparable", note="compares nothing: measured with another instance_type"),
@@ -42,8 +42,11 @@ def test_a_section_lists_regressions_first_and_escapes_every_text() -> None:
 
 
 def test_a_diff_of_cpu_rows_is_badged_cpu_and_not_titled_neuron() -> None:
-    diff = {"old": "cpu-run-1", "new": "cpu-run-2",
-            "entries": [_entry("demo/tiny", "still_passing", new_device="cpu", old_device="cpu", speed_pct=1.0)]}
+    diff = {
+        "old": "cpu-run-1",
+        "new": "cpu-run-2",
+        "entries": [_entry("demo/tiny", "still_passing", new_device="cpu", old_device="cpu", speed_pct=1.0)],
+    }
     [section] = release_sections([diff])
     assert section["title"] == "cpu-run-1 → cpu-run-2" and section["cpu"] and section["rows"][0]["cpu"]
     html = render_page(latest=[], rankings=[], exclusions=[], scripts={}, releases=[diff])

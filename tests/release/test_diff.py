@@ -32,7 +32,12 @@ def _fail(model: str, pins: dict[str, str], day: int, code: str, *, status: str 
 
 
 def _records() -> list[dict[str, Any]]:
-    m = {"neuronx_cc_s": 100.0, "compile_s": 61.5, "decode_tokens_per_s": 77.1, "peak_device_memory_bytes": 3_000_000_000}
+    m = {
+        "neuronx_cc_s": 100.0,
+        "compile_s": 61.5,
+        "decode_tokens_per_s": 77.1,
+        "peak_device_memory_bytes": 3_000_000_000,
+    }
     return [
         # a: passes on both; an older old-toolchain row and a new-toolchain error row must not count
         _pass("org/a", OLD, 10, **{**m, "decode_tokens_per_s": 50.0}),

@@ -95,8 +95,8 @@ def test_the_watch_bumps_2_32_to_exactly_the_pins_of_runners_toolchain_yaml() ->
     assert bump.title == "Neuron 2.33.0: bump the runners' toolchain from 2.32.0"
     assert "https://awsdocs-neuron.readthedocs-hosted.com/en/latest/release-notes/2.33.0.html" in body
     assert "https://awsdocs-neuron.readthedocs-hosted.com/en/v2.33.0/release-notes/releasecontent.html" in body
-    row = f"| `{TOOLCHAIN_FILE}` | `neuronx_cc` | 2.27.5334.0 | 2.28.7631.0 | {SOURCE}: neuron_releases 2.33.0, neuronx-cc"
-    assert row in body
+    row = f"| `{TOOLCHAIN_FILE}` | `neuronx_cc` | 2.27.5334.0 | 2.28.7631.0 | {SOURCE}: neuron_releases 2.33.0, "
+    assert row + "neuronx-cc (supported on trn2) |" in body
     # torch-neuronx for the pinned torch (2.14), not 2.13's nor Trn1's XLA build; it was already the pin.
     assert f"- `torch_neuronx` 2.14.3.0: {SOURCE}: neuron_releases 2.33.0, torch-neuronx" in body
     assert "- `torch` 2.14.0: kept: torch-neuronx's family is PyTorch 2.14 (the manifest names no torch)" in body

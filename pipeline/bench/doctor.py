@@ -35,6 +35,7 @@ from pipeline.backends.neuron import (
     sysfs_memory_layout,
     visible_devices,
 )
+from pipeline.bench.pins import apt_checks, pin_summary
 from pipeline.errors import ConfigError, PipelineError
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -345,20 +346,19 @@ def run_checks(
         apt: runners/toolchain.yaml's ``apt:`` pins (Debian package -> version), checked with ``dpkg``.
         dpkg: Debian package -> its installed upstream version, or None (``dpkg-query`` by default).
     """
-    from pipeline.bench.pins import apt_checks, pin_summary
 
     memory = total_memory() if total_memory else host_memory(constants.TRNCAT_SYSTEM_ROOT / "proc" / "meminfo")
     version = python or (sys.version_info[0], sys.version_info[1])
     container, capabilities = _container()
     sysfs, layout = _sysfs(backend)
-    pinned = [*_packages(backend, toolchain), *apt_checks(apt or {}, dpkg)]
+    pinned = [*_packages(backend, toolchain), *(Check(*line) for line in apt_checks(apt or {}, dpkg))]
     checks = [
         *_os_python(os_release or constants.TRNCAT_SYSTEM_ROOT / "etc" / "os-release", version,
                     backend.requires_python("torch-neuronx")),
         *_driver(backend),
         *_neuron_ls(backend, cores),
         *pinned,
-        pin_summary(pinned, [*TOOLCHAIN_PACKAGES, *(apt or {})]),
+        Check(*pin_summary(pinned, [*TOOLCHAIN_PACKAGES, *(apt or {})])),
         container,
         sysfs,
     ]  # fmt: skip

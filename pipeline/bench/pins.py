@@ -9,12 +9,21 @@ tools and driver arrive as Debian packages (docs/neuron-facts.md, "runtime packa
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING
+from typing import Literal, Protocol
 
-if TYPE_CHECKING:
-    from pipeline.bench.doctor import Check
+__all__ = ["Line", "apt_checks", "pin_summary"]
 
-__all__ = ["apt_checks", "pin_summary"]
+#: One doctor line as these checks give it: (name, status, detail, fix); doctor makes its ``Check`` of it.
+Line = tuple[str, Literal["ok", "warn", "fail"], str, str | None]
+
+
+class _Checked(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def detail(self) -> str: ...
 
 
 def apt_matches(installed: str, pin: str) -> bool:
@@ -22,33 +31,29 @@ def apt_matches(installed: str, pin: str) -> bool:
     return installed.startswith(pin[:-1]) if pin.endswith("*") else installed == pin
 
 
-def apt_checks(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Check]:
+def apt_checks(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Line]:
     """One check per pinned Debian package: installed at its pin, another version, or missing."""
-    from pipeline.bench.doctor import Check
-
-    out = []
+    out: list[Line] = []
     for package, pin in apt.items():
         have = dpkg(package)
         fix = f"apt-get install {package}={pin} (runners/setup-runner.sh --neuron-apt installs every pin)"
         if have is None:
-            out.append(Check(package, "fail", f"not installed; runners/toolchain.yaml pins {pin}", fix))
+            out.append((package, "fail", f"not installed; runners/toolchain.yaml pins {pin}", fix))
         elif not apt_matches(have, pin):
-            out.append(Check(package, "fail", f"{have}, but runners/toolchain.yaml pins {pin}", fix))
+            out.append((package, "fail", f"{have}, but runners/toolchain.yaml pins {pin}", fix))
         else:
-            out.append(Check(package, "ok", have))
+            out.append((package, "ok", have, None))
     return out
 
 
-def pin_summary(checks: Iterable[Check], pinned: Iterable[str]) -> Check:
+def pin_summary(checks: Iterable[_Checked], pinned: Iterable[str]) -> Line:
     """The ``toolchain`` line: ok, or every pinned package whose installed version differs from its pin, by name."""
-    from pipeline.bench.doctor import Check
-
     names = set(pinned)
     differ = [c for c in checks if c.name in names and c.status == "fail"]
     if not differ:
-        return Check("toolchain", "ok", "every pinned package is installed at runners/toolchain.yaml's version")
+        return ("toolchain", "ok", "every pinned package is installed at runners/toolchain.yaml's version", None)
     listed = "; ".join(f"{c.name} {c.detail.split(', but', 1)[0].split(';', 1)[0]}" for c in differ)
-    return Check(
+    return (
         "toolchain",
         "fail",
         f"the installed toolchain differs from the pin in {len(differ)} package(s): {listed}",

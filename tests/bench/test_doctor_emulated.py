@@ -69,6 +69,7 @@ def test_doctor_fails_on_a_broken_emulated_machine_with_a_fix_on_each_line(tmp_p
     assert report["smoke"] == []  # skipped: the device and package checks come first
 
 
+@pytest.mark.e2e
 def test_doctor_passes_on_the_emulators_neuron_2_34_tools_profile(tmp_path: Path) -> None:
     """Issue 30: neuron-ls as Neuron 2.34 announces it (`--output-format json`, no `--json-output`). What the
     emulator's 2.34 profile plays is neuron-ls only: its packages stay 2.33's, whose pins this checks (2.34's own
@@ -80,6 +81,7 @@ def test_doctor_passes_on_the_emulators_neuron_2_34_tools_profile(tmp_path: Path
     assert checks["neuron-ls"]["status"] == "ok" and checks["toolchain"]["status"] == "ok"
 
 
+@pytest.mark.e2e
 def test_doctor_names_each_package_an_emulated_runner_has_at_another_version(tmp_path: Path) -> None:
     """A runner left on 2.32's nki (0.6.0) while the pins are 2.33's (0.7.0): its line and the toolchain line."""
     import yaml

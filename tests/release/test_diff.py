@@ -142,3 +142,20 @@ def test_rows_on_another_device_compare_nothing_and_lower_seconds_per_image_is_f
     cpu = [{**new[0], "device": "cpu"}]
     [entry] = release_diff(old, cpu, old="a", new="b").entries
     assert entry["kind"] == "not_comparable" and entry["note"] == "compares nothing: measured with another device"
+
+
+def test_trncat_diff_reads_two_toolchain_files_and_writes_the_release_file(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli import main
+
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text('# Neuron SDK 2.33.0\nneuronx_cc: "1.0.0"\ntorch_neuronx: "1.0.0"\napt:\n  x: "1*"\n')
+    new.write_text('# Neuron SDK 2.34.0\nneuronx_cc: "2.0.0"\ntorch_neuronx: "1.0.0"\n')
+    assert main(["diff", "--toolchain", str(old), str(new), "--dataset", str(dataset), "--write"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {dataset / 'data/releases/2.33.0--2.34.0.parquet'}" in out
+    assert "2.33.0 -> 2.34.0: 10 model(s) and task(s), 7 compared" in out
+    assert [d["new"] for d in read_release_diffs(dataset)] == ["2.34.0"]
+    assert main(["diff", "--toolchain", str(old), str(old), "--dataset", str(dataset)]) != 0
+    assert "pin the same versions" in capsys.readouterr().err

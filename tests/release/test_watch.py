@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -128,3 +129,26 @@ def test_a_package_the_new_release_lacks_keeps_its_pin_and_says_so() -> None:
     bump = plan_bump(_files(_at_232(REAL)), parse_manifest(json.dumps(data)), source=SOURCE)
     assert bump is not None and 'aws-neuronx-dkms: "2.30.2.0*"' in bump.files[TOOLCHAIN_FILE]
     assert "kept: the manifest's 2.33.0 lists no aws-neuronx-dkms on trn2" in bump.body
+
+
+def test_the_command_rewrites_the_files_writes_the_body_and_then_finds_nothing_new(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli import main
+
+    for relative, text in _files(_at_232(REAL)).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    args = ["release-watch", "--manifest", str(MANIFEST), "--source", SOURCE, "--root", str(tmp_path), "--json"]
+    assert main([*args, "--body", str(tmp_path / "pr.md")]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info == {"new": "2.33.0", "old": "2.32.0", "title": "Neuron 2.33.0: bump the runners' toolchain from 2.32.0",
+                    "branch": "release-watch/neuron-2.33.0",
+                    "files": ["runners/Dockerfile", "runners/arc-values.yaml", TOOLCHAIN_FILE]}  # fmt: skip
+    assert (tmp_path / TOOLCHAIN_FILE).read_text(encoding="utf-8") == REAL.replace(
+        'nki: "0.7.0"\n', 'nki: "0.7.0"\n' + VLLM.format("0.29.0.1.2.0")
+    )
+    assert "| `runners/Dockerfile` | `runner image tag` | 2.32.0 | 2.33.0 |" in (tmp_path / "pr.md").read_text()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert main(args) == 0 and json.loads(capsys.readouterr().out) == {"new": None}
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing new: nothing written

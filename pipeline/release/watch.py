@@ -4,7 +4,7 @@ Every pin it writes comes from the release's own manifest entry (:mod:`pipeline.
 request says where each one came from; what the manifest does not name is left as it is, and the body says so.
 One bump changes together: ``runners/toolchain.yaml`` (the Python pins and its ``apt:`` section), the runner
 image tag (``trncat-runner:<release>`` in ``runners/Dockerfile`` and ``runners/arc-values.yaml``) and the
-``vllm_neuron`` pin where the toolchain file has one. Nothing is new (the manifest's latest release is not newer
+``vllm_neuron`` (and ``libtorch_neuronx_lite``) pin where the toolchain file has one. Nothing is new (the manifest's latest release is not newer
 than the one the toolchain file names): no bump, and no pull request.
 """
 
@@ -26,7 +26,11 @@ PYTHON_PINS: Mapping[str, str] = {
     "torch_neuronx": "torch-neuronx",
     "nki": "nki",
     "vllm_neuron": "vllm-neuron",
+    # what vLLM Neuron compiles through (one build per PyTorch version, like torch-neuronx)
+    "libtorch_neuronx_lite": "libtorch_neuronx_lite",
 }
+#: Pins listed once per PyTorch version: the one whose first two components are the torch pin's is taken.
+_PER_TORCH = ("torch_neuronx", "libtorch_neuronx_lite")
 #: The Debian packages of the ``apt:`` section (their manifest names are theirs).
 APT_PACKAGES = ("aws-neuronx-runtime-lib", "aws-neuronx-collectives", "aws-neuronx-tools", "aws-neuronx-dkms")
 #: Pins that are no Neuron package: never in the manifest, kept.
@@ -101,7 +105,7 @@ def _torch_family(pins: Mapping[str, str]) -> str | None:
 def _python_pin(key: str, old: str, release: Release, *, family: str | None, source: str) -> tuple[str, str]:
     name = PYTHON_PINS[key]
     versions = release.versions(name)
-    if key == "torch_neuronx" and family is not None:
+    if key in _PER_TORCH and family is not None:
         versions = tuple(v for v in versions if v.startswith(family + "."))
         if not versions:
             return old, f"kept: the manifest's {release.version} lists no {name} for torch {family} on {INSTANCE}"

@@ -121,6 +121,20 @@ def test_nothing_new_opens_no_pull_request() -> None:
     assert plan_bump({TOOLCHAIN_FILE: newer}, manifest, source=SOURCE) is None
 
 
+def test_a_per_torch_package_is_taken_for_the_pinned_torch() -> None:
+    """libtorch_neuronx_lite (what vLLM Neuron compiles through) ships one build per PyTorch version, like
+    torch-neuronx: with torch pinned at 2.12, the 2.32.0 manifest's 2.12.0.1.0.1284, not 2.11's."""
+    data = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    data["latest_release"] = [{"instance": "trn2", "version": "2.32.0"}]
+    data["neuron_releases"][1]["packages"] += [
+        {"name": "libtorch_neuronx_lite", "version": v, "supported_instances": ["trn2", "trn3"]}
+        for v in ("2.11.0.1.0.1284", "2.12.0.1.0.1284")
+    ]  # the manifest's own 2.32.0 entries
+    toolchain = '# Neuron SDK 2.31.0\ntorch: "2.12.0"\nlibtorch_neuronx_lite: "2.11.0.1.0.1284"\n'
+    bump = plan_bump({TOOLCHAIN_FILE: toolchain}, parse_manifest(json.dumps(data)), source=SOURCE)
+    assert bump is not None and 'libtorch_neuronx_lite: "2.12.0.1.0.1284"' in bump.files[TOOLCHAIN_FILE]
+
+
 def test_a_package_the_new_release_lacks_keeps_its_pin_and_says_so() -> None:
     data = json.loads(MANIFEST.read_text(encoding="utf-8"))
     data["neuron_releases"][0]["packages"] = [

@@ -4,8 +4,8 @@ Every pin it writes comes from the release's own manifest entry (:mod:`pipeline.
 request says where each one came from; what the manifest does not name is left as it is, and the body says so.
 One bump changes together: ``runners/toolchain.yaml`` (the Python pins and its ``apt:`` section), the runner
 image tag (``trncat-runner:<release>`` in ``runners/Dockerfile`` and ``runners/arc-values.yaml``) and the
-``vllm_neuron`` (and ``libtorch_neuronx_lite``) pin where the toolchain file has one. Nothing is new (the manifest's latest release is not newer
-than the one the toolchain file names): no bump, and no pull request.
+``vllm_neuron`` (and ``libtorch_neuronx_lite``) pin where the toolchain file has one. Nothing is new (the
+manifest's latest release is not newer than the one the toolchain file names): no bump, and no pull request.
 """
 
 from __future__ import annotations

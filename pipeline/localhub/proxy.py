@@ -77,6 +77,8 @@ class FaultProxy:
         self.gave_up = 0
         self.faults: list[ProxyFault] = []
         self._lock = threading.Lock()
+        self._stalling = 0
+        self._settled = threading.Condition(self._lock)
         self._server = _ProxyServer(self)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="localhub-proxy", daemon=True
@@ -100,6 +102,13 @@ class FaultProxy:
             self.faults.append(fault)
         return fault
 
+    def settle(self) -> int:
+        """Wait until no answer is held any more (each stall ends when its client hangs up, or after ``hold_s``);
+        returns ``gave_up``."""
+        with self._settled:
+            self._settled.wait_for(lambda: self._stalling == 0, timeout=self.hold_s + 5)
+            return self.gave_up
+
     def clear(self) -> None:
         """Remove every fault."""
         with self._lock:
@@ -111,8 +120,15 @@ class FaultProxy:
             self.requests.append((method, path))
             for fault in self.faults:
                 if fault.take(index, method, path):
+                    self._stalling += fault.kind == "stall"
                     return fault.kind
         return None
+
+    def _stall_ended(self, client_hung_up: bool) -> None:
+        with self._settled:
+            self.gave_up += client_hung_up
+            self._stalling -= 1
+            self._settled.notify_all()
 
     def stop(self) -> None:
         self._server.shutdown()
@@ -168,15 +184,22 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(payload)
             return
-        status, reason, headers, answer = self._forward(body)
+        hung_up = False
+        try:
+            status, reason, headers, answer = self._forward(body)
+        except BaseException:
+            if fault == "stall":
+                proxy._stall_ended(False)
+            raise
         if fault == "drop":  # applied upstream; the client never hears of it
             self._hang_up()
             return
         if fault == "stall":
-            if self._held_until_client_hangs_up(proxy.hold_s):
-                with proxy._lock:
-                    proxy.gave_up += 1
-            self._hang_up()
+            try:
+                hung_up = self._held_until_client_hangs_up(proxy.hold_s)
+                self._hang_up()
+            finally:
+                proxy._stall_ended(hung_up)
             return
         self.send_response(status, reason)
         for key, value in headers:

@@ -157,6 +157,11 @@ class _ProxyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _ProxyServer
 
+    def setup(self) -> None:
+        super().setup()
+        # Nagle's algorithm would hold each small answer until the client's delayed ACK (~40 ms): see the server.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib signature
         return
 
@@ -214,6 +219,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         proxy = self.server.proxy
         connection = http.client.HTTPConnection(*proxy._target, timeout=60)
         try:
+            connection.connect()
+            connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             headers["Host"] = f"{proxy._target[0]}:{proxy._target[1]}"
             headers["Content-Length"] = str(len(body))

@@ -572,9 +572,9 @@ def test_the_neuron_apt_key_is_pinned_by_fingerprint(tmp_path: Path) -> None:
 # -- the GPU runner class (benchmark-gpu.yml, the Compare view's cuda rows) --------------------------------
 
 
-def _gpu_install(*args: str) -> subprocess.CompletedProcess[str]:
+def _gpu_install(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return dry_run("install", "--org", "trncat", "--runner-group-id", "7", "--token-file", "/dev/null",
-                   "--class", "gpu", *args)  # fmt: skip
+                   "--class", "gpu", *args, env=env)  # fmt: skip
 
 
 def test_the_gpu_class_gives_each_runner_its_gpus_under_the_same_rules() -> None:
@@ -664,21 +664,19 @@ def test_a_gpu_runner_may_open_its_own_gpus_and_the_drivers_control_devices_only
     for bus, minor in (("0000:b9:00.0", 0), ("0000:53:00.0", 5), ("0000:97:00.0", 1), ("0000:0a:00.0", 7)):
         (proc / "gpus" / bus).mkdir(parents=True)
         (proc / "gpus" / bus / "information").write_text(f"Model: \t\t NVIDIA H200\nDevice Minor: \t {minor}\n")
-    result = dry_run("install", "--org", "trncat", "--runner-group-id", "7", "--token-file", "/dev/null", "--class",
-                     "gpu", "--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
     assert result.returncode == 2 and "the driver lists 4 GPU(s)" in result.stderr  # an 8-GPU layout on 4
     for bus, minor in (("0000:ca:00.0", 2), ("0000:da:00.0", 3), ("0000:aa:00.0", 4), ("0000:1a:00.0", 6)):
         (proc / "gpus" / bus).mkdir(parents=True)
         (proc / "gpus" / bus / "information").write_text(f"Device Minor: {minor}\n")
-    result = dry_run("install", "--org", "trncat", "--runner-group-id", "7", "--token-file", "/dev/null", "--class",
-                     "gpu", "--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
     assert result.returncode == 0, result.stderr
     by_pci = [7, 6, 5, 1, 4, 0, 2, 3]  # 0a, 1a, 53, 97, aa, b9, ca, da
     assert [allowed[0] for allowed in _gpu_drop_ins(result, 8)] == [f"/dev/nvidia{m}" for m in by_pci]
     # The job's own environment numbers them the same way.
     env = {"RUNNER_LABELS": "self-hosted,linux,x64,gpu,p5en.48xlarge,gpu-1g", "TRNCAT_RUNNER_USER": "trncat-runner-3",
            "TRNCAT_PREFIX": "/opt/trncat-runner", "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
-           "CUDA_VISIBLE_DEVICES": "3", "TRNCAT_RUNNER_CLASS": "gpu", "TRNCAT_INSTANCE_TYPE": "p5en.48xlarge"}  # fmt: skip
+           "CUDA_VISIBLE_DEVICES": "3", "TRNCAT_RUNNER_CLASS": "gpu"}  # fmt: skip
     job_env = written(dry_run("run", "3", env=env).stdout)["/opt/trncat-runner/runners/3/.env"]
     assert "CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in job_env
 

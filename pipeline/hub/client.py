@@ -83,7 +83,8 @@ class Hub(RepoFiles, PullRequests):
         with budget.active():
             while True:
                 if (left := time_left()) is not None and left <= 0:
-                    raise HubDeadlineError(f"{what}: the deadline passed before it could be tried again")
+                    again = " again" if tried else ""
+                    raise HubDeadlineError(f"{what}: the deadline passed before it could be tried{again}")
                 try:
                     if tried and effect is not None and (found := effect()) is not None:
                         logger.warning("%s: the Hub had done it already (its answer was lost)", what)

@@ -75,7 +75,7 @@ def test_a_stalled_answer_times_out_and_is_retried_on_the_budget(localhub_proxy)
     proxy.fail("stall", path_regex=r"/revision/main", method="GET")
     assert len(localhub_proxy.client.head_sha(repo)) == 40
     assert proxy.settle() == 1, "the client hung up after its read timeout, it did not wait for the proxy to"
-    assert len(sleeps) == 1, "a timeout is retried on the call's own budget"
+    assert len(sleeps) >= 1, "a timeout is retried on the call's own budget"
 
 
 def test_a_hub_that_never_answers_ends_at_the_deadline(localhub_proxy, monkeypatch) -> None:

@@ -131,6 +131,7 @@ def runs(seeded_hub: Path, tmp_path: Path, short_timeouts: None) -> Iterator[lis
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # about 20 publishes each, a stall costs the client's timeout: a loaded machine stretches it
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 def test_each_request_of_a_publish_failed_in_turn_leaves_every_record_once_in_one_pr(
     kind: FaultKind, seeded_hub: Path, tmp_path: Path, runs: list[_Run]

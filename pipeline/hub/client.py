@@ -22,7 +22,7 @@ from pipeline.hub import transport
 from pipeline.hub.files import RepoFiles
 from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
 from pipeline.hub.retry import Budget
-from pipeline.hub.translate import http_status, is_retryable, translate
+from pipeline.hub.translate import http_status, is_retryable, network_error, translate
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,16 @@ class Hub(RepoFiles):
                         raise translate(exc, what, attempts=budget.attempts) from exc
                     status, retry_after = http_status(exc)
                     delay = budget.delay(retry_after)
-                    logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
+                    if status is None and budget.retries == 0 and (cause := network_error(exc)) is not None:
+                        # Nothing answered: say so at once, and for how long it will go on trying.
+                        total = budget.backoff_total()
+                        logger.warning(
+                            "%s: no answer from the Hub at %s (%s): is it reachable? retrying %d times over "
+                            "about %.0f s (Ctrl-C stops)", what, self.endpoint, type(cause).__name__,
+                            budget.max_retries, total,
+                        )  # fmt: skip
+                    else:
+                        logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
                     budget.wait(delay)
 
     # -- reading -----------------------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from pipeline.dataset.read import (
     read_latest,
     read_rankings,
     read_scripts,
+    require_dataset,
     script_files,
 )
 from pipeline.dataset.summary import read_summary, shard_paths
@@ -96,6 +97,7 @@ __all__ = [
     "read_latest",
     "read_rankings",
     "read_scripts",
+    "require_dataset",
     "script_files",
     "read_summary",
     "refresh_card",

@@ -85,3 +85,55 @@ def test_plan_of_a_folder_without_config_is_one_line(tmp_path: Path, capsys: pyt
     assert main(["plan", str(tmp_path)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "config.json" in err[0]
+
+
+# -- issue 37: what a new user hits first ---------------------------------------------------------------
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in captured.err, captured.err
+    return err[0]
+
+
+def test_page_from_a_missing_or_empty_folder_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "site"
+    args = ["page", "--dataset-repo", "trncat/results", "--out", str(out), "--from-folder"]
+    assert main([*args, str(tmp_path / "nope")]) == 2
+    assert "no such dataset folder" in _one_error_line(capsys)
+    (tmp_path / "empty").mkdir()
+    assert main([*args, str(tmp_path / "empty")]) == 2
+    assert "holds no dataset" in _one_error_line(capsys)
+    assert not out.exists()  # never an empty catalog
+
+
+@pytest.mark.parametrize("name", ["./does-not-exist", "../nowhere/model", "/no/such/model"])
+def test_bench_and_plan_of_a_missing_folder_say_the_folder_is_missing(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    assert main(["bench", name, "--task", "text-generation", "--device", "cpu", "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert f"{name}: no such folder" in line and "model id" not in line
+    assert main(["plan", name]) == 2
+    assert f"{name}: no such folder" in _one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_localhub_serve_mistakes_are_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["localhub", "serve", "--root", str(afile)]) == 2
+    assert "a file, not a folder" in _one_error_line(capsys)
+    missing = tmp_path / "tokens.txt"
+    assert main(["localhub", "serve", "--root", str(tmp_path / "hub"), "--tokens-file", str(missing)]) == 2
+    assert f"--tokens-file {missing}: cannot read it" in _one_error_line(capsys)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["localhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port)]) == 2
+        assert f"--port {port}: already in use" in _one_error_line(capsys)

@@ -31,6 +31,7 @@ from pipeline.page.catalog import (
     PAGE_VIEWS,
     VIEW_LABELS,
     catalog,
+    compile_text,
     device_shown,
     fallback_text,
     price_text,
@@ -134,6 +135,7 @@ def _environment() -> jinja2.Environment:
     env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
     env.globals["price_text"] = price_text
+    env.globals["compile_text"] = compile_text
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (

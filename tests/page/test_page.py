@@ -695,3 +695,49 @@ def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -
     assert "compiled cache 3.0 MiB" in html and "later runs start in 9.5 s" in html
     assert "<img src=x" not in html  # the reason is text, escaped in the inline data
     assert "Its run.py starts warm" in parse(html).scripts["app"]
+
+
+# -- issue 37: the page's details ------------------------------------------------------------------------
+
+
+def _cuda_row(model_id: str, **overrides: Any) -> dict[str, Any]:
+    return flatten(
+        sample_record(
+            model_id=model_id,
+            device="cuda",
+            hardware={"name": "nvidia-l40s", "instance_type": "g6e.xlarge", "accelerator": "NVIDIA L40S",
+                      "core_config": None, "memory_per_core_bytes": 48 * 1024**3, "cores_available": 1},
+            versions={"torch_neuronx": None, "neuronx_cc": None, "runtime": None, "driver": None, "sdk": None,
+                      "cuda": "12.8"},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+            **overrides,
+        )
+    )  # fmt: skip
+
+
+def test_a_cpu_row_says_nothing_was_compiled_instead_of_0_ms() -> None:
+    cpu = flatten(
+        sample_record(
+            model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+        )
+    )  # fmt: skip
+    html = render(latest=[cpu])
+    [cells] = parse(html).rows
+    assert cells[5] == "—, not compiled on CPU" and "0 ms" not in cells[5]
+    # the script says the same (the table, and each history line, are rebuilt from the inline data)
+    assert '"\\u2014, not compiled on CPU"' in parse(html).scripts["app"]
+    assert "F.compileText(h)" in parse(html).scripts["app"]
+
+
+def test_a_trainium2_rows_history_lists_no_cuda_or_cpu_row() -> None:
+    trn = row("acme/both", run=at(2))
+    older = row("acme/both", run=at(1), versions={"neuronx_cc": "2.20.0"})
+    gpu = _cuda_row("acme/both", run=at(3))
+    cpu = flatten(sample_record(model_id="acme/both", device="cpu", hardware={"name": "cpu", "accelerator": None},
+                                run=at(4)))  # fmt: skip
+    html = render(latest=[trn, gpu, cpu], history=[older, trn, gpu, cpu])
+    data = data_of(html)
+    [entry] = [e for e in data["objects"] if e["id"] == "acme/both"]
+    lines = [dict(zip(data["hcols"], line, strict=True)) for line in entry["hist"]]
+    assert entry["device"] == "neuron" and {h["device"] for h in lines} == {"neuron"} and len(lines) == 2

@@ -37,6 +37,9 @@ DEFAULT_PRICES = REPO_ROOT / "runners" / "instances.yaml"
 #: Where an installed wheel carries the same file (pyproject.toml force-includes it, as it does the schemas).
 _PACKAGED_PRICES = Path(__file__).resolve().parent / "_runners" / "instances.yaml"
 DEFAULT_OPTION = "on_demand"
+#: The instance name trncat's offline demo gives this machine's CPU, so that an invented, labelled demo price prices
+#: its rows (``pipeline.cli.demo``); the page badges every row of it "demo". No real runner ever names it.
+DEMO_INSTANCE = "demo.cpu"
 #: An EC2 instance type: family, a dot, a size (``trn2.48xlarge``, ``p5en.48xlarge``, ``g6e.xlarge``).
 _INSTANCE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$")
 #: ``as_of``: a day, a month or a year (sources date their figures at any of the three).

@@ -13,7 +13,7 @@ from pipeline.backends import FRESH_VENV
 from pipeline.ids import model_id_problem
 from pipeline.page import plots
 from pipeline.page.task_columns import batch_p50, task_view
-from pipeline.prices import TASK_COSTS
+from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import representative
 from pipeline.types import TASKS
 
@@ -29,7 +29,13 @@ ENTRY_COLUMNS = (
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs",
+    "demo",
 )  # fmt: skip
+#: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
+DEMO_TITLE = (
+    "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an invented demo price; "
+    "not a Trainium2 or a GPU result"
+)
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
 DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
@@ -156,6 +162,8 @@ def _entry(
         "hist": lines,
         # Ops the device ran on the CPU: shown beside the verdict, never hidden ([[op, count], ...]; None: unknown).
         "fb": _fallback(r.get("cpu_fallback_ops")),
+        # A row of the offline demo (its invented price): badged "demo" wherever it shows.
+        "demo": r.get("instance_type") == DEMO_INSTANCE,
     }
 
 

@@ -24,6 +24,7 @@ from markupsafe import Markup
 from pipeline.page import plots
 from pipeline.page.catalog import (
     DEVICE_FILTERS,
+    DEMO_TITLE,
     DEVICE_LABELS,
     ENTRY_COLUMNS,
     HISTORY_COLUMNS,
@@ -37,7 +38,7 @@ from pipeline.page.catalog import (
     price_text,
     usd_text,
 )
-from pipeline.page.compare import compare_pairs
+from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
@@ -136,6 +137,7 @@ def _environment() -> jinja2.Environment:
     env.globals["fallback_text"] = fallback_text
     env.globals["price_text"] = price_text
     env.globals["compile_text"] = compile_text
+    env.globals["demo_title"] = DEMO_TITLE
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
@@ -235,7 +237,7 @@ def render_page(
         dataset_repo=dataset_repo,
         total=len(listing["items"]),
         summary=summary,
-        compare=compare_pairs(latest),
+        compare=compare_pairs(latest) + demo_pairs(latest),
         families=families,
         plots={
             task: plots.catalog_plots(

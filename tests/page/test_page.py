@@ -741,3 +741,46 @@ def test_a_trainium2_rows_history_lists_no_cuda_or_cpu_row() -> None:
     [entry] = [e for e in data["objects"] if e["id"] == "acme/both"]
     lines = [dict(zip(data["hcols"], line, strict=True)) for line in entry["hist"]]
     assert entry["device"] == "neuron" and {h["device"] for h in lines} == {"neuron"} and len(lines) == 2
+
+
+def _demo_row(model_id: str = "trncat-demo/tiny-llama") -> dict[str, Any]:
+    from pipeline.prices import DEMO_INSTANCE
+
+    cpu = flatten(
+        sample_record(
+            model_id=model_id, device="cpu",
+            hardware={"name": "cpu-x86_64", "instance_type": DEMO_INSTANCE, "accelerator": None},
+        )
+    )  # fmt: skip
+    cpu.update(price_usd_per_hour=1.0, price_option="on_demand", price_source="trncat demo: an invented price",
+               cost_usd_per_million_tokens=3.6)  # fmt: skip
+    return cpu
+
+
+def test_the_demo_shows_compare_and_costs_with_a_demo_badge_on_both_sides_never_as_a_gpu_result() -> None:
+    html = render(latest=[_demo_row()])
+    # Both sides are the one CPU run, each badged demo and CPU with the place it fills; no side says cuda or GPU.
+    section = html.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    assert 'id="compare-demo"' in section and "Neither side is a Trainium2 or a GPU result" in section
+    sides = re.findall(r'<tr class="side side-(\w+)">(.*?)</tr>', section, flags=re.S)
+    assert [device for device, _ in sides] == ["cpu", "cpu"]
+    for _, cells in sides:
+        device = re.search(r'<td class="device">(.*?)</td>', cells, flags=re.S)[1]  # type: ignore[index]
+        assert re.findall(r'class="badge ([\w-]+)"[^>]*>([^<]*)<', device) == [("b-demo", "demo"), ("b-dev", "CPU")]
+        assert "b-trn" not in device and ">cuda<" not in device
+        assert '<td class="num cost" title="At $1 per instance-hour' in cells and ">$3.60<" in cells
+    assert "in the Trainium2 place" in sides[0][1] and "cuda-labelled twin" in sides[1][1]
+    assert "not a GPU result" in sides[1][1] and "demo: the CPU run ÷ itself" in section and "×1.00" in section
+    # The table: the row is badged demo and its cost shows, with the demo price's source on hover.
+    [cells] = parse(html).rows
+    assert cells[2].startswith("runs CPU demo") and "$3.60" in cells
+    assert '"demo"' in parse(html).scripts["trncat-data"] and data_of(html)["objects"][0]["demo"] is True
+
+
+def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
+    cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None}))
+    html = render(latest=[cpu, row("acme/both"), _cuda_row("acme/both")])
+    body = html.split("<main>", 1)[1].split("</main>", 1)[0]
+    assert 'id="compare-demo"' not in body and "b-demo" not in body
+    assert all(e["demo"] is False for e in data_of(html)["objects"])
+    assert "Trainium2 ÷ GPU" in html

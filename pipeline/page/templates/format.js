@@ -8,6 +8,9 @@ var TRNCAT_FORMAT = (function () {
     if (v < 600) return v.toFixed(0) + " s";
     return (v / 60).toFixed(0) + " min";
   }
+  // keep in step with pipeline/page/catalog.py DEMO_TITLE
+  var D_DEMO_TITLE = "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an " +
+    "invented demo price; not a Trainium2 or a GPU result";
   function compileText(e) {
     // a row's compile cell: a CPU row compiles nothing (keep in step with pipeline/page/catalog.py compile_text)
     return e.device === "cpu" ? "\u2014, not compiled on CPU" : secs(e.compile);
@@ -92,6 +95,7 @@ var TRNCAT_FORMAT = (function () {
     var out = [];
     if (e.fb && e.fb.length) out.push(["b-fallback", "CPU fallback", "ops run on the CPU, not the device: " + fallbackText(e.fb)]);
     if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
+    if (e.demo) out.push(["b-demo", "demo", D_DEMO_TITLE]);
     return out;
   }
   function runNotes(e, tv) {

@@ -23,8 +23,8 @@ from markupsafe import Markup
 
 from pipeline.page import plots
 from pipeline.page.catalog import (
-    DEVICE_FILTERS,
     DEMO_TITLE,
+    DEVICE_FILTERS,
     DEVICE_LABELS,
     ENTRY_COLUMNS,
     HISTORY_COLUMNS,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,3 +138,33 @@ def test_localhub_serve_mistakes_are_one_line_each(tmp_path: Path, capsys: pytes
         port = busy.getsockname()[1]
         assert main(["localhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port)]) == 2
         assert f"--port {port}: already in use" in _one_error_line(capsys)
+
+
+def test_the_readme_says_up_front_that_nothing_is_measured_on_hardware_yet() -> None:
+    """Issue 37: the first screen says where the project stands, and that stays true while docs/neuron-facts.md has
+    no fact seen on hardware (the first hardware run changes both)."""
+    facts = (ROOT / "docs" / "neuron-facts.md").read_text(encoding="utf-8")
+    seen = [cells[-2].strip() for line in facts.splitlines() if (cells := line.split("|")) and len(cells) > 5]
+    seen = [s for s in seen if s not in ("seen on hardware", "---", "n/a")]
+    assert seen and set(seen) == {"no"}, "a fact was seen on hardware: update the README's first screen"
+    first_screen = README.read_text(encoding="utf-8").split("## Two commands", 1)[0]
+    assert "no row has yet been measured on Trainium2 hardware" in first_screen
+    assert "tested against an emulator of its" in first_screen and "documentation" in first_screen
+    assert "a third party's, each with its source and date" in first_screen and "not live" in first_screen
+
+
+def test_the_readme_tells_how_to_check_the_demos_models_after_it_ends() -> None:
+    from pipeline.cli.demo import DATASET_REPO, FINE_TUNE
+
+    text = README.read_text(encoding="utf-8")
+    assert "trncat demo --out demo-out --work demo-work" in text
+    assert "trncat localhub serve --root demo-work/hub --port 8999 &" in text
+    assert f"HF_ENDPOINT=http://127.0.0.1:8999 .venv/bin/trncat check {FINE_TUNE} --dataset {DATASET_REPO}" in text
+
+
+def test_the_readme_paragraph_after_the_pandas_example_is_short_sections() -> None:
+    text = README.read_text(encoding="utf-8")
+    after = text.split('ds["train"].features["attempts"]', 1)[1].split("## Commands", 1)[0]
+    paragraphs = [p for p in after.split("\n\n") if p.strip() and not p.startswith(("#", "```"))]
+    assert len(re.findall(r"^### ", after, flags=re.M)) >= 5
+    assert max(len(p.splitlines()) for p in paragraphs) <= 9

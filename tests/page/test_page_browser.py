@@ -266,6 +266,7 @@ def _inside_the_window(page: Any) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the module to ask for it
 def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:

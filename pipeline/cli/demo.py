@@ -25,7 +25,7 @@ from pipeline import fsatomic
 from pipeline.backends import get_backend
 from pipeline.bench import bench_model
 from pipeline.page import task_view
-from pipeline.prices import load_pricing
+from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
 from pipeline.testing import (
     build_tiny_llama,
@@ -40,8 +40,12 @@ DATASET_DIR, SPACE_DIR = "dataset", "space"
 #: What the demo's page says at its top: its rows are no Trainium results.
 DEMO_NOTE = (
     "This is trncat's offline demo: every row below was measured on this machine's CPU with tiny models built "
-    "locally. None of them is a Trainium2 result."
+    "locally. None of them is a Trainium2 result. Rows badged demo are priced at an invented demo price, and the "
+    "Compare section shows a CPU run in both places, to show how the page reads."
 )
+#: The invented price the demo prices its rows at (``pipeline.prices.DEMO_INSTANCE``), labelled as such wherever shown.
+DEMO_PRICE_USD = 1.0
+DEMO_PRICE_SOURCE = "trncat demo: an invented round price for this machine's CPU, not a quote"
 #: (repo id, builder, listing metadata: pipeline tag, library, ...). Downloads and trending scores order the rankings.
 DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
     ("trncat-demo/tiny-llama", build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
@@ -78,6 +82,8 @@ class DemoSummary:
     check: str | None = None
     release: str | None = None
     seconds: float = 0.0
+    #: The demo's work folder when it was kept (``--work``): its local hub can be served again from it.
+    work: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -108,15 +114,57 @@ class DemoSummary:
             lines.append("\n$ trncat diff (a rehearsal on CPU rows: the same CPU stack measured twice, no Neuron "
                          "release)\n" + self.release)  # fmt: skip
         if self.check:
-            # The answer's lines, without the run.py it ends with (`trncat check` prints it whole).
-            head = self.check.split("\n\n", 1)[0].removesuffix(":")
-            lines.append("\n$ trncat check " + FINE_TUNE + "\n" + head + " follows in `trncat check`'s own output")
+            lines.append("\n$ trncat check " + FINE_TUNE + "\n" + self.check)
+        lines.append("\n" + self.check_again())
         lines.append(
             f"\n{self.pr or 'no PR'}{' (merged)' if self.merged else ''}; {self.page or 'page unchanged'}; "
             f"the dataset's main is in {self.out / DATASET_DIR}/, the Space in {self.out / SPACE_DIR}/ "
             f"(open index.html), {self.seconds:.0f} s"
         )
         return "\n".join(lines)
+
+    def check_again(self) -> str:
+        """How to run ``trncat check`` against the demo's models after it ends (its local hub stops with it)."""
+        root = "DIR/hub" if self.work is None else str(self.work / "hub")
+        head = (
+            "To check the demo's models after it ends, keep its local hub (`trncat demo --work DIR`), then:"
+            if self.work is None
+            else f"To check the demo's models again, serve its local hub from {root}:"
+        )
+        return "\n".join((
+            head,
+            f"  trncat localhub serve --root {root} --port 8999 &",
+            f"  HF_ENDPOINT=http://127.0.0.1:8999 trncat check {FINE_TUNE} --dataset {DATASET_REPO}",
+        ))  # fmt: skip
+
+
+def demo_pricing() -> Pricing:
+    """Production's prices (``runners/instances.yaml``) plus the demo's own machine at an invented price, labelled
+    as such: the demo's CPU rows get a cost, so its page shows every cost cell as it reads with real prices."""
+    import os
+
+    pricing = load_pricing()
+    price = Price(usd=DEMO_PRICE_USD, source=DEMO_PRICE_SOURCE, as_of=None, region=None,
+                  note="the offline demo's rows only; no real runner names this instance")  # fmt: skip
+    machine = InstancePrices(
+        name=DEMO_INSTANCE,
+        host_memory_bytes=None,
+        prices={"on_demand": price},
+        accelerators=Accelerators(name="this machine's CPU (demo)", count=os.cpu_count() or 1, memory_bytes=1),
+    )
+    return Pricing(table={**pricing.table, DEMO_INSTANCE: machine}, option=pricing.option, path=pricing.path)
+
+
+def _name_the_demo_machine(results: Path) -> None:
+    """Name the demo's machine in each record it wrote (``hardware.instance_type``): the demo price prices it, and
+    the page badges its rows "demo". Still CPU rows (``device`` cpu, the CPU's own ``hardware.name``)."""
+    import json
+
+    for path in sorted(results.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("device") == "cpu" and isinstance(record.get("hardware"), dict):
+            record["hardware"]["instance_type"] = DEMO_INSTANCE
+            fsatomic.write_bytes(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
 
 
 def _cpu_toolchain() -> dict[str, str]:
@@ -170,7 +218,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     start = time.perf_counter()
     temporary = work is None
     work = Path(tempfile.mkdtemp(prefix="trncat-demo-")) if work is None else work
-    summary = DemoSummary(out=out)
+    summary = DemoSummary(out=out, work=None if temporary else work)
     try:
         with LocalHub(work / "hub") as local:
             restore = point_client_at(local.url, cache_dir=work / "hf-cache")
@@ -212,13 +260,15 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                         hub=hub,
                         out=results / f"{entry['artifact']}.json",
                     )
+                if results.is_dir():
+                    _name_the_demo_machine(results)
                 echo("validate")
                 report = validate_paths([results]) if results.is_dir() else None
                 records = [record for _, record in report.records] if report else []
                 summary.invalid = len(report.bad_files) if report else 0
                 summary.records = records
                 echo(f"publish: {len(records)} record(s) to {DATASET_REPO} as a pull request")
-                # Priced as production prices (runners/instances.yaml): CPU rows name no instance, so no cost.
+                # Priced as production prices (runners/instances.yaml), plus the demo's machine at its demo price.
                 result = publish(
                     records,
                     repo=DATASET_REPO,
@@ -226,7 +276,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     overlay=overlay,
                     invalid=summary.invalid,
                     space=SPACE_REPO,
-                    pricing=load_pricing(),
+                    pricing=demo_pricing(),
                 )
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"

@@ -57,6 +57,7 @@ from pipeline.dataset.read import (
     read_latest,
     read_rankings,
     read_scripts,
+    require_dataset,
     script_files,
 )
 from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
@@ -101,6 +102,7 @@ __all__ = [
     "read_release_diffs",
     "release_path",
     "read_scripts",
+    "require_dataset",
     "script_files",
     "read_summary",
     "refresh_card",

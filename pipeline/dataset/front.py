@@ -12,6 +12,7 @@ from pipeline.dataset.layout import (
     CARD_FILE,
     CHANGES_DIR,
     EXCLUSIONS_FILE,
+    FAMILIES_FILE,
     LATEST_DIR,
     PAGE_FILE,
     RANKINGS_DIR,
@@ -33,6 +34,8 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         configs.append(("exclusions", EXCLUSIONS_FILE))
     if "changes" in known or any((root / CHANGES_DIR).glob("*.parquet")):
         configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
+    if "families" in known or (root / FAMILIES_FILE).is_file():
+        configs.append(("families", FAMILIES_FILE))
     return configs
 
 

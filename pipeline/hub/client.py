@@ -27,7 +27,7 @@ from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelLis
 from pipeline.hub.operations import git_blob_id
 from pipeline.hub.prs import PullRequests, new_marker, with_marker
 from pipeline.hub.retry import Budget, time_left
-from pipeline.hub.translate import http_status, is_retryable, translate
+from pipeline.hub.translate import http_status, is_retryable, network_error, translate
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,16 @@ class Hub(RepoFiles, PullRequests):
                     if (left := time_left()) is not None and delay >= left:
                         last = translate(exc, what, attempts=budget.attempts)
                         raise HubDeadlineError(f"{last}; the deadline passes before the next try") from exc
-                    logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
+                    if status is None and budget.retries == 0 and (cause := network_error(exc)) is not None:
+                        # Nothing answered: say so at once, and for how long it will go on trying.
+                        total = budget.backoff_total()
+                        logger.warning(
+                            "%s: no answer from the Hub at %s (%s): is it reachable? retrying %d times over "
+                            "about %.0f s (Ctrl-C stops)", what, self.endpoint, type(cause).__name__,
+                            budget.max_retries, total,
+                        )  # fmt: skip
+                    else:
+                        logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
                     budget.wait(delay)
 
     # -- reading -----------------------------------------------------------------------------------------

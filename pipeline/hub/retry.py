@@ -75,6 +75,10 @@ class Budget:
             return min(max(retry_after, 0.0), MAX_RETRY_AFTER_S)
         return min(self.max_delay, self.base_delay * 2**self.retries)
 
+    def backoff_total(self) -> float:
+        """Seconds the whole budget waits when no answer names a ``Retry-After``: the sum of its backoffs."""
+        return sum(min(self.max_delay, self.base_delay * 2**n) for n in range(self.max_retries))
+
     def wait(self, seconds: float) -> None:
         """Spend one retry and wait ``seconds``."""
         self.retries += 1

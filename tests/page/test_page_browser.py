@@ -253,6 +253,64 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert all(url.startswith((base, "data:")) for url in seen["requests"]), seen["requests"]
 
 
+def _inside_the_window(page: Any) -> None:
+    """Nothing of the page passes the 1400 px window: no sideways scroll, no cell or details pane past its edge."""
+    width = page.evaluate("window.innerWidth")
+    assert width == 1400 and page.evaluate("document.documentElement.scrollWidth") <= width
+    rights = page.evaluate(
+        "() => [...document.querySelectorAll('td.toolchain, tr.detail .detail-box, #table-wrap')]"
+        ".map(e => e.getBoundingClientRect().right)"
+    )
+    assert rights and max(rights) <= width, rights
+    wrap = "() => { const w = document.querySelector('#table-wrap'); return w.scrollWidth <= w.clientWidth; }"
+    assert page.evaluate(wrap)  # the table itself fits: no sideways scroll inside its frame
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the module to ask for it
+def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """Issue 37: a newcomer sees every part of the page in the demo, and nothing of it reads as a Trainium2 or a GPU
+    result: Compare shows a demo CPU run in both places, each side badged demo and CPU; a cost cell shows a cost
+    at the demo's labelled price; a CPU row's compile says nothing was compiled; nothing passes a 1400 px window."""
+    base = serve(demo_site)
+    page, seen = _open(launch(), f"{base}/index.html")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    compare = page.locator("#compare")
+    assert compare.is_visible() and "Neither side is a Trainium2 or a GPU result" in compare.inner_text()
+    pairs = compare.locator("tbody.pair")
+    assert pairs.count() == 4  # one per demo task, each passing
+    for k in range(pairs.count()):
+        sides = pairs.nth(k).locator("tr.side td.device")
+        texts = sides.all_inner_texts()
+        assert len(texts) == 2 and all(t.startswith("demo\nCPU") or t.startswith("demoCPU") for t in texts), texts
+        assert "Trainium2 place" in texts[0] and "cuda-labelled twin" in texts[1]
+        assert pairs.nth(k).locator(".b-trn").count() == 0
+        assert pairs.nth(k).locator("tr.ratio").inner_text().startswith("demo: the CPU run ÷ itself")
+    cost = pairs.first.locator("td.cost").first
+    assert cost.inner_text().startswith(("$", "< $")) and "trncat demo: an invented" in cost.get_attribute("title")
+    compare.screenshot(path=str(ARTIFACTS / "page-demo-compare.png"))
+
+    page.click("#task-tabs button[data-task='text-generation']")
+    page.click("#view-tabs button[data-view='all']")
+    row = page.locator("#rows tr[data-i]").filter(has_text="trncat-demo/tiny-llama")
+    headers = [t.strip() for t in page.locator("#catalog thead th").all_inner_texts()]
+    cell = row.locator("td").nth(headers.index("$ / 1M tokens"))
+    assert cell.inner_text().startswith(("$", "< $")) and "trncat demo: an invented" in cell.get_attribute("title")
+    assert "demo" in row.locator("td.status .b-demo").inner_text()
+    assert row.locator("td").nth(headers.index("Compile")).inner_text() == "—, not compiled on CPU"
+    row.screenshot(path=str(ARTIFACTS / "page-demo-cost.png"))
+    row.locator("a.more").click()
+    detail = page.locator("tr.detail")
+    assert "History across toolchains" in detail.inner_text()
+    assert detail.locator("table.history td").nth(5).inner_text() == "—, not compiled on CPU"
+    _inside_the_window(page)
+    page.screenshot(path=str(ARTIFACTS / "page-demo-details.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []
+
+
 @pytest.mark.slow
 def test_the_first_view_reads_without_javascript(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
@@ -463,6 +521,10 @@ def test_the_compare_view_sets_a_trainium2_row_beside_a_cuda_row(
     assert cell.inner_text() == "$4.84" and "SkyPilot catalog" in (cell.get_attribute("title") or "")
     row.locator("a.more").click()
     assert "Price: At $85.964 per instance-hour (on_demand" in page.locator("tr.detail").inner_text()
+    # Issue 37: the Trainium2 row's history lists its own runs, never the cuda row; nothing passes the window.
+    history = page.locator("tr.detail table.history tbody tr").all_inner_texts()
+    assert len(history) == 1 and "(neuron)" in history[0] and "cuda" not in history[0]
+    _inside_the_window(page)
     assert "Cost: the row's share of its instance" in page.locator("#cost-legend").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-compare.png"), full_page=True)

@@ -64,6 +64,8 @@ MAX_UNPACKED_BYTES = 4 * MAX_BUNDLE_BYTES
 MAX_MEMBER_BYTES = MAX_BUNDLE_BYTES
 #: The most a JSON metadata file may be (it is parsed whole; the cache's metadata is a few KB).
 MAX_METADATA_BYTES = 16 << 20
+#: The most an extended (pax or GNU long-name) header may be: tarfile reads one whole into memory.
+MAX_HEADER_BYTES = 64 << 10
 #: The piece a member is read and written in.
 CHUNK_BYTES = 1 << 20
 #: The most files a bundle may hold (one per compiled graph, and its metadata).
@@ -107,7 +109,8 @@ def bundle_rule() -> dict[str, Any]:
             "unpacked_bytes": MAX_UNPACKED_BYTES,
             "member_bytes": MAX_MEMBER_BYTES,
             "metadata_bytes": MAX_METADATA_BYTES,
-        },  # fmt: skip
+            "header_bytes": MAX_HEADER_BYTES,
+        },
     }
 
 
@@ -158,8 +161,6 @@ def sha256_file(path: Path) -> str:
 
 #: The member types of a bundle: plain regular files (a sparse, contiguous or linked entry is none).
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
-#: The most an extended (pax or GNU long-name) header may be: tarfile reads one whole into memory.
-MAX_HEADER_BYTES = 64 << 10
 _EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
              tarfile.GNUTYPE_LONGLINK)  # fmt: skip
 

@@ -200,6 +200,7 @@ def _warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **names: object) -> t
              "sha256": info.sha256, "bytes": info.bytes, "files": info.files}  # fmt: skip
     run = _run_py(COMPILED_CACHE=cache, COMPILED_WITH={"torch-neuronx": None, "neuronx-cc": None}, **names)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "users-own"))  # restored after the test
     return run, info
 
 

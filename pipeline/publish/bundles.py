@@ -19,6 +19,7 @@ all new bundles go up in one commit. Over the cap, or refused: no bundle, and th
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,15 @@ from pipeline.ids import validate_model_id
 from pipeline.records import bundle_path, validate_record
 
 logger = logging.getLogger(__name__)
+
+#: What ``compiled_cache_skipped`` may not hold (the schema's rule for free text): C0 controls but tab and newlines.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _skipped(reason: str) -> str:
+    """A reason as the record's ``compiled_cache_skipped`` may hold it: controls replaced, at most 500 characters."""
+    return _CONTROL.sub("?", reason)[:500]
+
 
 #: A revision that stands in for the commit while a record's ``compiled_cache`` is checked before the upload.
 _PENDING = "0" * 40
@@ -74,13 +84,13 @@ def _candidate(name: str, record: dict[str, Any], *, max_bytes: int, out: Bundle
     try:
         info = check_bundle(bundle, max_bytes=max_bytes)
     except BundleError as exc:
-        record["compiled_cache_skipped"] = str(exc)[:500]
+        record["compiled_cache_skipped"] = _skipped(str(exc))
         out.set_aside.append(f"{bundle}: {exc}")
         return None
     pending = {**record, "compiled_cache": _naming(record, info, repo="trncat/pending", revision=_PENDING)}
     if problems := validate_record(pending, allow_emulated=True):  # e.g. a compiler version no folder can hold
         reason = f"no bundle: {problems[0][0]}: {problems[0][1]}"
-        record["compiled_cache_skipped"] = reason[:500]
+        record["compiled_cache_skipped"] = _skipped(reason)
         out.set_aside.append(f"{bundle}: {reason}")
         return None
     return info

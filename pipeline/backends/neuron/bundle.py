@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.backends.neuron.deflate import GzipWriter
+from pipeline.backends.neuron.deflate import LEVEL, GzipWriter
 from pipeline.errors import BundleError
 
 __all__ = [
@@ -214,9 +214,12 @@ def _add(tar: tarfile.TarFile, cache_dir: Path, name: str, path: Path) -> None:
         tar.addfile(info, source)
 
 
-def pack_cache(cache_dir: Path, out: Path, *, max_bytes: int = MAX_BUNDLE_BYTES, threads: int = 2) -> BundleInfo:
-    """Pack a NEFF cache folder into the bundle ``out`` (written whole or not at all), gzip'd on ``threads``
-    threads (:class:`~pipeline.backends.neuron.deflate.GzipWriter`: the same bytes whatever their number).
+def pack_cache(
+    cache_dir: Path, out: Path, *, max_bytes: int = MAX_BUNDLE_BYTES, threads: int = 2, level: int = LEVEL
+) -> BundleInfo:
+    """Pack a NEFF cache folder into the bundle ``out`` (written whole or not at all), gzip'd at ``level`` on
+    ``threads`` threads (:class:`~pipeline.backends.neuron.deflate.GzipWriter`: the same bytes whatever their
+    number).
 
     Raises:
         BundleError: the folder is empty, holds a file of another kind (nothing is written), or the bundle is over
@@ -233,7 +236,7 @@ def pack_cache(cache_dir: Path, out: Path, *, max_bytes: int = MAX_BUNDLE_BYTES,
     try:
         with open(handle, "wb") as raw:
             written = _DigestingWriter(raw)
-            with GzipWriter(written, threads=threads) as zipped:  # type: ignore[arg-type]
+            with GzipWriter(written, threads=threads, level=level) as zipped:  # type: ignore[arg-type]
                 with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                     tar.copybufsize = CHUNK_BYTES
                     for member, path in files:

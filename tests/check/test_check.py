@@ -305,7 +305,7 @@ def test_an_unknown_instance_or_task_is_one_clear_error(
 def test_a_small_file_over_the_bound_is_never_downloaded_through_a_base_chain_either(catalog) -> None:
     """Issue 29.6: a config of any size was downloaded (and one named as a base model's too); now the listing's
     sizes are read first and a small file over the bound every reader keeps (4 MiB) is never fetched."""
-    from pipeline.models import MAX_FILE_BYTES
+    from pipeline.models.family import MAX_FILE_BYTES  # the bound the family reader keeps
 
     huge = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "pad": "x" * MAX_FILE_BYTES})
     card = b"---\nbase_model: acme/huge-base\n---\n# a fine-tune\n"

@@ -313,7 +313,10 @@ def cost_per_output(*, usd_per_hour: float, share: float, speed: float, per: flo
         seconds_each: ``speed`` is seconds per output.
     """
     per_second = 1.0 / speed if seconds_each else speed
-    return usd_per_hour * share / (per_second * 3600.0) * per
+    try:
+        return usd_per_hour * share / (per_second * 3600.0) * per
+    except ZeroDivisionError:  # a speed so small that an hour's outputs round to 0.0: no finite cost
+        return math.inf
 
 
 def row_costs(row: Mapping[str, Any], pricing: Pricing | None) -> dict[str, Any]:
@@ -345,5 +348,6 @@ def row_costs(row: Mapping[str, Any], pricing: Pricing | None) -> dict[str, Any]
         return out
     if not (math.isfinite(speed) and speed > 0):
         return out
-    out[column] = cost_per_output(usd_per_hour=price.usd, share=share, speed=speed, per=per, seconds_each=seconds_each)
+    cost = cost_per_output(usd_per_hour=price.usd, share=share, speed=speed, per=per, seconds_each=seconds_each)
+    out[column] = cost if math.isfinite(cost) else None  # a speed so small (5e-324) that no finite cost exists
     return out

@@ -4,6 +4,7 @@ on request."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +14,16 @@ from pipeline.render import run_script
 
 #: The exit code of ``trncat check`` when the Hub has no such model, or no such revision of it.
 NOT_FOUND_EXIT = 3
+
+#: What a terminal would act on (C0 and C1 controls, DEL): never printed as it is from a config, card or listing.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as its ``\\xNN`` escape (a newline too: one line stays one)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 #: The keys of ``trncat check --json``, in order.
 JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py")
 
@@ -64,6 +75,7 @@ class Answer:
         elif self.plan_note:
             lines.append(f"  plan: none ({self.plan_note})")
         lines.append(f"  read from {self.catalog}")
+        lines = [printable(line) for line in lines]  # the text came from repos' files: escaped for the terminal
         if self.run_py is None:
             lines.append("  no run.py: trncat has nothing it would run for this model")
         elif run_py_file is not None:

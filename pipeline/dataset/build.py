@@ -76,6 +76,8 @@ class BuildSummary:
     changes: list[Change] = field(default_factory=list)
     #: Records set aside (model id, field, why): invalid, or not storable; the rest was built.
     set_aside: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The compiled-cache bundles the new rows name: (model id, repo, revision, path, sha256), for the PR's reviewer.
+    bundles: list[tuple[str, str, str, str, str]] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -305,6 +307,10 @@ def build(
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
+        summary.bundles = [
+            (r["model_id"], r["compiled_cache_repo_id"], r["compiled_cache_revision"], r["compiled_cache_path"],
+             r["compiled_cache_sha256"]) for r in new_rows if r.get("compiled_cache_path")
+        ]  # fmt: skip
         change_list = change_rows(summary.changes, results_file=results_path)
         if change_list:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))

@@ -88,7 +88,7 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """
     by_key: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in latest:
-        if row.get("device") in SIDES:
+        if row.get("device") in SIDES and not row.get("emulated"):  # an emulated row is no Trainium2 side
             by_key.setdefault((str(row["model_id"]), str(row["task"])), []).append(row)
     pairs: list[dict[str, Any]] = []
     for (model_id, task), rows in sorted(by_key.items()):

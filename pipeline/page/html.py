@@ -15,6 +15,7 @@ import base64
 import functools
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,8 @@ from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.releases import release_sections
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
+
+logger = logging.getLogger(__name__)
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
 #: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
@@ -182,6 +185,12 @@ def render_page(
     Returns:
         The HTML text.
     """
+    # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
+    # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
+    if dropped := sum(1 for r in latest if r.get("emulated")):
+        logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", dropped)
+        latest = [r for r in latest if not r.get("emulated")]
+    history = None if history is None else [r for r in history if not r.get("emulated")]
     data = catalog(latest=latest, history=history, rankings=rankings, exclusions=exclusions)
     for e in data["entries"]:
         e["sc"] = bool(e["link"] and scripts.get(e["id"]))

@@ -34,6 +34,11 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0, set_a
         if len(items) > 200:
             out.append(f"- ... and {len(items) - 200} more")
         out.append("")
+    out.append(f"### Compiled-cache bundles named ({len(summary.bundles)})")
+    for model_id, repo, revision, path, sha256 in summary.bundles:  # each one user's run.py will download and run
+        out.append(f"- `{md_cell(model_id)}`: `{md_cell(repo)}` @ `{md_cell(revision)}`: `{md_cell(path)}` "
+                   f"(sha256 `{md_cell(sha256)}`)")  # fmt: skip
+    out.append("")
     if invalid:
         out.append(f"{invalid} invalid record file(s) were set aside (see the publish job's log).")
     if set_aside:

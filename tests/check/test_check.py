@@ -360,3 +360,31 @@ def test_a_hub_without_optimum_neurons_cache_is_one_quiet_line(catalog, capsys, 
     ]
     assert main(["-q", "check", "acme/new-arch", "--dataset", DATASET]) == 0
     assert CACHE_REPO not in capsys.readouterr().err  # quiet: not a warning
+
+def test_a_small_file_over_the_bound_is_never_downloaded_through_a_base_chain_either(catalog) -> None:
+    """Issue 29.6: a config of any size was downloaded (and one named as a base model's too); now the listing's
+    sizes are read first and a small file over the bound every reader keeps (4 MiB) is never fetched."""
+    from pipeline.models.family import MAX_FILE_BYTES  # the bound the family reader keeps
+
+    huge = json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "pad": "x" * MAX_FILE_BYTES})
+    card = b"---\nbase_model: acme/huge-base\n---\n# a fine-tune\n"
+    _upload(catalog.store, "acme/huge-base", None, {}, **{"config.json": huge.encode()})
+    _upload(catalog.store, "acme/huge-ft", None, {}, **{"config.json": huge.encode(), "README.md": card})
+    mark = len(catalog.server.requests)
+    answer = _check(catalog, "acme/huge-ft")
+    fetched = [p for _, p in catalog.server.requests[mark:] if "/resolve/" in p]
+    assert [p for p in fetched if p.split("?")[0].endswith("config.json")] == [] and fetched, fetched
+    assert answer.plan is None and "not downloaded" in str(answer.plan_note)
+
+
+def test_control_characters_from_a_config_never_reach_the_terminal(catalog, tiny_models) -> None:
+    """Issue 29.7: a config key holding terminal escapes (retitle the window, clear the screen) came back in the
+    planner's limit message and check printed it as it was."""
+    config = json.loads((tiny_models["text-generation"] / "config.json").read_text())
+    config["\x1b]0;owned\x07\x1b[2Jnum_layers"] = 10**9  # a count past the planner's bound: quoted in its message
+    _upload(catalog.store, "acme/escapes", None, {}, **{"config.json": json.dumps(config).encode()})
+    answer = _check(catalog, "acme/escapes")
+    text = answer.text()
+    assert "num_layers" in text, text
+    assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text.split("run.py to try")[0]), text
+    assert "\\x1b" in text

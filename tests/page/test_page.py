@@ -784,3 +784,47 @@ def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
     assert 'id="compare-demo"' not in body and "b-demo" not in body
     assert all(e["demo"] is False for e in data_of(html)["objects"])
     assert "Trainium2 ÷ GPU" in html
+
+def test_a_tiny_finite_speed_never_stops_the_page_and_costs_stay_finite() -> None:
+    """Issue 29.8: a valid record with ``decode_tokens_per_s: 5e-324`` made ``math.log10(0.0)`` stop every page
+    build (a decade's tick underflowed to 0.0) and stored an infinite cost; any finite positive figure is drawn."""
+    import math
+
+    from pipeline.page.plots import Point, fmt_params, scatter
+    from pipeline.prices import load_pricing, row_costs
+    from pipeline.records import plausibility_problems
+
+    rows = []
+    for index, speed in enumerate((5e-324, 1e-300, 1e300)):
+        record = sample_record(model_id=f"acme/tiny-{index}", metrics={"decode_tokens_per_s": speed})
+        r = flatten(record)
+        r.update(row_costs(r, load_pricing()))
+        assert r["cost_usd_per_million_tokens"] is None or math.isfinite(r["cost_usd_per_million_tokens"])
+        rows.append(r)
+    assert rows[0]["cost_usd_per_million_tokens"] is None  # no finite cost exists: null, never inf
+    html = render(latest=rows)
+    assert "acme/tiny-0" in html
+    svg = scatter(title="t", points=[Point(x=5e-324, y=5e-324, label="a", task="text-generation"),
+                                     Point(x=1.0, y=math.inf, label="b", task="text-generation")],
+                  x_label="x", y_label="y", x_fmt=fmt_params, y_fmt=fmt_params)  # fmt: skip
+    assert "<circle" in svg and "nan" not in svg and "inf" not in svg.lower().replace("info", "")
+    # The submission check flags such a speed: below one output a day no run measures it.
+    problems = plausibility_problems(sample_record(metrics={"decode_tokens_per_s": 5e-324}))
+    assert [f for f, _ in problems] == ["metrics.decode_tokens_per_s"]
+    assert plausibility_problems(sample_record()) == []
+
+
+def test_an_emulated_row_never_stands_for_a_model_in_the_header_or_compare() -> None:
+    """Issue 29.9: should an emulated row reach a dataset, the representative row, the page's Trainium2 counts and
+    Compare counted it as Trainium2 (check already left it out)."""
+    from pipeline.page.compare import compare_pairs
+    from pipeline.records import representative
+
+    emulated = row("acme/emu", **at(20))
+    emulated["emulated"] = True
+    cpu = row("acme/emu", device="cpu", hardware={"name": "cpu-x86_64", "instance_type": None}, **at(1))
+    assert representative([emulated, cpu])["device"] == "cpu"  # the newer emulated pass is no Trainium2 row
+    gpu = _gpu_row("acme/emu")
+    assert compare_pairs([emulated, gpu]) == []
+    html = render(latest=[emulated, gpu])
+    assert "models measured on Trainium2" not in html and "No Trainium2 results yet." in html

@@ -460,3 +460,13 @@ def test_an_emulated_record_is_refused_unless_the_harness_asks_and_never_stands_
     assert representative([older, flatten(cpu)])["device"] == "cpu"  # an emulated one is no Trainium row
     record["device"] = "cpu"
     assert ("hardware.emulated", "only the neuron device is emulated") in validate_record(record, allow_emulated=True)
+
+
+def test_compiled_cache_skipped_holds_no_control_character() -> None:
+    """Issue 29.10: the one free-text field without the no-control-character rule (a bundle's refusal, quoted into
+    the record, reached the feed and the page)."""
+    record = sample_record()
+    record["compiled_cache_skipped"] = "the cache held \x1b[2Jx.py"
+    assert "compiled_cache_skipped" in {f for f, _ in validate_record(record)}
+    record["compiled_cache_skipped"] = "the cache held 'ab/x.py'\n\tnot a NEFF"
+    assert validate_record(record) == []

@@ -361,6 +361,7 @@ def test_a_hub_without_optimum_neurons_cache_is_one_quiet_line(catalog, capsys, 
     assert main(["-q", "check", "acme/new-arch", "--dataset", DATASET]) == 0
     assert CACHE_REPO not in capsys.readouterr().err  # quiet: not a warning
 
+
 def test_a_small_file_over_the_bound_is_never_downloaded_through_a_base_chain_either(catalog) -> None:
     """Issue 29.6: a config of any size was downloaded (and one named as a base model's too); now the listing's
     sizes are read first and a small file over the bound every reader keeps (4 MiB) is never fetched."""

@@ -785,6 +785,7 @@ def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
     assert all(e["demo"] is False for e in data_of(html)["objects"])
     assert "Trainium2 ÷ GPU" in html
 
+
 def test_a_tiny_finite_speed_never_stops_the_page_and_costs_stay_finite() -> None:
     """Issue 29.8: a valid record with ``decode_tokens_per_s: 5e-324`` made ``math.log10(0.0)`` stop every page
     build (a decade's tick underflowed to 0.0) and stored an infinite cost; any finite positive figure is drawn."""

@@ -196,17 +196,16 @@ def failure_message(agreement: dict[str, Any], *, task: str) -> str:
     source = task_source(task)
     if "grade" not in agreement:
         return f"{source.answer}: cosine {agreement.get(source.cosine_field)} below {agreement.get('threshold')}"
-    three_way = (
-        f"σ-ratio {_figure(agreement.get('sigma_ratio'))}, Bhattacharyya {_figure(agreement.get('bc'))} against the "
-        f"CPU bfloat16 run" if agreement.get("noise_reference") else f"no bfloat16 noise run ({agreement.get('noise_skipped')})"
-    )  # fmt: skip
+    if agreement.get("noise_reference"):
+        sigma, bc = _figure(agreement.get("sigma_ratio")), _figure(agreement.get("bc"))
+        three_way = f"σ-ratio {sigma}, Bhattacharyya {bc} against the CPU bfloat16 run"
+    else:
+        three_way = f"no bfloat16 noise run ({agreement.get('noise_skipped')})"
     if agreement.get("topk") is None:
-        cosine = agreement.get(source.cosine_field)
-        return f"{source.answer}: cosine {cosine} with the CPU float32 reference, below {source.cosine_threshold}; {three_way}"
+        cosine, threshold = agreement.get(source.cosine_field), source.cosine_threshold
+        return f"{source.answer}: cosine {cosine} with the CPU float32 reference, below {threshold}; {three_way}"
     step = agreement.get("failed_step")
-    groups = ", ".join(
-        f"top-{g['k']} {_figure(g['max_rel_error'])} (rtol {g['rtol']:g})" for g in agreement["topk"]
-    )
+    groups = ", ".join(f"top-{g['k']} {_figure(g['max_rel_error'])} (rtol {g['rtol']:g})" for g in agreement["topk"])
     return (
         f"{source.answer}: diverges from the CPU float32 reference at step {step}: largest relative errors {groups}; "
         f"{three_way}; greedy tokens match at a rate of {_figure(agreement.get('greedy_match_rate'))} over "

@@ -157,7 +157,10 @@ def _run_and_verify(
         reference_cache=constants.TRNCAT_REFERENCE_CACHE,
         key=key,
         noise_key=agreement.reference_key(
-            model_id=model.model_id, revision=model.revision, task=spec.task, workload=workload,
+            model_id=model.model_id,
+            revision=model.revision,
+            task=spec.task,
+            workload=workload,
             dtype=agreement.NOISE_DTYPE,
         ),  # fmt: skip
         params=metrics.get("params"),

@@ -40,7 +40,9 @@ TOLERANCES: dict[str, Tolerance] = {
     "all_rtol": Tolerance(0.05, VLLM_NEURON_DOC, '"all": (1e-5, 0.05)'),
     "sigma_ratio_max": Tolerance(1.0, VLLM_NEURON_DOC, "aggregate σ-ratio ≤ `1.0` (`agg_sigma_ratio_threshold`)"),
     "bc_min": Tolerance(0.99, VLLM_NEURON_DOC, "aggregate BC ≥ `0.99` (`agg_bc_threshold`)"),
-    "bc_bins": Tolerance(100, VLLM_NEURON_CODE, "def _compute_bc(errors1: np.ndarray, errors2: np.ndarray, num_bins: int = 100)"),
+    "bc_bins": Tolerance(
+        100, VLLM_NEURON_CODE, "def _compute_bc(errors1: np.ndarray, errors2: np.ndarray, num_bins: int = 100)"
+    ),
     "divergence_difference_tol": Tolerance(0.001, NXDI, "divergence_difference_tol: float = 0.001"),
     "bfloat16_mantissa_bits": Tolerance(7, VLLM_NEURON_CODE, "BF16 = 7, FP16 = 10, FP32 = 23"),
     "gsm8k_floor": Tolerance(0.90, INFERENCEX, "gsm8k: 0.90", used=False),

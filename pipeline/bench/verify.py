@@ -113,8 +113,15 @@ def _cpu_capture(
     tokens); the problem when it failed, else None."""
     made.parent.mkdir(parents=True, exist_ok=True)
     outcome = child_runner(
-        dataclasses.replace(spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made),
-                            teacher=str(teacher) if teacher else None),  # fmt: skip
+        dataclasses.replace(
+            spec,
+            device="cpu",
+            dtype=dtype,
+            cores=1,
+            phase="reference",
+            capture=str(made),
+            teacher=str(teacher) if teacher else None,
+        ),  # fmt: skip
         # The CPU reference never touches an accelerator: no CUDA device, and no device extension autoloaded
         # with torch (TorchNeuron loads on `import torch`; its runtime must not start here).
         env={"CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
@@ -214,8 +221,9 @@ def _forced_capture(
         return device_capture
     forced = device_capture.with_name(f"{device_capture.stem}.forced.pt")
     outcome = child_runner(
-        dataclasses.replace(spec, phase="capture", capture=str(forced), teacher=str(reference), warmup=0,
-                            iterations=1),  # fmt: skip
+        dataclasses.replace(
+            spec, phase="capture", capture=str(forced), teacher=str(reference), warmup=0, iterations=1
+        ),  # fmt: skip
         env=backend.environment(cores=spec.cores, compile_cache=cache_dir),
         launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
         timeout_s=timeout_s,

@@ -27,7 +27,8 @@ ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
-    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs",
+    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
+    "bc", "tk",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
@@ -52,6 +53,8 @@ _ROW_FIELDS = {
     "pf": "prefill_mode",
     # issue 25: the compiled-cache bundle a user's run.py starts warm from (its size), or why the run has none
     "ccb": "compiled_cache_bytes", "ccs": "compiled_cache_skipped",
+    # issue 31: the answer check's grade (null: an older row, grade unknown) and its figures
+    "gr": "agreement_grade", "gst": "agreement_failed_step", "gd": "agreement_first_divergence_step",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
@@ -151,6 +154,12 @@ def _entry(
         "hist": lines,
         # Ops the device ran on the CPU: shown beside the verdict, never hidden ([[op, count], ...]; None: unknown).
         "fb": _fallback(r.get("cpu_fallback_ops")),
+        "gm": _num(r.get("agreement_greedy_match_rate"), 4),
+        "sig": _num(r.get("agreement_sigma_ratio"), 4),
+        "bc": _num(r.get("agreement_bc"), 4),
+        # per top-k group: [k, largest relative error, its tolerance]
+        "tk": [[str(g.get("k")), _num(g.get("max_rel_error"), 4), g.get("rtol")] for g in r.get("agreement_topk") or []
+               if isinstance(g, Mapping)] or None,  # fmt: skip
     }
 
 

@@ -157,10 +157,14 @@ def _entry(
         "gm": _num(r.get("agreement_greedy_match_rate"), 4),
         "sig": _num(r.get("agreement_sigma_ratio"), 4),
         "bc": _num(r.get("agreement_bc"), 4),
-        # per top-k group: [k, largest relative error, its tolerance]
-        "tk": [[str(g.get("k")), _num(g.get("max_rel_error"), 4), g.get("rtol")] for g in r.get("agreement_topk") or []
-               if isinstance(g, Mapping)] or None,  # fmt: skip
+        "tk": _topk(r.get("agreement_topk")),
     }
+
+
+def _topk(groups: Any) -> list[list[Any]] | None:
+    """Per top-k group of the answer check: ``[k, largest relative error, its tolerance]`` (None: not graded)."""
+    rows = [g for g in groups or () if isinstance(g, Mapping)]
+    return [[str(g.get("k")), _num(g.get("max_rel_error")), g.get("rtol")] for g in rows] or None
 
 
 def _fallback(ops: Any) -> list[list[Any]] | None:

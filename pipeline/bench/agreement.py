@@ -40,6 +40,11 @@ NOISE_DTYPE = "bfloat16"
 #: The capture's format, part of the cache key: a reference cached in an older format (version 1: the first
 #: step's logits only) is never compared with a newer capture.
 CAPTURE_FORMAT = 2
+#: The graded check's fields (schema 1.4, optional): a record holds the ones with a value (as a row gives them back).
+GRADED_FIELDS = (
+    "grade", "failed_step", "steps", "teacher_forced", "greedy_match_rate", "first_divergence_step", "topk",
+    "sigma_ratio", "bc", "noise_reference", "noise_skipped",
+)  # fmt: skip
 
 
 def reference_key(*, model_id: str, revision: str, task: str, workload: dict[str, Any], dtype: str = "float32") -> str:
@@ -135,7 +140,7 @@ def compare(
         out[source.cosine_field] = round(cosine, 6) if math.isfinite(cosine) else None
         out.update(grade_output(theirs["output"], ours["output"], base["output"] if base else None,
                                 cosine=out[source.cosine_field], threshold=source.cosine_threshold))  # fmt: skip
-        return out
+        return _valued(out)
     mine, ref = step_logits(ours), step_logits(theirs)
     if mine.shape[1:] != ref.shape[1:] or mine.shape[0] < 1:
         raise ValueError(f"logit shapes differ: device {tuple(mine.shape)}, reference {tuple(ref.shape)}")
@@ -156,7 +161,12 @@ def compare(
         teacher_forced=forced,
         **grade_generation(ref[:steps], mine[:steps], noise_logits),
     )
-    return out
+    return _valued(out)
+
+
+def _valued(agreement: dict[str, Any]) -> dict[str, Any]:
+    """The agreement without the graded fields that have no value."""
+    return {k: v for k, v in agreement.items() if v is not None or k not in GRADED_FIELDS}
 
 
 def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, Any]:
@@ -171,8 +181,6 @@ def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, A
         "skipped": reason,
     }
     out[source.cosine_field] = None
-    if reason is not None:
-        out["grade"] = None
     return out
 
 

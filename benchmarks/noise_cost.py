@@ -5,7 +5,10 @@ the CPU float32 reference, the answer check), each run with a fresh reference ca
 not read: once with the bfloat16 noise run and once without it (``agreement.noise_skip_reason`` answering "skip").
 Prints each run's wall seconds and the ratio. Nothing is downloaded.
 
-    python benchmarks/noise_cost.py [--runs 3] [--output-tokens 64] [--input-tokens 128]
+    python benchmarks/noise_cost.py [--runs 3] [--output-tokens 64] [--input-tokens 128] [--size tiny|medium]
+
+``--size medium`` widens the tiny Llama to 1024 hidden, 8 layers (about 0.1B parameters, random weights, the tiny
+tokenizer), so that the CPU work, not process starts, dominates the row.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--input-tokens", type=int, default=128)
     parser.add_argument("--output-tokens", type=int, default=64)
+    parser.add_argument("--size", choices=("tiny", "medium"), default="tiny")
     args = parser.parse_args()
 
     from pipeline import constants
@@ -36,6 +40,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         folder = tiny.build_tiny_llama(root / "tiny-llama")
+        if args.size == "medium":
+            _widen(folder)
         seconds: dict[str, list[float]] = {"with": [], "without": []}
         for run in range(args.runs):
             for mode in ("without", "with"):  # interleaved: the machine's load drifts alike for both
@@ -53,6 +59,16 @@ def main() -> int:
         without, with_noise = statistics.median(seconds["without"]), statistics.median(seconds["with"])
         print(f"median: {without:.2f} s without, {with_noise:.2f} s with: ratio {with_noise / without:.2f} (goal <= 2)")
     return 0
+
+
+def _widen(folder: Path) -> None:
+    """The tiny Llama's folder with a wider, deeper model of random weights (its tokenizer kept)."""
+    from transformers import AutoConfig, LlamaForCausalLM
+
+    config = AutoConfig.from_pretrained(folder)
+    config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64})  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
 
 
 if __name__ == "__main__":

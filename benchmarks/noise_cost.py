@@ -7,8 +7,8 @@ Prints each run's wall seconds and the ratio. Nothing is downloaded.
 
     python benchmarks/noise_cost.py [--runs 3] [--output-tokens 64] [--input-tokens 128] [--size tiny|medium]
 
-``--size medium`` widens the tiny Llama to 1024 hidden, 8 layers (about 0.1B parameters, random weights, the tiny
-tokenizer), so that the CPU work, not process starts, dominates the row.
+``--size medium`` widens the tiny Llama to 1024 hidden, 8 layers and a 32000-token vocabulary (about 0.13B
+parameters, random weights, the tiny tokenizer), so that the CPU work, not process starts, dominates the row.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def _widen(folder: Path) -> None:
 
     config = AutoConfig.from_pretrained(folder)
     config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
-                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64})  # fmt: skip
+                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000})  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(folder)
 
 

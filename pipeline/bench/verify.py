@@ -178,7 +178,9 @@ def answer_check(
         return agreement.skipped(reason, task=spec.task)
     if not device_capture.is_file():
         return agreement.skipped("the benchmark saved no answer to compare", task=spec.task)
-    limits = {"child_runner": child_runner, "timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes}
+    limits: dict[str, Any] = {
+        "child_runner": child_runner, "timeout_s": timeout_s, "memory_limit_bytes": memory_limit_bytes,
+    }  # fmt: skip
     reference, problem = cached_capture(
         reference_cache, key, lambda made: _cpu_capture(spec, made=made, dtype="float32", teacher=None, **limits)
     )

@@ -31,8 +31,8 @@ def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
     without one, by the task's cosine; a failure at stage accuracy carries the agreement that failed (graded
     ``diverges`` when graded); a skipped check has no grade."""
     out: list[tuple[str, str]] = []
-    agreement = record.get("agreement")
-    graded = bool(agreement) and "grade" in agreement
+    agreement: dict[str, Any] = record.get("agreement") or {}
+    graded = "grade" in agreement
     if agreement and agreement["skipped"] is None and not graded:
         name = task_source(record["task"]).cosine_field
         cosine = agreement.get(name)

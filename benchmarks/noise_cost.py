@@ -66,8 +66,8 @@ def _widen(folder: Path) -> None:
     from transformers import AutoConfig, LlamaForCausalLM
 
     config = AutoConfig.from_pretrained(folder)
-    config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
-                   "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000})  # fmt: skip
+    config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8, "num_attention_heads": 16,
+                   "num_key_value_heads": 4, "head_dim": 64, "vocab_size": 32000})  # fmt: skip
     LlamaForCausalLM(config).save_pretrained(folder)
 
 

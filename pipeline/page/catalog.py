@@ -28,8 +28,8 @@ ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
-    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs",
-    "demo",
+    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
+    "bc", "tk", "demo",
 )  # fmt: skip
 #: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
 DEMO_TITLE = (
@@ -59,6 +59,8 @@ _ROW_FIELDS = {
     "pf": "prefill_mode",
     # issue 25: the compiled-cache bundle a user's run.py starts warm from (its size), or why the run has none
     "ccb": "compiled_cache_bytes", "ccs": "compiled_cache_skipped",
+    # issue 31: the answer check's grade (null: an older row, grade unknown) and its figures
+    "gr": "agreement_grade", "gst": "agreement_failed_step", "gd": "agreement_first_divergence_step",
 }  # fmt: skip
 _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
@@ -164,7 +166,17 @@ def _entry(
         "fb": _fallback(r.get("cpu_fallback_ops")),
         # A row of the offline demo (its invented price): badged "demo" wherever it shows.
         "demo": r.get("instance_type") == DEMO_INSTANCE,
+        "gm": _num(r.get("agreement_greedy_match_rate"), 4),
+        "sig": _num(r.get("agreement_sigma_ratio"), 4),
+        "bc": _num(r.get("agreement_bc"), 4),
+        "tk": _topk(r.get("agreement_topk")),
     }
+
+
+def _topk(groups: Any) -> list[list[Any]] | None:
+    """Per top-k group of the answer check: ``[k, largest relative error, its tolerance]`` (None: not graded)."""
+    rows = [g for g in groups or () if isinstance(g, Mapping)]
+    return [[str(g.get("k")), _num(g.get("max_rel_error")), g.get("rtol")] for g in rows] or None
 
 
 def _fallback(ops: Any) -> list[list[Any]] | None:

@@ -829,3 +829,34 @@ def test_an_emulated_row_never_stands_for_a_model_in_the_header_or_compare() -> 
     assert compare_pairs([emulated, gpu]) == []
     html = render(latest=[emulated, gpu])
     assert "models measured on Trainium2" not in html and "No Trainium2 results yet." in html
+
+
+GRADED = {
+    "grade": "within tolerance", "steps": 64, "teacher_forced": True, "greedy_match_rate": 0.984375,
+    "first_divergence_step": 40, "sigma_ratio": 0.93, "bc": 0.995, "noise_reference": "cpu-bfloat16",
+    "topk": [{"k": k, "atol": 1e-5, "rtol": r, "max_abs_error": 0.1, "max_rel_error": r / 2, "step": 3}
+             for k, r in (("5", 0.011), ("50", 0.02), ("1000", 0.03), ("all", 0.05))],
+}  # fmt: skip
+
+
+def test_the_grade_shows_in_each_row_and_a_diverging_run_never_as_runs() -> None:
+    """Issue 31: a graded row carries its grade and figures; an older record (schema 1.3, cosine only) reads with
+    its grade unknown; a run that diverges is a fail at stage accuracy, with its step."""
+    graded = sample_record(model_id="acme/graded", schema_version="1.4", agreement=GRADED)
+    old = sample_record(model_id="acme/old", schema_version="1.3")
+    diverged = sample_failure(model_id="acme/diverged", schema_version="1.4", stage="accuracy", code="wrong_answer",
+                              message="teacher-forced logits: diverges from the CPU float32 reference at step 5",
+                              agreement={**sample_record()["agreement"], **GRADED, "grade": "diverges",
+                                         "failed_step": 5})  # fmt: skip
+    html = render(latest=[flatten(graded), flatten(old), flatten(diverged)], scripts={})
+    rows = {e["id"]: e for e in data_of(html)["objects"]}
+    assert (rows["acme/graded"]["gr"], rows["acme/graded"]["sig"], rows["acme/graded"]["gm"]) == (
+        "within tolerance", 0.93, 0.9844,
+    )  # fmt: skip
+    assert rows["acme/graded"]["tk"][0] == ["5", 0.0055, 0.011] and rows["acme/graded"]["gd"] == 40
+    assert rows["acme/old"]["gr"] is None and rows["acme/old"]["cos"] == 0.9993  # its grade: unknown
+    assert (rows["acme/diverged"]["st"], rows["acme/diverged"]["gr"], rows["acme/diverged"]["gst"]) == (
+        "fail", "diverges", 5,
+    )  # fmt: skip
+    # The page's script says so: the grade badge of a pass, "grade unknown" for an older one, a diverging fail's step.
+    assert "grade unknown" in html and "diverges at step " in html and "gradeText" in html

@@ -39,6 +39,8 @@ ALLOWED: dict[str, set[str]] = {
     "plan": {"hub", "models"},
     "render": {"backends"},
     "page": {"backends", "records"},
+    # serve drives an engine with a load generator and writes a record (hardware from backends, checks from records).
+    "serve": {"backends", "records"},
     "dataset": {"page", "records", "render"},
     "discover": {"dataset", "hub", "records"},
     "queue": {"dataset", "discover", "hub", "plan", "records"},
@@ -51,7 +53,7 @@ ALLOWED: dict[str, set[str]] = {
     "space": {"dataset", "hub", "page", "render"},
     "cli": {
         "backends", "bench", "check", "dataset", "discover", "hub", "localhub", "models", "page", "plan",
-        "publish", "queue", "records", "render", "space", "testing",
+        "publish", "queue", "records", "render", "serve", "space", "testing",
     },
 }  # fmt: skip
 

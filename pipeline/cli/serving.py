@@ -23,7 +23,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--price-option", default="on_demand")
     p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
-    p.add_argument("--group", type=int, default=1, help="points per load-generator run (default 1)")
+    p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument("--model-id", default="trncat-demo/tiny-llama")
     p.add_argument("--revision", default="0" * 40)

@@ -38,6 +38,7 @@ from pipeline.page.catalog import (
 )
 from pipeline.page.compare import compare_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
+from pipeline.page.serving import serving_section
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
@@ -159,6 +160,7 @@ def render_page(
     note: str | None = None,
     feed: str | None = None,
     dataset_repo: str | None = None,
+    serving: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The catalog page as one HTML document.
 
@@ -171,6 +173,7 @@ def render_page(
         note: a sentence shown at the top (the demo says its rows are CPU rows from tiny models).
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
+        serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
 
     Returns:
         The HTML text.
@@ -234,6 +237,7 @@ def render_page(
         total=len(listing["items"]),
         summary=summary,
         compare=compare_pairs(latest),
+        serving=serving_section(serving or []),
         families=families,
         plots={
             task: plots.catalog_plots(

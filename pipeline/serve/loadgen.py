@@ -75,19 +75,20 @@ def scenario(
     warm-up (left out of its figures)."""
     backend, data = _request_shape(spec, workload)
     per_stream = workload.warmup_per_stream + workload.measured_per_stream
+    # guidellm's sub-benchmarks must share one warm-up: a share of each point's budget, set a hair above
+    # warmup / (warmup + measured) so that its int(share x budget) is exactly the point's warm-ups at every point
+    warmup: dict[str, Any] | float = 0.0
+    if workload.warmup_per_stream:
+        share = (workload.warmup_per_stream + 0.1 / max(concurrencies)) / per_stream
+        warmup = {"mode": "requests", "percent": share}
 
     def point(concurrency: int) -> dict[str, Any]:
-        warmups = workload.warmups_at(concurrency)
-        return {
-            "profile.streams": concurrency,
-            "profile.warmup": {"mode": "requests", "value": warmups} if warmups else 0.0,
-            "constraints[0].count": per_stream * concurrency,
-        }
+        return {"profile.streams": concurrency, "constraints[0].count": per_stream * concurrency}
 
     return {
         "spec": {
             "backend": backend,
-            "profile": {"kind": "concurrent", "streams": [concurrencies[0]]},
+            "profile": {"kind": "concurrent", "streams": [concurrencies[0]], "warmup": warmup},
             "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
             "data": [data],
             "constraints": [{"kind": "max_requests", "count": per_stream * concurrencies[0]}],

@@ -74,7 +74,7 @@ def serve_folder(
     pricing: Pricing | None = None,
     instance_chips: int | None = None,
     instance_type: str | None = None,
-    group: int = 1,
+    group: int | None = None,
     warm_restart: bool = True,
     source: str = "local",
 ) -> dict[str, Any]:
@@ -108,7 +108,8 @@ def serve_folder(
         weight_dtype=dtype,
         slo=slo,
         pricing=pricing,
-        group=group,
+        # on the CPU one guidellm run sweeps every point (its start-up dominates a tiny model's points)
+        group=group or (len(workload.concurrencies) if device == "cpu" else 1),
         warm_restart=warm_restart,
         engine_versions={
             "vllm": package_version("vllm"),

@@ -85,5 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"  stopped: {serving['stopped'][:300]}")
     if record["failure"]:
         print(f"  {record['failure']['code']}: {record['failure']['message'][:300]}")
-    print(f"  at the service level: {best['tok_s_per_chip']} tok/s per chip, ${best['usd_per_million_tokens']}/1M tokens")
+    print(
+        f"  at the service level: {best['tok_s_per_chip']} tok/s per chip, ${best['usd_per_million_tokens']}/1M tokens"
+    )
     return 0 if record["status"] == "pass" else 1

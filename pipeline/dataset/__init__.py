@@ -11,7 +11,9 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
 - :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
-  check`` reads).
+  check`` reads);
+- :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
+  workload (the page's serving curves).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
@@ -32,6 +34,7 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
     SCRIPTS_DIR,
+    SERVING_FILE,
     SUMMARY_FILE,
     results_file_time,
     results_files_since,
@@ -58,6 +61,7 @@ from pipeline.dataset.read import (
     read_scripts,
     script_files,
 )
+from pipeline.dataset.serving import add_serving, read_serving
 from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
@@ -71,10 +75,12 @@ __all__ = [
     "RANKINGS_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
+    "SERVING_FILE",
     "SUMMARY_FILE",
     "BuildSummary",
     "CardNames",
     "Change",
+    "add_serving",
     "build",
     "change_kinds",
     "clean_overlay",
@@ -96,6 +102,7 @@ __all__ = [
     "read_latest",
     "read_rankings",
     "read_scripts",
+    "read_serving",
     "script_files",
     "read_summary",
     "refresh_card",

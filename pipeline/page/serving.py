@@ -48,6 +48,7 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
         best = serving.get("headline") or {}
         slo = serving.get("slo") or {}
         workload = serving.get("workload") or {}
+        tool = serving.get("tool") or {}
         price = serving.get("price") or {}
         points = [
             (x, y, int(p.get("concurrency") or 0))
@@ -64,7 +65,7 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
                 "chips": serving.get("chips"),
                 "st": str(record.get("status")),
                 "engine": str((serving.get("engine") or {}).get("name") or ""),
-                "tool": f"{(serving.get('tool') or {}).get('name', '')} {(serving.get('tool') or {}).get('version', '')}",
+                "tool": f"{tool.get('name', '')} {tool.get('version', '')}",
                 "workload": f"{workload.get('name', '')} ({workload.get('input_tokens')} in / "
                 f"{workload.get('output_tokens')} out)",
                 "points": points,
@@ -129,7 +130,13 @@ def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup
         parts.append(_t(LEFT - 6, sy(yv) + 4, _rate(yv), "plot-tick", anchor="end"))
     parts.append(_t(LEFT + w / 2, HEIGHT - 8, "tok/s per user (1 / median TPOT)", "plot-axis"))
     parts.append(
-        _t(14, TOP + h / 2, "output tok/s per chip", "plot-axis", extra=f' transform="rotate(-90 14 {TOP + h / 2:.1f})"')
+        _t(
+            14,
+            TOP + h / 2,
+            "output tok/s per chip",
+            "plot-axis",
+            extra=f' transform="rotate(-90 14 {TOP + h / 2:.1f})"',
+        )
     )
     legend_x = LEFT
     for entry in lines:
@@ -143,7 +150,8 @@ def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup
         for x, y, concurrency in entry["points"]:
             tip = f"{label}: concurrency {concurrency}, {_rate(x)} tok/s per user, {_rate(y)} tok/s per chip"
             parts.append(
-                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}"><title>{escape(tip)}</title></circle>'
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}">'
+                f"<title>{escape(tip)}</title></circle>"
             )
         parts.append(f'<circle cx="{legend_x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>')
         parts.append(_t(legend_x + 12, TOP - 4, label, "plot-legend", anchor="start"))
@@ -162,7 +170,9 @@ def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     pairs = []
     for model_id in dict.fromkeys(e["id"] for e in entries):
         rows = [e for e in entries if e["id"] == model_id]
-        trainium = sorted((e for e in rows if e["device"] == "neuron"), key=lambda e: (e["emulated"], e["st"] != "pass"))
+        trainium = sorted(
+            (e for e in rows if e["device"] == "neuron"), key=lambda e: (e["emulated"], e["st"] != "pass")
+        )
         for gpu in (e for e in rows if e["device"] == "cuda"):
             if not trainium:
                 break

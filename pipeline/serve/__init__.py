@@ -11,8 +11,8 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record.
 
-May import: backends (a record's hardware and versions), records (its checks), and the top-level modules. Imported by: the CLI (``trncat serve``, the demo) and the
-benchmarks.
+May import: backends (a record's hardware and versions), records (its checks), and the top-level modules.
+Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pipeline.serve.engine import (
     transformers_serve,
     vllm_serve,
 )
-from pipeline.serve.local import count_params, engine_for, serve_folder
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.local import count_params, engine_for, serve_folder
 from pipeline.serve.script import serve_script
 from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
 from pipeline.serve.workload import (

@@ -223,7 +223,9 @@ class Engine:
             return ""
         return text[-chars:]
 
-    def wait_ready(self, *, timeout_s: float, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic) -> float:
+    def wait_ready(
+        self, *, timeout_s: float, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic
+    ) -> float:
         """Seconds from the start until ``/health`` answers 200.
 
         Raises:

@@ -1,8 +1,9 @@
 """The load generator: guidellm (``guidellm run``), driven through a scenario file, its figures read from its own
 JSON report. Nothing here times a request: every figure of a point is guidellm's.
 
-One guidellm run sweeps several concurrencies (``profile.streams``), each a benchmark of its own with its own
-request budget and warm-ups (twice the concurrency, see :func:`scenario`). The sweep (:mod:`pipeline.serve.sweep`) runs one group of points at a time and stops early.
+One guidellm run sweeps several concurrencies (guidellm's sub-benchmarks), each with its own request budget and
+warm-ups (twice the concurrency, see :func:`scenario`). The sweep (:mod:`pipeline.serve.sweep`) runs one group of
+points at a time and stops early.
 """
 
 from __future__ import annotations

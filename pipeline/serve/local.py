@@ -50,11 +50,19 @@ def engine_for(
     if device == "cpu":
         return transformers_serve(folder, port=port, device="cpu", dtype=dtype)
     if device == "cuda":
-        return vllm_serve(folder, port=port, neuron=False, tensor_parallel=chips, dtype=dtype, max_model_len=max_model_len)
+        return vllm_serve(
+            folder, port=port, neuron=False, tensor_parallel=chips, dtype=dtype, max_model_len=max_model_len
+        )
     if device == "neuron":
         cores = chips * NEURONCORES_PER_CHIP.get(lnc or 2, 4)
         return vllm_serve(
-            folder, port=port, neuron=True, tensor_parallel=cores, dtype=dtype, lnc=lnc or 2, max_model_len=max_model_len
+            folder,
+            port=port,
+            neuron=True,
+            tensor_parallel=cores,
+            dtype=dtype,
+            lnc=lnc or 2,
+            max_model_len=max_model_len,
         )
     raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
 
@@ -121,7 +129,9 @@ def serve_folder(
     work = out.parent / f"{out.stem}.serving"
 
     def restart() -> EngineSpec:
-        return engine_for(device, folder, port=free_port(), chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len)
+        return engine_for(
+            device, folder, port=free_port(), chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len
+        )
 
     record = serve_model(spec, workload, run, work, restart=restart)
     problems = validate_record(record, allow_emulated=True)

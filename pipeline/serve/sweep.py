@@ -96,7 +96,12 @@ def _sweep(
             if point["success_rate"] < MIN_SUCCESS_RATE:
                 return points, _low_success(point), commands, None
         if not engine.alive():
-            return points, f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}", commands, "engine_died"
+            return (
+                points,
+                f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}",
+                commands,
+                "engine_died",
+            )
         if len(measured) < len(group):
             reason = f"{TOOL} exited with {load.returncode} at concurrency {group[len(measured)]}: "
             return points, reason + load.output_tail[-600:], commands, None

@@ -27,6 +27,7 @@ from pipeline.dataset import (
     read_latest,
     read_rankings,
     read_scripts,
+    read_serving,
     script_files,
 )
 from pipeline.page import HISTORY_READ, render_page
@@ -168,6 +169,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         note=names.note,
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,
+        serving=read_serving(dataset),
     )
     card = render.render(
         "space_card.md.j2",

@@ -193,7 +193,11 @@ def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any
         record["metrics"].pop(key, None)
     best = points[-1]
     record["serving"] = {
-        "tool": {"name": "guidellm", "version": "0.8.1", "commands": ["guidellm run --scenario points-1.scenario.json"]},
+        "tool": {
+            "name": "guidellm",
+            "version": "0.8.1",
+            "commands": ["guidellm run --scenario points-1.scenario.json"],
+        },
         "engine": {
             "name": "vllm-neuron" if neuron else "vllm",
             "command": "vllm serve MODEL --port 8000 --tensor-parallel-size " + ("4" if neuron else "1"),

@@ -14,7 +14,9 @@ from tests.page.test_page_browser import ARTIFACTS, _open, launch, serve  # noqa
 
 
 def test_the_serving_curve_columns_and_compare_pair(
-    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]  # noqa: F811
+    tmp_path: Path,
+    launch: Callable[..., Any],  # noqa: F811
+    serve: Callable[[Path], str],  # noqa: F811
 ) -> None:
     trn, gpu = sample_serving(device="neuron"), sample_serving(device="cuda")
     hostile = sample_serving(device="cuda", model_id="acme/x")

@@ -89,8 +89,8 @@ def test_an_engine_that_never_becomes_ready_is_an_infra_error_with_its_log_tail(
     ("log", "code", "stage"),
     [
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "engine_oom", "oom"),
-        ("ValueError: The checkpoint you are trying to load has model type `nope` which is not supported", "engine_model_refused", "load"),
-        ("ERROR: [Errno 98] error while attempting to bind on address: address already in use", "engine_port_in_use", "load"),
+        ("ValueError: the checkpoint has model type `nope`, which is not supported", "engine_model_refused", "load"),
+        ("ERROR: [Errno 98] error while attempting to bind: address already in use", "engine_port_in_use", "load"),
     ],
 )  # fmt: skip
 def test_an_engine_that_exits_at_start_names_why(tmp_path: Path, log: str, code: str, stage: str) -> None:
@@ -120,7 +120,9 @@ def _fake_load(reports: list[dict[str, Any]], on_call: Any = None) -> Any:
     return run_guidellm
 
 
-def test_a_point_whose_requests_fail_ends_the_sweep_and_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_point_whose_requests_fail_ends_the_sweep_and_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = _fake_load([report_of((1, 6, 0, 40.0)), report_of((2, 7, 5, 30.0))])
     monkeypatch.setattr(sweep_module, "run_guidellm", fake)
     port = free_port()

@@ -58,8 +58,10 @@ def test_a_report_becomes_points_with_guidellm_figures() -> None:
 def test_serve_sh_pins_and_quotes() -> None:
     record = sample_serving(device="cuda")
     record["versions"]["transformers"] = "5.0.0"
-    record["serving"]["engine"]["command"] = "VLLM_X=1 /opt/venv/bin/vllm serve /data/m --port 8000 --dtype '$(rm -rf /)'"
+    record["serving"]["engine"]["command"] = (
+        "VLLM_X=1 /opt/venv/bin/vllm serve /data/m --port 8000 --dtype '$(rm -rf /)'"
+    )
     text = serve_script(record)
     assert "guidellm==0.8.1" in text and "transformers==5.0.0" in text
-    assert "vllm serve \"$MODEL\" --port \"$PORT\" --dtype '$(rm -rf /)'" in text
+    assert 'vllm serve "$MODEL" --port "$PORT" --dtype \'$(rm -rf /)\'' in text
     assert "/opt/venv" not in text

@@ -11,7 +11,8 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record.
 
-May import: backends (a record's hardware and versions), records (its checks), and the top-level modules.
+May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks), and
+the top-level modules.
 Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
 

@@ -81,7 +81,8 @@ def _sweep(
     engine: Engine, spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path
 ) -> tuple[list[dict[str, Any]], str | None, list[str], str | None]:
     """The points measured, why the sweep stopped early (None: it ran to the end), the load generator's
-    commands, and a failure code when the engine died under load."""
+    commands, and a failure code: ``engine_died`` (the engine exited under load: the points measured before are
+    kept), ``loadgen_failed`` (guidellm measured nothing of a group while the engine was up: infra)."""
     points: list[dict[str, Any]] = []
     commands: list[str] = []
     levels = list(workload.concurrencies)
@@ -91,17 +92,17 @@ def _sweep(
         load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
         commands.append(" ".join(load.argv))
         measured = points_of(load.report) if load.report else []
+        if not engine.alive():  # first: its requests failing after it died says nothing about the load it took
+            points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
+            reason = f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}"
+            return points, reason, commands, "engine_died"
         for point in measured:
             points.append(point)
             if point["success_rate"] < MIN_SUCCESS_RATE:
                 return points, _low_success(point), commands, None
-        if not engine.alive():
-            return (
-                points,
-                f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}",
-                commands,
-                "engine_died",
-            )
+        if not measured:
+            reason = f"{TOOL} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
+            return points, reason, commands, "loadgen_failed"
         if len(measured) < len(group):
             reason = f"{TOOL} exited with {load.returncode} at concurrency {group[len(measured)]}: "
             return points, reason + load.output_tail[-600:], commands, None
@@ -143,8 +144,10 @@ def serve_model(
         with engine:
             ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
             points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
-            if died:
+            if died == "engine_died":
                 status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+            elif died:  # the load generator, not the model: an infra error
+                status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
                 log_tail = engine.log_tail()
     except EngineStartError as exc:
         status = "error"

@@ -161,3 +161,18 @@ def test_an_engine_that_dies_mid_sweep_keeps_its_points_and_leaves_no_process(
     assert "exited under load at concurrency 1" in record["serving"]["stopped"]
     assert _gone(engines[0].process.pid)
     assert validate_record(record) == []
+
+
+def test_a_load_generator_that_measures_nothing_is_an_infra_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+        return LoadRun(None, 2, "Error: Invalid value for '--scenario'", ("guidellm", "run"))
+
+    monkeypatch.setattr(sweep_module, "run_guidellm", broken)
+    port = free_port()
+    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    assert record["status"] == "error"
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("run", "loadgen_failed")
+    assert "Invalid value" in record["failure"]["message"]
+    assert validate_record(record) == []

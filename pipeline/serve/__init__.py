@@ -9,7 +9,8 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
-- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record.
+- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record;
+- :mod:`~pipeline.serve.smoke`: ``trncat doctor --serving-smoke``, what a first Trainium2 serving run settles.
 
 May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks), and
 the top-level modules.
@@ -34,6 +35,7 @@ from pipeline.serve.engine import (
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.local import count_params, engine_for, serve_folder
 from pipeline.serve.script import serve_script
+from pipeline.serve.smoke import serving_smoke, serving_smoke_line
 from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
 from pipeline.serve.workload import (
     DEFAULT_SLO,
@@ -71,6 +73,8 @@ __all__ = [
     "serve_folder",
     "serve_model",
     "serve_script",
+    "serving_smoke",
+    "serving_smoke_line",
     "serving_workload",
     "start_failure_code",
     "tool_version",

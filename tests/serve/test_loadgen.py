@@ -65,3 +65,22 @@ def test_serve_sh_pins_and_quotes() -> None:
     assert "guidellm==0.8.1" in text and "transformers==5.0.0" in text
     assert 'vllm serve "$MODEL" --port "$PORT" --dtype \'$(rm -rf /)\'' in text
     assert "/opt/venv" not in text
+
+
+def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pipeline.serve import serving_smoke, serving_smoke_line
+    from pipeline.serve import smoke as smoke_module
+
+    seen: dict[str, object] = {}
+
+    def fake(folder: Path, **options: object) -> dict:
+        seen.update(options, folder=folder)
+        return sample_serving(device="neuron")
+
+    monkeypatch.setattr(smoke_module, "serve_folder", fake)
+    summary = serving_smoke("neuron", work=tmp_path)
+    assert (seen["folder"] / "config.json").is_file()  # type: ignore[operator]  # the tiny Llama, built here
+    assert seen["device"] == "neuron" and seen["workload"].concurrencies == (1, 2)  # type: ignore[attr-defined]
+    assert summary["engine"] == "vllm-neuron" and summary["success_rates"] == [1.0] * 4
+    assert (summary["ready_s"], summary["warm_ready_s"]) == (300.0, 60.0)
+    assert "serving smoke on neuron (vllm-neuron): pass" in serving_smoke_line(summary)

@@ -219,6 +219,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                         out=results / "serving-tiny-llama.json",
                         pricing=load_pricing(),
                         warm_restart=False,
+                        work=work / "serving",  # guidellm's reports are JSON too: not beside the records
                     )
                 echo("validate")
                 report = validate_paths([results]) if results.is_dir() else None

@@ -85,8 +85,10 @@ def serve_folder(
     group: int | None = None,
     warm_restart: bool = True,
     source: str = "local",
+    work: Path | None = None,
 ) -> dict[str, Any]:
-    """Serve ``folder`` on ``device``, sweep it, write the record to ``out`` (and serve.sh beside it).
+    """Serve ``folder`` on ``device``, sweep it, write the record to ``out`` (and serve.sh beside it); the
+    engine's logs and guidellm's scenarios and reports go to ``work`` (default ``<out>.serving/`` beside it).
 
     Raises:
         ConfigError: the folder is not a model folder, or the device has no engine.
@@ -126,7 +128,7 @@ def serve_folder(
         },
         source=source,
     )
-    work = out.parent / f"{out.stem}.serving"
+    work = work or out.parent / f"{out.stem}.serving"
 
     def restart() -> EngineSpec:
         return engine_for(

@@ -17,7 +17,7 @@ from pipeline.records import validate_record
 from pipeline.serve import DEFAULT_SLO, group_members, serve_folder, serving_workload
 
 # one engine start, one guidellm run over the three points, one warm restart: about a minute on two free cores
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 @pytest.fixture(scope="module")

@@ -237,9 +237,9 @@ class Engine:
                 assert self.process is not None
                 tail = self.log_tail()
                 code = start_failure_code(tail, self.process.returncode)
-                raise EngineStartError(
-                    code, f"{self.spec.engine} exited with {self.process.returncode} before it was ready", tail
-                )
+                last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+                message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
+                raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
                 self.ready_s = time.monotonic() - self._started
                 return self.ready_s

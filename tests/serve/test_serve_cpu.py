@@ -105,3 +105,22 @@ def test_no_engine_process_is_left_behind(served: tuple[dict[str, Any], Path]) -
         if b"serve" in cmdline and port.encode() in cmdline:
             left.append(pid)
     assert left == []
+
+
+def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(tmp_path: Path) -> None:
+    from pipeline.testing import build_unknown_architecture
+
+    folder = build_unknown_architecture(tmp_path / "unknown")
+    record = serve_folder(
+        folder,
+        device="cpu",
+        workload=serving_workload("cpu-tiny"),
+        model_id="acme/unknown",
+        revision="0" * 40,
+        out=tmp_path / "refused.json",
+        warm_restart=False,
+    )
+    assert record["status"] == "error" and record["serving"]["points"] == []
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "engine_model_refused")
+    assert "ValueError" in record["failure"]["message"] and "Traceback" in record["serving"]["engine"]["log_tail"]
+    assert validate_record(record) == []

@@ -12,8 +12,8 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record;
 - :mod:`~pipeline.serve.smoke`: ``trncat doctor --serving-smoke``, what a first Trainium2 serving run settles.
 
-May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks), and
-the top-level modules.
+May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks),
+:mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s) and the top-level modules.
 Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
 

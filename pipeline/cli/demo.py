@@ -3,9 +3,11 @@
 It starts the local hub, seeds it with the tiny models it builds (as model repos with ranking metadata,
 beside a remote-code model and a gated one that discovery must keep out), a dataset repo and a Space holding
 what ``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
-it, merges the PR as a maintainer would, rebuilds the catalog Space from the dataset's main, and leaves both
-trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that the catalog
-has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
+it, merges the PR as a maintainer would, rehearses a release diff (two of its tiny models measured a second time on
+the same CPU stack, diffed against the first run as ``trncat diff`` diffs two toolchains' rows, and kept in the
+dataset's ``data/releases/``: CPU rows, labelled so), rebuilds the catalog Space from the dataset's main, and
+leaves both trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that
+the catalog has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ SERVED_MODEL = "trncat-demo/tiny-llama"
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 #: A fine-tune of the tiny Llama, uploaded after the benchmark: ``trncat check`` answers for it from its base model.
 FINE_TUNE = "trncat-demo/tiny-llama-finetune"
+#: The release diff the demo rehearses: these tiny models measured twice on this machine's CPU, the sides named so.
+REHEARSAL_MODELS = ("trncat-demo/tiny-llama", "trncat-demo/tiny-sentence-bert")
+REHEARSAL_SIDES = ("cpu-first-run", "cpu-second-run")
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
     ("trncat-demo/gated-model", "text-generation", {"gated": "manual", "downloads": 8000}),
@@ -74,6 +79,7 @@ class DemoSummary:
     merged: bool = False
     page: str | None = None
     check: str | None = None
+    release: str | None = None
     seconds: float = 0.0
 
     @property
@@ -102,6 +108,9 @@ class DemoSummary:
             )
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<32} kept out: {reason}")
+        if self.release:
+            lines.append("\n$ trncat diff (a rehearsal on CPU rows: the same CPU stack measured twice, no Neuron "
+                         "release)\n" + self.release)  # fmt: skip
         if self.check:
             # The answer's lines, without the run.py it ends with (`trncat check` prints it whole).
             head = self.check.split("\n\n", 1)[0].removesuffix(":")
@@ -242,6 +251,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
                     hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
                     summary.merged = True
+                summary.release = _rehearse_release_diff(local.store, hub, records, work, echo)
                 echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
                 site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
                 page = publish_space(
@@ -258,6 +268,37 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
             shutil.rmtree(work, ignore_errors=True)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _rehearse_release_diff(
+    store: Any, hub: Any, records: list[dict[str, Any]], work: Path, echo: Callable[[str], None]
+) -> str | None:
+    """Measure :data:`REHEARSAL_MODELS` a second time on the CPU and keep the diff against this run's first rows
+    in the dataset's main (``data/releases/``), as ``trncat diff --write`` and a maintainer's merge would."""
+    from pipeline.dataset import release_path, write_release_diff
+    from pipeline.records import flatten
+    from pipeline.release import diff_text, release_diff
+
+    first = [r for r in records if r["model_id"] in REHEARSAL_MODELS and r["status"] == "pass"]
+    if not first:
+        return None
+    cpu = get_backend("cpu")
+    second: list[dict[str, Any]] = []
+    for index, record in enumerate(first, 1):
+        echo(f"[diff {index}/{len(first)}] {record['model_id']} ({record['task']}) on cpu, a second time")
+        path = work / "rehearsal" / f"{index}.json"
+        bench_model(record["model_id"], task=record["task"], backend=cpu, revision=record["revision"],
+                    dtype=record["dtype"], cores=record["cores"], hub=hub, out=path)  # fmt: skip
+        report = validate_paths([path])
+        second.extend(r for _, r in report.records)
+    old, new = REHEARSAL_SIDES
+    diff = release_diff([flatten(r) for r in first], [flatten(r) for r in second], old=old, new=new)
+    folder = work / "rehearsal-dataset"
+    write_release_diff(folder, old=old, new=new, entries=diff.entries)
+    relative = release_path(old, new)
+    store.commit_files(DATASET_REPO, {relative: folder / relative}, message=f"release diff {old} -> {new} (CPU)",
+                       repo_type="dataset")  # fmt: skip
+    return diff_text(diff)
 
 
 def _check_fine_tune(store: Any, hub: Any, work: Path, echo: Callable[[str], None]) -> str:

@@ -187,6 +187,10 @@ def _queue(args: argparse.Namespace) -> int:
             prices_file=args.prices or DEFAULT_INSTANCES,
         )
         markdown = format_estimate(estimate)
+        if queue.remeasure.get("passed") or queue.remeasure.get("compile_failure"):  # a new toolchain: its order
+            r = queue.remeasure
+            markdown += (f"\n\nRe-measure order: {r['passed']} job(s) that passed before first, then "
+                         f"{r['compile_failure']} that failed at compile, then {r['rest']} other(s).")  # fmt: skip
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
         print(markdown, file=sys.stderr)
     return 0

@@ -78,11 +78,15 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from pipeline.backends.neuron import NeuronBackend
     from pipeline.bench import run_checks, smoke, smoke_line
-    from pipeline.queue import load_toolchain
+    from pipeline.queue import load_apt_pins, load_toolchain
 
     backend = NeuronBackend()
     report = run_checks(
-        backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
+        backend,
+        toolchain=load_toolchain(args.toolchain),
+        apt=load_apt_pins(args.toolchain),
+        cores=args.cores,
+        hub=make_hub() if args.hub else None,
     )
     if args.smoke:
         if report.smoke_ready:

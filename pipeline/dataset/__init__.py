@@ -12,12 +12,13 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
 - :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
   check`` reads);
+- :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
-measured), check (the family rows), publish, space and the CLI.
+measured), check (the family rows), release (the release diffs), publish, space and the CLI.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from pipeline.dataset.read import (
     read_scripts,
     script_files,
 )
+from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
 from pipeline.dataset.serving import add_serving, read_serving
 from pipeline.dataset.summary import read_summary, shard_paths
 
@@ -73,6 +75,7 @@ __all__ = [
     "LATEST_DIR",
     "MAX_REASON_CHARS",
     "RANKINGS_DIR",
+    "RELEASES_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
     "SERVING_FILE",
@@ -101,6 +104,8 @@ __all__ = [
     "read_families",
     "read_latest",
     "read_rankings",
+    "read_release_diffs",
+    "release_path",
     "read_scripts",
     "read_serving",
     "script_files",
@@ -118,4 +123,5 @@ __all__ = [
     "write_exclusions",
     "write_front_files",
     "write_rankings",
+    "write_release_diff",
 ]

@@ -18,6 +18,7 @@ from pipeline.dataset.layout import (
     RESULTS_DIR,
 )
 from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.dataset.releases import read_release_diffs
 from pipeline.page import HISTORY_READ, render_page
 
 
@@ -56,6 +57,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         rankings=read_rankings(root),
         exclusions=read_exclusions(root),
         scripts=read_scripts(root, {row["model_id"] for row in latest}),
+        releases=read_release_diffs(root),
     )
 
 

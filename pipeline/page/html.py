@@ -38,6 +38,7 @@ from pipeline.page.catalog import (
 )
 from pipeline.page.compare import compare_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
+from pipeline.page.releases import release_sections
 from pipeline.page.serving import serving_section
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
@@ -160,6 +161,7 @@ def render_page(
     note: str | None = None,
     feed: str | None = None,
     dataset_repo: str | None = None,
+    releases: Sequence[Mapping[str, Any]] | None = None,
     serving: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The catalog page as one HTML document.
@@ -173,6 +175,7 @@ def render_page(
         note: a sentence shown at the top (the demo says its rows are CPU rows from tiny models).
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
+        releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
         serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
 
     Returns:
@@ -237,6 +240,7 @@ def render_page(
         total=len(listing["items"]),
         summary=summary,
         compare=compare_pairs(latest),
+        releases=release_sections(releases or []),
         serving=serving_section(serving or []),
         families=families,
         plots={

@@ -57,6 +57,15 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")
     assert "sentence-transformers==" in requirements
     assert (latest.plan_advice.str.contains("NeuronCore")).all()
+    # A release diff rehearsed on CPU rows (two tiny models measured twice on this stack), kept in data/releases/,
+    # shown on the page as its own section badged CPU and in the feed; the demo says it is no Neuron release.
+    diff = pd.read_parquet(out / "data/releases/cpu-first-run--cpu-second-run.parquet")
+    assert set(diff.model_id) == {"trncat-demo/tiny-llama", "trncat-demo/tiny-sentence-bert"}
+    assert set(diff.kind) == {"still_passing"} and diff.speed_pct.notna().all() and diff.new_device.eq("cpu").all()
+    assert "$ trncat diff (a rehearsal on CPU rows: the same CPU stack measured twice, no Neuron release)" in table
+    assert "cpu-first-run -> cpu-second-run: 2 model(s) and task(s), 2 compared" in table
+    assert "cpu-first-run → cpu-second-run" in page and 'title="measured on a CPU: not a Trainium2 result">CPU' in page
+    assert "Release diff: cpu-first-run → cpu-second-run" in (space / "feed.xml").read_text(encoding="utf-8")
     # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
     first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
     assert main(["demo", "--out", str(root)]) == 0

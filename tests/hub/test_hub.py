@@ -194,7 +194,7 @@ def test_commit_pr_push_to_open_pr_and_comment(localhub):
     assert "data/a.txt" not in client.list_files(repo)  # main untouched until a maintainer merges
     client.comment(repo, 1, "Updated with run 42")
     events = localhub.store.get(repo, repo_type="dataset").discussions[0]["events"]
-    assert events[-1]["data"]["latest"]["raw"] == "Updated with run 42"
+    assert events[-1]["data"]["latest"]["raw"].startswith("Updated with run 42\n\n<!-- trncat-op ")
 
     same = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="again", revision="refs/pr/1")
     assert not same.created and same.sha == pushed.sha  # nothing changed: no commit

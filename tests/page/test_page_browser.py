@@ -518,3 +518,63 @@ def test_the_search_box_answers_a_model_with_no_row_from_its_family(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-family-search.png"), full_page=True)
     assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_the_release_section_lists_counts_regressions_first_and_a_delta_plot(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """Issue 30: a release diff in the dataset becomes a "Neuron OLD → NEW" section of the Space's page (its
+    counts, the regressions first with their codes and both rows' dates, the medians, the speed plot) and an
+    entry of its feed."""
+    from pipeline.dataset import build, write_release_diff
+    from pipeline.release import diff_dataset
+    from pipeline.testing.records import fake_revision
+
+    old, new = {"neuronx_cc": "1.0.0"}, {"neuronx_cc": "2.0.0"}
+
+    def run(day: int) -> dict[str, str]:
+        return {"started_at": f"2026-11-{day}T10:00:00+00:00", "finished_at": f"2026-11-{day}T10:05:00+00:00"}
+
+    def rec(model: str, pins: dict[str, str], day: int, **metrics: Any) -> dict[str, Any]:
+        return sample_record(model_id=model, revision=fake_revision(model), versions=pins, run=run(day),
+                             metrics=metrics)  # fmt: skip
+
+    def bad(model: str, pins: dict[str, str], day: int, code: str) -> dict[str, Any]:
+        return sample_failure(model_id=model, revision=fake_revision(model), versions=pins, run=run(day), code=code)
+
+    records = [
+        rec("acme/steady", old, 20), rec("acme/steady", new, 29, decode_tokens_per_s=92.52),
+        rec("acme/broke", old, 20), bad("acme/broke", new, 29, "ncc_evrf007"),
+        bad("acme/fixed", old, 20, "ncc_evrf001"), rec("acme/fixed", new, 29),
+        rec("acme/slower", old, 20), rec("acme/slower", new, 29, decode_tokens_per_s=61.68),
+    ]  # fmt: skip
+    dataset = tmp_path / "ds"
+    assert not build(records, dataset, page=False).set_aside
+    diff = diff_dataset(dataset, old="2.33.0", new="2.34.0", old_pins=old, new_pins=new)
+    write_release_diff(dataset, old="2.33.0", new="2.34.0", entries=diff.entries)
+    site = tmp_path / "site"
+    write_site(dataset, site, names=SiteNames(dataset_repo="acme/results", space_repo="acme/catalog"))
+    page, seen = _open(launch(), f"{serve(site)}/index.html")
+
+    section = page.locator("section.release")
+    assert section.count() == 1 and section.is_visible()
+    assert section.locator("h2").inner_text() == "Neuron 2.33.0 → 2.34.0"
+    counts = section.locator(".release-counts li").all_inner_texts()
+    assert counts == ["1 newly failing", "1 newly passing", "2 still passing"]
+    rows = section.locator(".release-table tbody tr")
+    first = rows.nth(0).locator("td").all_inner_texts()
+    assert first[:4] == ["acme/broke", "Text generation", "newly failing", "— → ncc_evrf007"]
+    assert first[-1] == "2026-11-20 → 2026-11-29"
+    assert "regression" in (rows.nth(0).get_attribute("class") or "")
+    speeds = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(6).inner_text() for r in rows.all()}
+    assert speeds["acme/steady"] == "+20.0%" and speeds["acme/slower"] == "−20.0%"  # 77.1 -> 92.52, -> 61.68
+    assert "speed +0.0%" in section.locator(".release-medians").inner_text()  # the median of +20% and -20%
+    plot = section.locator("svg.release-plot")
+    assert plot.is_visible() and plot.locator("rect").count() == 2
+    assert seen["errors"] == []
+    feed = (site / "feed.xml").read_text(encoding="utf-8")
+    assert "<title>Release diff: Neuron 2.33.0 → 2.34.0</title>" in feed
+    assert "1 newly failing, 0 failing with another code, 1 newly passing, 2 still passing." in feed
+    assert 'href="https://huggingface.co/spaces/acme/catalog#release-2.33.0--2.34.0"' in feed
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-release.png"), full_page=True)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline import __version__
-from pipeline.cli import check, data, release, stages, tools  # noqa: F401  (importing them registers their commands)
+from pipeline.cli import check, data, release, serving, stages, tools  # noqa: F401  (importing them registers their commands)
 from pipeline.cli.registry import COMMANDS
 from pipeline.errors import PipelineError
 

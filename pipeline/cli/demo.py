@@ -27,6 +27,7 @@ from pipeline.bench import bench_model
 from pipeline.page import task_view
 from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
+from pipeline.serve import serve_folder, serving_workload
 from pipeline.testing import (
     build_tiny_llama,
     build_tiny_llava,
@@ -58,6 +59,8 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
     ("trncat-demo/tiny-sd", build_tiny_stable_diffusion,
      {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
 )  # fmt: skip
+#: The model the demo also serves (pipeline/serve: transformers serve on the CPU, swept by guidellm).
+SERVED_MODEL = "trncat-demo/tiny-llama"
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 #: A fine-tune of the tiny Llama, uploaded after the benchmark: ``trncat check`` answers for it from its base model.
 FINE_TUNE = "trncat-demo/tiny-llama-finetune"
@@ -104,8 +107,9 @@ class DemoSummary:
                 if plotted
                 else "-"
             )
+            task = "served (CPU)" if record.get("serving") else record["task"]
             lines.append(
-                f"{record['model_id']:<32} {record['task']:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
+                f"{record['model_id']:<32} {task:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
                 f"{speed:>30} {fmt(m['wall_s']):>7}"
             )
         for model_id, reason in self.kept_out:
@@ -259,6 +263,21 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                         cores=entry["cores"],
                         hub=hub,
                         out=results / f"{entry['artifact']}.json",
+                    )
+                served = [e for e in entries if e["model_id"] == SERVED_MODEL]
+                if served:  # the tiny Llama served too: its CPU serving curve, labelled CPU on the page
+                    echo(f"[serve] {SERVED_MODEL} with transformers serve on cpu, guidellm at concurrency 1, 2, 4")
+                    serve_folder(
+                        work / "models" / SERVED_MODEL.split("/")[1],
+                        device="cpu",
+                        workload=serving_workload("cpu-tiny"),
+                        model_id=SERVED_MODEL,
+                        revision=served[0]["revision"],
+                        out=results / "serving-tiny-llama.json",
+                        pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
+                        instance_type=DEMO_INSTANCE,
+                        warm_restart=False,
+                        work=work / "serving",  # guidellm's reports are JSON too: not beside the records
                     )
                 if results.is_dir():
                     _name_the_demo_machine(results)

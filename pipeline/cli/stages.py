@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
@@ -109,6 +110,11 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
     p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
+    p.add_argument(
+        "--serving",
+        metavar="WORKLOAD",
+        help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows",
+    )
     add_price_args(p, what="the estimate's cost")
 
 
@@ -158,6 +164,7 @@ def _queue(args: argparse.Namespace) -> int:
             instance=instance,
             accelerators=accelerators,
             only=only,
+            serving=_serving_workload(args.serving),
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -187,6 +194,14 @@ def _queue(args: argparse.Namespace) -> int:
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
         print(markdown, file=sys.stderr)
     return 0
+
+
+def _serving_workload(name: str | None) -> Any:
+    if name is None:
+        return None
+    from pipeline.serve import serving_workload
+
+    return serving_workload(name)
 
 
 # -- plan -----------------------------------------------------------------------------------------------

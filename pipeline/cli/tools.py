@@ -74,6 +74,11 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 def _doctor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.add_argument("--smoke", action="store_true", help="also benchmark a tiny local model on 1 and 2 cores")
+    p.add_argument(
+        "--serving-smoke",
+        action="store_true",
+        help="also serve the tiny model with vLLM Neuron and sweep it with guidellm (what a first serving run settles)",
+    )
     p.add_argument("--cores", type=int, default=None, metavar="N", help="check that a run of N cores fits here")
     p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
     p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
@@ -107,8 +112,14 @@ def _doctor(args: argparse.Namespace) -> int:
         else:
             print("smoke run skipped: fix the failed device and package checks first", file=sys.stderr)
             report.smoke = []
+    serving = None
+    if args.serving_smoke:
+        from pipeline.serve import serving_smoke
+
+        with tempfile.TemporaryDirectory(prefix="trncat-doctor-serve-") as tmp:
+            serving = serving_smoke("neuron", work=Path(tmp))
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), **({"serving_smoke": serving} if serving else {})}, indent=2))
     else:
         for check in report.checks:
             print(check.line())
@@ -116,5 +127,9 @@ def _doctor(args: argparse.Namespace) -> int:
             print(smoke_line(run))
             for note in run["notes"]:  # each rank's devices and cores, the warm start's cache figures
                 print(f"      {note}")
+        if serving:
+            from pipeline.serve import serving_smoke_line
+
+            print(serving_smoke_line(serving))
         print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
     return 0 if report.ok else 1

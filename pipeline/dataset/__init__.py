@@ -13,6 +13,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
   check`` reads);
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
+- :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
+  workload (the page's serving curves).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
@@ -33,6 +35,7 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
     SCRIPTS_DIR,
+    SERVING_FILE,
     SUMMARY_FILE,
     results_file_time,
     results_files_since,
@@ -61,6 +64,7 @@ from pipeline.dataset.read import (
     script_files,
 )
 from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
+from pipeline.dataset.serving import add_serving, read_serving
 from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
@@ -75,10 +79,12 @@ __all__ = [
     "RELEASES_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
+    "SERVING_FILE",
     "SUMMARY_FILE",
     "BuildSummary",
     "CardNames",
     "Change",
+    "add_serving",
     "build",
     "change_kinds",
     "clean_overlay",
@@ -103,6 +109,7 @@ __all__ = [
     "release_path",
     "read_scripts",
     "require_dataset",
+    "read_serving",
     "script_files",
     "read_summary",
     "refresh_card",

@@ -42,6 +42,7 @@ from pipeline.page.catalog import (
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.releases import release_sections
+from pipeline.page.serving import serving_section
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 logger = logging.getLogger(__name__)
@@ -168,6 +169,7 @@ def render_page(
     feed: str | None = None,
     dataset_repo: str | None = None,
     releases: Sequence[Mapping[str, Any]] | None = None,
+    serving: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The catalog page as one HTML document.
 
@@ -181,6 +183,7 @@ def render_page(
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
         releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
+        serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
 
     Returns:
         The HTML text.
@@ -251,6 +254,7 @@ def render_page(
         summary=summary,
         compare=compare_pairs(latest) + demo_pairs(latest),
         releases=release_sections(releases or []),
+        serving=serving_section(serving or []),
         families=families,
         plots={
             task: plots.catalog_plots(

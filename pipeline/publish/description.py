@@ -28,6 +28,8 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0, set_a
     changes = summary.changes
     sections = [(title, [c for c in changes if kind in change_kinds(c)]) for kind, title in CHANGE_KINDS]
     out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
+    if summary.serving:
+        out[-1:-1] = [f"{summary.serving} serving row(s) changed in data/serving.json."]
     for title, items in sections:
         out.append(f"### {title} ({len(items)})")
         out.extend(line(c) for c in items[:200])

@@ -3,6 +3,8 @@
 - :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
 - :mod:`~pipeline.queue.toolchain`: the pinned toolchain (``runners/toolchain.yaml``) a measurement is keyed by;
 - :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
+- :mod:`~pipeline.queue.serving`: serving jobs (``trncat serve``) for passing text-generation rows, and their GPU
+  twins;
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
@@ -50,6 +52,7 @@ from pipeline.queue.matrix import (
     runner_cores,
 )
 from pipeline.queue.planners import HubPlanner
+from pipeline.queue.serving import serving_jobs, serving_seconds
 from pipeline.queue.sweep import Job, SweepResult, simulate
 from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
 
@@ -91,5 +94,7 @@ __all__ = [
     "parse_partition",
     "recommend_fleet",
     "runner_cores",
+    "serving_jobs",
+    "serving_seconds",
     "simulate",
 ]

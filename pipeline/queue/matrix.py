@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset import iter_results, results_paths
+from pipeline.dataset import iter_results, read_latest, read_serving, results_paths
 from pipeline.discover import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, PlanLimitError, RepoNotFoundError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
@@ -38,6 +38,7 @@ from pipeline.prices import Accelerators
 from pipeline.queue.durations import DurationModel
 from pipeline.queue.gpu import gpu_label, gpus_needed
 from pipeline.queue.planners import HubPlanner
+from pipeline.queue.serving import Contract, serving_jobs
 from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version, version_column
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload, key_mask, task_source
@@ -199,6 +200,7 @@ def build_queue(
     durations: DurationModel | None = None,
     accelerators: Accelerators | None = None,
     only: Collection[tuple[str, str]] | None = None,
+    serving: Contract | None = None,
 ) -> Queue:
     """The benchmark matrices for ``candidates`` (a model and task listed twice runs once), largest and
     longest jobs first.
@@ -219,6 +221,9 @@ def build_queue(
             each job sized in GPUs (:func:`pipeline.queue.gpu.gpus_needed`) on a ``gpu-<N>g`` runner.
         only: (model id casefolded, task) the queue may take (the Selected list's ``gpu: true`` entries for the
             GPU runner class); the other candidates are skipped with that reason. None: every candidate.
+        serving: A serving workload: every passing text-generation row of ``device`` in the dataset without its
+            serving row at this harness version and workload also gets a serving job
+            (:func:`pipeline.queue.serving.serving_jobs`; on the GPU class, the Trainium2 rows' twins).
 
     Returns:
         The :class:`Queue`.
@@ -294,6 +299,12 @@ def build_queue(
     # The re-measure's order first (what passed, then compile failures, then the rest), each group as matrix_order.
     entries = sorted(matrix_order(entries), key=lambda e: groups[id(e)])
     queue.remeasure = {g: sum(v == i for v in groups.values()) for i, g in enumerate(REMEASURE_ORDER)}
+    if serving is not None and root is not None and root.is_dir():
+        jobs = serving_jobs(read_latest(root), read_serving(root), device=device, workload=serving, instance=instance,
+                            family=family)  # fmt: skip
+        # after the benchmark jobs: a serving job needs its batch-1 row's pass
+        kept = [j for j in jobs if allowed is None or (str(j["model_id"]).casefold(), j["task"]) in allowed]
+        entries += matrix_order(kept)
     queue.chunks = [{"include": entries[i : i + chunk_size]} for i in range(0, len(entries), chunk_size)]
     logger.info("queued %d jobs in %d chunk(s); skipped %d", len(entries), len(queue.chunks), len(queue.skipped))
     return queue

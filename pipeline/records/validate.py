@@ -28,6 +28,7 @@ from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
 from pipeline.records.bundles import compiled_cache_problems
 from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
+from pipeline.records.serving_checks import serving_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
 SCHEMA_VERSION = "1.4"
@@ -196,6 +197,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("hardware.emulated", "only the neuron device is emulated"))
     out.extend(agreement_problems(record))
     out.extend(compiled_cache_problems(record))
+    out.extend(serving_problems(record))
     return out
 
 

@@ -28,6 +28,7 @@ from pipeline.dataset import (
     read_rankings,
     read_release_diffs,
     read_scripts,
+    read_serving,
     script_files,
 )
 from pipeline.page import HISTORY_READ, render_page
@@ -216,6 +217,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,
         releases=releases,
+        serving=read_serving(dataset),
     )
     card = render.render(
         "space_card.md.j2",

@@ -59,6 +59,11 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert "every row below was measured on this machine&#39;s CPU with tiny models" in page
     assert "No Trainium2 results yet." in page and 'href="feed.xml"' in page
     assert '<section id="compare">' in page and 'id="compare-demo"' in page and "b-trn" not in page.split("<main>")[1]
+
+    # the tiny Llama served on the CPU (transformers serve, swept by guidellm): its curve, labelled CPU
+    assert 'class="serving-line" data-device="cpu"' in page and "trncat-demo/tiny-llama: served throughput" in page
+    assert '<span class="badge b-dev">CPU</span>' in page
+    assert (out / "data" / "serving.json").is_file() and "served (CPU)" in table
     assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
     assert "DiffusionPipeline" in (out / "scripts/trncat-demo/tiny-sd/run.py").read_text(encoding="utf-8")
     requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")

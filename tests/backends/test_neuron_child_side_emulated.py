@@ -30,7 +30,8 @@ SCRIPT = """
     from pipeline.backends.neuron.tools import read_device_memory
 
     backend = NeuronBackend()
-    out = {"inventory": inventory_json(backend.inventory), "driver": backend.versions()["driver"]}
+    versions = backend.versions()
+    out = {"inventory": inventory_json(backend.inventory), "driver": versions["driver"], "nki": versions["nki"]}
     backend.setup_process()
     import torch
     import transformers
@@ -78,7 +79,7 @@ def test_on_neuron_2_34_with_the_moved_sysfs_tree(tmp_path: Path) -> None:
     inventory = out["inventory"]  # neuron-ls with 2.34's flag: no --json-output there
     assert inventory is not None and inventory["instance_type"] == "trn2.3xlarge", inventory
     assert inventory["neuroncore_ids"] == [0, 1, 2, 3] and inventory["output_shape"].startswith("object {")
-    assert out["driver"] == "2.31.7.0"
+    assert out["driver"] == "2.31.7.0" and out["nki"] == "0.7.0"
     # The moved tree: no sysfs cross-check, a note, and the allocator's figure after a synchronize.
     assert out["sysfs"] == {} and any(n.startswith("sysfs device memory not used") for n in out["notes"])
     assert out["peak"] >= 8 * MiB and out["reserved"] >= 8 * MiB

@@ -112,7 +112,7 @@ def _run(root: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
-    root = _machine(tmp_path, fallback_ops=("aten::nonzero",))
+    root = _machine(tmp_path, fallback_ops=("aten::nonzero",), failing_ops=("aten::flip",))
     code = """
         import json, os, warnings
         import torch  # autoloads the emulated torch_neuronx: no import needed (rule autoload)
@@ -126,6 +126,13 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
         out["allocated"] = torch_neuronx.memory_allocated(x.device)
         out["reserved"] = torch_neuronx.max_memory_reserved(x.device)
         torch.nonzero(x)
+        os.environ["TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"] = "1"
+        try:
+            torch.flip(x, [0])  # fails on the device: with the variable at 1 it may not fall back
+        except Exception as exc:
+            out["strict"] = str(exc)
+        del os.environ["TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"]
+        torch.flip(x, [0])
         torch.neuron.synchronize()
         out["fallback"] = torch_neuronx.get_fallback_ops()
         f = torch.compile(lambda t: (t * 3).sum(-1), backend="neuron", fullgraph=True, dynamic=False)
@@ -151,7 +158,7 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
     assert out["device_count"] == 4 and out["device"] == "neuron:0"  # every core of a trn2.3xlarge by default
     assert out["values"] == [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
     assert out["stale"] == 0 and out["allocated"] > 0 and out["reserved"] >= 2 * 1024**2  # segments
-    assert out["fallback"] == ["aten::nonzero"]
+    assert out["fallback"] == ["aten::nonzero", "aten::flip"] and "aten::flip failed on the device" in out["strict"]
     assert out["compiled"] == [9.0, 36.0] and out["graphs"] == [True, True]  # one compile per input signature
     assert "dynamic" in out["dynamic"] and "NCC_EVRF051" in out["float8"]
     assert "mode 'reduce-overhead' is not supported by the neuron backend" in done.stderr
@@ -203,17 +210,24 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     code = """
         import json, os
         import torch, torch.distributed as dist
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1",
-                          LOCAL_RANK="0")
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1")
+        os.environ.setdefault("LOCAL_RANK", "0")
         out = {}
         if os.environ.get("EARLY"):
-            torch.ones(1).to("neuron")  # the runtime starts before the process group
+            torch.accelerator.set_device_index(0)  # binding the device starts the runtime before the group
         try:
             dist.init_process_group("neuron")
         except Exception as exc:
             out["init"] = str(exc)
             print("RESULT" + json.dumps(out)); raise SystemExit
         out["visible"] = os.environ["NEURON_RT_VISIBLE_CORES"]
+        if os.environ["LOCAL_RANK"] != "0":  # the rank's one core is index LOCAL_RANK; index 0 names no core here
+            out["device"] = str(torch.ones(1).to("neuron").device)
+            try:
+                torch.ones(1).to(torch.device("neuron", 0))
+            except Exception as exc:
+                out["zero"] = str(exc)
+            print("RESULT" + json.dumps(out)); raise SystemExit
         x = torch.ones(4).to("neuron")
         dist.all_reduce(x)
         out["float"] = x.cpu().tolist()
@@ -231,3 +245,6 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     assert "should not be initialized before the init_process_group" in early["init"]
     wide = json.loads(_run(root, code, PORT="29613", NEURON_RT_VISIBLE_CORES="0-1").stdout.split("RESULT", 1)[1])
     assert "more than one device per process" in wide["init"]
+    second = json.loads(_run(root, code, PORT="29614", LOCAL_RANK="1").stdout.split("RESULT", 1)[1])
+    assert second["visible"] == "1" and second["device"] == "neuron:1", second
+    assert "neuron:0 is not one of this process's 1 NeuronCore(s)" in second["zero"]

@@ -192,8 +192,10 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes.append(outcome)
                 print(f"{outcome.status:<9} {outcome.id:<28} {outcome.seconds:>7.1f}s  {outcome.detail}", flush=True)
     result = report(outcomes, wall_s=time.monotonic() - start, baseline_ok=baseline_ok)
-    print(f"tried {result['tried']}, killed {result['killed']}, surviving {result['survived']}, stale "
-          f"{result['stale']}, broken {result['broken']}; wall {result['wall_s']} s on {result['cpus']} CPUs")  # fmt: skip
+    print(
+        f"tried {result['tried']}, killed {result['killed']}, surviving {result['survived']}, stale "
+        f"{result['stale']}, broken {result['broken']}; wall {result['wall_s']} s, {result['cpus']} CPUs"
+    )
     if args.report:
         args.report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     bad = result["survived"] or result["stale"] or result["broken"] or not baseline_ok

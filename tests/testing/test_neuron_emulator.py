@@ -197,7 +197,7 @@ def test_cores_are_exclusive_and_hbm_is_bounded(tmp_path: Path) -> None:
     assert (root / "tmp" / "neuron_mem_table_device_0_hbm_0.log").is_file()
     # LNC=1: two neighbouring physical cores share one bank (96 MB each of it is the runtime's): 60 MiB fits on
     # core 0 of bank 0 and on core 2 of bank 1, not on core 1 beside core 0.
-    code = "import torch; a = torch.empty(15 * 2**20, device='neuron:0'); b = torch.empty(15 * 2**20, device='neuron:1')"
+    code = "import torch; a, b = (torch.empty(15 * 2**20, device=f'neuron:{i}') for i in (0, 1))"
     lnc1 = {"NEURON_LOGICAL_NC_CONFIG": "1"}
     shared = _run(root, code, NEURON_RT_VISIBLE_CORES="0-1", **lnc1)
     assert shared.returncode != 0 and "on ND 0:NC 1" in shared.stderr, shared.stderr[-2000:]

@@ -1,10 +1,11 @@
 """The emulated ``torch.compile(backend="neuron")``: one NEFF per graph and input signature, cached on disk.
 
 Dynamo hands the backend each graph it captures. The emulated compiler refuses what TorchNeuron documents as
-unsupported (``dynamic=True``; float8_e4m3fn on trn2), recompiles a graph per new input shape, keys the graph by its code, its inputs' shapes and
-dtypes, the LNC and the compiler version, takes a lock file in ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``, and either
-reads the NEFF from ``TORCH_NEURONX_NEFF_CACHE_DIR`` (a persistent-cache hit: compile time 0) or "compiles" it
-(``compile_seconds`` of the machine) and writes it there. The compiled graph then runs its aten ops on the
+unsupported (``dynamic=True``; float8_e4m3fn on trn2), recompiles a graph per new input shape, keys the graph by
+its code, its inputs' shapes and dtypes, the LNC and the compiler version, takes a lock file in
+``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``, and either reads the NEFF from ``TORCH_NEURONX_NEFF_CACHE_DIR`` (a
+persistent-cache hit: compile time 0) or "compiles" it (``compile_seconds`` of the machine) and writes it there.
+The compiled graph then runs its aten ops on the
 emulated device. :data:`METRICS` is what ``get_dynamo_metrics()`` reports.
 """
 

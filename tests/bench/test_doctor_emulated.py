@@ -29,6 +29,7 @@ def doctor(root: Path, *args: str, **env: str) -> tuple[int, dict[str, Any]]:
     return done.returncode, json.loads(done.stdout)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(1500)
 def test_doctor_and_its_smoke_pass_on_an_emulated_trn2_3xlarge_runner(tmp_path: Path) -> None:
     root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge", sysfs="moved"))

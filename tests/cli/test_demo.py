@@ -11,6 +11,7 @@ from pipeline.cli import main
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "demo-out"
     assert main(["demo", "--out", str(root)]) == 0

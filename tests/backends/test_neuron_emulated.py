@@ -55,6 +55,7 @@ def test_four_cores_tensor_parallel_and_the_emulated_record_is_refused(tmp_path:
     # Every rank reserved its own core of the run's 0-3, and saw one device: TorchNeuron's one core per process.
     assert [n.split("NEURON_RT_VISIBLE_CORES=")[1].split(",")[0] for n in ranks] == ["0", "1", "2", "3"], ranks
     assert all("device_count()=1" in n and "run cores 0-3" in n for n in ranks)
+    assert [n.split("device ")[1].split(",")[0] for n in ranks] == [f"neuron:{i}" for i in range(4)]  # LOCAL_RANK
     m = record["metrics"]
     assert m["compiled_graphs"] == 2 and m["cached_graphs"] == 0 and m["neuronx_cc_s"] > 0  # prompt and decode
     assert m["warm_start_cached_graphs"] == 2 and m["compile_cache_hit"] is True  # the second process hit

@@ -221,12 +221,12 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
             out["init"] = str(exc)
             print("RESULT" + json.dumps(out)); raise SystemExit
         out["visible"] = os.environ["NEURON_RT_VISIBLE_CORES"]
-        if os.environ["LOCAL_RANK"] != "0":  # the rank's one core is index LOCAL_RANK; index 0 names no core here
+        if os.environ["LOCAL_RANK"] != "0":  # the rank's one core is index LOCAL_RANK; index 2 names no core here
             out["device"] = str(torch.ones(1).to("neuron").device)
             try:
-                torch.ones(1).to(torch.device("neuron", 0))
+                torch.ones(1).to(torch.device("neuron", 2))
             except Exception as exc:
-                out["zero"] = str(exc)
+                out["other"] = str(exc)
             print("RESULT" + json.dumps(out)); raise SystemExit
         x = torch.ones(4).to("neuron")
         dist.all_reduce(x)
@@ -247,4 +247,4 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     assert "more than one device per process" in wide["init"]
     second = json.loads(_run(root, code, PORT="29614", LOCAL_RANK="1").stdout.split("RESULT", 1)[1])
     assert second["visible"] == "1" and second["device"] == "neuron:1", second
-    assert "neuron:0 is not one of this process's 1 NeuronCore(s)" in second["zero"]
+    assert "neuron:2 is not one of this process's 1 NeuronCore(s)" in second["other"]

@@ -90,7 +90,8 @@ class NeuronChildSide:
         current = neuron.current_device() if neuron is not None and hasattr(neuron, "current_device") else None
         rank, local, world = world_of()
         mine = (
-            f"rank {rank} of {world} (local rank {local}): torch.neuron.device_count()={count}, "
+            f"rank {rank} of {world} (local rank {local}): device {self.device()}, "
+            f"torch.neuron.device_count()={count}, "
             f"current_device()={current}, NEURON_RT_VISIBLE_CORES={os.environ.get('NEURON_RT_VISIBLE_CORES')}, "
             f"run cores {constants.TRNCAT_NEURON_CORES}, LNC={self.lnc}"
         )

@@ -76,7 +76,8 @@ RULES: tuple[Rule, ...] = (
         "torch.device('neuron', i) backed by host memory, ops run by the CPU kernels; an index naming no core of "
         "this process fails (under torch.distributed only LOCAL_RANK's); torch.accelerator's device index is "
         "torch.neuron's, and binding a device starts the runtime",
-        invented="that binding a device starts the runtime",
+        invented="that binding a device starts the runtime; index 0 on a later rank read as the current device "
+        "(a Python backend's device guard answers 0 for a missing index: an explicit 0 looks the same)",
     ),
     Rule(
         "autoload",

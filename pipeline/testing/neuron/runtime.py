@@ -157,11 +157,13 @@ class Runtime:
     def position(self, index: int | None) -> int:
         """The reserved core behind ``torch.device("neuron", index)`` (None: the current device, the first core).
 
-        Under torch.distributed a rank's one core is index ``LOCAL_RANK``: any other index, 0 on rank 1 included,
-        names no core of this process and fails (rule ``device``).
+        Under torch.distributed a rank's one core is index ``LOCAL_RANK``: an index naming no core of this process
+        fails (rule ``device``). Index 0 on a later rank is read as the current device: PyTorch fills a missing
+        index from the device guard, and a Python backend's guard always answers 0 (TorchNeuron's answers its
+        start index), so an explicit 0 cannot be told from a missing one here.
         """
         self.start()
-        if index is None:
+        if index is None or (index == 0 and self.start_index > 0):
             index = self.current if self.current is not None else self.start_index
         position = index - self.start_index
         if not 0 <= position < len(self.cores):

@@ -138,8 +138,13 @@ def try_mutant(mutant: Mutant, copy: Path, timeout_s: float) -> Outcome:
         status = "survived"
     else:  # 2 interrupted, 3 internal error, 4 usage error, 5 no tests: the tests did not run as named
         status = "broken"
-    last = tail.strip().splitlines()[-1] if tail.strip() else ""
-    return Outcome(mutant.id, mutant.kind, status, seconds, last if code is not None else "timeout", list(mutant.tests))
+    lines = tail.strip().splitlines()
+    # why it went red: pytest's short summary (FAILED test - the error) or its first "E" line, then the counts
+    why = next((line.strip() for line in lines if line.startswith(("FAILED ", "ERROR "))), "") or next(
+        (line.strip() for line in lines if line.startswith("E ")), ""
+    )
+    detail = "timeout" if code is None else " | ".join(part for part in (why[:300], lines[-1] if lines else "") if part)
+    return Outcome(mutant.id, mutant.kind, status, seconds, detail, list(mutant.tests))
 
 
 def baseline(copy: Path, mutants: list[Mutant], timeout_s: float) -> tuple[bool, str]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -132,7 +133,8 @@ def try_mutant(mutant: Mutant, copy: Path, timeout_s: float) -> Outcome:
     finally:
         path.write_text(original, encoding="utf-8")
     seconds = round(time.monotonic() - start, 1)
-    if code is None or code == FAILED:
+    ran = re.search(r"\b\d+ failed\b", tail) is not None  # a test failed, not the collection or a plugin import
+    if code is None or (code == FAILED and ran):
         status = "killed"
     elif code == 0:
         status = "survived"

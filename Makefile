@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
+GUIDELLM_VERSION := 0.8.1
 # Where torch comes from. Empty: pip's configured index (on a usual Linux machine PyPI's CUDA build, several GB).
 # PyTorch's CPU wheels: make TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu test
 TORCH_INDEX_URL ?=
@@ -16,6 +17,8 @@ $(STAMP): pyproject.toml
 	# torch first, pinned, so the project's own `torch` requirement is already met (see TORCH_INDEX_URL).
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/pip install --quiet -e ".[dev]"
+	# the serving rows' load generator: its click pin conflicts with check-jsonschema's (pyproject.toml, serving)
+	$(BIN)/pip install --quiet --no-deps guidellm==$(GUIDELLM_VERSION)
 	touch $(STAMP)
 
 venv: $(STAMP)

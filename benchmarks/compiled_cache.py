@@ -2,13 +2,17 @@
 
 1. The bundle's own cost, on a synthetic NEFF cache of ``--mib`` MiB in ``--files`` files (half random bytes, which
    do not compress, half repetitive): seconds and MB/s to pack it (bench), to check it (collect, publish) and to
-   unpack it (trncat's unpack, and the generated run.py's own copy of the rule), and the bundle's size.
+   unpack it (trncat's unpack, and the generated run.py's own copy of the rule, each one read of one file), and the
+   bundle's size; paired, each ``--repeat`` times (medians), with ``tar -cf - | gzip -N`` (the alternative: one
+   core) and ``tar -xzf`` of the bundle. ``--levels 1,6,9`` packs at each deflate level too (how
+   :data:`pipeline.backends.neuron.deflate.LEVEL` was chosen).
 2. With ``--emulated``: the saving on the Neuron emulator, as processes: ``trncat bench --device neuron`` of the tiny
    Llama, its bundle published to a local hub, then the row's run.py once ``--cold`` and once warm, each in a fresh
    process with a fresh NEFF cache: their first call and neuronx-cc's seconds. The emulator's compile takes
    ``--compile-seconds`` per graph: the figures show the mechanism, never Trainium's compile times.
 
-    .venv/bin/python benchmarks/compiled_cache.py [--mib 256] [--files 64] [--emulated [--compile-seconds 2]]
+    .venv/bin/python benchmarks/compiled_cache.py [--mib 256] [--files 64] [--repeat 3] [--levels 1,6,9]
+                                                  [--emulated [--compile-seconds 2]]
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ import io
 import json
 import os
 import re
+import resource
+import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -42,15 +49,34 @@ def synthetic_cache(root: Path, *, mib: int, files: int) -> int:
     return total
 
 
-def timed(what: str, mib: float, fn: object) -> float:
-    start = time.perf_counter()
-    fn()  # type: ignore[operator]
-    seconds = time.perf_counter() - start
-    print(f"{what:<28} {seconds:7.2f} s  {mib * 1.048576 / seconds:8.1f} MB/s")
+def _cpu_seconds() -> float:
+    """CPU seconds of this process (all its threads) and of its finished children (tar, gzip)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def timed(what: str, mib: float, fn: object, *, repeat: int = 1) -> float:
+    """The median seconds of ``repeat`` runs of ``fn``, printed with MB/s of the cache's bytes, and the CPU
+    seconds it took (a figure a busy machine changes less than the wall's: on two idle cores, a job of two busy
+    threads takes about half its CPU seconds)."""
+    times, cpu = [], []
+    for _ in range(repeat):
+        start, used = time.perf_counter(), _cpu_seconds()
+        fn()  # type: ignore[operator]
+        times.append(time.perf_counter() - start)
+        cpu.append(_cpu_seconds() - used)
+    seconds, cpu_s = statistics.median(times), statistics.median(cpu)
+    print(f"{what:<38} {seconds:7.2f} s {mib * 1.048576 / seconds:7.1f} MB/s | {cpu_s:6.2f} CPU-s "
+          f"{mib * 1.048576 / cpu_s:7.1f} MB/CPU-s  (median of {repeat})")  # fmt: skip
     return seconds
 
 
-def bundle_costs(*, mib: int, files: int) -> None:
+def _shell(command: str) -> None:
+    subprocess.run(["bash", "-c", command], check=True)
+
+
+def bundle_costs(*, mib: int, files: int, repeat: int, levels: list[int]) -> None:
+    from pipeline.backends.neuron import deflate
     from pipeline.render import run_script
     from pipeline.testing.records import sample_record
 
@@ -58,16 +84,48 @@ def bundle_costs(*, mib: int, files: int) -> None:
         root = Path(tmp)
         raw = synthetic_cache(root / "cache", mib=mib, files=files)
         out = root / "r.neff-cache.tar.gz"
-        print(f"cache: {files} NEFF files, {raw / 1024**2:.0f} MiB")
-        timed("pack (bench)", mib, lambda: pack_cache(root / "cache", out))
+        print(f"cache: {files} NEFF files, {raw / 1024**2:.0f} MiB; {os.cpu_count()} CPU(s), load average "
+              f"{os.getloadavg()[0]:.1f}")  # fmt: skip
+        for level in levels:  # the level's choice: what each costs and saves on this cache
+            timed(f"pack at level {level}", mib, lambda level=level: pack_cache(root / "cache", out, level=level),
+                  repeat=repeat)  # fmt: skip
+            print(f"  bundle {out.stat().st_size / raw:.1%} of the cache")
+        timed(f"pack (bench, level {deflate.LEVEL}, 2 threads)", mib, lambda: pack_cache(root / "cache", out),
+              repeat=repeat)  # fmt: skip
         info = check_bundle(out)
         print(f"bundle: {info.bytes / 1024**2:.0f} MiB ({info.bytes / raw:.0%} of the cache), {info.files} files")
-        timed("check (collect, publish)", mib, lambda: check_bundle(out, sha256=info.sha256))
-        timed("unpack (trncat)", mib, lambda: unpack_bundle(out, root / "u1", sha256=info.sha256))
+        if shutil.which("gzip") and shutil.which("tar"):
+            for level in (1, 6):
+                command = f"tar -C {root / 'cache'} -cf - . | gzip -{level} -n > {root}/alt.tgz"
+                timed(f"tar -cf - | gzip -{level} (alternative)", mib, lambda c=command: _shell(c), repeat=repeat)
+        timed("check (collect, publish)", mib, lambda: check_bundle(out, sha256=info.sha256), repeat=repeat)
+
+        def unpack() -> None:
+            shutil.rmtree(root / "u1", ignore_errors=True)
+            unpack_bundle(out, root / "u1", sha256=info.sha256)
+
+        timed("unpack (trncat)", mib, unpack, repeat=repeat)
         namespace: dict[str, object] = {"__name__": "run"}
         exec(compile(run_script(sample_record()), "run.py", "exec"), namespace)  # noqa: S102 - defines only
-        members = namespace["bundle_members"]
-        timed("unpack check (run.py)", mib, lambda: sum(len(d) for _, d in members(str(out))))  # type: ignore[operator]
+        (root / "run-root").mkdir(mode=0o700)
+        fd = os.open(root / "run-root", os.O_RDONLY | os.O_DIRECTORY)
+        count = iter(range(10**6))
+
+        def run_unpack() -> None:
+            namespace["unpack_bundle"](str(out), info.sha256, fd, f"row-{next(count)}")  # type: ignore[operator]
+
+        try:
+            timed("check + unpack (run.py)", mib, run_unpack, repeat=repeat)
+        finally:
+            os.close(fd)
+        if shutil.which("tar"):
+
+            def untar() -> None:
+                shutil.rmtree(root / "u2", ignore_errors=True)
+                (root / "u2").mkdir()
+                _shell(f"tar -C {root / 'u2'} -xzf {out}")
+
+            timed("tar -xzf (alternative, no check)", mib, untar, repeat=repeat)
 
 
 def emulated_saving(*, compile_seconds: float) -> None:
@@ -107,7 +165,8 @@ def emulated_saving(*, compile_seconds: float) -> None:
             folder.mkdir()
             (folder / "run.py").write_text(run_script(record))
             run_env = {**environment(root), "HF_ENDPOINT": hub.url, "HF_HUB_CACHE": str(folder / "hf"),
-                       "HF_HUB_DISABLE_XET": "1", "TORCH_NEURONX_NEFF_CACHE_DIR": str(folder / "neff")}  # fmt: skip
+                       "HF_HUB_DISABLE_XET": "1", "TORCH_NEURONX_NEFF_CACHE_DIR": str(folder / "neff"),
+                       "XDG_CACHE_HOME": str(folder / "xdg")}  # fmt: skip
             start = time.perf_counter()
             command = [sys.executable, "run.py", "--model", str(model), "--iterations", "1", *extra]
             done = subprocess.run(command, cwd=folder, env=run_env, capture_output=True, text=True, check=True,
@@ -123,10 +182,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=256)
     parser.add_argument("--files", type=int, default=64)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement (the median is printed)")
+    parser.add_argument("--levels", default="", help="also pack at these deflate levels (comma-separated)")
     parser.add_argument("--emulated", action="store_true", help="also the emulated bench -> publish -> run.py")
     parser.add_argument("--compile-seconds", type=float, default=2.0, help="the emulator's compile per graph")
     args = parser.parse_args()
-    bundle_costs(mib=args.mib, files=args.files)
+    levels = [int(level) for level in args.levels.split(",") if level]
+    bundle_costs(mib=args.mib, files=args.files, repeat=args.repeat, levels=levels)
     if args.emulated:
         emulated_saving(compile_seconds=args.compile_seconds)
     return 0

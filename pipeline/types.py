@@ -20,6 +20,9 @@ QuantSupport = Literal["dequantized", "unsupported", "unverified"]
 DurationSource = Literal["history", "older-toolchain", "prior"]
 #: How an instance is paid for (runners/instances.yaml).
 PriceKind = Literal["on_demand", "capacity_block", "reserved"]
+#: How close a run's answer is to the CPU float32 reference, best first (pipeline.bench.grading); ``diverges`` is
+#: a fail at stage ``accuracy``.
+Grade = Literal["exact", "within tolerance", "bfloat16 noise", "diverges"]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -30,6 +33,7 @@ SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
 QUANT_SUPPORTS: tuple[str, ...] = get_args(QuantSupport)
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
+GRADES: tuple[str, ...] = get_args(Grade)
 
 #: The failure code of a run refused because the host lacked the memory its compile needs (status ``error``;
 #: the queue retries it without counting it against the key's retries).

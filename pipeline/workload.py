@@ -109,7 +109,8 @@ class TaskSource:
             and not the class ``architectures`` names. (A ``diffusers`` task's models are pipelines: the planner
             counts their components, :mod:`pipeline.plan.diffusion`.)
         cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
-        cosine_threshold: A pass needs at least this cosine with the CPU float32 reference.
+        cosine_threshold: The cosine with the CPU float32 reference that grades an answer ``within tolerance``
+            (embeddings and text-to-image; generation records it as older records did, its grade decides).
         answer: What the answer check compares, in words (the methodology and the failure message say it).
         tensor_parallel: The library shards a model over several cores (transformers' ``tp_plan``); the others
             run on one core, and an out-of-memory run is not retried on more.
@@ -122,7 +123,7 @@ class TaskSource:
     base_model: bool = False
     cosine_field: str = "logits_cosine"
     cosine_threshold: float = 0.98
-    answer: str = "first-step logits"
+    answer: str = "teacher-forced logits"
     tensor_parallel: bool = True
 
 

@@ -39,6 +39,9 @@ ALLOWED: dict[str, set[str]] = {
     "plan": {"hub", "models"},
     "render": {"backends"},
     "page": {"backends", "records"},
+    # serve drives an engine with a load generator and writes a record (hardware from backends, checks from records;
+    # the serving smoke's tiny model from testing).
+    "serve": {"backends", "records", "testing"},
     "dataset": {"page", "records", "render"},
     "discover": {"dataset", "hub", "records"},
     "queue": {"dataset", "discover", "hub", "plan", "records"},
@@ -49,9 +52,11 @@ ALLOWED: dict[str, set[str]] = {
     # know (and renders run.py), and nothing imports it but the CLI.
     "check": {"dataset", "discover", "hub", "models", "plan", "records", "render"},
     "space": {"dataset", "hub", "page", "render"},
+    # release watches for Neuron releases and diffs two toolchains' rows: the pins (queue), the results (dataset).
+    "release": {"dataset", "queue"},
     "cli": {
         "backends", "bench", "check", "dataset", "discover", "hub", "localhub", "models", "page", "plan",
-        "publish", "queue", "records", "render", "space", "testing",
+        "publish", "queue", "records", "release", "render", "serve", "space", "testing",
     },
 }  # fmt: skip
 

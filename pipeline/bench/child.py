@@ -5,7 +5,8 @@ memory blow-up kills only it. It rewrites OUT atomically at each stage, so the p
 it got: ``{"stage": ..., "metrics": {...}, "error": {"type", "message"} | null, "done": bool}``.
 
 Its ``phase`` (:data:`pipeline.bench.spec.PHASES`) says how much it does: the whole benchmark, only the warm
-start (load + first call on a filled compile cache) or only the CPU float32 reference answer.
+start (load + first call on a filled compile cache), only a CPU reference answer, or only the device's answer fed the
+reference's tokens.
 """
 
 from __future__ import annotations
@@ -108,6 +109,11 @@ def _compiled_graphs() -> int:
     return int(counters["stats"]["unique_graphs"])
 
 
+def _perturbs(spec: BenchSpec) -> bool:
+    """Whether the spec's test fault makes a wrong answer (one of the ``perturb*`` faults)."""
+    return bool(spec.fault and spec.fault.startswith("perturb"))
+
+
 def prefill_mode(task: Any, backend: Any, *, compiles: bool) -> str | None:
     """How a generation task's prompt runs: ``compiled`` (chunked prefill through the compiled forward) or
     ``eager`` (op by op: its ttft_s and first call then include eager kernels); None without compilation or for
@@ -151,8 +157,8 @@ def run(spec: BenchSpec, progress: Progress, backend: Any = None) -> None:
 
     job = Run(spec, backend, model, processor, compile_now, weights_bytes=weights_bytes, primary=progress.enabled)
     task.setup(job)
-    if spec.phase == "reference":
-        task.capture(job, Path(spec.capture or "reference.pt"))
+    if spec.phase in ("reference", "capture"):  # the device's answer again (capture) is perturbed like the first
+        task.capture(job, Path(spec.capture or "reference.pt"), perturb=spec.phase == "capture" and _perturbs(spec))
         return
     progress.stage("compile")
     fallback_before = backend.fallback_counts()
@@ -184,7 +190,7 @@ def run(spec: BenchSpec, progress: Progress, backend: Any = None) -> None:
             "are unknown (docs/neuron-facts.md)"
         )
     if spec.capture:  # after the timed calls and the memory peak: the check never touches the figures
-        task.capture(job, Path(spec.capture), perturb=spec.fault == "perturb")
+        task.capture(job, Path(spec.capture), perturb=_perturbs(spec))
 
     # The steady-state call is the p50 of the timed calls; the first call's excess is its overhead: compilation,
     # and with it whatever else the first call paid (eager kernels, loading the NEFFs). The compiler's own time,

@@ -149,27 +149,29 @@ def _run_and_verify(
             metrics["warm_start_cached_graphs"] = warm.cached_graphs
         if warm.note:
             notes.append(warm.note)
-    key = agreement.reference_key(
-        model_id=model.model_id, revision=model.revision, task=spec.task, workload=spec.workload.to_dict()
-    )
+    workload = spec.workload.to_dict()
+    key = agreement.reference_key(model_id=model.model_id, revision=model.revision, task=spec.task, workload=workload)
     agreed = verify.answer_check(
         spec,
         device_capture=captured,
         reference_cache=constants.TRNCAT_REFERENCE_CACHE,
         key=key,
+        noise_key=agreement.reference_key(
+            model_id=model.model_id,
+            revision=model.revision,
+            task=spec.task,
+            workload=workload,
+            dtype=agreement.NOISE_DTYPE,
+        ),  # fmt: skip
         params=metrics.get("params"),
         child_runner=child_runner,
         timeout_s=timeout_s,
         memory_limit_bytes=memory_limit_bytes,
+        backend=backend,
+        cache_dir=cache_dir,
     )
     if agreement.disagrees(agreed, task=spec.task):
-        source = task_source(spec.task)
-        message = (
-            f"{source.answer}: cosine {agreed[source.cosine_field]} with the CPU float32 reference, below "
-            f"{agreed['threshold']}"
-        )
-        if agreed.get("compared_tokens") is not None:
-            message += f"; {agreed['prefix_tokens']} of {agreed['compared_tokens']} greedy tokens match"
+        message = agreement.failure_message(agreed, task=spec.task)
         return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
     return "pass", None, agreed
 

@@ -12,11 +12,15 @@ from pipeline.types import DEVICES, DTYPES
 from pipeline.workload import Workload, check_task
 
 #: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound,
-#: raise, or perturb the captured logits (a model that runs but computes the wrong answer).
-FAULTS = ("segfault", "sigkill", "hang", "allocate", "raise", "perturb")
+#: raise, or perturb the captured answer (a model that runs but computes the wrong answer:
+#: :mod:`pipeline.bench.tasks.perturb`).
+FAULTS = (
+    "segfault", "sigkill", "hang", "allocate", "raise", "perturb", "perturb-swap", "perturb-drift", "perturb-weight",
+)  # fmt: skip
 #: What a child does: the whole benchmark; only load + first call in a second process on a filled compile cache
-#: (the warm start); or only the CPU float32 reference answer (first-step logits and greedy tokens).
-PHASES = ("full", "warm_start", "reference")
+#: (the warm start); only the CPU reference answer (float32, or the bfloat16 noise run fed the reference's tokens);
+#: or only the device's answer again, fed the reference's tokens (``capture``).
+PHASES = ("full", "warm_start", "reference", "capture")
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,9 @@ class BenchSpec:
             (neuron compiles, cpu and cuda run eagerly).
         fullgraph: ``torch.compile(fullgraph=...)`` when compiling: a graph break is then an error.
         phase: One of :data:`PHASES`.
-        capture: File the child saves its first-step logits and greedy tokens to (the answer check), or None.
+        capture: File the child saves its answer to (the answer check), or None.
+        teacher: A reference capture whose greedy tokens a generation capture is fed at every step (teacher
+            forcing), or None (free-running).
     """
 
     path: str
@@ -53,6 +59,7 @@ class BenchSpec:
     fullgraph: bool = True
     phase: str = "full"
     capture: str | None = None
+    teacher: str | None = None
 
     def __post_init__(self) -> None:
         check_task(self.task)

@@ -19,6 +19,7 @@ from pipeline.ids import validate_model_id
 from pipeline.models import (
     ADAPTER_CONFIG,
     FAMILY_FILES,
+    MAX_FILE_BYTES,
     Family,
     check_model_index,
     check_remote_code,
@@ -55,6 +56,8 @@ class ModelFacts:
     family: Family = field(default_factory=Family)
     runnable: bool = False
     requested: list[str] = field(default_factory=list)
+    #: Small files not downloaded: over :data:`pipeline.models.MAX_FILE_BYTES` (or of no listed size).
+    oversized: list[str] = field(default_factory=list)
 
     @property
     def revision(self) -> str | None:
@@ -149,10 +152,12 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
         return facts
     wanted = _small_files(listing)
     try:
-        folder = _download(hub, model_id, listing.sha or revision, wanted, facts.requested)
+        # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
+        sizes = hub.file_sizes(model_id, revision=listing.sha or revision or "main") if wanted else {}
+        folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts), facts.requested)
         if folder is not None:
-            folder = _download(hub, model_id, listing.sha or revision, _extra_files(folder, set(listing.files or ())),
-                               facts.requested) or folder  # fmt: skip
+            extra = _bounded(_extra_files(folder, set(listing.files or ())), sizes, facts)
+            folder = _download(hub, model_id, listing.sha or revision, extra, facts.requested) or folder
     except GatedRepoError:
         facts.refusal = ("gated", f"{gated_reason(listing)}; nor can this token read its files")
         return facts
@@ -170,6 +175,18 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     )
     facts.runnable = (folder / "config.json").is_file() or (folder / "model_index.json").is_file()
     return facts
+
+
+def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list[str]:
+    """``names`` whose listed size is within :data:`pipeline.models.MAX_FILE_BYTES`; the rest noted, not fetched
+    (a name the listing has no size for is not fetched either)."""
+    kept = [name for name in names if 0 <= sizes.get(name, -1) <= MAX_FILE_BYTES]
+    for name in names:
+        if name not in kept:
+            facts.oversized.append(name)
+            logger.warning("%s of %s: %s bytes, over the %d a small file may be: not downloaded", name,
+                           facts.model_id, sizes.get(name, "unknown"), MAX_FILE_BYTES)  # fmt: skip
+    return kept
 
 
 def _download(hub: Hub, model_id: str, revision: str | None, names: list[str], log: list[str]) -> Path | None:

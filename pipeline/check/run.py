@@ -24,7 +24,7 @@ from pipeline.check.rules import Base, Decision, decide
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import is_revision
-from pipeline.models import Family, transformer_config_path
+from pipeline.models import MAX_FILE_BYTES, Family, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
 from pipeline.records import rows_of, trainium_rows
 from pipeline.workload import check_task, task_source
@@ -136,6 +136,7 @@ def check_model(
         routes=routes,
         catalog=catalog.source,
         timings=timings,
+        missing=facts.missing,
     )
 
 
@@ -198,6 +199,8 @@ def _base_family(hops: list[list[Base]], known: dict[str, ModelFacts], planned: 
 def _no_plan_note(facts: ModelFacts) -> str:
     if facts.missing or facts.refusal:
         return "nothing to plan"
+    if facts.oversized:
+        return f"{', '.join(facts.oversized[:3])} over the {MAX_FILE_BYTES} bytes a small file may be: not downloaded"
     return "neither it nor a base model within reach has a config.json or model_index.json to plan from"
 
 

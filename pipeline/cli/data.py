@@ -148,7 +148,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     arguments=_publish_args,
 )
 def _publish(args: argparse.Namespace) -> int:
-    from pipeline.publish import provenance_problems, publish, publish_bundles, publish_to_folder
+    from pipeline.publish import drop_named_bundles, provenance_problems, publish, publish_bundles, publish_to_folder
 
     report, _ = valid_records(args.results, label="set aside")
     misplaced = provenance_problems(report.records)
@@ -167,6 +167,8 @@ def _publish(args: argparse.Namespace) -> int:
         if shipped := sum(1 for name, _ in report.records if bundle_beside(Path(name)).is_file()):
             print(f"note: {shipped} compiled-cache bundle(s) left out: only a Hub publish (--repo) uploads them",
                   file=sys.stderr)  # fmt: skip
+        for aside in drop_named_bundles([(n, r) for n, r in report.records if n not in bad]):
+            print(f"set aside: {aside}", file=sys.stderr)
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing)
     else:
         hub = make_hub()
@@ -244,7 +246,9 @@ def _page(args: argparse.Namespace) -> int:
             space_repo=validate_model_id(args.space),
             site_url=args.site_url,
         )
-        write_site(args.from_folder, args.out, names=names)
+        from pipeline.dataset import require_dataset
+
+        write_site(require_dataset(args.from_folder), args.out, names=names)
         print(f"wrote the Space tree of {args.from_folder} into {args.out}")
         return 0
     result = publish_space(

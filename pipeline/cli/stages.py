@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
@@ -109,6 +110,11 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
     p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
+    p.add_argument(
+        "--serving",
+        metavar="WORKLOAD",
+        help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows",
+    )
     add_price_args(p, what="the estimate's cost")
 
 
@@ -158,6 +164,7 @@ def _queue(args: argparse.Namespace) -> int:
             instance=instance,
             accelerators=accelerators,
             only=only,
+            serving=_serving_workload(args.serving),
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -180,9 +187,21 @@ def _queue(args: argparse.Namespace) -> int:
             prices_file=args.prices or DEFAULT_INSTANCES,
         )
         markdown = format_estimate(estimate)
+        if queue.remeasure.get("passed") or queue.remeasure.get("compile_failure"):  # a new toolchain: its order
+            r = queue.remeasure
+            markdown += (f"\n\nRe-measure order: {r['passed']} job(s) that passed before first, then "
+                         f"{r['compile_failure']} that failed at compile, then {r['rest']} other(s).")  # fmt: skip
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
         print(markdown, file=sys.stderr)
     return 0
+
+
+def _serving_workload(name: str | None) -> Any:
+    if name is None:
+        return None
+    from pipeline.serve import serving_workload
+
+    return serving_workload(name)
 
 
 # -- plan -----------------------------------------------------------------------------------------------
@@ -229,7 +248,7 @@ def _plan(args: argparse.Namespace) -> int:
         if v is not None
     }
     workload = dataclasses.replace(workload, **changes)
-    local = Path(args.model).is_dir()
+    local = Path(_model_argument(args.model)).is_dir()
     plan = plan_model(
         Path(args.model) if local else args.model,
         revision=args.revision,
@@ -245,6 +264,25 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 # -- bench ----------------------------------------------------------------------------------------------
+
+
+def _model_argument(text: str) -> str:
+    """``text`` when it is a local folder or could be a Hub id; a path to nothing is said to be one.
+
+    ``./x``, ``../x``, ``/x``, ``~/x`` and anything that exists are paths, never Hub ids: a missing one is a
+    missing folder, not a bad model id.
+
+    Raises:
+        ConfigError: a path that is no folder.
+    """
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return text
+    if path.exists():
+        raise ConfigError(f"{text}: a file, not a model folder (a folder with config.json, or a Hub id org/name)")
+    if text.startswith(("./", "../", "/", "~")) or text in (".", ".."):
+        raise ConfigError(f"{text}: no such folder (a local model is a folder with config.json)")
+    return text
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
@@ -292,6 +330,7 @@ def _bench(args: argparse.Namespace) -> int:
     from pipeline.bench import bench_model
 
     changes = dict(item.partition("=")[::2] for item in args.workload)
+    _model_argument(args.model)
     record = bench_model(
         args.model,
         task=args.task,

@@ -38,17 +38,34 @@ def _localhub(args: argparse.Namespace) -> int:
 
     tokens = None
     if args.tokens_file is not None:
-        tokens = [line.strip() for line in args.tokens_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            text = args.tokens_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--tokens-file {args.tokens_file}: cannot read it ({_reason(exc)})") from None
+        tokens = [line.strip() for line in text.splitlines() if line.strip()]
         if not tokens:
             raise ConfigError(f"{args.tokens_file}: no token in it")
-    serve(
-        root=args.root,
-        host=args.host,
-        port=args.port,
-        tokens=tokens,
-        ready=lambda url: print(f"local hub serving at {url}", flush=True),
-    )
+    if args.root.exists() and not args.root.is_dir():
+        raise ConfigError(f"--root {args.root}: a file, not a folder (the local hub keeps its repos in a folder)")
+    try:
+        serve(
+            root=args.root,
+            host=args.host,
+            port=args.port,
+            tokens=tokens,
+            ready=lambda url: print(f"local hub serving at {url}", flush=True),
+        )
+    except OSError as exc:  # a port in use, an address not of this machine, a root it may not write
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {args.port}: already in use on {args.host} (choose another, or 0)") from None
+        raise ConfigError(f"cannot serve on {args.host}:{args.port} from {args.root}: {_reason(exc)}") from None
     return 0
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
 
 
 # -- doctor ---------------------------------------------------------------------------------------------
@@ -57,6 +74,11 @@ def _localhub(args: argparse.Namespace) -> int:
 def _doctor_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.add_argument("--smoke", action="store_true", help="also benchmark a tiny local model on 1 and 2 cores")
+    p.add_argument(
+        "--serving-smoke",
+        action="store_true",
+        help="also serve the tiny model with vLLM Neuron and sweep it with guidellm (what a first serving run settles)",
+    )
     p.add_argument("--cores", type=int, default=None, metavar="N", help="check that a run of N cores fits here")
     p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
     p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
@@ -73,11 +95,15 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from pipeline.backends.neuron import NeuronBackend
     from pipeline.bench import run_checks, smoke, smoke_line
-    from pipeline.queue import load_toolchain
+    from pipeline.queue import load_apt_pins, load_toolchain
 
     backend = NeuronBackend()
     report = run_checks(
-        backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
+        backend,
+        toolchain=load_toolchain(args.toolchain),
+        apt=load_apt_pins(args.toolchain),
+        cores=args.cores,
+        hub=make_hub() if args.hub else None,
     )
     if args.smoke:
         if report.smoke_ready:
@@ -86,8 +112,14 @@ def _doctor(args: argparse.Namespace) -> int:
         else:
             print("smoke run skipped: fix the failed device and package checks first", file=sys.stderr)
             report.smoke = []
+    serving = None
+    if args.serving_smoke:
+        from pipeline.serve import serving_smoke
+
+        with tempfile.TemporaryDirectory(prefix="trncat-doctor-serve-") as tmp:
+            serving = serving_smoke("neuron", work=Path(tmp))
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), **({"serving_smoke": serving} if serving else {})}, indent=2))
     else:
         for check in report.checks:
             print(check.line())
@@ -95,5 +127,9 @@ def _doctor(args: argparse.Namespace) -> int:
             print(smoke_line(run))
             for note in run["notes"]:  # each rank's devices and cores, the warm start's cache figures
                 print(f"      {note}")
+        if serving:
+            from pipeline.serve import serving_smoke_line
+
+            print(serving_smoke_line(serving))
         print("ready" if report.ok else "not ready: fix the lines above", file=sys.stderr)
     return 0 if report.ok else 1

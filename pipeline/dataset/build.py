@@ -50,6 +50,7 @@ from pipeline.dataset.read import (
     read_latest,
     upgrade_row,
 )
+from pipeline.dataset.serving import add_serving
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError
 from pipeline.prices import Pricing, row_costs
@@ -76,10 +77,15 @@ class BuildSummary:
     changes: list[Change] = field(default_factory=list)
     #: Records set aside (model id, field, why): invalid, or not storable; the rest was built.
     set_aside: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The compiled-cache bundles the new rows name: (model id, repo, revision, path, sha256), for the PR's reviewer.
+    bundles: list[tuple[str, str, str, str, str]] = field(default_factory=list)
+
+    #: Serving records that changed an entry of data/serving.json.
+    serving: int = 0
 
     @property
     def changed(self) -> bool:
-        return self.added > 0
+        return self.added > 0 or self.serving > 0
 
 
 def shard_of(key: tuple[str, str, str], digits: int = LATEST_SHARD_DIGITS) -> str:
@@ -257,12 +263,16 @@ def build(
     if needs_migration(out):
         migrate(out)
     rows_by_id: dict[str, dict[str, Any]] = {}
+    serving_records: list[dict[str, Any]] = []
     for record in records:
         name = str(record.get("model_id") if isinstance(record, dict) else "?")[:200]
         problems = validate_record(record)
         if problems:  # a bad record never stops the good ones (issue 22.6: one stamp crashed every publish)
             summary.set_aside.append((name, *problems[0]))
             logger.warning("set aside: %s: %s: %s", name, *problems[0])
+            continue
+        if record.get("serving"):  # a serving record: kept whole in data/serving.json, never a results row
+            serving_records.append(record)
             continue
         try:
             row = flatten(record)
@@ -274,6 +284,8 @@ def build(
         if row["record_id"] in rows_by_id:
             summary.duplicates += 1
         rows_by_id.setdefault(row["record_id"], row)
+    if serving_records:
+        summary.serving = add_serving(out, serving_records)
     known = published_ids(out, since=min((r["finished_at"] for r in rows_by_id.values()), default=None))
     for record_id in [rid for rid in rows_by_id if rid in known]:
         del rows_by_id[record_id]
@@ -305,8 +317,12 @@ def build(
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
-        if summary.changes:
-            change_list = change_rows(summary.changes, results_file=results_path)
+        summary.bundles = [
+            (r["model_id"], r["compiled_cache_repo_id"], r["compiled_cache_revision"], r["compiled_cache_path"],
+             r["compiled_cache_sha256"]) for r in new_rows if r.get("compiled_cache_path")
+        ]  # fmt: skip
+        change_list = change_rows(summary.changes, results_file=results_path)
+        if change_list:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         for shard, (rest, current) in sorted(touched.items()):
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))

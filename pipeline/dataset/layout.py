@@ -36,6 +36,8 @@ EXCLUSIONS_FILE = "data/exclusions.parquet"
 CHANGES_DIR = "data/changes"
 SUMMARY_FILE = "data/summary.json"
 FAMILIES_FILE = "data/families.parquet"
+#: The latest serving records (schema 1.4, pipeline/dataset/serving.py): JSON, whole records.
+SERVING_FILE = "data/serving.json"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

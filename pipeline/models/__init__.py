@@ -18,6 +18,7 @@ from __future__ import annotations
 from pipeline.models.family import (
     ADAPTER_CONFIG,
     FAMILY_FILES,
+    MAX_FILE_BYTES,
     Family,
     adapter_base,
     config_family,
@@ -48,6 +49,7 @@ from pipeline.models.gates import (
 __all__ = [
     "ADAPTER_CONFIG",
     "FAMILY_FILES",
+    "MAX_FILE_BYTES",
     "Family",
     "PIPELINE_LIBRARIES",
     "SENTENCE_MODULE_PREFIX",

@@ -21,12 +21,16 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import RemoteCodeRefused
+from pipeline.models.family import MAX_FILE_BYTES
 
 
 def read_config(folder: Path) -> dict:
     """config.json of a model folder, or {} when absent or unreadable (loading then fails with its own error)."""
+    path = folder / "config.json"
     try:
-        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        if path.stat().st_size > MAX_FILE_BYTES:  # untrusted: never parsed whole past the small files' bound
+            return {}
+        data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
@@ -102,6 +106,8 @@ def _judged_json(path: Path) -> Any:
     judged is not loaded)."""
     if not path.is_file():
         return None
+    if (size := path.stat().st_size) > MAX_FILE_BYTES:
+        raise RemoteCodeRefused(f"{path.name} is {size} bytes, over the {MAX_FILE_BYTES} a small file may be")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

@@ -15,6 +15,7 @@ import base64
 import functools
 import hashlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from markupsafe import Markup
 
 from pipeline.page import plots
 from pipeline.page.catalog import (
+    DEMO_TITLE,
     DEVICE_FILTERS,
     DEVICE_LABELS,
     ENTRY_COLUMNS,
@@ -31,14 +33,19 @@ from pipeline.page.catalog import (
     PAGE_VIEWS,
     VIEW_LABELS,
     catalog,
+    compile_text,
     device_shown,
     fallback_text,
     price_text,
     usd_text,
 )
-from pipeline.page.compare import compare_pairs
+from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
+from pipeline.page.releases import release_sections
+from pipeline.page.serving import serving_section
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
+
+logger = logging.getLogger(__name__)
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
 #: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
@@ -134,6 +141,8 @@ def _environment() -> jinja2.Environment:
     env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
     env.globals["price_text"] = price_text
+    env.globals["compile_text"] = compile_text
+    env.globals["demo_title"] = DEMO_TITLE
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
@@ -159,6 +168,8 @@ def render_page(
     note: str | None = None,
     feed: str | None = None,
     dataset_repo: str | None = None,
+    releases: Sequence[Mapping[str, Any]] | None = None,
+    serving: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The catalog page as one HTML document.
 
@@ -171,10 +182,18 @@ def render_page(
         note: a sentence shown at the top (the demo says its rows are CPU rows from tiny models).
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
+        releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
+        serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
 
     Returns:
         The HTML text.
     """
+    # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
+    # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
+    if dropped := sum(1 for r in latest if r.get("emulated")):
+        logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", dropped)
+        latest = [r for r in latest if not r.get("emulated")]
+    history = None if history is None else [r for r in history if not r.get("emulated")]
     data = catalog(latest=latest, history=history, rankings=rankings, exclusions=exclusions)
     for e in data["entries"]:
         e["sc"] = bool(e["link"] and scripts.get(e["id"]))
@@ -233,7 +252,9 @@ def render_page(
         dataset_repo=dataset_repo,
         total=len(listing["items"]),
         summary=summary,
-        compare=compare_pairs(latest),
+        compare=compare_pairs(latest) + demo_pairs(latest),
+        releases=release_sections(releases or []),
+        serving=serving_section(serving or []),
         families=families,
         plots={
             task: plots.catalog_plots(

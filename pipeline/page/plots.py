@@ -104,10 +104,20 @@ def _ticks(low: int, high: int) -> list[float]:
     return sorted(ticks)
 
 
+#: The decades a log axis may span: 10**-300 to 10**300 are normal floats, so every tick is positive and finite (a
+#: valid record may hold 5e-324, whose decade's tick 10.0**-324 is 0.0); a figure beyond sits at the axis' end.
+MIN_DECADE, MAX_DECADE = -300, 300
+
+
 def _decades(values: Sequence[float]) -> tuple[int, int]:
-    low = math.floor(min(math.log10(v) for v in values))
-    high = math.ceil(max(math.log10(v) for v in values))
+    low = max(MIN_DECADE, min(MAX_DECADE - 1, math.floor(min(math.log10(v) for v in values))))
+    high = min(MAX_DECADE, max(MIN_DECADE + 1, math.ceil(max(math.log10(v) for v in values))))
     return (low, high) if high > low else (low, low + 1)
+
+
+def _shown(value: float) -> bool:
+    """Whether a log axis can show the figure: finite and positive."""
+    return math.isfinite(value) and value > 0
 
 
 def scatter(
@@ -125,7 +135,8 @@ def scatter(
 
     Args:
         title: the heading drawn above the plot.
-        points: the data; points with a non-positive coordinate are left out (a log axis cannot show them).
+        points: the data; points with a coordinate that is not finite and positive are left out (a log axis cannot
+            show them); any finite positive figure is drawn (past 10**+-300, at the axis' end).
         x_label: x axis label.
         y_label: y axis label.
         x_fmt: formats an x tick value.
@@ -136,7 +147,7 @@ def scatter(
     Returns:
         The ``<svg>`` element.
     """
-    kept = sorted((p for p in points if p.x > 0 and p.y > 0), key=lambda p: (p.x, p.y, p.label))
+    kept = sorted((p for p in points if _shown(p.x) and _shown(p.y)), key=lambda p: (p.x, p.y, p.label))
     if len(kept) > MAX_POINTS:
         step = len(kept) / MAX_POINTS
         kept = [kept[int(i * step)] for i in range(MAX_POINTS)]
@@ -152,10 +163,10 @@ def scatter(
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def sx(value: float) -> float:
-        return LEFT + (math.log10(value) - x0) / (x1 - x0) * plot_w
+        return LEFT + (min(max(math.log10(value), x0), x1) - x0) / (x1 - x0) * plot_w
 
     def sy(value: float) -> float:
-        return TOP + plot_h - (math.log10(value) - y0) / (y1 - y0) * plot_h
+        return TOP + plot_h - (min(max(math.log10(value), y0), y1) - y0) / (y1 - y0) * plot_h
 
     parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" class="plot-frame"/>')
     for tick in _ticks(x0, x1):

@@ -69,8 +69,8 @@ def config_problem(config: Mapping[str, Any]) -> str | None:
         return f"config is {size} bytes of JSON, more than the {MAX_CONFIG_BYTES} a config.json may have"
     layers = experts = 1
     for key, value, bound in _counts(config):
-        if value > bound:
-            return f"{key} is {value}, more than the planner's bound of {bound}"
+        if value > bound:  # the key is the config's text: quoted with its control characters escaped
+            return f"{ascii(key)[1:-1][:120]} is {value}, more than the planner's bound of {bound}"
         if "layer" in key.rsplit(".", 1)[-1] and value > layers:
             layers = value
         if "expert" in key.rsplit(".", 1)[-1] and value > experts:

@@ -15,7 +15,7 @@ rule, which the Neuron backend owns, checked again before an upload). Imported b
 
 from __future__ import annotations
 
-from pipeline.publish.bundles import BundlesPublished, publish_bundles
+from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publish_bundles
 from pipeline.publish.description import describe
 from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
 from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder, provenance_problems
@@ -28,6 +28,7 @@ __all__ = [
     "PublishResult",
     "checked_overlay",
     "describe",
+    "drop_named_bundles",
     "prepare_folder",
     "provenance_problems",
     "publish",

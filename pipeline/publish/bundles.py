@@ -6,6 +6,9 @@ it (``compiled_cache``: repo, the commit that holds it, path, sha256, bytes, fil
 maintainer reviews. No row of the dataset's main names a bundle before that review, and a user's run.py downloads
 only what a row names, at that commit, digest checked.
 
+Only publish names a bundle: a record that arrives naming one (``trncat collect`` refuses it; a file handed to
+publish directly may still) has it dropped first (:func:`drop_named_bundles`), and is named again only when its
+bundle lies beside it and was uploaded here, or found in the compiled-cache repo given with the same digest.
 Only a CI record's bundle is published (a community or local record may never name one); each is checked again
 (:func:`pipeline.backends.neuron.check_bundle`: the NEFF cache's own files only, under the size cap); the file's
 name is its digest, so a re-run that compiled the same graphs finds its bundle already there and uploads nothing;
@@ -16,6 +19,7 @@ all new bundles go up in one commit. Over the cap, or refused: no bundle, and th
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,15 @@ from pipeline.ids import validate_model_id
 from pipeline.records import bundle_path, validate_record
 
 logger = logging.getLogger(__name__)
+
+#: What ``compiled_cache_skipped`` may not hold (the schema's rule for free text): C0 controls but tab and newlines.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _skipped(reason: str) -> str:
+    """A reason as the record's ``compiled_cache_skipped`` may hold it: controls replaced, at most 500 characters."""
+    return _CONTROL.sub("?", reason)[:500]
+
 
 #: A revision that stands in for the commit while a record's ``compiled_cache`` is checked before the upload.
 _PENDING = "0" * 40
@@ -46,11 +59,20 @@ class BundlesPublished:
     commit: str | None = None
 
 
+def drop_named_bundles(records: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """Drop every ``compiled_cache`` the records arrived with (changed in place); one message per record."""
+    out = []
+    for name, record in records:
+        if record.pop("compiled_cache", None) is not None:
+            out.append(f"{name}: arrived naming a compiled-cache bundle; only publish names one: dropped")
+    return out
+
+
 def _candidate(name: str, record: dict[str, Any], *, max_bytes: int, out: BundlesPublished) -> BundleInfo | None:
     """The bundle beside record file ``name`` when it may be published; else None (with a message, and the
     record's ``compiled_cache_skipped`` where the run deserved a bundle)."""
     bundle = bundle_beside(Path(name))
-    if record.get("compiled_cache") is not None or not bundle.is_file():
+    if not bundle.is_file():
         return None
     source = record["run"]["source"]
     if source != "ci":
@@ -62,13 +84,13 @@ def _candidate(name: str, record: dict[str, Any], *, max_bytes: int, out: Bundle
     try:
         info = check_bundle(bundle, max_bytes=max_bytes)
     except BundleError as exc:
-        record["compiled_cache_skipped"] = str(exc)[:500]
+        record["compiled_cache_skipped"] = _skipped(str(exc))
         out.set_aside.append(f"{bundle}: {exc}")
         return None
     pending = {**record, "compiled_cache": _naming(record, info, repo="trncat/pending", revision=_PENDING)}
     if problems := validate_record(pending, allow_emulated=True):  # e.g. a compiler version no folder can hold
         reason = f"no bundle: {problems[0][0]}: {problems[0][1]}"
-        record["compiled_cache_skipped"] = reason[:500]
+        record["compiled_cache_skipped"] = _skipped(reason)
         out.set_aside.append(f"{bundle}: {reason}")
         return None
     return info
@@ -95,7 +117,8 @@ def publish_bundles(
     max_bytes: int = MAX_BUNDLE_BYTES,
 ) -> BundlesPublished:
     """Upload the bundles beside ``records`` (``(file name, record)``, valid ones) to the model repo ``repo``
-    and name each in its record (the records are changed in place).
+    and name each in its record (the records are changed in place): a ``compiled_cache`` a record arrived with is
+    dropped first, so every bundle a record names after this was uploaded or verified here, in ``repo``.
 
     Args:
         records: The records to publish, each with the file it was read from (its bundle lies beside it).
@@ -108,7 +131,7 @@ def publish_bundles(
         HubError: (or a child) the Hub failed; no record names a bundle then.
     """
     validate_model_id(repo)
-    out = BundlesPublished()
+    out = BundlesPublished(set_aside=drop_named_bundles(records))
     wanted: dict[str, tuple[Path, BundleInfo, list[dict[str, Any]]]] = {}
     for name, record in records:
         info = _candidate(name, record, max_bytes=max_bytes, out=out)

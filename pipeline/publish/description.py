@@ -28,12 +28,19 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0, set_a
     changes = summary.changes
     sections = [(title, [c for c in changes if kind in change_kinds(c)]) for kind, title in CHANGE_KINDS]
     out = [f"{summary.added} new result row(s), {len(changes)} latest row(s) changed, {len(files)} file(s).", ""]
+    if summary.serving:
+        out[-1:-1] = [f"{summary.serving} serving row(s) changed in data/serving.json."]
     for title, items in sections:
         out.append(f"### {title} ({len(items)})")
         out.extend(line(c) for c in items[:200])
         if len(items) > 200:
             out.append(f"- ... and {len(items) - 200} more")
         out.append("")
+    out.append(f"### Compiled-cache bundles named ({len(summary.bundles)})")
+    for model_id, repo, revision, path, sha256 in summary.bundles:  # each one user's run.py will download and run
+        out.append(f"- `{md_cell(model_id)}`: `{md_cell(repo)}` @ `{md_cell(revision)}`: `{md_cell(path)}` "
+                   f"(sha256 `{md_cell(sha256)}`)")  # fmt: skip
+    out.append("")
     if invalid:
         out.append(f"{invalid} invalid record file(s) were set aside (see the publish job's log).")
     if set_aside:

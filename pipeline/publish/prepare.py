@@ -13,6 +13,7 @@ from typing import Any
 from pipeline import fsatomic
 from pipeline.dataset import (
     RESULTS_DIR,
+    SERVING_FILE,
     SUMMARY_FILE,
     BuildSummary,
     CardNames,
@@ -107,7 +108,9 @@ def _prepare(
     since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
     folder.mkdir(parents=True, exist_ok=True)
     # Together: the summary, the results files that could hold the records, the scripts' and card's git ids.
-    calls: list[Callable[[], Any]] = [lambda: fetch([SUMMARY_FILE], folder)]
+    # data/serving.json too when a serving record comes: build merges into it (a path the repo lacks is skipped)
+    first = [SUMMARY_FILE, SERVING_FILE] if any(r.get("serving") for r in records) else [SUMMARY_FILE]
+    calls: list[Callable[[], Any]] = [lambda: fetch(first, folder)]
     calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None else list)
     if blob_ids is not None and records:
         calls.append(lambda: blob_ids(held_paths(records)))

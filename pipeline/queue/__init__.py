@@ -3,6 +3,8 @@
 - :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
 - :mod:`~pipeline.queue.toolchain`: the pinned toolchain (``runners/toolchain.yaml``) a measurement is keyed by;
 - :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
+- :mod:`~pipeline.queue.serving`: serving jobs (``trncat serve``) for passing text-generation rows, and their GPU
+  twins;
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
@@ -10,7 +12,8 @@
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (what
-was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI.
+was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI and
+:mod:`pipeline.release` (the pins a release diff picks rows by).
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from pipeline.queue.fleet import (
 from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
 from pipeline.queue.matrix import (
     MAX_CHUNK,
+    REMEASURE_ORDER,
     Planner,
     Queue,
     build_queue,
@@ -48,14 +52,16 @@ from pipeline.queue.matrix import (
     runner_cores,
 )
 from pipeline.queue.planners import HubPlanner
+from pipeline.queue.serving import serving_jobs, serving_seconds
 from pipeline.queue.sweep import Job, SweepResult, simulate
-from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, load_toolchain
+from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
 
 __all__ = [
     "DEFAULT_INSTANCES",
     "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
+    "REMEASURE_ORDER",
     "PARAM_BUCKETS",
     "PRIOR",
     "Duration",
@@ -79,11 +85,16 @@ __all__ = [
     "layout_fleet",
     "load_candidates",
     "load_instances",
+    "load_apt_pins",
     "load_toolchain",
+    "as_pinned",
+    "version_column",
     "matrix_order",
     "param_bucket",
     "parse_partition",
     "recommend_fleet",
     "runner_cores",
+    "serving_jobs",
+    "serving_seconds",
     "simulate",
 ]

@@ -163,10 +163,19 @@ class Estimate:
     option: str = DEFAULT_OPTION
     price: Price | None = None
     prices_file: str | None = None
+    #: The serving jobs among them (``mode: serving``): how many, and their NeuronCore-hours.
+    serving_jobs: int = 0
+    serving_core_hours: float = 0.0
 
     @property
     def instance_hours(self) -> float:
         return self.simulated.instance_hours
+
+    def serving_cost(self) -> float | None:
+        """USD of the serving jobs' share: their core-hours at the instance's price per core-hour (None: no price)."""
+        if self.price is None or not self.serving_jobs:
+            return None if self.price is None else 0.0
+        return round(self.price.usd * self.serving_core_hours / get_instance(self.instance).cores, 2)
 
     def cost(self) -> dict[str, float | None]:
         """USD per price kind (None where the price table has no price for the instance)."""
@@ -195,6 +204,11 @@ class Estimate:
                 "note": self.price.note,
             },
             "duration_sources": self.sources,
+            "serving": {
+                "jobs": self.serving_jobs,
+                "core_hours": round(self.serving_core_hours, 2),
+                "cost_usd": self.serving_cost(),
+            },
         }
 
 
@@ -259,6 +273,7 @@ def estimate_sweep(
     check_option(option)
     jobs: list[Job] = []
     by_size: dict[int, dict[str, float]] = {}
+    serving_jobs, serving_core_hours = 0, 0.0
     for entry in entries:
         try:
             size = int(str(entry["runner"]).rsplit("-", 1)[1].removesuffix("c"))
@@ -269,6 +284,8 @@ def estimate_sweep(
         figures = by_size.setdefault(size, {"jobs": 0, "core_hours": 0.0})
         figures["jobs"] += 1
         figures["core_hours"] = round(figures["core_hours"] + size * seconds / 3600, 3)
+        if entry.get("mode") == "serving":
+            serving_jobs, serving_core_hours = serving_jobs + 1, serving_core_hours + size * seconds / 3600
     layouts, result = recommend_fleet(jobs, instance=instance, target_hours=target_hours)
     known = (prices or {}).get(instance)
     return Estimate(
@@ -284,6 +301,8 @@ def estimate_sweep(
         option=option,
         price=known.price(option) if known else None,
         prices_file=str(prices_file) if prices_file is not None else None,
+        serving_jobs=serving_jobs,
+        serving_core_hours=serving_core_hours,
     )
 
 
@@ -306,6 +325,14 @@ def format_estimate(estimate: Estimate) -> str:
     lines += ["", "| instance | partition (`setup-runner.sh --partition`) |", "| --- | --- |"]
     lines += [f"| {k} | `{p}` |" for k, p in enumerate(estimate.fleet)]
     lines += ["", _cost_line(estimate)]
+    if estimate.serving_jobs:
+        cost = estimate.serving_cost()
+        lines.append(
+            f"Serving: {estimate.serving_jobs} job(s), {estimate.serving_core_hours:.1f} NeuronCore-hours (prior: "
+            f"the engine's start and each point's requests), "
+            + ("cost unknown" if cost is None else f"${cost:,.2f} of it at the same price")
+            + "."
+        )
     if estimate.sources:
         lines.append("Durations from: " + ", ".join(f"{k} {v}" for k, v in sorted(estimate.sources.items())))
     return "\n".join(lines)

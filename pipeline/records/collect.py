@@ -3,8 +3,10 @@
 A publish downloads every ``record-*`` artifact of one discover run. An artifact is untrusted input (any job
 of that run, or a run that is not ours, can upload one), so each is accepted only when it is the one record
 the run's queues (``queue.json``, and the GPU runners' ``queue-gpu.json``) planned under that artifact name:
-same model, revision, task, device, cores and dtype, ``run.source == "ci"`` and this run's id. Everything else
-is reported and set aside, never published. Each artifact is downloaded into its own folder, so one can never
+same model, revision, task, device, cores and dtype, ``run.source == "ci"`` and this run's id, and naming no
+compiled-cache bundle (``compiled_cache``: only publish names one, after it uploaded or verified it itself; a job
+that names one is pointing users' run.py at NEFFs nobody checked). Everything else is reported and set aside,
+never published. Each artifact is downloaded into its own folder, so one can never
 overwrite another.
 """
 
@@ -59,6 +61,8 @@ def _bundle_problem(bundle: Path, record: dict[str, Any]) -> str | None:
         check_bundle(bundle)
     except BundleError as exc:
         return str(exc)
+    except MemoryError:  # the record stands; its bundle is set aside
+        return "the bundle could not be checked in this job's memory"
     return None
 
 
@@ -113,6 +117,10 @@ def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_
             wrong.append("run.github_run_id")
         if wrong:
             refuse(f"does not match the queued job ({', '.join(wrong)})", wrong[0], str(expected))
+            continue
+        if "compiled_cache" in record:
+            refuse("names a compiled-cache bundle: only publish names one (the bundle goes beside the record)",
+                   "compiled_cache", str(expected))  # fmt: skip
             continue
         shutil.copyfile(expected, out / expected.name)
         result.accepted.append(str(out / expected.name))

@@ -13,24 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-#: The years a record's time may fall in: from long before any accelerator this catalog measures existed, to the
-#: last year whose stamps convert to UTC with any offset (a stamp of 9999 at -05:00 is past datetime's range).
-EARLIEST_YEAR, LATEST_YEAR = 2000, 9998
-
-
-def parse_time(text: str) -> dt.datetime | None:
-    """An ISO 8601 time with a timezone (``Z`` allowed) between :data:`EARLIEST_YEAR` and :data:`LATEST_YEAR`,
-    in UTC, or None when it is not one (a stamp that would not convert to UTC is none: it crashed every build)."""
-    try:
-        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except (ValueError, TypeError, AttributeError):
-        return None
-    if value.tzinfo is None or not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
-        return None
-    try:
-        return value.astimezone(dt.UTC)
-    except OverflowError:
-        return None
+from pipeline.records.times import EARLIEST_YEAR, LATEST_YEAR, parse_time  # noqa: F401 (the years: validate's)
 
 
 def record_id(record: dict[str, Any]) -> str:
@@ -45,6 +28,9 @@ _OPS, _STRS = "ops", "strings"
 _ATTEMPTS, _LAYOUT = "attempts", "layout"
 #: Nested columns of schema 1.2: a list of ``{batch_size, p50, p90}`` structs, and a list of integers.
 _BATCH_LATENCY, _INTS = "batch_latency", "ints"
+#: Nested column of schema 1.4, a list of the answer check's figures per top-k group (fields as the schema's).
+_TOPK = "topk"
+_TOPK_FIELDS = (("k", _STR), *((n, _FLOAT) for n in ("atol", "rtol", "max_abs_error", "max_rel_error")), ("step", _INT))
 
 #: The version of the dataset's file layout, stored in every row of every results and latest file
 #: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
@@ -52,10 +38,11 @@ _BATCH_LATENCY, _INTS = "batch_latency", "ints"
 #: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: schema 1.3's optional fields
 #: (the model's family: ``architecture``, ``model_type``, ``base_model``; the Neuron run's own figures: the
 #: compiler's time and graphs, reserved memory, prefill mode, nki, emulated; the compiled-cache bundle), and the
-#: price of the row's instance and its task's cost (:data:`BUILD_COLUMNS`).
-LAYOUT_VERSION = 4
+#: price of the row's instance and its task's cost (:data:`BUILD_COLUMNS`). 5: schema 1.4's graded answer check.
+LAYOUT_VERSION = 5
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = ((4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))
+LAYOUT_MARKERS: tuple[tuple[int, str], ...] = (
+    (5, "agreement_grade"), (4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))  # fmt: skip
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -180,7 +167,12 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cost_usd_per_million_tokens", (), _FLOAT),
     ("cost_usd_per_thousand_images", (), _FLOAT),
     ("cost_usd_per_million_sentences", (), _FLOAT),
-)
+    # schema 1.4 (layout 5): the graded answer check, optional (an older record's grade is unknown)
+    *((f"agreement_{n}", ("agreement", n), k) for n, k in (
+        ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
+        ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
+        ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
+)  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
 BUILD_COLUMNS: tuple[str, ...] = tuple(
@@ -211,7 +203,8 @@ _SINCE_1_3 = (
     "base_model",
     *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("compiled_cache_skipped") + 1],
 )
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3})
+_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") :]  # the graded answer check's
+OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3, *_SINCE_1_4})
 
 
 @functools.cache
@@ -228,6 +221,8 @@ def arrow_type(kind: str) -> Any:
 
     if kind == _ATTEMPTS:
         return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in ATTEMPT_FIELDS]))
+    if kind == _TOPK:
+        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in _TOPK_FIELDS]))
     return {
         _STR: pa.string(),
         _INT: pa.int64(),
@@ -270,11 +265,17 @@ def _float_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
 
 
+def _topk(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{n: None if item.get(n) is None else (int if k == _INT else float if k == _FLOAT else str)(item[n])
+             for n, k in _TOPK_FIELDS} for item in value]  # fmt: skip
+
+
 #: How each kind's value becomes its column's (None: as the record holds it).
 _TO_COLUMN: dict[str, Any] = {
     _TIME: parse_time,
     _FLOAT: float,  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
     _BATCH_LATENCY: _float_latency,
+    _TOPK: _topk,
 }
 
 
@@ -340,6 +341,7 @@ _TO_RECORD: dict[str, Any] = {
     _BOOL: bool,
     _INTS: _ints,
     _BATCH_LATENCY: _batch_latency,
+    _TOPK: _topk,
 }
 
 

@@ -10,10 +10,10 @@ __all__ = ["representative", "toolchain_label"]
 
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The one row that stands for a model (on the page, in its scripts): a Trainium result (never an emulated one,
-    which validation keeps out of the dataset anyway) before any other,
+    """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
     then the project's own (CI) result before a community or local one, then a pass before a failure, then the
-    newest.
+    newest. An emulated row (which validation keeps out of the dataset anyway) comes after every other row: it is
+    no Trainium result and stands for a model only when nothing else does.
 
     Args:
         rows: Flat rows of one model (non-empty).
@@ -24,6 +24,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return max(
         rows,
         key=lambda r: (
+            not r.get("emulated"),
             r.get("device") == "neuron" and not r.get("emulated"),  # an emulated row is never a Trainium one
             r.get("source") == "ci",
             r.get("status") == "pass",

@@ -27,17 +27,29 @@ def task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """A pass agrees with its reference (in the task's cosine field); a failure at stage accuracy carries the
-    agreement that failed."""
+    """A pass agrees with its reference: by its grade (schema 1.4: never ``diverges``), or, in an older record
+    without one, by the task's cosine; a failure at stage accuracy carries the agreement that failed (graded
+    ``diverges`` when graded); a skipped check has no grade."""
     out: list[tuple[str, str]] = []
-    agreement = record.get("agreement")
-    if agreement and agreement["skipped"] is None:
+    agreement: dict[str, Any] = record.get("agreement") or {}
+    graded = "grade" in agreement
+    if agreement and agreement["skipped"] is None and not graded:
         name = task_source(record["task"]).cosine_field
         cosine = agreement.get(name)
         wrong = cosine is None or cosine < agreement["threshold"]
         if wrong and record["status"] == "pass":
             out.append((f"agreement.{name}", f"a pass must agree with the reference (cosine {cosine})"))
+    if graded:
+        grade = agreement["grade"]
+        if agreement["skipped"] is not None and grade is not None:
+            out.append(("agreement.grade", "a skipped check has no grade"))
+        if grade == "diverges" and record["status"] == "pass":
+            out.append(("agreement.grade", "a pass never diverges from the reference"))
+        if agreement["skipped"] is None and grade is None and record["status"] == "pass":
+            out.append(("agreement.grade", "a compared answer has a grade"))
     failure = record["failure"]
     if failure and failure["stage"] == "accuracy" and not agreement:
         out.append(("agreement", "a failure at stage accuracy carries the agreement that failed"))
+    if failure and failure["stage"] == "accuracy" and graded and agreement["grade"] != "diverges":
+        out.append(("agreement.grade", "a failure at stage accuracy is graded diverges"))
     return out

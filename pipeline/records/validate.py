@@ -28,9 +28,10 @@ from pipeline.errors import RecordError
 from pipeline.ids import model_id_problem
 from pipeline.records.bundles import compiled_cache_problems
 from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
+from pipeline.records.serving_checks import serving_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 #: The schema's rule for a version string (PEP 440, dpkg and image references fit), and its rule for free text:
 #: no C0 control but tab, newline and carriage return (issue 22.8: a control character made feed.xml unreadable).
@@ -196,6 +197,7 @@ def _semantic(record: dict[str, Any]) -> list[tuple[str, str]]:
         out.append(("hardware.emulated", "only the neuron device is emulated"))
     out.extend(agreement_problems(record))
     out.extend(compiled_cache_problems(record))
+    out.extend(serving_problems(record))
     return out
 
 

@@ -141,3 +141,111 @@ def sample_community(**overrides: Any) -> dict[str, Any]:
 def fake_revision(text: str) -> str:
     """A deterministic 40-hex revision derived from ``text``."""
     return hashlib.sha1(text.encode()).hexdigest()
+
+
+def _serving_point(concurrency: int, per_chip: float, per_user: float, chips: int, usd_hour: float | None) -> dict:
+    speed = per_chip * chips
+    tpot = 1000.0 / per_user
+    return {
+        "concurrency": concurrency,
+        "requests": 6 * concurrency,
+        "success_rate": 1.0,
+        "output_tok_s": speed,
+        "tok_s_per_chip": per_chip,
+        "tok_s_per_user": per_user,
+        "ttft_s": {"p50": 0.05 * concurrency, "p90": 0.06 * concurrency, "p99": 0.08 * concurrency},
+        "tpot_ms": {"p50": tpot, "p90": tpot * 1.1, "p99": tpot * 1.2},
+        "itl_ms": {"p50": tpot, "p90": tpot * 1.1, "p99": tpot * 1.3},
+        "e2e_s": {"p50": 1.0, "p90": 1.2, "p99": 1.4},
+        "usd_per_million_tokens": (usd_hour / (speed * 3600) * 1e6) if usd_hour else None,
+        "duration_s": 30.0,
+    }
+
+
+def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any]:
+    """A valid serving record (schema 1.4): a Trainium2 (``neuron``) or GPU (``cuda``) sweep of 1 ... 8."""
+    neuron = device == "neuron"
+    chips, usd = (1, 85.964 / 16) if neuron else (1, 10.0)
+    curve = [(1, 40.0, 40.0), (2, 78.0, 39.0), (4, 150.0, 37.5), (8, 280.0, 35.0)]
+    if not neuron:
+        curve = [(c, x * 1.5, u * 1.4) for c, x, u in curve]
+    points = [_serving_point(c, x, u, chips, usd) for c, x, u in curve]
+    record = sample_record(
+        schema_version="1.4",
+        device=device,
+        cores=chips,
+        agreement=None,
+        plan=None,
+        notes=["serving: fixture"],
+    )
+    if not neuron:
+        record["hardware"] = {
+            "name": "nvidia-l40s",
+            "instance_type": "g6e.xlarge",
+            "accelerator": "NVIDIA L40S",
+            "core_config": None,
+            "memory_per_core_bytes": None,
+            "cores_available": 1,
+        }
+        record["versions"].update(torch_neuronx=None, neuronx_cc=None, runtime=None, driver=None, sdk=None, cuda="12.8")
+        record["metrics"]["peak_device_memory_bytes"] = None
+    for key in ("compile_cache_hit", "warm_start_s", "iterations", "cpu_fallback_ops", "recompiles_during_timed"):
+        record["metrics"].pop(key, None)
+    best = points[-1]
+    record["serving"] = {
+        "tool": {
+            "name": "guidellm",
+            "version": "0.8.1",
+            "commands": ["guidellm run --scenario points-1.scenario.json"],
+        },
+        "engine": {
+            "name": "vllm-neuron" if neuron else "vllm",
+            "command": "vllm serve MODEL --port 8000 --tensor-parallel-size " + ("4" if neuron else "1"),
+            "options": {"max_num_seqs": 256, "max_model_len": 2112, "tensor_parallel": 4 if neuron else 1},
+            "ready_s": 300.0,
+            "warm_ready_s": 60.0,
+            "log_tail": None,
+        },
+        "workload": {
+            "name": "1k/1k",
+            "input_tokens": 1024,
+            "output_tokens": 1024,
+            "range_ratio": 0.8,
+            "concurrencies": [1, 2, 4, 8],
+            "measured_per_stream": 6,
+            "warmup_per_stream": 2,
+            "seed": 42,
+            "dataset": "random (guidellm synthetic_text)",
+            "ignore_eos": True,
+            "warmups": "2 x concurrency",
+        },
+        "chips": chips,
+        "weight_dtype": "bfloat16",
+        "kv_dtype": "bfloat16",
+        "versions": {"guidellm": "0.8.1", "vllm": None, "vllm_neuron": None, "libtorch_neuronx_lite": None},
+        "points": points,
+        "stopped": None,
+        "slo": {
+            "ttft_s": 2.0,
+            "tok_s_per_user": 10.0,
+            "percentile": "p99",
+            "source": "MLPerf Inference Llama-3.1-8B server latency limits (the catalog's default)",
+        },
+        "headline": {
+            "concurrency": best["concurrency"],
+            "tok_s_per_chip": best["tok_s_per_chip"],
+            "usd_per_million_tokens": best["usd_per_million_tokens"],
+        },
+        "price": {
+            "instance_type": record["hardware"]["instance_type"],
+            "option": "on_demand",
+            "usd_per_hour": usd * (16 if neuron else 1),
+            "source": "a fixture's price",
+            "as_of": "2026-11",
+            "region": "us-east-2",
+            "share": (1 / 16) if neuron else 1.0,
+        },
+    }
+    for key, value in overrides.items():
+        record[key] = value
+    return record

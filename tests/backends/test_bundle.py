@@ -6,15 +6,17 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import os
 import pickle
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from pipeline.backends.neuron import check_bundle, pack_cache, unpack_bundle
-from pipeline.backends.neuron.bundle import MAX_UNPACKED_BYTES, sha256_file
+from pipeline.backends.neuron import BundleInfo, check_bundle, pack_cache, unpack_bundle
+from pipeline.backends.neuron.bundle import MAX_MEMBER_BYTES, MAX_UNPACKED_BYTES, sha256_file
 from pipeline.errors import BundleError
 
 NEFF = b"EMULATED-NEFF trncat Neuron emulator\n" + b"\x00\x01" * 64
@@ -149,21 +151,210 @@ def test_a_bundle_that_is_not_a_gzip_tar_or_unpacks_too_large_is_refused(tmp_pat
         check_bundle(bomb)
 
 
-@pytest.mark.parametrize("kind", sorted(HOSTILE))
-def test_run_py_applies_the_same_rule_to_a_downloaded_bundle(kind: str, tmp_path: Path) -> None:
-    """The generated run.py cannot import trncat: its own copy of the rule refuses what the bundle module does."""
+def _run_py(**names: object) -> dict[str, Any]:
+    """The generated run.py's functions (it defines only), with ``names`` replaced."""
     from pipeline.render import run_script
     from pipeline.testing.records import sample_record
 
-    script = run_script(sample_record())
-    namespace: dict[str, object] = {"__name__": "run"}
-    exec(compile(script, "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
-    members = namespace["bundle_members"]
-    assert callable(members)
+    namespace: dict[str, Any] = {"__name__": "run"}
+    exec(compile(run_script(sample_record()), "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
+    namespace.update(names)
+    return namespace
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("kind", sorted(HOSTILE))
+def test_run_py_applies_the_same_rule_to_a_downloaded_bundle(kind: str, tmp_path: Path) -> None:
+    """The generated run.py cannot import trncat: its own copy of the rule refuses what the bundle module does,
+    and a refused bundle leaves nothing in the cache folder."""
+    run = _run_py()
     bundle = tmp_path / "x.neff-cache.tar.gz"
     bundle.write_bytes(_tar(HOSTILE[kind]))
-    with pytest.raises(ValueError):
-        list(members(str(bundle)))
-    good = tmp_path / "good.neff-cache.tar.gz"
-    pack_cache(neff_cache(tmp_path / "cache"), good)
-    assert len(list(members(str(good)))) == 3
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises((ValueError, OSError, tarfile.TarError)):
+            run["unpack_bundle"](str(bundle), sha256_file(bundle), fd, "x")
+        assert list(root.iterdir()) == []
+        assert not (tmp_path / "evil.neff").exists()
+        good = tmp_path / "good.neff-cache.tar.gz"
+        info = pack_cache(neff_cache(tmp_path / "cache"), good)
+        assert run["unpack_bundle"](str(good), info.sha256, fd, "good") == 3
+        assert _files(root / "good") == _files(tmp_path / "cache")
+    finally:
+        os.close(fd)
+
+
+def _warm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **names: object) -> tuple[dict[str, Any], BundleInfo]:
+    """run.py with a row naming a bundle packed here, its download served from this folder."""
+    import huggingface_hub
+
+    bundle = tmp_path / "row.neff-cache.tar.gz"
+    info = pack_cache(neff_cache(tmp_path / "ci-cache"), bundle)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *a, **k: str(bundle))
+    cache = {"repo_id": "trncat/trncat-compiled", "revision": "c" * 40, "path": "x/row.neff-cache.tar.gz",
+             "sha256": info.sha256, "bytes": info.bytes, "files": info.files}  # fmt: skip
+    run = _run_py(COMPILED_CACHE=cache, COMPILED_WITH={"torch-neuronx": None, "neuronx-cc": None}, **names)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "users-own"))  # restored after the test
+    return run, info
+
+
+def test_run_py_never_writes_into_a_shared_cache_or_through_a_planted_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29.2 and 29.4: the NEFF cache it was pointed at (TorchNeuron's shared default, /tmp/neff_cache) holds
+    another user's links and the user's own entries; the bundle goes into a folder of the row's own in the user's
+    cache, keyed by its digest, and `--cold` never uses it."""
+    run, info = _warm(tmp_path, monkeypatch)
+    shared, victim = tmp_path / "shared", tmp_path / "victim"
+    victim.mkdir()
+    (shared / "cd" / "34").mkdir(parents=True)
+    (shared / "ab").symlink_to(victim)  # planted by another user: a write through it lands in the victim's files
+    own = shared / "cd" / "34" / f"cd34{'1' * 60}.neff"
+    own.write_bytes(b"the user's own NEFF")
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(shared))
+    assert run["start_warm"](False) is True
+    assert list(victim.iterdir()) == [] and own.read_bytes() == b"the user's own NEFF"
+    folder = tmp_path / "xdg" / "trncat" / "compiled-cache" / info.sha256
+    assert os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] == str(folder)
+    assert _files(folder) == _files(tmp_path / "ci-cache") and "started warm: 3 file(s)" in capsys.readouterr().out
+    # The next run finds it unpacked (nothing downloaded, nothing replaced); --cold leaves the user's cache alone.
+    (folder / "ab" / "later.neff").write_bytes(b"compiled later by TorchNeuron")
+    assert run["start_warm"](False) is True and (folder / "ab" / "later.neff").is_file()
+    assert "unpacked before" in capsys.readouterr().out
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(shared))
+    assert run["start_warm"](True) is False and os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] == str(shared)
+
+
+def test_run_py_refuses_a_cache_folder_that_is_not_the_users_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29.2: a cache folder others may write to, a planted link in its place or another owner's: refused,
+    the run compiles, nothing is written."""
+    run, _ = _warm(tmp_path, monkeypatch)
+    trncat = tmp_path / "xdg" / "trncat"
+    trncat.mkdir(parents=True, mode=0o700)
+    (trncat / "compiled-cache").mkdir()
+    os.chmod(trncat / "compiled-cache", 0o777)
+    assert run["start_warm"](False) is False and "refused the cache folder" in capsys.readouterr().out
+    assert list((trncat / "compiled-cache").iterdir()) == []
+    (trncat / "compiled-cache").rmdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (trncat / "compiled-cache").symlink_to(elsewhere)
+    assert run["start_warm"](False) is False and "refused the cache folder" in capsys.readouterr().out
+    assert list(elsewhere.iterdir()) == []
+    if os.getuid() == 0:  # root can make a folder another user's
+        (trncat / "compiled-cache").unlink()
+        (trncat / "compiled-cache").mkdir(mode=0o700)
+        os.chown(trncat / "compiled-cache", 4242, 4242)
+        assert run["start_warm"](False) is False and "refused the cache folder" in capsys.readouterr().out
+
+
+def test_run_py_checks_and_unpacks_the_bundle_from_one_open_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29.3: the file hashed is the file unpacked (it was opened three times: a swap between them went
+    unchecked)."""
+    import builtins
+
+    run, _ = _warm(tmp_path, monkeypatch)
+    real, opened = builtins.open, []
+
+    def counting(file: Any, *args: Any, **kwargs: Any) -> Any:
+        if str(file).endswith(".neff-cache.tar.gz"):
+            opened.append(file)
+        return real(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting)
+    assert run["start_warm"](False) is True
+    assert len(opened) == 1
+
+
+def test_a_member_is_streamed_in_bounded_pieces_and_bounded_in_size(tmp_path: Path) -> None:
+    """Issue 29.5: a 24 MiB NEFF is never held whole (by trncat's check and unpack, nor by run.py), and a member
+    over the bound is refused from its header."""
+    import tracemalloc
+
+    cache = tmp_path / "cache" / "ab" / "cd"
+    cache.mkdir(parents=True)
+    (cache / "big.neff").write_bytes(NEFF + os.urandom(24 << 20))
+    bundle = tmp_path / "big.neff-cache.tar.gz"
+    info = pack_cache(tmp_path / "cache", bundle)
+    run = _run_py()
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for label, read in (
+            ("check", lambda: check_bundle(bundle, sha256=info.sha256)),
+            ("unpack", lambda: unpack_bundle(bundle, tmp_path / "into", sha256=info.sha256)),
+            ("run.py", lambda: run["unpack_bundle"](str(bundle), info.sha256, fd, "row")),
+        ):
+            tracemalloc.start()
+            try:
+                read()
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert peak < 12 << 20, f"{label} held {peak} bytes at once"
+    finally:
+        os.close(fd)
+    assert (root / "row" / "ab" / "cd" / "big.neff").stat().st_size == (cache / "big.neff").stat().st_size
+    big = tarfile.TarInfo("ab/big.neff")
+    big.size = MAX_MEMBER_BYTES + 1
+    over = tmp_path / "over.neff-cache.tar.gz"
+    over.write_bytes(gzip.compress(big.tobuf(tarfile.PAX_FORMAT) + b"\x00" * 1024, mtime=0))
+    with pytest.raises(BundleError, match="one file of a bundle may be"):
+        check_bundle(over)
+
+
+def test_an_extended_header_too_large_to_hold_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """A pax header claiming gigabytes (tarfile reads one whole) is refused from its size, by trncat and run.py."""
+    header = tarfile.TarInfo("././@PaxHeader")
+    header.type, header.size = tarfile.XHDTYPE, 1 << 30
+    bomb = tmp_path / "pax.neff-cache.tar.gz"
+    bomb.write_bytes(gzip.compress(header.tobuf(tarfile.USTAR_FORMAT) + b"\x00" * 4096, mtime=0))
+    with pytest.raises(BundleError, match="extended header"):
+        check_bundle(bomb)
+    run = _run_py()
+    root = tmp_path / "root"
+    root.mkdir(mode=0o700)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with pytest.raises(tarfile.TarError, match="extended header"):
+            run["unpack_bundle"](str(bomb), sha256_file(bomb), fd, "row")
+    finally:
+        os.close(fd)
+    assert list(root.iterdir()) == []
+
+
+def test_unpacking_never_replaces_a_folder_that_exists(tmp_path: Path) -> None:
+    """Issue 29.4: trncat's own unpack goes into a new folder; one that exists is refused and left as it was."""
+    info = pack_cache(neff_cache(tmp_path / "cache"), tmp_path / "b.neff-cache.tar.gz")
+    into = tmp_path / "into"
+    (into / "ab").mkdir(parents=True)
+    (into / "ab" / "meta.json").write_text('{"mine": true}')
+    with pytest.raises(BundleError, match="never over one"):
+        unpack_bundle(tmp_path / "b.neff-cache.tar.gz", into, sha256=info.sha256)
+    assert _files(into) == {"ab/meta.json": b'{"mine": true}'}
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial")] == []
+
+
+def test_packing_gives_the_same_bytes_on_any_number_of_threads_and_any_gzip_reads_it(tmp_path: Path) -> None:
+    """Issue 36: the block-parallel gzip writer is one ordinary gzip stream, the same whatever the threads."""
+    from pipeline.backends.neuron.deflate import BLOCK_BYTES
+
+    cache = neff_cache(tmp_path / "cache")
+    (cache / "ab" / "12" / "big.neff").write_bytes(NEFF + os.urandom(BLOCK_BYTES) + bytes(range(256)) * 20_000)
+    one = pack_cache(cache, tmp_path / "one.neff-cache.tar.gz", threads=1)
+    four = pack_cache(cache, tmp_path / "four.neff-cache.tar.gz", threads=4)
+    assert one == four
+    with tarfile.open(tmp_path / "one.neff-cache.tar.gz", mode="r:gz") as tar:  # the standard reader
+        assert sorted(tar.getnames()) == sorted(_files(cache))
+        assert tar.extractfile("ab/12/big.neff").read() == (cache / "ab" / "12" / "big.neff").read_bytes()  # type: ignore[union-attr]

@@ -48,7 +48,8 @@ def _run_py(root: Path, model: Path, record: dict[str, Any], work: Path, hub_url
     script = work / "run.py"
     script.write_text(run_script(record))
     env = {**environment(root), "HF_ENDPOINT": hub_url, "HF_HUB_CACHE": str(work / "hf"), "HF_HUB_DISABLE_XET": "1",
-           "TORCH_NEURONX_NEFF_CACHE_DIR": str(work / "neff"), "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
+           "TORCH_NEURONX_NEFF_CACHE_DIR": str(work / "neff"), "XDG_CACHE_HOME": str(work / "xdg"),
+           "TOKENIZERS_PARALLELISM": "false"}  # fmt: skip
     done = subprocess.run([sys.executable, str(script), "--model", str(model), "--iterations", "1", *args],
                           env=env, capture_output=True, text=True, timeout=600, cwd=work)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -74,10 +75,13 @@ def test_bench_bundle_publish_then_run_py_starts_warm_in_a_fresh_process(benched
     assert "compiled cache: started warm: 2 file(s)" in warm, warm
     # No compile: the fresh process's TorchNeuron served both graphs from the unpacked cache.
     assert "neuronx_cc_s  0.00  (2 of 2 graph(s) served by the cache)" in warm, warm
-    assert len(list((tmp_path / "warm" / "neff").rglob("*.neff"))) == 2
+    # Into a folder of the row's own (keyed by the bundle's digest); the NEFF cache the user had is left alone.
+    own = tmp_path / "warm" / "xdg" / "trncat" / "compiled-cache" / cache["sha256"]
+    assert len(list(own.rglob("*.neff"))) == 2 and not (tmp_path / "warm" / "neff").exists()
 
     cold = _run_py(root, model, record, tmp_path / "cold", localhub.url, "--cold")
     assert "--cold given; compiling from scratch" in cold and "(0 of 2 graph(s) served by the cache)" in cold, cold
+    assert not (tmp_path / "cold" / "xdg").exists()  # --cold never touches the row's compiled cache
 
 
 def _start_warm(record: dict[str, Any], compiled_with: dict[str, Any] | None = None) -> tuple[bool, str]:
@@ -103,11 +107,14 @@ def test_a_bad_digest_or_another_toolchain_says_so_and_compiles(
     record = json.loads(out.read_text())
     publish_bundles([(str(out), record)], hub=localhub.client, repo=COMPILED)
     monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", str(tmp_path / "neff"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     absent = {"torch-neuronx": None, "neuronx-cc": None}  # what this machine has installed: neither
     tampered = {**record, "compiled_cache": {**record["compiled_cache"], "sha256": "0" * 64}}
     warm, said = _start_warm(tampered, absent)
-    assert not warm and "refused, sha256" in said and not (tmp_path / "neff").exists()
+    assert not warm and "refused" in said and "sha256" in said and not (tmp_path / "neff").exists()
+    assert list((tmp_path / "xdg" / "trncat" / "compiled-cache").iterdir()) == []  # nothing of it kept
     warm, said = _start_warm(record)  # the row's toolchain is the emulator's; this machine has none
     assert not warm and "the bundle was compiled with" in said and "compiling" in said
     warm, said = _start_warm(record, absent)  # the same toolchain: the bundle is used
-    assert warm and "started warm" in said and len(list((tmp_path / "neff").rglob("*.neff"))) == 2
+    own = tmp_path / "xdg" / "trncat" / "compiled-cache" / record["compiled_cache"]["sha256"]
+    assert warm and "started warm" in said and len(list(own.rglob("*.neff"))) == 2

@@ -121,7 +121,9 @@ def make_inputs(processor, device):
 
 
 #: The NEFF cache the project's CI compiled for this row (None: none published): downloaded at that exact revision,
-#: its sha256 checked, unpacked into TORCH_NEURONX_NEFF_CACHE_DIR before the model loads. `--cold` skips it.
+#: its sha256 and every file checked while it is unpacked, once, into a folder of its own in this user's cache
+#: ($XDG_CACHE_HOME or ~/.cache, trncat/compiled-cache/<sha256>), which becomes TORCH_NEURONX_NEFF_CACHE_DIR before
+#: the model loads. `--cold` never uses it.
 COMPILED_CACHE = None
 #: The toolchain the bundle was compiled with: a NEFF is used only by the same torch-neuronx and neuronx-cc.
 COMPILED_WITH = None
@@ -129,40 +131,180 @@ COMPILED_WITH = None
 BUNDLE_NAME = '[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}'
 BUNDLE_SUFFIXES = ['.neff', '.json']
 BUNDLE_FORBIDDEN = [bytes.fromhex(h) for h in ['8002', '8003', '8004', '8005', '504b0304', '2321']]
-BUNDLE_LIMITS = {'files': 10000, 'depth': 8, 'unpacked_bytes': 8589934592}
+BUNDLE_LIMITS = {'files': 10000, 'depth': 8, 'unpacked_bytes': 8589934592, 'member_bytes': 2147483648, 'metadata_bytes': 16777216, 'header_bytes': 65536}
 
 
-def bundle_members(path):
-    """(name, bytes) of each file of a bundle, or raise ValueError at the first one the bundle rule refuses."""
+class Digesting:
+    """The bundle file as tarfile reads it, hashed on the way: one open file is both checked and unpacked."""
+
+    def __init__(self, raw):
+        import hashlib
+
+        self.raw, self.digest = raw, hashlib.sha256()
+
+    def read(self, size=-1):
+        data = self.raw.read(size if size >= 0 else 1 << 20)
+        self.digest.update(data)
+        return data
+
+
+def bounded_info():
+    """A tar header that refuses a pax or long-name header over the rule's bound (tarfile reads one whole)."""
+    import tarfile
+
+    extended = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                tarfile.GNUTYPE_LONGLINK)
+
+    class BoundedInfo(tarfile.TarInfo):
+        def _proc_member(self, tar):
+            if self.type in extended and self.size > BUNDLE_LIMITS["header_bytes"]:
+                raise tarfile.HeaderError(f"an extended header of {self.size} bytes")
+            return super()._proc_member(tar)
+
+    return BoundedInfo
+
+
+def open_folder(parent_fd, name, make=True):
+    """The folder `name` under `parent_fd` (made mode 0700 when missing), opened without following a link; refused
+    unless it is this user's and nobody else may write to it."""
+    if make:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent_fd)
+        except FileExistsError:
+            pass
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
+    info = os.fstat(fd)
+    if info.st_uid != os.getuid() or info.st_mode & 0o022:
+        os.close(fd)
+        raise PermissionError(f"{name!r} is not this user's own folder, or others may write to it")
+    return fd
+
+
+def compiled_cache_root():
+    """This user's folder of compiled caches, $XDG_CACHE_HOME/trncat/compiled-cache (else ~/.cache/trncat/...):
+    its path and an open descriptor of it (every write below goes through descriptors, never through a link)."""
+    base = os.environ.get("XDG_CACHE_HOME") or ""
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    os.makedirs(base, 0o700, exist_ok=True)
+    fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.getuid() or info.st_mode & 0o002:
+            raise PermissionError(f"{base} is not this user's own folder, or anyone may write to it")
+        for name in ("trncat", "compiled-cache"):
+            child = open_folder(fd, name)
+            os.close(fd)
+            fd = child
+        return os.path.join(base, "trncat", "compiled-cache"), fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def write_member(folder_fd, parts, first, source, left):
+    """A new file (O_EXCL | O_NOFOLLOW: never an existing file, never through a link) from `first` and the rest of
+    `source`, in 1 MiB pieces."""
+    opened = []
+    try:
+        fd = folder_fd
+        for part in parts[:-1]:
+            fd = open_folder(fd, part)
+            opened.append(fd)
+        out = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+        with open(out, "wb") as handle:
+            piece = first
+            while True:
+                handle.write(piece)
+                if left <= 0:
+                    break
+                piece = source.read(min(1 << 20, left))
+                if not piece:
+                    raise ValueError("the bundle is cut short")
+                left -= len(piece)
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def unpack_members(reader, folder_fd):
+    """Check each member of the bundle `reader` reads under the bundle rule and write it under `folder_fd`, in one
+    pass; the number of files. Raises ValueError at the first member the rule refuses."""
     import json
     import re
     import tarfile
 
-    total, seen = 0, set()
-    with tarfile.open(path, mode="r:gz") as tar:
-        for index, member in enumerate(tar):
+    limits, total, seen = BUNDLE_LIMITS, 0, set()
+    with tarfile.open(fileobj=reader, mode="r|gz", bufsize=1 << 20, tarinfo=bounded_info()) as tar:
+        for member in tar:
             name, parts = member.name, member.name.split("/")
-            if index >= BUNDLE_LIMITS["files"] or not member.isreg():
+            if len(seen) >= limits["files"] or member.type not in (tarfile.REGTYPE, tarfile.AREGTYPE):
                 raise ValueError(f"{name!r}: not a regular file, or too many files")
-            if name.startswith("/") or len(parts) > BUNDLE_LIMITS["depth"] or name in seen or not all(
+            if name.startswith("/") or len(parts) > limits["depth"] or name in seen or not all(
                 re.fullmatch(BUNDLE_NAME, part) for part in parts
             ):
                 raise ValueError(f"{name!r} is not a plain relative path inside the cache")
-            total += member.size
-            if not name.endswith(tuple(BUNDLE_SUFFIXES)) or total > BUNDLE_LIMITS["unpacked_bytes"]:
-                raise ValueError(f"{name!r} is not a NEFF cache file, or the bundle is too large")
-            data = tar.extractfile(member).read()
-            if data.startswith(tuple(BUNDLE_FORBIDDEN)):
-                raise ValueError(f"{name!r} starts like a pickle, a zip or a script")
-            if name.endswith(".json"):
-                json.loads(data.decode("utf-8"))
+            metadata, total = name.endswith(".json"), total + member.size
+            if not name.endswith(tuple(BUNDLE_SUFFIXES)) or total > limits["unpacked_bytes"] or member.size > (
+                limits["metadata_bytes"] if metadata else limits["member_bytes"]
+            ):
+                raise ValueError(f"{name!r} is not a NEFF cache file, or too large")
             seen.add(name)
-            yield name, data
+            source = tar.extractfile(member)
+            first = source.read(member.size if metadata else min(member.size, 1 << 20))
+            if first.startswith(tuple(BUNDLE_FORBIDDEN)):
+                raise ValueError(f"{name!r} starts like a pickle, a zip or a script")
+            if metadata:
+                json.loads(first.decode("utf-8"))
+            write_member(folder_fd, parts, first, source, member.size - len(first))
+    return len(seen)
+
+
+def remove_folder(parent_fd, name):
+    """Remove the folder `name` (one this run made) and all it holds, never following a link."""
+    try:
+        for _, folders, files, fd in os.fwalk(name, topdown=False, dir_fd=parent_fd):
+            for file in files:
+                os.unlink(file, dir_fd=fd)
+            for folder in folders:
+                os.rmdir(folder, dir_fd=fd)
+        os.rmdir(name, dir_fd=parent_fd)
+    except FileNotFoundError:
+        pass
+
+
+def unpack_bundle(path, sha256, root_fd, name):
+    """Check the bundle at `path` and unpack it into the new folder `name` of `root_fd`, in one read of one open
+    file: the members go into a private folder, renamed to `name` only once the digest and every member passed (a
+    refused bundle leaves nothing). Returns the number of files; raises ValueError when the bundle is refused."""
+    import secrets
+
+    work = f".{name[:16]}.{os.getpid()}.{secrets.token_hex(8)}.partial"
+    os.mkdir(work, 0o700, dir_fd=root_fd)
+    try:
+        work_fd = open_folder(root_fd, work, make=False)
+        try:
+            with open(path, "rb") as raw:
+                reader = Digesting(raw)
+                files = unpack_members(reader, work_fd)
+                while reader.read(1 << 20):  # the rest of the file: the digest is of all of it
+                    pass
+        finally:
+            os.close(work_fd)
+        if reader.digest.hexdigest() != sha256:
+            raise ValueError(f"sha256 {reader.digest.hexdigest()} is not {sha256}")
+        try:
+            os.rename(work, name, src_dir_fd=root_fd, dst_dir_fd=root_fd)
+        except OSError:  # another process of this run unpacked it first: theirs is used, nothing replaced
+            os.close(open_folder(root_fd, name, make=False))
+        return files
+    finally:
+        remove_folder(root_fd, work)
 
 
 def start_warm(cold):
-    """Fill TorchNeuron's NEFF cache from the row's bundle (before the model loads); True when it did."""
-    import hashlib
+    """Point TorchNeuron's NEFF cache at this row's own compiled cache (a folder of its own, named by the bundle's
+    sha256, unpacked once), before the model loads; True when it did. `--cold` never uses it."""
     import importlib.metadata
 
     if COMPILED_CACHE is None:
@@ -180,36 +322,36 @@ def start_warm(cold):
     if installed != COMPILED_WITH:
         print(f"compiled cache: installed {installed}, the bundle was compiled with {COMPILED_WITH}; compiling")
         return False
+    sha256 = COMPILED_CACHE["sha256"]
     try:
-        from huggingface_hub import hf_hub_download
+        root, root_fd = compiled_cache_root()
+    except OSError as exc:
+        print(f"compiled cache: refused the cache folder ({exc}); compiling")
+        return False
+    try:
+        try:
+            os.close(open_folder(root_fd, sha256, make=False))
+            how = "unpacked before"
+        except FileNotFoundError:
+            try:
+                from huggingface_hub import hf_hub_download
 
-        local = hf_hub_download(COMPILED_CACHE["repo_id"], COMPILED_CACHE["path"],
-                                revision=COMPILED_CACHE["revision"])
-    except Exception as exc:  # no network, a removed file: the run goes on, cold
-        print(f"compiled cache: download failed ({type(exc).__name__}: {str(exc)[:200]}); compiling")
+                local = hf_hub_download(COMPILED_CACHE["repo_id"], COMPILED_CACHE["path"],
+                                        revision=COMPILED_CACHE["revision"])
+            except Exception as exc:  # no network, a removed file: the run goes on, cold
+                print(f"compiled cache: download failed ({type(exc).__name__}: {str(exc)[:200]}); compiling")
+                return False
+            files = unpack_bundle(local, sha256, root_fd, sha256)
+            how = (f"{files} file(s), {COMPILED_CACHE['bytes']} bytes from {COMPILED_CACHE['repo_id']}"
+                   f"@{COMPILED_CACHE['revision'][:12]}")
+    except Exception as exc:  # a refused bundle or cache folder: nothing of it is used
+        print(f"compiled cache: refused ({type(exc).__name__}: {str(exc)[:200]}); compiling")
         return False
-    digest = hashlib.sha256()
-    with open(local, "rb") as handle:
-        for piece in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(piece)
-    if digest.hexdigest() != COMPILED_CACHE["sha256"]:
-        print(f"compiled cache: refused, sha256 {digest.hexdigest()} is not {COMPILED_CACHE['sha256']}; compiling")
-        return False
-    try:
-        files = sum(1 for _ in bundle_members(local))  # every member checked before the first is written
-    except (ValueError, OSError, EOFError) as exc:
-        print(f"compiled cache: refused ({str(exc)[:200]}); compiling")
-        return False
-    cache = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or "/tmp/neff_cache"  # TorchNeuron's default
-    for name, data in bundle_members(local):  # again, one file in memory at a time
-        target = os.path.join(cache, *name.split("/"))
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        partial = f"{target}.{os.getpid()}.partial"  # ranks of one torchrun may unpack at once
-        with open(partial, "wb") as handle:
-            handle.write(data)
-        os.replace(partial, target)
-    print(f"compiled cache: started warm: {files} file(s), {COMPILED_CACHE['bytes']} bytes from "
-          f"{COMPILED_CACHE['repo_id']}@{COMPILED_CACHE['revision'][:12]} into {cache}")
+    finally:
+        os.close(root_fd)
+    folder = os.path.join(root, sha256)
+    os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = folder  # this run's cache: the row's own, nobody else's entries
+    print(f"compiled cache: started warm: {how}, into {folder}")
     return True
 
 

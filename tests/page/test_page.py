@@ -695,3 +695,168 @@ def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -
     assert "compiled cache 3.0 MiB" in html and "later runs start in 9.5 s" in html
     assert "<img src=x" not in html  # the reason is text, escaped in the inline data
     assert "Its run.py starts warm" in parse(html).scripts["app"]
+
+
+# -- issue 37: the page's details ------------------------------------------------------------------------
+
+
+def _cuda_row(model_id: str, **overrides: Any) -> dict[str, Any]:
+    return flatten(
+        sample_record(
+            model_id=model_id,
+            device="cuda",
+            hardware={"name": "nvidia-l40s", "instance_type": "g6e.xlarge", "accelerator": "NVIDIA L40S",
+                      "core_config": None, "memory_per_core_bytes": 48 * 1024**3, "cores_available": 1},
+            versions={"torch_neuronx": None, "neuronx_cc": None, "runtime": None, "driver": None, "sdk": None,
+                      "cuda": "12.8"},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+            **overrides,
+        )
+    )  # fmt: skip
+
+
+def test_a_cpu_row_says_nothing_was_compiled_instead_of_0_ms() -> None:
+    cpu = flatten(
+        sample_record(
+            model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+        )
+    )  # fmt: skip
+    html = render(latest=[cpu])
+    [cells] = parse(html).rows
+    assert cells[5] == "—, not compiled on CPU" and "0 ms" not in cells[5]
+    # the script says the same (the table, and each history line, are rebuilt from the inline data)
+    assert '"\\u2014, not compiled on CPU"' in parse(html).scripts["app"]
+    assert "F.compileText(h)" in parse(html).scripts["app"]
+
+
+def test_a_trainium2_rows_history_lists_no_cuda_or_cpu_row() -> None:
+    trn = row("acme/both", run=at(2))
+    older = row("acme/both", run=at(1), versions={"neuronx_cc": "2.20.0"})
+    gpu = _cuda_row("acme/both", run=at(3))
+    cpu = flatten(sample_record(model_id="acme/both", device="cpu", hardware={"name": "cpu", "accelerator": None},
+                                run=at(4)))  # fmt: skip
+    html = render(latest=[trn, gpu, cpu], history=[older, trn, gpu, cpu])
+    data = data_of(html)
+    [entry] = [e for e in data["objects"] if e["id"] == "acme/both"]
+    lines = [dict(zip(data["hcols"], line, strict=True)) for line in entry["hist"]]
+    assert entry["device"] == "neuron" and {h["device"] for h in lines} == {"neuron"} and len(lines) == 2
+
+
+def _demo_row(model_id: str = "trncat-demo/tiny-llama") -> dict[str, Any]:
+    from pipeline.prices import DEMO_INSTANCE
+
+    cpu = flatten(
+        sample_record(
+            model_id=model_id, device="cpu",
+            hardware={"name": "cpu-x86_64", "instance_type": DEMO_INSTANCE, "accelerator": None},
+        )
+    )  # fmt: skip
+    cpu.update(price_usd_per_hour=1.0, price_option="on_demand", price_source="trncat demo: an invented price",
+               cost_usd_per_million_tokens=3.6)  # fmt: skip
+    return cpu
+
+
+def test_the_demo_shows_compare_and_costs_with_a_demo_badge_on_both_sides_never_as_a_gpu_result() -> None:
+    html = render(latest=[_demo_row()])
+    # Both sides are the one CPU run, each badged demo and CPU with the place it fills; no side says cuda or GPU.
+    section = html.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    assert 'id="compare-demo"' in section and "Neither side is a Trainium2 or a GPU result" in section
+    sides = re.findall(r'<tr class="side side-(\w+)">(.*?)</tr>', section, flags=re.S)
+    assert [device for device, _ in sides] == ["cpu", "cpu"]
+    for _, cells in sides:
+        device = re.search(r'<td class="device">(.*?)</td>', cells, flags=re.S)[1]  # type: ignore[index]
+        assert re.findall(r'class="badge ([\w-]+)"[^>]*>([^<]*)<', device) == [("b-demo", "demo"), ("b-dev", "CPU")]
+        assert "b-trn" not in device and ">cuda<" not in device
+        assert '<td class="num cost" title="At $1 per instance-hour' in cells and ">$3.60<" in cells
+    assert "in the Trainium2 place" in sides[0][1] and "cuda-labelled twin" in sides[1][1]
+    assert "not a GPU result" in sides[1][1] and "demo: the CPU run ÷ itself" in section and "×1.00" in section
+    # The table: the row is badged demo and its cost shows, with the demo price's source on hover.
+    [cells] = parse(html).rows
+    assert cells[2].startswith("runs CPU demo") and "$3.60" in cells
+    assert '"demo"' in parse(html).scripts["trncat-data"] and data_of(html)["objects"][0]["demo"] is True
+
+
+def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
+    cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None}))
+    html = render(latest=[cpu, row("acme/both"), _cuda_row("acme/both")])
+    body = html.split("<main>", 1)[1].split("</main>", 1)[0]
+    assert 'id="compare-demo"' not in body and "b-demo" not in body
+    assert all(e["demo"] is False for e in data_of(html)["objects"])
+    assert "Trainium2 ÷ GPU" in html
+
+
+def test_a_tiny_finite_speed_never_stops_the_page_and_costs_stay_finite() -> None:
+    """Issue 29.8: a valid record with ``decode_tokens_per_s: 5e-324`` made ``math.log10(0.0)`` stop every page
+    build (a decade's tick underflowed to 0.0) and stored an infinite cost; any finite positive figure is drawn."""
+    import math
+
+    from pipeline.page.plots import Point, fmt_params, scatter
+    from pipeline.prices import load_pricing, row_costs
+    from pipeline.records import plausibility_problems
+
+    rows = []
+    for index, speed in enumerate((5e-324, 1e-300, 1e300)):
+        record = sample_record(model_id=f"acme/tiny-{index}", metrics={"decode_tokens_per_s": speed})
+        r = flatten(record)
+        r.update(row_costs(r, load_pricing()))
+        assert r["cost_usd_per_million_tokens"] is None or math.isfinite(r["cost_usd_per_million_tokens"])
+        rows.append(r)
+    assert rows[0]["cost_usd_per_million_tokens"] is None  # no finite cost exists: null, never inf
+    html = render(latest=rows)
+    assert "acme/tiny-0" in html
+    svg = scatter(title="t", points=[Point(x=5e-324, y=5e-324, label="a", task="text-generation"),
+                                     Point(x=1.0, y=math.inf, label="b", task="text-generation")],
+                  x_label="x", y_label="y", x_fmt=fmt_params, y_fmt=fmt_params)  # fmt: skip
+    assert "<circle" in svg and "nan" not in svg and "inf" not in svg.lower().replace("info", "")
+    # The submission check flags such a speed: below one output a day no run measures it.
+    problems = plausibility_problems(sample_record(metrics={"decode_tokens_per_s": 5e-324}))
+    assert [f for f, _ in problems] == ["metrics.decode_tokens_per_s"]
+    assert plausibility_problems(sample_record()) == []
+
+
+def test_an_emulated_row_never_stands_for_a_model_in_the_header_or_compare() -> None:
+    """Issue 29.9: should an emulated row reach a dataset, the representative row, the page's Trainium2 counts and
+    Compare counted it as Trainium2 (check already left it out)."""
+    from pipeline.page.compare import compare_pairs
+    from pipeline.records import representative
+
+    emulated = row("acme/emu", **at(20))
+    emulated["emulated"] = True
+    cpu = row("acme/emu", device="cpu", hardware={"name": "cpu-x86_64", "instance_type": None}, **at(1))
+    assert representative([emulated, cpu])["device"] == "cpu"  # the newer emulated pass is no Trainium2 row
+    gpu = _gpu_row("acme/emu")
+    assert compare_pairs([emulated, gpu]) == []
+    html = render(latest=[emulated, gpu])
+    assert "models measured on Trainium2" not in html and "No Trainium2 results yet." in html
+
+
+GRADED = {
+    "grade": "within tolerance", "steps": 64, "teacher_forced": True, "greedy_match_rate": 0.984375,
+    "first_divergence_step": 40, "sigma_ratio": 0.93, "bc": 0.995, "noise_reference": "cpu-bfloat16",
+    "topk": [{"k": k, "atol": 1e-5, "rtol": r, "max_abs_error": 0.1, "max_rel_error": r / 2, "step": 3}
+             for k, r in (("5", 0.011), ("50", 0.02), ("1000", 0.03), ("all", 0.05))],
+}  # fmt: skip
+
+
+def test_the_grade_shows_in_each_row_and_a_diverging_run_never_as_runs() -> None:
+    """Issue 31: a graded row carries its grade and figures; an older record (schema 1.3, cosine only) reads with
+    its grade unknown; a run that diverges is a fail at stage accuracy, with its step."""
+    graded = sample_record(model_id="acme/graded", schema_version="1.4", agreement=GRADED)
+    old = sample_record(model_id="acme/old", schema_version="1.3")
+    diverged = sample_failure(model_id="acme/diverged", schema_version="1.4", stage="accuracy", code="wrong_answer",
+                              message="teacher-forced logits: diverges from the CPU float32 reference at step 5",
+                              agreement={**sample_record()["agreement"], **GRADED, "grade": "diverges",
+                                         "failed_step": 5})  # fmt: skip
+    html = render(latest=[flatten(graded), flatten(old), flatten(diverged)], scripts={})
+    rows = {e["id"]: e for e in data_of(html)["objects"]}
+    assert (rows["acme/graded"]["gr"], rows["acme/graded"]["sig"], rows["acme/graded"]["gm"]) == (
+        "within tolerance", 0.93, 0.9844,
+    )  # fmt: skip
+    assert rows["acme/graded"]["tk"][0] == ["5", 0.0055, 0.011] and rows["acme/graded"]["gd"] == 40
+    assert rows["acme/old"]["gr"] is None and rows["acme/old"]["cos"] == 0.9993  # its grade: unknown
+    assert (rows["acme/diverged"]["st"], rows["acme/diverged"]["gr"], rows["acme/diverged"]["gst"]) == (
+        "fail", "diverges", 5,
+    )  # fmt: skip
+    # The page's script says so: the grade badge of a pass, "grade unknown" for an older one, a diverging fail's step.
+    assert "grade unknown" in html and "diverges at step " in html and "gradeText" in html

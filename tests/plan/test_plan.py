@@ -573,8 +573,14 @@ def test_each_build_runs_under_a_time_and_a_memory_limit(monkeypatch: pytest.Mon
     candidates = [Candidate(model_id=f"acme/m{i}", task="text-generation", view="trending", rank=i + 1,
                             sha=f"{i:040x}") for i in range(2)]  # fmt: skip
     configs = {"acme/m0": slow, "acme/m1": json.loads((FIXTURES / "qwen2.5-0.5b.json").read_text())}
+
+    def planner(candidate: Candidate):
+        # The bomb gets the short limit; the real config a generous one, so a loaded machine cannot fail it.
+        monkeypatch.setattr(limits, "PLAN_TIME_LIMIT_S", 0.1 if candidate.model_id == "acme/m0" else 600)
+        return plan_config(configs[candidate.model_id], dtype="bfloat16")
+
     queue = build_queue(candidates=candidates, dataset_root=None, toolchain={"neuronx_cc": "2.28.7631.0"},
-                        planner=lambda c: plan_config(configs[c.model_id], dtype="bfloat16"))  # fmt: skip
+                        planner=planner)  # fmt: skip
     skipped = {s["model_id"]: s["reason"] for s in queue.skipped}
     assert skipped["acme/m0"].startswith("unplannable config: building LlamaForCausalLM took longer than 0.1 s")
     assert [e["model_id"] for c in queue.chunks for e in c["include"]] == ["acme/m1"]

@@ -142,3 +142,43 @@ def test_a_bundle_stored_as_a_regular_git_file_is_still_found_again(
     assert not entry["lfs"] and len(first.uploaded) == 1
     again = publish_bundles(_read(paths), hub=localhub.client, repo=COMPILED)
     assert again.uploaded == [] and again.reused == first.uploaded
+
+
+def test_publish_names_only_a_bundle_it_uploaded_or_verified_in_its_own_repo(localhub, tmp_path: Path) -> None:
+    """Issue 29.1: a CI record that arrives naming another repo's bundle loses it; one with its bundle beside it is
+    named in the repo publish was given, at the commit that holds the file it uploaded."""
+    from pipeline.records import bundle_path
+
+    forged = sample_record()
+    forged["compiled_cache"] = {"repo_id": "evil/neffs", "revision": "a" * 40, "sha256": "b" * 64, "bytes": 1,
+                                "files": 1, "path": bundle_path(forged, "b" * 64)}  # fmt: skip
+    assert validate_record(forged) == []  # valid: only its origin tells it apart
+    (tmp_path / "f.json").write_text(json.dumps(forged))
+    paths = [tmp_path / "f.json", _with_bundle(tmp_path / "b", "b", sample_record(model_id="acme/other"))]
+    records = _read(paths)
+    records[1][1]["compiled_cache"] = {
+        **forged["compiled_cache"],
+        "path": bundle_path(records[1][1], "b" * 64),
+    }  # replaced by what publish itself uploads
+    done = publish_bundles(records, hub=localhub.client, repo=COMPILED)
+    assert "compiled_cache" not in records[0][1] and "dropped" in done.set_aside[0]
+    named = records[1][1]["compiled_cache"]
+    assert named["repo_id"] == COMPILED and named["revision"] == done.commit and named["path"] in done.uploaded
+
+
+def test_the_pr_description_lists_every_bundle_a_publish_names(
+    localhub, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29.1: the reviewer sees each bundle the PR's rows point run.py at: repo, commit, path, sha256."""
+    monkeypatch.setattr(constants, "HF_ENDPOINT", localhub.url)
+    monkeypatch.setattr(constants, "HF_TOKEN", "localhub-token")
+    localhub.store.create_repo(DATASET, repo_type="dataset")
+    folder = tmp_path / "results"
+    _with_bundle(folder, "ci", sample_record())
+    assert main(["-q", "publish", str(folder), "--repo", DATASET, "--compiled-repo", COMPILED]) == 0
+    (pr,) = localhub.store.get(DATASET, repo_type="dataset").discussions
+    text = json.dumps(pr)
+    store = localhub.store.get(COMPILED, repo_type="model")
+    (bundle,) = [p for p in store.tree("main") if p.endswith(".neff-cache.tar.gz")]
+    assert "Compiled-cache bundles named (1)" in text and bundle in text and store.resolve("main") in text
+    assert sha256_file(bundle_beside(folder / "ci.json")) in text

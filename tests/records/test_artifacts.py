@@ -154,3 +154,39 @@ def test_a_bundle_beside_a_neuron_pass_is_collected_and_a_hostile_or_misplaced_o
     assert sorted(p.name for p in out.glob("*.neff-cache.tar.gz")) == [f"{good['artifact']}.neff-cache.tar.gz"]
     reasons = " | ".join(str(p) for p in collected.problems)
     assert "hook.py" in reasons and "only with a passing neuron run" in reasons and len(collected.problems) == 2
+
+
+def test_a_record_arriving_with_a_compiled_cache_is_refused(tmp_path: Path) -> None:
+    """Issue 29.1: a compromised bench job names any repo's NEFFs in its record; collect refuses the record (only
+    publish names a bundle, one it uploaded or verified itself)."""
+    from pipeline.records import bundle_path, validate_record
+
+    queue, downloaded, (entry,) = _setup(tmp_path, ["acme/named"])
+    record = sample_record(model_id="acme/named")
+    record["compiled_cache"] = {"repo_id": "evil/neffs", "revision": "a" * 40, "sha256": "b" * 64, "bytes": 1,
+                                "files": 1, "path": bundle_path(record, "b" * 64)}  # fmt: skip
+    assert validate_record(record) == []  # valid: only its origin tells it apart
+    _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": record})
+    out = tmp_path / "records"
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=out)
+    assert collected.accepted == [] and list(out.iterdir()) == []
+    assert "names a compiled-cache bundle" in " | ".join(str(p) for p in collected.problems)
+
+
+def test_a_bundle_too_large_for_memory_never_loses_its_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29.5: a MemoryError while the bundle is checked sets the bundle aside; the record is collected."""
+    import pipeline.records.collect as collect
+
+    queue, downloaded, (entry,) = _setup(tmp_path, ["acme/big"])
+    _artifact(downloaded, entry["artifact"], {f"{entry['artifact']}.json": sample_record(model_id="acme/big")})
+    (downloaded / f"record-{entry['artifact']}" / f"{entry['artifact']}.neff-cache.tar.gz").write_bytes(b"x")
+
+    def exhausted(path: Path, **_: object) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(collect, "check_bundle", exhausted)
+    out = tmp_path / "records"
+    collected = collect_records(downloaded, queue_file=queue, run_id=RUN_ID, out=out)
+    assert [Path(p).name for p in collected.accepted] == [f"{entry['artifact']}.json"]
+    assert sorted(p.name for p in out.iterdir()) == [f"{entry['artifact']}.json"]
+    assert "memory" in " | ".join(str(p) for p in collected.problems)

@@ -412,7 +412,7 @@ def test_bad_family_fields_are_rejected_naming_the_field(field: str, value: Any)
 def test_family_columns_are_layout_4_and_round_trip() -> None:
     from pipeline.records import LAYOUT_MARKERS, LAYOUT_VERSION
 
-    assert LAYOUT_VERSION == 4 and LAYOUT_MARKERS[0] == (4, "architecture")
+    assert LAYOUT_VERSION >= 4 and (4, "architecture") in LAYOUT_MARKERS
     record = sample_record(schema_version="1.3", architecture="BertModel", model_type="bert", base_model=["o/b"])
     row = flatten(record)
     assert (row["architecture"], row["model_type"], row["base_model"]) == ("BertModel", "bert", ["o/b"])
@@ -460,3 +460,41 @@ def test_an_emulated_record_is_refused_unless_the_harness_asks_and_never_stands_
     assert representative([older, flatten(cpu)])["device"] == "cpu"  # an emulated one is no Trainium row
     record["device"] = "cpu"
     assert ("hardware.emulated", "only the neuron device is emulated") in validate_record(record, allow_emulated=True)
+
+
+def test_compiled_cache_skipped_holds_no_control_character() -> None:
+    """Issue 29.10: the one free-text field without the no-control-character rule (a bundle's refusal, quoted into
+    the record, reached the feed and the page)."""
+    record = sample_record()
+    record["compiled_cache_skipped"] = "the cache held \x1b[2Jx.py"
+    assert "compiled_cache_skipped" in {f for f, _ in validate_record(record)}
+    record["compiled_cache_skipped"] = "the cache held 'ab/x.py'\n\tnot a NEFF"
+    assert validate_record(record) == []
+
+
+def test_an_older_record_reads_with_its_grade_unknown_and_a_graded_one_keeps_its_figures() -> None:
+    """Issue 31: a schema <= 1.3 record (the cosine check only) stays valid and its row has no grade; a 1.4 record's
+    grade and figures round-trip; a pass never diverges, a failure at stage accuracy is graded diverges."""
+    for version in ("1.1", "1.2", "1.3"):
+        old = sample_record(schema_version=version)
+        assert validate_record(old) == []
+        row = flatten(old)
+        assert row["agreement_grade"] is None and row["agreement_topk"] is None
+        assert "grade" not in unflatten(row)["agreement"]
+    graded = sample_record(schema_version="1.4", agreement={
+        "grade": "bfloat16 noise", "steps": 64, "teacher_forced": True, "greedy_match_rate": 0.97,
+        "first_divergence_step": 12, "sigma_ratio": 0.98, "bc": 0.97, "noise_reference": "cpu-bfloat16",
+        "topk": [{"k": "5", "atol": 1e-5, "rtol": 0.011, "max_abs_error": 0.2, "max_rel_error": 0.02, "step": 12}],
+    })  # fmt: skip
+    assert validate_record(graded) == []
+    assert unflatten(flatten(graded)) == graded
+    wrong = sample_record(schema_version="1.4", agreement={"grade": "diverges", "failed_step": 3})
+    assert "agreement.grade" in {f for f, _ in validate_record(wrong)}
+    failed = sample_record(
+        schema_version="1.4", status="fail", agreement={"grade": "within tolerance"},
+        failure={"stage": "accuracy", "code": "wrong_answer", "message": "m"},
+    )  # fmt: skip
+    assert "agreement.grade" in {f for f, _ in validate_record(failed)}
+    # A low cosine no longer fails a graded pass by itself: the grade decides (an embedding within bfloat16 noise).
+    noise = sample_record(schema_version="1.4", agreement={"logits_cosine": 0.5, "grade": "bfloat16 noise"})
+    assert validate_record(noise) == []

@@ -4,7 +4,8 @@
 - :mod:`~pipeline.backends.neuron.launch`: the launch environment (``NEURON_RT_VISIBLE_CORES``, LNC, the NEFF
   cache) and the cores a run takes;
 - :mod:`~pipeline.backends.neuron.bundle`: the compiled-cache bundle (a passing run's NEFF cache, data only):
-  packed, checked and unpacked under one rule;
+  packed, checked and unpacked under one rule, in one read of one file; :mod:`~pipeline.backends.neuron.deflate`
+  its gzip stream, written on two threads;
 - :mod:`~pipeline.backends.neuron.tools`: ``neuron-ls``, sysfs and ``/dev/neuron*`` parsed defensively;
 - :mod:`~pipeline.backends.neuron.measure`: what a run reports beside its timings (TorchNeuron's compile
   figures, the recorded peak, the runtime's memory table after an out-of-memory).
@@ -23,6 +24,7 @@ from pipeline.backends.neuron.backend import (
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
     dlami_venv,
+    dpkg_version,
     inventory_json,
 )
 from pipeline.backends.neuron.bundle import (
@@ -71,6 +73,7 @@ __all__ = [
     "compile_figures",
     "count_ops",
     "dlami_venv",
+    "dpkg_version",
     "driver_version",
     "format_visible_cores",
     "inventory_json",

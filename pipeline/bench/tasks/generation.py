@@ -1,8 +1,8 @@
 """The generation tasks (text-generation, image-text-to-text): ``generate()`` of a fixed number of tokens.
 
 Measured: the latency of a whole ``generate()`` call, the time to the first generated token, decode tokens/s
-and the fraction of the memory-bandwidth bound it reaches. The answer checked is the first generated step's
-logits and the greedy tokens (:mod:`pipeline.bench.agreement`).
+and the fraction of the memory-bandwidth bound it reaches. The answer checked is every generated step's logits and
+the greedy tokens (:mod:`pipeline.bench.agreement`).
 """
 
 from __future__ import annotations
@@ -200,15 +200,54 @@ class GenerationTask(TaskRunner):
         )
 
     def capture(self, run: Run, path: Path, *, perturb: bool = False) -> None:
-        """Save the first-step logits (last prompt position, float32) and the greedy tokens of one ``generate()``
-        (``torch.save``: ``{"logits": [batch, vocab], "tokens": [batch, new]}``)."""
+        """Save the logits of every generated step (float32) and the greedy tokens of one ``generate()``
+        (``torch.save``: ``{"logits": [steps, batch, vocab], "tokens": [batch, steps], "teacher_forced": bool}``).
+
+        With ``spec.teacher`` (a reference capture) the reference's greedy tokens are forced at every step
+        (:func:`force_tokens`): the same compiled ``generate()``, each step fed the reference's token before it (the
+        CPU noise run of a text prompt makes one forward over the prompt and those tokens instead).
+        """
         import torch
 
-        inputs = run.state["inputs"]
-        out = run.model.generate(**inputs, **run.state["kwargs"], output_logits=True, return_dict_in_generate=True)
-        logits = out.logits[0].detach().float().cpu()
-        if perturb:
-            logits = torch.roll(logits, shifts=1, dims=-1)
+        from pipeline.bench.tasks.perturb import lose_weight, perturb_logits
+
+        fault = run.spec.fault if perturb else None
+        if fault == "perturb-weight":
+            lose_weight(run.model)
+        inputs, kwargs = run.state["inputs"], dict(run.state["kwargs"])
         prompt = inputs["input_ids"].shape[-1]
-        tokens = out.sequences[:, prompt:].detach().cpu()
-        torch.save({"logits": logits, "tokens": tokens}, path)
+        teacher = run.spec.teacher
+        if teacher:
+            forced = torch.load(teacher, weights_only=True)["tokens"].to(inputs["input_ids"].device)
+            kwargs["logits_processor"] = force_tokens(forced, prompt=prompt)
+        if teacher and run.spec.phase == "reference" and set(inputs) <= {"input_ids", "attention_mask"}:
+            # The CPU noise run of a text prompt: one forward over the prompt and the forced tokens gives every
+            # step's teacher-forced logits at once (a prefill, not one decode per token: a few times cheaper).
+            ids = torch.cat([inputs["input_ids"], forced[:, :-1]], dim=-1)
+            out_logits = run.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+            logits = out_logits[:, prompt - 1 :].detach().float().cpu().transpose(0, 1).contiguous()
+            tokens = forced.detach().cpu()
+        else:
+            out = run.model.generate(**inputs, **kwargs, output_logits=True, return_dict_in_generate=True)
+            logits = torch.stack([step.detach().float().cpu() for step in out.logits])
+            tokens = out.sequences[:, prompt:].detach().cpu()
+        if fault is not None:
+            logits = perturb_logits(logits, fault)
+        torch.save({"logits": logits, "tokens": tokens, "teacher_forced": bool(teacher)}, path)
+
+
+def force_tokens(tokens: Any, *, prompt: int) -> Any:
+    """A logits processor list that makes ``generate()`` pick ``tokens[:, step]`` at each step (teacher forcing).
+
+    ``output_logits`` keeps the raw logits, before any processor: those are what the check compares. The forced
+    scores are made on the scores' own device (a fill and a scatter), so the compiled forward is untouched.
+    """
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    class ForceTokens(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            step = min(input_ids.shape[-1] - prompt, tokens.shape[-1] - 1)
+            forced = scores.new_full(scores.shape, float("-inf"))
+            return forced.scatter(-1, tokens[:, step : step + 1], 0.0)
+
+    return LogitsProcessorList([ForceTokens()])

@@ -48,12 +48,19 @@
       dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
       td.appendChild(dev);
     }
+    // gr: the answer check's grade (issue 31); a diverging run is a fail, never shown as runs
+    if (e.st === "pass" && (e.gr || e.cos !== null && e.cos !== undefined)) {
+      var grade = el("span", "badge b-grade", e.gr || "grade unknown");
+      grade.title = e.gr ? "answer check against a CPU float32 reference: " + e.gr :
+        "an older record: its answer was checked by cosine only, its grade is unknown";
+      td.appendChild(grade);
+    }
     runBadges(e).forEach(function (b) { var n = el("span", "badge " + b[0], b[1]); n.title = b[2]; td.appendChild(n); });
     if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
     // Every measured row says who measured it: the project's CI, or a community / local submission.
     if (e.src) td.appendChild(el("span", "source src-" + (e.src === "ci" ? "ci" : "other"), e.src === "ci" ? "CI" : e.src));
     if (e.st === "fail" || e.st === "error") {
-      var reason = [e.stage, e.code].filter(Boolean).join(" \u00b7 ");
+      var reason = [e.stage, e.code, e.gr === "diverges" ? "diverges at step " + e.gst : null].filter(Boolean).join(" \u00b7 ");
       if (reason) { var r = el("span", "reason", reason); if (e.msg) r.title = e.msg; td.appendChild(r); }
     }
     if (e.ek) {
@@ -85,7 +92,7 @@
     tr.appendChild(el("td", "device", deviceLabel(e.device)));
     var cores = e.st === "pass" ? e.cores : (e.pc !== null ? e.pc + " (plan)" : e.cores);
     tr.appendChild(el("td", "num", cores === null || cores === undefined ? "\u2014" : cores));
-    var compile = el("td", "num", secs(e.compile));
+    var compile = el("td", "num compile", TRNCAT_FORMAT.compileText(e));
     if (e.warm !== null && e.warm !== undefined) {
       compile.appendChild(el("span", "warm", "later runs start in " + secs(e.warm)));
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);

@@ -1,0 +1,142 @@
+"""The serving harness against guidellm run by hand: the same server, the same arguments, paired in one run.
+
+One engine (``transformers serve`` with the tiny Llama on the CPU by default, or ``--engine-url`` for a server
+already up, e.g. a ``vllm serve``) answers both sides, in alternating rounds: the harness's sweep
+(``pipeline.serve``: its scenario, guidellm run as a child, its report read into points) and guidellm run by hand
+(a scenario file written here literally, ``guidellm run --scenario``, its JSON report read with plain dict
+lookups). Per concurrency it prints each side's output tok/s, TTFT p50 and TPOT p50 (medians over the rounds) and
+their difference; the goal is every figure within 2 %.
+
+    python benchmarks/serving_agreement.py [--rounds 3] [--concurrency 1,2,4] [--input-tokens 24] [--output-tokens 8]
+
+Nothing is downloaded (the tiny Llama is built locally; guidellm's prompts use its own tokenizer). A busy machine
+makes two runs of any load generator differ by more than 2 %: run it on an idle one. Exit status: 0 when every
+figure is within 2 %, 1 when one is not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from pipeline.serve import (  # noqa: E402
+    Engine,
+    ServingWorkload,
+    free_port,
+    points_of,
+    run_guidellm,
+    scenario,
+    transformers_serve,
+)
+from pipeline.testing import build_tiny_llama  # noqa: E402
+
+GOAL = 0.02
+
+
+def by_hand_scenario(
+    url: str, model: str, tokenizer: Path, levels: list[int], w: ServingWorkload, report: Path
+) -> dict:
+    """The scenario a person writes for guidellm, literally (not through pipeline.serve)."""
+    config = {"max_new_tokens": w.output_tokens, "min_new_tokens": w.output_tokens, "do_sample": False}
+    share = (2 + 0.1 / max(levels)) / 8
+    doc = {
+        "spec": {
+            "backend": {"kind": "openai_http", "target": url, "model": model, "request_format": "/v1/completions",
+                        "timeout": 600, "max_tokens": w.output_tokens,
+                        "extras": {"body": {"generation_config": json.dumps(config, sort_keys=True)}}},
+            "profile": {"kind": "concurrent", "streams": [levels[0]], "warmup": {"mode": "requests", "percent": share}},
+            "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": w.input_tokens, "prompt_tokens_min": w.input_min,
+                      "prompt_tokens_max": w.input_tokens}],
+            "constraints": [{"kind": "max_requests", "count": 8 * levels[0]}],
+            "seed": {"kind": "static", "value": w.seed},
+            "outputs": [{"kind": "json", "path": str(report)}],
+        },
+        "benchmarks": [{"profile.streams": c, "constraints[0].count": 8 * c} for c in levels],
+    }  # fmt: skip
+    return doc
+
+
+def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: ServingWorkload, work: Path) -> dict:
+    """guidellm as a person would run it: a scenario file written out, its report read directly."""
+    report = work / "by-hand.json"
+    doc = by_hand_scenario(url, model, tokenizer, levels, w, report)
+    path = work / "by-hand.scenario.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    guidellm = str(Path(sys.executable).with_name("guidellm"))
+    subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"], env=env,
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    out = {}
+    for b in json.loads(report.read_text())["benchmarks"]:
+        m = b["metrics"]
+        out[b["config"]["strategy"]["streams"]] = {
+            "tok_s": m["output_tokens_per_second"]["total"]["mean"],
+            "ttft": m["time_to_first_token_ms"]["successful"]["percentiles"]["p50"] / 1000,
+            "tpot": m["time_per_output_token_ms"]["successful"]["percentiles"]["p50"],
+        }
+    return out
+
+
+def harness(spec: Any, tokenizer: Path, levels: list[int], w: ServingWorkload, work: Path) -> dict:
+    doc = scenario(spec, w, levels, tokenizer=tokenizer, report=work / "harness.json")
+    load = run_guidellm(doc, work, timeout_s=3600, name="harness")
+    points = points_of(load.report or {})
+    return {p["concurrency"]: {"tok_s": p["output_tok_s"], "ttft": p["ttft_s"]["p50"], "tpot": p["tpot_ms"]["p50"]}
+            for p in points}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--input-tokens", type=int, default=24)
+    parser.add_argument("--output-tokens", type=int, default=8)
+    args = parser.parse_args(argv)
+    levels = [int(c) for c in args.concurrency.split(",")]
+    workload = ServingWorkload(name="bench", input_tokens=args.input_tokens, output_tokens=args.output_tokens,
+                               range_ratio=0.25, concurrencies=tuple(levels))  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        model = build_tiny_llama(work / "tiny-llama")
+        spec = transformers_serve(model, port=free_port())
+        sides: dict[str, list[dict]] = {"harness": [], "by hand": []}
+        with Engine(spec, work / "engine.log") as engine:
+            engine.wait_ready(timeout_s=600)
+            for round_ in range(args.rounds):
+                order = ("harness", "by hand") if round_ % 2 == 0 else ("by hand", "harness")
+                for side in order:
+                    folder = work / f"{side.replace(' ', '-')}-{round_}"
+                    folder.mkdir()
+                    if side == "harness":
+                        sides[side].append(harness(spec, model, levels, workload, folder))
+                    else:
+                        sides[side].append(by_hand(spec.base_url, str(model), model, levels, workload, folder))
+    mine = scenario(spec, workload, levels, tokenizer=model, report=Path("r.json"))
+    theirs = by_hand_scenario(spec.base_url, str(model), model, levels, workload, Path("r.json"))
+    print(f"same guidellm arguments on both sides: {'yes' if mine == theirs else 'NO'}")
+    worst = 0.0
+    print(f"{'concurrency':>11} {'figure':>8} {'harness':>10} {'by hand':>10} {'diff':>8}")
+    for c in levels:
+        for figure in ("tok_s", "ttft", "tpot"):
+            a = statistics.median(r[c][figure] for r in sides["harness"])
+            b = statistics.median(r[c][figure] for r in sides["by hand"])
+            diff = abs(a - b) / b if b else float("inf")
+            worst = max(worst, diff)
+            print(f"{c:>11} {figure:>8} {a:>10.4g} {b:>10.4g} {diff:>7.1%}")
+    print(f"worst difference {worst:.1%} (goal {GOAL:.0%}): {'met' if worst <= GOAL else 'missed'}")
+    return 0 if worst <= GOAL and mine == theirs else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

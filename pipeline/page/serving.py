@@ -1,0 +1,204 @@
+"""The page's serving section: per model its throughput-latency curve (tok/s per user against tok/s per chip,
+one line per device, as InferenceX draws it), the serving table's "served tok/s per chip at SLO" and
+"$ / 1M tokens at SLO" columns, and the Compare view's serving pair with its Trainium2 ÷ GPU ratios.
+
+Its input is serving records (schema 1.4, a ``serving`` section; validated before they reach the page). Every
+text is escaped (the SVG here with :func:`markupsafe.escape`, the table by the template's autoescape). A CPU or
+emulated row keeps its label: it is never Trainium2 evidence.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from pipeline.page.catalog import DEVICE_LABELS, usd_text
+from pipeline.page.plots import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH
+
+#: One colour per device line (Trainium2 first, as the Compare view shows it).
+DEVICE_COLORS = {"neuron": "#ea580c", "cuda": "#16a34a", "cpu": "#6b7280"}
+
+
+def _num(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def _rate(value: float | None) -> str:
+    return "\u2014" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
+
+
+def badge(record: Mapping[str, Any]) -> str:
+    """The device label a serving row shows: an emulated neuron row says so (never "Trainium2" alone)."""
+    device = str(record.get("device"))
+    label = DEVICE_LABELS.get(device, device)
+    return f"{label} (emulated)" if (record.get("hardware") or {}).get("emulated") else label
+
+
+def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per serving record, in (model, device, hardware) order, every figure as recorded."""
+    out = []
+    for record in records:
+        serving = record.get("serving")
+        if not isinstance(serving, Mapping):
+            continue
+        best = serving.get("headline") or {}
+        slo = serving.get("slo") or {}
+        workload = serving.get("workload") or {}
+        tool = serving.get("tool") or {}
+        price = serving.get("price") or {}
+        points = [
+            (x, y, int(p.get("concurrency") or 0))
+            for p in serving.get("points") or []
+            if (x := _num(p.get("tok_s_per_user"))) and (y := _num(p.get("tok_s_per_chip")))
+        ]
+        out.append(
+            {
+                "id": str(record.get("model_id")),
+                "device": str(record.get("device")),
+                "badge": badge(record),
+                "emulated": bool((record.get("hardware") or {}).get("emulated")),
+                "hw": str((record.get("hardware") or {}).get("name") or ""),
+                "chips": serving.get("chips"),
+                "st": str(record.get("status")),
+                "engine": str((serving.get("engine") or {}).get("name") or ""),
+                "tool": f"{tool.get('name', '')} {tool.get('version', '')}",
+                "workload": f"{workload.get('name', '')} ({workload.get('input_tokens')} in / "
+                f"{workload.get('output_tokens')} out)",
+                "points": points,
+                "at_slo": _num(best.get("tok_s_per_chip")),
+                "usd_at_slo": _num(best.get("usd_per_million_tokens")),
+                "at_slo_text": _rate(_num(best.get("tok_s_per_chip"))),
+                "usd_text": usd_text(_num(best.get("usd_per_million_tokens"))),
+                "slo": f"TTFT {slo.get('percentile', 'p99')} \u2264 {slo.get('ttft_s')} s, "
+                f"\u2265 {slo.get('tok_s_per_user')} tok/s per user",
+                "price": (
+                    f"${price.get('usd_per_hour')}/h {price.get('instance_type')} ({price.get('source')}; "
+                    f"{price.get('as_of') or 'undated'})"
+                    if price.get("usd_per_hour") is not None
+                    else "no price for this hardware"
+                ),
+                "stopped": serving.get("stopped"),
+            }
+        )
+    return sorted(out, key=lambda e: (e["id"].lower(), e["device"] != "neuron", e["hw"]))
+
+
+def _scale(values: Sequence[float]) -> tuple[float, float]:
+    low, high = min(values), max(values)
+    if high <= low:
+        return (low * 0.5, high * 1.5 + 1e-9)
+    pad = (high - low) * 0.08
+    return (max(0.0, low - pad), high + pad)
+
+
+def _t(x: float, y: float, text: str, cls: str, anchor: str = "middle", extra: str = "") -> str:
+    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" class="{cls}"{extra}>{escape(text)}</text>'
+
+
+def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup:
+    """One model's throughput-latency curve: x tok/s per user, y tok/s per chip, one line per serving row."""
+    title = f"{model_id}: served throughput against interactivity"
+    lines = [e for e in entries if e["id"] == model_id and e["points"]]
+    parts = [
+        f'<svg class="plot serving-curve" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
+        f'role="img" aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
+        f"<title>{escape(title)}</title>",
+        _t(WIDTH / 2, 20, title, "plot-title"),
+    ]
+    if not lines:
+        parts.append(_t(WIDTH / 2, HEIGHT / 2, "no serving point", "plot-empty"))
+        return Markup("".join(parts) + "</svg>")
+    xs = [p[0] for e in lines for p in e["points"]]
+    ys = [p[1] for e in lines for p in e["points"]]
+    (x0, x1), (y0, y1) = _scale(xs), _scale(ys)
+    w, h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def sx(v: float) -> float:
+        return LEFT + (v - x0) / (x1 - x0) * w
+
+    def sy(v: float) -> float:
+        return TOP + h - (v - y0) / (y1 - y0) * h
+
+    parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{w}" height="{h}" class="plot-frame"/>')
+    for i in range(5):
+        xv, yv = x0 + (x1 - x0) * i / 4, y0 + (y1 - y0) * i / 4
+        parts.append(_t(sx(xv), TOP + h + 16, _rate(xv), "plot-tick"))
+        parts.append(_t(LEFT - 6, sy(yv) + 4, _rate(yv), "plot-tick", anchor="end"))
+    parts.append(_t(LEFT + w / 2, HEIGHT - 8, "tok/s per user (1 / median TPOT)", "plot-axis"))
+    parts.append(
+        _t(
+            14,
+            TOP + h / 2,
+            "output tok/s per chip",
+            "plot-axis",
+            extra=f' transform="rotate(-90 14 {TOP + h / 2:.1f})"',
+        )
+    )
+    legend_x = LEFT
+    for entry in lines:
+        color = DEVICE_COLORS.get(entry["device"], "#2563eb")
+        label = f"{entry['badge']} {entry['hw']}"
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y, _ in entry["points"])
+        parts.append(
+            f'<polyline points="{coords}" fill="none" stroke="{color}" stroke-width="2" '
+            f'class="serving-line" data-device="{escape(entry["device"])}"><title>{escape(label)}</title></polyline>'
+        )
+        for x, y, concurrency in entry["points"]:
+            tip = f"{label}: concurrency {concurrency}, {_rate(x)} tok/s per user, {_rate(y)} tok/s per chip"
+            parts.append(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}">'
+                f"<title>{escape(tip)}</title></circle>"
+            )
+        parts.append(f'<circle cx="{legend_x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>')
+        parts.append(_t(legend_x + 12, TOP - 4, label, "plot-legend", anchor="start"))
+        legend_x += 24 + 7 * len(label)
+    return Markup("".join(parts) + "</svg>")
+
+
+def _ratio(trn: float | None, gpu: float | None) -> str:
+    return "\u2014" if trn is None or gpu is None or trn <= 0 or gpu <= 0 else f"\u00d7{trn / gpu:.2f}"
+
+
+def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Compare view's serving pairs: a model's Trainium2 serving row (a measured one before an emulated
+    one) beside each of its GPU serving rows; ratios Trainium2 ÷ GPU of tok/s per chip and $/1M at the SLO,
+    only where both passed and neither is emulated."""
+    pairs = []
+    for model_id in dict.fromkeys(e["id"] for e in entries):
+        rows = [e for e in entries if e["id"] == model_id]
+        trainium = sorted(
+            (e for e in rows if e["device"] == "neuron"), key=lambda e: (e["emulated"], e["st"] != "pass")
+        )
+        for gpu in (e for e in rows if e["device"] == "cuda"):
+            if not trainium:
+                break
+            trn = trainium[0]
+            both = trn["st"] == gpu["st"] == "pass" and not trn["emulated"]
+            pairs.append(
+                {
+                    "id": model_id,
+                    "sides": [trn, gpu],
+                    "ratios": {
+                        "at_slo": _ratio(trn["at_slo"], gpu["at_slo"]) if both else "\u2014",
+                        "usd": _ratio(trn["usd_at_slo"], gpu["usd_at_slo"]) if both else "\u2014",
+                    },
+                }
+            )
+    return pairs
+
+
+def serving_section(records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the template's serving section shows, or None when there is no serving record."""
+    entries = serving_entries(records)
+    if not entries:
+        return None
+    models = list(dict.fromkeys(e["id"] for e in entries))
+    return {
+        "rows": entries,
+        "curves": [serving_curve(m, entries) for m in models],
+        "pairs": serving_pairs(entries),
+    }

@@ -1,0 +1,108 @@
+"""Serving jobs: a text-generation model whose batch-1 row passed on the queue's device gets a serving job (the
+sweep of ``trncat serve``) on the same runner class, unless the dataset already holds its serving row at this
+harness version and workload; on the GPU class the same rule makes each Trainium2 serving row's GPU twin (the
+Selected list's ``gpu: true`` models, whose batch-1 GPU rows passed), with the same harness and workload.
+
+A job's seconds are a prior until serving history exists: the engine's start (its compile, on Trainium2) plus,
+per point, each stream's requests one after another at :data:`PRIOR_TPOT_S` a token. The estimate counts these
+jobs with the others (``trncat queue --serving 1k/1k --estimate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+import pipeline
+
+#: The prior: seconds an engine takes to be ready (vLLM Neuron compiles its buckets at start), and per token.
+PRIOR_START_S = {"neuron": 1800.0, "cuda": 300.0, "cpu": 60.0}
+PRIOR_TPOT_S = 0.03
+#: Trainium2 NeuronCores per chip at LNC=2 (docs/neuron-facts.md): a serving job holds whole chips.
+CORES_PER_CHIP = 4
+
+
+class Contract(Protocol):
+    """What the queue reads of a serving workload (:class:`pipeline.serve.ServingWorkload`)."""
+
+    name: str
+    output_tokens: int
+    concurrencies: tuple[int, ...]
+    warmup_per_stream: int
+    measured_per_stream: int
+
+
+def serving_seconds(workload: Contract, *, device: str) -> float:
+    """The prior's seconds of one serving job."""
+    per_point = (workload.warmup_per_stream + workload.measured_per_stream) * workload.output_tokens * PRIOR_TPOT_S
+    return PRIOR_START_S.get(device, 300.0) + per_point * len(workload.concurrencies)
+
+
+def _served(records: Iterable[Mapping[str, Any]], workload: str, harness: str) -> set[tuple[str, str]]:
+    done = set()
+    for record in records:
+        serving = record.get("serving") or {}
+        same = (serving.get("workload") or {}).get("name") == workload
+        if (
+            same
+            and record.get("status") in ("pass", "fail")
+            and (record.get("versions") or {}).get("pipeline") == harness
+        ):
+            done.add((str(record["model_id"]).casefold(), str(record["hardware"]["name"])))
+    return done
+
+
+def serving_jobs(
+    latest: Iterable[Mapping[str, Any]],
+    serving: Iterable[Mapping[str, Any]],
+    *,
+    device: str,
+    workload: Contract,
+    instance: str,
+    family: str = "trn2",
+    harness: str = pipeline.__version__,
+) -> list[dict[str, Any]]:
+    """The serving jobs of the queue's device: one per passing text-generation row without its serving row.
+
+    Args:
+        latest: The dataset's latest rows (flat).
+        serving: The dataset's serving records (``data/serving.json``).
+        device: ``neuron`` (the trn2 class) or ``cuda`` (the GPU class: the twins).
+        workload: The serving workload the jobs run.
+        instance: The instance the runners are on (recorded in the entry).
+        family: The Trainium runner family (``trn2``) of a neuron job's label.
+        harness: The harness version a serving row must have been made with to count as done.
+    """
+    done = _served(serving, workload.name, harness)
+    jobs = []
+    for row in latest:
+        if row.get("task") != "text-generation" or row.get("status") != "pass" or row.get("device") != device:
+            continue
+        if (str(row["model_id"]).casefold(), str(row["hardware"])) in done:
+            continue
+        cores = int(row.get("cores") or 1)
+        if device == "neuron":
+            cores = max(CORES_PER_CHIP, -(-cores // CORES_PER_CHIP) * CORES_PER_CHIP)
+            runner, chips = f"{family}-{1 << (cores - 1).bit_length()}c", cores // CORES_PER_CHIP
+        else:
+            runner, chips = f"gpu-{cores}g", cores
+        org, name = str(row["model_id"]).split("/")
+        revision = str(row["revision"])
+        jobs.append(
+            {
+                "model_id": row["model_id"],
+                "revision": revision,
+                "task": "text-generation",
+                "device": device,
+                "mode": "serving",
+                "workload": workload.name,
+                "chips": chips,
+                "cores": cores,
+                "runner": runner,
+                "instance": instance,
+                "artifact": f"{org}--{name}--serving--{revision[:12]}" + ("--cuda" if device == "cuda" else ""),
+                "note": f"serving sweep ({workload.name}) of a passing row; harness {harness}",
+                "predicted_s": round(serving_seconds(workload, device=device)),
+            }
+        )
+    return sorted(jobs, key=lambda j: (-j["cores"], j["model_id"]))

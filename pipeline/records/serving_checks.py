@@ -1,0 +1,47 @@
+"""Semantic checks of a serving record (schema 1.4, its ``serving`` section) that a schema cannot express: the
+sweep's points ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its
+output tok/s over the record's chips, and the headline is one of the points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_PERCENTILE_FIELDS = ("ttft_s", "tpot_ms", "itl_ms", "e2e_s")
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1.0)
+
+
+def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(field, problem)`` pairs of the ``serving`` section; none when the record has none."""
+    serving = record.get("serving")
+    if not serving:
+        return []
+    out: list[tuple[str, str]] = []
+    if record["schema_version"] in ("1.0", "1.1", "1.2", "1.3"):
+        out.append(("schema_version", "a serving record is schema 1.4 or later"))
+    points = serving["points"]
+    levels = [p["concurrency"] for p in points]
+    if levels != sorted(set(levels)):
+        out.append(("serving.points", f"concurrencies {levels} do not ascend"))
+    chips = serving["chips"]
+    if record["cores"] != chips:
+        out.append(("cores", f"{record['cores']} is not the serving run's chips ({chips})"))
+    for index, point in enumerate(points):
+        for name in _PERCENTILE_FIELDS:
+            values = [point[name][p] for p in ("p50", "p90", "p99")]
+            known = [v for v in values if v is not None]
+            if known != sorted(known):
+                out.append((f"serving.points.{index}.{name}", f"percentiles {values} are not ordered"))
+        speed, per_chip = point["output_tok_s"], point["tok_s_per_chip"]
+        if (speed is None) != (per_chip is None) or (speed is not None and not _close(speed / chips, per_chip)):
+            out.append((f"serving.points.{index}.tok_s_per_chip", f"{per_chip} is not output_tok_s / {chips} chips"))
+    best = serving["headline"]
+    if best["concurrency"] is not None:
+        match = [p for p in points if p["concurrency"] == best["concurrency"]]
+        if not match or match[0]["tok_s_per_chip"] != best["tok_s_per_chip"]:
+            out.append(("serving.headline", "the headline is not one of the measured points"))
+    elif best["tok_s_per_chip"] is not None or best["usd_per_million_tokens"] is not None:
+        out.append(("serving.headline", "a headline without a concurrency carries no figures"))
+    return out

@@ -1,0 +1,84 @@
+"""Serving measurements: a model served by an OpenAI-compatible engine and driven by a real load generator
+through a concurrency sweep on one workload contract, recorded as a schema 1.4 result record with a ``serving``
+section (every point as the load generator reported it, its cost, the headline at a service level).
+
+- :mod:`~pipeline.serve.workload`: the workload contract (InferenceX's) and the service level (MLPerf's default);
+- :mod:`~pipeline.serve.engine`: the engines' exact commands (``transformers serve`` on the CPU, ``vllm serve``
+  on cuda and with vllm-neuron on Trainium2), launch in a process group, readiness, log tail, stop;
+- :mod:`~pipeline.serve.loadgen`: guidellm's scenario and its JSON report read into points;
+- :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
+- :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
+- :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
+- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record;
+- :mod:`~pipeline.serve.smoke`: ``trncat doctor --serving-smoke``, what a first Trainium2 serving run settles.
+
+May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks),
+:mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s) and the top-level modules.
+Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
+"""
+
+from __future__ import annotations
+
+from pipeline.serve.cost import headline, meets, usd_per_million
+from pipeline.serve.engine import (
+    ENGINES,
+    Engine,
+    EngineSpec,
+    EngineStartError,
+    free_port,
+    group_members,
+    port_in_use,
+    start_failure_code,
+    transformers_serve,
+    vllm_serve,
+)
+from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.local import count_params, engine_for, serve_folder
+from pipeline.serve.script import serve_script
+from pipeline.serve.smoke import serving_smoke, serving_smoke_line
+from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
+from pipeline.serve.workload import (
+    DEFAULT_SLO,
+    FULL_CONCURRENCIES,
+    MIN_SUCCESS_RATE,
+    WORKLOADS,
+    ServiceLevel,
+    ServingWorkload,
+    serving_workload,
+)
+
+__all__ = [
+    "DEFAULT_SLO",
+    "ENGINES",
+    "FULL_CONCURRENCIES",
+    "MIN_SUCCESS_RATE",
+    "SERVING_SCHEMA_VERSION",
+    "WORKLOADS",
+    "Engine",
+    "EngineSpec",
+    "EngineStartError",
+    "ServiceLevel",
+    "ServingRun",
+    "ServingWorkload",
+    "count_params",
+    "engine_for",
+    "free_port",
+    "group_members",
+    "headline",
+    "meets",
+    "points_of",
+    "port_in_use",
+    "run_guidellm",
+    "scenario",
+    "serve_folder",
+    "serve_model",
+    "serve_script",
+    "serving_smoke",
+    "serving_smoke_line",
+    "serving_workload",
+    "start_failure_code",
+    "tool_version",
+    "transformers_serve",
+    "usd_per_million",
+    "vllm_serve",
+]

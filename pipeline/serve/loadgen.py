@@ -1,0 +1,184 @@
+"""The load generator: guidellm (``guidellm run``), driven through a scenario file, its figures read from its own
+JSON report. Nothing here times a request: every figure of a point is guidellm's.
+
+One guidellm run sweeps several concurrencies (guidellm's sub-benchmarks), each with its own request budget and
+warm-ups (twice the concurrency, see :func:`scenario`). The sweep (:mod:`pipeline.serve.sweep`) runs one group of
+points at a time and stops early.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.workload import ServingWorkload
+
+TOOL = "guidellm"
+PERCENTILES = ("p50", "p90", "p99")
+
+
+def tool_version() -> str | None:
+    try:
+        return metadata.version(TOOL)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def guidellm_command() -> list[str]:
+    beside = Path(sys.executable).with_name(TOOL)
+    return [str(beside)] if beside.is_file() else [shutil.which(TOOL) or TOOL]
+
+
+def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The backend arguments and the dataset for ``spec``'s engine, both holding ignore-EOS.
+
+    vLLM takes guidellm's own ignore-EOS (with ``output_tokens`` guidellm sends ``ignore_eos``, vLLM's sampling
+    parameter). ``transformers serve`` refuses a field it does not know (``ignore_eos``: HTTP 422), so there the
+    output length is fixed with transformers' own generation config (``min_new_tokens`` = ``max_new_tokens``:
+    EOS cannot end a request early), and guidellm sends ``max_tokens``.
+    """
+    out = workload.output_tokens
+    backend: dict[str, Any] = {
+        "kind": "openai_http",
+        "target": spec.base_url,
+        "model": spec.model_name,
+        "request_format": "/v1/completions",
+        "timeout": 600,
+    }
+    data: dict[str, Any] = {
+        "kind": "synthetic_text",
+        "prompt_tokens": workload.input_tokens,
+        "prompt_tokens_min": workload.input_min,
+        "prompt_tokens_max": workload.input_tokens,
+    }
+    if spec.engine == "transformers-serve":
+        config = {"max_new_tokens": out, "min_new_tokens": out, "do_sample": False}
+        backend["max_tokens"] = out
+        backend["extras"] = {"body": {"generation_config": json.dumps(config, sort_keys=True)}}
+    else:
+        data["output_tokens"] = out
+    return backend, data
+
+
+def scenario(
+    spec: EngineSpec, workload: ServingWorkload, concurrencies: list[int], *, tokenizer: Path, report: Path
+) -> dict[str, Any]:
+    """guidellm's scenario for ``concurrencies``: one sub-benchmark per concurrency, its budget
+    ``(warm-ups + measured) x concurrency`` requests, the first ``warm-ups x concurrency`` of them guidellm's
+    warm-up (left out of its figures)."""
+    backend, data = _request_shape(spec, workload)
+    per_stream = workload.warmup_per_stream + workload.measured_per_stream
+    # guidellm's sub-benchmarks must share one warm-up: a share of each point's budget, set a hair above
+    # warmup / (warmup + measured) so that its int(share x budget) is exactly the point's warm-ups at every point
+    warmup: dict[str, Any] | float = 0.0
+    if workload.warmup_per_stream:
+        share = (workload.warmup_per_stream + 0.1 / max(concurrencies)) / per_stream
+        warmup = {"mode": "requests", "percent": share}
+
+    def point(concurrency: int) -> dict[str, Any]:
+        return {"profile.streams": concurrency, "constraints[0].count": per_stream * concurrency}
+
+    return {
+        "spec": {
+            "backend": backend,
+            "profile": {"kind": "concurrent", "streams": [concurrencies[0]], "warmup": warmup},
+            "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
+            "data": [data],
+            "constraints": [{"kind": "max_requests", "count": per_stream * concurrencies[0]}],
+            "seed": {"kind": "static", "value": workload.seed},
+            "outputs": [{"kind": "json", "path": str(report)}],
+        },
+        # guidellm's sub-benchmarks: one per concurrency, each with its own budget and warm-ups
+        "benchmarks": [point(c) for c in concurrencies],
+    }
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """What one guidellm run left: its report (None when it wrote none), exit status and output tail."""
+
+    report: dict[str, Any] | None
+    returncode: int
+    output_tail: str
+    argv: tuple[str, ...]
+
+
+def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+    """Run guidellm on one scenario (written to ``folder``) and read its JSON report."""
+    folder.mkdir(parents=True, exist_ok=True)
+    scenario_path = folder / f"{name}.scenario.json"
+    scenario_path.write_text(json.dumps(scenario_doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    report_path = Path(scenario_doc["spec"]["outputs"][0]["path"])
+    report_path.unlink(missing_ok=True)
+    argv = (*guidellm_command(), "run", "--scenario", str(scenario_path), "--disable-console-interactive")
+    env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+    log_path = folder / f"{name}.guidellm.log"
+    try:
+        with log_path.open("wb") as log:
+            done = subprocess.run(  # noqa: S603 - our argv, no shell
+                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, timeout=timeout_s
+            )
+        returncode = done.returncode
+    except subprocess.TimeoutExpired:
+        returncode = 124
+    tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
+    report = None
+    if report_path.is_file():
+        try:
+            report = json.loads(report_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            report = None
+    return LoadRun(report, returncode, tail, argv)
+
+
+def _stat(metrics: dict[str, Any], name: str, status: str = "successful") -> dict[str, Any]:
+    return metrics.get(name, {}).get(status) or {}
+
+
+def _percentiles(metrics: dict[str, Any], name: str, scale: float) -> dict[str, float | None]:
+    stat = _stat(metrics, name)
+    if not stat.get("count"):
+        return dict.fromkeys(PERCENTILES)
+    found = stat.get("percentiles") or {}
+    return {p: (float(found[p]) * scale if found.get(p) is not None else None) for p in PERCENTILES}
+
+
+def point_of(benchmark: dict[str, Any]) -> dict[str, Any]:
+    """One sweep point from one benchmark of guidellm's report, every figure as guidellm computed it.
+
+    ``tok_s_per_user`` is the median user's decode speed (1000 / median TPOT ms), as InferenceX plots its
+    interactivity; the service level reads its own percentile (:func:`pipeline.serve.cost.meets`).
+    """
+    metrics = benchmark["metrics"]
+    totals = metrics.get("request_totals") or {}
+    successful = int(totals.get("successful") or 0)
+    requests = successful + int(totals.get("errored") or 0) + int(totals.get("incomplete") or 0)
+    strategy = benchmark.get("config", {}).get("strategy", {})
+    throughput = _stat(metrics, "output_tokens_per_second", "total").get("mean")
+    tpot = _percentiles(metrics, "time_per_output_token_ms", 1.0)
+    tpot_median = tpot["p50"]
+    return {
+        "concurrency": int(strategy.get("streams") or strategy.get("max_concurrency") or 0),
+        "requests": requests,
+        "success_rate": (successful / requests) if requests else 0.0,
+        "output_tok_s": float(throughput) if throughput is not None and successful else None,
+        "tok_s_per_user": (1000.0 / tpot_median) if tpot_median else None,
+        "ttft_s": _percentiles(metrics, "time_to_first_token_ms", 1e-3),
+        "tpot_ms": tpot,
+        "itl_ms": _percentiles(metrics, "inter_token_latency_ms", 1.0),
+        "e2e_s": _percentiles(metrics, "request_latency", 1.0),
+        "duration_s": float(benchmark.get("duration") or 0.0),
+    }
+
+
+def points_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every point of a guidellm report, in its order."""
+    return [point_of(b) for b in report.get("benchmarks") or []]

@@ -1,0 +1,248 @@
+"""One serving run: start the engine, time it to ready, sweep the concurrencies with the load generator, time a
+warm restart, and write one record (schema 1.4, its ``serving`` section).
+
+Faults, each with a verdict and a reason: an engine that never becomes ready is an ``error`` record (infra) with
+its log tail; a port in use, an out-of-memory at start and a model the engine refuses each name their code; a
+point whose requests fail is kept with its success rate and ends the sweep; an engine that dies mid-sweep keeps
+the points measured, says so, and its whole process group is stopped (no server process is left behind).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.prices import Pricing
+from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
+from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
+from pipeline.serve.loadgen import TOOL, points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
+
+logger = logging.getLogger(__name__)
+
+SERVING_SCHEMA_VERSION = "1.4"
+_STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
+
+
+@dataclass
+class ServingRun:
+    """What a serving run needs besides the engine: where, on what, priced how.
+
+    Args:
+        model_id / revision: The Hub model the folder holds (a record names it).
+        tokenizer: The folder guidellm's random prompts are tokenized with (the model's own, never downloaded).
+        device: ``cpu``, ``cuda`` or ``neuron``; ``hardware`` and ``versions`` as the device's backend says them.
+        chips: The chips the engine holds (Trainium2 chips, GPUs; 1 on the CPU): tok/s per chip divides by it.
+        instance_chips: The instance's chips (the share a cost is charged is ``chips / instance_chips``).
+        group: Points per guidellm run (1: the sweep can stop after any point; more: less start-up).
+    """
+
+    model_id: str
+    revision: str
+    tokenizer: Path
+    device: str
+    hardware: dict[str, Any]
+    versions: dict[str, str | None]
+    chips: int = 1
+    instance_chips: int | None = None
+    params: int | None = None
+    weight_dtype: str = "bfloat16"
+    kv_dtype: str | None = None
+    slo: ServiceLevel = DEFAULT_SLO
+    pricing: Pricing | None = None
+    group: int = 1
+    ready_timeout_s: float = 900.0
+    point_timeout_s: float = 1800.0
+    warm_restart: bool = True
+    engine_versions: dict[str, str | None] = field(default_factory=dict)
+    source: str = "local"
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def _failure(stage: str, code: str, message: str) -> dict[str, str]:
+    return {"stage": stage, "code": code, "message": message[:2000]}
+
+
+def _cost_points(points: list[dict[str, Any]], run: ServingRun, usd: float | None, share: float | None) -> None:
+    for point in points:
+        point["tok_s_per_chip"] = per_chip(point, run.chips)
+        point["usd_per_million_tokens"] = usd_per_million(point, usd_per_hour=usd, share=share)
+
+
+def _sweep(
+    engine: Engine, spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path
+) -> tuple[list[dict[str, Any]], str | None, list[str], str | None]:
+    """The points measured, why the sweep stopped early (None: it ran to the end), the load generator's
+    commands, and a failure code: ``engine_died`` (the engine exited under load: the points measured before are
+    kept), ``loadgen_failed`` (guidellm measured nothing of a group while the engine was up: infra)."""
+    points: list[dict[str, Any]] = []
+    commands: list[str] = []
+    levels = list(workload.concurrencies)
+    for start in range(0, len(levels), max(1, run.group)):
+        group = levels[start : start + max(1, run.group)]
+        doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
+        load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
+        commands.append(" ".join(load.argv))
+        measured = points_of(load.report) if load.report else []
+        if not engine.alive():  # first: its requests failing after it died says nothing about the load it took
+            points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
+            reason = f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}"
+            return points, reason, commands, "engine_died"
+        for point in measured:
+            points.append(point)
+            if point["success_rate"] < MIN_SUCCESS_RATE:
+                return points, _low_success(point), commands, None
+        if not measured:
+            reason = f"{TOOL} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
+            return points, reason, commands, "loadgen_failed"
+        if len(measured) < len(group):
+            reason = f"{TOOL} exited with {load.returncode} at concurrency {group[len(measured)]}: "
+            return points, reason + load.output_tail[-600:], commands, None
+    return points, None, commands, None
+
+
+def _low_success(point: dict[str, Any]) -> str:
+    return (
+        f"success rate {point['success_rate']:.3f} at concurrency {point['concurrency']} is below "
+        f"{MIN_SUCCESS_RATE}: the engine cannot take more"
+    )
+
+
+def serve_model(
+    spec: EngineSpec,
+    workload: ServingWorkload,
+    run: ServingRun,
+    folder: Path,
+    *,
+    restart: Callable[[], EngineSpec] | None = None,
+) -> dict[str, Any]:
+    """Run the whole serving measurement and return its record (never raises for an engine's or the load
+    generator's fault: those are the record's verdict). ``restart`` gives the spec of the warm restart (the
+    same command; a fresh port when the first one is still held)."""
+    started, wall0 = _now(), time.monotonic()
+    instance = run.hardware.get("instance_type")
+    price = run.pricing.price(instance) if run.pricing else None
+    share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
+    usd = price.usd if price else None
+    status, failure = "pass", None
+    points: list[dict[str, Any]] = []
+    stopped: str | None = None
+    commands: list[str] = []
+    ready_s: float | None = None
+    warm_ready_s: float | None = None
+    log_tail: str | None = None
+    engine = Engine(spec, folder / "engine.log")
+    try:
+        with engine:
+            ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
+            points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
+            if died == "engine_died":
+                status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+            elif died:  # the load generator, not the model: an infra error
+                status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
+                log_tail = engine.log_tail()
+    except EngineStartError as exc:
+        status = "error"
+        failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
+        log_tail = exc.log_tail or engine.log_tail()
+    if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
+        status = "fail"
+        failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+    if status == "pass" and run.warm_restart:
+        warm_spec = restart() if restart else spec
+        try:
+            with Engine(warm_spec, folder / "engine-warm.log") as warm:
+                warm_ready_s = warm.wait_ready(timeout_s=run.ready_timeout_s)
+        except EngineStartError as exc:
+            stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
+    _cost_points(points, run, usd, share)
+    serving = {
+        "tool": {"name": TOOL, "version": tool_version() or "unknown", "commands": commands},
+        "engine": {
+            "name": spec.engine,
+            "command": spec.shell(),
+            "options": spec.options,
+            "ready_s": ready_s,
+            "warm_ready_s": warm_ready_s,
+            "log_tail": log_tail,
+        },
+        "workload": workload.to_record(),
+        "chips": run.chips,
+        "weight_dtype": run.weight_dtype,
+        "kv_dtype": run.kv_dtype or run.weight_dtype,
+        "versions": {"guidellm": tool_version(), **run.engine_versions},
+        "points": points,
+        "stopped": stopped,
+        "slo": run.slo.to_record(),
+        "headline": headline(points, run.slo),
+        "price": price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
+    }
+    return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
+
+
+def _record(
+    run: ServingRun,
+    spec: EngineSpec,
+    workload: ServingWorkload,
+    status: str,
+    failure: dict[str, str] | None,
+    serving: dict[str, Any],
+    started: str,
+    wall: float,
+    ready_s: float | None,
+) -> dict[str, Any]:
+    first = next((p for p in serving["points"] if p["success_rate"] >= MIN_SUCCESS_RATE), None)
+    notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
+    if serving["stopped"]:
+        notes.append(f"the sweep stopped early: {serving['stopped'][:400]}")
+    return {
+        "schema_version": SERVING_SCHEMA_VERSION,
+        "model_id": run.model_id,
+        "revision": run.revision,
+        "task": "text-generation",
+        "status": status,
+        "failure": failure,
+        "device": run.device,
+        "hardware": run.hardware,
+        "cores": run.chips,
+        "dtype": run.weight_dtype,
+        "workload": {
+            "batch_size": 1,
+            "input_tokens": workload.input_tokens,
+            "output_tokens": workload.output_tokens,
+            "image_size": None,
+        },
+        "metrics": {
+            "params": run.params,
+            "weights_bytes": None,
+            "load_s": min(ready_s, wall) if ready_s is not None else None,
+            "compile_s": None,
+            # the first point's (one user at a time: the figures a batch-1 row has)
+            "ttft_s": first["ttft_s"]["p50"] if first else None,
+            "latency_s": {"p50": first["e2e_s"]["p50"], "p90": first["e2e_s"]["p90"]} if first else None,
+            "decode_tokens_per_s": first["tok_s_per_user"] if first else None,
+            "wall_s": wall,
+            "peak_device_memory_bytes": None,
+            "peak_host_memory_bytes": None,
+            "roofline_fraction": None,
+        },
+        "versions": run.versions,
+        "run": {
+            "started_at": started,
+            "finished_at": _now(),
+            "runner": None,
+            "github_run_id": None,
+            "github_sha": None,
+            "source": run.source,
+        },
+        "notes": notes,
+        "serving": serving,
+    }

@@ -1,0 +1,71 @@
+"""Shared pieces of the serving tests: a price table with one priced instance, a fake engine, a report."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+#: The CPU test run's price: a made-up instance, dated and sourced as a real one must be.
+PRICES_YAML = """instances:
+  c7i.xlarge:
+    host_memory_gib: 8
+    price_per_hour:
+      on_demand:
+        usd: 0.357
+        source: the serving tests' own figure
+        as_of: 2026-11
+        region: us-east-2
+      capacity_block: null
+      reserved: null
+"""
+
+#: A stand-in engine: answers /health on the port in argv[1] until killed (it also starts a child, as engines'
+#: workers are, to show the whole group goes).
+FAKE_ENGINE = r"""
+import http.server, subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def log_message(self, *a): pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
+@pytest.fixture
+def prices_file(tmp_path: Path) -> Path:
+    path = tmp_path / "instances.yaml"
+    path.write_text(PRICES_YAML, encoding="utf-8")
+    return path
+
+
+def fake_engine_argv(port: int) -> tuple[str, ...]:
+    return (sys.executable, "-c", FAKE_ENGINE, str(port))
+
+
+def _stat(values: dict[str, float], count: int) -> dict[str, Any]:
+    return {"successful": {"count": count, "percentiles": values}}
+
+
+def report_of(*points: tuple[int, int, int, float]) -> dict[str, Any]:
+    """A guidellm-shaped report: (concurrency, successful, errored, output tok/s) per benchmark."""
+    out = []
+    for concurrency, ok, errored, speed in points:
+        out.append(
+            {
+                "config": {"strategy": {"streams": concurrency}},
+                "duration": 3.0,
+                "metrics": {
+                    "request_totals": {"successful": ok, "errored": errored, "incomplete": 0, "total": ok + errored},
+                    "output_tokens_per_second": {"total": {"mean": speed}},
+                    "time_to_first_token_ms": _stat({"p50": 100.0, "p90": 150.0, "p99": 190.0}, ok),
+                    "time_per_output_token_ms": _stat({"p50": 20.0, "p90": 25.0, "p99": 40.0}, ok),
+                    "inter_token_latency_ms": _stat({"p50": 19.0, "p90": 24.0, "p99": 39.0}, ok),
+                    "request_latency": _stat({"p50": 1.0, "p90": 1.2, "p99": 1.5}, ok),
+                },
+            }
+        )
+    return {"benchmarks": out}

@@ -1,0 +1,178 @@
+"""The serving run's faults, each a verdict and a reason, with stand-in engines (fast: no model, no torch)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.records import validate_record
+from pipeline.serve import (
+    EngineSpec,
+    ServingRun,
+    ServingWorkload,
+    free_port,
+    group_members,
+    serve_model,
+    start_failure_code,
+)
+from pipeline.serve import sweep as sweep_module
+from pipeline.serve.loadgen import LoadRun
+from tests.serve.conftest import fake_engine_argv, report_of
+
+WORKLOAD = ServingWorkload(name="cpu-tiny", input_tokens=16, output_tokens=4, concurrencies=(1, 2, 4))
+HARDWARE = {
+    "name": "cpu-x86_64",
+    "instance_type": None,
+    "accelerator": "cpu",
+    "core_config": None,
+    "memory_per_core_bytes": None,
+    "cores_available": None,
+}
+VERSIONS: dict[str, str | None] = {"pipeline": "0.1.0", "python": "3.11.7", "torch": "2.13.0", "transformers": "5.0"}
+
+
+def _run(**changes: Any) -> ServingRun:
+    values: dict[str, Any] = dict(
+        model_id="trncat-demo/tiny-llama",
+        revision="0" * 40,
+        tokenizer=Path("/nonexistent"),
+        device="cpu",
+        hardware=dict(HARDWARE),
+        versions=dict(VERSIONS),
+        params=1000,
+        weight_dtype="float32",
+        ready_timeout_s=20,
+        warm_restart=False,
+    )
+    values.update(changes)
+    return ServingRun(**values)
+
+
+def _spec(argv: tuple[str, ...], port: int) -> EngineSpec:
+    return EngineSpec("transformers-serve", argv, port, "/nonexistent", {}, {"device": "cpu"})
+
+
+def _gone(pgid: int) -> bool:
+    return group_members(pgid) == []
+
+
+def test_a_port_in_use_is_an_error_record_that_says_so(tmp_path: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    assert record["status"] == "error"
+    assert record["failure"]["code"] == "engine_port_in_use"
+    assert str(port) in record["failure"]["message"]
+    assert validate_record(record) == []
+
+
+def test_an_engine_that_never_becomes_ready_is_an_infra_error_with_its_log_tail(tmp_path: Path) -> None:
+    argv = (sys.executable, "-c", "import sys, time; print('loading the model slowly', flush=True); time.sleep(600)")
+    port = free_port()
+    record = serve_model(_spec(argv, port), WORKLOAD, _run(ready_timeout_s=2), tmp_path)
+    assert record["status"] == "error"
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("timeout", "engine_not_ready")
+    assert "loading the model slowly" in record["serving"]["engine"]["log_tail"]
+    assert record["serving"]["points"] == []
+    assert validate_record(record) == []
+
+
+@pytest.mark.parametrize(
+    ("log", "code", "stage"),
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "engine_oom", "oom"),
+        ("ValueError: the checkpoint has model type `nope`, which is not supported", "engine_model_refused", "load"),
+        ("ERROR: [Errno 98] error while attempting to bind: address already in use", "engine_port_in_use", "load"),
+    ],
+)  # fmt: skip
+def test_an_engine_that_exits_at_start_names_why(tmp_path: Path, log: str, code: str, stage: str) -> None:
+    argv = (sys.executable, "-c", f"import sys; print({log!r}, file=sys.stderr); sys.exit(1)")
+    record = serve_model(_spec(argv, free_port()), WORKLOAD, _run(), tmp_path)
+    assert record["status"] == "error"
+    assert (record["failure"]["code"], record["failure"]["stage"]) == (code, stage)
+    assert log[:30] in record["serving"]["engine"]["log_tail"]
+
+
+def test_start_failure_codes() -> None:
+    assert start_failure_code("", -signal.SIGKILL) == "oom"  # the kernel's OOM killer
+    assert start_failure_code("Traceback: KeyError", 1) == "exited"
+    assert start_failure_code("", None) == "not_ready"
+
+
+def _fake_load(reports: list[dict[str, Any]], on_call: Any = None) -> Any:
+    calls: list[list[int]] = []
+
+    def run_guidellm(doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+        calls.append([b["profile.streams"] for b in doc["benchmarks"]])
+        if on_call:
+            on_call(len(calls))
+        return LoadRun(reports[len(calls) - 1], 0, "", ("guidellm", "run"))
+
+    run_guidellm.calls = calls  # type: ignore[attr-defined]
+    return run_guidellm
+
+
+def test_a_point_whose_requests_fail_ends_the_sweep_and_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = _fake_load([report_of((1, 6, 0, 40.0)), report_of((2, 7, 5, 30.0))])
+    monkeypatch.setattr(sweep_module, "run_guidellm", fake)
+    port = free_port()
+    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    assert fake.calls == [[1], [2]]  # concurrency 4 never ran
+    points = record["serving"]["points"]
+    assert [p["concurrency"] for p in points] == [1, 2]
+    assert points[1]["success_rate"] == pytest.approx(7 / 12)
+    assert "success rate 0.583 at concurrency 2" in record["serving"]["stopped"]
+    assert record["status"] == "pass"  # concurrency 1 served every request
+    assert validate_record(record) == []
+
+
+def test_an_engine_that_dies_mid_sweep_keeps_its_points_and_leaves_no_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engines: list[Any] = []
+    real_engine = sweep_module.Engine
+
+    class Recorded(real_engine):  # type: ignore[misc, valid-type]
+        def __enter__(self) -> Any:
+            engines.append(super().__enter__())
+            return engines[-1]
+
+    def kill_engine(call: int) -> None:
+        os.kill(engines[0].process.pid, signal.SIGKILL)  # the engine, not its worker: the group must still go
+        engines[0].process.wait(timeout=30)
+
+    monkeypatch.setattr(sweep_module, "Engine", Recorded)
+    monkeypatch.setattr(sweep_module, "run_guidellm", _fake_load([report_of((1, 6, 0, 40.0))], kill_engine))
+    port = free_port()
+    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    assert record["status"] == "fail"
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("crash", "engine_died")
+    assert [p["concurrency"] for p in record["serving"]["points"]] == [1]
+    assert "exited under load at concurrency 1" in record["serving"]["stopped"]
+    assert _gone(engines[0].process.pid)
+    assert validate_record(record) == []
+
+
+def test_a_load_generator_that_measures_nothing_is_an_infra_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+        return LoadRun(None, 2, "Error: Invalid value for '--scenario'", ("guidellm", "run"))
+
+    monkeypatch.setattr(sweep_module, "run_guidellm", broken)
+    port = free_port()
+    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    assert record["status"] == "error"
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("run", "loadgen_failed")
+    assert "Invalid value" in record["failure"]["message"]
+    assert validate_record(record) == []

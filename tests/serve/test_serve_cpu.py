@@ -1,0 +1,126 @@
+"""The must-hold serving test: the real load generator (guidellm) against the real ``transformers serve`` on the
+CPU, the tiny Llama, concurrency 1, 2, 4: a valid serving record with every field; one point's $/1M tokens and
+the headline at the service level recomputed by hand."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.prices import load_pricing
+from pipeline.records import validate_record
+from pipeline.serve import DEFAULT_SLO, group_members, serve_folder, serving_workload
+
+# one engine start, one guidellm run over the three points, one warm restart: about a minute on two free cores
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    from pipeline.testing import build_tiny_llama
+    from tests.serve.conftest import PRICES_YAML
+
+    folder = tmp_path_factory.mktemp("serve")
+    model = build_tiny_llama(folder / "tiny-llama")
+    prices = folder / "instances.yaml"
+    prices.write_text(PRICES_YAML, encoding="utf-8")
+    out = folder / "serving.json"
+    record = serve_folder(
+        model,
+        device="cpu",
+        workload=serving_workload("cpu-tiny"),
+        model_id="trncat-demo/tiny-llama",
+        revision="0" * 40,
+        out=out,
+        pricing=load_pricing(prices),
+        instance_type="c7i.xlarge",
+    )
+    return record, out
+
+
+def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], Path]) -> None:
+    record, out = served
+    assert validate_record(record) == [], record.get("notes")
+    assert record["schema_version"] == "1.4" and record["status"] == "pass", record["failure"]
+    assert record["device"] == "cpu" and not record["hardware"].get("emulated")
+    serving = record["serving"]
+    assert serving["tool"]["name"] == "guidellm" and serving["tool"]["version"] not in ("", "unknown")
+    assert serving["engine"]["name"] == "transformers-serve"
+    assert "--continuous-batching" in serving["engine"]["command"]
+    assert serving["engine"]["ready_s"] > 0 and serving["engine"]["warm_ready_s"] > 0
+    assert serving["workload"]["ignore_eos"] is True and serving["workload"]["warmups"] == "2 x concurrency"
+    assert serving["workload"]["dataset"].startswith("random")
+    assert serving["weight_dtype"] == "float32" and serving["kv_dtype"] == "float32"
+    assert [p["concurrency"] for p in serving["points"]] == [1, 2, 4]
+    for point in serving["points"]:
+        assert point["success_rate"] == 1.0
+        # the measured requests: the budget less guidellm's warm-ups (and the ones in flight at the boundary)
+        assert 0 < point["requests"] <= 6 * point["concurrency"]
+        assert point["output_tok_s"] > 0 and point["tok_s_per_user"] > 0
+        for name in ("ttft_s", "tpot_ms", "itl_ms", "e2e_s"):
+            assert 0 < point[name]["p50"] <= point[name]["p90"] <= point[name]["p99"]
+    assert serving["price"]["usd_per_hour"] == 0.357 and serving["price"]["as_of"] == "2026-11"
+    assert serving["slo"] == DEFAULT_SLO.to_record()
+    assert out.is_file() and (out.parent / "serving.serve.sh").is_file()
+
+
+def test_one_points_cost_and_the_headline_recomputed_by_hand(served: tuple[dict[str, Any], Path]) -> None:
+    record, _ = served
+    serving = record["serving"]
+    point = serving["points"][-1]
+    # $0.357 an hour for the whole instance (share 1), over the output tokens of one hour, per million
+    assert point["usd_per_million_tokens"] == pytest.approx(0.357 / (point["output_tok_s"] * 3600) * 1e6)
+    # the headline: the highest tok/s per chip among the points whose p99 TTFT <= 2 s and p99 1/TPOT >= 10 tok/s
+    meeting = [
+        p
+        for p in serving["points"]
+        if p["success_rate"] == 1.0 and p["ttft_s"]["p99"] <= 2.0 and 1000 / p["tpot_ms"]["p99"] >= 10.0
+    ]
+    best = max(meeting, key=lambda p: p["tok_s_per_chip"]) if meeting else None
+    assert serving["headline"]["tok_s_per_chip"] == (best["tok_s_per_chip"] if best else None)
+    assert serving["headline"]["usd_per_million_tokens"] == (best["usd_per_million_tokens"] if best else None)
+    # at a lenient service level, every point meets it: the headline is the fastest point
+    lenient = dataclasses.replace(DEFAULT_SLO, ttft_s=3600.0, tok_s_per_user=1e-6)
+    from pipeline.serve import headline
+
+    fastest = max(serving["points"], key=lambda p: p["tok_s_per_chip"])
+    assert headline(serving["points"], lenient)["concurrency"] == fastest["concurrency"]
+
+
+def test_no_engine_process_is_left_behind(served: tuple[dict[str, Any], Path]) -> None:
+    record, _ = served
+    command = shlex.split(record["serving"]["engine"]["command"])
+    port = command[command.index("--port") + 1]
+    left = []
+    for pid in group_members(os.getpgid(0)) + [int(p.name) for p in Path("/proc").glob("[0-9]*")]:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in cmdline and port.encode() in cmdline:
+            left.append(pid)
+    assert left == []
+
+
+def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(tmp_path: Path) -> None:
+    from pipeline.testing import build_unknown_architecture
+
+    folder = build_unknown_architecture(tmp_path / "unknown")
+    record = serve_folder(
+        folder,
+        device="cpu",
+        workload=serving_workload("cpu-tiny"),
+        model_id="acme/unknown",
+        revision="0" * 40,
+        out=tmp_path / "refused.json",
+        warm_restart=False,
+    )
+    assert record["status"] == "error" and record["serving"]["points"] == []
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "engine_model_refused")
+    assert "ValueError" in record["failure"]["message"] and "ValueError" in record["serving"]["engine"]["log_tail"]
+    assert validate_record(record) == []

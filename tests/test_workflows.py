@@ -28,7 +28,7 @@ from tests import ROOT
 from tests.expressions import evaluate, holds
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch")
+NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch", "mutation")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")

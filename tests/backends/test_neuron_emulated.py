@@ -44,7 +44,8 @@ def bench(root: Path, model: Path, out: Path, *args: str) -> dict[str, Any]:
 @pytest.mark.e2e
 @pytest.mark.timeout(1500)
 def test_four_cores_tensor_parallel_and_the_emulated_record_is_refused(tmp_path: Path) -> None:
-    root = build(tmp_path / "trn2", Machine.of("trn2.48xlarge"))
+    # greedy decoding's argmax is an eager op: here one the emulated TorchNeuron lacks, so it runs on the CPU
+    root = build(tmp_path / "trn2", Machine.of("trn2.48xlarge", fallback_ops=("aten::argmax",)))
     model = build_tiny_llama(tmp_path / "llama-kv4", kv_heads=4)  # 4 kv heads shard over 4 cores
     record = bench(root, model, tmp_path / "tp4.json", "--cores", "4")
     assert record["status"] == "pass", record["failure"]
@@ -54,11 +55,14 @@ def test_four_cores_tensor_parallel_and_the_emulated_record_is_refused(tmp_path:
     # Every rank reserved its own core of the run's 0-3, and saw one device: TorchNeuron's one core per process.
     assert [n.split("NEURON_RT_VISIBLE_CORES=")[1].split(",")[0] for n in ranks] == ["0", "1", "2", "3"], ranks
     assert all("device_count()=1" in n and "run cores 0-3" in n for n in ranks)
+    assert [n.split("device ")[1].split(",")[0] for n in ranks] == [f"neuron:{i}" for i in range(4)]  # LOCAL_RANK
     m = record["metrics"]
     assert m["compiled_graphs"] == 2 and m["cached_graphs"] == 0 and m["neuronx_cc_s"] > 0  # prompt and decode
     assert m["warm_start_cached_graphs"] == 2 and m["compile_cache_hit"] is True  # the second process hit
     assert m["prefill_mode"] == "compiled" and m["peak_device_memory_reserved_bytes"] >= 4 * 2 * 1024**2
     assert record["versions"]["runtime"] == "2.35.30.0" and record["versions"]["nki"] == "0.7.0"
+    fallback = {entry["op"]: entry["count"] for entry in m["cpu_fallback_ops"] or []}
+    assert fallback.get("aten::argmax", 0) > 0, m["cpu_fallback_ops"]  # counted, never hidden
     assert record["agreement"]["logits_cosine"] > 0.99 and record["agreement"]["skipped"] is None
 
     # An emulated record is never a result: trncat validate refuses it, and so do build and publish.
@@ -95,8 +99,9 @@ def test_a_core_held_by_another_process_is_an_infrastructure_error(
 def test_a_device_out_of_memory_fails_with_the_runtime_memory_table(
     tmp_path: Path, tiny_models: dict[str, Path]
 ) -> None:
-    # 65 MiB of HBM: the runtime's own 64 MiB leaves no room for the first 2 MiB segment of the weights.
-    root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge", core_hbm_limit=65 * 1024**2))
+    # 193 MiB of HBM: the runtime's own 96 MB on each of the two physical cores leaves no room for the first 2 MiB
+    # segment of the weights.
+    root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge", core_hbm_limit=193 * 1024**2))
     record = bench(root, tiny_models["text-generation"], tmp_path / "oom.json", "--cores", "1")
     failure = record["failure"]
     assert (record["status"], failure["stage"], failure["code"]) == ("fail", "oom", "device_oom"), failure

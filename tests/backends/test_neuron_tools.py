@@ -83,6 +83,26 @@ def test_neuron_ls_many_devices_and_wrapped_form():
 
 
 @pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda d: {"instance_type": "trn2.48xlarge", "neuron_devices": d},
+        lambda d: {"instance": {"instance_type": "trn2.48xlarge"}, "ultraserver": None, "devices": d},
+        lambda d: {"instance": {"type": "trn2.48xlarge", "id": "i-1"}, "node": {"neuron_device_info": d}},
+        lambda d: {"instance": "trn2.48xlarge", "summary": {"devices": 16}, "list": [1], "entries": d},
+    ],
+)
+def test_neuron_ls_2_34_is_read_under_any_key_the_unpublished_shape_may_use(wrap):
+    # Neuron 2.34's JSON has no published sample: the devices are found by their objects, not by a key name,
+    # and the shape seen is kept for doctor's JSON (the first 2.34 machine records the real one).
+    devices = [{"neuron_device": i, "nc_count": 4, "logical_neuroncore_config": 2, "memory_size": 96 * GIB,
+                "neuroncore_ids": [4 * i + k for k in range(4)]} for i in range(16)]  # fmt: skip
+    inv = parse_neuron_ls(json.dumps(wrap(devices)))
+    assert (inv.instance_type, inv.device_count, inv.total_cores) == ("trn2.48xlarge", 16, 64)
+    assert inv.output_shape.startswith("object {") and "devices at " in inv.output_shape
+    assert parse_neuron_ls(json.dumps(devices)).output_shape == "list"
+
+
+@pytest.mark.parametrize(
     "text, match",
     [
         ("not json", "not JSON"),

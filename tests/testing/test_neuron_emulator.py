@@ -71,18 +71,25 @@ def test_neuron_ls_as_2_33_prints_it_and_as_2_34_is_announced(tmp_path: Path) ->
     listed = json.loads(_tool(old, "--json-output").stdout)
     assert len(listed) == 16 and listed[1]["neuroncore_ids"] == [4, 5, 6, 7] and listed[0]["nc_count"] == 4
     assert all("instance_type" not in d and d["emulator"] == EMULATOR for d in listed)  # the 2.33 docs' shape
+    # connected_to as the docs' trn2 example lists it (device 0: 12, 3, 4, 1; device 15: 11, 14, 3, 12)
+    assert listed[0]["connected_to"] == [12, 3, 4, 1] and listed[15]["connected_to"] == [11, 14, 3, 12]
     assert _tool(old, "--output-format", "json").returncode != 0  # 2.33 has no such flag
-    new = _machine(tmp_path, "new", neuron_ls="2.34")
-    assert _tool(new, "--json-output").returncode != 0  # removed in 2.34
+    new = build(tmp_path / "new", Machine.of("trn2.3xlarge", profile="2.34"))
+    assert _tool(new, "--json-output").returncode != 0 and _tool(new, "-j").returncode != 0  # removed in 2.34
     shown = json.loads(_tool(new, "--output-format", "json").stdout)
-    assert shown["instance"]["instance_type"] == "trn2.3xlarge"
+    assert isinstance(shown, dict) and shown["devices"][0]["connected_to"] is None  # one chip: no link
     inventory = parse_neuron_ls(_tool(new, "--output-format", "json").stdout)
     assert (inventory.instance_type, inventory.total_cores, inventory.emulated) == ("trn2.3xlarge", 4, True)
     assert parse_neuron_ls(_tool(old, "-j").stdout).instance_type is None  # production infers it (16 devices)
 
 
 def test_the_machine_on_disk(tmp_path: Path) -> None:
-    root = _machine(tmp_path, sysfs="moved", mapped=(5,), instance_type="trn2.48xlarge")
+    # Driver 2.31 reorganised the sysfs tree ("not backwards compatible"): a machine never pairs the two.
+    with pytest.raises(ValueError, match="moved the tree"):
+        Machine(sysfs="pre-2.31", driver="2.31.7.0")
+    old = build(tmp_path / "old", Machine.of("trn2.3xlarge", profile="pre-2.31"))
+    assert list(old.glob("sys/devices/virtual/neuron_device/neuron0/neuron_core7/stats/memory_usage/device_mem"))
+    root = _machine(tmp_path, mapped=(5,), instance_type="trn2.48xlarge")  # Neuron 2.33: the moved tree
     assert [p.name for p in (root / "dev").iterdir()] == ["neuron5"]  # a container keeps the host's names
     sysfs = root / "sys/devices/virtual/neuron_device"
     assert len(list(sysfs.glob("neuron*"))) == 16  # sysfs is the host's, not the container's
@@ -105,7 +112,7 @@ def _run(root: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
-    root = _machine(tmp_path, fallback_ops=("aten::nonzero",))
+    root = _machine(tmp_path, fallback_ops=("aten::nonzero",), failing_ops=("aten::flip",))
     code = """
         import json, os, warnings
         import torch  # autoloads the emulated torch_neuronx: no import needed (rule autoload)
@@ -119,6 +126,13 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
         out["allocated"] = torch_neuronx.memory_allocated(x.device)
         out["reserved"] = torch_neuronx.max_memory_reserved(x.device)
         torch.nonzero(x)
+        os.environ["TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"] = "1"
+        try:
+            torch.flip(x, [0])  # fails on the device: with the variable at 1 it may not fall back
+        except Exception as exc:
+            out["strict"] = str(exc)
+        del os.environ["TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS"]
+        torch.flip(x, [0])
         torch.neuron.synchronize()
         out["fallback"] = torch_neuronx.get_fallback_ops()
         f = torch.compile(lambda t: (t * 3).sum(-1), backend="neuron", fullgraph=True, dynamic=False)
@@ -144,7 +158,7 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
     assert out["device_count"] == 4 and out["device"] == "neuron:0"  # every core of a trn2.3xlarge by default
     assert out["values"] == [[0.0, 6.0], [2.0, 8.0], [4.0, 10.0]]
     assert out["stale"] == 0 and out["allocated"] > 0 and out["reserved"] >= 2 * 1024**2  # segments
-    assert out["fallback"] == ["aten::nonzero"]
+    assert out["fallback"] == ["aten::nonzero", "aten::flip"] and "aten::flip failed on the device" in out["strict"]
     assert out["compiled"] == [9.0, 36.0] and out["graphs"] == [True, True]  # one compile per input signature
     assert "dynamic" in out["dynamic"] and "NCC_EVRF051" in out["float8"]
     assert "mode 'reduce-overhead' is not supported by the neuron backend" in done.stderr
@@ -157,7 +171,8 @@ def test_device_compile_cache_and_memory_rules(tmp_path: Path) -> None:
 
 
 def test_cores_are_exclusive_and_hbm_is_bounded(tmp_path: Path) -> None:
-    root = _machine(tmp_path, core_hbm_limit=96 * 1024**2)
+    # A bank of 288 MiB: the runtime's 2 x 96 MB (two physical cores at LNC=2) leaves 96 MiB for tensors.
+    root = _machine(tmp_path, core_hbm_limit=288 * 1024**2)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import torch, sys; torch.ones(1).to('neuron'); print('held', flush=True); "
          "sys.stdin.read()"],
@@ -180,6 +195,14 @@ def test_cores_are_exclusive_and_hbm_is_bounded(tmp_path: Path) -> None:
     assert oom.returncode != 0 and re.search(r"Failed to allocate \S+ \(alignment: none, usage: tensors\) on ND 0:NC 0",
                                              oom.stderr)  # fmt: skip
     assert (root / "tmp" / "neuron_mem_table_device_0_hbm_0.log").is_file()
+    # LNC=1: two neighbouring physical cores share one bank (96 MB each of it is the runtime's): 60 MiB fits on
+    # core 0 of bank 0 and on core 2 of bank 1, not on core 1 beside core 0.
+    code = "import torch; a, b = (torch.empty(15 * 2**20, device=f'neuron:{i}') for i in (0, 1))"
+    lnc1 = {"NEURON_LOGICAL_NC_CONFIG": "1"}
+    shared = _run(root, code, NEURON_RT_VISIBLE_CORES="0-1", **lnc1)
+    assert shared.returncode != 0 and "on ND 0:NC 1" in shared.stderr, shared.stderr[-2000:]
+    apart = _run(root, code, NEURON_RT_VISIBLE_CORES="0,2", **lnc1)
+    assert apart.returncode == 0, apart.stderr[-2000:]
 
 
 def test_the_neuron_process_group(tmp_path: Path) -> None:
@@ -187,17 +210,24 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     code = """
         import json, os
         import torch, torch.distributed as dist
-        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1",
-                          LOCAL_RANK="0")
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1")
+        os.environ.setdefault("LOCAL_RANK", "0")
         out = {}
         if os.environ.get("EARLY"):
-            torch.ones(1).to("neuron")  # the runtime starts before the process group
+            torch.accelerator.set_device_index(0)  # binding the device starts the runtime before the group
         try:
             dist.init_process_group("neuron")
         except Exception as exc:
             out["init"] = str(exc)
             print("RESULT" + json.dumps(out)); raise SystemExit
         out["visible"] = os.environ["NEURON_RT_VISIBLE_CORES"]
+        if os.environ["LOCAL_RANK"] != "0":  # the rank's one core is index LOCAL_RANK; index 2 names no core here
+            out["device"] = str(torch.ones(1).to("neuron").device)
+            try:
+                torch.ones(1).to(torch.device("neuron", 2))
+            except Exception as exc:
+                out["other"] = str(exc)
+            print("RESULT" + json.dumps(out)); raise SystemExit
         x = torch.ones(4).to("neuron")
         dist.all_reduce(x)
         out["float"] = x.cpu().tolist()
@@ -215,3 +245,6 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     assert "should not be initialized before the init_process_group" in early["init"]
     wide = json.loads(_run(root, code, PORT="29613", NEURON_RT_VISIBLE_CORES="0-1").stdout.split("RESULT", 1)[1])
     assert "more than one device per process" in wide["init"]
+    second = json.loads(_run(root, code, PORT="29614", LOCAL_RANK="1").stdout.split("RESULT", 1)[1])
+    assert second["visible"] == "1" and second["device"] == "neuron:1", second
+    assert "neuron:2 is not one of this process's 1 NeuronCore(s)" in second["other"]

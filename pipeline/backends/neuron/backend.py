@@ -319,4 +319,6 @@ def inventory_json(inventory: neuron_tools.NeuronInventory | None) -> dict[str, 
         "neuroncore_ids": list(inventory.core_ids),
         "logical_neuroncore_config": inventory.logical_nc_config,
         "emulated": inventory.emulated,
+        # The JSON's shape: Neuron 2.34's is unpublished, a first run on a 2.34 machine records it here.
+        "output_shape": inventory.output_shape,
     }

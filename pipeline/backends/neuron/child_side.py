@@ -19,7 +19,7 @@ from pipeline.backends.base import enable_generate_compile, gather_across_ranks,
 from pipeline.backends.neuron import launch as neuron_launch
 from pipeline.backends.neuron import measure
 from pipeline.backends.neuron import tools as neuron_tools
-from pipeline.errors import ConfigError
+from pipeline.errors import BenchError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,17 @@ class NeuronChildSide:
     def start_distributed(self) -> None:
         # The "neuron" process group first, as AWS's examples do, and only then load and shard: transformers
         # would otherwise bind the device before the group exists (docs/neuron-facts.md).
-        if world_of()[2] > 1:
+        rank, _, world = world_of()
+        if world > 1:
+            visible = os.environ.get("NEURON_RT_VISIBLE_CORES") or ""
+            if visible and len(neuron_launch.parse_visible_cores(visible)) != 1:
+                # A rank left with several cores is trncat's launcher's fault, never the model's: the runtime's
+                # text makes it an infrastructure error (failure rule nrt_init), retried, not a "fail".
+                raise BenchError(
+                    f"the Neuron runtime cannot be initialized for rank {rank}: NEURON_RT_VISIBLE_CORES={visible} "
+                    "names more than one core, and TorchNeuron's process group takes one per process (the "
+                    "launcher did not narrow it to the rank's own core)"
+                )
             import torch.distributed as dist
 
             if not dist.is_initialized():
@@ -80,7 +90,8 @@ class NeuronChildSide:
         current = neuron.current_device() if neuron is not None and hasattr(neuron, "current_device") else None
         rank, local, world = world_of()
         mine = (
-            f"rank {rank} of {world} (local rank {local}): torch.neuron.device_count()={count}, "
+            f"rank {rank} of {world} (local rank {local}): device {self.device()}, "
+            f"torch.neuron.device_count()={count}, "
             f"current_device()={current}, NEURON_RT_VISIBLE_CORES={os.environ.get('NEURON_RT_VISIBLE_CORES')}, "
             f"run cores {constants.TRNCAT_NEURON_CORES}, LNC={self.lnc}"
         )
@@ -155,6 +166,9 @@ class NeuronChildSide:
             return allocator
         cores = self._sysfs_cores_or_none()
         after = neuron_tools.read_device_memory(self.sysfs_root, cores=cores) if cores is not None else {}
+        if cores is not None and not after:  # driver 2.31 moved the counters: the allocator's figure, said so
+            self._notes.append("sysfs device memory not used: no pre-2.31 memory counters for the run's cores "
+                               "(driver 2.31 moved them; the allocator's figure is recorded)")  # fmt: skip
         exceeded = bool(after) and all(a.peak > self._before[i].peak for i, a in after.items() if i in self._before)
         sysfs = neuron_tools.peak_delta(self._before, after) if after else None
         chosen = measure.choose_peak(allocator=allocator, sysfs=sysfs, sysfs_exact=self._cleared or exceeded)

@@ -11,8 +11,11 @@ Formats, as documented by AWS (aws-neuron-sdk ``tools/neuron-sys-tools/``) and s
   (cores the runtime addresses, i.e. *logical* cores on trn2), ``logical_neuroncore_config``, ``memory_size``
   (bytes per device), ``neuroncore_ids`` and ``neuron_processes``; the docs' example has no instance type,
   captures of recent tools have ``instance_type`` per device. Neuron 2.34 removes the flag for
-  ``--output-format json``, announced to add top-level fields such as the instance: its shape is not published,
-  so an object is searched for its device list and its instance type, defensively.
+  ``--output-format json``, announced to add "top-level fields for information that applies to more than one
+  device, such as instance and UltraServer details": its shape is not published, so an object is searched for
+  a list of device objects (each with ``neuron_device``) and for an instance type, under no assumed key, and
+  the shape found is recorded (``NeuronInventory.output_shape``, in ``trncat doctor --json``) for the first run
+  on a 2.34 machine to show.
 - sysfs: ``/sys/devices/virtual/neuron_device/neuron{N}/neuron_core{M}/stats/memory_usage/device_mem/``
   holds ``total`` (current usage), ``present`` (size of the last allocation or free), ``peak`` (maximum
   since the driver loaded or the counter was cleared), and one directory per category with the same
@@ -76,6 +79,8 @@ class NeuronInventory:
         memory_per_device_bytes: Device memory (HBM) of one device.
         devices: Every device, in index order.
         emulated: The tool is trncat's Neuron emulator (pipeline/testing/neuron/), not a Trainium machine.
+        output_shape: What the JSON looked like (``list`` for 2.33's array; for an object its keys, the device
+            list's path among them), so that a first 2.34 machine records its real shape.
     """
 
     instance_type: str | None
@@ -85,6 +90,7 @@ class NeuronInventory:
     memory_per_device_bytes: int
     devices: tuple[NeuronDevice, ...] = field(default=(), compare=False)
     emulated: bool = False
+    output_shape: str = field(default="list", compare=False)
 
     @property
     def core_ids(self) -> tuple[int, ...]:
@@ -145,32 +151,33 @@ def _device(entry: Mapping[str, Any]) -> NeuronDevice:
 def _instance_of(data: Mapping[str, Any]) -> str | None:
     """The instance type of a neuron-ls object: ``instance_type`` at the top, or inside ``instance``."""
     instance = data.get("instance")
-    for value in (data.get("instance_type"), instance.get("instance_type") if isinstance(instance, Mapping) else None,
-                  instance.get("type") if isinstance(instance, Mapping) else None,
-                  instance if isinstance(instance, str) else None):  # fmt: skip
-        if isinstance(value, str) and value:
-            return value
-    return None
+    inner = instance if isinstance(instance, Mapping) else {}
+    found = [data.get("instance_type"), inner.get("instance_type"), inner.get("type"), instance]
+    return next((v for v in found if isinstance(v, str) and v), None)
 
 
-def _device_list(data: Any) -> Any:
-    """The list of device objects in what neuron-ls printed: the list itself, or the one an object holds."""
+def _device_list(data: Any, path: str = "", depth: int = 0) -> tuple[Any, str | None]:
+    """The device objects (each with ``neuron_device``) in what neuron-ls printed, and where: the list itself, or
+    the first such list an object holds under any key (breadth first, three levels down at most)."""
     if not isinstance(data, Mapping):
-        return data
-    if "neuron_devices" in data:
-        return data["neuron_devices"]
-    for value in data.values():
+        return data, path or None
+    for key, value in data.items():
         if isinstance(value, list) and value and all(isinstance(e, Mapping) and "neuron_device" in e for e in value):
-            return value
-    return None
+            return value, f"{path}{key}"
+    for key, value in data.items() if depth < 2 else ():
+        found = _device_list(value, f"{path}{key}.", depth + 1) if isinstance(value, Mapping) else (None, None)
+        if found[0] is not None:
+            return found
+    return None, None
 
 
 def parse_neuron_ls(json_text: str) -> NeuronInventory:
     """Parse ``neuron-ls --json-output`` (2.33) or ``neuron-ls --output-format json`` (2.34).
 
     Accepts the array 2.33 prints and an object around the device list (2.34's top-level fields, whose
-    shape the announcement does not give: ``instance_type`` or ``instance`` is looked for). An ``emulator``
-    field (trncat's Neuron emulator) marks the inventory as emulated.
+    shape the announcement does not give: the device list is found by its objects, under any key, and
+    ``instance_type`` or ``instance`` is looked for). An ``emulator`` field (trncat's Neuron emulator) marks the
+    inventory as emulated.
 
     Args:
         json_text: The tool's stdout.
@@ -187,9 +194,11 @@ def parse_neuron_ls(json_text: str) -> NeuronInventory:
         raise BenchError(f"neuron-ls output is not JSON: {exc}") from exc
     instance_type = _instance_of(data) if isinstance(data, Mapping) else None
     emulated = isinstance(data, Mapping) and bool(data.get("emulator"))
-    data = _device_list(data)
+    keys = sorted(str(k) for k in data)[:16] if isinstance(data, Mapping) else None
+    data, where = _device_list(data)
+    shape = "list" if keys is None else f"object {{{', '.join(keys)}}}, devices at {where or 'none'}"
     if not isinstance(data, list) or not data:
-        raise BenchError("neuron-ls output lists no Neuron device")
+        raise BenchError(f"neuron-ls output lists no Neuron device (its JSON: {shape})")
     devices = tuple(sorted((_device(e) for e in data), key=lambda d: d.index))
     types = {str(e["instance_type"]) for e in data if isinstance(e, Mapping) and e.get("instance_type")}
     instance_type = instance_type or (sorted(types)[0] if types else None)
@@ -203,6 +212,7 @@ def parse_neuron_ls(json_text: str) -> NeuronInventory:
         memory_per_device_bytes=first.memory_bytes,
         devices=devices,
         emulated=emulated,
+        output_shape=shape,
     )
 
 

@@ -19,7 +19,7 @@ the emulated machine.
 
 from __future__ import annotations
 
-from pipeline.testing.neuron.machine import EMULATOR, INSTANCES, PACKAGES, Machine, build, environment
+from pipeline.testing.neuron.machine import EMULATOR, INSTANCES, PACKAGES, PROFILES, Machine, build, environment
 from pipeline.testing.neuron.rules import RULES, Rule, rule
 
-__all__ = ["EMULATOR", "INSTANCES", "PACKAGES", "RULES", "Machine", "Rule", "build", "environment", "rule"]
+__all__ = ["EMULATOR", "INSTANCES", "PACKAGES", "PROFILES", "RULES", "Machine", "Rule", "build", "environment", "rule"]

@@ -1,10 +1,11 @@
 """The emulated ``torch.compile(backend="neuron")``: one NEFF per graph and input signature, cached on disk.
 
 Dynamo hands the backend each graph it captures. The emulated compiler refuses what TorchNeuron documents as
-unsupported (dynamic shapes; float8_e4m3fn on trn2), keys the graph by its code, its inputs' shapes and
-dtypes, the LNC and the compiler version, takes a lock file in ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``, and either
-reads the NEFF from ``TORCH_NEURONX_NEFF_CACHE_DIR`` (a persistent-cache hit: compile time 0) or "compiles" it
-(``compile_seconds`` of the machine) and writes it there. The compiled graph then runs its aten ops on the
+unsupported (``dynamic=True``; float8_e4m3fn on trn2), recompiles a graph per new input shape, keys the graph by
+its code, its inputs' shapes and dtypes, the LNC and the compiler version, takes a lock file in
+``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``, and either reads the NEFF from ``TORCH_NEURONX_NEFF_CACHE_DIR`` (a
+persistent-cache hit: compile time 0) or "compiles" it (``compile_seconds`` of the machine) and writes it there.
+The compiled graph then runs its aten ops on the
 emulated device. :data:`METRICS` is what ``get_dynamo_metrics()`` reports.
 """
 
@@ -58,9 +59,10 @@ def _signature(example_inputs: list[Any]) -> str:
 
 
 def _refuse(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
-    if any(isinstance(v, torch.SymInt) for v in example_inputs) or any(
-        isinstance(v, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in v.shape) for v in example_inputs
-    ):
+    # "dynamic=True is rejected during compilation": torch.compile(dynamic=True) is the one setting under which
+    # dynamo stops assuming static shapes. Shapes that vary between calls otherwise recompile per new shape
+    # (register() turns dynamo's automatic dynamic shapes off, so they never arrive here as symbols).
+    if not torch._dynamo.config.assume_static_by_default:
         raise NeuronCompileError(
             f"dynamic shapes are not supported: compile with dynamic=False {cite('compile_backend')}"
         )
@@ -165,3 +167,6 @@ def register() -> None:
     from torch._dynamo.backends.registry import register_backend
 
     register_backend(name="neuron")(backend)
+    # Shapes that vary between steps recompile per new shape, never into one symbolic graph (how TorchNeuron keeps
+    # them static is the emulator's: the docs state the behaviour only).
+    torch._dynamo.config.automatic_dynamic_shapes = False

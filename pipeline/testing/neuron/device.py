@@ -80,8 +80,8 @@ def adopt(cpu: torch.Tensor, index: int | None) -> torch.Tensor:
     nbytes = storage.nbytes()
     rt.allocate(position, nbytes)
     whole = torch.empty(0, dtype=torch.uint8).set_(storage, 0, (nbytes,), (1,))
-    # "neuron" without an index is the current device: this process's first core (under torch.distributed the
-    # local rank's index).
+    # "neuron" without an index is the current device (set_device's, else this process's first core: under
+    # torch.distributed the local rank's index).
     device_storage = _on_device(whole, rt.start_index + position).untyped_storage()
     weakref.finalize(device_storage, _release, position, nbytes)
     return _tensor_on(device_storage, cpu.size(), cpu.stride(), int(cpu.storage_offset()), cpu.dtype)
@@ -252,7 +252,6 @@ class DeviceModule:
 
     def __init__(self, synchronize: Callable[[], None]) -> None:
         self._synchronize = synchronize
-        self._current: int | None = None
 
     def is_available(self) -> bool:
         return True
@@ -265,12 +264,14 @@ class DeviceModule:
 
     def current_device(self) -> int:
         rt = runtime.get()
-        return self._current if self._current is not None else rt.start_index
+        return rt.current if rt.current is not None else rt.start_index
 
     def set_device(self, device: Any) -> None:
+        # Binding a device starts the runtime (and checks the index): a process group started after it is refused.
         index = torch.device(device).index if not isinstance(device, int) else device
-        runtime.get().position(index)  # starts the runtime, checks the index
-        self._current = index
+        rt = runtime.get()
+        rt.position(index)
+        rt.current = index
 
     def synchronize(self, device: Any = None) -> None:
         self._synchronize()
@@ -318,4 +319,30 @@ def register(synchronize: Callable[[], None], extra: dict[str, Any]) -> DeviceMo
         "PrivateUse1",
     )
     _LIBRARIES.extend([everything, aten])
+    _bind_accelerator(module)
     return module
+
+
+def _bind_accelerator(module: DeviceModule) -> None:
+    """``torch.accelerator``'s device index, routed to ``torch.neuron``, as a backend's device guard routes it
+    (a Python backend's guard only names its type: without this, ``set_device_index`` would do nothing here and
+    ``current_device_index`` would always answer 0). transformers binds ``LOCAL_RANK`` with it before it starts a
+    process group itself, so on the emulated device, as on TorchNeuron, that starts the runtime first."""
+    accelerator = torch.accelerator
+    set_index, current_index = accelerator.set_device_index, accelerator.current_device_index
+
+    def neuron_current() -> bool:
+        found = accelerator.current_accelerator()
+        return found is not None and found.type == "neuron"
+
+    def set_device_index(device: Any, /) -> None:
+        if not neuron_current():
+            return set_index(device)
+        module.set_device(device)
+        return None
+
+    def current_device_index() -> int:
+        return module.current_device() if neuron_current() else current_index()
+
+    accelerator.set_device_index = set_device_index  # type: ignore[assignment]
+    accelerator.current_device_index = current_device_index  # type: ignore[assignment]

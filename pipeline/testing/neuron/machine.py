@@ -63,8 +63,9 @@ class Machine:
         hbm_per_device: HBM bytes per device (96 GiB on trn2).
         core_hbm_limit: A smaller per-core HBM limit (tests of the out-of-memory path); None for the real one.
         neuron_ls: Which neuron-ls it plays: ``2.33`` (``--json-output``) or ``2.34`` (``--output-format json``).
-        sysfs: ``pre-2.31`` (the documented tree) or ``moved`` (driver 2.31 moved the counters).
-        driver: The driver version in ``/sys/module/neuron/version``.
+        sysfs: ``moved`` (driver 2.31 reorganised the tree, "not backwards compatible") or ``pre-2.31`` (the
+            documented tree, of a driver older than 2.31).
+        driver: The driver version in ``/sys/module/neuron/version``; it must agree with ``sysfs``.
         packages: Python distributions and their versions.
         fallback_ops: aten ops the emulated TorchNeuron does not implement (they run on the CPU, counted).
         failing_ops: aten ops that fail on the emulated device (then the fallback rule decides).
@@ -78,17 +79,23 @@ class Machine:
     hbm_per_device: int = 96 * GiB
     core_hbm_limit: int | None = None
     neuron_ls: str = "2.33"
-    sysfs: str = "pre-2.31"
+    sysfs: str = "moved"
     driver: str = "2.31.7.0"
     packages: dict[str, str] = field(default_factory=lambda: dict(PACKAGES))
     fallback_ops: tuple[str, ...] = ()
     failing_ops: tuple[str, ...] = ()
     compile_seconds: float = 0.05
 
+    def __post_init__(self) -> None:
+        moved = _version(self.driver) >= (2, 31)
+        if (self.sysfs == "moved") != moved:
+            raise ValueError(f"driver {self.driver} with the {self.sysfs} sysfs tree: driver 2.31 moved the tree")
+
     @classmethod
-    def of(cls, instance_type: str, **changes: Any) -> Machine:
-        """The machine of an instance type (its device count from :data:`INSTANCES`)."""
-        return replace(cls(instance_type=instance_type, devices=INSTANCES[instance_type]), **changes)
+    def of(cls, instance_type: str, profile: str = "2.33", **changes: Any) -> Machine:
+        """The machine of an instance type (its device count from :data:`INSTANCES`) as one of :data:`PROFILES`."""
+        base = cls(instance_type=instance_type, devices=INSTANCES[instance_type], **PROFILES[profile])
+        return replace(base, **changes)
 
     @classmethod
     def load(cls, root: Path) -> Machine:
@@ -105,6 +112,20 @@ class Machine:
         """Host device numbers this process sees, in the order the runtime numbers them."""
         return self.mapped if self.mapped is not None else tuple(range(self.devices))
 
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.split(".")[:2] if p.isdigit())
+
+
+#: The machines the emulator plays. ``2.33``: Neuron 2.33 as released (driver 2.31.7.0, so the moved sysfs tree).
+#: ``2.34``: neuron-ls with Neuron 2.34's flags (``--output-format json``; its JSON's shape is the emulator's:
+#: the docs publish no sample); the packages stay 2.33's. ``pre-2.31``: an older driver with the documented sysfs
+#: tree: 2.26.5.0, the aws-neuronx-dkms of the recorded trn1 capture (tests/fixtures/neuron/SOURCES.md).
+PROFILES: dict[str, dict[str, Any]] = {
+    "2.33": {},
+    "2.34": {"neuron_ls": "2.34"},
+    "pre-2.31": {"sysfs": "pre-2.31", "driver": "2.26.5.0"},
+}
 
 _ENTRY_POINTS = "[torch.backends]\ntorch_neuronx = torch_neuronx:_autoload\n"
 _SHIM = '''"""The emulated torch_neuronx of trncat's Neuron emulator (pipeline.testing.neuron): NOT AWS's TorchNeuron.
@@ -155,8 +176,9 @@ def _dist_info(site: Path, name: str, version: str, *, top_level: str | None, en
 
 
 def _sysfs(root: Path, machine: Machine) -> None:
-    """The driver's tree: one folder per physical core (pre-2.31) or per logical core with moved counters. sysfs
-    is not a container's own: it lists every device of the host."""
+    """The driver's tree: one folder per physical core (pre-2.31) or per logical core with moved counters (where
+    they moved is the emulator's: the docs read here do not give the new paths). sysfs is not a container's own:
+    it lists every device of the host."""
     base = root / "sys" / "devices" / "virtual" / "neuron_device"
     for device in range(machine.devices):
         if machine.sysfs == "pre-2.31":

@@ -53,7 +53,15 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "hbm_per_core",
         "HBM per logical core",
-        "an allocation past a core's HBM (24 GiB at LNC=2, or the limit a test sets) fails",
+        "an allocation past its HBM bank (24 GiB, or the limit a test sets) fails; a bank is one logical core's "
+        "at LNC=2 and two neighbouring cores' at LNC=1",
+    ),
+    Rule(
+        "runtime_overhead",
+        "the runtime's own HBM",
+        "each reserved physical core holds 96 MB of the runtime's micro-code (counted in its bank and in sysfs's "
+        "model_code, not by the allocator)",
+        invented="MB read as MiB",
     ),
     Rule(
         "oom_text",
@@ -62,7 +70,15 @@ RULES: tuple[Rule, ...] = (
         "table to /tmp/neuron_mem_table_device_<d>_hbm_<h>.log",
         invented="the table's rows hold the emulator's own counts (tensors only)",
     ),
-    Rule("device", "TorchNeuron device", "torch.device('neuron', i) backed by host memory, ops run by the CPU kernels"),
+    Rule(
+        "device",
+        "TorchNeuron device",
+        "torch.device('neuron', i) backed by host memory, ops run by the CPU kernels; an index naming no core of "
+        "this process fails (under torch.distributed only LOCAL_RANK's); torch.accelerator's device index is "
+        "torch.neuron's, and binding a device starts the runtime",
+        invented="that binding a device starts the runtime; index 0 on a later rank read as the current device "
+        "(a Python backend's device guard answers 0 for a missing index: an explicit 0 looks the same)",
+    ),
     Rule(
         "autoload",
         "TorchNeuron autoloads with `import torch`",
@@ -71,9 +87,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "compile_backend",
         "`torch.compile` backend",
-        "backend 'neuron' compiles each graph once per input signature, rejects dynamic shapes and warns on a "
-        "mode other than the default",
-        invented="the texts of the rejection and of the warning",
+        "backend 'neuron' compiles each graph once per input signature (a new shape recompiles), rejects "
+        "dynamic=True and warns on a mode other than the default",
+        invented="the texts of the rejection and of the warning; dynamo's automatic dynamic shapes turned off",
     ),
     Rule(
         "neff_cache",
@@ -145,13 +161,15 @@ RULES: tuple[Rule, ...] = (
         "neuron_ls_233",
         "`neuron-ls --json-output`",
         "a JSON list, one object per device, with nc_count, logical_neuroncore_config, memory_size, "
-        "neuroncore_ids, neuron_processes and no instance type",
+        "neuroncore_ids, connected_to (the 4x4 torus of a 16-chip host, else null), neuron_processes and no "
+        "instance type",
     ),
     Rule(
         "neuron_ls_234",
         "`neuron-ls` in Neuron 2.34",
         "--json-output is gone; --output-format json prints an object with top-level instance fields",
-        invented="the object's shape ({'instance': {...}, 'neuron_devices': [...]})",
+        invented="the object's shape ({'instance': {...}, 'ultraserver': null, 'devices': [...]}): no sample is "
+        "published",
     ),
     Rule(
         "sysfs_pre_231",
@@ -161,7 +179,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "sysfs_moved",
         "sysfs after driver 2.31",
-        "the memory counters are not at the pre-2.31 paths",
+        "the machine of Neuron 2.33 (driver 2.31.7.0): the memory counters are not at the pre-2.31 paths; only a "
+        "driver older than 2.31 has the pre-2.31 tree",
         invented="where they are instead (one folder per logical core, counters under stats/memory/)",
     ),
     Rule("driver_version", "driver version", "/sys/module/neuron/version holds the driver's version"),

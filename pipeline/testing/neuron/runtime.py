@@ -4,8 +4,9 @@ It starts lazily, on the first device use, and then reads the process's environm
 (``NEURON_RT_VISIBLE_CORES``, ``NEURON_LOGICAL_NC_CONFIG``): this module stands in for libnrt, so it reads
 ``os.environ`` itself instead of trncat's ``pipeline.constants``. Cores are reserved exclusively across processes
 with one ``flock`` per core under the machine's ``run/`` folder (released when the process ends, however it
-ends). Each core's HBM is counted in 2 MiB segments; past the core's HBM an allocation fails with the
-documented text and the memory table is written where the runtime writes it.
+ends). Each core's HBM is counted in 2 MiB segments beside the runtime's 96 MB per physical core; past its HBM
+bank (one per logical core at LNC=2, shared by two cores at LNC=1) an allocation fails with the documented text
+and the memory table is written where the runtime writes it.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from pipeline.testing.neuron.rules import cite
 MiB = 1024**2
 #: The allocator's segment (the emulator's choice: the docs say only that it reserves large segments).
 SEGMENT = 2 * MiB
-#: HBM the runtime itself takes on each core it reserves (sysfs counts it, the allocator does not).
-RUNTIME_OVERHEAD = 64 * MiB
+#: HBM the runtime itself takes per *physical* core it reserves: the device-memory page's "micro-code overhead of
+#: 96MB per physical Neuron Core" (in the ``model code`` category), read as MiB; sysfs counts it, the allocator
+#: does not. A logical core at LNC=2 holds two physical cores, so 192 MiB.
+RUNTIME_OVERHEAD = 96 * MiB
 RUNTIME_VERSION = DEBIANS["aws-neuronx-runtime-lib"].split("-")[0]
 
 
@@ -79,6 +82,7 @@ class Runtime:
         self.lnc = 2
         self.cores: list[int] = []
         self.start_index = 0
+        self.current: int | None = None  # the device index set_device bound (None: the first core)
         self.memory: dict[int, CoreMemory] = {}
         self._locks: list[IO[str]] = []
         self._mutex = threading.Lock()
@@ -151,15 +155,16 @@ class Runtime:
 
     # -- devices ----------------------------------------------------------------------------------
     def position(self, index: int | None) -> int:
-        """The reserved core behind ``torch.device("neuron", index)``.
+        """The reserved core behind ``torch.device("neuron", index)`` (None: the current device, the first core).
 
-        Index 0 when this process's indices start later (a torch.distributed rank) is the current device: PyTorch
-        fills a missing index from the device guard, and a Python backend's guard always answers 0, where
-        TorchNeuron's answers its start index.
+        Under torch.distributed a rank's one core is index ``LOCAL_RANK``: an index naming no core of this process
+        fails (rule ``device``). Index 0 on a later rank is read as the current device: PyTorch fills a missing
+        index from the device guard, and a Python backend's guard always answers 0 (TorchNeuron's answers its
+        start index), so an explicit 0 cannot be told from a missing one here.
         """
         self.start()
         if index is None or (index == 0 and self.start_index > 0):
-            return 0
+            index = self.current if self.current is not None else self.start_index
         position = index - self.start_index
         if not 0 <= position < len(self.cores):
             raise NeuronRuntimeError(
@@ -181,12 +186,19 @@ class Runtime:
         return self.machine.core_hbm_limit or self.machine.hbm_per_device // 4
 
     def _bank_reserved(self, position: int) -> int:
-        _, _, bank = self.where(position)
+        """Bytes held on the HBM bank of a core: every reserved core of this process on that bank (two at LNC=1
+        share one), its allocator segments and the runtime's overhead of its physical cores."""
+        device, _, bank = self.where(position)
         return sum(
-            m.reserved
+            m.reserved + self.overhead
             for p, m in self.memory.items()
-            if self.where(p)[2] == bank and self.where(p)[0] == self.where(position)[0]
+            if self.where(p)[2] == bank and self.where(p)[0] == device
         )
+
+    @property
+    def overhead(self) -> int:
+        """The runtime's HBM on one logical core: 96 MiB per physical core behind it."""
+        return RUNTIME_OVERHEAD * self.lnc
 
     def allocate(self, position: int, nbytes: int) -> None:
         """Count ``nbytes`` more on a core, reserving segments as needed; out of HBM, fail as the runtime does."""
@@ -196,7 +208,7 @@ class Runtime:
             if stats.allocated + nbytes > stats.reserved:
                 need = -(-(stats.allocated + nbytes) // SEGMENT) * SEGMENT
                 extra = need - stats.reserved
-                if self._bank_reserved(position) + extra + RUNTIME_OVERHEAD > self.bank_limit:
+                if self._bank_reserved(position) + extra > self.bank_limit:
                     raise self._out_of_memory(position, nbytes)
                 stats.reserved = need
                 stats.peak_reserved = max(stats.peak_reserved, need)
@@ -223,12 +235,12 @@ class Runtime:
     def _out_of_memory(self, position: int, nbytes: int) -> NeuronRuntimeError:
         device, physical, bank = self.where(position)
         table = self.root / "tmp" / f"neuron_mem_table_device_{device}_hbm_{bank}.log"
-        rows = ["              |  TOTAL   | Tensors  | Runtime  |"]
+        rows = ["              |  TOTAL   | Tensors  |Model code|"]
         for p, stats in sorted(self.memory.items()):
             d, c, b = self.where(p)
             if d == device and b == bank:
-                rows.append(f"   \\_NC {c:<7}| {_size(stats.reserved + RUNTIME_OVERHEAD):>8} | "
-                            f"{_size(stats.reserved):>8} | {_size(RUNTIME_OVERHEAD):>8} |")  # fmt: skip
+                rows.append(f"   \\_NC {c:<7}| {_size(stats.reserved + self.overhead):>8} | "
+                            f"{_size(stats.reserved):>8} | {_size(self.overhead):>8} |")  # fmt: skip
         header = f"ND {device} HBM {bank}: limit {_size(self.bank_limit)}"
         table.write_text("Displaying Current Memory Utilization:\n" + header + "\n" + "\n".join(rows) + "\n")
         line = (
@@ -251,7 +263,7 @@ class Runtime:
             folders = [base / f"neuron_core{physical // 2}" / "stats/memory/device_mem"]
         share = len(folders)
         for folder in folders:
-            values = {"tensors": stats.reserved // share, "runtime_memory": RUNTIME_OVERHEAD // share}
+            values = {"tensors": stats.reserved // share, "model_code": self.overhead // share}
             values[""] = sum(values.values())
             for category, value in values.items():
                 counter = folder / category if category else folder

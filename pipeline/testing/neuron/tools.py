@@ -22,8 +22,18 @@ def _lnc() -> int:
     return int(value) if value in ("1", "2") else 2
 
 
+def _torus(host: int, count: int) -> list[int] | None:
+    """The devices a trn2.48xlarge's device is linked to, in the order of the docs' neuron-ls example (device 0:
+    12, 3, 4, 1: up, left, down, right on the 4x4 torus); None where the host is not a 16-device torus (a
+    trn2.3xlarge's capture shows ``null``)."""
+    if count != 16:
+        return None
+    row, col = divmod(host, 4)
+    return [((row - 1) % 4) * 4 + col, row * 4 + (col - 1) % 4, ((row + 1) % 4) * 4 + col, row * 4 + (col + 1) % 4]
+
+
 def devices(root: Path, machine: Machine) -> list[dict[str, Any]]:
-    """One entry per device this process sees, as ``neuron-ls --json-output`` lists them (2.33 docs)."""
+    """One entry per device this process sees, as ``neuron-ls --json-output`` lists them (the docs' example)."""
     lnc = _lnc()
     per_device = machine.physical_cores // lnc
     held = holders(root)
@@ -39,7 +49,7 @@ def devices(root: Path, machine: Machine) -> list[dict[str, Any]]:
             {
                 "neuron_device": number,
                 "bdf": f"0000:{0x10 + host:02x}:00.0",
-                "connected_to": None,
+                "connected_to": _torus(host, machine.devices),
                 "nc_count": per_device,
                 "logical_neuroncore_config": lnc,
                 "memory_size": machine.hbm_per_device,
@@ -84,8 +94,11 @@ def neuron_ls_main(root_text: str, argv: list[str]) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if output_format == "json":
+        # The docs publish no sample of 2.34's JSON, only "top-level fields for information that applies to more
+        # than one device, such as instance and UltraServer details": this shape is the emulator's own.
         instance = {"instance_type": machine.instance_type, "instance_id": "i-emulated"}
-        print(json.dumps({"instance": instance, "neuron_devices": listed, "emulator": EMULATOR}, indent=4))
+        shown = {"instance": instance, "ultraserver": None, "devices": listed, "emulator": EMULATOR}
+        print(json.dumps(shown, indent=4))
     else:
         print(_table(machine, listed), end="")
     return 0

@@ -12,6 +12,7 @@ hub runs in this process.
 from __future__ import annotations
 
 import argparse
+import random
 import resource
 import statistics
 import sys
@@ -24,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from huggingface_hub import CommitOperationAdd, HfApi  # noqa: E402
 
+import pipeline.localhub.server as server_module  # noqa: E402
 from pipeline.localhub import LocalHub  # noqa: E402
 
 REPO = "bench/big"
@@ -31,16 +33,33 @@ REPO = "bench/big"
 
 def _seed(hub: LocalHub, files: int) -> None:
     hub.store.create_repo(REPO, repo_type="dataset")
-    batch = {f"data/results/{i // 1000:03d}/run-{i:06d}.json": f"{i}\n".encode() for i in range(files)}
+    names = [f"data/results/{i % 31:03d}/run-{i:06d}.json" for i in range(files)]
+    random.Random(36).shuffle(names)  # the order a history of commits adds them in, not sorted
+    batch = {name: f"{name}\n".encode() for name in names}
     hub.store.commit_files(REPO, batch, repo_type="dataset", message="seed")
 
 
-def _listing(api: HfApi, hub: LocalHub) -> tuple[float, int, int]:
-    before = len(hub.server.requests)
-    started = time.perf_counter()
-    entries = list(api.list_repo_tree(REPO, repo_type="dataset", recursive=True))
-    took = time.perf_counter() - started
-    return took, len(hub.server.requests) - before, len(entries)
+def _listing(api: HfApi, hub: LocalHub) -> tuple[float, float, int, int]:
+    """(seconds in all, the server's seconds answering the pages, requests, entries)."""
+    served: list[float] = []
+    dispatch = server_module.dispatch
+
+    def timed(store, req):  # noqa: ANN001, ANN202 - the server's own signature
+        started = time.perf_counter()
+        try:
+            return dispatch(store, req)
+        finally:
+            served.append(time.perf_counter() - started)
+
+    server_module.dispatch = timed
+    try:
+        before = len(hub.server.requests)
+        started = time.perf_counter()
+        entries = list(api.list_repo_tree(REPO, repo_type="dataset", recursive=True))
+        took = time.perf_counter() - started
+    finally:
+        server_module.dispatch = dispatch
+    return took, sum(served), len(hub.server.requests) - before, len(entries)
 
 
 def _commits(api: HfApi, clients: int, commits: int) -> tuple[list[float], float]:
@@ -79,14 +98,19 @@ def _pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=30013)
-    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--clients", type=int, default=50, help="0: the listing only")
     parser.add_argument("--commits", type=int, default=4, help="commits per client")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, LocalHub(Path(tmp)) as hub:
         _seed(hub, args.files)
         api = HfApi(endpoint=hub.url, token="bench")
-        took, requests, entries = _listing(api, hub)
-        print(f"tree listing, {args.files} files: {entries} entries, {requests} requests, {took:.2f} s")
+        took, served, requests, entries = _listing(api, hub)
+        print(
+            f"tree listing, {args.files} files: {entries} entries, {requests} requests, {took:.2f} s "
+            f"({served:.2f} s of it the server's)"
+        )
+        if not args.clients:
+            return
         latencies, wall = _commits(api, args.clients, args.commits)
         print(
             f"commits, {args.clients} clients x {args.commits} into {args.files} files: p50 "

@@ -79,12 +79,16 @@ def write_bytes(path: Path, data: bytes) -> None:
     if path.is_dir():
         raise InTheWay(path, "a folder where a file must be")
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        if not _in_scratch(path):
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if not _in_scratch(path):
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk leaves no partial temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_text(path: Path, text: str) -> None:

@@ -142,7 +142,8 @@ def registered(pid: int) -> Iterator[None]:
     folder = _own_dir()
     entry = folder / f"{pid}.json" if folder is not None else None
     if entry is not None:
-        me = {"pgid": pid, "child_started": _started(pid), "parent": os.getpid(), "parent_started": _started(os.getpid())}
+        me = {"pgid": pid, "child_started": _started(pid), "parent": os.getpid()}
+        me["parent_started"] = _started(os.getpid())
         with contextlib.suppress(OSError):
             entry.write_text(json.dumps(me), encoding="utf-8")
     try:
@@ -226,8 +227,8 @@ def run_child(
         timed_out = over_memory = False
         stopped: int | None = None
         if (stop := stopped_by()) is not None:  # asked to stop before this child started: none starts
-            report = {"stage": "load", "metrics": {}, "error": None, "done": False}
-            return ChildOutcome(report, None, False, False, "", stopped_by=stop)
+            unstarted: dict[str, Any] = {"stage": "load", "metrics": {}, "error": None, "done": False}
+            return ChildOutcome(unstarted, None, False, False, "", stopped_by=stop)
         with log_file.open("wb") as log, contextlib.ExitStack() as stack:
             # A new session makes the child a process group leader, so a kill reaches its helpers too.
             proc = subprocess.Popen(

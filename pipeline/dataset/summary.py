@@ -65,7 +65,8 @@ def _type_problem(data: dict[str, Any]) -> str | None:
             return f"{name} is not a list of [text, text, text, count]"
     if not _count(data["shard_digits"]) or data["shard_digits"] > 8:
         return "shard_digits is not a count up to 8"
-    if not isinstance(data["shards"], list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in data["shards"]):
+    shards = data["shards"]
+    if not isinstance(shards, list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in shards):
         return "shards is not a list of shard names (hex digits, or all)"
     for name in ("configs", "hardware"):
         if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):

@@ -162,7 +162,9 @@ class LocalHubStore(DiscussionStore):
             # _add_commit writes meta.json and refs.json.
             self._repos[(repo_type, repo_id)] = repo
             blob = self.put_blob(DEFAULT_GITATTRIBUTES)
-            changes = {".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)}
+            changes: dict[str, dict[str, Any] | None] = {
+                ".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)
+            }
             self._add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
             return repo
 

@@ -46,8 +46,14 @@ def test_a_truncated_results_file_given_to_queue_is_one_clear_line(tmp_path, cap
 
 @pytest.mark.parametrize(
     "change",
-    [{"total": "12"}, {"counts": [["text-generation", "neuron", "pass"]]}, {"shards": ["../../x"]},
-     {"shard_digits": True}, {"hardware": [3]}, {"toolchains": {"a": 1}}],  # fmt: skip
+    [
+        {"total": "12"},
+        {"counts": [["text-generation", "neuron", "pass"]]},
+        {"shards": ["../../x"]},
+        {"shard_digits": True},
+        {"hardware": [3]},
+        {"toolchains": {"a": 1}},
+    ],  # fmt: skip
 )
 def test_a_summary_with_wrong_types_is_rebuilt_never_a_traceback(tmp_path, caplog, change) -> None:
     dataset = tmp_path / "ds"

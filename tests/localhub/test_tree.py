@@ -83,7 +83,10 @@ def test_a_listing_pages_from_a_cursor_and_never_sorts_the_tree_again(localhub):
     files = [e.path for e in entries if e.__class__.__name__ == "RepoFile"]
     folders = [e.path for e in entries if e.__class__.__name__ == "RepoFolder"]
     assert pages == 3 and files == sorted([*paths, ".gitattributes"])
-    assert sorted(folders) == ["data", *sorted({p.rsplit("/", 1)[0] for p in paths if "/" in p} | {f"data/{i}" for i in range(7)})]
+    assert sorted(folders) == [
+        "data",
+        *sorted({p.rsplit("/", 1)[0] for p in paths if "/" in p} | {f"data/{i}" for i in range(7)}),
+    ]
     assert len(set(folders)) == len(folders)
     top = [e.path for e in api.list_repo_tree("org/big", repo_type="dataset")]
     assert sorted(top) == sorted(["data", ".gitattributes", *(f"top{i}.txt" for i in range(5))])

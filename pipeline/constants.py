@@ -13,10 +13,27 @@ def _bool(name: str, default: bool = False) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _seconds(name: str, default: float) -> float:
+    """A positive number of seconds from the environment; the default when unset, unreadable or not positive."""
+    try:
+        value = float(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return value if 0 < value < float("inf") else default
+
+
 #: Hub endpoint, as in huggingface_hub (the local hub sets it for the demo and tests).
 HF_ENDPOINT: str = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
 #: Hub token; only the publish job has one.
 HF_TOKEN: str | None = os.environ.get("HF_TOKEN") or None
+#: Seconds a request to the Hub may take to connect, and to send or receive its next bytes once connected (every
+#: request, whatever huggingface_hub asks: a Hub that stops answering is a network error, retried on the call's
+#: budget). A commit's answer may take the Hub a while: the read timeout is generous.
+TRNCAT_HUB_CONNECT_TIMEOUT_S: float = _seconds("TRNCAT_HUB_CONNECT_TIMEOUT_S", 10.0)
+TRNCAT_HUB_READ_TIMEOUT_S: float = _seconds("TRNCAT_HUB_READ_TIMEOUT_S", 120.0)
+#: The most seconds one ``trncat publish`` spends on the Hub, retries included (the publish job's own limit is 30
+#: minutes: the deadline ends it first, with one line).
+TRNCAT_PUBLISH_DEADLINE_S: float = _seconds("TRNCAT_PUBLISH_DEADLINE_S", 1200.0)
 #: True on CI (GitHub Actions sets CI=true): progress bars stay quiet.
 IS_CI: bool = _bool("CI")
 #: GitHub Actions provenance, recorded in each result.

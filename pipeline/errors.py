@@ -95,6 +95,10 @@ class ParentMovedError(HubError):
     """The target branch moved while we committed (409/412) and rebasing did not converge."""
 
 
+class HubDeadlineError(HubError):
+    """A sequence of Hub calls (one publish) ran past its deadline (``TRNCAT_PUBLISH_DEADLINE_S``)."""
+
+
 class RetryableHubAnswer(PipelineError, RuntimeError):
     """A 408/429/5xx answer or a network error inside a Hub call, raised to the Hub's retry loop.
 

@@ -37,12 +37,17 @@ DEFAULT_PRICES = REPO_ROOT / "runners" / "instances.yaml"
 #: Where an installed wheel carries the same file (pyproject.toml force-includes it, as it does the schemas).
 _PACKAGED_PRICES = Path(__file__).resolve().parent / "_runners" / "instances.yaml"
 DEFAULT_OPTION = "on_demand"
+#: The instance name trncat's offline demo gives this machine's CPU, so that an invented, labelled demo price prices
+#: its rows (``pipeline.cli.demo``); the page badges every row of it "demo". No real runner ever names it.
+DEMO_INSTANCE = "demo.cpu"
 #: An EC2 instance type: family, a dot, a size (``trn2.48xlarge``, ``p5en.48xlarge``, ``g6e.xlarge``).
 _INSTANCE_NAME = re.compile(r"^[a-z][a-z0-9-]{0,15}\.[a-z0-9]{1,16}$")
 #: ``as_of``: a day, a month or a year (sources date their figures at any of the three).
 _AS_OF = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
 _PRICE_KEYS = frozenset({"usd", "source", "as_of", "region", "third_party", "note"})
 _REQUIRED_PRICE_KEYS = ("usd", "source", "as_of", "region")
+#: The keys of one instance's entry (anything else, e.g. ``on_demand:`` one level too high, is refused).
+_INSTANCE_KEYS = frozenset({"host_memory_gib", "price_per_hour", "accelerators"})
 _MAX_TEXT = 500
 
 #: The dataset columns a price gives a row (in this order, after the record's own columns).
@@ -223,7 +228,8 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
     """The instance types of ``runners/instances.yaml`` (or ``path``, a file of the same structure).
 
     Raises:
-        ConfigError: unreadable file; an instance name that is no EC2 type; an unknown purchase option; a price
+        ConfigError: unreadable file; an unknown key; an instance name that is no EC2 type; an unknown purchase
+            option; a price
             that is not ``{usd, source, as_of, region}`` with a positive ``usd``; bad host memory or accelerators.
     """
     path = default_prices() if path is None else Path(path)
@@ -233,6 +239,8 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
         raise ConfigError(f"{path}: unreadable instances file: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("instances"), dict):
         raise ConfigError(f"{path}: must hold an `instances` mapping")
+    if extra := sorted(set(map(str, data)) - {"instances"}):
+        raise ConfigError(f"{path}: unknown top-level key(s) {extra}; the file holds one `instances` mapping")
     out: dict[str, InstancePrices] = {}
     for name, spec in data["instances"].items():
         name = str(name)
@@ -241,6 +249,11 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
         spec = spec or {}
         if not isinstance(spec, dict):
             raise ConfigError(f"{path}: {name}: must be a mapping")
+        if unknown_keys := sorted(set(map(str, spec)) - _INSTANCE_KEYS):
+            raise ConfigError(
+                f"{path}: {name}: unknown key(s) {unknown_keys}; an instance has {sorted(_INSTANCE_KEYS)} "
+                "(a price goes under price_per_hour: {on_demand: {usd, source, as_of, region}})"
+            )
         prices = spec.get("price_per_hour") or {}
         if not isinstance(prices, dict):
             raise ConfigError(f"{path}: {name}: price_per_hour must map a purchase option to a price")

@@ -48,6 +48,13 @@ readonly TRNCAT_NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
 # The GitHub REST API (GitHub Enterprise Server: https://HOST/api/v3, --github-api).
 GITHUB_API="https://api.github.com"
 readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 chip (/dev/neuronN) at LNC=2
+# The NVIDIA driver's per-GPU folders (one per PCI address, each with an `information` file naming the GPU's
+# "Device Minor": its node is /dev/nvidia<minor>). TRNCAT_NVIDIA_PROC points the tests at a fake one.
+NVIDIA_PROC="${TRNCAT_NVIDIA_PROC:-/proc/driver/nvidia}"
+# The driver's control devices a CUDA process opens beside its GPUs' nodes: nvidiactl (every process) and nvidia-uvm
+# (CUDA's unified memory, opened at CUDA's initialisation). nvidia-uvm-tools (profilers) and nvidia-modeset
+# (displays) are left out.
+readonly NVIDIA_CONTROL_DEVICES="/dev/nvidiactl /dev/nvidia-uvm"
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 readonly SCRIPT_DIR
@@ -224,6 +231,30 @@ total_gpus() {
 gpu_list() {
   local first="$1" count="$2" out="" g
   for ((g = first; g < first + count; g++)); do out="${out:+${out},}${g}"; done
+  echo "${out}"
+}
+
+# gpu_nodes FIRST COUNT: the device nodes of GPUs FIRST..FIRST+COUNT-1 as CUDA numbers them under
+# CUDA_DEVICE_ORDER=PCI_BUS_ID (the env file sets it): the Nth PCI address of the driver's folders, whose
+# "Device Minor" names its node. Under --dry-run on a machine without the driver, the minor is taken as the index.
+gpu_nodes() {
+  local first="$1" count="$2" out="" g minor
+  local -a folders=()
+  if [ -d "${NVIDIA_PROC}/gpus" ]; then
+    mapfile -t folders < <(find "${NVIDIA_PROC}/gpus" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | LC_ALL=C sort)
+  fi
+  for ((g = first; g < first + count; g++)); do
+    if [ "${#folders[@]}" -gt 0 ]; then
+      [ "${g}" -lt "${#folders[@]}" ] || die "GPU ${g}: the driver lists ${#folders[@]} GPU(s) in ${NVIDIA_PROC}/gpus"
+      minor="$(sed -n 's/^Device Minor:[[:space:]]*\([0-9][0-9]*\)[[:space:]]*$/\1/p' "${NVIDIA_PROC}/gpus/${folders[g]}/information")"
+      [ -n "${minor}" ] || die "GPU ${g} (${folders[g]}): no Device Minor in ${NVIDIA_PROC}/gpus/${folders[g]}/information"
+    elif [ "${DRY_RUN}" -eq 1 ]; then
+      minor="${g}"
+    else
+      die "no NVIDIA driver folders in ${NVIDIA_PROC}/gpus: is the driver loaded?"
+    fi
+    out="${out:+${out},}/dev/nvidia${minor}"
+  done
   echo "${out}"
 }
 
@@ -460,6 +491,8 @@ write_runner_env() {
     if [ "${RUNNER_CLASS}" = gpu ]; then
       echo "TRNCAT_RUNNER_CLASS=gpu"
       echo "CUDA_VISIBLE_DEVICES=$(gpu_list "${first}" "${cores}")"
+      # CUDA numbers GPUs fastest first unless told otherwise: in PCI order its numbers are the drop-in's nodes.
+      echo "CUDA_DEVICE_ORDER=PCI_BUS_ID"
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
     elif [ -n "${CONTAINER_IMAGE}" ]; then
       # How the runtime numbers cores inside a container is not settled by the docs: a runner of whole chips
@@ -479,19 +512,25 @@ write_runner_env() {
       echo "TRNCAT_PYTHON=${PREFIX}/toolchain/bin/python"
     fi
   } | write_file "${CONF}/runner-${index}.env" 0644 root:root
-  if [ "${RUNNER_CLASS}" != gpu ]; then
-    write_device_drop_in "${index}" "${devices}"
+  if [ "${RUNNER_CLASS}" = gpu ]; then
+    local nodes
+    nodes="$(gpu_nodes "${first}" "${cores}")" || exit 2
+    write_device_drop_in "${index}" "${nodes},${NVIDIA_CONTROL_DEVICES// /,}" "its own GPUs and the driver's control devices only"
+  else
+    write_device_drop_in "${index}" "${devices}" "its own NeuronCores' chips only"
   fi
 }
 
-# write_device_drop_in INDEX DEVICES: the unit's DevicePolicy=closed lets a job open the pseudo devices only;
-# this drop-in adds the runner's own chips (DEVICES, comma-separated /dev/neuronN). The driver's udev rule makes
-# every /dev/neuron* mode 0666 (aws-neuron-driver's README), so without it any job could open every chip.
+# write_device_drop_in INDEX DEVICES WHAT: the unit's DevicePolicy=closed lets a job open the pseudo devices only;
+# this drop-in adds the runner's own devices (DEVICES, comma-separated): its chips (/dev/neuronN), or (the GPU
+# class) its GPUs' /dev/nvidiaN and the driver's control devices (issue 29.12: with none, a GPU job could open
+# no /dev/nvidia* at all). The Neuron driver's udev rule makes every /dev/neuron* mode 0666 (aws-neuron-driver's
+# README), and NVIDIA's nodes are 0666 by default too, so without it any job could open every chip or GPU.
 write_device_drop_in() {
-  local index="$1" devices="$2" device
+  local index="$1" devices="$2" what="$3" device
   run install -d -m 0755 -o root -g root "${UNIT_DIR}/trncat-runner@${index}.service.d"
   {
-    echo "# runner ${index}: its own NeuronCores' chips only (written by setup-runner.sh)"
+    echo "# runner ${index}: ${what} (written by setup-runner.sh)"
     echo "[Service]"
     IFS=',' read -ra list <<<"${devices}"
     for device in "${list[@]}"; do echo "DeviceAllow=${device} rw"; done
@@ -815,6 +854,7 @@ HOME=${home}
 TORCH_NEURONX_NEFF_CACHE_DIR=${home}/neff-cache"
     if [ "${TRNCAT_RUNNER_CLASS:-trn2}" = gpu ]; then
       env_lines="CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-}
+CUDA_DEVICE_ORDER=PCI_BUS_ID
 TRNCAT_INSTANCE_TYPE=${TRNCAT_INSTANCE_TYPE:-}${TRNCAT_PYTHON:+
 TRNCAT_PYTHON=${TRNCAT_PYTHON}}
 HOME=${home}"

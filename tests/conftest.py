@@ -81,10 +81,50 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     }
 
 
+#: A long end-to-end test (marker ``e2e``: the demo, the Neuron path as processes on the emulator, the workflow's
+#: steps) gets at least this many seconds, which a loaded two-core machine meets; every other test gets its own
+#: ``timeout`` marker or the ini's ``timeout``.
+E2E_TIMEOUT_S = 1800
+
+
+def timeout_scale() -> float:
+    """``TRNCAT_TEST_TIMEOUT_SCALE`` stretches every test's timeout on a slow machine (default 1; e.g. 3)."""
+    raw = os.environ.get("TRNCAT_TEST_TIMEOUT_SCALE", "").strip()
+    if not raw:
+        return 1.0
+    try:
+        scale = float(raw)
+    except ValueError:
+        raise pytest.UsageError(f"TRNCAT_TEST_TIMEOUT_SCALE must be a number, got {raw!r}") from None
+    if not scale > 0 or scale == float("inf"):
+        raise pytest.UsageError(f"TRNCAT_TEST_TIMEOUT_SCALE must be a positive finite number, got {raw!r}")
+    return scale
+
+
+def scaled_timeout(item: pytest.Item, default: float, scale: float) -> float:
+    """The timeout one test runs under: its own marker's (or the default), at least E2E_TIMEOUT_S for an ``e2e``
+    test, times the scale. 0 (no timeout) stays 0."""
+    marker = item.get_closest_marker("timeout")
+    base = float(marker.args[0]) if marker is not None and marker.args else default
+    if base <= 0:
+        return 0.0
+    if item.get_closest_marker("e2e") is not None:
+        base = max(base, E2E_TIMEOUT_S)
+    return base * scale
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `neuron` and `cuda` tests where their device is absent (a Neuron device under TRNCAT_SYSTEM_ROOT: /dev on a
-    trn2, the emulated machine's when the benchmark workflow's smoke steps run on the Neuron emulator)."""
+    """Scale each test's timeout (``scaled_timeout``), and skip `neuron` and `cuda` tests where their device is
+    absent (a Neuron device under TRNCAT_SYSTEM_ROOT: /dev on a trn2, the emulated machine's when the benchmark
+    workflow's smoke steps run on the Neuron emulator)."""
     from pipeline import constants
+
+    scale = timeout_scale()
+    default = float(config.getoption("timeout", None) or config.getini("timeout") or 0)
+    for item in items:
+        timeout = scaled_timeout(item, default, scale)
+        if timeout:
+            item.add_marker(pytest.mark.timeout(timeout), append=False)
 
     has_neuron = (constants.TRNCAT_SYSTEM_ROOT / "dev" / "neuron0").exists()
     try:

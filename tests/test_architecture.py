@@ -49,9 +49,11 @@ ALLOWED: dict[str, set[str]] = {
     # know (and renders run.py), and nothing imports it but the CLI.
     "check": {"dataset", "discover", "hub", "models", "plan", "records", "render"},
     "space": {"dataset", "hub", "page", "render"},
+    # release watches for Neuron releases and diffs two toolchains' rows: the pins (queue), the results (dataset).
+    "release": {"dataset", "queue"},
     "cli": {
         "backends", "bench", "check", "dataset", "discover", "hub", "localhub", "models", "page", "plan",
-        "publish", "queue", "records", "render", "space", "testing",
+        "publish", "queue", "records", "release", "render", "space", "testing",
     },
 }  # fmt: skip
 

@@ -84,6 +84,12 @@ def test_the_shipped_table_keeps_each_prices_provenance() -> None:
         ("  'trn2.48xlarge; rm -rf /': {}", "not an EC2 instance type"),
         ("  p5.48xlarge: {accelerators: {name: H100, count: 0, memory_gib: 80}}", "count"),
         ("  trn2.48xlarge: {host_memory_gib: -1}", "host_memory_gib"),
+        # issue 37: a price one level too high once left every row unpriced, silently
+        (
+            "  trn2.48xlarge: {on_demand: {usd: 1, source: x, as_of: 2026, region: x}}",
+            "unknown key\\(s\\) \\['on_demand'\\]",
+        ),
+        ("  trn2.48xlarge: {price_per_hour: {}}\nprice_per_hour: {}", "unknown top-level key"),
     ],
 )
 def test_a_bad_price_file_is_refused_with_its_place(tmp_path: Path, body: str, message: str) -> None:

@@ -572,9 +572,9 @@ def test_the_neuron_apt_key_is_pinned_by_fingerprint(tmp_path: Path) -> None:
 # -- the GPU runner class (benchmark-gpu.yml, the Compare view's cuda rows) --------------------------------
 
 
-def _gpu_install(*args: str) -> subprocess.CompletedProcess[str]:
+def _gpu_install(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return dry_run("install", "--org", "trncat", "--runner-group-id", "7", "--token-file", "/dev/null",
-                   "--class", "gpu", *args)  # fmt: skip
+                   "--class", "gpu", *args, env=env)  # fmt: skip
 
 
 def test_the_gpu_class_gives_each_runner_its_gpus_under_the_same_rules() -> None:
@@ -635,6 +635,50 @@ def test_every_gpu_label_and_instance_agree_with_the_workflow_and_the_price_tabl
     for name, count in gpu_instances.items():
         out = _gpu_install("--instance", name).stdout
         assert re.search(rf"RUNNER_LABELS=\S*,{re.escape(name)},gpu-{count}g$", out, re.M), name
+
+
+def _gpu_drop_ins(result: subprocess.CompletedProcess[str], runners: int) -> list[list[str]]:
+    files = written(result.stdout)
+    pattern = r"^DeviceAllow=(\S+) rw$"
+    return [re.findall(pattern, files[f"/etc/systemd/system/trncat-runner@{i}.service.d/devices.conf"], re.M)
+            for i in range(runners)]  # fmt: skip
+
+
+def test_a_gpu_runner_may_open_its_own_gpus_and_the_drivers_control_devices_only(tmp_path: Path) -> None:
+    """Issue 29.12: the GPU runner's unit set DevicePolicy=closed with no device allowance, so a GPU job could open no
+    /dev/nvidia* at all. Each GPU runner now has a drop-in allowing exactly its own GPUs' nodes (each GPU's minor as
+    the driver names it, in the PCI order CUDA numbers them under CUDA_DEVICE_ORDER=PCI_BUS_ID) and the driver's
+    control devices, and nothing else: not a neighbour's GPU, not nvidia-uvm-tools or nvidia-modeset."""
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "4")
+    assert result.returncode == 0, result.stderr
+    files = written(result.stdout)
+    unit = files["/etc/systemd/system/trncat-runner@.service"]
+    assert "DevicePolicy=closed" in unit and "DeviceAllow=" not in unit
+    control = ["/dev/nvidiactl", "/dev/nvidia-uvm"]
+    for index, allowed in enumerate(_gpu_drop_ins(result, 4)):
+        assert allowed == [f"/dev/nvidia{2 * index}", f"/dev/nvidia{2 * index + 1}", *control], allowed
+        env = files[f"/etc/trncat-runner/runner-{index}.env"]
+        assert "CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in env
+    # A driver whose minors are not its PCI order: the nodes follow the minors the driver names.
+    proc = tmp_path / "nvidia"
+    for bus, minor in (("0000:b9:00.0", 0), ("0000:53:00.0", 5), ("0000:97:00.0", 1), ("0000:0a:00.0", 7)):
+        (proc / "gpus" / bus).mkdir(parents=True)
+        (proc / "gpus" / bus / "information").write_text(f"Model: \t\t NVIDIA H200\nDevice Minor: \t {minor}\n")
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
+    assert result.returncode == 2 and "the driver lists 4 GPU(s)" in result.stderr  # an 8-GPU layout on 4
+    for bus, minor in (("0000:ca:00.0", 2), ("0000:da:00.0", 3), ("0000:aa:00.0", 4), ("0000:1a:00.0", 6)):
+        (proc / "gpus" / bus).mkdir(parents=True)
+        (proc / "gpus" / bus / "information").write_text(f"Device Minor: {minor}\n")
+    result = _gpu_install("--instance", "p5en.48xlarge", "--runners", "8", env={"TRNCAT_NVIDIA_PROC": str(proc)})
+    assert result.returncode == 0, result.stderr
+    by_pci = [7, 6, 5, 1, 4, 0, 2, 3]  # 0a, 1a, 53, 97, aa, b9, ca, da
+    assert [allowed[0] for allowed in _gpu_drop_ins(result, 8)] == [f"/dev/nvidia{m}" for m in by_pci]
+    # The job's own environment numbers them the same way.
+    env = {"RUNNER_LABELS": "self-hosted,linux,x64,gpu,p5en.48xlarge,gpu-1g", "TRNCAT_RUNNER_USER": "trncat-runner-3",
+           "TRNCAT_PREFIX": "/opt/trncat-runner", "TRNCAT_CONF": "/etc/trncat-runner", "GITHUB_API_PATH": "orgs/acme",
+           "CUDA_VISIBLE_DEVICES": "3", "TRNCAT_RUNNER_CLASS": "gpu"}  # fmt: skip
+    job_env = written(dry_run("run", "3", env=env).stdout)["/opt/trncat-runner/runners/3/.env"]
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID\n" in job_env
 
 
 def test_a_gpu_runners_job_sees_its_gpus_and_no_neuron_setting() -> None:

@@ -205,6 +205,7 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert not [p for p in tree if p.startswith("candidates/") or p.endswith("queue.json")], "only data is published"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(1800)  # a doctor smoke (two benchmarks) and one benchmark per task, each a few processes
 def test_the_benchmark_smoke_steps_run_on_an_emulated_trn2(tmp_path: Path) -> None:
     """benchmark.yml's smoke job, its `trncat doctor --smoke` and `pytest -m neuron` steps as written, on the Neuron

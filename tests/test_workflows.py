@@ -28,7 +28,7 @@ from tests import ROOT
 from tests.expressions import evaluate, holds
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page")
+NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
@@ -100,7 +100,8 @@ def reaching_triggers(name: str) -> set[str]:
     return events
 
 
-REPO = "acme/trncat"
+#: This repository, as the self-hosted jobs' guards name it (a literal: issue 29.11).
+REPO = "trncat/trncat"
 
 
 def _context(event: str, ref: str, workflow: str, *, repository: str = REPO) -> dict[str, Any]:
@@ -135,6 +136,13 @@ HOSTILE_CALLERS["the same PR, the workflow named benchmark-gpu.yml"] = _context(
 HOSTILE_CALLERS["benchmark-gpu.yml dispatched on a branch"] = _context(
     "workflow_dispatch", "refs/heads/pwn", "benchmark-gpu.yml"
 )
+# Issue 29.11: in a called workflow `github.repository` is the caller's, so a guard built from it passed any
+# other repository's own discover.yml (or a file of that name) run on its main and calling ours.
+for _workflow in ("discover.yml", "benchmark.yml", "benchmark-gpu.yml"):
+    for _event in ("schedule", "workflow_dispatch"):
+        HOSTILE_CALLERS[f"another repository's {_workflow} ({_event}) on its main"] = _context(
+            _event, "refs/heads/main", _workflow, repository="evil/trncat"
+        )
 
 
 def allowed_callers(name: str) -> dict[str, dict[str, Any]]:
@@ -244,12 +252,28 @@ def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request()
         assert triggers(name) - {"workflow_call"} <= {"schedule", "workflow_dispatch"}
 
 
+def test_the_guards_name_this_repository_as_a_literal() -> None:
+    """Issue 29.11: the guards compared the top workflow with `format('{0}/...', github.repository)`, which in a
+    called workflow is the caller's repository: another repository's scheduled discover.yml calling ours passed.
+    Every self-hosted job's guard names this repository as a literal, and refuses every other repository."""
+    for name in RUNNER_CLASSES:
+        for job_id, job in jobs(name).items():
+            guard = job.get("if") or ""
+            assert "github.repository" not in guard, f"{name}.yml {job_id}"
+            assert f"'{REPO}/.github/workflows/discover.yml@refs/heads/main'" in guard, f"{name}.yml {job_id}"
+            for event in ("schedule", "workflow_dispatch"):
+                for workflow in ("discover.yml", f"{name}.yml"):
+                    other = _context(event, "refs/heads/main", workflow, repository="evil/trncat")
+                    assert not holds(guard, other), f"{name}.yml {job_id} runs for evil/trncat's {workflow}"
+                    assert holds(guard, _context(event, "refs/heads/main", workflow)), f"{name}.yml {job_id}"
+
+
 def test_the_guard_evaluator_reads_what_github_reads() -> None:
     """The evaluator behind the guard tests: case-insensitive strings, operands from && and ||, format()."""
     context = _context("schedule", "refs/heads/main", "discover.yml")
     assert evaluate("github.event_name == 'SCHEDULE'", context) is True
     assert evaluate("github.ref != 'refs/heads/main' || 'x'", context) == "x"
-    assert evaluate("format('{0}/a@{1}', github.repository, 'b')", context) == "acme/trncat/a@b"
+    assert evaluate("format('{0}/a@{1}', github.repository, 'b')", context) == "trncat/trncat/a@b"
     assert holds(None, context) and not holds("false && true", context)
     with pytest.raises(ValueError):
         evaluate("github.ref =~ 'x'", context)
@@ -583,9 +607,10 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
 
     dists = packages_distributions()
     third = {m for m in modules if m not in sys.stdlib_module_names and not m.startswith("_") and m != "pipeline"}
-    # pyarrow imports cloudpickle when it happens to be installed (sentence-transformers brings it to the test
-    # environment); the publish job's pyarrow runs without it.
-    optional = {"cloudpickle"}
+    # pyarrow imports cloudpickle, and httpcore2 imports h2 (with hpack and hyperframe) and sniffio, when they happen
+    # to be installed (the serving tests' load generator brings them to the test environment); the publish job's
+    # pyarrow and httpcore2 run without them.
+    optional = {"cloudpickle", "h2", "hpack", "hyperframe", "sniffio"}
     needed = {d.lower().replace("_", "-") for m in third - optional for d in dists.get(m, [])}
     assert "torch" not in needed and needed <= pinned, needed - pinned
 
@@ -598,3 +623,16 @@ def test_workflow_task_choices_follow_the_task_registry() -> None:
     assert discover_tasks == ["all", *TASKS]
     for name in RUNNER_CLASSES:
         assert load(name)["on"]["workflow_dispatch"]["inputs"]["task"]["options"] == list(TASKS), name
+
+
+def test_release_watch_opens_a_pull_request_only_for_a_new_release() -> None:
+    """Issue 30: the watch runs daily and on demand on a GitHub-hosted runner, holds no secret but the job's own
+    token (contents and pull requests only), and opens its pull request only when `trncat release-watch` found a
+    release newer than runners/toolchain.yaml's."""
+    assert triggers("release-watch") == {"schedule", "workflow_dispatch"}
+    [job] = jobs("release-watch").values()
+    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
+    assert runs_on_labels(job) == ["ubuntu-24.04"] and "secrets." not in json.dumps(job)
+    assert "trncat release-watch --manifest manifest.json" in step("release-watch", "watch", "bump")["run"]
+    assert step("release-watch", "watch", "pr")["if"] == "${{ steps.bump.outputs.new != '' }}"
+    assert "gh pr create" in step("release-watch", "watch", "pr")["run"]

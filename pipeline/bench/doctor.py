@@ -28,12 +28,14 @@ from pipeline.backends.neuron import (
     NEURON_INDEX_URL,
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
+    dpkg_version,
     driver_version,
     format_visible_cores,
     inventory_json,
     sysfs_memory_layout,
     visible_devices,
 )
+from pipeline.bench.pins import apt_checks, pin_summary
 from pipeline.errors import ConfigError, PipelineError
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -327,6 +329,8 @@ def run_checks(
     total_memory: Callable[[], int] | None = None,
     python: tuple[int, int] | None = None,
     disk_free: Callable[[Path], int] | None = None,
+    apt: Mapping[str, str] | None = None,
+    dpkg: Callable[[str], str | None] = dpkg_version,
 ) -> Report:
     """Every check of ``trncat doctor`` (no smoke run).
 
@@ -339,17 +343,22 @@ def run_checks(
         total_memory: Host memory in bytes (psutil by default).
         python: The (major, minor) Python version to judge (this interpreter's by default).
         disk_free: Free bytes on the filesystem holding a path (``shutil.disk_usage`` by default).
+        apt: runners/toolchain.yaml's ``apt:`` pins (Debian package -> version), checked with ``dpkg``.
+        dpkg: Debian package -> its installed upstream version, or None (``dpkg-query`` by default).
     """
+
     memory = total_memory() if total_memory else host_memory(constants.TRNCAT_SYSTEM_ROOT / "proc" / "meminfo")
     version = python or (sys.version_info[0], sys.version_info[1])
     container, capabilities = _container()
     sysfs, layout = _sysfs(backend)
+    pinned = [*_packages(backend, toolchain), *(Check(*line) for line in apt_checks(apt or {}, dpkg))]
     checks = [
         *_os_python(os_release or constants.TRNCAT_SYSTEM_ROOT / "etc" / "os-release", version,
                     backend.requires_python("torch-neuronx")),
         *_driver(backend),
         *_neuron_ls(backend, cores),
-        *_packages(backend, toolchain),
+        *pinned,
+        Check(*pin_summary(pinned, [*TOOLCHAIN_PACKAGES, *(apt or {})])),
         container,
         sysfs,
     ]  # fmt: skip

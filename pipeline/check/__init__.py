@@ -17,7 +17,7 @@ rule for how a family fared), :mod:`pipeline.dataset` (the family rows), :mod:`p
 
 from __future__ import annotations
 
-from pipeline.check.answer import JSON_KEYS, Answer
+from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT, Answer
 from pipeline.check.catalog import Catalog, from_folder, from_repo
 from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
@@ -29,6 +29,7 @@ __all__ = [
     "JSON_KEYS",
     "LOOKUP_COMMAND",
     "MAX_HOPS",
+    "NOT_FOUND_EXIT",
     "VERDICTS",
     "Answer",
     "Base",

@@ -1,5 +1,6 @@
 """What ``trncat check`` answers: the JSON it prints (:meth:`Answer.to_dict`, exactly its keys) and the few lines a
-person reads (:meth:`Answer.text`), ending with the ``run.py`` to try."""
+person reads (:meth:`Answer.text`): verdict, evidence and plan; the ``run.py`` to try is written to a file or printed
+on request."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Any
 from pipeline.check.neuron_cache import CachedConfig
 from pipeline.render import run_script
 
+#: The exit code of ``trncat check`` when the Hub has no such model, or no such revision of it.
+NOT_FOUND_EXIT = 3
 #: The keys of ``trncat check --json``, in order.
 JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py")
 
@@ -34,13 +37,17 @@ class Answer:
     routes: list[CachedConfig] = field(default_factory=list)
     catalog: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: Why the Hub has no such model (or no such revision of it); None when it has. ``trncat check`` exits
+    #: :data:`NOT_FOUND_EXIT` then.
+    missing: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """``{"model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py"}``."""
         return {key: getattr(self, key) for key in JSON_KEYS}
 
-    def text(self) -> str:
-        """The answer for a person: verdict, why, the evidence, the plan, then the run.py to try."""
+    def text(self, *, show_run_py: bool = False, run_py_file: str | None = None) -> str:
+        """The answer for a person: verdict, why, the evidence, the plan, and where the run.py to try is
+        (``run_py_file``, where it was written), or the run.py itself (``show_run_py``)."""
         revision = f" @ {self.revision[:7]}" if self.revision else ""
         lines = [f"{self.model_id}{revision} ({self.task}): {self.verdict}", f"  {self.reason}"]
         for item in self.evidence[:8]:
@@ -59,11 +66,19 @@ class Answer:
         lines.append(f"  read from {self.catalog}")
         if self.run_py is None:
             lines.append("  no run.py: trncat has nothing it would run for this model")
+        elif run_py_file is not None:
+            lines.append(f"  run.py to try ({self.planned}, {self._cores} core(s)) written to {run_py_file}")
         else:
-            lines.append(f"  run.py to try ({self.planned}, {self.plan['cores'] if self.plan else 1} core(s)):")
+            lines.append(f"  run.py to try ({self.planned}, {self._cores} core(s)): --run-py FILE writes it, "
+                         "--show-run-py prints it")  # fmt: skip
+        if show_run_py and self.run_py is not None:
             lines.append("")
             lines.append(self.run_py.rstrip("\n"))
         return "\n".join(lines)
+
+    @property
+    def _cores(self) -> int:
+        return int(self.plan["cores"]) if self.plan else 1
 
 
 def render_run_py(

@@ -23,6 +23,7 @@ from pipeline.dataset import (
     read_families,
     read_latest,
     read_summary,
+    require_dataset,
     shard_paths,
 )
 
@@ -44,9 +45,9 @@ def from_folder(folder: Path) -> Catalog:
     """The family rows of a local dataset folder (its index, else its whole latest view).
 
     Raises:
-        DatasetError: a file is unreadable.
+        DatasetError: no such folder, it holds no dataset, or a file is unreadable.
     """
-    return Catalog(rows=family_view(folder), source=str(folder))
+    return Catalog(rows=family_view(require_dataset(folder)), source=str(folder))
 
 
 def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:

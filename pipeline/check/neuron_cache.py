@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import HubError
+from pipeline.errors import HubError, RepoNotFoundError
 from pipeline.ids import model_id_problem
 
 if TYPE_CHECKING:
@@ -117,6 +117,9 @@ def cached_configs(hub: Hub, model_ids: list[str], *, repo: str = CACHE_REPO) ->
     wanted = {m.casefold(): m for m in model_ids}
     try:
         paths = hub.list_files(repo, repo_type="model")
+    except RepoNotFoundError:  # a Hub without optimum-neuron's cache (a local hub, a mirror): one quiet line
+        logger.info("no %s on this Hub: no precompiled configurations to name", repo)
+        return []
     except HubError as exc:
         logger.warning("cannot list %s (%s): no precompiled configurations to name", repo, exc)
         return []

@@ -136,6 +136,7 @@ def check_model(
         routes=routes,
         catalog=catalog.source,
         timings=timings,
+        missing=facts.missing,
     )
 
 

@@ -26,7 +26,10 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--instance", default="trn2.48xlarge", metavar="NAME", help="the instance the plan sizes for")
     p.add_argument("--cache-repo", default=CACHE_REPO, metavar="ORG/NAME", help="optimum-neuron's cache repo")
     p.add_argument("--no-cache", action="store_true", help="do not look for precompiled configurations")
-    p.add_argument("--json", action="store_true", help="print the answer as one JSON object")
+    p.add_argument("--json", action="store_true", help="print the answer as one JSON object (run.py included)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--run-py", type=Path, metavar="FILE", help="write the run.py to try into FILE")
+    shown.add_argument("--show-run-py", action="store_true", help="print the run.py to try after the answer")
 
 
 @command(
@@ -36,8 +39,10 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     arguments=_check_args,
 )
 def _check(args: argparse.Namespace) -> int:
-    from pipeline import constants
-    from pipeline.check import check_model
+    import sys
+
+    from pipeline import constants, fsatomic
+    from pipeline.check import NOT_FOUND_EXIT, check_model
 
     answer = check_model(
         args.model,
@@ -49,5 +54,15 @@ def _check(args: argparse.Namespace) -> int:
         instance=args.instance,
         cache_repo=None if args.no_cache else args.cache_repo,
     )
-    print(json.dumps(answer.to_dict(), indent=2) if args.json else answer.text())
+    written = None
+    if args.run_py is not None and answer.run_py is not None:
+        fsatomic.write_bytes(args.run_py, answer.run_py.encode("utf-8"))
+        written = str(args.run_py)
+    if args.json:
+        print(json.dumps(answer.to_dict(), indent=2))
+    else:
+        print(answer.text(show_run_py=args.show_run_py, run_py_file=written))
+    if answer.missing:  # an answer on a model the Hub does not have is no answer: its own exit code
+        print(f"error: {args.model}: {answer.missing}", file=sys.stderr)
+        return NOT_FOUND_EXIT
     return 0

@@ -244,7 +244,9 @@ def _page(args: argparse.Namespace) -> int:
             space_repo=validate_model_id(args.space),
             site_url=args.site_url,
         )
-        write_site(args.from_folder, args.out, names=names)
+        from pipeline.dataset import require_dataset
+
+        write_site(require_dataset(args.from_folder), args.out, names=names)
         print(f"wrote the Space tree of {args.from_folder} into {args.out}")
         return 0
     result = publish_space(

@@ -3,9 +3,11 @@
 It starts the local hub, seeds it with the tiny models it builds (as model repos with ranking metadata,
 beside a remote-code model and a gated one that discovery must keep out), a dataset repo and a Space holding
 what ``out`` already holds, then runs discover -> queue -> bench (cpu) -> validate -> publish (a PR) against
-it, merges the PR as a maintainer would, rebuilds the catalog Space from the dataset's main, and leaves both
-trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that the catalog
-has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
+it, merges the PR as a maintainer would, rehearses a release diff (two of its tiny models measured a second time on
+the same CPU stack, diffed against the first run as ``trncat diff`` diffs two toolchains' rows, and kept in the
+dataset's ``data/releases/``: CPU rows, labelled so), rebuilds the catalog Space from the dataset's main, and
+leaves both trees in ``out`` (``out/dataset/``, ``out/space/``). Last, it uploads a fine-tune of its tiny Llama that
+the catalog has not measured (its card names the tiny Llama as its base model) and shows ``trncat check`` on it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pipeline import fsatomic
 from pipeline.backends import get_backend
 from pipeline.bench import bench_model
 from pipeline.page import task_view
-from pipeline.prices import load_pricing
+from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
 from pipeline.testing import (
     build_tiny_llama,
@@ -38,8 +40,12 @@ DATASET_DIR, SPACE_DIR = "dataset", "space"
 #: What the demo's page says at its top: its rows are no Trainium results.
 DEMO_NOTE = (
     "This is trncat's offline demo: every row below was measured on this machine's CPU with tiny models built "
-    "locally. None of them is a Trainium2 result."
+    "locally. None of them is a Trainium2 result. Rows badged demo are priced at an invented demo price, and the "
+    "Compare section shows a CPU run in both places, to show how the page reads."
 )
+#: The invented price the demo prices its rows at (``pipeline.prices.DEMO_INSTANCE``), labelled as such wherever shown.
+DEMO_PRICE_USD = 1.0
+DEMO_PRICE_SOURCE = "trncat demo: an invented round price for this machine's CPU, not a quote"
 #: (repo id, builder, listing metadata: pipeline tag, library, ...). Downloads and trending scores order the rankings.
 DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
     ("trncat-demo/tiny-llama", build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
@@ -55,6 +61,9 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 #: A fine-tune of the tiny Llama, uploaded after the benchmark: ``trncat check`` answers for it from its base model.
 FINE_TUNE = "trncat-demo/tiny-llama-finetune"
+#: The release diff the demo rehearses: these tiny models measured twice on this machine's CPU, the sides named so.
+REHEARSAL_MODELS = ("trncat-demo/tiny-llama", "trncat-demo/tiny-sentence-bert")
+REHEARSAL_SIDES = ("cpu-first-run", "cpu-second-run")
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
     ("trncat-demo/gated-model", "text-generation", {"gated": "manual", "downloads": 8000}),
@@ -71,7 +80,10 @@ class DemoSummary:
     merged: bool = False
     page: str | None = None
     check: str | None = None
+    release: str | None = None
     seconds: float = 0.0
+    #: The demo's work folder when it was kept (``--work``): its local hub can be served again from it.
+    work: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -98,16 +110,61 @@ class DemoSummary:
             )
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<32} kept out: {reason}")
+        if self.release:
+            lines.append("\n$ trncat diff (a rehearsal on CPU rows: the same CPU stack measured twice, no Neuron "
+                         "release)\n" + self.release)  # fmt: skip
         if self.check:
-            # The answer's lines, without the run.py it ends with (`trncat check` prints it whole).
-            head = self.check.split("\n\n", 1)[0].removesuffix(":")
-            lines.append("\n$ trncat check " + FINE_TUNE + "\n" + head + " follows in `trncat check`'s own output")
+            lines.append("\n$ trncat check " + FINE_TUNE + "\n" + self.check)
+        lines.append("\n" + self.check_again())
         lines.append(
             f"\n{self.pr or 'no PR'}{' (merged)' if self.merged else ''}; {self.page or 'page unchanged'}; "
             f"the dataset's main is in {self.out / DATASET_DIR}/, the Space in {self.out / SPACE_DIR}/ "
             f"(open index.html), {self.seconds:.0f} s"
         )
         return "\n".join(lines)
+
+    def check_again(self) -> str:
+        """How to run ``trncat check`` against the demo's models after it ends (its local hub stops with it)."""
+        root = "DIR/hub" if self.work is None else str(self.work / "hub")
+        head = (
+            "To check the demo's models after it ends, keep its local hub (`trncat demo --work DIR`), then:"
+            if self.work is None
+            else f"To check the demo's models again, serve its local hub from {root}:"
+        )
+        return "\n".join((
+            head,
+            f"  trncat localhub serve --root {root} --port 8999 &",
+            f"  HF_ENDPOINT=http://127.0.0.1:8999 trncat check {FINE_TUNE} --dataset {DATASET_REPO}",
+        ))  # fmt: skip
+
+
+def demo_pricing() -> Pricing:
+    """Production's prices (``runners/instances.yaml``) plus the demo's own machine at an invented price, labelled
+    as such: the demo's CPU rows get a cost, so its page shows every cost cell as it reads with real prices."""
+    import os
+
+    pricing = load_pricing()
+    price = Price(usd=DEMO_PRICE_USD, source=DEMO_PRICE_SOURCE, as_of=None, region=None,
+                  note="the offline demo's rows only; no real runner names this instance")  # fmt: skip
+    machine = InstancePrices(
+        name=DEMO_INSTANCE,
+        host_memory_bytes=None,
+        prices={"on_demand": price},
+        accelerators=Accelerators(name="this machine's CPU (demo)", count=os.cpu_count() or 1, memory_bytes=1),
+    )
+    return Pricing(table={**pricing.table, DEMO_INSTANCE: machine}, option=pricing.option, path=pricing.path)
+
+
+def _name_the_demo_machine(results: Path) -> None:
+    """Name the demo's machine in each record it wrote (``hardware.instance_type``): the demo price prices it, and
+    the page badges its rows "demo". Still CPU rows (``device`` cpu, the CPU's own ``hardware.name``)."""
+    import json
+
+    for path in sorted(results.glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("device") == "cpu" and isinstance(record.get("hardware"), dict):
+            record["hardware"]["instance_type"] = DEMO_INSTANCE
+            fsatomic.write_bytes(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
 
 
 def _cpu_toolchain() -> dict[str, str]:
@@ -161,7 +218,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     start = time.perf_counter()
     temporary = work is None
     work = Path(tempfile.mkdtemp(prefix="trncat-demo-")) if work is None else work
-    summary = DemoSummary(out=out)
+    summary = DemoSummary(out=out, work=None if temporary else work)
     try:
         with LocalHub(work / "hub") as local:
             restore = point_client_at(local.url, cache_dir=work / "hf-cache")
@@ -203,13 +260,15 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                         hub=hub,
                         out=results / f"{entry['artifact']}.json",
                     )
+                if results.is_dir():
+                    _name_the_demo_machine(results)
                 echo("validate")
                 report = validate_paths([results]) if results.is_dir() else None
                 records = [record for _, record in report.records] if report else []
                 summary.invalid = len(report.bad_files) if report else 0
                 summary.records = records
                 echo(f"publish: {len(records)} record(s) to {DATASET_REPO} as a pull request")
-                # Priced as production prices (runners/instances.yaml): CPU rows name no instance, so no cost.
+                # Priced as production prices (runners/instances.yaml), plus the demo's machine at its demo price.
                 result = publish(
                     records,
                     repo=DATASET_REPO,
@@ -217,13 +276,14 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     overlay=overlay,
                     invalid=summary.invalid,
                     space=SPACE_REPO,
-                    pricing=load_pricing(),
+                    pricing=demo_pricing(),
                 )
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"
                     echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
                     hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
                     summary.merged = True
+                summary.release = _rehearse_release_diff(local.store, hub, records, work, echo)
                 echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
                 site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
                 page = publish_space(
@@ -240,6 +300,37 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
             shutil.rmtree(work, ignore_errors=True)
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _rehearse_release_diff(
+    store: Any, hub: Any, records: list[dict[str, Any]], work: Path, echo: Callable[[str], None]
+) -> str | None:
+    """Measure :data:`REHEARSAL_MODELS` a second time on the CPU and keep the diff against this run's first rows
+    in the dataset's main (``data/releases/``), as ``trncat diff --write`` and a maintainer's merge would."""
+    from pipeline.dataset import release_path, write_release_diff
+    from pipeline.records import flatten
+    from pipeline.release import diff_text, release_diff
+
+    first = [r for r in records if r["model_id"] in REHEARSAL_MODELS and r["status"] == "pass"]
+    if not first:
+        return None
+    cpu = get_backend("cpu")
+    second: list[dict[str, Any]] = []
+    for index, record in enumerate(first, 1):
+        echo(f"[diff {index}/{len(first)}] {record['model_id']} ({record['task']}) on cpu, a second time")
+        path = work / "rehearsal" / f"{index}.json"
+        bench_model(record["model_id"], task=record["task"], backend=cpu, revision=record["revision"],
+                    dtype=record["dtype"], cores=record["cores"], hub=hub, out=path)  # fmt: skip
+        report = validate_paths([path])
+        second.extend(r for _, r in report.records)
+    old, new = REHEARSAL_SIDES
+    diff = release_diff([flatten(r) for r in first], [flatten(r) for r in second], old=old, new=new)
+    folder = work / "rehearsal-dataset"
+    write_release_diff(folder, old=old, new=new, entries=diff.entries)
+    relative = release_path(old, new)
+    store.commit_files(DATASET_REPO, {relative: folder / relative}, message=f"release diff {old} -> {new} (CPU)",
+                       repo_type="dataset")  # fmt: skip
+    return diff_text(diff)
 
 
 def _check_fine_tune(store: Any, hub: Any, work: Path, echo: Callable[[str], None]) -> str:

@@ -180,6 +180,10 @@ def _queue(args: argparse.Namespace) -> int:
             prices_file=args.prices or DEFAULT_INSTANCES,
         )
         markdown = format_estimate(estimate)
+        if queue.remeasure.get("passed") or queue.remeasure.get("compile_failure"):  # a new toolchain: its order
+            r = queue.remeasure
+            markdown += (f"\n\nRe-measure order: {r['passed']} job(s) that passed before first, then "
+                         f"{r['compile_failure']} that failed at compile, then {r['rest']} other(s).")  # fmt: skip
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
         print(markdown, file=sys.stderr)
     return 0
@@ -229,7 +233,7 @@ def _plan(args: argparse.Namespace) -> int:
         if v is not None
     }
     workload = dataclasses.replace(workload, **changes)
-    local = Path(args.model).is_dir()
+    local = Path(_model_argument(args.model)).is_dir()
     plan = plan_model(
         Path(args.model) if local else args.model,
         revision=args.revision,
@@ -245,6 +249,25 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 # -- bench ----------------------------------------------------------------------------------------------
+
+
+def _model_argument(text: str) -> str:
+    """``text`` when it is a local folder or could be a Hub id; a path to nothing is said to be one.
+
+    ``./x``, ``../x``, ``/x``, ``~/x`` and anything that exists are paths, never Hub ids: a missing one is a
+    missing folder, not a bad model id.
+
+    Raises:
+        ConfigError: a path that is no folder.
+    """
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return text
+    if path.exists():
+        raise ConfigError(f"{text}: a file, not a model folder (a folder with config.json, or a Hub id org/name)")
+    if text.startswith(("./", "../", "/", "~")) or text in (".", ".."):
+        raise ConfigError(f"{text}: no such folder (a local model is a folder with config.json)")
+    return text
 
 
 def _bench_args(p: argparse.ArgumentParser) -> None:
@@ -292,6 +315,7 @@ def _bench(args: argparse.Namespace) -> int:
     from pipeline.bench import bench_model
 
     changes = dict(item.partition("=")[::2] for item in args.workload)
+    _model_argument(args.model)
     record = bench_model(
         args.model,
         task=args.task,

@@ -38,17 +38,34 @@ def _localhub(args: argparse.Namespace) -> int:
 
     tokens = None
     if args.tokens_file is not None:
-        tokens = [line.strip() for line in args.tokens_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        try:
+            text = args.tokens_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--tokens-file {args.tokens_file}: cannot read it ({_reason(exc)})") from None
+        tokens = [line.strip() for line in text.splitlines() if line.strip()]
         if not tokens:
             raise ConfigError(f"{args.tokens_file}: no token in it")
-    serve(
-        root=args.root,
-        host=args.host,
-        port=args.port,
-        tokens=tokens,
-        ready=lambda url: print(f"local hub serving at {url}", flush=True),
-    )
+    if args.root.exists() and not args.root.is_dir():
+        raise ConfigError(f"--root {args.root}: a file, not a folder (the local hub keeps its repos in a folder)")
+    try:
+        serve(
+            root=args.root,
+            host=args.host,
+            port=args.port,
+            tokens=tokens,
+            ready=lambda url: print(f"local hub serving at {url}", flush=True),
+        )
+    except OSError as exc:  # a port in use, an address not of this machine, a root it may not write
+        import errno
+
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {args.port}: already in use on {args.host} (choose another, or 0)") from None
+        raise ConfigError(f"cannot serve on {args.host}:{args.port} from {args.root}: {_reason(exc)}") from None
     return 0
+
+
+def _reason(exc: OSError | UnicodeDecodeError) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
 
 
 # -- reap -----------------------------------------------------------------------------------------------
@@ -94,11 +111,15 @@ def _doctor(args: argparse.Namespace) -> int:
 
     from pipeline.backends.neuron import NeuronBackend
     from pipeline.bench import run_checks, smoke, smoke_line
-    from pipeline.queue import load_toolchain
+    from pipeline.queue import load_apt_pins, load_toolchain
 
     backend = NeuronBackend()
     report = run_checks(
-        backend, toolchain=load_toolchain(args.toolchain), cores=args.cores, hub=make_hub() if args.hub else None
+        backend,
+        toolchain=load_toolchain(args.toolchain),
+        apt=load_apt_pins(args.toolchain),
+        cores=args.cores,
+        hub=make_hub() if args.hub else None,
     )
     if args.smoke:
         if report.smoke_ready:

@@ -11,11 +11,12 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
 - :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
-  check`` reads).
+  check`` reads);
+- :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
-measured), check (the family rows), publish, space and the CLI.
+measured), check (the family rows), release (the release diffs), publish, space and the CLI.
 """
 
 from __future__ import annotations
@@ -56,8 +57,10 @@ from pipeline.dataset.read import (
     read_latest,
     read_rankings,
     read_scripts,
+    require_dataset,
     script_files,
 )
+from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
 from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
@@ -69,6 +72,7 @@ __all__ = [
     "LATEST_DIR",
     "MAX_REASON_CHARS",
     "RANKINGS_DIR",
+    "RELEASES_DIR",
     "RESULTS_DIR",
     "SCRIPTS_DIR",
     "SUMMARY_FILE",
@@ -95,7 +99,10 @@ __all__ = [
     "read_families",
     "read_latest",
     "read_rankings",
+    "read_release_diffs",
+    "release_path",
     "read_scripts",
+    "require_dataset",
     "script_files",
     "read_summary",
     "refresh_card",
@@ -111,4 +118,5 @@ __all__ = [
     "write_exclusions",
     "write_front_files",
     "write_rankings",
+    "write_release_diff",
 ]

@@ -305,8 +305,8 @@ def build(
         fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
         summary.results_file = results_path
         summary.added = len(new_rows)
-        if summary.changes:
-            change_list = change_rows(summary.changes, results_file=results_path)
+        change_list = change_rows(summary.changes, results_file=results_path)
+        if change_list:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         for shard, (rest, current) in sorted(touched.items()):
             fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))

@@ -6,7 +6,8 @@ pass or fail when that run was an infrastructure error), the model's family (arc
 base_model) and the versions of its toolchain. A full build writes it from the whole latest view; a publish's
 partial build folds its changes into the file it mirrored (:func:`update_families`); a dataset without it (written
 before layout 4) gets it when :mod:`pipeline.dataset.migrate` rewrites the dataset, which reads every latest shard
-anyway. It is a derived file: the latest view stays the record of truth, and no card config points at it.
+anyway. It is a derived file: the latest view stays the record of truth; the card lists it as the
+``families`` config, so a reader loads it like any other view.
 """
 
 from __future__ import annotations

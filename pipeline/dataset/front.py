@@ -12,12 +12,14 @@ from pipeline.dataset.layout import (
     CARD_FILE,
     CHANGES_DIR,
     EXCLUSIONS_FILE,
+    FAMILIES_FILE,
     LATEST_DIR,
     PAGE_FILE,
     RANKINGS_DIR,
     RESULTS_DIR,
 )
 from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.dataset.releases import read_release_diffs
 from pipeline.page import HISTORY_READ, render_page
 
 
@@ -32,6 +34,8 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         configs.append(("exclusions", EXCLUSIONS_FILE))
     if "changes" in known or any((root / CHANGES_DIR).glob("*.parquet")):
         configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
+    if "families" in known or (root / FAMILIES_FILE).is_file():
+        configs.append(("families", FAMILIES_FILE))
     return configs
 
 
@@ -56,6 +60,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         rankings=read_rankings(root),
         exclusions=read_exclusions(root),
         scripts=read_scripts(root, {row["model_id"] for row in latest}),
+        releases=read_release_diffs(root),
     )
 
 

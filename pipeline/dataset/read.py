@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
+    FAMILIES_FILE,
     LATEST_DIR,
     RANKINGS_DIR,
     RESULTS_DIR,
@@ -92,6 +93,23 @@ def layout_of(path: Path) -> int:
     """
     names = column_names(path)
     return next((layout for layout, column in LAYOUT_MARKERS if column in names), 1)
+
+
+def require_dataset(root: Path) -> Path:
+    """``root`` when it is a dataset folder that holds rows (a latest shard or the family index).
+
+    A command given a folder to read (``trncat check --dataset-dir``, ``trncat page --from-folder``) calls it
+    first: a missing or empty folder is the caller's mistake, never an empty catalog.
+
+    Raises:
+        DatasetError: no such folder, or it holds no dataset.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise DatasetError(f"{root}: no such dataset folder")
+    if not any((root / LATEST_DIR).glob("*.parquet")) and not (root / FAMILIES_FILE).is_file():
+        raise DatasetError(f"{root}: holds no dataset (no {LATEST_DIR}/*.parquet, no {FAMILIES_FILE})")
+    return root
 
 
 def read_latest(root: Path) -> list[dict[str, Any]]:

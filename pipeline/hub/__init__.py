@@ -2,11 +2,14 @@
 
 - :mod:`~pipeline.hub.client`: :class:`Hub`, the API trncat uses (listings, downloads, commits, PRs);
 - :mod:`~pipeline.hub.files`: the Hub's calls that read a repo's files (downloads, listings, partial mirrors);
+- :mod:`~pipeline.hub.prs`: pull requests and comments (the bot's open PRs, commenting, closing, merging), each
+  non-idempotent call with a marker its retry looks for first;
 - :mod:`~pipeline.hub.operations`: commit operations, and the git id that tells a file the repo holds;
-- :mod:`~pipeline.hub.retry`: one retry budget per call, on an injectable clock;
+- :mod:`~pipeline.hub.retry`: one retry budget per call, on an injectable clock, and a deadline over many calls;
 - :mod:`~pipeline.hub.together`: independent calls sent at once (each waits a round trip to the Hub);
 - :mod:`~pipeline.hub.translate`: huggingface_hub's errors -> :mod:`pipeline.errors` (the only place);
-- :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call;
+- :mod:`~pipeline.hub.transport`: the adapter that keeps huggingface_hub's own backoff out of a Hub call and gives
+  every request its timeouts;
 - :mod:`~pipeline.hub.endpoint`: pointing huggingface_hub (and transformers) at another endpoint;
 - :mod:`~pipeline.hub.card`: a model card's YAML front matter (the Hub's ``cardData``).
 
@@ -25,6 +28,7 @@ from pipeline.hub.client import Hub
 from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
 from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
 from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
+from pipeline.hub.retry import deadline
 
 __all__ = [
     "CommitResult",
@@ -32,6 +36,7 @@ __all__ = [
     "HubSort",
     "ModelListing",
     "RepoType",
+    "deadline",
     "file_additions",
     "file_deletions",
     "front_matter",

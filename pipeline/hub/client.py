@@ -1,6 +1,8 @@
 """The Hub client: every call trncat makes to the Hub (or the local hub), with errors translated and one
-retry budget per call (429, 5xx and network errors; ``Retry-After`` honoured). A commit whose parent moved
-(409/412) is rebuilt on the new branch head, up to a budget.
+retry budget per call (429, 5xx and network errors, timeouts included; ``Retry-After`` honoured), none past a
+running deadline (:func:`pipeline.hub.retry.deadline`). A commit whose parent moved (409/412) is rebuilt on the
+new branch head, up to a budget. A call whose lost answer may hide that the Hub did it all the same (a commit, a
+PR, a comment) is never repeated blindly: before each retry the loop looks for its effect.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,12 +20,14 @@ from huggingface_hub._commit_api import CommitOperation
 from huggingface_hub.hf_api import ExpandModelProperty_T
 
 from pipeline import constants
-from pipeline.errors import HubError, ParentMovedError
+from pipeline.errors import HubDeadlineError, HubError, ParentMovedError
 from pipeline.hub import transport
 from pipeline.hub.files import RepoFiles
 from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
-from pipeline.hub.retry import Budget
-from pipeline.hub.translate import http_status, is_retryable, translate
+from pipeline.hub.operations import git_blob_id
+from pipeline.hub.prs import PullRequests, new_marker, with_marker
+from pipeline.hub.retry import Budget, time_left
+from pipeline.hub.translate import http_status, is_retryable, network_error, translate
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +36,7 @@ T = TypeVar("T")
 MAX_JSON_BYTES = 8 * 1024 * 1024
 
 
-class Hub(RepoFiles):
+class Hub(RepoFiles, PullRequests):
     """Client of the Hub (or of the local hub) with translated errors and one retry budget per call.
 
     Args:
@@ -66,21 +71,44 @@ class Hub(RepoFiles):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._sleep = sleep
         self._api = HfApi(endpoint=self.endpoint, token=self.token)
+        self._user: str | None = None
         transport.install()
 
     # -- the retry loop --------------------------------------------------------------------------------
-    def _call(self, what: str, fn: Callable[[], T]) -> T:
+    def _call(self, what: str, fn: Callable[[], T], *, effect: Callable[[], T | None] | None = None) -> T:
+        """``fn()`` on one retry budget; before each retry, ``effect()`` (when given) looks for what a try whose
+        answer was lost may have done all the same, and a value it finds is the answer."""
         budget = Budget(self._sleep, self.max_retries, self.base_delay, self.max_delay)
+        tried = False
         with budget.active():
             while True:
+                if (left := time_left()) is not None and left <= 0:
+                    again = " again" if tried else ""
+                    raise HubDeadlineError(f"{what}: the deadline passed before it could be tried{again}")
                 try:
+                    if tried and effect is not None and (found := effect()) is not None:
+                        logger.warning("%s: the Hub had done it already (its answer was lost)", what)
+                        return found
+                    tried = True
                     return fn()
                 except Exception as exc:
                     if not is_retryable(exc) or budget.spent:
                         raise translate(exc, what, attempts=budget.attempts) from exc
                     status, retry_after = http_status(exc)
                     delay = budget.delay(retry_after)
-                    logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
+                    if (left := time_left()) is not None and delay >= left:
+                        last = translate(exc, what, attempts=budget.attempts)
+                        raise HubDeadlineError(f"{last}; the deadline passes before the next try") from exc
+                    if status is None and budget.retries == 0 and (cause := network_error(exc)) is not None:
+                        # Nothing answered: say so at once, and for how long it will go on trying.
+                        total = budget.backoff_total()
+                        logger.warning(
+                            "%s: no answer from the Hub at %s (%s): is it reachable? retrying %d times over "
+                            "about %.0f s (Ctrl-C stops)", what, self.endpoint, type(cause).__name__,
+                            budget.max_retries, total,
+                        )  # fmt: skip
+                    else:
+                        logger.warning("%s: HTTP %s, retrying in %.1fs", what, status or "error", delay)
                     budget.wait(delay)
 
     # -- reading -----------------------------------------------------------------------------------------
@@ -175,7 +203,9 @@ class Hub(RepoFiles):
         """One commit on ``revision`` (default main), or a new PR from main when ``create_pr``.
 
         The commit names its parent; when the branch moved meanwhile (409/412), the head is read again and
-        ``operations_factory`` rebuilds the operations on it, up to ``max_rebases`` times.
+        ``operations_factory`` rebuilds the operations on it, up to ``max_rebases`` times. A try whose answer was
+        lost is never repeated blindly: a new PR is looked for first by the marker its description carries
+        (:func:`pipeline.hub.prs.new_marker`), a commit onto a branch by the files it adds, at the branch's head.
 
         Args:
             repo_id: Target repo.
@@ -198,98 +228,81 @@ class Hub(RepoFiles):
         """
         branch = revision or "main"
         known = parent
+        marker = new_marker() if create_pr else ""
         for rebase in range(self.max_rebases + 1):
             parent = (
                 known
                 if rebase == 0 and known is not None
                 else self.head_sha(repo_id, repo_type=repo_type, revision=branch)
             )
+            sent: list[CommitOperation] = []
 
-            def attempt(parent: str = parent) -> Any:
+            def attempt(
+                parent: str = parent, rebase: int = rebase, sent: list[CommitOperation] = sent
+            ) -> CommitResult | None:
                 operations = operations_factory(parent)
                 if not operations:  # this parent already holds everything: no commit
-                    return None
-                return self._api.create_commit(
+                    return CommitResult(sha=parent, created=False, rebases=rebase)
+                sent[:] = operations
+                info = self._api.create_commit(
                     repo_id,
                     operations,
                     commit_message=message,
-                    commit_description=description,
+                    commit_description=with_marker(description, marker) if marker else description,
                     repo_type=repo_type,
                     revision=revision,
                     create_pr=create_pr,
                     parent_commit=parent,
                 )
+                return CommitResult(sha=info.oid, pr_num=info.pr_num, pr_url=info.pr_url, url=info.commit_url,
+                                    created=info.oid != parent, rebases=rebase)  # fmt: skip
+
+            def landed(
+                parent: str = parent, rebase: int = rebase, sent: list[CommitOperation] = sent
+            ) -> CommitResult | None:
+                if marker:  # a new PR: the bot's open PR whose description holds this commit's marker
+                    found = self.pr_with_marker(repo_id, marker, repo_type=repo_type)
+                    return replace(found, rebases=rebase) if found is not None else None
+                return self._landed(repo_id, branch, parent, sent, repo_type=repo_type, rebase=rebase)
 
             try:
-                info = self._call(f"committing to {repo_id}@{branch}", attempt)
+                result = self._call(f"committing to {repo_id}@{branch}", attempt, effect=landed)
             except ParentMovedError:
                 logger.warning("%s@%s moved under us; rebuilding the commit (%d)", repo_id, branch, rebase + 1)
                 continue
-            if info is None:
-                return CommitResult(sha=parent, created=False, rebases=rebase)
-            return CommitResult(
-                sha=info.oid,
-                pr_num=info.pr_num,
-                pr_url=info.pr_url,
-                url=info.commit_url,
-                created=info.oid != parent,
-                rebases=rebase,
-            )
+            if result is None:  # (attempt never answers None; the retry loop's type allows it)
+                raise HubError(f"committing to {repo_id}@{branch}: no answer")
+            return result
         raise ParentMovedError(
             f"committing to {repo_id}@{branch}: the branch moved {self.max_rebases + 1} times while committing"
         )
 
-    def whoami(self) -> str:
-        """The user (or bot account) the token belongs to.
+    def _landed(
+        self, repo_id: str, branch: str, parent: str, sent: list[CommitOperation], *, repo_type: RepoType, rebase: int
+    ) -> CommitResult | None:
+        """The branch's head when it is a commit after ``parent`` that holds every file ``sent`` added, byte for byte
+        (what a commit whose answer was lost left), else None. Raw calls: it runs inside the commit's retry loop."""
+        from huggingface_hub import CommitOperationAdd
+        from huggingface_hub.hf_api import RepoFile
 
-        Raises:
-            HubError: no valid token, or the Hub failed.
-        """
-        info = self._call("reading the token's user", lambda: self._api.whoami(token=self.token))
-        name = info.get("name") if isinstance(info, dict) else None
-        if not isinstance(name, str) or not name:
-            raise HubError("the Hub did not say whose token this is")
-        return name
-
-    def open_bot_pr(
-        self,
-        repo_id: str,
-        *,
-        repo_type: RepoType = "dataset",
-        author: str | None = None,
-        title_prefix: str | None = None,
-    ) -> int | None:
-        """Number of the newest open PR by ``author`` whose title starts with ``title_prefix``, or None."""
-
-        def find() -> int | None:
-            numbers = [
-                d.num
-                for d in self._api.get_repo_discussions(
-                    repo_id,
-                    author=author,
-                    discussion_type="pull_request",
-                    discussion_status="open",
-                    repo_type=repo_type,
-                )  # fmt: skip
-                if d.is_pull_request and d.status == "open" and (not title_prefix or d.title.startswith(title_prefix))
-            ]
-            return max(numbers) if numbers else None
-
-        return self._call(f"looking up open PRs of {repo_id}", find)
-
-    def comment(self, repo_id: str, pr_num: int, text: str, *, repo_type: RepoType = "dataset") -> None:
-        """Comment on a discussion or PR."""
-        self._call(
-            f"commenting on {repo_id}#{pr_num}",
-            lambda: self._api.comment_discussion(repo_id, pr_num, text, repo_type=repo_type),
-        )
-
-    def merge(self, repo_id: str, pr_num: int, *, repo_type: RepoType = "dataset") -> None:
-        """Merge pull request ``pr_num`` into main (what a maintainer does after review)."""
-        self._call(
-            f"merging {repo_id}#{pr_num}",
-            lambda: self._api.merge_pull_request(repo_id, pr_num, repo_type=repo_type),
-        )
+        only_sha: Any = ["sha"]
+        head = self._api.repo_info(repo_id, repo_type=repo_type, revision=branch, expand=only_sha).sha
+        added = {op.path_in_repo: op for op in sent if isinstance(op, CommitOperationAdd)}
+        if not head or head == parent or not added or len(added) != len(sent):
+            return None
+        held = {
+            item.path: item
+            for item in self._api.get_paths_info(repo_id, list(added), revision=head, repo_type=repo_type)
+            if isinstance(item, RepoFile)
+        }
+        for path, op in added.items():
+            item = held.get(path)
+            if item is None:
+                return None
+            mine = op.upload_info.sha256.hex() if item.lfs is not None else _git_blob_id_of(op)
+            if (item.lfs.sha256 if item.lfs is not None else item.blob_id) != mine:
+                return None
+        return CommitResult(sha=head, rebases=rebase)
 
     def create_repo(self, repo_id: str, *, repo_type: RepoType, exist_ok: bool = True) -> str:
         """Create a repo (no error when it exists and ``exist_ok``); returns its URL. A Space is a static one."""
@@ -300,3 +313,14 @@ class Hub(RepoFiles):
                 lambda: self._api.create_repo(repo_id, repo_type=repo_type, exist_ok=exist_ok, space_sdk=sdk),
             )
         )
+
+
+def _git_blob_id_of(op: Any) -> str:
+    """The git blob id of what a ``CommitOperationAdd`` adds (read from its file or bytes)."""
+    source = op.path_or_fileobj
+    if isinstance(source, bytes):
+        return git_blob_id(source)
+    if isinstance(source, (str, Path)):
+        return git_blob_id(Path(source).read_bytes())
+    with op.as_file() as handle:
+        return git_blob_id(handle.read())

@@ -14,6 +14,9 @@ Usage::
 May import: the top-level modules, and :mod:`pipeline.hub` (its pytest plugin points a ``Hub`` at it; the card
 metadata it answers is read with the Hub's own front-matter rule).
 Imported by: the CLI (``trncat localhub serve``, the demo) and the tests.
+
+:mod:`~pipeline.localhub.proxy` is a faulty network in front of one (:class:`FaultProxy`): requests the server
+applied whose answers are lost (a dropped connection, a stall past the client's timeout), 429s and 503s.
 """
 
 from __future__ import annotations
@@ -25,15 +28,20 @@ from pathlib import Path
 from types import TracebackType
 
 from pipeline.errors import StoreError
+from pipeline.localhub.proxy import FAULT_KINDS, FaultKind, FaultProxy, ProxyFault
 from pipeline.localhub.server import Fault, Hook, LocalHubServer
 from pipeline.localhub.storage import LocalHubStore
 
 __all__ = [
+    "FAULT_KINDS",
     "Fault",
+    "FaultKind",
+    "FaultProxy",
     "Hook",
     "LocalHub",
     "LocalHubServer",
     "LocalHubStore",
+    "ProxyFault",
     "StoreError",
     "serve",
 ]

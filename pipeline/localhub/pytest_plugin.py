@@ -1,4 +1,5 @@
-"""pytest fixture ``localhub``: a running local hub and a :class:`pipeline.hub.Hub` pointed at it.
+"""pytest fixtures ``localhub`` (a running local hub and a :class:`pipeline.hub.Hub` pointed at it) and
+``localhub_proxy`` (a :class:`~pipeline.localhub.FaultProxy` in front of it, and a Hub pointed at the proxy).
 
 Enable with ``pytest_plugins = ["pipeline.localhub.pytest_plugin"]`` in ``tests/conftest.py``.
 """
@@ -11,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import constants
 from pipeline.hub import Hub, point_client_at
-from pipeline.localhub import LocalHub, LocalHubServer, LocalHubStore
+from pipeline.localhub import FaultProxy, LocalHub, LocalHubServer, LocalHubStore
+
+#: The read timeout (seconds) of a client behind ``localhub_proxy``: a stalled answer costs this long.
+PROXY_READ_TIMEOUT_S = 1.0
 
 
 @dataclass
@@ -32,9 +37,9 @@ class LocalHubFixture:
 
     def make_client(self, **kwargs: object) -> Hub:
         """Another Hub on this local hub (e.g. with another ``max_retries``), sleeping into ``sleeps``."""
-        options: dict = {"sleep": self.sleeps.append, "token": "localhub-token", "cache_dir": self.cache_dir}
-        options.update(kwargs)
-        return Hub(endpoint=self.url, **options)
+        options: dict = {"endpoint": self.url, "sleep": self.sleeps.append, "token": "localhub-token"}
+        options.update({"cache_dir": self.cache_dir, **kwargs})
+        return Hub(**options)
 
 
 @pytest.fixture
@@ -47,5 +52,32 @@ def localhub(tmp_path: Path) -> Iterator[LocalHubFixture]:
             sleeps: list[float] = []
             client = Hub(endpoint=hub.url, token="localhub-token", sleep=sleeps.append, cache_dir=cache_dir)
             yield LocalHubFixture(hub.url, hub.store, hub.server, client, cache_dir, sleeps)
+        finally:
+            restore()
+
+
+@dataclass
+class ProxyFixture:
+    """What the ``localhub_proxy`` fixture yields: the proxy, the local hub behind it and a Hub on the proxy."""
+
+    proxy: FaultProxy
+    localhub: LocalHubFixture
+    client: Hub
+
+    def make_client(self, **kwargs: object) -> Hub:
+        """Another Hub on the proxy (e.g. with another ``max_retries``), sleeping into the local hub's ``sleeps``."""
+        return self.localhub.make_client(endpoint=self.proxy.url, **kwargs)
+
+
+@pytest.fixture
+def localhub_proxy(localhub: LocalHubFixture, monkeypatch: pytest.MonkeyPatch) -> Iterator[ProxyFixture]:
+    """A :class:`FaultProxy` in front of the ``localhub`` fixture's hub, huggingface_hub pointed at the proxy, and
+    short Hub timeouts (:data:`PROXY_READ_TIMEOUT_S`, through ``pipeline.constants``) so a stall costs a second."""
+    monkeypatch.setattr(constants, "TRNCAT_HUB_READ_TIMEOUT_S", PROXY_READ_TIMEOUT_S)
+    monkeypatch.setattr(constants, "TRNCAT_HUB_CONNECT_TIMEOUT_S", PROXY_READ_TIMEOUT_S)
+    with FaultProxy(localhub.url, hold_s=30.0) as proxy:
+        restore = point_client_at(proxy.url, cache_dir=localhub.cache_dir)
+        try:
+            yield ProxyFixture(proxy, localhub, localhub.make_client(endpoint=proxy.url))
         finally:
             restore()

@@ -11,8 +11,9 @@ from typing import Any
 
 from pipeline.backends import FRESH_VENV
 from pipeline.ids import model_id_problem
+from pipeline.page import plots
 from pipeline.page.task_columns import batch_p50, task_view
-from pipeline.prices import TASK_COSTS
+from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import representative
 from pipeline.types import TASKS
 
@@ -28,7 +29,13 @@ ENTRY_COLUMNS = (
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs",
+    "demo",
 )  # fmt: skip
+#: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
+DEMO_TITLE = (
+    "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an invented demo price; "
+    "not a Trainium2 or a GPU result"
+)
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
 DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
 DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
@@ -93,7 +100,11 @@ def _history_lines(
     """History lines (newest first) and whether the model regressed: passed with an older toolchain, fails now."""
     speed = task_view(task).speed
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    # The history of the row shown: its own device's runs only (a Trainium2 row's never lists a GPU or CPU row).
+    device = primary.get("device") if primary is not None else None
     for row in rows:
+        if device is not None and row.get("device") != device:
+            continue
         key = (row.get("hardware"), *_toolchain(row))
         if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
             newest[key] = row
@@ -151,6 +162,8 @@ def _entry(
         "hist": lines,
         # Ops the device ran on the CPU: shown beside the verdict, never hidden ([[op, count], ...]; None: unknown).
         "fb": _fallback(r.get("cpu_fallback_ops")),
+        # A row of the offline demo (its invented price): badged "demo" wherever it shows.
+        "demo": r.get("instance_type") == DEMO_INSTANCE,
     }
 
 
@@ -190,6 +203,18 @@ def price_text(entry: Mapping[str, Any]) -> str:
     if entry.get("st") != "pass":
         text += "; no cost: the run did not pass"
     return text
+
+
+#: The compile cell of a CPU row: nothing is compiled there, so no time is shown (0 ms would read as a fast compile).
+NOT_COMPILED = "\u2014, not compiled on CPU"
+
+
+def compile_text(entry: Mapping[str, Any]) -> str:
+    """A row's compile cell (keep in step with format.js ``compileText``)."""
+    if entry.get("device") == "cpu":
+        return NOT_COMPILED
+    value = entry.get("compile")
+    return "\u2014" if value is None else plots.fmt_seconds(value)
 
 
 def fallback_text(fb: Sequence[Sequence[Any]]) -> str:

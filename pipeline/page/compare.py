@@ -3,6 +3,7 @@
 Each side is one latest row exactly as it was measured (speed, peak device memory, cost, its device badge and
 its hardware); the ratio line divides the Trainium2 figure by the GPU's, only where both runs passed. Rows are
 never merged, averaged or relabelled: a model with several GPU rows (an L40S, an H100) gets one pair per GPU.
+The offline demo, which has neither, gets :func:`demo_pairs`: its CPU rows shown in both places, badged "demo".
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from pipeline.page import plots
 from pipeline.page.catalog import DEVICE_LABELS, price_text, usd_text
 from pipeline.page.task_columns import task_view
-from pipeline.prices import TASK_COSTS
+from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import representative
 
 #: The two sides of a pair, in the order they are shown.
@@ -56,6 +57,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
     }
     return {
         "device": device,
+        "demo": None,
         "badge": DEVICE_LABELS.get(device, device),
         "hw": row.get("hardware"),
         "instance": row.get("instance_type"),
@@ -107,6 +109,45 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "speed": view.speed.label if view.speed else "",
                     "sides": [_side(task, trn), _side(task, gpu)],
                     "ratios": {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")},
+                    "demo": False,
                 }
             )
+    return pairs
+
+
+#: The two places a demo pair's one CPU run is shown in, with what each badge says on hover.
+DEMO_PLACES = (
+    ("CPU run, in the Trainium2 place", "this machine's CPU run of a tiny model, where a Trainium2 row would be: "
+     "not a Trainium2 result"),
+    ("the same CPU run, cuda-labelled twin", "the same CPU run again, labelled as the GPU (cuda) side to fill its "
+     "place: not a GPU result"),
+)  # fmt: skip
+
+
+def demo_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The Compare view's layout for the offline demo, which has no Trainium2 and no GPU row: each passing demo row
+    (:data:`pipeline.prices.DEMO_INSTANCE`) beside its own twin, both sides badged "demo" with the place they fill,
+    so the ratios are ×1.00 by construction. Never built from a row of a real runner."""
+    pairs: list[dict[str, Any]] = []
+    rows = [r for r in latest if r.get("instance_type") == DEMO_INSTANCE and r.get("status") == "pass"]
+    for row in sorted(rows, key=lambda r: (str(r["model_id"]), str(r["task"]))):
+        task = str(row["task"])
+        view = task_view(task)
+        figures = _figures(task, row)
+        sides = []
+        for text, title in DEMO_PLACES:
+            side = _side(task, row)
+            side.update(demo=text, demo_title=title)
+            sides.append(side)
+        pairs.append(
+            {
+                "id": str(row["model_id"]),
+                "task": task,
+                "label": view.label,
+                "speed": view.speed.label if view.speed else "",
+                "sides": sides,
+                "ratios": {k: _ratio(figures[k], figures[k]) for k in ("speed", "mem", "cost")},
+                "demo": True,
+            }
+        )
     return pairs

@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from pipeline.page import plots
 from pipeline.page.catalog import (
+    DEMO_TITLE,
     DEVICE_FILTERS,
     DEVICE_LABELS,
     ENTRY_COLUMNS,
@@ -31,13 +32,15 @@ from pipeline.page.catalog import (
     PAGE_VIEWS,
     VIEW_LABELS,
     catalog,
+    compile_text,
     device_shown,
     fallback_text,
     price_text,
     usd_text,
 )
-from pipeline.page.compare import compare_pairs
+from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
+from pipeline.page.releases import release_sections
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 #: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
@@ -134,6 +137,8 @@ def _environment() -> jinja2.Environment:
     env.filters["metric"] = metric_text
     env.globals["fallback_text"] = fallback_text
     env.globals["price_text"] = price_text
+    env.globals["compile_text"] = compile_text
+    env.globals["demo_title"] = DEMO_TITLE
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
@@ -159,6 +164,7 @@ def render_page(
     note: str | None = None,
     feed: str | None = None,
     dataset_repo: str | None = None,
+    releases: Sequence[Mapping[str, Any]] | None = None,
 ) -> str:
     """The catalog page as one HTML document.
 
@@ -171,6 +177,7 @@ def render_page(
         note: a sentence shown at the top (the demo says its rows are CPU rows from tiny models).
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
+        releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
 
     Returns:
         The HTML text.
@@ -233,7 +240,8 @@ def render_page(
         dataset_repo=dataset_repo,
         total=len(listing["items"]),
         summary=summary,
-        compare=compare_pairs(latest),
+        compare=compare_pairs(latest) + demo_pairs(latest),
+        releases=release_sections(releases or []),
         families=families,
         plots={
             task: plots.catalog_plots(

@@ -9,17 +9,24 @@ and the touched models' scripts are rendered again; one the repo already holds b
 latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
 once, and the summary with it. The history stays append-only: a publish only adds a results file.
 
-When the bot already has an open PR, the commit goes onto it (``refs/pr/N``) instead of opening a second one;
-when the branch moves while committing, the commit is rebuilt on the new head (:meth:`pipeline.hub.Hub.commit`).
-Publishing results that are already there changes nothing: no commit, no PR.
+When the bot already has an open PR, the commit goes onto it (``refs/pr/N``, the oldest when there are more)
+instead of opening a second one; when the branch moves while committing, the commit is rebuilt on the new head
+(:meth:`pipeline.hub.Hub.commit`). Publishing results that are already there changes nothing: no commit, no PR.
+
+Two publishes that start while the bot has no open PR both open one. So a publish that opened a PR looks again
+once it is open: when an older open bot PR is there too, it commits its records onto that one (rebuilt on its
+head: what the other publish added stays, nothing is added twice), says so on its own PR and closes it. The
+newer PR always folds into the older one, so any number of publishes at once end with one open PR holding every
+record, and merging it puts each on main once. A whole publish has one deadline (``TRNCAT_PUBLISH_DEADLINE_S``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +39,7 @@ from pipeline.dataset import (
     write_front_files,
 )
 from pipeline.errors import PipelineError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions, together
+from pipeline.hub import CommitResult, Hub, deadline, file_additions, together
 from pipeline.ids import validate_model_id
 from pipeline.prices import Pricing
 from pipeline.publish.description import describe
@@ -171,7 +178,7 @@ def publish(
         HubError: (or a child) the Hub failed after retries and rebases; nothing local is changed.
     """
     validate_model_id(repo)
-    with tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
+    with deadline(constants.TRNCAT_PUBLISH_DEADLINE_S), tempfile.TemporaryDirectory(prefix="trncat-publish-") as tmp:
         # The head and the token's user need nothing of each other: asked together (one round trip, not two).
         head, user = together.at_once(lambda: hub.head_sha(repo, repo_type="dataset", revision="main"), hub.whoami)
         try:
@@ -226,6 +233,10 @@ def publish(
         description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside))
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
+        elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
+            result = _fold_into_an_older_pr(hub, repo, publication, result, author=author, title=title, invalid=invalid)
+            last = publication.latest
+            files = sorted(last.changed) or files
         pr_num = result.pr_num if result.pr_num is not None else pr_num
         return PublishResult(
             repo=repo,
@@ -237,3 +248,37 @@ def publish(
             commit=result.sha,
             set_aside=last.set_aside,
         )
+
+
+def _fold_into_an_older_pr(
+    hub: Hub,
+    repo: str,
+    publication: _Publication,
+    opened: CommitResult,
+    *,
+    author: str | None,
+    title: str,
+    invalid: int,
+) -> CommitResult:
+    """The PR ``opened`` just opened, or (when an older open bot PR is there too: another publish opened it at the
+    same time) the commit of these records onto that older PR, this one closed with a comment saying where they went.
+    """
+    ours = opened.pr_num
+    assert ours is not None
+    numbers = hub.open_bot_prs(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
+    older = [n for n in numbers if n < ours]
+    if not older:
+        return opened
+    into = older[0]
+    logger.warning("%s: PR #%d was opened at the same time as this publish's #%d: folding #%d into it",
+                   repo, into, ours, ours)  # fmt: skip
+    folded = hub.commit(repo, operations_factory=publication.operations, message=title, repo_type="dataset",
+                        description=f"Folded in from #{ours}.", revision=f"refs/pr/{into}")  # fmt: skip
+    last = publication.latest
+    if folded.created and not last.empty:
+        note = describe(last.summary, files=sorted(last.changed), invalid=invalid, set_aside=len(last.set_aside))
+        hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
+    hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")
+    hub.close_pr(repo, ours)
+    url = re.sub(r"/discussions/\d+$", f"/discussions/{into}", opened.pr_url) if opened.pr_url else None
+    return replace(folded, pr_num=into, pr_url=url)

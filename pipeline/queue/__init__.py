@@ -10,7 +10,8 @@
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records`, :mod:`pipeline.dataset` (what
-was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI.
+was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan`. Imported by: the CLI and
+:mod:`pipeline.release` (the pins a release diff picks rows by).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pipeline.queue.fleet import (
 from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
 from pipeline.queue.matrix import (
     MAX_CHUNK,
+    REMEASURE_ORDER,
     Planner,
     Queue,
     build_queue,
@@ -49,13 +51,14 @@ from pipeline.queue.matrix import (
 )
 from pipeline.queue.planners import HubPlanner
 from pipeline.queue.sweep import Job, SweepResult, simulate
-from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, load_toolchain
+from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
 
 __all__ = [
     "DEFAULT_INSTANCES",
     "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
+    "REMEASURE_ORDER",
     "PARAM_BUCKETS",
     "PRIOR",
     "Duration",
@@ -79,7 +82,10 @@ __all__ = [
     "layout_fleet",
     "load_candidates",
     "load_instances",
+    "load_apt_pins",
     "load_toolchain",
+    "as_pinned",
+    "version_column",
     "matrix_order",
     "param_bucket",
     "parse_partition",

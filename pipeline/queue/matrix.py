@@ -11,6 +11,10 @@ Each queued model is planned from its configs (one download per model and revisi
 runner label its core count needs. The result is a list of matrices ``{"include": [...]}`` of at most 256
 entries each (GitHub's cap per matrix), each entry with its predicted seconds and compile host memory
 (:mod:`pipeline.queue.durations`), ordered largest and longest first, so the tail of a sweep is short jobs.
+
+When the toolchain moves (a Neuron release), every model is queued again: the re-measure goes in a stated order,
+what last passed first, then what last failed at compile, then the rest (:data:`REMEASURE_ORDER`; a model with no
+earlier row is of the rest), each group largest and longest first; the old rows stay in the results as history.
 """
 
 from __future__ import annotations
@@ -45,6 +49,9 @@ logger = logging.getLogger(__name__)
 
 #: GitHub Actions generates at most 256 jobs from one matrix.
 MAX_CHUNK = 256
+#: The re-measure's groups, in queue order: by how the model's newest earlier CI row (another toolchain or
+#: revision) fared.
+REMEASURE_ORDER = ("passed", "compile_failure", "rest")
 _WORKLOAD_COLUMNS = ("batch_size", "input_tokens", "output_tokens", "image_size")
 
 #: Candidate -> its :class:`~pipeline.plan.Plan` (:class:`~pipeline.queue.planners.HubPlanner` plans from the Hub).
@@ -78,6 +85,8 @@ class Queue:
     toolchain: dict[str, str] = field(default_factory=dict)
     #: How many predictions came from history at this toolchain, older toolchains, and the prior.
     duration_sources: dict[str, int] = field(default_factory=dict)
+    #: Queued jobs per re-measure group (:data:`REMEASURE_ORDER`), in that order.
+    remeasure: dict[str, int] = field(default_factory=dict)
 
     @property
     def entries(self) -> list[dict[str, Any]]:
@@ -91,6 +100,7 @@ class Queue:
             "chunks": self.chunks,
             "skipped": self.skipped,
             "toolchain": self.toolchain,
+            "remeasure": self.remeasure,
         }
 
     def to_json(self, *, indent: int | None = None) -> str:
@@ -130,6 +140,22 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
         if row["failure_code"] != HOST_MEMORY_SHORT:
             counts[row["status"]] += 1
     return history
+
+
+def _earlier(root: Path) -> dict[tuple[str, str, str], str]:
+    """(model id without case, task, device) -> the re-measure group of its newest CI pass or fail, whatever its
+    toolchain or revision (a queued model was not measured at this key, so that row is an earlier one)."""
+    newest: dict[tuple[str, str, str], tuple[Any, str]] = {}
+    for row in iter_results(root, ["model_id", "task", "device", "status", "failure_stage", "finished_at", "source"]):
+        if row["source"] != "ci" or row["status"] not in ("pass", "fail"):
+            continue
+        key = (str(row["model_id"]).casefold(), row["task"], row["device"])
+        group = (
+            "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
+        )
+        if key not in newest or row["finished_at"] > newest[key][0]:
+            newest[key] = (row["finished_at"], group)
+    return {key: group for key, (_, group) in newest.items()}
 
 
 def fetch_results(hub: Hub, repo: str, *, into: Path) -> Path:
@@ -219,6 +245,8 @@ def build_queue(
     allowed = None if only is None else {(m.casefold(), t) for m, t in only}
     root = Path(dataset_root) if dataset_root is not None else None
     history = _measured(root, pinned) if root is not None and root.is_dir() else {}
+    earlier = _earlier(root) if root is not None and root.is_dir() else {}
+    groups: dict[int, int] = {}
     durations = durations or DurationModel.from_dataset(root, toolchain=pinned)
     queue = Queue(toolchain=pinned)
     entries: list[dict[str, Any]] = []
@@ -260,8 +288,12 @@ def build_queue(
         entry["predicted_s"] = round(predicted.total_s)
         queue.duration_sources[predicted.source] = queue.duration_sources.get(predicted.source, 0) + 1
         entry["host_memory_bytes"] = predicted.host_memory_bytes
+        group = earlier.get((c.model_id.casefold(), c.task, device), "rest")
+        groups[id(entry)] = REMEASURE_ORDER.index(group)
         entries.append(entry)
-    entries = matrix_order(entries)
+    # The re-measure's order first (what passed, then compile failures, then the rest), each group as matrix_order.
+    entries = sorted(matrix_order(entries), key=lambda e: groups[id(e)])
+    queue.remeasure = {g: sum(v == i for v in groups.values()) for i, g in enumerate(REMEASURE_ORDER)}
     queue.chunks = [{"include": entries[i : i + chunk_size]} for i in range(0, len(entries), chunk_size)]
     logger.info("queued %d jobs in %d chunk(s); skipped %d", len(entries), len(queue.chunks), len(queue.skipped))
     return queue

@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_TOOLCHAIN",
     "as_pinned",
     "check_toolchain",
+    "load_apt_pins",
     "load_toolchain",
     "public_version",
     "version_column",
@@ -88,3 +89,23 @@ def check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"toolchain {key}: version must be a non-empty string, got {value!r}")
     return {str(k): v.strip() for k, v in toolchain.items()}
+
+
+def load_apt_pins(path: Path | None = None) -> dict[str, str]:
+    """The toolchain file's ``apt:`` section: Debian package -> its pinned version (``2.35.30.0*``, apt's form);
+    empty when the file has none.
+
+    Raises:
+        ConfigError: unreadable file, or a section that is not a mapping of names to version strings.
+    """
+    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    section = data.get(APT_SECTION) if isinstance(data, dict) else None
+    if section is None:
+        return {}
+    if not isinstance(section, dict) or not all(isinstance(v, str) and v.strip() for v in section.values()):
+        raise ConfigError(f"{path}: its {APT_SECTION} section must map Debian packages to version strings")
+    return {str(k): v.strip() for k, v in section.items()}

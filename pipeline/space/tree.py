@@ -26,6 +26,7 @@ from pipeline.dataset import (
     read_exclusions,
     read_latest,
     read_rankings,
+    read_release_diffs,
     read_scripts,
     script_files,
 )
@@ -103,7 +104,39 @@ def entry_summary(row: dict[str, Any]) -> str:
     return text + "."
 
 
-def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt.datetime | None = None) -> str:
+def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
+    """A release diff's one feed entry: its title, summary, time (its newest row's) and the page's section."""
+    entries = diff["entries"]
+    count = {kind: sum(e["kind"] == kind for e in entries) for kind in {e["kind"] for e in entries}}
+    both = all(re.fullmatch(r"\d+\.\d+(\.\d+)*", str(n)) for n in (diff["old"], diff["new"]))
+    title = f"{'Neuron ' if both else ''}{diff['old']} → {diff['new']}"
+    parts = [
+        f"{count.get('newly_failing', 0)} newly failing",
+        f"{count.get('code_changed', 0)} failing with another code",
+        f"{count.get('newly_passing', 0)} newly passing",
+        f"{count.get('still_passing', 0)} still passing",
+    ]
+    if count.get("not_comparable"):
+        parts.append(f"{count['not_comparable']} not comparable (another instance or workload)")
+    if any((e.get("new_device") or e.get("old_device")) == "cpu" for e in entries):
+        parts.append("CPU rows: not Trainium2 results")
+    dates = [d for e in entries for d in (e.get("new_finished_at"), e.get("old_finished_at")) if d is not None]
+    return {
+        "title": f"Release diff: {title}",
+        "summary": f"{title}: " + ", ".join(parts) + ".",
+        "updated": max(dates, default=dt.datetime(1970, 1, 1, tzinfo=dt.UTC)),
+        "anchor": f"release-{diff['old']}--{diff['new']}",
+        "id": f"urn:trncat:release:{diff['old']}--{diff['new']}",
+    }
+
+
+def feed_xml(
+    changes: Sequence[dict[str, Any]],
+    *,
+    names: SiteNames,
+    updated: dt.datetime | None = None,
+    releases: Sequence[dict[str, Any]] = (),
+) -> str:
     """An Atom 1.0 document (RFC 4287) of the newest changes; ElementTree escapes every text, and what XML cannot
     hold at all is dropped (:func:`xml_text`).
 
@@ -111,6 +144,8 @@ def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt
         changes: change rows (:data:`pipeline.dataset.changes.CHANGES_SCHEMA`), newest first.
         names: the dataset, the Space and the page's address.
         updated: the feed's time (default: its newest entry's, so an unchanged dataset gives the same bytes).
+        releases: release diffs (``data/releases/``, read by :func:`pipeline.dataset.read_release_diffs`): one
+            entry each, first.
 
     Returns:
         The XML text.
@@ -132,13 +167,24 @@ def feed_xml(changes: Sequence[dict[str, Any]], *, names: SiteNames, updated: dt
         feed, "subtitle", "New models, new passes, new failures and regressions of Hugging Face models on AWS Trainium2"
     )
     sub(feed, "id", names.feed_url)
-    newest = updated or (rows[0]["finished_at"] if rows else dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
+    times = [rows[0]["finished_at"]] if rows else []
+    times += [release_entry(diff)["updated"] for diff in releases]
+    newest = updated or max(times, default=dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
     sub(feed, "updated", _iso(newest))
     sub(feed, "link", rel="self", type="application/atom+xml", href=names.feed_url)
     sub(feed, "link", rel="alternate", type="text/html", href=names.page_url)
     sub(feed, "link", rel="related", href=f"https://huggingface.co/datasets/{names.dataset_repo}")
     author = sub(feed, "author")
     sub(author, "name", "trncat")
+    for diff in releases:
+        info = release_entry(diff)
+        entry = sub(feed, "entry")
+        sub(entry, "title", info["title"])
+        sub(entry, "id", info["id"])
+        sub(entry, "updated", _iso(info["updated"]))
+        sub(entry, "link", rel="alternate", type="text/html", href=f"{names.page_url}#{info['anchor']}")
+        sub(entry, "category", term="release_diff", label="Release diff")
+        sub(entry, "summary", info["summary"])
     for row in rows:
         entry = sub(feed, "entry")
         sub(entry, "title", entry_title(row))
@@ -158,6 +204,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         DatasetError: a Parquet file of the dataset is unreadable.
     """
     latest = read_latest(dataset)
+    releases = read_release_diffs(dataset)
     scripts = read_scripts(dataset, {row["model_id"] for row in latest})
     html = render_page(
         latest=latest,
@@ -168,6 +215,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         note=names.note,
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,
+        releases=releases,
     )
     card = render.render(
         "space_card.md.j2",
@@ -181,6 +229,6 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
         fsatomic.write_text(stage / SPACE_PAGE, html)
         fsatomic.write_text(stage / SPACE_CARD, card)
-        fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names))
+        fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
         for relative, data in script_files(dataset):
             fsatomic.write_bytes(stage / relative, data)

@@ -55,6 +55,7 @@ def _run_py(root: Path, model: Path, record: dict[str, Any], work: Path, hub_url
     return done.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_bench_bundle_publish_then_run_py_starts_warm_in_a_fresh_process(benched, localhub, tmp_path: Path) -> None:
     root, model, out = benched

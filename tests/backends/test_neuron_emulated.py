@@ -41,6 +41,7 @@ def bench(root: Path, model: Path, out: Path, *args: str) -> dict[str, Any]:
     return record
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(1500)
 def test_four_cores_tensor_parallel_and_the_emulated_record_is_refused(tmp_path: Path) -> None:
     root = build(tmp_path / "trn2", Machine.of("trn2.48xlarge"))
@@ -68,6 +69,7 @@ def test_four_cores_tensor_parallel_and_the_emulated_record_is_refused(tmp_path:
     assert published.returncode != 0 and not list((tmp_path / "dataset").rglob("*.parquet"))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_a_core_held_by_another_process_is_an_infrastructure_error(
     tmp_path: Path, tiny_models: dict[str, Path]
@@ -88,6 +90,7 @@ def test_a_core_held_by_another_process_is_an_infrastructure_error(
     assert "NeuronCore(s) not available" in record["failure"]["message"]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 def test_a_device_out_of_memory_fails_with_the_runtime_memory_table(
     tmp_path: Path, tiny_models: dict[str, Path]

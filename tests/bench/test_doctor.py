@@ -123,3 +123,25 @@ def test_cli_doctor_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert report["smoke"] == []  # skipped: the failed checks come first
     assert all(set(c) == {"name", "status", "detail", "fix"} for c in report["checks"])
     assert {c["status"] for c in report["checks"]} <= {"ok", "warn", "fail"}
+
+
+def test_an_installed_toolchain_that_differs_from_the_pin_is_named_package_by_package(trn2: Path) -> None:
+    """Issue 30: the Python packages and the Neuron Debian packages (runners/toolchain.yaml's apt: section), each
+    against its pin, and one `toolchain` line that names every package that differs."""
+    apt = {"aws-neuronx-runtime-lib": "2.35.30.0*", "aws-neuronx-tools": "2.33.38.0*", "aws-neuronx-dkms": "2.31.7.0*"}
+    installed = {"aws-neuronx-runtime-lib": "2.35.30.0", "aws-neuronx-tools": "2.34.1.0"}  # tools moved, no dkms
+    backend = _backend(trn2, packages={**PACKAGES, "neuronx-cc": "2.22.0.0"}.get)
+    checks = _checks(trn2, backend, apt=apt, dpkg=installed.get)
+    assert checks["aws-neuronx-runtime-lib"].status == "ok"
+    assert checks["aws-neuronx-tools"].detail == "2.34.1.0, but runners/toolchain.yaml pins 2.33.38.0*"
+    assert checks["aws-neuronx-dkms"].detail == "not installed; runners/toolchain.yaml pins 2.31.7.0*"
+    assert "apt-get install aws-neuronx-tools=2.33.38.0*" in str(checks["aws-neuronx-tools"].fix)
+    summary = checks["toolchain"]
+    assert summary.status == "fail" and summary.detail == (
+        "the installed toolchain differs from the pin in 3 package(s): neuronx-cc 2.22.0.0; "
+        "aws-neuronx-tools 2.34.1.0; aws-neuronx-dkms not installed"
+    )
+    same = _checks(
+        trn2, apt=apt, dpkg={**installed, "aws-neuronx-tools": "2.33.38.0", "aws-neuronx-dkms": "2.31.7.0"}.get
+    )
+    assert same["toolchain"].status == "ok" and same["aws-neuronx-tools"].detail == "2.33.38.0"

@@ -190,11 +190,14 @@ def test_the_json_is_exactly_the_issue_s_shape(catalog, capsys: pytest.CaptureFi
     assert tuple(data) == JSON_KEYS and data["verdict"] in VERDICTS
     assert set(data["evidence"][0]) == {"kind", "model_id", "status", "cores", "toolchain", "failure_code"}
     assert isinstance(data["plan"]["cores"], int) and isinstance(data["run_py"], str)
-    # Without --json: a few lines, ending with the run.py to try.
+    # Without --json: a few lines, verdict, evidence and plan; the run.py only when asked for (issue 37).
     assert main(["check", "acme/ft", "--dataset", DATASET, "--no-cache"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("acme/ft @ ") and "likely-runs" in text.splitlines()[0]
-    assert text.rstrip().endswith(data["run_py"].rstrip())
+    assert "  - base_model: acme/base-llama pass" in text and "  plan: " in text
+    assert "MODEL_ID" not in text and len(text.splitlines()) < 12 and "--run-py FILE writes it" in text
+    assert main(["check", "acme/ft", "--dataset", DATASET, "--no-cache", "--show-run-py"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(data["run_py"].rstrip())
 
 
 def test_a_local_dataset_folder_answers_the_same_without_dataset_requests(catalog, tmp_path: Path) -> None:
@@ -300,3 +303,60 @@ def test_an_unknown_instance_or_task_is_one_clear_error(
     assert len(err) == 1 and err[0].startswith("error: ") and "trn9.huge" in err[0]
     assert main(["check", "not a model id", "--dataset", DATASET]) != 0
     assert "invalid model id" in capsys.readouterr().err
+
+
+# -- issue 37: no silent success, run.py to a file, a quiet line for a missing cache ----------------------
+
+
+def test_run_py_is_written_to_the_file_asked_for(catalog, capsys, monkeypatch, tmp_path: Path) -> None:
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", catalog.url)
+    target = tmp_path / "try" / "run.py"
+    assert main(["check", "acme/ft", "--dataset", DATASET, "--no-cache", "--run-py", str(target)]) == 0
+    text = capsys.readouterr().out
+    assert f"written to {target}" in text and "MODEL_ID" not in text
+    assert "MODEL_ID = 'acme/ft'" in target.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("revision", [None, "f" * 40])
+def test_a_model_or_revision_not_on_the_hub_has_its_own_exit_code(catalog, capsys, monkeypatch, revision) -> None:
+    from pipeline import constants
+    from pipeline.check import NOT_FOUND_EXIT
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", catalog.url)
+    model = "acme/ft" if revision else "acme/does-not-exist"
+    args = ["check", model, "--dataset", DATASET, "--no-cache"] + (["--revision", revision] if revision else [])
+    assert NOT_FOUND_EXIT not in (0, 1, 2)
+    assert main(args) == NOT_FOUND_EXIT
+    captured = capsys.readouterr()
+    assert "not on the Hub" in captured.out  # the answer still says why
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith(f"error: {model}: not on the Hub") and ("revision not found" in line) == bool(revision)
+
+
+def test_a_missing_or_empty_dataset_dir_is_an_error(catalog, capsys, monkeypatch, tmp_path: Path) -> None:
+    from pipeline import constants
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", catalog.url)
+    (tmp_path / "empty").mkdir()
+    for folder, words in ((tmp_path / "nope", "no such dataset folder"), (tmp_path / "empty", "holds no dataset")):
+        assert main(["check", "acme/ft", "--dataset-dir", str(folder), "--no-cache"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.strip() == f"error: {folder}: {words}" + (
+            "" if words.startswith("no such") else " (no data/latest/*.parquet, no data/families.parquet)"
+        )
+
+
+def test_a_hub_without_optimum_neurons_cache_is_one_quiet_line(catalog, capsys, monkeypatch) -> None:
+    from pipeline import constants
+    from pipeline.check import CACHE_REPO
+
+    monkeypatch.setattr(constants, "HF_ENDPOINT", catalog.url)
+    assert main(["check", "acme/new-arch", "--dataset", DATASET]) == 0  # unknown: the cache is asked, is not there
+    err = capsys.readouterr().err.strip().splitlines()
+    assert [line for line in err if CACHE_REPO in line] == [
+        f"no {CACHE_REPO} on this Hub: no precompiled configurations to name"
+    ]
+    assert main(["-q", "check", "acme/new-arch", "--dataset", DATASET]) == 0
+    assert CACHE_REPO not in capsys.readouterr().err  # quiet: not a warning

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -85,3 +86,85 @@ def test_plan_of_a_folder_without_config_is_one_line(tmp_path: Path, capsys: pyt
     assert main(["plan", str(tmp_path)]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and "config.json" in err[0]
+
+
+# -- issue 37: what a new user hits first ---------------------------------------------------------------
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in captured.err, captured.err
+    return err[0]
+
+
+def test_page_from_a_missing_or_empty_folder_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "site"
+    args = ["page", "--dataset-repo", "trncat/results", "--out", str(out), "--from-folder"]
+    assert main([*args, str(tmp_path / "nope")]) == 2
+    assert "no such dataset folder" in _one_error_line(capsys)
+    (tmp_path / "empty").mkdir()
+    assert main([*args, str(tmp_path / "empty")]) == 2
+    assert "holds no dataset" in _one_error_line(capsys)
+    assert not out.exists()  # never an empty catalog
+
+
+@pytest.mark.parametrize("name", ["./does-not-exist", "../nowhere/model", "/no/such/model"])
+def test_bench_and_plan_of_a_missing_folder_say_the_folder_is_missing(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "r.json"
+    assert main(["bench", name, "--task", "text-generation", "--device", "cpu", "--out", str(out)]) == 2
+    line = _one_error_line(capsys)
+    assert f"{name}: no such folder" in line and "model id" not in line
+    assert main(["plan", name]) == 2
+    assert f"{name}: no such folder" in _one_error_line(capsys)
+    assert not out.exists()
+
+
+def test_localhub_serve_mistakes_are_one_line_each(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    assert main(["localhub", "serve", "--root", str(afile)]) == 2
+    assert "a file, not a folder" in _one_error_line(capsys)
+    missing = tmp_path / "tokens.txt"
+    assert main(["localhub", "serve", "--root", str(tmp_path / "hub"), "--tokens-file", str(missing)]) == 2
+    assert f"--tokens-file {missing}: cannot read it" in _one_error_line(capsys)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        assert main(["localhub", "serve", "--root", str(tmp_path / "hub"), "--port", str(port)]) == 2
+        assert f"--port {port}: already in use" in _one_error_line(capsys)
+
+
+def test_the_readme_says_up_front_that_nothing_is_measured_on_hardware_yet() -> None:
+    """Issue 37: the first screen says where the project stands, and that stays true while docs/neuron-facts.md has
+    no fact seen on hardware (the first hardware run changes both)."""
+    facts = (ROOT / "docs" / "neuron-facts.md").read_text(encoding="utf-8")
+    seen = [cells[-2].strip() for line in facts.splitlines() if (cells := line.split("|")) and len(cells) > 5]
+    seen = [s for s in seen if s not in ("seen on hardware", "---", "n/a")]
+    assert seen and set(seen) == {"no"}, "a fact was seen on hardware: update the README's first screen"
+    first_screen = README.read_text(encoding="utf-8").split("## Two commands", 1)[0]
+    assert "no row has yet been measured on Trainium2 hardware" in first_screen
+    assert "tested against an emulator of its" in first_screen and "documentation" in first_screen
+    assert "a third party's, each with its source and date" in first_screen and "not live" in first_screen
+
+
+def test_the_readme_tells_how_to_check_the_demos_models_after_it_ends() -> None:
+    from pipeline.cli.demo import DATASET_REPO, FINE_TUNE
+
+    text = README.read_text(encoding="utf-8")
+    assert "trncat demo --out demo-out --work demo-work" in text
+    assert "trncat localhub serve --root demo-work/hub --port 8999 &" in text
+    assert f"HF_ENDPOINT=http://127.0.0.1:8999 .venv/bin/trncat check {FINE_TUNE} --dataset {DATASET_REPO}" in text
+
+
+def test_the_readme_paragraph_after_the_pandas_example_is_short_sections() -> None:
+    text = README.read_text(encoding="utf-8")
+    after = text.split('ds["train"].features["attempts"]', 1)[1].split("## Commands", 1)[0]
+    paragraphs = [p for p in after.split("\n\n") if p.strip() and not p.startswith(("#", "```"))]
+    assert len(re.findall(r"^### ", after, flags=re.M)) >= 5
+    assert max(len(p.splitlines()) for p in paragraphs) <= 9

@@ -11,9 +11,10 @@ from pipeline.cli import main
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = tmp_path / "demo-out"
-    assert main(["demo", "--out", str(root)]) == 0
+    root, work = tmp_path / "demo-out", tmp_path / "work"
+    assert main(["demo", "--out", str(root), "--work", str(work)]) == 0
     out, space = root / "dataset", root / "space"
     latest = pd.read_parquet(out / "data" / "latest")
     passes = latest[latest.status == "pass"]
@@ -41,19 +42,59 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert "$ trncat check trncat-demo/tiny-llama-finetune\ntrncat-demo/tiny-llama-finetune @ " in table
     assert "(text-generation): unknown" in table and "trncat-demo/tiny-llama was measured on cpu only" in table
     assert "trncat-demo/tiny-llama-finetune" not in set(latest.model_id)  # never benchmarked
+    # Issue 37: check's answer without the whole run.py; how to check the demo's models after it ends.
+    assert "MODEL_ID" not in table and "--run-py FILE writes it" in table
+    assert f"trncat localhub serve --root {work / 'hub'} --port 8999 &" in table
+    assert "HF_ENDPOINT=http://127.0.0.1:8999 trncat check trncat-demo/tiny-llama-finetune" in table
+    _check_against_the_kept_hub(work, capsys)
+    # Issue 37: every row priced at the demo's labelled price, so the page shows costs and the Compare section.
+    assert set(latest.instance_type) == {"demo.cpu"} and set(latest.device) == {"cpu"}
+    assert set(latest.price_source) == {"trncat demo: an invented round price for this machine's CPU, not a quote"}
+    assert (passes.cost_usd_per_million_tokens.notna() | passes.cost_usd_per_million_sentences.notna()
+            | passes.cost_usd_per_thousand_images.notna()).all()  # fmt: skip
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "trncat-demo/results" in card and "https://huggingface.co/spaces/trncat-demo/catalog" in card
     assert "sdk: static" in (space / "README.md").read_text(encoding="utf-8")
     page = (space / "index.html").read_text(encoding="utf-8")
     assert "every row below was measured on this machine&#39;s CPU with tiny models" in page
     assert "No Trainium2 results yet." in page and 'href="feed.xml"' in page
+    assert '<section id="compare">' in page and 'id="compare-demo"' in page and "b-trn" not in page.split("<main>")[1]
     assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
     assert "DiffusionPipeline" in (out / "scripts/trncat-demo/tiny-sd/run.py").read_text(encoding="utf-8")
     requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")
     assert "sentence-transformers==" in requirements
     assert (latest.plan_advice.str.contains("NeuronCore")).all()
+    # A release diff rehearsed on CPU rows (two tiny models measured twice on this stack), kept in data/releases/,
+    # shown on the page as its own section badged CPU and in the feed; the demo says it is no Neuron release.
+    diff = pd.read_parquet(out / "data/releases/cpu-first-run--cpu-second-run.parquet")
+    assert set(diff.model_id) == {"trncat-demo/tiny-llama", "trncat-demo/tiny-sentence-bert"}
+    assert set(diff.kind) == {"still_passing"} and diff.speed_pct.notna().all() and diff.new_device.eq("cpu").all()
+    assert "$ trncat diff (a rehearsal on CPU rows: the same CPU stack measured twice, no Neuron release)" in table
+    assert "cpu-first-run -> cpu-second-run: 2 model(s) and task(s), 2 compared" in table
+    assert "cpu-first-run → cpu-second-run" in page and 'title="measured on a CPU: not a Trainium2 result">CPU' in page
+    assert "Release diff: cpu-first-run → cpu-second-run" in (space / "feed.xml").read_text(encoding="utf-8")
     # A second demo into the same folder adds a second results file (new runs), never rewrites the first.
     first = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
     assert main(["demo", "--out", str(root)]) == 0
     second = {p.name: p.read_bytes() for p in (out / "data" / "results").glob("*.parquet")}
     assert len(second) == 2 and all(second[name] == data for name, data in first.items())
+
+
+def _check_against_the_kept_hub(work: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The commands the demo printed: its local hub served again from --work, then `trncat check` against it."""
+    import threading
+
+    from pipeline import constants
+    from pipeline.localhub import LocalHubServer, LocalHubStore
+
+    server = LocalHubServer(LocalHubStore(work / "hub"))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoint, constants.HF_ENDPOINT = constants.HF_ENDPOINT, server.url
+    try:
+        capsys.readouterr()
+        assert main(["check", "trncat-demo/tiny-llama-finetune", "--dataset", "trncat-demo/results"]) == 0
+        assert "(text-generation): unknown" in capsys.readouterr().out
+    finally:
+        constants.HF_ENDPOINT = endpoint
+        server.shutdown()
+        server.server_close()

@@ -83,7 +83,7 @@ def test_every_config_loads_with_one_column_set_across_two_layouts(
 
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
-    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes"}
+    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
     # Every results and latest file is in the current layout now: the publish rewrote the layout-1 files.
     for path in sorted((folder / "data/results").glob("*.parquet")):
         assert pq.read_schema(path).remove_metadata() == arrow_schema(), path.name
@@ -214,3 +214,47 @@ def test_a_layout_1_file_reads_as_layout_2(tmp_path: Path) -> None:
     assert len(rewritten) == 6 and rewritten[-1] == "data/families.parquet" and not needs_migration(folder)
     table = pq.read_table(next((folder / "data/rankings").glob("*.parquet")))
     assert table.schema.field("date").type == pa.date32()
+
+
+def _rerun(model_id: str, minute: int) -> dict[str, Any]:
+    """A new pass of a model that already passes: a new results row that changes nothing."""
+    run = {"started_at": f"2026-12-01T10:{minute:02d}:00+00:00", "finished_at": f"2026-12-01T10:{minute:02d}:30+00:00"}
+    record = sample_record(model_id=model_id, run=run)
+    record["cores"], record["threads"] = 2, 2
+    return record
+
+
+def test_every_config_loads_in_every_reader_after_publishes_that_change_nothing(
+    published: dict[str, Any], localhub: Any, tmp_path: Path
+) -> None:
+    """Issue 37: a publish that changes no key's kind once wrote a 0-row changes file, which ``datasets`` refuses
+    (``ArrowInvalid: BatchSize must be greater than 0``). Two such publishes, then every config of the card in
+    datasets, pandas, DuckDB and Polars."""
+    import datasets
+    import pandas as pd
+    from huggingface_hub import snapshot_download
+
+    duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed in this environment")
+    polars = pytest.importorskip("polars", reason="Polars is not installed in this environment")
+    for pr, minute in ((2, 10), (3, 20)):
+        result = publish([_rerun("acme/new-pass", minute)], repo=REPO, hub=localhub.client, space=SPACE)
+        assert result.pr_num == pr
+        localhub.client.merge(REPO, pr, repo_type="dataset")
+    folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
+    assert len(list((folder / "data/results").glob("*.parquet"))) == 5  # each publish added its results file
+    changes = sorted((folder / "data/changes").glob("*.parquet"))
+    assert len(changes) == 1 and all(pq.read_metadata(p).num_rows > 0 for p in changes)  # none for a no-op
+    configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
+    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
+    for name, pattern in configs.items():
+        ds = datasets.load_dataset(REPO, name, split="train", cache_dir=str(tmp_path / "ds-cache"))
+        files = sorted(folder.glob(pattern))
+        assert files, name
+        frames = [pd.read_parquet(p, dtype_backend="pyarrow") for p in files]
+        total = sum(len(f) for f in frames)
+        assert ds.num_rows == total > 0, name
+        glob = f"{folder}/{pattern}"
+        assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{glob}', union_by_name=true)").fetchall() == [(total,)]
+        assert polars.scan_parquet(glob).select(polars.len()).collect().item() == total, name
+    families = polars.read_parquet(folder / "data/families.parquet")
+    assert "acme/new-pass" in families["model_id"].to_list()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 from huggingface_hub import CommitOperationAdd
@@ -194,7 +195,7 @@ def test_commit_pr_push_to_open_pr_and_comment(localhub):
     assert "data/a.txt" not in client.list_files(repo)  # main untouched until a maintainer merges
     client.comment(repo, 1, "Updated with run 42")
     events = localhub.store.get(repo, repo_type="dataset").discussions[0]["events"]
-    assert events[-1]["data"]["latest"]["raw"] == "Updated with run 42"
+    assert events[-1]["data"]["latest"]["raw"].startswith("Updated with run 42\n\n<!-- trncat-op ")
 
     same = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="again", revision="refs/pr/1")
     assert not same.created and same.sha == pushed.sha  # nothing changed: no commit
@@ -318,3 +319,38 @@ def test_a_network_error_is_retried_on_the_budget_then_one_line(tmp_path):
     with pytest.raises(HubError, match="cannot reach the Hub after 3 attempts") as caught:
         client.model_info("org/tiny")
     assert "\n" not in str(caught.value) and sleeps == [1.0, 2.0]
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_no_hub_reachable_is_said_before_the_retries(tmp_path):
+    """Issue 37: nothing listening at the endpoint is said at once, with how long the retries will take."""
+    import socket
+
+    from pipeline.errors import HubError
+    from pipeline.hub import Hub
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    sleeps: list[float] = []
+    client = Hub(endpoint=f"http://127.0.0.1:{port}", token="t", sleep=sleeps.append, max_retries=5)
+    lines = _Lines()
+    logger = logging.getLogger("pipeline.hub")  # its own handler: the CLI's tests turn propagation off
+    logger.addHandler(lines)
+    try:
+        with pytest.raises(HubError):
+            client.model_info("org/tiny")
+    finally:
+        logger.removeHandler(lines)
+    first = lines.lines[0]
+    assert f"no answer from the Hub at http://127.0.0.1:{port}" in first and "is it reachable?" in first
+    assert "retrying 5 times over about 31 s" in first  # 1 + 2 + 4 + 8 + 16
+    assert sum(sleeps) == 31.0 and len(lines.lines) == 5

@@ -695,3 +695,92 @@ def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -
     assert "compiled cache 3.0 MiB" in html and "later runs start in 9.5 s" in html
     assert "<img src=x" not in html  # the reason is text, escaped in the inline data
     assert "Its run.py starts warm" in parse(html).scripts["app"]
+
+
+# -- issue 37: the page's details ------------------------------------------------------------------------
+
+
+def _cuda_row(model_id: str, **overrides: Any) -> dict[str, Any]:
+    return flatten(
+        sample_record(
+            model_id=model_id,
+            device="cuda",
+            hardware={"name": "nvidia-l40s", "instance_type": "g6e.xlarge", "accelerator": "NVIDIA L40S",
+                      "core_config": None, "memory_per_core_bytes": 48 * 1024**3, "cores_available": 1},
+            versions={"torch_neuronx": None, "neuronx_cc": None, "runtime": None, "driver": None, "sdk": None,
+                      "cuda": "12.8"},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+            **overrides,
+        )
+    )  # fmt: skip
+
+
+def test_a_cpu_row_says_nothing_was_compiled_instead_of_0_ms() -> None:
+    cpu = flatten(
+        sample_record(
+            model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None},
+            metrics={"compile_s": 0.0, "warm_start_s": None, "compile_cache_hit": None},
+        )
+    )  # fmt: skip
+    html = render(latest=[cpu])
+    [cells] = parse(html).rows
+    assert cells[5] == "—, not compiled on CPU" and "0 ms" not in cells[5]
+    # the script says the same (the table, and each history line, are rebuilt from the inline data)
+    assert '"\\u2014, not compiled on CPU"' in parse(html).scripts["app"]
+    assert "F.compileText(h)" in parse(html).scripts["app"]
+
+
+def test_a_trainium2_rows_history_lists_no_cuda_or_cpu_row() -> None:
+    trn = row("acme/both", run=at(2))
+    older = row("acme/both", run=at(1), versions={"neuronx_cc": "2.20.0"})
+    gpu = _cuda_row("acme/both", run=at(3))
+    cpu = flatten(sample_record(model_id="acme/both", device="cpu", hardware={"name": "cpu", "accelerator": None},
+                                run=at(4)))  # fmt: skip
+    html = render(latest=[trn, gpu, cpu], history=[older, trn, gpu, cpu])
+    data = data_of(html)
+    [entry] = [e for e in data["objects"] if e["id"] == "acme/both"]
+    lines = [dict(zip(data["hcols"], line, strict=True)) for line in entry["hist"]]
+    assert entry["device"] == "neuron" and {h["device"] for h in lines} == {"neuron"} and len(lines) == 2
+
+
+def _demo_row(model_id: str = "trncat-demo/tiny-llama") -> dict[str, Any]:
+    from pipeline.prices import DEMO_INSTANCE
+
+    cpu = flatten(
+        sample_record(
+            model_id=model_id, device="cpu",
+            hardware={"name": "cpu-x86_64", "instance_type": DEMO_INSTANCE, "accelerator": None},
+        )
+    )  # fmt: skip
+    cpu.update(price_usd_per_hour=1.0, price_option="on_demand", price_source="trncat demo: an invented price",
+               cost_usd_per_million_tokens=3.6)  # fmt: skip
+    return cpu
+
+
+def test_the_demo_shows_compare_and_costs_with_a_demo_badge_on_both_sides_never_as_a_gpu_result() -> None:
+    html = render(latest=[_demo_row()])
+    # Both sides are the one CPU run, each badged demo and CPU with the place it fills; no side says cuda or GPU.
+    section = html.split('<section id="compare">', 1)[1].split("</section>", 1)[0]
+    assert 'id="compare-demo"' in section and "Neither side is a Trainium2 or a GPU result" in section
+    sides = re.findall(r'<tr class="side side-(\w+)">(.*?)</tr>', section, flags=re.S)
+    assert [device for device, _ in sides] == ["cpu", "cpu"]
+    for _, cells in sides:
+        device = re.search(r'<td class="device">(.*?)</td>', cells, flags=re.S)[1]  # type: ignore[index]
+        assert re.findall(r'class="badge ([\w-]+)"[^>]*>([^<]*)<', device) == [("b-demo", "demo"), ("b-dev", "CPU")]
+        assert "b-trn" not in device and ">cuda<" not in device
+        assert '<td class="num cost" title="At $1 per instance-hour' in cells and ">$3.60<" in cells
+    assert "in the Trainium2 place" in sides[0][1] and "cuda-labelled twin" in sides[1][1]
+    assert "not a GPU result" in sides[1][1] and "demo: the CPU run ÷ itself" in section and "×1.00" in section
+    # The table: the row is badged demo and its cost shows, with the demo price's source on hover.
+    [cells] = parse(html).rows
+    assert cells[2].startswith("runs CPU demo") and "$3.60" in cells
+    assert '"demo"' in parse(html).scripts["trncat-data"] and data_of(html)["objects"][0]["demo"] is True
+
+
+def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
+    cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", hardware={"name": "cpu", "accelerator": None}))
+    html = render(latest=[cpu, row("acme/both"), _cuda_row("acme/both")])
+    body = html.split("<main>", 1)[1].split("</main>", 1)[0]
+    assert 'id="compare-demo"' not in body and "b-demo" not in body
+    assert all(e["demo"] is False for e in data_of(html)["objects"])
+    assert "Trainium2 ÷ GPU" in html

@@ -253,6 +253,64 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
     assert all(url.startswith((base, "data:")) for url in seen["requests"]), seen["requests"]
 
 
+def _inside_the_window(page: Any) -> None:
+    """Nothing of the page passes the 1400 px window: no sideways scroll, no cell or details pane past its edge."""
+    width = page.evaluate("window.innerWidth")
+    assert width == 1400 and page.evaluate("document.documentElement.scrollWidth") <= width
+    rights = page.evaluate(
+        "() => [...document.querySelectorAll('td.toolchain, tr.detail .detail-box, #table-wrap')]"
+        ".map(e => e.getBoundingClientRect().right)"
+    )
+    assert rights and max(rights) <= width, rights
+    wrap = "() => { const w = document.querySelector('#table-wrap'); return w.scrollWidth <= w.clientWidth; }"
+    assert page.evaluate(wrap)  # the table itself fits: no sideways scroll inside its frame
+
+
+@pytest.mark.slow
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the module to ask for it
+def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
+    demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """Issue 37: a newcomer sees every part of the page in the demo, and nothing of it reads as a Trainium2 or a GPU
+    result: Compare shows a demo CPU run in both places, each side badged demo and CPU; a cost cell shows a cost
+    at the demo's labelled price; a CPU row's compile says nothing was compiled; nothing passes a 1400 px window."""
+    base = serve(demo_site)
+    page, seen = _open(launch(), f"{base}/index.html")
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    compare = page.locator("#compare")
+    assert compare.is_visible() and "Neither side is a Trainium2 or a GPU result" in compare.inner_text()
+    pairs = compare.locator("tbody.pair")
+    assert pairs.count() == 4  # one per demo task, each passing
+    for k in range(pairs.count()):
+        sides = pairs.nth(k).locator("tr.side td.device")
+        texts = sides.all_inner_texts()
+        assert len(texts) == 2 and all(t.startswith("demo\nCPU") or t.startswith("demoCPU") for t in texts), texts
+        assert "Trainium2 place" in texts[0] and "cuda-labelled twin" in texts[1]
+        assert pairs.nth(k).locator(".b-trn").count() == 0
+        assert pairs.nth(k).locator("tr.ratio").inner_text().startswith("demo: the CPU run ÷ itself")
+    cost = pairs.first.locator("td.cost").first
+    assert cost.inner_text().startswith(("$", "< $")) and "trncat demo: an invented" in cost.get_attribute("title")
+    compare.screenshot(path=str(ARTIFACTS / "page-demo-compare.png"))
+
+    page.click("#task-tabs button[data-task='text-generation']")
+    page.click("#view-tabs button[data-view='all']")
+    row = page.locator("#rows tr[data-i]").filter(has_text="trncat-demo/tiny-llama")
+    headers = [t.strip() for t in page.locator("#catalog thead th").all_inner_texts()]
+    cell = row.locator("td").nth(headers.index("$ / 1M tokens"))
+    assert cell.inner_text().startswith(("$", "< $")) and "trncat demo: an invented" in cell.get_attribute("title")
+    assert "demo" in row.locator("td.status .b-demo").inner_text()
+    assert row.locator("td").nth(headers.index("Compile")).inner_text() == "—, not compiled on CPU"
+    row.screenshot(path=str(ARTIFACTS / "page-demo-cost.png"))
+    row.locator("a.more").click()
+    detail = page.locator("tr.detail")
+    assert "History across toolchains" in detail.inner_text()
+    assert detail.locator("table.history td").nth(5).inner_text() == "—, not compiled on CPU"
+    _inside_the_window(page)
+    page.screenshot(path=str(ARTIFACTS / "page-demo-details.png"), full_page=True)
+    assert seen["errors"] == [] and seen["dialogs"] == []
+
+
 @pytest.mark.slow
 def test_the_first_view_reads_without_javascript(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
@@ -463,6 +521,10 @@ def test_the_compare_view_sets_a_trainium2_row_beside_a_cuda_row(
     assert cell.inner_text() == "$4.84" and "SkyPilot catalog" in (cell.get_attribute("title") or "")
     row.locator("a.more").click()
     assert "Price: At $85.964 per instance-hour (on_demand" in page.locator("tr.detail").inner_text()
+    # Issue 37: the Trainium2 row's history lists its own runs, never the cuda row; nothing passes the window.
+    history = page.locator("tr.detail table.history tbody tr").all_inner_texts()
+    assert len(history) == 1 and "(neuron)" in history[0] and "cuda" not in history[0]
+    _inside_the_window(page)
     assert "Cost: the row's share of its instance" in page.locator("#cost-legend").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-compare.png"), full_page=True)
@@ -518,3 +580,63 @@ def test_the_search_box_answers_a_model_with_no_row_from_its_family(
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "page-family-search.png"), full_page=True)
     assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_the_release_section_lists_counts_regressions_first_and_a_delta_plot(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """Issue 30: a release diff in the dataset becomes a "Neuron OLD → NEW" section of the Space's page (its
+    counts, the regressions first with their codes and both rows' dates, the medians, the speed plot) and an
+    entry of its feed."""
+    from pipeline.dataset import build, write_release_diff
+    from pipeline.release import diff_dataset
+    from pipeline.testing.records import fake_revision
+
+    old, new = {"neuronx_cc": "1.0.0"}, {"neuronx_cc": "2.0.0"}
+
+    def run(day: int) -> dict[str, str]:
+        return {"started_at": f"2026-11-{day}T10:00:00+00:00", "finished_at": f"2026-11-{day}T10:05:00+00:00"}
+
+    def rec(model: str, pins: dict[str, str], day: int, **metrics: Any) -> dict[str, Any]:
+        return sample_record(model_id=model, revision=fake_revision(model), versions=pins, run=run(day),
+                             metrics=metrics)  # fmt: skip
+
+    def bad(model: str, pins: dict[str, str], day: int, code: str) -> dict[str, Any]:
+        return sample_failure(model_id=model, revision=fake_revision(model), versions=pins, run=run(day), code=code)
+
+    records = [
+        rec("acme/steady", old, 20), rec("acme/steady", new, 29, decode_tokens_per_s=92.52),
+        rec("acme/broke", old, 20), bad("acme/broke", new, 29, "ncc_evrf007"),
+        bad("acme/fixed", old, 20, "ncc_evrf001"), rec("acme/fixed", new, 29),
+        rec("acme/slower", old, 20), rec("acme/slower", new, 29, decode_tokens_per_s=61.68),
+    ]  # fmt: skip
+    dataset = tmp_path / "ds"
+    assert not build(records, dataset, page=False).set_aside
+    diff = diff_dataset(dataset, old="2.33.0", new="2.34.0", old_pins=old, new_pins=new)
+    write_release_diff(dataset, old="2.33.0", new="2.34.0", entries=diff.entries)
+    site = tmp_path / "site"
+    write_site(dataset, site, names=SiteNames(dataset_repo="acme/results", space_repo="acme/catalog"))
+    page, seen = _open(launch(), f"{serve(site)}/index.html")
+
+    section = page.locator("section.release")
+    assert section.count() == 1 and section.is_visible()
+    assert section.locator("h2").inner_text() == "Neuron 2.33.0 → 2.34.0"
+    counts = section.locator(".release-counts li").all_inner_texts()
+    assert counts == ["1 newly failing", "1 newly passing", "2 still passing"]
+    rows = section.locator(".release-table tbody tr")
+    first = rows.nth(0).locator("td").all_inner_texts()
+    assert first[:4] == ["acme/broke", "Text generation", "newly failing", "— → ncc_evrf007"]
+    assert first[-1] == "2026-11-20 → 2026-11-29"
+    assert "regression" in (rows.nth(0).get_attribute("class") or "")
+    speeds = {r.locator("td").nth(0).inner_text(): r.locator("td").nth(6).inner_text() for r in rows.all()}
+    assert speeds["acme/steady"] == "+20.0%" and speeds["acme/slower"] == "−20.0%"  # 77.1 -> 92.52, -> 61.68
+    assert "speed +0.0%" in section.locator(".release-medians").inner_text()  # the median of +20% and -20%
+    plot = section.locator("svg.release-plot")
+    assert plot.is_visible() and plot.locator("rect").count() == 2
+    assert seen["errors"] == []
+    feed = (site / "feed.xml").read_text(encoding="utf-8")
+    assert "<title>Release diff: Neuron 2.33.0 → 2.34.0</title>" in feed
+    assert "1 newly failing, 0 failing with another code, 1 newly passing, 2 still passing." in feed
+    assert 'href="https://huggingface.co/spaces/acme/catalog#release-2.33.0--2.34.0"' in feed
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "page-release.png"), full_page=True)

@@ -428,3 +428,29 @@ def test_queue_device_cuda_on_the_command_line(tmp_path: Path, monkeypatch: pyte
     assert "names no GPUs for it" in capsys.readouterr().err
     assert main([*args, "--estimate", str(tmp_path / "cost.json")]) == 2
     assert "a cuda queue has none" in capsys.readouterr().err
+
+
+def test_a_new_toolchain_re_measures_what_passed_first_then_compile_failures_then_the_rest(tmp_path: Path) -> None:
+    """Issue 30: after a bump every model is queued again; what passed on the old toolchain goes first, then what
+    failed at compile, then the rest (other failures, new models), each group largest and longest first; the old
+    rows stay."""
+    old = {"neuronx_cc": "2.20.0"}
+    root = tmp_path / "dataset"
+    build(
+        [
+            record("a/passed", versions=old),
+            record("b/compile", "fail", versions=old),  # failure_stage compile
+            sample_failure(model_id="c/load", revision=REV, stage="load", code="oom_host", versions=old),
+            record("big/passed", versions=old),
+            record("e/then-passed", "fail", versions=old, minute=1),
+            record("e/then-passed", versions=old, minute=2),  # its newest row decides
+        ],
+        root,
+    )
+    names = ["d/new", "c/load", "b/compile", "a/passed", "big/passed", "e/then-passed"]
+    queue = build_queue(candidates=[cand(m) for m in names], dataset_root=root, toolchain=TOOLCHAIN, planner=planner)
+    order = [e["model_id"] for e in queue.entries]
+    assert order == ["big/passed", "a/passed", "e/then-passed", "b/compile", "c/load", "d/new"]
+    assert queue.remeasure == {"passed": 3, "compile_failure": 1, "rest": 2}
+    assert queue.to_dict()["remeasure"] == queue.remeasure
+    assert len(list((root / "data/results").glob("*.parquet"))) == 1  # nothing rewritten: the old rows are history

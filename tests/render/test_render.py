@@ -206,6 +206,7 @@ EMULATED_WORKLOADS = {
 
 
 @pytest.mark.slow
+@pytest.mark.e2e
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("task", "cores"), [(t, 1) for t in sorted(EMULATED_WORKLOADS)] + [("text-generation", 2)])
 def test_generated_run_py_runs_on_the_neuron_emulator(

@@ -23,6 +23,7 @@ from pipeline.backends.neuron.backend import (
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
     dlami_venv,
+    dpkg_version,
     inventory_json,
 )
 from pipeline.backends.neuron.bundle import (
@@ -71,6 +72,7 @@ __all__ = [
     "compile_figures",
     "count_ops",
     "dlami_venv",
+    "dpkg_version",
     "driver_version",
     "format_visible_cores",
     "inventory_json",

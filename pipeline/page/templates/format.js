@@ -8,6 +8,13 @@ var TRNCAT_FORMAT = (function () {
     if (v < 600) return v.toFixed(0) + " s";
     return (v / 60).toFixed(0) + " min";
   }
+  // keep in step with pipeline/page/catalog.py DEMO_TITLE
+  var D_DEMO_TITLE = "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an " +
+    "invented demo price; not a Trainium2 or a GPU result";
+  function compileText(e) {
+    // a row's compile cell: a CPU row compiles nothing (keep in step with pipeline/page/catalog.py compile_text)
+    return e.device === "cpu" ? "\u2014, not compiled on CPU" : secs(e.compile);
+  }
   function bytes(v) {
     if (v === null || v === undefined) return "\u2014";
     var units = [[1099511627776, "TiB"], [1073741824, "GiB"], [1048576, "MiB"], [1024, "KiB"]];
@@ -88,6 +95,7 @@ var TRNCAT_FORMAT = (function () {
     var out = [];
     if (e.fb && e.fb.length) out.push(["b-fallback", "CPU fallback", "ops run on the CPU, not the device: " + fallbackText(e.fb)]);
     if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
+    if (e.demo) out.push(["b-demo", "demo", D_DEMO_TITLE]);
     return out;
   }
   function runNotes(e, tv) {
@@ -126,7 +134,7 @@ var TRNCAT_FORMAT = (function () {
     if (lib && e.lib) lines.push(lib + " " + e.lib);
     return lines;
   }
-  return {secs: secs, bytes: bytes, params: params, rate: rate, usd: usd, priceText: priceText, metric: metric,
+  return {secs: secs, compileText: compileText, bytes: bytes, params: params, rate: rate, usd: usd, priceText: priceText, metric: metric,
           statusLabel: statusLabel, command: command,
           toolchain: toolchain, dlamiCommand: dlamiCommand, fallbackText: fallbackText, runBadges: runBadges,
           runNotes: runNotes, fallbackCopy: fallbackCopy};

@@ -85,7 +85,7 @@
     tr.appendChild(el("td", "device", deviceLabel(e.device)));
     var cores = e.st === "pass" ? e.cores : (e.pc !== null ? e.pc + " (plan)" : e.cores);
     tr.appendChild(el("td", "num", cores === null || cores === undefined ? "\u2014" : cores));
-    var compile = el("td", "num", secs(e.compile));
+    var compile = el("td", "num compile", TRNCAT_FORMAT.compileText(e));
     if (e.warm !== null && e.warm !== undefined) {
       compile.appendChild(el("span", "warm", "later runs start in " + secs(e.warm)));
       compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);

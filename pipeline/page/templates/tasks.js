@@ -63,7 +63,7 @@ var TRNCAT_TASKS = function (D, el, metric) {
       if (h.reg) st.appendChild(el("span", "badge b-reg", "passed here, fails now"));
       tr.appendChild(st);
       tr.appendChild(el("td", null, F.toolchain(h).join(" \u00b7 ")));
-      tr.appendChild(el("td", "num", F.secs(h.compile)));
+      tr.appendChild(el("td", "num", F.compileText(h)));
       if (speed) tr.appendChild(el("td", "num", metric(h, {key: "speed", fmt: speed.fmt})));
       body.appendChild(tr);
     });

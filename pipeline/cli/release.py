@@ -1,0 +1,106 @@
+"""Neuron releases: ``trncat release-watch`` (a new release -> the bump's files and pull request description) and
+``trncat diff --toolchain OLD NEW`` (what a toolchain change did to the catalog, model by model)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from pipeline.cli.registry import command
+from pipeline.errors import ConfigError
+
+# -- release-watch --------------------------------------------------------------------------------------
+
+
+def _watch_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--manifest", type=Path, required=True, metavar="FILE", help="the Neuron release manifest (JSON)")
+    p.add_argument("--source", required=True, metavar="URL", help="where the manifest was read from (named in the PR)")
+    p.add_argument("--root", type=Path, default=Path("."), metavar="DIR", help="the repository (default: .)")
+    p.add_argument("--body", type=Path, metavar="FILE", help="write the pull request's description here")
+    p.add_argument("--json", action="store_true", help="print {new, old, title, branch, files} (or {new: null})")
+
+
+@command(
+    "release-watch",
+    help="A Neuron release newer than runners/toolchain.yaml's: rewrite its pins, apt pins and the runner image tag "
+    "from the release manifest, and write the pull request's description (nothing new: no change).",
+    example="trncat release-watch --manifest n2-manifest.json --source https://example.org/n2-manifest.json "
+    "--body pr.md",
+    arguments=_watch_args,
+)
+def _release_watch(args: argparse.Namespace) -> int:
+    from pipeline import fsatomic
+    from pipeline.release import TOOLCHAIN_FILE, parse_manifest, plan_bump
+
+    try:
+        manifest_text = args.manifest.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{args.manifest}: unreadable: {exc}") from None
+    manifest = parse_manifest(manifest_text)
+    files = {}
+    for relative in (TOOLCHAIN_FILE, "runners/Dockerfile", "runners/arc-values.yaml"):
+        path = args.root / relative
+        if path.is_file():
+            files[relative] = path.read_text(encoding="utf-8")
+    if TOOLCHAIN_FILE not in files:
+        raise ConfigError(f"{args.root / TOOLCHAIN_FILE}: no such file")
+    bump = plan_bump(files, manifest, source=args.source)
+    if bump is None:
+        if args.json:
+            print(json.dumps({"new": None}))
+        else:
+            print(f"no new Neuron release: the manifest's latest for trn2 is not newer than {TOOLCHAIN_FILE}'s")
+        return 0
+    for relative, text in bump.files.items():
+        fsatomic.write_text(args.root / relative, text)
+    if args.body is not None:
+        fsatomic.write_text(args.body, bump.body)
+    if args.json:
+        info = {
+            "new": bump.new,
+            "old": bump.old,
+            "title": bump.title,
+            "branch": bump.branch,
+            "files": sorted(bump.files),
+        }
+        print(json.dumps(info))
+    else:
+        print(bump.title)
+        print(bump.body)
+    return 0
+
+
+# -- diff -----------------------------------------------------------------------------------------------
+
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--toolchain", nargs=2, type=Path, required=True, metavar=("OLD", "NEW"),
+                   help="the two toolchain files (runners/toolchain.yaml before and after a bump)")  # fmt: skip
+    p.add_argument("--dataset", type=Path, required=True, metavar="DIR", help="a dataset folder (its data/results)")
+    p.add_argument("--write", action="store_true", help="keep it as DIR/data/releases/<old>--<new>.parquet")
+    p.add_argument("--json", action="store_true", help="print the summary and the entries as JSON")
+
+
+@command(
+    "diff",
+    help="What a toolchain change did, per model and task: newly passing, newly failing (with its code), still "
+    "failing with another code, and the change in compile time, first-call time, speed and peak memory.",
+    example="trncat diff --toolchain old-toolchain.yaml runners/toolchain.yaml --dataset dataset/ --write",
+    arguments=_diff_args,
+)
+def _diff(args: argparse.Namespace) -> int:
+    from pipeline.dataset import write_release_diff
+    from pipeline.release import diff_dataset, diff_text, load_side
+
+    old, old_pins = load_side(args.toolchain[0])
+    new, new_pins = load_side(args.toolchain[1])
+    diff = diff_dataset(args.dataset, old=old, new=new, old_pins=old_pins, new_pins=new_pins)
+    if args.write:
+        path = write_release_diff(args.dataset, old=old, new=new, entries=diff.entries)
+        print(f"wrote {path}")
+    if args.json:
+        print(json.dumps({**diff.summary(), "entries": diff.entries}, default=str, indent=2))
+    else:
+        print(diff_text(diff))
+    return 0

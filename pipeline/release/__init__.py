@@ -1,0 +1,52 @@
+"""Neuron releases: the watch that notices a new one, and the diff of what it changed in the catalog.
+
+- :mod:`~pipeline.release.manifest`: the Neuron SDK's release manifest (``n2-manifest.json``), parsed and checked;
+- :mod:`~pipeline.release.watch`: a release newer than the runners' -> the bump's files (``runners/toolchain.yaml``,
+  its ``apt:`` pins, the runner image tag, the vllm-neuron pin) and its pull request's description, every pin with
+  where it came from (``trncat release-watch``);
+- :mod:`~pipeline.release.diff`: the release diff, model by model, between the rows of two toolchains
+  (``trncat diff --toolchain OLD NEW``), kept as ``data/releases/<old>--<new>.parquet`` by :mod:`pipeline.dataset`.
+
+May import: the top-level modules, :mod:`pipeline.queue` (the pins and how a row's version compares with one) and
+:mod:`pipeline.dataset` (the results a diff reads). Imported by: the CLI.
+"""
+
+from __future__ import annotations
+
+from pipeline.release.diff import (
+    DELTAS,
+    DIFF_KINDS,
+    ReleaseDiff,
+    diff_dataset,
+    diff_text,
+    load_side,
+    release_diff,
+    rows_at,
+    speed_of,
+)
+from pipeline.release.manifest import INSTANCE, Manifest, Release, parse_manifest, version_key
+from pipeline.release.watch import APT_PACKAGES, PYTHON_PINS, TOOLCHAIN_FILE, Bump, Pin, current_release, plan_bump
+
+__all__ = [
+    "APT_PACKAGES",
+    "DELTAS",
+    "DIFF_KINDS",
+    "INSTANCE",
+    "PYTHON_PINS",
+    "TOOLCHAIN_FILE",
+    "Bump",
+    "Manifest",
+    "Pin",
+    "Release",
+    "ReleaseDiff",
+    "current_release",
+    "diff_dataset",
+    "diff_text",
+    "load_side",
+    "parse_manifest",
+    "plan_bump",
+    "release_diff",
+    "rows_at",
+    "speed_of",
+    "version_key",
+]

@@ -17,6 +17,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from pipeline.errors import DatasetError
+
 logger = logging.getLogger(__name__)
 
 #: Folders being built only to be read once and thrown away (a publish's mirror), as absolute path strings
@@ -48,16 +50,45 @@ def _in_scratch(path: Path) -> bool:
     return any(where.startswith(prefix) for prefix in _SCRATCH)
 
 
+class InTheWay(DatasetError):
+    """A file stands where a folder must be (``data/latest`` a file), or a folder where a file must be."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        super().__init__(f"{path}: {what}; nothing was written")
+        self.path, self.what = path, what
+
+
+def _file_above(path: Path) -> Path:
+    """The nearest existing path above ``path`` that is no folder (what stopped a ``mkdir``)."""
+    for parent in [path, *path.parents]:
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return path
+
+
 def write_bytes(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` (temp file + rename; never writes through an existing inode)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Replace ``path`` with ``data`` (temp file + rename; never writes through an existing inode).
+
+    Raises:
+        InTheWay: a file stands where a folder above ``path`` must be, or ``path`` is a folder.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InTheWay(_file_above(path.parent), "a file where a folder must be") from None
+    if path.is_dir():
+        raise InTheWay(path, "a folder where a file must be")
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        if not _in_scratch(path):
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            if not _in_scratch(path):
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk leaves no partial temp file behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_text(path: Path, text: str) -> None:
@@ -120,6 +151,11 @@ def staged_folder(target: Path) -> Iterator[Path]:
         stage.mkdir()
     try:
         yield stage
+    except InTheWay as exc:  # named in the target, not in the stage that is thrown away
+        shutil.rmtree(stage, ignore_errors=True)
+        where = exc.path.resolve()
+        inside = where.is_relative_to(stage) if where != stage else False
+        raise InTheWay(target / where.relative_to(stage) if inside else exc.path, exc.what) from None
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise

@@ -14,13 +14,24 @@
 May import: the top-level modules, :mod:`pipeline.backends` (the device), :mod:`pipeline.models` (fetch and
 gates), :mod:`pipeline.plan` (sizing and the workload a run gets), :mod:`pipeline.records`, :mod:`pipeline.hub`
 (typing; the caller passes the ``Hub``) and :mod:`pipeline.testing` (the smoke's tiny model). Imported by: the
-CLI (``trncat bench``, ``trncat doctor``, the demo).
+CLI (``trncat bench``, ``trncat doctor``, ``trncat reap``, the demo).
 """
 
 from __future__ import annotations
 
 from pipeline.bench.doctor import Check, Report, run_checks
+from pipeline.bench.process import reap_orphans
 from pipeline.bench.run import bench_model, plan_summary, resolve
 from pipeline.bench.smoke import smoke, smoke_line
 
-__all__ = ["Check", "Report", "bench_model", "plan_summary", "resolve", "run_checks", "smoke", "smoke_line"]
+__all__ = [
+    "Check",
+    "Report",
+    "bench_model",
+    "plan_summary",
+    "reap_orphans",
+    "resolve",
+    "run_checks",
+    "smoke",
+    "smoke_line",
+]

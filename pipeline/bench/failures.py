@@ -7,26 +7,31 @@ wins**, so the order is part of the contract:
 
 1. ``timeout`` -- the harness's timeout fired; whatever the child printed while being killed is noise.
 2. ``remote_code`` -- our own ``RemoteCodeRefused``: the model needs ``trust_remote_code``.
-3. Infrastructure, status ``error`` (retried, never published as an incompatibility): Neuron device
-   not found, NeuronCores busy, Neuron runtime init failure, network/download error, disk full. They come
-   before the model rules because their symptoms surface inside load or compile errors (a tokenizer that
-   "cannot be loaded" because the Hub was unreachable is not a missing tokenizer).
+3. Infrastructure, status ``error`` (retried, never published as an incompatibility): disk full (first: a
+   download that fills the disk surfaces as a Hub error), Neuron device not found, NeuronCores busy, Neuron
+   runtime init failure, network/download error. They come before the model rules because their symptoms
+   surface inside load or compile errors (a tokenizer that "cannot be loaded" because the Hub was unreachable
+   is not a missing tokenizer).
 4. ``compiler_oom`` -- ``NCC_EOOM*`` and the other neuronx-cc codes AWS documents as "exceeds the
    high-bandwidth memory limit" (``NCC_EVRF009``, ``NCC_EXSP001``); before the generic ``NCC_`` rule.
 5. ``compiler_host_oom`` -- neuronx-cc killed for lack of *host* memory (``[F137]``, ``failed with -9``).
 6. ``device_oom`` -- Neuron runtime / CUDA allocation failures; before anything matching a generic
    ``RuntimeError`` so that a CUDA OOM wrapped in a RuntimeError stays an OOM.
+   ``host_oom_allocator`` -- torch's ``DefaultCPUAllocator`` out of host memory (a ``RuntimeError``, often
+   while compiling), for the same reason.
 7. ``unsupported_op`` -- operator without a Neuron lowering (``NCC_EUOC*``, ``NCC_EVRF001``, "Could not
    run 'aten::...' with arguments from the ... backend"); before the generic ``NCC_`` rule and before
    ``BackendCompilerFailed``, which usually wraps it.
 8. ``ncc_error`` -- any other ``NCC_XXXX000`` code (code = the NCC code lowercased), then
    ``compiler_error`` for older neuronx-cc logs without an ``NCC_`` prefix.
 9. ``backend_compiler_failed`` -- torch.compile / dynamo failures whose cause no earlier rule knew.
-10. ``host_oom`` -- ``MemoryError``, or SIGKILL together with a memory-limit hint.
+10. ``host_oom`` -- ``MemoryError``, or SIGKILL together with a memory-limit hint; then ``killed`` (status
+    ``error``): a signal only another process sends (SIGKILL without the hint, SIGTERM, SIGINT, SIGHUP,
+    SIGQUIT), so the run was stopped from outside, not failed.
 11. Load failures: unknown architecture, corrupt weights, missing weights, missing tokenizer/processor, a
     config the library's own code refuses (``bad_config``), a single-core library asked for several cores
     (``one_core_task``: sentence-transformers and diffusers have no tensor parallelism here).
-12. ``signal`` -- the child died from a signal (``signal_sigsegv`` ...).
+12. ``signal`` -- the child died from a signal of its own fault (``signal_sigsegv`` ...).
 13. ``exception`` -- any other exception, when the harness knows the stage (``exception_<type>``).
 14. ``exit_code`` -- a non-zero exit without an exception (``exit_<code>``).
 15. Nothing matched: ``crash`` / ``unknown``.
@@ -186,6 +191,10 @@ def _signal_code(ctx: MatchContext, _found: re.Match[str] | None) -> str:
         return f"signal_{ctx.signal}"
 
 
+def _killed_code(ctx: MatchContext, found: re.Match[str] | None) -> str:
+    return "killed_" + _signal_code(ctx, found).removeprefix("signal_")
+
+
 def _exception_code(ctx: MatchContext, _found: re.Match[str] | None) -> str:
     return f"exception_{_snake(ctx.exc_name or 'unknown')}"
 
@@ -200,6 +209,11 @@ def _any(*patterns: str) -> re.Pattern[str]:
 
 _SIGKILL = int(signal_module.SIGKILL)
 _CRASH_SIGNALS = frozenset(int(s) for s in signal_module.Signals)
+#: Signals a process gets from outside, never from its own fault.
+_OUTSIDE_SIGNALS = frozenset(
+    int(s) for s in (signal_module.SIGKILL, signal_module.SIGTERM, signal_module.SIGINT, signal_module.SIGHUP,
+                     signal_module.SIGQUIT)
+)  # fmt: skip
 _NCC = re.compile(r"\bNCC_([A-Z]{3,5}\d{3})\b")
 
 # The table, in the order of the module docstring. Kept unformatted: one rule reads as one block.
@@ -210,6 +224,9 @@ RULES: tuple[Rule, ...] = (
          pattern=_any(r"\bRemoteCodeRefused\b", r"contains custom code which must be executed",
                       r"never runs remote code")),
     # --- infrastructure (status error, retried) ---
+    # A full disk first: a download that fills it surfaces as a Hub error, which the network rule would take.
+    Rule("disk_full", "error", "load", "disk_full", stage_from_hint=True,
+         pattern=_any(r"No space left on device", r"\[Errno 28\]", r"\bENOSPC\b", r"Disk quota exceeded")),
     Rule("device_not_found", "error", "load", "device_not_found", stage_from_hint=True,
          pattern=_any(r"no neuron devices? (?:found|available)", r"instance has no neuron devices",
                       r"failed to discover neuron devices", r"Could not open the (?:nd\d+|device index)",
@@ -236,8 +253,6 @@ RULES: tuple[Rule, ...] = (
                       r"Connection reset by peer", r"\b5\d\d Server Error\b", r"\bHTTP(?:Error)?\W+5\d\d\b",
                       r"we cannot find the (?:appropriate snapshot folder|requested files in the local cache)",
                       r"We couldn't connect to", r"\b(?:ConnectionError|ReadTimeout|ConnectTimeout)\b")),
-    Rule("disk_full", "error", "load", "disk_full", stage_from_hint=True,
-         pattern=_any(r"No space left on device", r"\[Errno 28\]", r"\bENOSPC\b", r"Disk quota exceeded")),
     # --- out of memory: before every rule that a wrapped OOM message could also match ---
     Rule("compiler_oom", "fail", "oom", "compiler_oom",
          pattern=_any(r"\bNCC_EOOM\d{3}\b", r"\bNCC_EVRF009\b", r"\bNCC_EXSP001\b",
@@ -251,6 +266,9 @@ RULES: tuple[Rule, ...] = (
                       r"\bNRT_RESOURCE\b", r"RESOURCE_EXHAUSTED", r"\bCUDA out of memory\b",
                       r"CUDA error: out of memory", r"\bHIP out of memory\b",
                       r"not enough (?:neuron|device|hbm) memory")),
+    # torch's host allocator (c10 alloc_cpu.cpp) raises a RuntimeError: host memory, wherever it surfaces.
+    Rule("host_oom_allocator", "fail", "oom", "host_oom",
+         pattern=_any(r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory)")),
     # --- compile ---
     Rule("unsupported_op", "fail", "compile", "unsupported_op",
          pattern=_any(r"\bNCC_EUOC\d{3}\b", r"\bNCC_EVRF001\b", r"An unsupported operator was used",
@@ -273,6 +291,9 @@ RULES: tuple[Rule, ...] = (
     Rule("host_oom_killed", "fail", "oom", "host_oom", signals=frozenset({_SIGKILL}),
          pattern=_any(re.escape(HOST_OOM_HINT), r"memory limit", r"Out of memory: Killed process",
                       r"oom[-_ ]kill", r"\bOOMKilled\b", r"exceeded (?:the )?memory")),
+    # A signal only another process sends (a person, the runner's cancel, the kernel): the run was stopped, it did
+    # not fail. Retried, never published as an incompatibility (a model's own crash is SIGSEGV, SIGABRT, ...).
+    Rule("killed", "error", "crash", _killed_code, signals=_OUTSIDE_SIGNALS, stage_from_hint=True),
     # --- load ---
     Rule("unknown_architecture", "fail", "load", "unknown_architecture",
          pattern=_any(r"does not recognize this architecture",

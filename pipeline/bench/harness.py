@@ -22,12 +22,12 @@ from pipeline.backends import Backend, package_version
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.process import ChildOutcome, now_iso, run_child
+from pipeline.bench.process import ChildOutcome, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.records import SCHEMA_VERSION, VERSION_TEXT, load_schema, printable, validate_record
-from pipeline.types import HOST_MEMORY_SHORT
+from pipeline.types import HOST_MEMORY_SHORT, STAGES
 from pipeline.workload import TASK_SOURCES, task_source
 
 logger = logging.getLogger(__name__)
@@ -65,9 +65,22 @@ def metric_fields(task: str) -> tuple[str, ...]:
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
 
 
+#: The failure code of a run stopped by a signal to ``trncat bench`` (status ``error``: retried, never published).
+INTERRUPTED = "interrupted"
+
+
+def interrupted(signum: int, stage: str) -> dict[str, str]:
+    """The failure of a bench stopped by ``signum`` at ``stage`` (its child's process group ended)."""
+    name = signal.Signals(signum).name
+    message = f"trncat bench was stopped by {name} at stage {stage}: its child's process group was ended"
+    return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
+
+
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
     report = outcome.report
     stage = report.get("stage") or "load"
+    if outcome.stopped_by is not None:
+        return "error", interrupted(outcome.stopped_by, stage)
     if outcome.timed_out:
         c = classify(timed_out=True, stage_hint=stage)
         message = f"no result after {timeout_s:g} s (was at stage {stage})"
@@ -149,6 +162,8 @@ def _run_and_verify(
             metrics["warm_start_cached_graphs"] = warm.cached_graphs
         if warm.note:
             notes.append(warm.note)
+    if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
+        return _stopped(metrics, stop)
     workload = spec.workload.to_dict()
     key = agreement.reference_key(model_id=model.model_id, revision=model.revision, task=spec.task, workload=workload)
     agreed = verify.answer_check(
@@ -170,10 +185,19 @@ def _run_and_verify(
         backend=backend,
         cache_dir=cache_dir,
     )
+    if (stop := stopped_by()) is not None:
+        return _stopped(metrics, stop)
     if agreement.disagrees(agreed, task=spec.task):
         message = agreement.failure_message(agreed, task=spec.task)
         return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
     return "pass", None, agreed
+
+
+def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str], None]:
+    for name in SPEED_FIELDS:
+        if name in metrics:
+            metrics[name] = None
+    return "error", interrupted(signum, "run"), None
 
 
 def run_versions(backend: Backend, task: str, notes: list[str] | None = None) -> dict[str, str | None]:
@@ -208,7 +232,7 @@ def host_memory_short(
         return None
     waited = 0.0
     while (free := available()) < need_bytes:
-        if waited >= wait_s:
+        if waited >= wait_s or stopped_by() is not None:
             return free
         step = min(poll_s, wait_s - waited)
         sleep(step)

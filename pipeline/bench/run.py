@@ -6,6 +6,9 @@ import dataclasses
 import functools
 import json
 import logging
+import signal
+import tempfile
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +17,7 @@ from pipeline import fsatomic
 from pipeline.backends import Backend
 from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
+from pipeline.bench.process import reap_orphans, stopped_by, stopping_on_signals
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
@@ -181,6 +185,7 @@ def bench_model(
     """
     if out.exists() and out.is_dir():
         raise ConfigError(f"the record's path {out} is a folder; give a file name")
+    reap_orphans()  # children an earlier bench left when it was killed outright hold the device and memory
     backend.check_available()  # before any download: a missing runtime is one clear line
     dtype = dtype or backend.default_dtype
     resolved = resolve(model, model_id=model_id, revision=revision, hub=hub, task=task)
@@ -214,22 +219,56 @@ def bench_model(
         memory_check=memory_check or harness.host_memory_short,
     )
     attempt = functools.partial(run_with_escalation, attempt=once) if escalate else once
-    record = attempt(
-        spec,
-        resolved,
-        backend=backend,
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
-        source=source,
-        plan=plan,
-    )
+    with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
+        record = attempt(
+            spec,
+            resolved,
+            backend=backend,
+            timeout_s=timeout_s,
+            memory_limit_bytes=memory_limit_bytes,
+            source=source,
+            plan=plan,
+        )
+        stop = stopped_by()
     record.update(family_of(resolved).record_fields())
     # The harness writes emulated records too (the Neuron emulator's); trncat validate refuses them downstream.
     if problems := validate_record(record, allow_emulated=True):  # the names were validated when read: a bug
         raise BenchError(f"the record of {resolved.model_id} with its family is invalid: {problems[0]}")
-    try:
-        fsatomic.write_text(out, dump_record(record))
-    except OSError as exc:
-        raise BenchError(f"cannot write {out}: {exc.strerror or exc}") from exc
+    write_record(out, dump_record(record))
     logger.debug("record: %s", json.dumps(record["metrics"]))
+    if stop is not None:  # the record says so; the command still ends as a stopped one does
+        error = BenchError(f"stopped by {signal.Signals(stop).name}: the error record is at {out}")
+        error.exit_code = 128 + stop
+        raise error
     return record
+
+
+def fallback_dirs() -> list[Path]:
+    """Where a record goes when its ``--out`` cannot take it (a full disk), in order."""
+    return [Path(tempfile.gettempdir()) / "trncat-records", Path.home() / ".cache" / "trncat" / "records"]
+
+
+def write_record(out: Path, text: str) -> None:
+    """Write the record's ``text`` to ``out``; when that fails (a full disk), to the first fallback folder that
+    takes it, and say where.
+
+    Raises:
+        BenchError: ``out`` could not be written (the message names where the record is instead; as a last
+            resort the record is logged whole).
+    """
+    try:
+        fsatomic.write_text(out, text)
+        return
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+    for folder in fallback_dirs():
+        place = folder / f"{out.stem}.{uuid.uuid4().hex[:8]}{out.suffix or '.json'}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fsatomic.write_text(place, text)
+        except OSError:
+            continue
+        logger.error("cannot write %s (%s): the record is at %s", out, reason, place)
+        raise BenchError(f"cannot write {out}: {reason}; the record was written to {place} instead")
+    logger.error("cannot write %s (%s) nor any fallback; the record:\n%s", out, reason, text)
+    raise BenchError(f"cannot write {out}: {reason}; no fallback folder took it either: the record is in the log")

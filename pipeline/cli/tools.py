@@ -1,5 +1,5 @@
-"""Commands beside the stages: ``trncat doctor`` (is this machine ready to benchmark?) and ``trncat localhub`` (the
-offline Hub the demo and the tests use)."""
+"""Commands beside the stages: ``trncat doctor`` (is this machine ready to benchmark?), ``trncat reap`` (the
+benchmark job's cleanup) and ``trncat localhub`` (the offline Hub the demo and the tests use)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,27 @@ def _localhub(args: argparse.Namespace) -> int:
 
 def _reason(exc: OSError | UnicodeDecodeError) -> str:
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc).splitlines()[0]
+
+
+# -- reap -----------------------------------------------------------------------------------------------
+
+
+def _reap_args(p: argparse.ArgumentParser) -> None:
+    del p  # no options
+
+
+@command(
+    "reap",
+    help="End the benchmark children a killed trncat bench left running (the benchmark job's cleanup step).",
+    example="trncat reap",
+    arguments=_reap_args,
+)
+def _reap(args: argparse.Namespace) -> int:
+    from pipeline.bench import reap_orphans
+
+    ended = reap_orphans()
+    print(f"ended {len(ended)} process group(s) of benchmark children whose trncat bench was killed", flush=True)
+    return 0
 
 
 # -- doctor ---------------------------------------------------------------------------------------------

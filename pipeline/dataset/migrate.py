@@ -22,7 +22,17 @@ from pipeline import fsatomic
 from pipeline.dataset.families import families_current, family_rows, write_families
 from pipeline.dataset.layout import FAMILIES_FILE, LATEST_DIR, RANKINGS_DIR, RESULTS_DIR, parquet_bytes, read_rows
 from pipeline.dataset.rankings import SNAPSHOT_SCHEMA
-from pipeline.dataset.read import FAMILY_FIELDS, latest_schema, layout_of, read_latest, upgrade_row
+from pipeline.dataset.read import (
+    FAMILY_FIELDS,
+    LEGACY_ATTEMPTS_COLUMN,
+    LEGACY_HISTORY_COLUMN,
+    column_names,
+    latest_schema,
+    layout_of,
+    read_latest,
+    upgrade_row,
+)
+from pipeline.errors import DatasetError
 from pipeline.records import LAYOUT_VERSION, arrow_schema
 
 logger = logging.getLogger(__name__)
@@ -36,9 +46,32 @@ def _old_rankings(root: Path) -> list[Path]:
     ]
 
 
+#: The columns every results or latest file of every layout has: a file without them is no file of this dataset.
+KEY_COLUMNS = ("record_id", "model_id", "revision", "task", "status", "finished_at")
+
+
+def _known_columns() -> frozenset[str]:
+    legacy = {LEGACY_ATTEMPTS_COLUMN, LEGACY_HISTORY_COLUMN}
+    return frozenset({*latest_schema().names, *legacy})
+
+
 def _old_rows_files(root: Path) -> list[Path]:
+    """The results and latest files in an older layout.
+
+    Raises:
+        DatasetError: one is unreadable, or has columns of no layout (nothing is migrated then).
+    """
     files = [*sorted((root / RESULTS_DIR).glob("*.parquet")), *sorted((root / LATEST_DIR).glob("*.parquet"))]
-    return [p for p in files if layout_of(p) < LAYOUT_VERSION]
+    old = [p for p in files if layout_of(p) < LAYOUT_VERSION]
+    known = _known_columns() if old else frozenset()
+    for path in old:
+        names = column_names(path)
+        missing = [c for c in KEY_COLUMNS if c not in names]
+        foreign = sorted(set(names) - known)
+        if missing or foreign:
+            what = f"no {missing[0]!r} column" if missing else f"a column of no layout, {foreign[0][:80]!r}"
+            raise DatasetError(f"{path}: not a results or latest file of this dataset ({what}); nothing was migrated")
+    return old
 
 
 def _families_missing(root: Path) -> bool:
@@ -50,7 +83,7 @@ def needs_migration(root: Path) -> bool:
     rows but no family index (``data/families.parquet``, layout 4).
 
     Raises:
-        DatasetError: a file is unreadable.
+        DatasetError: a file is unreadable, or an old one has columns of no layout.
     """
     return bool(_old_rows_files(root) or _old_rankings(root) or _families_missing(root))
 

@@ -72,6 +72,18 @@ def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def column_names(path: Path) -> list[str]:
+    """The columns of a Parquet file, from its footer.
+
+    Raises:
+        DatasetError: the file is unreadable (truncated, or no Parquet file).
+    """
+    try:
+        return list(pq.read_schema(path).names)
+    except (OSError, pa.ArrowException) as exc:
+        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+
+
 def layout_of(path: Path) -> int:
     """The layout a results or latest file was written in (the newest whose column it has, see
     ``columns.LAYOUT_MARKERS``; 1 when it has no ``layout_version`` column).
@@ -79,10 +91,7 @@ def layout_of(path: Path) -> int:
     Raises:
         DatasetError: the file is unreadable.
     """
-    try:
-        names = pq.read_schema(path).names
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    names = column_names(path)
     return next((layout for layout, column in LAYOUT_MARKERS if column in names), 1)
 
 
@@ -130,7 +139,7 @@ def iter_results(root: Path, columns: list[str]) -> Iterator[dict[str, Any]]:
         DatasetError: a results file is unreadable.
     """
     for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-        present = set(pq.read_schema(path).names)
+        present = set(column_names(path))
         for row in read_rows(path, [c for c in columns if c in present]):
             yield {column: row.get(column) for column in columns}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,39 @@ def read_summary(root: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION or not keys <= set(data):
         logger.warning("%s has an unknown shape: it is rebuilt from the latest view", path)
         return None
+    if problem := _type_problem(data):  # a value of the wrong type would stop the build with a traceback
+        logger.warning("%s: %s: it is rebuilt from the latest view", path, problem)
+        return None
     return data
+
+
+_SHARD = re.compile(r"all|[0-9a-f]{1,8}")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _type_problem(data: dict[str, Any]) -> str | None:
+    """What in a summary of the right keys has the wrong type (the first such field), or None."""
+    if not _count(data["total"]):
+        return "total is not a count"
+    for name in ("counts", "toolchains"):
+        rows = data[name]
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == 4 and all(isinstance(v, str) for v in r[:3]) and _count(r[3])
+            for r in rows
+        ):
+            return f"{name} is not a list of [text, text, text, count]"
+    if not _count(data["shard_digits"]) or data["shard_digits"] > 8:
+        return "shard_digits is not a count up to 8"
+    shards = data["shards"]
+    if not isinstance(shards, list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in shards):
+        return "shards is not a list of shard names (hex digits, or all)"
+    for name in ("configs", "hardware"):
+        if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):
+            return f"{name} is not a list of text"
+    return None
 
 
 def summarize(rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iterable[str]) -> dict[str, Any]:

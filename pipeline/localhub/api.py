@@ -20,6 +20,7 @@ from pipeline.localhub.cards import card_and_config
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok, split_rev
 from pipeline.localhub.repo import Repo
 from pipeline.localhub.storage import LocalHubStore
+from pipeline.localhub.tree import cursor
 from pipeline.localhub.writes import commit, discussions, lfs_batch, lfs_upload, preupload, refs
 
 PAGE_MAX = 1000
@@ -145,7 +146,7 @@ def repo_json(
             st = meta["safetensors"]
             out["safetensors"] = {"parameters": st.get("parameters", {"BF16": st["total"]}), "total": st["total"]}
     if expand is None or "siblings" in expand:
-        out["siblings"] = [_sibling(p, e, blobs) for p, e in sorted(commit["tree"].items())]
+        out["siblings"] = [_sibling(p, e, blobs) for p, e in commit["tree"].pairs()]
     if expand is not None:
         out = {k: v for k, v in out.items() if k in expand or k in {"_id", "id"}}
     return out
@@ -233,24 +234,25 @@ def _last_commit(repo: Repo, sha: str, path: str) -> dict[str, Any]:
 
 
 def _tree(req: Request, repo: Repo, rev: str, path: str) -> Response:
+    """A folder's listing, a page at a time from a cursor into the tree's sorted index: each page costs what it
+    lists, so a whole listing is linear in the files."""
     tree = repo.tree(rev)
     prefix = f"{path.strip('/')}/" if path.strip("/") else ""
-    recursive = req.arg("recursive") in {"1", "true", "True"}
-    files, folders = [], set()
-    for p in sorted(tree):
-        if not p.startswith(prefix):
-            continue
-        parts = p[len(prefix) :].split("/")
-        for depth in range(1, len(parts)):
-            folders.add(prefix + "/".join(parts[:depth]))
-            if not recursive:
-                break
-        if recursive or len(parts) == 1:
-            files.append(_file_json(p, tree[p]))
-    if prefix and not files and not folders:
+    if prefix and next(tree.under(prefix), None) is None:
         return error(404, f"{path} not found at {rev}", "EntryNotFound")
-    items = [{"type": "directory", "oid": "0" * 40, "size": 0, "path": f} for f in sorted(folders)] + files
-    page, headers = _page(req, items, PAGE_MAX)
+    recursive = req.arg("recursive") in {"1", "true", "True"}
+    limit = req.arg("limit") or ""
+    size = max(1, min(int(limit), PAGE_MAX)) if limit.isdigit() else PAGE_MAX
+    page: list[dict[str, Any]] = []
+    resume, headers = ("", 0), {}
+    for entry, after in tree.walk(prefix, recursive=recursive, cursor=req.arg("cursor") or None):
+        if len(page) == size:  # one more exists: the next page starts after the last one shown
+            query = {k: v for k, v in req.query.items() if k != "cursor"}
+            query["cursor"] = [cursor(resume)]
+            headers["Link"] = f'<{req.base_url}/{"/".join(req.segments)}?{urlencode(query, doseq=True)}>; rel="next"'
+            break
+        page.append(_file_json(entry["path"], entry) if entry["type"] == "file" else entry)
+        resume = after
     return ok(page, headers=headers)
 
 

@@ -20,7 +20,14 @@ class DiscussionStore:
         raise NotImplementedError
 
     def _add_commit(
-        self, repo: Repo, ref: str, *, parent: str | None, tree: dict[str, Any], message: str, description=""
+        self,
+        repo: Repo,
+        ref: str,
+        *,
+        parent: str | None,
+        changes: dict[str, dict[str, Any] | None],
+        message: str,
+        description="",
     ) -> str:
         raise NotImplementedError
 
@@ -77,21 +84,25 @@ class DiscussionStore:
             if d["status"] not in {"open", "draft"}:
                 raise StoreError(f"Pull request {num} is {d['status']}, not open", status=400)
             head = repo.refs[f"refs/pr/{num}"]
-            base_tree = repo.commits[d.get("base") or _fork_point(repo, head)]["tree"]
+            base = d.get("base") or _fork_point(repo, head)
+            base_tree = repo.commits[base]["tree"]
             pr_tree, main_tree = repo.commits[head]["tree"], repo.commits[repo.refs["main"]]["tree"]
-            merged = dict(main_tree)
-            for path in set(base_tree) | set(pr_tree):
+            changes: dict[str, dict[str, Any] | None] = {}
+            changed = _changed_since(repo, head, base)
+            for path in set(base_tree) | set(pr_tree) if changed is None else changed:
                 ours, theirs, was = pr_tree.get(path), main_tree.get(path), base_tree.get(path)
                 if ours == was:
                     continue
                 if theirs != was and theirs != ours:
                     raise StoreError(f"Merge conflict on {path}", status=409, code="MergeConflict")
-                if ours is None:
-                    merged.pop(path, None)
-                else:
-                    merged[path] = ours
+                if ours is not None or theirs is not None:
+                    changes[path] = ours
             self._add_commit(
-                repo, "main", parent=repo.refs["main"], tree=merged, message=f"Merge pull request #{num}: {d['title']}"
+                repo,
+                "main",
+                parent=repo.refs["main"],
+                changes=changes,
+                message=f"Merge pull request #{num}: {d['title']}",
             )
             if comment:
                 d["events"].append(self._comment_event(comment, author))
@@ -147,3 +158,16 @@ def _fork_point(repo: Repo, head: str) -> str:
     while sha not in on_main:
         sha = repo.commits[sha]["parent"]
     return sha
+
+
+def _changed_since(repo: Repo, head: str, base: str) -> set[str] | None:
+    """The paths the commits from ``base`` (excluded) to ``head`` changed; None when a commit on the way does not
+    say (a root written before commits kept their changes): then the whole trees are compared."""
+    paths: set[str] = set()
+    sha: str | None = head
+    while sha != base:
+        if sha is None or repo.commits[sha].get("changes") is None:
+            return None
+        paths.update(repo.commits[sha]["changes"])
+        sha = repo.commits[sha]["parent"]
+    return paths

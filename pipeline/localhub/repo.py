@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import StoreError
+from pipeline.localhub.tree import Tree
 
 
 @dataclass
@@ -35,6 +36,6 @@ class Repo:
             return revision
         raise StoreError(f"Invalid rev id: {revision}", status=404, code="RevisionNotFound")
 
-    def tree(self, revision: str) -> dict[str, dict[str, Any]]:
+    def tree(self, revision: str) -> Tree:
         """The tree (path -> entry) at a revision."""
         return self.commits[self.resolve(revision)]["tree"]

@@ -5,8 +5,13 @@ Layout under ``root``::
     blobs/<sha256>                         every file content, once
     repos/<type>s/<org>/<name>/meta.json   listing metadata (pipeline_tag, tags, downloads, ...)
     repos/<type>s/<org>/<name>/refs.json   {"main": sha, "refs/pr/1": sha}
-    repos/<type>s/<org>/<name>/commits/<sha>.json   {sha, parent, message, date, tree: {path: entry}}
+    repos/<type>s/<org>/<name>/commits/<sha>.json   {sha, parent, message, date, changes: {path: entry|null}}
     repos/<type>s/<org>/<name>/discussions.json
+
+A commit stores what it changed (an entry per added or replaced path, null per deleted one), never the whole
+tree: in memory each commit's tree (:class:`~pipeline.localhub.tree.Tree`) is its parent's with those changes,
+sharing every chunk of paths they do not touch, so a commit costs what it changes whatever the repo's size.
+(A root written before stored each commit's whole ``tree``; it still loads.)
 
 One process owns a root. Reads are served from memory (a 5,000-model listing must not read 5,000 files per
 request); every write goes to disk first, atomically, then to memory.
@@ -28,6 +33,7 @@ from pipeline.errors import StoreError
 from pipeline.localhub.discussions import DiscussionStore
 from pipeline.localhub.files import now, write_json
 from pipeline.localhub.repo import Repo
+from pipeline.localhub.tree import Tree
 
 REPO_TYPES = ("model", "dataset", "space")
 #: Size from which the real Hub asks for LFS whatever the name (10 MB).
@@ -99,6 +105,7 @@ class LocalHubStore(DiscussionStore):
             for commit_path in (folder / "commits").glob("*.json"):
                 commit = json.loads(commit_path.read_text())
                 repo.commits[commit["sha"]] = commit
+            _build_trees(repo.commits)
             discussions = folder / "discussions.json"
             if discussions.exists():
                 repo.discussions = json.loads(discussions.read_text())
@@ -155,8 +162,10 @@ class LocalHubStore(DiscussionStore):
             # _add_commit writes meta.json and refs.json.
             self._repos[(repo_type, repo_id)] = repo
             blob = self.put_blob(DEFAULT_GITATTRIBUTES)
-            tree = {".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)}
-            self._add_commit(repo, "main", parent=None, tree=tree, message="initial commit")
+            changes: dict[str, dict[str, Any] | None] = {
+                ".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)
+            }
+            self._add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
             return repo
 
     def update_metadata(self, repo_id: str, *, repo_type: str = "model", **fields: Any) -> None:
@@ -234,21 +243,32 @@ class LocalHubStore(DiscussionStore):
 
     # -- commits -------------------------------------------------------------------------------------
     def _add_commit(
-        self, repo: Repo, ref: str, *, parent: str | None, tree: dict[str, Any], message: str, description=""
+        self,
+        repo: Repo,
+        ref: str,
+        *,
+        parent: str | None,
+        changes: dict[str, dict[str, Any] | None],
+        message: str,
+        description="",
     ) -> str:
+        """Write a commit holding ``changes`` (an entry per added or replaced path, None per deleted one) on top
+        of ``parent``: what it costs is what it changes."""
         with self.lock:
             self._counter += 1
-            seed = json.dumps([repo.repo_id, parent, message, tree, time.time_ns(), self._counter], sort_keys=True)
+            seed = json.dumps([repo.repo_id, parent, message, changes, time.time_ns(), self._counter], sort_keys=True)
             sha = hashlib.sha1(seed.encode()).hexdigest()  # noqa: S324 - an id, not security
-            commit = {
+            commit: dict[str, Any] = {
                 "sha": sha,
                 "parent": parent,
                 "message": message,
                 "description": description,
                 "date": now(),
-                "tree": tree,
+                "changes": changes,
             }
             write_json(repo.path / "commits" / f"{sha}.json", commit)
+            base = repo.commits[parent]["tree"] if parent is not None else Tree()
+            commit["tree"] = base.changed(changes)
             repo.commits[sha] = commit
             repo.refs[ref] = sha
             write_json(repo.path / "refs.json", repo.refs)
@@ -273,18 +293,15 @@ class LocalHubStore(DiscussionStore):
             StoreError: 404 EntryNotFound when deleting a path that does not exist.
         """
         with self.lock:
-            tree = dict(repo.commits[base]["tree"])
+            tree: Tree = repo.commits[base]["tree"]
+            changes: dict[str, dict[str, Any] | None] = {}
             for path in deletions:
-                if path.endswith("/"):
-                    gone = [p for p in tree if p.startswith(path)]
-                else:
-                    gone = [path] if path in tree else []
+                gone = list(tree.under(path)) if path.endswith("/") else [path] if path in tree else []
                 if not gone:
                     raise StoreError(f"A file with this name doesn't exist: {path}", status=404, code="EntryNotFound")
-                for p in gone:
-                    del tree[p]
-            tree.update(additions)
-            return self._add_commit(repo, ref, parent=base, tree=tree, message=message, description=description)
+                changes |= dict.fromkeys(gone)
+            changes |= additions
+            return self._add_commit(repo, ref, parent=base, changes=changes, message=message, description=description)
 
     def commit_files(
         self,
@@ -337,3 +354,21 @@ class LocalHubStore(DiscussionStore):
             out.append(repo.commits[sha])
             sha = repo.commits[sha]["parent"]
         return out
+
+
+def _build_trees(commits: dict[str, dict[str, Any]]) -> None:
+    """Give each loaded commit its tree, parents first: its parent's with its changes, or the whole tree a root
+    written before stored."""
+    for sha in commits:
+        chain, at = [], sha
+        while at is not None and not isinstance(commits[at].get("tree"), Tree):
+            chain.append(at)
+            at = commits[at]["parent"]
+        for at in reversed(chain):
+            commit = commits[at]
+            if isinstance(commit.get("tree"), dict):
+                commit["tree"] = Tree(commit["tree"])
+            else:
+                parent = commit["parent"]
+                base = commits[parent]["tree"] if parent is not None else Tree()
+                commit["tree"] = base.changed(commit["changes"])

@@ -90,7 +90,7 @@ def commit(store: LocalHubStore, req: Request, repo: Repo, rev: str) -> Response
             return error(400, f"Cannot commit to {rev}: not a branch")
         tree = repo.commits[head]["tree"]
         for path in deletions:  # refuse before a PR is opened, not after
-            if path not in tree and not any(p.startswith(path) for p in tree if path.endswith("/")):
+            if path not in tree and not (path.endswith("/") and next(tree.under(path), None) is not None):
                 return error(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
         ref, pr_num = rev, None
         if create_pr:

@@ -291,10 +291,11 @@ def _finite_float(text: str) -> float:
 
 
 def parse_record(text: str | bytes) -> Any:
-    """Parse JSON strictly: NaN, Infinity, numbers that overflow and duplicate keys are errors.
+    """Parse JSON strictly: NaN, Infinity, numbers that overflow and duplicate keys are errors, and bytes that
+    are not UTF-8.
 
     Raises:
-        ValueError: not strict JSON.
+        ValueError: not strict JSON (UnicodeDecodeError: bytes that are not UTF-8).
     """
 
     def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -305,10 +306,11 @@ def parse_record(text: str | bytes) -> Any:
             out[key] = value
         return out
 
+    # Bytes are UTF-8 or refused: json.loads would take UTF-16 and UTF-32 too, and bytes of a lone surrogate.
+    raw = text if isinstance(text, str) else text.decode("utf-8")
     record = json.loads(
-        text, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=no_duplicates
+        raw, parse_constant=_reject_constant, parse_float=_finite_float, object_pairs_hook=no_duplicates
     )
-    raw = text if isinstance(text, str) else text.decode("utf-8", errors="replace")
     if "\\u" in raw:  # only an escape can make a lone surrogate: look only then
         bad = _non_finite(record)
         if bad:
@@ -369,7 +371,11 @@ def check_file(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
     if len(data) > MAX_RECORD_BYTES:
         return None, [Problem(name, "(file)", f"larger than {MAX_RECORD_BYTES} bytes")]
     try:
-        record = parse_record(data)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, [Problem(name, "(json)", f"not UTF-8: byte {exc.start} ({exc.reason})")]
+    try:
+        record = parse_record(text)
     except (ValueError, UnicodeDecodeError) as exc:
         return None, [Problem(name, "(json)", f"not valid JSON: {exc}")]
     except RecursionError:

@@ -116,12 +116,16 @@ def test_timeout_gives_a_record(tiny_models: dict[str, Path], tmp_path: Path) ->
     _assert_failure(record, "fail", "timeout", "timeout")
 
 
-@pytest.mark.parametrize(("fault", "code"), [("segfault", "signal_sigsegv"), ("sigkill", "signal_sigkill")])
+@pytest.mark.parametrize(
+    ("fault", "status", "stage", "code"),
+    # A SIGKILL comes from another process (issue 29.17): the run was stopped, an error retried, never a fail.
+    [("segfault", "fail", "crash", "signal_sigsegv"), ("sigkill", "error", "load", "killed_sigkill")],
+)
 def test_child_killed_by_signal_gives_a_crash_record(
-    fault: str, code: str, tiny_models: dict[str, Path], tmp_path: Path
+    fault: str, status: str, stage: str, code: str, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
     record = _bench(tiny_models["text-generation"], tmp_path, fault=fault)
-    _assert_failure(record, "fail", "crash", code)
+    _assert_failure(record, status, stage, code)
 
 
 def test_memory_limit_gives_a_host_oom_record(tiny_models: dict[str, Path], tmp_path: Path) -> None:

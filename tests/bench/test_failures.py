@@ -135,9 +135,42 @@ def test_timeout_beats_everything_in_the_log():
 
 def test_sigkill_is_host_oom_only_with_a_memory_hint():
     assert classify(signal=signal.SIGKILL, message=HOST_OOM_HINT).code == "host_oom"
-    assert classify(signal=signal.SIGKILL, message="").code == "signal_sigkill"
+    assert classify(signal=signal.SIGKILL, message="").code == "killed_sigkill"  # from outside: an error
     # Without the signal, the hint alone proves nothing.
     assert classify(message=HOST_OOM_HINT).code == "unknown"
+
+
+def test_torchs_host_allocator_out_of_memory_is_a_host_oom_not_an_exception():
+    """Issue 29.17: it was filed as compile/exception_runtime_error, an incompatibility of the model's code."""
+    text = "[enforce fail at alloc_cpu.cpp:73] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 9"
+    for hint in ("load", "compile", "run"):
+        c = classify(exc_type="RuntimeError", message=text, stage_hint=hint)
+        assert (c.status, c.stage, c.code) == ("fail", "oom", "host_oom")
+    wrapped = f"torch._dynamo.exc.BackendCompilerFailed: backend='neuron' raised:\nRuntimeError: {text}"
+    assert classify(exc_type="BackendCompilerFailed", message=wrapped, stage_hint="compile").code == "host_oom"
+
+
+def test_a_child_killed_from_outside_is_an_error_never_a_published_crash():
+    """Issue 29.17: SIGKILL or SIGTERM from another process was `fail crash/signal_*`, published as an
+    incompatibility; it is an `error` (retried). A model's own crash stays a `fail`."""
+    for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        c = classify(signal=sig, stage_hint="compile")
+        assert (c.status, c.stage, c.code) == ("error", "compile", f"killed_{sig.name.lower()}") and c.retryable
+        assert classify(exit_code=-int(sig)).status == "error"
+    line = "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -15) local_rank: 0 (pid: 7)"
+    assert classify(exit_code=1, message=line).code == "killed_sigterm"
+    for sig in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS):
+        assert classify(signal=sig, stage_hint="run").status == "fail"
+    # the harness's own watchdog kill stays a host OOM
+    assert classify(signal=signal.SIGKILL, message=f"{HOST_OOM_HINT}: killed").code == "host_oom"
+
+
+def test_a_full_disk_while_downloading_is_disk_full_not_a_network_error():
+    """Issue 29.17: a download that filled the disk was `load/network_error` (its text comes inside a HubError)."""
+    message = "download failed: downloading org/m: OSError: [Errno 28] No space left on device"
+    c = classify(exc_type="HubError", message=message, stage_hint="load")
+    assert (c.status, c.code) == ("error", "disk_full")
+    assert classify(exc_type="HubError", message="download failed: cannot reach the Hub").code == "network_error"
 
 
 def test_negative_exit_code_is_read_as_a_signal():

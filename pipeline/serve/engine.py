@@ -256,20 +256,14 @@ class Engine:
         if process is None:
             return
         group = process.pid
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace_s)
-        deadline = time.monotonic() + grace_s
-        while group_members(group) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(group, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace_s)
-        deadline = time.monotonic() + grace_s
-        while group_members(group) and time.monotonic() < deadline:
-            time.sleep(0.1)
+        for signum in (signal.SIGTERM, signal.SIGKILL):  # asked first, then ended, each given grace_s
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signum)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=grace_s)
+            deadline = time.monotonic() + grace_s
+            while group_members(group) and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 def group_members(group: int, proc: Path = Path("/proc")) -> list[int]:

@@ -321,7 +321,9 @@ def test_the_first_view_reads_without_javascript(
     assert page.locator("html").get_attribute("class") == "no-js"
     assert page.locator("#rows tr[data-i] td.model .hub").all_inner_texts() == ["trncat-demo/tiny-llama", "acme/next"]
     assert not page.locator("#q").is_visible()  # controls that need the script are hidden, not dead
-    assert page.locator("svg.plot:visible").count() == 4  # the default task's plots: speed, memory, compile, pass rate
+    # the default task's plots (speed, memory, compile, pass rate), and the tiny Llama's serving curve
+    assert page.locator("svg.plot:not(.serving-curve):visible").count() == 4
+    assert page.locator("svg.plot.serving-curve:visible").count() == 1
     assert page.locator("#rows tr[data-i] td.status .b-dev").first.inner_text() == "CPU"
     # Every visible link to a script leads to a file that exists; the unmeasured model has none.
     hrefs = page.eval_on_selector_all(

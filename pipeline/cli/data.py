@@ -173,7 +173,8 @@ def _publish(args: argparse.Namespace) -> int:
     if args.release_diff:
         from pipeline.cli.release import release_diff_derived
 
-        derived, said = release_diff_derived(*args.release_diff, records)
+        old_file, new_file = args.release_diff
+        derived, said = release_diff_derived(old_file, new_file, records)
         print(said)
     if args.to_folder:
         from pipeline.backends.neuron import bundle_beside

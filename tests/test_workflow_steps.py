@@ -192,9 +192,10 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert validated == {"records": "2"}
     run("publish", "publish", "build", **repos)
     assert len(list((workspace / "dataset-preview" / "data" / "results").glob("*.parquet"))) == 1
-    run("publish", "publish", "plan", **repos, SET_ASIDE="")
+    # (no Neuron bump in this checkout's history: no release diff; test_the_release_step_... covers one)
+    run("publish", "publish", "plan", **repos, SET_ASIDE="", RELEASE_OLD="")
     assert not localhub.store.get(DATASET, repo_type="dataset").discussions, "the plan changes nothing"
-    run("publish", "publish", "publish", **repos, SET_ASIDE="", HF_TOKEN="localhub-token")
+    run("publish", "publish", "publish", **repos, SET_ASIDE="", HF_TOKEN="localhub-token", RELEASE_OLD="")
 
     repo = localhub.store.get(DATASET, repo_type="dataset")
     (pr,) = repo.discussions
@@ -203,6 +204,36 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     assert any(p.startswith("data/rankings/") for p in tree)
     assert "data/exclusions.parquet" in tree
     assert not [p for p in tree if p.startswith("candidates/") or p.endswith("queue.json")], "only data is published"
+
+
+def test_the_release_step_finds_the_toolchain_before_the_last_neuron_bump(tmp_path: Path) -> None:
+    """publish.yml's `release` step, run as written in a git checkout: the old side of the release diff is the file
+    before the newest commit that changed the release the header names; a later pin edit is no bump."""
+    workspace = tmp_path / "checkout"
+    (workspace / "runners").mkdir(parents=True)
+    git_env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    git_env |= {f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+                for what, value in (("NAME", "t"), ("EMAIL", "t@example.org"))}  # fmt: skip
+    toolchain = workspace / "runners" / "toolchain.yaml"
+
+    def commit(release: str, transformers: str) -> None:
+        toolchain.write_text(f'# runners (Neuron SDK {release}, TorchNeuron beta)\nneuronx_cc: "{release}.1"\n'
+                             f'transformers: "{transformers}"\n')  # fmt: skip
+        for args in (["add", "-A"], ["commit", "-q", "-m", f"{release} {transformers}"]):
+            subprocess.run(["git", *args], cwd=workspace, env=git_env, check=True)
+
+    subprocess.run(["git", "init", "-q"], cwd=workspace, env=git_env, check=True)
+    commit("2.32.0", "5.0.0")
+    run = Runner(workspace, git_env)
+    repos = {"DATASET_REPO": DATASET, "COMPILED_REPO": "trncat/trncat-compiled"}
+    assert run("publish", "publish", "release", **repos) == {}, "no bump in the history yet: no release diff"
+    commit("2.33.0", "5.0.0")  # the watch's bump
+    commit("2.33.0", "5.1.0")  # a later pin edit: no bump
+    outputs = run("publish", "publish", "release", **repos)
+    assert outputs == {"old": "toolchain-before-bump.yaml"}
+    assert "release diff: 2.32.0 -> 2.33.0" in run.stdout
+    before = (workspace / outputs["old"]).read_text()
+    assert "Neuron SDK 2.32.0" in before and 'transformers: "5.0.0"' in before
 
 
 @pytest.mark.e2e

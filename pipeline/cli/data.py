@@ -138,6 +138,14 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
         help="the Hub model repo the compiled-cache bundles beside CI neuron passes go to (with --repo; default "
         "%(default)s)",
     )
+    p.add_argument(
+        "--release-diff",
+        nargs=2,
+        type=Path,
+        metavar=("OLD", "NEW"),
+        help="two toolchain files (before and after a Neuron bump): when records measured on NEW's pins come, also "
+        "write data/releases/<old>--<new>.parquet (trncat diff --toolchain OLD NEW --write) into the same commit",
+    )
     add_price_args(p, what="the new rows' price and cost columns")
 
 
@@ -161,6 +169,13 @@ def _publish(args: argparse.Namespace) -> int:
         print("error: no valid record to publish", file=sys.stderr)
         return 1
     pricing = pricing_of(args)
+    derived = None
+    if args.release_diff:
+        from pipeline.cli.release import release_diff_derived
+
+        old_file, new_file = args.release_diff
+        derived, said = release_diff_derived(old_file, new_file, records)
+        print(said)
     if args.to_folder:
         from pipeline.backends.neuron import bundle_beside
 
@@ -169,7 +184,7 @@ def _publish(args: argparse.Namespace) -> int:
                   file=sys.stderr)  # fmt: skip
         for aside in drop_named_bundles([(n, r) for n, r in report.records if n not in bad]):
             print(f"set aside: {aside}", file=sys.stderr)
-        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing)
+        result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing, derived=derived)
     else:
         hub = make_hub()
         # The bundles first: each record then names the commit that holds its bundle, in the PR reviewed below.
@@ -189,6 +204,7 @@ def _publish(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             invalid=len(report.bad_files),
             pricing=pricing,
+            derived=derived,
         )
     for aside in result.set_aside:  # discovery's rows: reported, and the rest was published (no failure)
         print(f"set aside: {aside}", file=sys.stderr)

@@ -1,11 +1,13 @@
 """Neuron releases: ``trncat release-watch`` (a new release -> the bump's files and pull request description) and
-``trncat diff --toolchain OLD NEW`` (what a toolchain change did to the catalog, model by model)."""
+``trncat diff --toolchain OLD NEW`` (what a toolchain change did to the catalog, model by model), and the release diff
+``trncat publish --release-diff OLD NEW`` adds to its pull request."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from pipeline.cli.registry import command
 from pipeline.errors import ConfigError
@@ -104,3 +106,44 @@ def _diff(args: argparse.Namespace) -> int:
     else:
         print(diff_text(diff))
     return 0
+
+
+# -- the release diff of a publish (trncat publish --release-diff OLD NEW) -------------------------------
+
+
+def release_diff_derived(old_file: Path, new_file: Path, records: list[dict[str, Any]]) -> tuple[Any, str]:
+    """What ``trncat publish --release-diff OLD NEW`` adds to its commit: the release diff, as ``trncat diff
+    --toolchain OLD NEW --write`` writes it, over the target's whole results history with the records built in.
+
+    Returns:
+        (a :class:`pipeline.publish.Derived`, or None when there is nothing to diff, and the line that says which).
+        Nothing to diff: the two files name the same release or pin the same versions, or no record of this
+        publish is a pass or fail measured at NEW's pins (no re-measured row: the diff would not change).
+
+    Raises:
+        ConfigError: an unreadable toolchain file.
+    """
+    from pipeline.dataset import release_path, write_release_diff
+    from pipeline.publish import Derived
+    from pipeline.records import flatten
+    from pipeline.release import diff_dataset, diff_text, load_side, rows_at
+
+    old, old_pins = load_side(old_file)
+    new, new_pins = load_side(new_file)
+    if old == new or old_pins == new_pins:
+        return None, f"no release diff: {old_file} and {new_file} name the same release or pin the same versions"
+    relative = release_path(old, new)  # checks both names before anything is fetched
+    rows = [flatten(r) for r in records if r.get("status") in ("pass", "fail")]
+    if not rows_at(rows, new_pins):
+        return None, f"no release diff: no record of this publish was measured on {new}'s pins"
+
+    def paths(results: list[str]) -> list[str]:
+        return [*results, relative]
+
+    def write(folder: Path) -> str:
+        diff = diff_dataset(folder, old=old, new=new, old_pins=old_pins, new_pins=new_pins)
+        write_release_diff(folder, old=old, new=new, entries=diff.entries)
+        head, *counts = diff_text(diff).splitlines()[: 2 + sum(1 for c in diff.counts.values() if c)]
+        return "\n".join([f"### Release diff `{relative}`", "", f"{head}:", *(f"-{c[1:]}" for c in counts)])
+
+    return Derived(paths=paths, write=write), f"release diff {old} -> {new}: {relative}"

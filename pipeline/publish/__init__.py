@@ -1,7 +1,9 @@
 """``trncat publish``: new records (and discovery's overlay) into the Hub dataset as one PR a maintainer reviews.
 
 - :mod:`~pipeline.publish.prepare`: a partial mirror of the dataset repo (the summary, the touched latest shards,
-  the results files that could hold the records), the records and the overlay built into it, what changed;
+  the results files that could hold the records), the records and the overlay built into it, a derived file (the
+  release diff, which the CLI hands in as a :class:`~pipeline.publish.prepare.Derived`) written after them, what
+  changed;
 - :mod:`~pipeline.publish.description`: the PR description, in the feed's change kinds;
 - :mod:`~pipeline.publish.bundles`: the compiled-cache bundles beside CI neuron passes, uploaded (deduplicated by
   sha256, under the size cap) to the compiled-cache model repo and named in their records before the PR;
@@ -18,10 +20,11 @@ from __future__ import annotations
 from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publish_bundles
 from pipeline.publish.description import describe
 from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
-from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder, provenance_problems
+from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
 
 __all__ = [
     "BundlesPublished",
+    "Derived",
     "NOTHING_TO_PUBLISH",
     "PR_TITLE_PREFIX",
     "Prepared",

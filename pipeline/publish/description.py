@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pipeline.dataset import (
     CHANGE_KINDS,
     BuildSummary,
@@ -12,8 +14,11 @@ from pipeline.records import toolchain_label
 from pipeline.render import md_cell
 
 
-def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0, set_aside: int = 0) -> str:
-    """The PR description: what changed, for the maintainer who reviews it."""
+def describe(
+    summary: BuildSummary, *, files: list[str], invalid: int = 0, set_aside: int = 0, notes: Sequence[str] = ()
+) -> str:
+    """The PR description: what changed, for the maintainer who reviews it (``notes``: what the derived files, such
+    as the release diff, say about themselves, one section each)."""
 
     def line(change: Change) -> str:  # (kept in step with the feed: pipeline.space.tree)
         after = change.after
@@ -41,6 +46,8 @@ def describe(summary: BuildSummary, *, files: list[str], invalid: int = 0, set_a
         out.append(f"- `{md_cell(model_id)}`: `{md_cell(repo)}` @ `{md_cell(revision)}`: `{md_cell(path)}` "
                    f"(sha256 `{md_cell(sha256)}`)")  # fmt: skip
     out.append("")
+    for note in notes:  # written by trncat from the rows above: markdown already
+        out.extend([note, ""])
     if invalid:
         out.append(f"{invalid} invalid record file(s) were set aside (see the publish job's log).")
     if set_aside:

@@ -43,7 +43,7 @@ from pipeline.hub import CommitResult, Hub, deadline, file_additions, together
 from pipeline.ids import validate_model_id
 from pipeline.prices import Pricing
 from pipeline.publish.description import describe
-from pipeline.publish.prepare import Prepared, checked_overlay, prepare_folder
+from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +70,15 @@ class PublishResult:
 
 
 def publish_to_folder(
-    records: list[dict[str, Any]], *, out: Path, overlay: Path | None = None, pricing: Pricing | None = None
+    records: list[dict[str, Any]],
+    *,
+    out: Path,
+    overlay: Path | None = None,
+    pricing: Pricing | None = None,
+    derived: Derived | None = None,
 ) -> PublishResult:
     """The offline target: the same files as a Hub publish, written into a local dataset folder (new rows priced
-    with ``pricing``, see :func:`pipeline.dataset.build`)."""
+    with ``pricing``, see :func:`pipeline.dataset.build`; ``derived`` written after them)."""
     before = tree_digests(out) if out.exists() else {}
     overlay_map, set_aside = checked_overlay(overlay)
     summary = build(records, out, pricing=pricing) if records else BuildSummary()
@@ -82,13 +87,14 @@ def publish_to_folder(
             for path_in_repo, data in overlay_map.items():
                 fsatomic.write_bytes(stage / path_in_repo, data)
             write_front_files(stage)
+    note = derived.write(out) if derived is not None and out.exists() else None
     after = tree_digests(out) if out.exists() else {}
     files = sorted(p for p, d in after.items() if before.get(p) != d)
     return PublishResult(
         repo=str(out),
         files=files,
         summary=summary,
-        description=describe(summary, files=files, set_aside=len(set_aside)),
+        description=describe(summary, files=files, set_aside=len(set_aside), notes=[note] if note else []),
         commit="local" if files else None,
         set_aside=set_aside,
     )
@@ -111,9 +117,11 @@ class _Publication:
         work: Path,
         space: str,
         pricing: Pricing | None = None,
+        derived: Derived | None = None,
     ) -> None:
         self.hub = hub
         self.pricing = pricing
+        self.derived = derived
         self.repo = repo
         self.names = CardNames(repo=repo, space=space)
         self.records = records
@@ -148,6 +156,7 @@ class _Publication:
             names=self.names,
             blob_ids=blob_ids,
             pricing=self.pricing,
+            derived=self.derived,
         )
         self.prepared.append(prepared)
         return prepared
@@ -168,11 +177,13 @@ def publish(
     invalid: int = 0,
     space: str | None = None,
     pricing: Pricing | None = None,
+    derived: Derived | None = None,
 ) -> PublishResult:
     """Publish ``records`` (valid ones: validate first) and ``overlay`` to the Hub dataset ``repo`` as a PR.
 
     The card names ``repo`` and links the catalog's Space ``space`` (default ``constants.TRNCAT_SPACE``); the
-    new rows are priced with ``pricing`` (see :func:`pipeline.dataset.build`).
+    new rows are priced with ``pricing`` (see :func:`pipeline.dataset.build`); ``derived`` (the release diff) is
+    built on the same mirror after them and goes into the same commit.
 
     Raises:
         HubError: (or a child) the Hub failed after retries and rebases; nothing local is changed.
@@ -202,12 +213,20 @@ def publish(
         space = space or constants.TRNCAT_SPACE
         validate_model_id(space)
         publication = _Publication(
-            hub=hub, repo=repo, records=records, overlay=overlay, work=Path(tmp), space=space, pricing=pricing
+            hub=hub,
+            repo=repo,
+            records=records,
+            overlay=overlay,
+            work=Path(tmp),
+            space=space,
+            pricing=pricing,
+            derived=derived,
         )
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
         files = sorted(first.changed)
-        description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside))
+        description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside),
+                               notes=first.notes)  # fmt: skip
         if dry_run or first.empty:
             if first.empty:
                 description = NOTHING_TO_PUBLISH
@@ -230,7 +249,8 @@ def publish(
             return PublishResult(repo=repo, files=[], summary=last.summary, pr_num=pr_num,
                                  description=NOTHING_TO_PUBLISH, set_aside=last.set_aside)  # fmt: skip
         files = sorted(last.changed)
-        description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside))
+        description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside),
+                               notes=last.notes)  # fmt: skip
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
         elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
@@ -276,7 +296,8 @@ def _fold_into_an_older_pr(
                         description=f"Folded in from #{ours}.", revision=f"refs/pr/{into}")  # fmt: skip
     last = publication.latest
     if folded.created and not last.empty:
-        note = describe(last.summary, files=sorted(last.changed), invalid=invalid, set_aside=len(last.set_aside))
+        note = describe(last.summary, files=sorted(last.changed), invalid=invalid, set_aside=len(last.set_aside),
+                        notes=last.notes)  # fmt: skip
         hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
     hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")
     hub.close_pr(repo, ours)

@@ -37,6 +37,22 @@ from pipeline.records import Problem, parse_time
 logger = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A file a publish derives from the dataset's results once the records are built in (the release diff).
+
+    The publish package does not know what it is: the caller (the CLI) hands in which of the target's paths it reads
+    and how to write it, and the file goes into the same commit as the records (one PR). Written again on a retry
+    from the same rows, it is the same bytes, so it is no change.
+    """
+
+    #: The target's results files (``data/results/...``) -> the paths to mirror before the build (a path the target
+    #: lacks is skipped: the derived file itself, the first time).
+    paths: Callable[[list[str]], list[str]]
+    #: The built folder -> writes the file(s) into it; returns a line for the PR description, or None.
+    write: Callable[[Path], str | None]
+
+
 @dataclass
 class Prepared:
     """The files one publish would add or replace, built on a mirror of the target at ``parent``."""
@@ -47,6 +63,8 @@ class Prepared:
     summary: BuildSummary = field(default_factory=BuildSummary)
     #: Overlay files and rows set aside (:func:`checked_overlay`), one message each.
     set_aside: list[str] = field(default_factory=list)
+    #: What the derived files say for the PR description (:attr:`Derived.write`), one line each.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -64,6 +82,7 @@ def prepare_folder(
     names: CardNames | None = None,
     blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
     pricing: Pricing | None = None,
+    derived: Derived | None = None,
 ) -> Prepared:
     """Mirror what the target needs into ``folder``, add the records and the overlay, and list what changed.
 
@@ -76,6 +95,7 @@ def prepare_folder(
         blob_ids: paths -> git blob ids of those the target holds (:meth:`pipeline.hub.Hub.blob_ids`): a script
             the target already holds with the same content is then neither written nor changed.
         pricing: The price table and option the new rows are priced with (None: no price, no cost).
+        derived: A file derived from the results once the records are in (its inputs mirrored first).
     """
     with fsatomic.scratch(folder):
         return _prepare(
@@ -88,6 +108,7 @@ def prepare_folder(
             names=names,
             blob_ids=blob_ids,
             pricing=pricing,
+            derived=derived,
         )
 
 
@@ -102,6 +123,7 @@ def _prepare(
     names: CardNames | None,
     blob_ids: Callable[[list[str]], dict[str, str]] | None,
     pricing: Pricing | None,
+    derived: Derived | None,
 ) -> Prepared:
     overlay_map, set_aside = checked_overlay(overlay)
     # Records are valid here, so every finish time parses.
@@ -111,7 +133,7 @@ def _prepare(
     # data/serving.json too when a serving record comes: build merges into it (a path the repo lacks is skipped)
     first = [SUMMARY_FILE, SERVING_FILE] if any(r.get("serving") for r in records) else [SUMMARY_FILE]
     calls: list[Callable[[], Any]] = [lambda: fetch(first, folder)]
-    calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None else list)
+    calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None or derived is not None else list)
     if blob_ids is not None and records:
         calls.append(lambda: blob_ids(held_paths(records)))
     _, results, *ids = together.results(*calls)
@@ -122,6 +144,8 @@ def _prepare(
     else:  # a dataset from before the summary file: its whole latest view, once
         everything = remote_files(None)
         wanted = publish_paths(everything, extra=overlay_map, since=since)
+    if derived is not None:  # what the derived file reads (the results history, say), and the file itself
+        wanted = sorted({*wanted, *derived.paths(list(results))})
     if wanted:
         fetch(wanted, folder)
     old_layout = needs_migration(folder)
@@ -143,9 +167,17 @@ def _prepare(
     summary = build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
+    note = derived.write(folder) if derived is not None else None
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
-    return Prepared(parent=parent, folder=folder, changed=changed, summary=summary, set_aside=set_aside)
+    return Prepared(
+        parent=parent,
+        folder=folder,
+        changed=changed,
+        summary=summary,
+        set_aside=set_aside,
+        notes=[note] if note else [],
+    )
 
 
 def checked_overlay(overlay: Path | None) -> tuple[dict[str, bytes], list[str]]:

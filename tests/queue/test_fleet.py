@@ -226,3 +226,67 @@ def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp
     )
     # No reserved price for a trn2.48xlarge: "unknown", never a guess.
     assert reserved["cost_usd"]["reserved"] is None and "Cost (reserved): unknown" in reserved["markdown"]
+
+
+def test_a_re_measure_after_a_bump_fits_the_printed_budget_and_the_old_rows_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30: after a Neuron bump the whole catalog is queued again. Its estimate prices every job from the old
+    toolchain's runs (never the prior), and the matrix as written, run in its order on the fleet the estimate prints,
+    finishes within the target at the dollars it states. The re-measured rows then join the old ones, which stay."""
+    from pipeline.dataset import iter_results, read_latest
+    from pipeline.discover import Candidate, Discovery
+    from pipeline.plan import plan_config
+    from pipeline.queue import HubPlanner
+
+    models = [f"org/m{i}" for i in range(8)]
+    root = tmp_path / "dataset"
+    old_rows = [_run(m, i, compile_s=100.0 * (i + 1), wall_s=100.0 * (i + 1) + 60, cc="2.20.0",
+                     revision=fake_revision(m)) for i, m in enumerate(models)]  # fmt: skip
+    build(old_rows, root)
+    (old_file,) = (root / "data/results").glob("*.parquet")
+    old_bytes = old_file.read_bytes()
+    discovery = tmp_path / "candidates.json"
+    found = [Candidate(model_id=m, task="text-generation", view="trending", rank=i + 1, sha=fake_revision(m))
+             for i, m in enumerate(models)]  # fmt: skip
+    discovery.write_text(json.dumps(Discovery(dt.date(2026, 12, 1), "text-generation", "trending", found).to_dict()))
+    toolchain, prices = tmp_path / "toolchain.yaml", tmp_path / "instances.yaml"
+    toolchain.write_text('neuronx_cc: "2.21.0"\n')
+    prices.write_text(PRICED)
+    config = json.loads((FIXTURES / "configs" / "llama-3.2-1b.json").read_text())
+    monkeypatch.setattr(HubPlanner, "__call__", lambda self, c: plan_config(config))
+    out, cost = tmp_path / "queue.json", tmp_path / "cost.json"
+    args = ["queue", "--candidates", str(discovery), "--toolchain", str(toolchain), "--dataset", str(root)]
+    args += ["--out", str(out), "--estimate", str(cost), "--target-hours", "0.5", "--prices", str(prices)]
+    assert main(args) == 0
+    entries = [e for chunk in json.loads(out.read_text())["chunks"] for e in chunk["include"]]
+    estimate = json.loads(cost.read_text())
+
+    assert sorted(e["model_id"] for e in entries) == models, "every model is measured again"
+    assert estimate["duration_sources"] == {"older-toolchain": 8}, "priced from the old toolchain's runs"
+    # each job: the group's median compile (450 s) plus its median run (60 s), from the old rows
+    assert {e["predicted_s"] for e in entries} == {510}
+    assert estimate["core_hours"] == round(8 * 510 / 3600, 2)
+    assert "Re-measure order: 8 job(s) that passed before first" in estimate["markdown"]
+    # The matrix as written, in its order, on the fleet as printed (what an operator applies): within the target.
+    layouts = [[size for _, size in parse_partition(item["partition"])] for item in estimate["fleet"]]
+    jobs = [Job(cores=int(e["runner"].rsplit("-", 1)[1].removesuffix("c")), seconds=e["predicted_s"],
+                name=e["model_id"]) for e in entries]  # fmt: skip
+    sweep = simulate(jobs, layouts)
+    assert sweep.unrun == 0 and sweep.makespan_s <= 0.5 * 3600
+    assert round(sweep.makespan_s / 3600, 2) == estimate["makespan_hours"]
+    assert estimate["cost_usd"]["on_demand"] == round(10.0 * sweep.instance_hours, 2)
+    assert old_file.read_bytes() == old_bytes, "the queue only reads the dataset"
+
+    # The re-measure lands: the old rows stay in the results and in each key's history; nothing is queued again.
+    new_rows = [_run(m, 20 + i, compile_s=90.0, wall_s=150.0, cc="2.21.0", revision=fake_revision(m))
+                for i, m in enumerate(models)]  # fmt: skip
+    build(new_rows, root)
+    assert old_file.read_bytes() == old_bytes and len(list((root / "data/results").glob("*.parquet"))) == 2
+    latest = {row["model_id"]: row for row in read_latest(root)}
+    assert {row["neuronx_cc_version"] for row in latest.values()} == {"2.21.0"}
+    assert all(len(row["history"]) == 1 for row in latest.values()), "each key keeps its old run"
+    versions = [row["neuronx_cc_version"] for row in iter_results(root, ["neuronx_cc_version"])]
+    assert sorted(versions) == ["2.20.0"] * 8 + ["2.21.0"] * 8
+    assert main(args) == 0
+    assert json.loads(out.read_text())["count"] == 0

@@ -184,6 +184,22 @@ def family_of(instance_type: str | None) -> str | None:
     return known[0] if known else None
 
 
+#: The device name a Trainium3 row is counted under wherever rows are compared (pages, checks, queue keys).
+TRAINIUM3 = "trainium3"
+
+
+def row_device(device: str | None, *, hardware: str | None = None, accelerator: str | None = None) -> str | None:
+    """The device a row is counted under: ``trainium3`` for a ``neuron`` row measured on Trainium3 (its accelerator
+    says so, or its hardware name is a trn3 instance or family), else its ``device`` as recorded.
+
+    A Trainium3 row is never a Trainium2 row: every reader that picks Trainium2 evidence (``device == "neuron"``)
+    reads rows through this, so the two stay apart and can be set side by side.
+    """
+    if device == "neuron" and (accelerator == _ACCELERATOR["trn3"] or (hardware or "").startswith("trn3")):
+        return TRAINIUM3
+    return device
+
+
 def bandwidth_for_cores(instance: Instance, cores: int) -> float:
     """HBM bandwidth, in bytes/s, available to ``cores`` NeuronCores of ``instance``.
 

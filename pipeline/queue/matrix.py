@@ -153,7 +153,7 @@ def _earlier(root: Path) -> dict[tuple[str, str, str], str]:
     for row in iter_results(root, columns):
         if row["source"] != "ci" or row["status"] not in ("pass", "fail"):
             continue
-        key = (str(row["model_id"]).casefold(), row["task"], row_device(row["device"], hardware=row["hardware"]))
+        key = (str(row["model_id"]).casefold(), row["task"], str(row_device(row["device"], hardware=row["hardware"])))
         group = (
             "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
         )
@@ -247,7 +247,7 @@ def build_queue(
     # A GPU job is sized from the plan's bytes, which do not depend on the device planned for.
     family = "gpu" if accelerators is not None else get_instance(instance).family
     plan_instance = DEFAULT_INSTANCE if accelerators is not None else instance
-    keyed = row_device(device, hardware=instance)  # the device its rows count under (``trainium3`` on a Trn3)
+    keyed = row_device(device, hardware=instance) or device  # the device its rows count under (trainium3 on a Trn3)
     if planner is None and hub is None:
         raise ConfigError("build_queue needs a planner or a Hub to plan from")
     plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=plan_instance)  # type: ignore[arg-type]

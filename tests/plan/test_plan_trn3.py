@@ -140,3 +140,17 @@ def test_the_queue_sends_an_mx_checkpoint_to_trainium3_only(instance: str, kept:
     else:
         (skipped,) = queue.skipped
         assert skipped["reason"].startswith("unsupported quantization: compressed-tensors: the MX formats")
+
+
+def test_trncat_plan_prints_the_mx_weights_it_holds_on_trainium3(tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from pipeline.cli import main
+
+    (tmp_path / "config.json").write_text(json.dumps(mx("llama-3.1-8b")))
+    assert main(["plan", str(tmp_path), "--instance", TRN3]) == 0
+    text = capsys.readouterr().out
+    assert "held as mxfp8 on the device (Neuron support: unverified: Trainium3 runs MXFP8 natively" in text
+    assert "mxfp8 weights, bfloat16 compute: weights " in text and "trn3.48xlarge, LNC=2, 36 GiB per NeuronCore" in text
+    assert main(["plan", str(tmp_path), "--instance", TRN2]) == 0
+    assert "not loadable on the device (Neuron support: unsupported: the MX formats run on Trainium3 only" in (
+        capsys.readouterr().out
+    )

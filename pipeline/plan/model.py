@@ -323,9 +323,9 @@ def format_plan(plan: Plan) -> str:
             f"{q['method']} checkpoint: download {size_text(plan.download_bytes)}, {held}"
             f" (Neuron support: {q['support']}: {q['reason']})"
         )
-    held = q["held_as"] if q is not None and q.get("mx_format") and q["held_as"] == q["mx_format"] else None
+    mx = q["held_as"] if q is not None and q.get("mx_format") and q["held_as"] == q["mx_format"] else None
     lines += [
-        f"{f'{held} weights, {plan.dtype} compute' if held else plan.dtype}: weights {size_text(plan.weights_bytes)}"
+        f"{f'{mx} weights, {plan.dtype} compute' if mx else plan.dtype}: weights {size_text(plan.weights_bytes)}"
         f" + KV cache {size_text(plan.kv_cache_bytes)}"
         f" + overhead {size_text(plan.overhead_bytes)} = {size_text(plan.total_bytes)}",
         f"{where}: {cores}",

@@ -15,7 +15,8 @@
 #   - the pinned toolchain (runners/toolchain.yaml) in a venv from the Neuron pip repository, unless the jobs
 #     run in the container (--container IMAGE, see runners/Dockerfile);
 #   - N runners, each owning a NEURON_RT_VISIBLE_CORES range of 64/N cores (trn2.48xlarge) and labelled
-#     self-hosted,linux,x64,trn2,<instance>,trn2-<cores>c: the label `trncat queue` puts in `runs-on`;
+#     self-hosted,linux,x64,trn2,<instance>,trn2-<cores>c: the label `trncat queue` puts in `runs-on`
+#     (--class trn3 on a trn3.48xlarge: trn3 and trn3-<cores>c);
 #     or, with --partition, runners of mixed sizes: COUNTxSIZE entries laid out from core 0 in order, or
 #     SIZE@FIRST at a given core. Ranges never overlap, a runner of up to a chip's 4 cores stays in its chip
 #     and a larger one starts on a chip boundary (pipeline/queue/fleet.py applies the same rules); `auto` takes
@@ -47,7 +48,7 @@ readonly TORCH_CPU_INDEX="https://download.pytorch.org/whl/cpu"
 readonly TRNCAT_NEURON_APT_REPO="https://apt.repos.neuron.amazonaws.com"
 # The GitHub REST API (GitHub Enterprise Server: https://HOST/api/v3, --github-api).
 GITHUB_API="https://api.github.com"
-readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 chip (/dev/neuronN) at LNC=2
+readonly CORES_PER_DEVICE=4 # logical NeuronCores per trn2 or trn3 chip (/dev/neuronN) at LNC=2
 # The NVIDIA driver's per-GPU folders (one per PCI address, each with an `information` file naming the GPU's
 # "Device Minor": its node is /dev/nvidia<minor>). TRNCAT_NVIDIA_PROC points the tests at a fake one.
 NVIDIA_PROC="${TRNCAT_NVIDIA_PROC:-/proc/driver/nvidia}"
@@ -76,7 +77,7 @@ CONTAINER_IMAGE=""
 CONTAINER_MEMORY="96g"
 CONTAINER_PIDS=4096
 INSTALL_NEURON_APT=0
-# trn2 (NeuronCores, benchmark.yml) or gpu (GPUs, benchmark-gpu.yml): --class.
+# trn2 (NeuronCores, benchmark.yml), trn3 (the same on Trainium3) or gpu (GPUs, benchmark-gpu.yml): --class.
 RUNNER_CLASS="trn2"
 TRNCAT_NEURON_APT_FINGERPRINT=""
 REGISTRATION="token"
@@ -111,7 +112,8 @@ install options:
   --github-api URL       the REST API (default https://api.github.com; GitHub Enterprise: https://HOST/api/v3)
   --check-settings       check the GitHub settings through the API under --dry-run too (always done otherwise)
   --force-public-repo    allow repository runners for a public repository (not recommended)
-  --class CLASS          trn2 (default: NeuronCores, for benchmark.yml) or gpu (the instance's GPUs, for
+  --class CLASS          trn2 (default: NeuronCores, for benchmark.yml), trn3 (the same on a trn3.48xlarge,
+                         labels trn3-<N>c: Trainium3 rows, never Trainium2 ones) or gpu (the instance's GPUs, for
                          .github/workflows/benchmark-gpu.yml: CUDA_VISIBLE_DEVICES per runner, labels
                          gpu-<N>g, the CUDA toolchain of runners/toolchain-gpu.yaml; no partition or container)
   --runners N            runners sharing this instance, each on 1/N of its NeuronCores or GPUs (default 1)
@@ -210,10 +212,13 @@ total_cores() {
     total_gpus "$1"
     return
   fi
-  case "$1" in
-    trn2.3xlarge) echo 4 ;;
-    trn2.48xlarge | trn2u.48xlarge) echo 64 ;;
-    *) die "unsupported instance type '$1' (trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge)" ;;
+  # A Trainium3 host is its own class (its rows are never Trainium2 rows): each class takes its own instances.
+  case "${RUNNER_CLASS}:$1" in
+    trn2:trn2.3xlarge) echo 4 ;;
+    trn2:trn2.48xlarge | trn2:trn2u.48xlarge) echo 64 ;;
+    trn3:trn3.48xlarge) echo 64 ;; # 16 Trainium3 chips, 4 logical cores each at LNC=2 (docs/neuron-facts.md)
+    trn3:*) die "unsupported instance type '$1' for --class trn3 (trn3.48xlarge)" ;;
+    *) die "unsupported instance type '$1' (trn2.3xlarge, trn2.48xlarge, trn2u.48xlarge; --class trn3: trn3.48xlarge)" ;;
   esac
 }
 
@@ -652,6 +657,7 @@ cmd_install() {
   if [ -z "${INSTANCE}" ] && [ "${DRY_RUN}" -eq 1 ]; then
     INSTANCE="trn2.48xlarge"
     [ "${RUNNER_CLASS}" = gpu ] && INSTANCE="p5en.48xlarge"
+    [ "${RUNNER_CLASS}" = trn3 ] && INSTANCE="trn3.48xlarge"
     note "would read the instance type from IMDSv2; assuming ${INSTANCE} (pass --instance to choose)"
   fi
   [ -n "${INSTANCE}" ] || INSTANCE="$(detect_instance)"
@@ -705,7 +711,7 @@ cmd_install() {
       labels="self-hosted,linux,x64,gpu,${INSTANCE},gpu-${cores}g"
       note "runner ${index}: GPUs $(gpu_list "${first}" "${cores}"), labels ${labels}"
     else
-      labels="self-hosted,linux,x64,trn2,${INSTANCE},trn2-${cores}c"
+      labels="self-hosted,linux,x64,${RUNNER_CLASS},${INSTANCE},${RUNNER_CLASS}-${cores}c"
       note "runner ${index}: cores $(core_range "${first}" "${cores}"), labels ${labels}"
     fi
     write_runner_env "${index}" "${cores}" "${first}" "${labels}" "${api_path}"
@@ -923,7 +929,7 @@ main() {
         ;;
       --instance) INSTANCE="${2:?--instance TYPE}" && shift ;;
       --class)
-        [[ "${2:-}" =~ ^(trn2|gpu)$ ]] || die "--class is trn2 or gpu"
+        [[ "${2:-}" =~ ^(trn2|trn3|gpu)$ ]] || die "--class is trn2, trn3 or gpu"
         RUNNER_CLASS="$2"
         shift
         ;;

@@ -282,7 +282,7 @@ def test_every_label_the_queue_can_emit_has_a_runner_layout() -> None:
                       "--runners", str(runners)).stdout  # fmt: skip
         labels |= set(re.findall(r"RUNNER_LABELS=\S*,(trn2-\d+c)$", out, re.M))
     options = yaml.safe_load((ROOT / ".github/workflows/benchmark.yml").read_text())[True]["workflow_dispatch"]
-    assert labels == set(options["inputs"]["runner"]["options"])
+    assert labels == {o for o in options["inputs"]["runner"]["options"] if o.startswith("trn2-")}  # trn3: its own test
 
 
 def test_dockerfile_installs_the_toolchain_as_the_neuron_docs_do() -> None:

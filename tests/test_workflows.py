@@ -31,10 +31,11 @@ WORKFLOWS = ROOT / ".github" / "workflows"
 NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch", "mutation")
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
-LABEL = re.compile(r"^trn2-(lnc1-)?[0-9]+c$")
+LABEL = re.compile(r"^trn[23]-(lnc1-)?[0-9]+c$")
 GPU_LABEL = re.compile(r"^gpu-[0-9]+g$")
 #: The self-hosted runner classes: workflow -> the label after self-hosted, linux (runners/README.md).
-RUNNER_CLASSES = {"benchmark": "trn2", "benchmark-gpu": "gpu"}
+#: benchmark.yml's class is its chunk's (trn2 or trn3), which its guarded matrix job checks and outputs.
+RUNNER_CLASSES = {"benchmark": "${{ needs.matrix.outputs.family }}", "benchmark-gpu": "gpu"}
 
 
 @functools.cache
@@ -351,7 +352,7 @@ def test_benchmark_runs_the_neuron_smoke_tests_once_before_its_matrix() -> None:
     bench = jobs("benchmark")["bench"]
     assert "smoke" in bench["needs"] and "strategy" not in jobs("benchmark")["smoke"]
     assert any("pytest -m neuron" in s.get("run", "") for s in jobs("benchmark")["smoke"]["steps"])
-    assert runs_on_labels(bench) == ["self-hosted", "linux", "trn2", "${{ matrix.runner }}"]
+    assert runs_on_labels(bench) == ["self-hosted", "linux", RUNNER_CLASSES["benchmark"], "${{ matrix.runner }}"]
     assert bench["strategy"]["fail-fast"] is False
     assert step("benchmark", "bench", "bench")["env"]["DEVICE"] == "neuron"
     assert set(triggers("benchmark")) == {"workflow_call", "workflow_dispatch"}

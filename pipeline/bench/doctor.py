@@ -173,6 +173,9 @@ def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
     named = inventory.instance_type or constants.TRNCAT_INSTANCE_TYPE
     instance = named or (f"{backend.instance_type} (from its {inventory.device_count} devices)"
                          if backend.instance_type else "instance type not reported")  # fmt: skip
+    accelerator = backend.instance.accelerator
+    if accelerator != "trainium2":  # a Trainium3 (or Trainium1) host says so: its rows are never Trainium2 rows
+        instance += f" ({accelerator.capitalize()})"
     detail = (
         f"{instance}, {inventory.device_count} device(s), {inventory.total_cores} logical cores "
         f"(ids {format_visible_cores(inventory.core_ids)}), LNC={inventory.logical_nc_config or '?'}"

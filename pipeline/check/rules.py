@@ -8,7 +8,8 @@ architecture's, else unknown. Pure: family rows and facts in, a :class:`Decision
    ``likely-runs`` when most pass, ``likely-fails`` when most fail (a tie says nothing: unknown).
 4. ``unknown``.
 
-Only Trainium2 rows are evidence; a CPU or cuda row is named in the reason, never counted. A model trncat would
+Only Trainium2 rows are evidence; a CPU, cuda or Trainium3 row is named in the reason, never counted (a model's own
+Trainium3 results follow its Trainium2 ones, "kept apart"). A model trncat would
 never run (remote code) is ``likely-fails``; one it cannot read (missing, gated) is ``unknown``, with the reason
 discover gives. What the planner says cannot load on Neuron (a quantization it does not support) turns a
 ``likely-runs`` into ``likely-fails``.
@@ -21,7 +22,17 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from pipeline.models import Family
-from pipeline.records import MEASURED, TRAINIUM, evidence, family_stat, rows_of, toolchain_label, trainium_rows
+from pipeline.records import (
+    MEASURED,
+    TRAINIUM,
+    device_of,
+    evidence,
+    family_stat,
+    rows_of,
+    toolchain_label,
+    trainium3_rows,
+    trainium_rows,
+)
 
 Verdict = Literal["measured-pass", "measured-fail", "likely-runs", "likely-fails", "unknown"]
 VERDICTS: tuple[str, ...] = get_args(Verdict)
@@ -61,7 +72,13 @@ def row_text(row: Mapping[str, Any]) -> str:
 
 
 def _elsewhere(rows: Sequence[Mapping[str, Any]], task: str) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r.get("task") == task and r.get("device") != TRAINIUM and r.get("status") in MEASURED]
+    return [r for r in rows if r.get("task") == task and device_of(r) != TRAINIUM and r.get("status") in MEASURED]
+
+
+def _trainium3_note(rows: Sequence[Mapping[str, Any]], task: str) -> str:
+    """The model's own Trainium3 results, set beside its Trainium2 ones and never counted as them."""
+    trn3 = _sorted(trainium3_rows(rows, task=task))
+    return f"; on Trainium3 (kept apart): {'; '.join(row_text(r) for r in trn3)}" if trn3 else ""
 
 
 def _sorted(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -103,6 +120,7 @@ def decide(
         if revision and revision not in revisions:
             note = f"; measured at another revision than the one checked ({revision[:7]})"
         reason = "measured on Trainium2: " + "; ".join(row_text(r) for r in measured) + note
+        reason += _trainium3_note(own, task)
         return Decision(verdict, reason, [evidence("model", r) for r in measured], tuple(measured))
     cpu_note = _cpu_note(model_id, _elsewhere(own, task))
     if missing:
@@ -150,10 +168,9 @@ def decide(
             verdict, reason = "likely-fails", f"{reason}; but {blocker}"
         return Decision(verdict, reason, items, tuple(_sorted(stat.rows)))
     plural = "s" if stat.elsewhere != 1 else ""
+    where = "CPU, cuda or Trainium3" if any(device_of(r) == "trainium3" for r in rows) else "CPU or cuda"
     elsewhere = (
-        f" ({stat.elsewhere} model{plural} measured on CPU or cuda only: not Trainium2 evidence)"
-        if stat.elsewhere
-        else ""
+        f" ({stat.elsewhere} model{plural} measured on {where} only: not Trainium2 evidence)" if stat.elsewhere else ""
     )
     reason = f"no Trainium2 result for it{bases_text}, or for any {name} {task} model{elsewhere}"
     return Decision("unknown", reason + cpu_note)
@@ -162,5 +179,5 @@ def decide(
 def _cpu_note(model_id: str, rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return ""
-    devices = sorted({str(r.get("device")) for r in rows})
+    devices = sorted({"Trainium3" if device_of(r) == "trainium3" else str(r.get("device")) for r in rows})
     return f" ({model_id} was measured on {' and '.join(devices)} only: not Trainium2 evidence)"

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.backends import FRESH_VENV
+from pipeline.hardware import row_device
 from pipeline.ids import model_id_problem
 from pipeline.page import plots
 from pipeline.page.task_columns import batch_p50, task_view
@@ -36,9 +37,10 @@ DEMO_TITLE = (
     "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an invented demo price; "
     "not a Trainium2 or a GPU result"
 )
-#: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row.
-DEVICE_FILTERS = ("neuron", "cpu", "cuda", "all")
-DEVICE_LABELS = {"neuron": "Trainium2", "cpu": "CPU", "cuda": "cuda"}
+#: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row; a Trainium3 row is
+#: its own device (``trainium3``, :func:`pipeline.hardware.row_device`), badged, never in the Trainium2 filter.
+DEVICE_FILTERS = ("neuron", "trainium3", "cpu", "cuda", "all")
+DEVICE_LABELS = {"neuron": "Trainium2", "trainium3": "Trainium3", "cpu": "CPU", "cuda": "cuda"}
 #: Columns of one history line: the newest run per (hardware, toolchain); ``speed`` is the task's speed metric
 #: (:attr:`pipeline.page.task_columns.TaskView.speed`).
 HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
@@ -92,6 +94,11 @@ def _date(value: Any) -> str | None:
     return value.date().isoformat() if hasattr(value, "date") else str(value)[:10]
 
 
+def _device(row: Mapping[str, Any]) -> str | None:
+    """The device a row shows under: ``trainium3`` for a Trainium3 row, else its device."""
+    return row_device(row.get("device"), hardware=row.get("hardware"), accelerator=row.get("accelerator"))
+
+
 def _toolchain(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
     return (row.get("neuronx_cc_version"), row.get("torch_neuronx_version"), row.get("transformers_version"))
 
@@ -103,9 +110,9 @@ def _history_lines(
     speed = task_view(task).speed
     newest: dict[tuple[Any, ...], dict[str, Any]] = {}
     # The history of the row shown: its own device's runs only (a Trainium2 row's never lists a GPU or CPU row).
-    device = primary.get("device") if primary is not None else None
+    device = _device(primary) if primary is not None else None
     for row in rows:
-        if device is not None and row.get("device") != device:
+        if device is not None and _device(row) != device:
             continue
         key = (row.get("hardware"), *_toolchain(row))
         if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
@@ -121,7 +128,7 @@ def _history_lines(
             and _toolchain(row) != _toolchain(primary)
         )
         regressed = regressed or was_pass
-        line = {key: row.get(column) for key, column in _HISTORY_FIELDS.items()}
+        line = {key: row.get(column) for key, column in _HISTORY_FIELDS.items()} | {"device": _device(row)}
         line.update(date=_date(row["finished_at"]), reg=was_pass, **_rounded(row, "compile"))
         line["speed"] = _num(row.get(speed.column), 2 if speed.fmt == "rate" else 4) if speed else None
         lines.append([line[c] for c in HISTORY_COLUMNS])
@@ -147,6 +154,7 @@ def _entry(
         "st": status,
         "need": need,
         **{key: r.get(column) for key, column in _ROW_FIELDS.items()},
+        "device": _device(r) if r else None,
         **_rounded(r, *_ROUNDED_FIELDS),
         # The task's own answer check (its cosine field) and library version; its batch latencies at 1 and 32.
         "cos": _num(r.get(view.cosine)) if view.cosine else None,

@@ -15,7 +15,7 @@ from pipeline.page import plots
 from pipeline.page.catalog import DEVICE_LABELS, price_text, usd_text
 from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
-from pipeline.records import representative
+from pipeline.records import device_of, representative
 
 #: The two sides of a pair, in the order they are shown.
 SIDES = ("neuron", "cuda")
@@ -92,7 +92,7 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             by_key.setdefault((str(row["model_id"]), str(row["task"])), []).append(row)
     pairs: list[dict[str, Any]] = []
     for (model_id, task), rows in sorted(by_key.items()):
-        trainium = [r for r in rows if r.get("device") == "neuron"]
+        trainium = [r for r in rows if device_of(r) == "neuron"]  # a Trainium3 row is never the Trainium2 side
         gpus = sorted((r for r in rows if r.get("device") == "cuda"), key=lambda r: str(r.get("hardware")))
         if not trainium or not gpus:
             continue

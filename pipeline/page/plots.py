@@ -13,6 +13,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from pipeline.hardware import row_device
 from pipeline.page.task_columns import task_view
 from pipeline.workload import TASK_SOURCES, library_key
 
@@ -273,7 +274,7 @@ def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Itera
     """
     latest = list(latest)
     # The catalog is about Trainium: plot Neuron runs; fall back to whatever ran (the CPU demo) when there are none.
-    neuron = [r for r in latest if r.get("device") == "neuron"]
+    neuron = [r for r in latest if row_device(r.get("device"), hardware=r.get("hardware")) == "neuron"]  # Trainium2
     shown = neuron or latest
     note = "device: " + ", ".join(sorted({str(r.get("device")) for r in shown})) if shown else ""
     passes = [r for r in shown if r.get("status") == "pass" and r.get("params")]

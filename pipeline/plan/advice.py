@@ -17,7 +17,7 @@ from pipeline.plan.memory import DTYPE_BYTES, Need, Sizing
 #: rejects it on Trainium1/2 (NCC_EVRF051, docs/planner.md).
 NEURON_DTYPES = ("float32", "bfloat16", "float16")
 #: The largest instance of each family, suggested when a model does not fit a smaller one.
-LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge"}
+LARGEST = {"trn2": "trn2.48xlarge", "trn1": "trn1.32xlarge", "trn3": "trn3.48xlarge"}
 
 
 def cores_text(n: int) -> str:

@@ -153,7 +153,12 @@ def plan_pipeline(
         (
             q
             for s in shapes
-            if (q := describe_quantization(configs.get(s.name, {}).get("quantization_config"), dtype=dtype))
+            # On Trainium3 an MX component is held in its format; its sizing stays the dtype's (an upper bound).
+            if (
+                q := describe_quantization(
+                    configs.get(s.name, {}).get("quantization_config"), dtype=dtype, mx_formats=inst.mx_formats
+                )
+            )  # fmt: skip
         ),
         None,
     )

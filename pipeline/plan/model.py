@@ -21,7 +21,7 @@ from pipeline.plan.components import LocalFiles
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe, safetensors_bytes, safetensors_param_count
-from pipeline.plan.quantization import describe_quantization, download_bytes
+from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.workload import Workload, default_workload, task_source
 
@@ -92,15 +92,20 @@ def plan_config(
     if info.vision is not None and workload.image_size is not None:
         tokens += info.vision.image_tokens(workload.image_size)
     kv_values = info.attention.kv_values(tokens) * workload.batch_size if info.attention else 0
+    quantization = describe_quantization(config.get("quantization_config"), dtype=dtype, mx_formats=inst.mx_formats)
+    # Weights held in an MX format (Trainium3) take their on-disk bits: counted as fewer dtype-sized parameters,
+    # taken from the parts the parallel plans split (the quantized matrices are the ones they shard).
+    saved = _mx_saved_params(quantization, config, quantized, dtype)
+    experts = info.ep_params
     sizing = Sizing(
-        params,
-        sharded,
+        params - saved,
+        max(0, sharded - saved),
         info.attention,
         workload,
         kv_values,
         can_shard,
-        experts=info.ep_params,
-        ep_sharded=info.ep_tp_sharded_params,
+        experts=max(0, experts - saved),
+        ep_sharded=max(0, info.ep_tp_sharded_params - max(0, saved - experts)),
         num_experts=info.num_experts,
         attention_sharded=info.attention_sharded or source == "safetensors",
     )
@@ -110,12 +115,12 @@ def plan_config(
     if shown is None:
         ideal = replace(sizing, sharded=params, attention_sharded=True)
         shown = ideal.need(sizing.cores_by_memory(inst, dtype), dtype)
-    weights, kv = params * DTYPE_BYTES[dtype], kv_values * COMPUTE_BYTES[dtype]
-    quantization = describe_quantization(config.get("quantization_config"), dtype=dtype)
-    split = sizing.ep_sharded + sizing.experts if shown.expert_parallel else sharded
+    weights, kv = (params - saved) * DTYPE_BYTES[dtype], kv_values * COMPUTE_BYTES[dtype]
+    split = sizing.ep_sharded + sizing.experts if shown.expert_parallel else sizing.sharded
     advice = fit_advice(inst, chosen) if chosen else no_fit_advice(inst, sizing, dtype)
     if quantization is not None and quantization.support == "unsupported":
-        advice = f"cannot load its {quantization.method} checkpoint on Neuron ({quantization.reason}); {advice}"
+        where = f"a {inst.name}" if quantization.mx_format else "Neuron"
+        advice = f"cannot load its {quantization.method} checkpoint on {where} ({quantization.reason}); {advice}"
     return Plan(
         model=None,
         revision=None,
@@ -132,7 +137,7 @@ def plan_config(
         download_bytes=checkpoint_bytes or download_bytes(params, quantized, config),
         quantization=quantization.to_dict() if quantization else None,
         weights_bytes=weights,
-        replicated_weights_bytes=(params - split) * DTYPE_BYTES[dtype] if shown.degree > 1 else weights,
+        replicated_weights_bytes=(sizing.params - split) * DTYPE_BYTES[dtype] if shown.degree > 1 else weights,
         kv_cache_bytes=kv,
         overhead_bytes=shown.total - weights - kv,
         total_bytes=shown.total,
@@ -147,6 +152,14 @@ def plan_config(
         advice=advice,
         workload=workload.to_dict(),
     )
+
+
+def _mx_saved_params(quantization: Any, config: Mapping[str, Any], quantized: int, dtype: str) -> int:
+    """Parameters' worth of ``dtype`` bytes that ``quantized`` weights held in an MX format save, else 0."""
+    if quantization is None or quantization.mx_format is None or quantization.held_as != quantization.mx_format:
+        return 0
+    _, on_disk = bits_per_weight(config["quantization_config"])
+    return max(0, int(quantized * (1 - on_disk / (8 * DTYPE_BYTES[dtype]))))
 
 
 def _base_model(task: str | None) -> bool:
@@ -310,8 +323,10 @@ def format_plan(plan: Plan) -> str:
             f"{q['method']} checkpoint: download {size_text(plan.download_bytes)}, {held}"
             f" (Neuron support: {q['support']}: {q['reason']})"
         )
+    mx = q["held_as"] if q is not None and q.get("mx_format") and q["held_as"] == q["mx_format"] else None
     lines += [
-        f"{plan.dtype}: weights {size_text(plan.weights_bytes)} + KV cache {size_text(plan.kv_cache_bytes)}"
+        f"{f'{mx} weights, {plan.dtype} compute' if mx else plan.dtype}: weights {size_text(plan.weights_bytes)}"
+        f" + KV cache {size_text(plan.kv_cache_bytes)}"
         f" + overhead {size_text(plan.overhead_bytes)} = {size_text(plan.total_bytes)}",
         f"{where}: {cores}",
         plan.advice,

@@ -8,6 +8,11 @@ planner needs three facts, kept in :data:`METHODS` with where each comes from (`
 - the bits one quantized weight takes on disk, scales and zero points included;
 - what transformers does with it on a NeuronCore: dequantize it at load (then the device holds the
   benchmark dtype), or refuse to load (a CUDA-only kernel or package), or nothing either documentation says.
+
+An OCP microscaling (MX) checkpoint (:func:`mx_format`: transformers' ``mxfp4``, compressed-tensors'
+``mxfp8-quantized`` and ``mxfp4-pack-quantized``) also depends on the device: only Trainium3 runs the MX formats
+("MX quantization is only supported on trn3 and above", aws-neuron-sdk#1366), so a compressed-tensors MX
+checkpoint is held in its MX format there and refused before it (docs/planner.md, "MX formats and Trainium3").
 """
 
 from __future__ import annotations
@@ -68,6 +73,15 @@ METHODS: dict[str, Method] = {
 }
 
 
+#: compressed-tensors' format names of the MX formats (its ``CompressionFormat``; a group may name its own).
+CT_MX_FORMATS: dict[str, str] = {"mxfp8-quantized": "mxfp8", "mxfp4-pack-quantized": "mxfp4"}
+#: Why an MX checkpoint is refused on a device without the MX formats (docs/neuron-facts.md, "Trainium3").
+MX_TRN3_ONLY = (
+    'the MX formats run on Trainium3 only ("MX quantization is only supported on trn3 and above", '
+    'aws-neuron-sdk#1366; vLLM Neuron\'s recipes: "MXFP8 is Trn3-only", "MXFP4 is Trn3 only")'
+)
+
+
 @dataclass(frozen=True)
 class Quantization:
     """The ``quantization`` field of a plan.
@@ -78,6 +92,7 @@ class Quantization:
         support: see :class:`Method`.
         held_as: the dtype the device holds the weights in (None when unsupported).
         reason: why, with its source.
+        mx_format: the checkpoint's MX format (``mxfp8``, ``mxfp4``), None for any other.
     """
 
     method: str
@@ -85,6 +100,7 @@ class Quantization:
     support: QuantSupport
     held_as: str | None
     reason: str
+    mx_format: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -98,6 +114,23 @@ def method_of(config: Any) -> str | None:
     return str(method).lower() if method else None
 
 
+def mx_format(config: Any) -> str | None:
+    """The OCP microscaling format of a ``quantization_config``: ``mxfp4`` (transformers' method, or
+    compressed-tensors' ``mxfp4-pack-quantized``), ``mxfp8`` (compressed-tensors' ``mxfp8-quantized``), else None."""
+    method = method_of(config)
+    if method == "mxfp4":
+        return "mxfp4"
+    if method != "compressed-tensors":
+        return None
+    assert isinstance(config, Mapping)
+    formats = [config.get("format")]
+    groups = config.get("config_groups")
+    if isinstance(groups, Mapping):
+        formats += [g.get("format") for g in groups.values() if isinstance(g, Mapping)]
+    found = [CT_MX_FORMATS[f] for f in formats if isinstance(f, str) and f in CT_MX_FORMATS]
+    return found[0] if found else None
+
+
 def bits_per_weight(config: Mapping[str, Any]) -> tuple[int | None, float]:
     """(nominal bits, bits on disk with scales and zero points) of one quantized weight.
 
@@ -105,7 +138,8 @@ def bits_per_weight(config: Mapping[str, Any]) -> tuple[int | None, float]:
     8-bit exponent; fine-grained FP8 keeps one float32 scale per ``weight_block_size`` block; bitsandbytes
     NF4/FP4 one absmax per 64 values (8-bit with double quantization, else float32); GPTQ and AWQ one
     16-bit scale and one packed zero point per ``group_size`` values; compressed-tensors one 16-bit scale
-    per group (or per channel) of its first weight scheme.
+    per group (or per channel) of its first weight scheme, except an MX format's one 8-bit (E8M0) exponent per
+    block of 32.
     """
     method = method_of(config) or ""
     if method == "mxfp4":
@@ -126,6 +160,8 @@ def bits_per_weight(config: Mapping[str, Any]) -> tuple[int | None, float]:
         scheme = _first_weight_scheme(config)
         bits = _positive(scheme.get("num_bits"), 8)
         group = _positive(scheme.get("group_size"), 0)
+        if mx_format(config) is not None:
+            return bits, bits + 8 / (group or 32)
         return bits, bits + (16 / group if group else 0)
     return None, UNQUANTIZED_BYTES * 8
 
@@ -184,23 +220,39 @@ def quantized_matcher(config: Any) -> Callable[[str, int], bool] | None:
     return matches
 
 
-def describe_quantization(config: Any, *, dtype: str) -> Quantization | None:
+def describe_quantization(config: Any, *, dtype: str, mx_formats: tuple[str, ...] = ()) -> Quantization | None:
     """The plan's ``quantization`` field for a ``quantization_config``, or None when the config has none.
 
     Args:
         config: the config.json's ``quantization_config``.
         dtype: the benchmark dtype: what a dequantized checkpoint is held in.
+        mx_formats: the MX formats the planned device runs (``Instance.mx_formats``: Trainium3's, else none).
     """
     method = method_of(config)
     if method is None:
         return None
     assert isinstance(config, Mapping)
     bits, _ = bits_per_weight(config)
+    mx = mx_format(config)
     known = METHODS.get(method)
     if known is None:
         known = Method("unverified", f"trncat has not assessed quantization method {method!r} for Neuron")
+    if mx is not None and method == "mxfp4":
+        # transformers' own MXFP4 path dequantizes on any accelerator but cuda/xpu/cpu, Trainium3 included.
+        native = "Trainium3 runs MXFP4 natively, but" if mx in mx_formats else f"{MX_TRN3_ONLY};"
+        known = Method(known.support, f"{native} {known.reason}", known.experts_only)
+    elif mx is not None and mx in mx_formats:
+        known = Method(
+            "unverified",
+            f"Trainium3 runs {mx.upper()} natively (NeuronCore-v4's Tensor Engine; vLLM Neuron's native {mx.upper()} "
+            "path), so it is held as such; whether transformers' compressed-tensors path keeps it so on TorchNeuron "
+            "is not documented: the benchmark tells",
+        )
+        return Quantization(method, bits, known.support, mx, known.reason, mx)
+    elif mx is not None:
+        known = Method("unsupported", MX_TRN3_ONLY)
     held = None if known.support == "unsupported" else dtype
-    return Quantization(method=method, bits=bits, support=known.support, held_as=held, reason=known.reason)
+    return Quantization(method, bits, known.support, held, known.reason, mx)
 
 
 def download_bytes(params: int, quantized_params: int, config: Mapping[str, Any]) -> int:

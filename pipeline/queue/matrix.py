@@ -30,7 +30,7 @@ from typing import Any
 from pipeline.dataset import iter_results, read_latest, read_serving, results_paths
 from pipeline.discover import Candidate, Discovery
 from pipeline.errors import ConfigError, HubError, PlanError, PlanLimitError, RepoNotFoundError
-from pipeline.hardware import DEFAULT_INSTANCE, get_instance
+from pipeline.hardware import DEFAULT_INSTANCE, get_instance, row_device
 from pipeline.hub import Hub
 from pipeline.ids import is_revision, model_id_problem
 from pipeline.plan import Plan, normalize_dtype, runner_label
@@ -131,9 +131,11 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     versions = [version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for row in iter_results(root, [*columns, "failure_code", "source"]):
+    for row in iter_results(root, [*columns, "failure_code", "source", "hardware"]):
         if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
             continue
+        # A Trainium3 row keys as `trainium3`: a Trainium2 pass never keeps a model from the Trainium3 queue.
+        row["device"] = row_device(row["device"], hardware=row["hardware"])
         head = [row[c] for c in columns[: -1 - len(versions)]]
         key = _masked(row["task"], head, {k: as_pinned(row[version_column(k)], toolchain[k]) for k in toolchain})
         counts = history.setdefault(key, Counter())
@@ -147,10 +149,11 @@ def _earlier(root: Path) -> dict[tuple[str, str, str], str]:
     """(model id without case, task, device) -> the re-measure group of its newest CI pass or fail, whatever its
     toolchain or revision (a queued model was not measured at this key, so that row is an earlier one)."""
     newest: dict[tuple[str, str, str], tuple[Any, str]] = {}
-    for row in iter_results(root, ["model_id", "task", "device", "status", "failure_stage", "finished_at", "source"]):
+    columns = ["model_id", "task", "device", "status", "failure_stage", "finished_at", "source", "hardware"]
+    for row in iter_results(root, columns):
         if row["source"] != "ci" or row["status"] not in ("pass", "fail"):
             continue
-        key = (str(row["model_id"]).casefold(), row["task"], row["device"])
+        key = (str(row["model_id"]).casefold(), row["task"], str(row_device(row["device"], hardware=row["hardware"])))
         group = (
             "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
         )
@@ -244,6 +247,7 @@ def build_queue(
     # A GPU job is sized from the plan's bytes, which do not depend on the device planned for.
     family = "gpu" if accelerators is not None else get_instance(instance).family
     plan_instance = DEFAULT_INSTANCE if accelerators is not None else instance
+    keyed = row_device(device, hardware=instance) or device  # the device its rows count under (trainium3 on a Trn3)
     if planner is None and hub is None:
         raise ConfigError("build_queue needs a planner or a Hub to plan from")
     plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=plan_instance)  # type: ignore[arg-type]
@@ -274,7 +278,7 @@ def build_queue(
         if model_id_problem(c.model_id) is not None or not is_revision(c.sha):
             skip(c, "invalid: bad model id or revision")
             continue
-        statuses = history.get(_key(c, device=device, dtype=dtype, toolchain=pinned), Counter())
+        statuses = history.get(_key(c, device=keyed, dtype=dtype, toolchain=pinned), Counter())
         if statuses["pass"]:
             skip(c, "already passed at this revision, workload and toolchain")
             continue
@@ -293,7 +297,7 @@ def build_queue(
         entry["predicted_s"] = round(predicted.total_s)
         queue.duration_sources[predicted.source] = queue.duration_sources.get(predicted.source, 0) + 1
         entry["host_memory_bytes"] = predicted.host_memory_bytes
-        group = earlier.get((c.model_id.casefold(), c.task, device), "rest")
+        group = earlier.get((c.model_id.casefold(), c.task, keyed), "rest")
         groups[id(entry)] = REMEASURE_ORDER.index(group)
         entries.append(entry)
     # The re-measure's order first (what passed, then compile failures, then the rest), each group as matrix_order.

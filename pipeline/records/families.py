@@ -3,7 +3,8 @@ that family fared on Trainium2.
 
 One rule for two readers: ``trncat check`` answers a model the catalog has not measured from these, and the catalog
 page shows the same per-architecture table (and the same lines in its search box). Only Trainium2 rows are evidence:
-a CPU or cuda row is counted apart (``elsewhere``), never as a Trainium result. Every function here is pure.
+a CPU, cuda or Trainium3 row is counted apart (``elsewhere``), never as a Trainium2 result
+(:func:`trainium3_rows` reads the Trainium3 ones, to set beside them). Every function here is pure.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pipeline.hardware import TRAINIUM3, row_device
 from pipeline.records.rows import toolchain_label
 
 #: The device whose rows are Trainium2 evidence.
@@ -76,11 +78,22 @@ def trainium_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mappi
     return [
         r
         for r in rows
-        if r.get("task") == task
-        and r.get("device") == TRAINIUM
-        and r.get("status") in MEASURED
-        and not r.get("emulated")
+        if r.get("task") == task and device_of(r) == TRAINIUM and r.get("status") in MEASURED and not r.get("emulated")
     ]
+
+
+def trainium3_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mapping[str, Any]]:
+    """The rows of ``task`` measured on Trainium3 (pass or fail): never Trainium2 evidence, shown beside it."""
+    return [
+        r
+        for r in rows
+        if r.get("task") == task and device_of(r) == TRAINIUM3 and r.get("status") in MEASURED and not r.get("emulated")
+    ]
+
+
+def device_of(row: Mapping[str, Any]) -> str | None:
+    """The device a row is counted under (:func:`pipeline.hardware.row_device`: ``trainium3`` for a Trn3 row)."""
+    return row_device(row.get("device"), hardware=row.get("hardware"), accelerator=row.get("accelerator"))
 
 
 def rows_of(rows: Iterable[Mapping[str, Any]], model_id: str) -> list[Mapping[str, Any]]:
@@ -175,7 +188,7 @@ def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> Fa
     elsewhere = {
         str(r.get("model_id"))
         for r in members
-        if r.get("device") != TRAINIUM and r.get("status") in MEASURED and str(r.get("model_id")) not in on_trainium
+        if device_of(r) != TRAINIUM and r.get("status") in MEASURED and str(r.get("model_id")) not in on_trainium
     }
     failed = [r for r in counted if r.get("status") == "fail"]
     codes = Counter(str(r.get("failure_code")) for r in failed if r.get("failure_code"))

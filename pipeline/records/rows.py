@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pipeline.hardware import row_device
+
 __all__ = ["representative", "toolchain_label"]
 
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
-    """The one row that stands for a model (on the page, in its scripts): a Trainium result before any other,
-    then the project's own (CI) result before a community or local one, then a pass before a failure, then the
-    newest. An emulated row (which validation keeps out of the dataset anyway) comes after every other row: it is
-    no Trainium result and stands for a model only when nothing else does.
+    """The one row that stands for a model (on the page, in its scripts): a Trainium2 result before any other, a
+    Trainium3 one next (never in a Trainium2 row's place while one exists), then the project's own (CI) result
+    before a community or local one, then a pass before a failure, then the newest. An emulated row (which
+    validation keeps out of the dataset anyway) comes after every other row: it is no Trainium result and stands
+    for a model only when nothing else does.
 
     Args:
         rows: Flat rows of one model (non-empty).
@@ -26,11 +29,16 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         key=lambda r: (
             not r.get("emulated"),
             r.get("device") == "neuron" and not r.get("emulated"),  # an emulated row is never a Trainium one
+            _device(r) == "neuron",
             r.get("source") == "ci",
             r.get("status") == "pass",
             r["finished_at"],
         ),
     )
+
+
+def _device(row: Mapping[str, Any]) -> str | None:
+    return row_device(row.get("device"), hardware=row.get("hardware"), accelerator=row.get("accelerator"))
 
 
 def toolchain_label(row: Mapping[str, Any]) -> str:

@@ -94,3 +94,26 @@ def test_what_the_planner_says_cannot_load_turns_runs_into_fails() -> None:
 def test_unknown_architecture_and_no_evidence_say_what_was_looked_at() -> None:
     d = decide(model_id="me/m", revision=None, task=TG, rows=[], hops=[_hop("org/base")], family=Family())
     assert d.verdict == "unknown" and "its base model org/base" in d.reason and "architecture is unknown" in d.reason
+
+
+def _trn3(row: dict[str, Any]) -> dict[str, Any]:
+    return row | {"hardware": "trn3.48xlarge"}
+
+
+def test_a_trainium3_row_is_never_trainium2_evidence_and_is_named_apart() -> None:
+    rows = [_trn3(_row("me/model")), _trn3(_row("org/base")), _trn3(_row("org/other"))]
+    d = decide(model_id="me/model", revision=None, task=TG, rows=rows, hops=[_hop("org/base")], family=LLAMA)
+    assert d.verdict == "unknown" and d.evidence == []
+    assert "me/model was measured on Trainium3 only: not Trainium2 evidence" in d.reason
+    assert "org/base was measured on Trainium3 only" in d.reason
+    assert "measured on CPU, cuda or Trainium3 only: not Trainium2 evidence" in d.reason
+
+
+def test_a_model_measured_on_both_is_judged_on_trainium2_with_trainium3_beside_it() -> None:
+    rows = [_row("me/model", "fail", code="ncc_eoom001"), _trn3(_row("me/model", day=2)) | {"cores": 1}]
+    d = decide(model_id="me/model", revision="a" * 40, task=TG, rows=rows, family=LLAMA)
+    assert d.verdict == "measured-fail"  # the Trainium3 pass does not turn a Trainium2 failure into a pass
+    trn2, trn3 = d.reason.split("; on Trainium3 (kept apart): ")
+    assert "fails (ncc_eoom001) on trn2.48xlarge over 2 cores" in trn2
+    assert trn3.startswith("passes on trn3.48xlarge over 1 core ")
+    assert [r["hardware"] for r in d.rows] == ["trn2.48xlarge"]

@@ -1,4 +1,5 @@
-"""Neuron backend: TorchNeuron (torch-neuronx 2.14), the native PyTorch device ``"neuron"`` on Trainium2.
+"""Neuron backend: TorchNeuron (torch-neuronx 2.14), the native PyTorch device ``"neuron"`` on Trainium2 (and
+Trainium3, whose records name it in ``hardware.accelerator``).
 
 The model runs transformers' own code on device ``neuron``; ``generate()`` compiles its forward with
 ``torch.compile(backend="neuron")`` over a static KV cache (``dynamic=False``), the prompt through chunked
@@ -38,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 #: Trainium2 defaults (DESIGN.md) when neither neuron-ls nor the environment tell the instance type.
 DEFAULT_FAMILY_INSTANCE = "trn2.3xlarge"
+#: The instance whose per-chip figures stand for a family's host when neither neuron-ls nor the environment name it.
+FAMILY_INSTANCE = {"trn2": DEFAULT_FAMILY_INSTANCE, "trn3": "trn3.48xlarge", "trn1": "trn1.2xlarge"}
 NEURON_LS_TIMEOUT_S = 30.0
 #: neuron-ls's JSON flags, newest first: Neuron 2.34 replaces --json-output with --output-format json.
 NEURON_LS_JSON_FLAGS: tuple[tuple[str, ...], ...] = (("--output-format", "json"), ("--json-output",))
@@ -214,17 +217,27 @@ class NeuronBackend(NeuronChildSide, Backend):
         named = constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None)
         if named or inventory is None or inventory.device_count != 16:
             return named
-        return hardware.instance_for_devices("trn2", inventory.device_count)
+        return hardware.instance_for_devices(self.family, inventory.device_count)
+
+    @property
+    def family(self) -> str:
+        """The accelerator family: the named instance's, else the one whose chip has the HBM neuron-ls reports (144
+        GiB: Trainium3; 96 GiB: Trainium2), else trn2 (DESIGN.md's default)."""
+        inventory = self.inventory
+        named = hardware.family_of(constants.TRNCAT_INSTANCE_TYPE or (inventory.instance_type if inventory else None))
+        by_memory = hardware.family_for_device_memory(inventory.memory_per_device_bytes) if inventory else None
+        return named or by_memory or "trn2"
 
     @property
     def instance(self) -> hardware.Instance:
-        """The instance's table entry (:attr:`instance_type`, else a trn2.3xlarge)."""
-        name = self.instance_type
+        """The instance's table entry (:attr:`instance_type`, else its family's smallest: a trn2.3xlarge, a
+        trn3.48xlarge), whose per-chip figures a container given part of a host shares."""
+        name, fallback = self.instance_type, FAMILY_INSTANCE.get(self.family, DEFAULT_FAMILY_INSTANCE)
         try:
-            return hardware.get_instance(name or DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
+            return hardware.get_instance(name or fallback, lnc=self.lnc)
         except ConfigError:
-            logger.warning("instance %r is not in pipeline.hardware; using trn2 figures", name)
-            return hardware.get_instance(DEFAULT_FAMILY_INSTANCE, lnc=self.lnc)
+            logger.warning("instance %r is not in pipeline.hardware; using %s figures", name, fallback)
+            return hardware.get_instance(fallback, lnc=self.lnc)
 
     def preflight(self) -> str | None:
         # Without neuron-ls the instance, its cores and its memory are unknown: guessing them would publish a

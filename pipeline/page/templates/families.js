@@ -20,7 +20,7 @@ var TRNCAT_FAMILIES = function (D, E, el, copyButton, taskLabel) {
   function codes(f) { return f.codes.map(function (c) { return c[0] + " \u00d7" + c[1]; }).join(", "); }
   function line(f) {
     var name = f.arch + (f.mt ? " (" + f.mt + ")" : "") + " \u00b7 " + taskLabel(f.task) + ": ";
-    if (!f.n) return name + "measured on CPU or cuda only (" + f["else"] + " model" + (f["else"] === 1 ? "" : "s") + "): no Trainium2 evidence";
+    if (!f.n) return name + "measured elsewhere only: CPU, cuda or Trainium3 (" + f["else"] + " model" + (f["else"] === 1 ? "" : "s") + "): no Trainium2 evidence";
     return name + f.pass + " of " + f.n + " run on Trainium2" + (f.fail ? " (fails: " + codes(f) + ")" : "") + cores(f) + " \u00b7 " + f.tc;
   }
   function update(q) {

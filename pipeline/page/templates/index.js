@@ -43,7 +43,7 @@
     var td = el("td", "status");
     var st = e.st === "unmeasured" && e.ek ? "excluded" : e.st;
     td.appendChild(el("span", "badge b-" + st, st === "excluded" ? "excluded" : statusLabel(st)));
-    if (e.device === "cpu" || e.device === "cuda") {
+    if (e.device === "cpu" || e.device === "cuda" || e.device === "trainium3") {
       var dev = el("span", "badge b-dev", deviceLabel(e.device));
       dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
       td.appendChild(dev);

@@ -1,4 +1,4 @@
-"""An emulated trn2 machine on disk: what the Neuron driver, tools and packages would put on a real one.
+"""An emulated trn2 (or trn3) machine on disk: what the Neuron driver, tools and packages would put on a real one.
 
 :func:`build` writes one folder (the *root*) that child processes are pointed at with :func:`environment`:
 
@@ -35,10 +35,15 @@ GiB = 1024**3
 #: The emulator's name, in every file and output that could be mistaken for a real machine's.
 EMULATOR = "trncat Neuron emulator (not a Trainium device)"
 #: Devices (chips) of each instance type the emulator plays (AWS: trn2.3xlarge 1, trn2.48xlarge 16).
-INSTANCES: dict[str, int] = {"trn2.3xlarge": 1, "trn2.48xlarge": 16, "trn2u.48xlarge": 16}
+INSTANCES: dict[str, int] = {"trn2.3xlarge": 1, "trn2.48xlarge": 16, "trn2u.48xlarge": 16, "trn3.48xlarge": 16}
+#: HBM per device of each family the emulator plays: Trainium2's 96 GiB, Trainium3's 144 GiB (both in four HBM
+#: stacks, one per pair of physical cores: docs/neuron-facts.md, "trn2 cores" and "trn3 cores").
+HBM_PER_DEVICE: dict[str, int] = {"trn2": 96 * GiB, "trn3": 144 * GiB}
 #: Host memory of each, in GiB, for the machine's /proc/meminfo: trn2.48xlarge's 2,048 GiB is AWS's (the Trn2
 #: architecture page); the trn2.3xlarge figure is the emulator's (the docs read here do not give one).
-HOST_MEMORY_GIB: dict[str, int] = {"trn2.3xlarge": 128, "trn2.48xlarge": 2048, "trn2u.48xlarge": 2048}
+HOST_MEMORY_GIB: dict[str, int] = {"trn2.3xlarge": 128, "trn2.48xlarge": 2048, "trn2u.48xlarge": 2048,
+                                   "trn3.48xlarge": 2048}  # fmt: skip
+# (trn3.48xlarge: the emulator's, the Gen1 UltraServer's 8,192 GiB over its four servers; AWS prints no figure.)
 #: The packages of Neuron 2.33 for torch 2.13, the torch this machine has (docs/neuron-facts.md, versions).
 PACKAGES: dict[str, str] = {"torch-neuronx": "2.13.3.0", "neuronx-cc": "2.28.7631.0", "nki": "0.7.0"}
 #: The Debian packages of Neuron 2.33 (the Debian revision is the emulator's: the docs print none).
@@ -59,8 +64,8 @@ class Machine:
         devices: Neuron devices (chips) of the host.
         mapped: The host devices this process sees (a container's ``--device`` list, renumbered from 0); None
             for all of them.
-        physical_cores: Physical NeuronCores per device (8 on trn2).
-        hbm_per_device: HBM bytes per device (96 GiB on trn2).
+        physical_cores: Physical NeuronCores per device (8 on trn2 and trn3).
+        hbm_per_device: HBM bytes per device (96 GiB on trn2, 144 GiB on trn3).
         core_hbm_limit: A smaller per-core HBM limit (tests of the out-of-memory path); None for the real one.
         neuron_ls: Which neuron-ls it plays: ``2.33`` (``--json-output``) or ``2.34`` (``--output-format json``).
         sysfs: ``moved`` (driver 2.31 reorganised the tree, "not backwards compatible") or ``pre-2.31`` (the
@@ -94,7 +99,9 @@ class Machine:
     @classmethod
     def of(cls, instance_type: str, profile: str = "2.33", **changes: Any) -> Machine:
         """The machine of an instance type (its device count from :data:`INSTANCES`) as one of :data:`PROFILES`."""
-        base = cls(instance_type=instance_type, devices=INSTANCES[instance_type], **PROFILES[profile])
+        family = instance_type.split(".", 1)[0].rstrip("u")
+        base = cls(instance_type=instance_type, devices=INSTANCES[instance_type], hbm_per_device=HBM_PER_DEVICE[family],
+                   **PROFILES[profile])  # fmt: skip
         return replace(base, **changes)
 
     @classmethod

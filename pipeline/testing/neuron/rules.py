@@ -186,6 +186,12 @@ RULES: tuple[Rule, ...] = (
     Rule("driver_version", "driver version", "/sys/module/neuron/version holds the driver's version"),
     Rule("devices", "trn2 cores", "one /dev/neuron<N> per device; 8 physical cores and 96 GiB of HBM per device"),
     Rule(
+        "trn3_devices",
+        "trn3 cores",
+        "a trn3.48xlarge: 16 devices of 8 physical cores and 144 GiB of HBM (36 GiB per bank) each",
+        invented="its neuron-ls output (the trn2 one's shape, connected_to null) and its host memory",
+    ),
+    Rule(
         "runtime_package",
         "runtime package",
         "dpkg-query knows aws-neuronx-runtime-lib, -collectives, -tools and -dkms at the 2.33 versions",

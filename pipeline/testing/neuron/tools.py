@@ -49,7 +49,9 @@ def devices(root: Path, machine: Machine) -> list[dict[str, Any]]:
             {
                 "neuron_device": number,
                 "bdf": f"0000:{0x10 + host:02x}:00.0",
-                "connected_to": _torus(host, machine.devices),
+                # Trn3's chips meet through NeuronSwitch, all to all: what its neuron-ls prints there is not
+                # documented, so the emulator prints null (as a trn2.3xlarge's capture does).
+                "connected_to": _torus(host, machine.devices) if machine.instance_type.startswith("trn2") else None,
                 "nc_count": per_device,
                 "logical_neuroncore_config": lnc,
                 "memory_size": machine.hbm_per_device,

@@ -1,0 +1,46 @@
+"""The page keeps a Trainium3 row apart from the Trainium2 ones: its own Device filter value and badge, never in the
+Trainium2 counts, never the Trainium2 side of Compare, never in a Trainium2 row's place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import page
+from pipeline.page.compare import compare_pairs
+from pipeline.records import representative
+from tests.page.test_page import _gpu_row, at, render, row
+
+TRN3 = {"name": "trn3.48xlarge", "instance_type": "trn3.48xlarge", "accelerator": "trainium3"}
+
+
+def trn3_row(model_id: str, **overrides: Any) -> dict[str, Any]:
+    return row(model_id, hardware=TRN3, **overrides)
+
+
+def test_a_trainium3_row_is_its_own_device_on_the_page() -> None:
+    latest = [row("acme/llama-1b", **at(1)), trn3_row("acme/qwen-1b", **at(2))]
+    data = page.catalog(latest=latest, rankings=[], exclusions=[], history=None)
+    devices = {e["id"]: e["device"] for e in data["entries"]}
+    assert devices == {"acme/llama-1b": "neuron", "acme/qwen-1b": "trainium3"}
+    assert data["default"]["device"] == "neuron"
+    html = render(latest=latest)
+    assert '<option value="trainium3">Trainium3</option>' in html
+    assert "1 models measured on Trainium2: 1 run, 0 fail." in html  # the Trainium3 row is not counted
+    assert "1 row was measured on Trainium3 instead" in html
+    # The first view shows Trainium2 rows; under the Trainium3 filter its rows carry the device badge.
+    assert 'e.device === "trainium3"' in html
+    assert 'title="measured on Trainium3, not on Trainium2">Trainium3</span>' in render(latest=latest[1:])
+
+
+def test_a_trainium3_row_never_takes_a_trainium2_row_s_place() -> None:
+    trn2, trn3 = row("acme/llama-1b", **at(1)), trn3_row("acme/llama-1b", **at(9))
+    assert representative([trn3, trn2])["hardware"] == "trn2.48xlarge"  # the newer Trainium3 pass comes second
+    data = page.catalog(latest=[trn3, trn2], rankings=[], exclusions=[], history=None)
+    (entry,) = data["entries"]
+    assert entry["device"] == "neuron" and all(line[2] == "neuron" for line in entry["hist"])
+
+
+def test_compare_never_sets_a_trainium3_row_as_the_trainium2_side() -> None:
+    assert compare_pairs([trn3_row("acme/qwen-1b"), _gpu_row("acme/qwen-1b")]) == []
+    (pair,) = compare_pairs([trn3_row("acme/llama-1b", **at(9)), row("acme/llama-1b"), _gpu_row("acme/llama-1b")])
+    assert [s["badge"] for s in pair["sides"]] == ["Trainium2", "cuda"]

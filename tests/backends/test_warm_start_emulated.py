@@ -91,7 +91,7 @@ def test_a_bundle_starts_warm_on_another_machine_for_the_base_and_a_same_shape_f
 
     wider = build_tiny_llama(tmp_path / "tiny-llama-wider", hidden_size=96)
     code, said = _run_py(other, script, wider, tmp_path / "wider-strict", localhub.url, "--require-warm")
-    assert code == 2 and "require-warm: refused" in said and "config_shapes (hidden_size 64 -> 96" in said, said
+    assert code == 2 and "require-warm: refused" in said and "hidden_size 64 -> 96" in said, said
     code, said = _run_py(other, script, wider, tmp_path / "wider", localhub.url)
     assert code == 0 and "compiled cache: the key differs" in said and "hits=0 misses=2" in said, said
 
@@ -112,3 +112,25 @@ def test_a_bundle_starts_warm_on_another_machine_for_the_base_and_a_same_shape_f
     code, said = _run_py(other, lying, model, tmp_path / "lying", localhub.url, "--require-warm", **flags)
     assert code == 3 and "require-warm: failed: 2 of 2 graph(s) missed the cache" in said, said
     assert os.path.isdir(tmp_path / "lying" / "xdg" / "trncat" / "compiled-cache")
+
+
+@pytest.mark.timeout(1800)
+def test_the_second_machine_check_verifies_a_published_bundle(benched, localhub, tmp_path: Path) -> None:
+    from pipeline.publish import warm_check
+
+    model, out = benched
+    record = json.loads(out.read_text())
+    publish_bundles([(str(out), record)], hub=localhub.client, repo=COMPILED)
+    other = build(tmp_path / "machine-b", Machine.of("trn2.48xlarge"))
+    env = {
+        **environment(other),
+        "HF_ENDPOINT": localhub.url,
+        "HF_HUB_DISABLE_XET": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    checked = warm_check(record, model=str(model), runner="trn2-emulated-b", emulated=True, env=env)
+    assert checked.verified and (checked.hits, checked.misses) == (2, 0), checked
+    assert checked.sha256 == record["compiled_cache"]["sha256"] and checked.first_call_s is not None
+    wider = build_tiny_llama(tmp_path / "tiny-llama-wider", hidden_size=96)
+    refused = warm_check(record, model=str(wider), runner="trn2-emulated-b", emulated=True, env=env)
+    assert refused.status == "refused" and "hidden_size 64 -> 96" in refused.message, refused

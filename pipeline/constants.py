@@ -46,6 +46,9 @@ REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 #: Neuron settings, recorded by the neuron backend.
 NEURON_RT_VISIBLE_CORES: str | None = os.environ.get("NEURON_RT_VISIBLE_CORES") or None
 NEURON_LOGICAL_NC_CONFIG: str | None = os.environ.get("NEURON_LOGICAL_NC_CONFIG") or None
+#: The neuronx-cc options a Neuron framework forwards to the compiler (docs/neuron-facts.md): a part of the compiled
+#: cache's key, recorded in the key manifest of each bundle.
+NEURON_CC_FLAGS: str = os.environ.get("NEURON_CC_FLAGS") or ""
 #: TorchNeuron's NEFF cache directory of the runner (docs/neuron-facts.md); a benchmark compiles into its own.
 TORCH_NEURONX_NEFF_CACHE_DIR: str | None = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR") or None
 #: Whether TorchNeuron falls back to the CPU only for unimplemented ops (not for device execution errors); the

@@ -50,7 +50,7 @@ ALLOWED: dict[str, set[str]] = {
     "publish": {"backends", "dataset", "hub", "records", "render"},
     # check answers for models the catalog has not measured: it reads what discover, the planner and the dataset
     # know (and renders run.py), and nothing imports it but the CLI.
-    "check": {"dataset", "discover", "hub", "models", "plan", "records", "render"},
+    "check": {"backends", "dataset", "discover", "hub", "models", "plan", "records", "render"},
     "space": {"dataset", "hub", "page", "render"},
     # release watches for Neuron releases and diffs two toolchains' rows: the pins (queue), the results (dataset).
     "release": {"dataset", "queue"},

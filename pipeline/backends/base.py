@@ -204,9 +204,34 @@ class Backend:
         """The files in a compile cache directory (what :meth:`compile_cache_hit` compares)."""
         return set()
 
-    def pack_compile_cache(self, cache_dir: Path, out: Path) -> str | None:
-        """Pack a passing run's compile cache into the bundle ``out``; the reason when there is none, else None."""
+    def pack_compile_cache(self, cache_dir: Path, out: Path, *, key: dict[str, Any] | None = None) -> str | None:
+        """Pack a passing run's compile cache into the bundle ``out`` (with its key manifest ``key`` inside); the
+        reason when there is none, else None."""
         return f"the {self.name} backend ships no compiled cache"
+
+    def bundle_compile_cache(
+        self,
+        cache_dir: Path,
+        out: Path,
+        *,
+        model_dir: Path,
+        task: str,
+        dtype: str,
+        workload: dict[str, Any],
+        cores: int,
+    ) -> tuple[str | None, dict[str, Any] | None]:
+        """Pack a pass's compile cache into the bundle ``out`` with its key manifest inside: (why there is no
+        bundle, or None; the key manifest when there is one)."""
+        key = self.compile_cache_key(cache_dir, model_dir=model_dir, task=task, dtype=dtype, workload=workload,
+                                     cores=cores)  # fmt: skip
+        skipped = self.pack_compile_cache(cache_dir, out, key=key)
+        return skipped, (key if skipped is None else None)
+
+    def compile_cache_key(
+        self, cache_dir: Path, *, model_dir: Path, task: str, dtype: str, workload: dict[str, Any], cores: int
+    ) -> dict[str, Any] | None:
+        """What a passing run's compiled cache is keyed by (the bundle's key manifest), or None: no such cache."""
+        return None
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
         """The command that runs ``python -m <module_args>`` on ``cores`` cores: plain python on one core or on a

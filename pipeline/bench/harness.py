@@ -280,12 +280,11 @@ def bench_once(
             :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``.
         host_memory_wait_s: How long to wait for that memory.
         memory_check: :func:`host_memory_short` (tests inject one).
-        bundle_out: Where a pass on a backend with a compile cache packs that cache (the compiled-cache bundle,
-            :meth:`Backend.pack_compile_cache`); when it cannot, the record's ``compiled_cache_skipped`` says why.
+        bundle_out: Where a pass on a backend with a compile cache packs it (:meth:`Backend.bundle_compile_cache`,
+            its key manifest in ``compiled_cache_key``); else the record's ``compiled_cache_skipped`` says why.
 
     Returns:
         The record, validated.
-
     Raises:
         BenchError: the record that came out is not valid (a harness bug: nothing is written).
     """
@@ -351,7 +350,9 @@ def bench_once(
                 memory_limit_bytes=memory_limit_bytes,
             )
             if status == "pass" and bundle_out is not None and backend.has_compile_cache:
-                observed["bundle_skipped"] = backend.pack_compile_cache(Path(tmp) / "compile-cache", bundle_out)
+                observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
+                    Path(tmp) / "compile-cache", bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
+                    workload=spec.workload.to_dict(), cores=spec.cores)  # fmt: skip
     finished = now_iso()
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -386,11 +387,12 @@ def bench_once(
         failure["message"] = printable(failure["message"])
     if observed.get("bundle_skipped"):
         record["compiled_cache_skipped"] = printable(observed["bundle_skipped"])
+    elif observed.get("cache_key"):
+        record["compiled_cache_key"] = observed["cache_key"]  # what the bundle beside the record is keyed by
     threads = observed.get("threads")
     if isinstance(threads, int) and threads >= 1:
         record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)
-    # An emulated record is a valid record of an emulated run: `trncat validate` and publish refuse it (its
-    # hardware is no Trainium), but the harness still writes it.
+    # An emulated record is valid as an emulated run's: `trncat validate` and publish refuse it, the harness writes it.
     problems = validate_record(record, allow_emulated=True)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)

@@ -7,12 +7,15 @@ adapter, last week's release), from the model itself, its base models and its ar
 - :mod:`~pipeline.check.catalog`: the dataset's family rows, from its merged main (a few requests) or a folder;
 - :mod:`~pipeline.check.rules`: the verdict, in order (measured, base model, architecture, unknown);
 - :mod:`~pipeline.check.neuron_cache`: optimum-neuron's precompiled configurations, when the answer is not "runs";
-- :mod:`~pipeline.check.answer`: the JSON and the lines it prints, and the run.py to try.
+- :mod:`~pipeline.check.answer`: the JSON and the lines it prints, and the run.py to try;
+- :mod:`~pipeline.check.warm`: a fine-tune's run.py starts warm from its base's compiled-cache bundle when the
+  two share the cache's key (architecture, config shapes, dtype, workload, cores, toolchain), and says so.
 
 May import: the top-level modules, :mod:`pipeline.hub` (typing; the caller passes the ``Hub``),
 :mod:`pipeline.models` (the gates, the family), :mod:`pipeline.plan` (the plan), :mod:`pipeline.records` (the one
 rule for how a family fared), :mod:`pipeline.dataset` (the family rows), :mod:`pipeline.render` (run.py) and
-:mod:`pipeline.discover` (the reasons a model is kept out, in discover's words). Imported by: the CLI.
+:mod:`pipeline.discover` (the reasons a model is kept out, in discover's words) and :mod:`pipeline.backends` (the
+compiled cache's key fields). Imported by: the CLI.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
 from pipeline.check.rules import VERDICTS, Base, Decision, Verdict, decide
 from pipeline.check.run import MAX_HOPS, check_model
+from pipeline.check.warm import WarmBundle, base_bundle
 
 __all__ = [
     "CACHE_REPO",
@@ -38,6 +42,8 @@ __all__ = [
     "Decision",
     "ModelFacts",
     "Verdict",
+    "WarmBundle",
+    "base_bundle",
     "cached_configs",
     "check_model",
     "decide",

@@ -101,18 +101,24 @@ def render_run_py(
     cores: int,
     workload: dict[str, Any],
     versions: Mapping[str, Any],
+    compiled_cache: dict[str, Any] | None = None,
+    compiled_cache_of: str | None = None,
+    dtype: str | None = None,
 ) -> str:
-    """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``)."""
+    """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``); with
+    ``compiled_cache``, the bundle of its base model ``compiled_cache_of`` (whose run had ``dtype``)."""
     record = {
         "model_id": model_id,
         "revision": revision,
         "task": task,
-        "dtype": "bfloat16",
+        "dtype": dtype or "bfloat16",
         "cores": cores,
         "threads": None,
         "workload": workload,
         "device": "neuron",
         "status": "pass",
         "versions": dict(versions),
+        "compiled_cache": compiled_cache,
+        "compiled_cache_of": compiled_cache_of,
     }
     return run_script(record, checked=True)

@@ -21,6 +21,7 @@ from pipeline.check.catalog import Catalog, from_folder, from_repo
 from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, cached_configs, routes_text
 from pipeline.check.rules import Base, Decision, decide
+from pipeline.check.warm import WarmBundle, warm_start
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import is_revision
@@ -120,7 +121,14 @@ def check_model(
         timings["cache"] = time.perf_counter() - mark
         if routes:
             reason = f"{reason}; {routes_text(routes, repo=cache_repo)}"
-    run_py = _run_py(decision, planned, plan, task=task) if facts.refusal is None and not facts.missing else None
+    warm = None
+    if facts.refusal is None and not facts.missing and decision.verdict in RUNS:  # a base's bundle (check.warm)
+        warm = warm_start(hub, decision.rows[0] if decision.rows else None, planned=planned,
+                          cores=plan.cores if plan else None, task=task)  # fmt: skip
+        reason = f"{reason}; {warm.note}" if warm is not None else reason
+    run_py = (
+        _run_py(decision, planned, plan, task=task, warm=warm) if facts.refusal is None and not facts.missing else None
+    )
     timings["total"] = time.perf_counter() - start
     return Answer(
         model_id=model_id,
@@ -241,7 +249,9 @@ def _blocker(plan: Plan | None) -> str | None:
     return None
 
 
-def _run_py(decision: Decision, planned: ModelFacts | None, plan: Plan | None, *, task: str) -> str | None:
+def _run_py(
+    decision: Decision, planned: ModelFacts | None, plan: Plan | None, *, task: str, warm: WarmBundle | None = None
+) -> str | None:
     """The run.py to try: the planned model on the plan's cores, with the toolchain of the first evidence row."""
     if planned is None or plan is None:
         return None
@@ -251,9 +261,10 @@ def _run_py(decision: Decision, planned: ModelFacts | None, plan: Plan | None, *
         "neuronx_cc": row.get("neuronx_cc_version"),
         "torch": row.get("torch_version"),
         "transformers": row.get("transformers_version"),
+        "nki": row.get("nki_version"),
     }
     workload = resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict()
     return render_run_py(
         model_id=planned.model_id, revision=planned.revision, task=task, cores=plan.cores, workload=workload,
-        versions=versions,
+        versions=versions, **(warm.render_args() if warm is not None and warm.compiled_cache else {}),
     )  # fmt: skip

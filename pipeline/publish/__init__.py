@@ -7,6 +7,8 @@
 - :mod:`~pipeline.publish.description`: the PR description, in the feed's change kinds;
 - :mod:`~pipeline.publish.bundles`: the compiled-cache bundles beside CI neuron passes, uploaded (deduplicated by
   sha256, under the size cap) to the compiled-cache model repo and named in their records before the PR;
+- :mod:`~pipeline.publish.warmcheck`: the second-machine check of a published bundle (the row's run.py
+  ``--require-warm`` with empty caches on a runner that did not make it: hits, misses, the warm start's seconds);
 - :mod:`~pipeline.publish.pr`: the publish itself (onto the bot's open PR if there is one, rebuilt when the
   branch moves) and its offline twin into a local folder.
 
@@ -21,6 +23,7 @@ from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publi
 from pipeline.publish.description import describe
 from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
 from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
+from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
 __all__ = [
     "BundlesPublished",
@@ -29,6 +32,7 @@ __all__ = [
     "PR_TITLE_PREFIX",
     "Prepared",
     "PublishResult",
+    "WarmCheck",
     "checked_overlay",
     "describe",
     "drop_named_bundles",
@@ -37,4 +41,6 @@ __all__ = [
     "publish",
     "publish_bundles",
     "publish_to_folder",
+    "parse_run_output",
+    "warm_check",
 ]

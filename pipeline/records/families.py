@@ -40,6 +40,16 @@ FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("torch_neuronx_version", "string"),
     ("transformers_version", "string"),
     ("torch_version", "string"),
+    # The row's compiled-cache bundle and what it was compiled for: trncat check hands a fine-tune its base's bundle
+    # (pipeline.check.warm) when the key matches.
+    ("dtype", "string"),
+    ("nki_version", "string"),
+    ("compiled_cache_repo_id", "string"),
+    ("compiled_cache_revision", "string"),
+    ("compiled_cache_path", "string"),
+    ("compiled_cache_sha256", "string"),
+    ("compiled_cache_bytes", "int64"),
+    ("compiled_cache_files", "int64"),
 )
 _KEPT_FROM_LATEST = ("model_id", "task", "hardware", "architecture", "model_type", "base_model")
 

@@ -85,6 +85,9 @@ def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
         compiled_cache=record.get("compiled_cache"),
         compiled_with=compiled_with(record),
         bundle_rule=bundle_rule(),
+        cache_key=record.get("compiled_cache_key"),
+        key_rule=key_rule(),
+        bundle_of=record.get("compiled_cache_of"),
     )
 
 
@@ -101,6 +104,14 @@ def bundle_rule() -> dict[str, Any]:
     """What a bundle may hold, for run.py's own check (it cannot import trncat): one rule, rendered from the
     bundle module's constants."""
     from pipeline.backends.neuron import bundle_rule as rule
+
+    return rule()
+
+
+def key_rule() -> dict[str, Any]:
+    """How run.py builds the compiled cache's key from the model it loads (:mod:`pipeline.backends.neuron.cachekey`'s
+    fields, as data)."""
+    from pipeline.backends.neuron import key_rule as rule
 
     return rule()
 

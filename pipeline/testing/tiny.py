@@ -68,14 +68,14 @@ def build_tokenizer(*, vocab_size: int = 384):
     return fast
 
 
-def _text_config(tokenizer: Any, *, kv_heads: int = 2) -> Any:
+def _text_config(tokenizer: Any, *, kv_heads: int = 2, hidden_size: int = 64) -> Any:
     """The tiny Llama text model, sized to ``tokenizer`` and using its special tokens."""
     from transformers import LlamaConfig
 
     return LlamaConfig(
         vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
+        hidden_size=hidden_size,
+        intermediate_size=2 * hidden_size,
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=kv_heads,
@@ -95,12 +95,14 @@ def _generation_config(tokenizer: Any) -> Any:
     )
 
 
-def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2) -> Path:
+def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int = 64, seed: int = 0) -> Path:
     """Save a 2-layer Llama causal LM (about 100k parameters) with its tokenizer into ``folder``.
 
     Args:
         folder: Where to save it.
         kv_heads: Key/value heads (of 4 attention heads); tensor parallelism over N cores needs a multiple of N.
+        hidden_size: Its hidden size (the MLP is twice as wide); another size is another model's shapes.
+        seed: The seed of its random weights: another seed is a "fine-tune" of the same config, other weights.
 
     Returns:
         The folder, ready for ``AutoModelForCausalLM.from_pretrained``.
@@ -111,9 +113,9 @@ def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2) -> Path:
     folder = Path(folder)
     _quiet_transformers()
     tokenizer = build_tokenizer()
-    config = _text_config(tokenizer, kv_heads=kv_heads)
+    config = _text_config(tokenizer, kv_heads=kv_heads, hidden_size=hidden_size)
     config.architectures = ["LlamaForCausalLM"]
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     model = LlamaForCausalLM(config).eval()
     model.generation_config = _generation_config(tokenizer)
     model.save_pretrained(folder)

@@ -69,10 +69,11 @@ def test_bench_bundle_publish_then_run_py_starts_warm_in_a_fresh_process(benched
     done = publish_bundles([(str(out), record)], hub=localhub.client, repo=COMPILED)
     assert len(done.uploaded) == 1
     cache = record["compiled_cache"]
-    assert cache["repo_id"] == COMPILED and cache["revision"] == done.commit and cache["files"] == 2
+    # Its 2 NEFFs and the key manifest (issue 32) beside them.
+    assert cache["repo_id"] == COMPILED and cache["revision"] == done.commit and cache["files"] == 3
 
     warm = _run_py(root, model, record, tmp_path / "warm", localhub.url)
-    assert "compiled cache: started warm: 2 file(s)" in warm, warm
+    assert "compiled cache: started warm: 3 file(s)" in warm, warm
     # No compile: the fresh process's TorchNeuron served both graphs from the unpacked cache.
     assert "neuronx_cc_s  0.00  (2 of 2 graph(s) served by the cache)" in warm, warm
     # Into a folder of the row's own (keyed by the bundle's digest); the NEFF cache the user had is left alone.
@@ -91,8 +92,10 @@ def _start_warm(record: dict[str, Any], compiled_with: dict[str, Any] | None = N
 
     namespace: dict[str, Any] = {"__name__": "run"}
     exec(compile(run_script(record), "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
-    if compiled_with is not None:
+    if compiled_with is not None:  # the toolchain this machine has, in the key too (issue 32's key check)
         namespace["COMPILED_WITH"] = compiled_with
+        toolchain = {"torch_neuronx": compiled_with["torch-neuronx"], "neuronx_cc": compiled_with["neuronx-cc"]}
+        namespace["CACHE_KEY"] = {**record["compiled_cache_key"], **toolchain, "nki": None}
     said = io.StringIO()
     with contextlib.redirect_stdout(said):
         warm = namespace["start_warm"](False)

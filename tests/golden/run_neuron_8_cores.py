@@ -127,6 +127,12 @@ def make_inputs(processor, device):
 COMPILED_CACHE = None
 #: The toolchain the bundle was compiled with: a NEFF is used only by the same torch-neuronx and neuronx-cc.
 COMPILED_WITH = None
+#: What the bundle's NEFFs are keyed by (its key manifest; None: not recorded), and how to build the same key from
+#: the model this run loads: a bundle is used only when every part agrees (docs/neuron-facts.md, "Compile cache
+#: keys"). BUNDLE_OF names the model whose bundle it is when that is not this row's (a fine-tune's base model).
+BUNDLE_OF = None
+CACHE_KEY = None
+KEY_RULE = {'file': 'trncat-cache-key.json', 'parts': ['architecture', 'config_shapes', 'dtype', 'task', 'workload', 'torch_neuronx', 'neuronx_cc', 'nki', 'compiler_args', 'target', 'lnc', 'cores', 'replica_groups'], 'shape_fields': ['hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'head_dim', 'vocab_size', 'max_position_embeddings', 'image_size', 'patch_size', 'num_channels', 'projection_dim', 'sample_size', 'in_channels', 'out_channels', 'cross_attention_dim', 'block_out_channels', 'layers_per_block', 'attention_head_dim'], 'subconfigs': ['text_config', 'vision_config'], 'config_files': {'text-to-image': ['unet/config.json', 'transformer/config.json']}, 'default_config_files': ['config.json']}
 #: What a bundle may hold (trncat's bundle rule): regular files of plain relative names, NEFFs and JSON only.
 BUNDLE_NAME = '[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,199}'
 BUNDLE_SUFFIXES = ['.neff', '.json']
@@ -302,32 +308,129 @@ def unpack_bundle(path, sha256, root_fd, name):
         remove_folder(root_fd, work)
 
 
-def start_warm(cold):
+def model_config(model, revision):
+    """The config that sizes the compiled graph of `model` (a folder or a Hub id), as a dict; {} when none."""
+    import json
+
+    for name in KEY_RULE["config_files"].get(TASK, KEY_RULE["default_config_files"]):
+        if os.path.isdir(model):
+            path = os.path.join(model, *name.split("/"))
+            if not os.path.isfile(path):
+                continue
+        else:
+            try:
+                from huggingface_hub import hf_hub_download
+
+                path = hf_hub_download(model, name, revision=revision)
+            except Exception:  # not in the repo, or no network: the next candidate
+                continue
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    return {}
+
+
+def model_key(model, revision, installed):
+    """The key parts this run would compile with: the loaded model's config shapes, the toolchain, the options."""
+    config = model_config(model, revision) if model is not None else None
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    actual = {
+        "task": TASK,
+        "dtype": DTYPE,
+        "workload": dict(sorted(WORKLOAD.items())),
+        "torch_neuronx": installed.get("torch-neuronx"),
+        "neuronx_cc": installed.get("neuronx-cc"),
+        "nki": installed.get("nki"),
+        "compiler_args": " ".join(os.environ.get("NEURON_CC_FLAGS", "").split()),
+        "lnc": int(os.environ.get("NEURON_LOGICAL_NC_CONFIG") or 2),  # trn2's default
+        "replica_groups": [list(range(world))] if world > 1 else [],
+    }
+    if config is not None:
+        names = config.get("architectures")
+        actual["architecture"] = names[0] if isinstance(names, list) and names else config.get("_class_name")
+        shapes = {}
+        for prefix, part in [("", config)] + [(f"{n}.", config.get(n)) for n in KEY_RULE["subconfigs"]]:
+            for field in KEY_RULE["shape_fields"] if isinstance(part, dict) else ():
+                value = part.get(field)
+                if (isinstance(value, int) and not isinstance(value, bool)) or (
+                    isinstance(value, list) and value and all(isinstance(v, int) for v in value)
+                ):
+                    shapes[prefix + field] = value
+        actual["config_shapes"] = dict(sorted(shapes.items()))
+    return actual
+
+
+def key_differences(expected, actual):
+    """Each key part where this run differs from the bundle's key, with both values ([]: the same key)."""
+    out = []
+    for part in KEY_RULE["parts"]:
+        if part not in actual or expected.get(part) == actual[part]:
+            continue
+        want, have = expected.get(part), actual[part]
+        if part == "config_shapes" and isinstance(want, dict):
+            changed = [f"{f} {want.get(f)} -> {have.get(f)}" for f in sorted(set(want) | set(have))
+                       if want.get(f) != have.get(f)]
+            out.append(f"config_shapes ({', '.join(changed)})")
+        else:
+            out.append(f"{part} ({want!r} -> {have!r})")
+    return out
+
+
+def refuse_cold(require, why):
+    """Say why this run compiles; under --require-warm that is an error (exit 2), before anything loads."""
+    print(f"compiled cache: {why}; compiling")
+    if require:
+        print(f"require-warm: refused: {why}")
+        raise SystemExit(2)
+    return False
+
+
+def bundle_key(root_fd, sha256):
+    """The key manifest inside the unpacked bundle (its KEY_RULE["file"]), or None when it holds none."""
+    import json
+
+    folder = open_folder(root_fd, sha256, make=False)
+    try:
+        fd = os.open(KEY_RULE["file"], os.O_RDONLY | os.O_NOFOLLOW, dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(folder)
+    with open(fd, "rb") as handle:
+        key = json.loads(handle.read(BUNDLE_LIMITS["metadata_bytes"] + 1).decode("utf-8"))
+    if not isinstance(key, dict):
+        raise ValueError("the bundle's key manifest is not a JSON object")
+    return key
+
+
+def start_warm(cold, model=None, revision=None, require=False):
     """Point TorchNeuron's NEFF cache at this row's own compiled cache (a folder of its own, named by the bundle's
-    sha256, unpacked once), before the model loads; True when it did. `--cold` never uses it."""
+    sha256, unpacked once), before the model loads; True when it did. `--cold` never uses it. The bundle is used
+    only when its key matches the model `model` (at `revision`) and this machine's toolchain and options."""
     import importlib.metadata
 
     if COMPILED_CACHE is None:
-        print("compiled cache: none published for this row; compiling")
-        return False
+        return refuse_cold(require, "none published for this row")
     if cold:
+        if require:
+            return refuse_cold(require, "--cold given with --require-warm")
         print("compiled cache: --cold given; compiling from scratch")
         return False
     installed = {}
-    for dist in COMPILED_WITH:
+    for dist in list(COMPILED_WITH) + ["nki"]:
         try:
             installed[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             installed[dist] = None
-    if installed != COMPILED_WITH:
-        print(f"compiled cache: installed {installed}, the bundle was compiled with {COMPILED_WITH}; compiling")
-        return False
+    if {dist: installed[dist] for dist in COMPILED_WITH} != COMPILED_WITH:
+        differ = [d.replace("-", "_") for d in COMPILED_WITH if installed[d] != COMPILED_WITH[d]]
+        return refuse_cold(require, f"installed {installed}, the bundle was compiled with {COMPILED_WITH} "
+                                    f"(key part {', '.join(differ)} differs)")
     sha256 = COMPILED_CACHE["sha256"]
     try:
         root, root_fd = compiled_cache_root()
     except OSError as exc:
-        print(f"compiled cache: refused the cache folder ({exc}); compiling")
-        return False
+        return refuse_cold(require, f"refused the cache folder ({exc})")
     try:
         try:
             os.close(open_folder(root_fd, sha256, make=False))
@@ -339,24 +442,34 @@ def start_warm(cold):
                 local = hf_hub_download(COMPILED_CACHE["repo_id"], COMPILED_CACHE["path"],
                                         revision=COMPILED_CACHE["revision"])
             except Exception as exc:  # no network, a removed file: the run goes on, cold
-                print(f"compiled cache: download failed ({type(exc).__name__}: {str(exc)[:200]}); compiling")
-                return False
+                return refuse_cold(require, f"download failed ({type(exc).__name__}: {str(exc)[:200]})")
             files = unpack_bundle(local, sha256, root_fd, sha256)
             how = (f"{files} file(s), {COMPILED_CACHE['bytes']} bytes from {COMPILED_CACHE['repo_id']}"
                    f"@{COMPILED_CACHE['revision'][:12]}")
+        key = CACHE_KEY if CACHE_KEY is not None else bundle_key(root_fd, sha256)
     except Exception as exc:  # a refused bundle or cache folder: nothing of it is used
-        print(f"compiled cache: refused ({type(exc).__name__}: {str(exc)[:200]}); compiling")
-        return False
+        return refuse_cold(require, f"refused ({type(exc).__name__}: {str(exc)[:200]})")
     finally:
         os.close(root_fd)
+    if key is not None:
+        try:
+            differ = key_differences(key, model_key(model, revision, installed))
+        except Exception as exc:  # an unreadable config: the bundle cannot be checked, so it is not used
+            differ = [f"the model's config could not be read ({type(exc).__name__})"]
+        if differ:
+            return refuse_cold(require, f"the key differs from the bundle's in {'; '.join(differ)}")
     folder = os.path.join(root, sha256)
     os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"] = folder  # this run's cache: the row's own, nobody else's entries
-    print(f"compiled cache: started warm: {how}, into {folder}")
+    checked = "its key matches this model and toolchain" if key is not None else "no key recorded"
+    if BUNDLE_OF:
+        checked += f"; the bundle of {BUNDLE_OF}, this model's base"
+    print(f"compiled cache: started warm: {how}, into {folder} ({checked})")
     return True
 
 
-def compile_report():
-    """neuronx-cc's seconds and the graphs the cache served, from TorchNeuron's dynamo metrics (None: not known)."""
+def cache_counts():
+    """(graphs served by the cache, graphs compiled, neuronx-cc seconds) from TorchNeuron's dynamo metrics, or
+    None when it reports none."""
     import torch
     import torch_neuronx
 
@@ -369,9 +482,34 @@ def compile_report():
     graphs = [g for g in values if isinstance(g, dict) and "torch_neuronx_compile_us" in g]
     if not graphs:
         return None
-    cached = sum(1 for g in graphs if not g["torch_neuronx_compile_us"])
-    seconds = sum(g["torch_neuronx_compile_us"] for g in graphs) / 1e6
-    return f"{seconds:.2f}  ({cached} of {len(graphs)} graph(s) served by the cache)"
+    hits = sum(1 for g in graphs if not g["torch_neuronx_compile_us"])
+    return hits, len(graphs) - hits, sum(g["torch_neuronx_compile_us"] for g in graphs) / 1e6
+
+
+def check_warm(require, first_call_s):
+    """One line a second machine's job reads (hits, misses, the warm start's seconds); under --require-warm a
+    graph that missed the cache fails the run (exit 3): TorchNeuron compiled it, no documented switch stops that."""
+    counts = cache_counts()
+    if counts is None:
+        print(f"warm_start    unknown  (TorchNeuron reported no compile figures); first_call_s={first_call_s:.3f}")
+        if require:
+            print("require-warm: failed: the cache's hits cannot be counted")
+            raise SystemExit(3)
+        return
+    hits, misses, _ = counts
+    print(f"warm_start    hits={hits} misses={misses} first_call_s={first_call_s:.3f}")
+    if require and misses:
+        print(f"require-warm: failed: {misses} of {hits + misses} graph(s) missed the cache and compiled")
+        raise SystemExit(3)
+
+
+def compile_report():
+    """neuronx-cc's seconds and the graphs the cache served, from TorchNeuron's dynamo metrics (None: not known)."""
+    counts = cache_counts()
+    if counts is None:
+        return None
+    hits, misses, seconds = counts
+    return f"{seconds:.2f}  ({hits} of {hits + misses} graph(s) served by the cache)"
 
 
 def main():
@@ -382,6 +520,8 @@ def main():
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: as benchmarked)")
     parser.add_argument("--cold", action="store_true", help="compile from scratch: do not fetch the compiled cache")
+    parser.add_argument("--require-warm", action="store_true",
+                        help="a cache miss is an error: refuse a bundle whose key differs, fail when a graph compiled")
     args = parser.parse_args()
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     threads = args.threads or THREADS or max(1, CORES // world_size)
@@ -392,7 +532,8 @@ def main():
     if args.device == "neuron":
         # A graph that fails to compile fails the run, never runs eagerly (the default, set as the benchmark does).
         os.environ.setdefault("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION", "1")
-        start_warm(args.cold)  # before the model loads: its first call then reads the NEFFs from the cache
+        # Before the model loads: its first call then reads the NEFFs from the cache.
+        start_warm(args.cold, model=args.model, revision=revision, require=args.require_warm)
         if world_size > 1:
             reserve_rank_core()
 
@@ -428,6 +569,7 @@ def main():
     print(f"first_call_s  {first:.2f}  (includes compilation on neuron)")
     if args.device == "neuron":
         print(f"neuronx_cc_s  {compile_report()}")
+        check_warm(args.require_warm, first)
     print(f"latency_s     {latency:.4f}  (median of {len(latencies)})")
     print(f"tokens_per_s  {new_tokens / latency:.1f}")
     print(f"output        {text[:200]!r}")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import render
+from pipeline.backends.neuron import KEY_FILE
 from pipeline.dataset import build
 from pipeline.errors import PipelineError
 from pipeline.testing.records import sample_failure, sample_record
@@ -250,6 +251,8 @@ def test_a_row_with_a_compiled_cache_renders_its_bundle_and_toolchain() -> None:
         exec(compile(script, "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
         assert namespace["COMPILED_CACHE"] == record["compiled_cache"], task
         assert namespace["COMPILED_WITH"] == {"torch-neuronx": "2.14.0", "neuronx-cc": "2.21.0"}
-        assert '"--cold"' in script and "start_warm(args.cold)" in script and "compile_report()" in script
+        assert '"--cold"' in script and '"--require-warm"' in script and "compile_report()" in script
+        assert "start_warm(args.cold, model=args.model, revision=revision, require=args.require_warm)" in script
+        assert "check_warm(args.require_warm, first)" in script and namespace["KEY_RULE"]["file"] == KEY_FILE
     cpu = render.run_script(sample_record(device="cpu"))
     assert "start_warm" not in cpu and "--cold" not in cpu and "COMPILED_CACHE" not in cpu

@@ -6,6 +6,9 @@
 - :mod:`~pipeline.backends.neuron.bundle`: the compiled-cache bundle (a passing run's NEFF cache, data only):
   packed, checked and unpacked under one rule, in one read of one file; :mod:`~pipeline.backends.neuron.deflate`
   its gzip stream, written on two threads;
+- :mod:`~pipeline.backends.neuron.cachekey`: the bundle's key manifest (what its NEFFs are keyed by: graphs,
+  config shapes, dtype, workload, toolchain, compiler options, target, LNC, cores, replica groups), in the record
+  and inside the bundle, and the comparison run.py and ``trncat check`` make before a warm start;
 - :mod:`~pipeline.backends.neuron.tools`: ``neuron-ls``, sysfs and ``/dev/neuron*`` parsed defensively;
 - :mod:`~pipeline.backends.neuron.measure`: what a run reports beside its timings (TorchNeuron's compile
   figures, the recorded peak, the runtime's memory table after an out-of-memory).
@@ -37,6 +40,7 @@ from pipeline.backends.neuron.bundle import (
     pack_cache,
     unpack_bundle,
 )
+from pipeline.backends.neuron.cachekey import KEY_FILE, build_key, config_shapes, key_differences, key_rule, read_config
 from pipeline.backends.neuron.launch import (
     DEFAULT_NEFF_CACHE_DIR,
     NEFF_CACHE_VARIABLE,
@@ -62,6 +66,12 @@ __all__ = [
     "check_bundle",
     "pack_cache",
     "unpack_bundle",
+    "KEY_FILE",
+    "build_key",
+    "config_shapes",
+    "key_differences",
+    "key_rule",
+    "read_config",
     "DEFAULT_NEFF_CACHE_DIR",
     "NEFF_CACHE_VARIABLE",
     "NEURON_INDEX_URL",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import subprocess
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ from pipeline.backends.base import (
     package_version,
 )
 from pipeline.backends.neuron import bundle as neuron_bundle
+from pipeline.backends.neuron import cachekey as neuron_cachekey
 from pipeline.backends.neuron import launch as neuron_launch
 from pipeline.backends.neuron import measure
 from pipeline.backends.neuron import tools as neuron_tools
@@ -302,8 +304,28 @@ class NeuronBackend(NeuronChildSide, Backend):
     def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
         return neuron_launch.compile_cache_hit(cache_dir, before)
 
-    def pack_compile_cache(self, cache_dir: Path, out: Path) -> str | None:
+    def compile_cache_key(
+        self, cache_dir: Path, *, model_dir: Path, task: str, dtype: str, workload: dict[str, Any], cores: int
+    ) -> dict[str, Any] | None:
+        versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
+        return neuron_cachekey.build_key(
+            cache_dir=cache_dir,
+            config=neuron_cachekey.read_config(model_dir, task),
+            task=task,
+            dtype=dtype,
+            workload=workload,
+            versions=versions,
+            compiler_args=constants.NEURON_CC_FLAGS,
+            target=self.instance.family,
+            lnc=self.lnc,
+            cores=cores,
+        )
+
+    def pack_compile_cache(self, cache_dir: Path, out: Path, *, key: dict[str, Any] | None = None) -> str | None:
         try:
+            if key is not None and cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):
+                # The manifest travels inside the bundle (data, like the cache's own JSON): run.py reads it there.
+                (cache_dir / neuron_cachekey.KEY_FILE).write_text(json.dumps(key, sort_keys=True), encoding="utf-8")
             info = neuron_bundle.pack_cache(cache_dir, out)
         except BundleError as exc:
             logger.warning("%s", exc)

@@ -2,7 +2,10 @@
 
 Dynamo hands the backend each graph it captures. The emulated compiler refuses what TorchNeuron documents as
 unsupported (``dynamic=True``; float8_e4m3fn on trn2), recompiles a graph per new input shape, keys the graph by
-its code, its inputs' shapes and dtypes, the LNC and the compiler version, takes a lock file in
+the parts vLLM Neuron documents for its cache (:func:`cache_key`: the graph's code, its inputs' dtypes, shapes
+and strides, the torch-neuronx, neuronx-cc and NKI versions, the compiler arguments, the target, the replica
+groups) plus the LNC and the bytes of every constant the graph holds (a parameter lifted as an input is keyed by
+its shape and dtype only, a constant's values are inside the NEFF), takes a lock file in
 ``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``, and either reads the NEFF from ``TORCH_NEURONX_NEFF_CACHE_DIR`` (a
 persistent-cache hit: compile time 0) or "compiles" it (``compile_seconds`` of the machine) and writes it there.
 The compiled graph then runs its aten ops on the
@@ -96,6 +99,49 @@ def _compile(key: str, gm: torch.fx.GraphModule) -> int:
         return int((time.perf_counter() - start) * 1e6)
 
 
+def _constants(gm: torch.fx.GraphModule) -> str:
+    """A digest of the tensors the graph holds as constants (``get_attr``): their values are compiled in."""
+    digest = hashlib.sha256()
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        owner, _, name = str(node.target).rpartition(".")
+        value = getattr(gm.get_submodule(owner) if owner else gm, name, None)
+        if device._plain(value) and isinstance(value, torch.Tensor):
+            host = device.host_view(value) if value.device.type == "neuron" else value
+            digest.update(f"{node.target}:{host.dtype}:{tuple(host.shape)}".encode())
+            digest.update(host.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _replica_groups() -> str:
+    """The process group's ranks when one is started (collectives are keyed by their replica groups)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return f"[{list(range(dist.get_world_size()))}]"
+    return "[]"
+
+
+def cache_key(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> str:
+    """The emulated persistent cache's key of one graph (rule ``cache_key``; its hashing is the emulator's)."""
+    rt = runtime.get()
+    packages = rt.machine.packages
+    parts = [
+        gm.code,
+        _signature(example_inputs),
+        packages.get("torch-neuronx", ""),
+        packages.get("neuronx-cc", ""),
+        packages.get("nki", ""),
+        " ".join(os.environ.get("NEURON_CC_FLAGS", "").split()),
+        "trn2",
+        _replica_groups(),
+        f"lnc={rt.lnc}",
+        _constants(gm),
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()
+
+
 def _on_host(gm: torch.fx.GraphModule) -> Any:
     """The graph with its ``neuron`` device arguments turned into ``cpu``: the emulated device runs a compiled
     graph as one program on the host bytes of its inputs (the NEFF's execution), not op by op."""
@@ -130,9 +176,7 @@ def backend(gm: torch.fx.GraphModule, example_inputs: list[Any], **options: Any)
     try:
         _refuse(gm, example_inputs)
         fx_us = int((time.perf_counter() - start) * 1e6)
-        key = hashlib.sha256(
-            f"{gm.code}|{_signature(example_inputs)}|lnc={rt.lnc}|{rt.machine.packages['neuronx-cc']}".encode()
-        ).hexdigest()
+        key = cache_key(gm, example_inputs)
         lower_start = time.perf_counter()
         compile_us = _compile(key, gm)
         lower_us = int((time.perf_counter() - lower_start) * 1e6) - compile_us

@@ -265,6 +265,7 @@ def environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str
     env["TRNCAT_SYSTEM_ROOT"] = str(root)
     env["TRNCAT_TOOLCHAIN"] = str(root / "toolchain.yaml")
     for name in ("NEURON_RT_VISIBLE_CORES", "NEURON_LOGICAL_NC_CONFIG", "TORCH_NEURONX_NEFF_CACHE_DIR",
-                 "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TRNCAT_INSTANCE_TYPE", "TRNCAT_NEURON_CORES"):  # fmt: skip
+                 "TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "TRNCAT_INSTANCE_TYPE", "TRNCAT_NEURON_CORES",
+                 "NEURON_CC_FLAGS"):  # fmt: skip
         env.pop(name, None)  # the machine's own defaults, not the caller's
     return env

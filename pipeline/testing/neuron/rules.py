@@ -96,7 +96,16 @@ RULES: tuple[Rule, ...] = (
         "`TORCH_NEURONX_NEFF_CACHE_DIR`",
         "a compiled graph is a NEFF file in the cache (default /tmp/neff_cache), laid out ab/cd/<key>.neff; a "
         "second process with the same graph is served from it",
-        invented="the key (a hash of the graph, its inputs, the LNC and the compiler version)",
+        invented="the key's hashing (sha256 of the parts of rule cache_key)",
+    ),
+    Rule(
+        "cache_key",
+        "the compile cache's key",
+        "a graph's key holds its FX code, its inputs' dtypes, shapes and strides, the torch-neuronx, neuronx-cc "
+        "and NKI versions, the compiler arguments (NEURON_CC_FLAGS), the target (trn2) and the replica groups; "
+        "a parameter lifted as a graph input is keyed by its shape and dtype, never its values",
+        invented="TorchNeuron's own key is undocumented: the emulator uses vLLM Neuron's documented parts, adds the "
+        "LNC and the bytes of the graph's constants (get_attr tensors, compiled into the NEFF)",
     ),
     Rule(
         "neff_locks",

@@ -39,7 +39,7 @@ from pipeline.dataset import (
     write_front_files,
 )
 from pipeline.errors import PipelineError, RepoNotFoundError
-from pipeline.hub import CommitResult, Hub, deadline, file_additions, together
+from pipeline.hub import CommitResult, Hub, deadline, file_additions, file_deletions, together
 from pipeline.ids import validate_model_id
 from pipeline.prices import Pricing
 from pipeline.publish.description import describe
@@ -83,7 +83,7 @@ def publish_to_folder(
                 fsatomic.write_bytes(stage / path_in_repo, data)
             write_front_files(stage)
     after = tree_digests(out) if out.exists() else {}
-    files = sorted(p for p, d in after.items() if before.get(p) != d)
+    files = sorted({*(p for p, d in after.items() if before.get(p) != d), *(p for p in before if p not in after)})
     return PublishResult(
         repo=str(out),
         files=files,
@@ -155,7 +155,7 @@ class _Publication:
     def operations(self, parent: str) -> list[Any]:
         """The commit's operations on ``parent`` (none when that parent already holds everything)."""
         prepared = self.latest if self.latest.parent == parent else self.prepare_at(parent)
-        return file_additions(prepared.changed)
+        return file_additions(prepared.changed) + file_deletions(prepared.deleted)
 
 
 def publish(
@@ -206,7 +206,7 @@ def publish(
         )
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
-        files = sorted(first.changed)
+        files = first.files
         description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside))
         if dry_run or first.empty:
             if first.empty:
@@ -229,14 +229,14 @@ def publish(
         if last.empty:  # the branch moved to a state that already holds everything
             return PublishResult(repo=repo, files=[], summary=last.summary, pr_num=pr_num,
                                  description=NOTHING_TO_PUBLISH, set_aside=last.set_aside)  # fmt: skip
-        files = sorted(last.changed)
+        files = last.files
         description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside))
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
         elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
             result = _fold_into_an_older_pr(hub, repo, publication, result, author=author, title=title, invalid=invalid)
             last = publication.latest
-            files = sorted(last.changed) or files
+            files = last.files or files
         pr_num = result.pr_num if result.pr_num is not None else pr_num
         return PublishResult(
             repo=repo,
@@ -276,7 +276,7 @@ def _fold_into_an_older_pr(
                         description=f"Folded in from #{ours}.", revision=f"refs/pr/{into}")  # fmt: skip
     last = publication.latest
     if folded.created and not last.empty:
-        note = describe(last.summary, files=sorted(last.changed), invalid=invalid, set_aside=len(last.set_aside))
+        note = describe(last.summary, files=last.files, invalid=invalid, set_aside=len(last.set_aside))
         hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
     hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")
     hub.close_pr(repo, ours)

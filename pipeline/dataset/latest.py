@@ -100,13 +100,13 @@ def write_shard(stage: Path, name: str, table: pa.Table, *, by_model: bool) -> t
     while pending:
         shard, rows = pending.pop()
         data = parquet_bytes(rows)
-        if by_model and len(data) > shards.LATEST_SHARD_BYTES and rows.num_rows > 1:
+        big = len(data) > shards.LATEST_SHARD_BYTES and rows.num_rows > 1
+        if by_model and big and shards.depth(shard) < shards.MAX_SHARD_DIGITS:
             pending.extend(sorted(shards.split(rows, shard).items(), reverse=True))
-            for path in (shards.latest_shard_path(shard), shards.family_shard_path(shard)):
-                if path in written:
-                    written.remove(path)
-                (stage / path).unlink(missing_ok=True)
-                removed.append(path)
+            if shard == name:  # (a child split again was never written)
+                for path in (shards.latest_shard_path(shard), shards.family_shard_path(shard)):
+                    (stage / path).unlink(missing_ok=True)
+                    removed.append(path)
             continue
         path = shards.latest_shard_path(shard)
         fsatomic.write_bytes(stage / path, data)
@@ -115,4 +115,4 @@ def write_shard(stage: Path, name: str, table: pa.Table, *, by_model: bool) -> t
             family = shards.family_shard_path(shard)
             fsatomic.write_bytes(stage / family, parquet_bytes(family_table(rows)))
             written.append(family)
-    return sorted(written), sorted(set(removed) - set(written))
+    return sorted(written), removed

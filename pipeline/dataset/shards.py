@@ -4,12 +4,13 @@ Two schemes, told apart by ``data/summary.json`` (``shard_by``) or, without one,
 
 - **by model** (every dataset that starts with one shard): a shard is named after a prefix of the hex sha256 of
   the model's canonical id (:func:`model_hash`); the empty prefix is ``all``. The shard names of a dataset are
-  prefix-free and cover every hash, so a model's shard is the one whose name starts its hash: computable from
-  the model id and the repo's listing alone. A shard whose Parquet file passes :data:`LATEST_SHARD_BYTES` is
-  split in sixteen by the next hex digit when a build rewrites it (only that shard: the others keep their
-  names). The family index is partitioned the same way, so a build writes a latest shard's family rows from the
-  shard itself, without reading the index: ``data/families.parquet`` beside ``all``, else
-  ``data/families/<prefix>.parquet``. Every row of a model (all tasks, all hardware) is in one shard.
+  prefix-free, so a model's shard is the one whose name starts its hash (or, for a child a split left empty, the
+  name its siblings' depth gives): computable from the model id and the repo's listing alone. A shard whose
+  Parquet file passes :data:`LATEST_SHARD_BYTES` is split in sixteen by the next hex digit when a build rewrites
+  it (only that shard: the others keep their names). The family index is partitioned the same way, so a build
+  writes a latest shard's family rows from the shard itself, without reading the index:
+  ``data/families.parquet`` beside ``all``, else ``data/families/<prefix>.parquet``. Every row of a model (all
+  tasks, all hardware) is in one shard.
 - **by key** (datasets created with sixteen shards before this scheme): a shard is named after the first
   ``shard_digits`` hex digits of the sha256 of ``model_id\\0task\\0hardware`` (the id as spelt), and the
   family index is one file. Such a dataset keeps its layout; it is never split.
@@ -58,10 +59,12 @@ def key_shard(key: tuple[str, str, str], digits: int) -> str:
 
 
 def model_shard(model_id: str, shards: Iterable[str]) -> str:
-    """The shard (by model) among ``shards`` holding ``model_id``; ``all`` when there are none yet.
+    """The shard (by model) holding ``model_id``, given the names of the shards that exist; ``all`` when there are
+    none yet. A shard that got no rows when its parent was split has no file: a model whose hash it starts goes
+    to it all the same (the name its siblings' depth gives), so every model has one shard for ever.
 
     Raises:
-        DatasetError: ``shards`` is not a prefix-free cover of the hashes (no shard starts the model's hash).
+        DatasetError: no shard name starts the model's hash or is a sibling of one that would (no split's names).
     """
     names = set(shards)
     if not names or ALL in names:
@@ -70,6 +73,10 @@ def model_shard(model_id: str, shards: Iterable[str]) -> str:
     for digits in range(1, MAX_SHARD_DIGITS + 1):
         if digest[:digits] in names:
             return digest[:digits]
+    # An empty child of a split: a sibling (same parent, same depth) has a file.
+    depths = sorted({len(name) for name in names if digest.startswith(name[:-1])})
+    if depths:
+        return digest[: depths[0]]
     raise DatasetError(f"no latest shard holds {model_id!r}: the shard list {sorted(names)[:5]}... is incomplete")
 
 
@@ -108,7 +115,11 @@ def family_index_paths(repo_files: Iterable[str], key: str | None = None) -> lis
 
     Returns:
         ``["data/families.parquet"]`` for a one-file index; else the shards under ``data/families/`` (all of
-        them, or the one whose name starts the model's hash); empty when the repo holds no index.
+        them, or the one holding the model: :func:`model_shard`); empty when the repo holds no index (or no
+        shard for the model: it has no row).
+
+    Raises:
+        DatasetError: the shard names under ``data/families/`` are no split's.
     """
     named = {path: name for path in repo_files if (name := _family_shard_name(path)) is not None}
     shards = {name: path for path, name in named.items() if name != ALL}
@@ -116,8 +127,8 @@ def family_index_paths(repo_files: Iterable[str], key: str | None = None) -> lis
         return [FAMILIES_FILE] if FAMILIES_FILE in named else []
     if key is None:
         return sorted(shards.values())
-    digest = model_hash(key)
-    return [path for name, path in sorted(shards.items()) if digest.startswith(name)][:1]
+    name = model_shard(key, shards)
+    return [shards[name]] if name in shards else []  # a shard without a file holds no row
 
 
 def family_files(root: Path) -> list[Path]:
@@ -148,12 +159,18 @@ def families_sharded(summary: dict[str, Any] | None) -> bool:
     return summary is not None and named_by_model(summary) and list(summary["shards"]) not in ([], [ALL])
 
 
+def depth(name: str) -> int:
+    """How many hex digits name a shard (0 for ``all``)."""
+    return 0 if name == ALL else len(name)
+
+
 def split(table: pa.Table, name: str) -> dict[str, pa.Table]:
-    """A latest shard's table split by the next hex digit of each row's model hash: child name -> its rows
-    (children without rows included: every child file is written, so the names stay a cover of the hashes)."""
-    depth = 0 if name == ALL else len(name)
-    if depth >= MAX_SHARD_DIGITS:
+    """A latest shard's table split by the next hex digit of each row's model hash: child name -> its rows (a
+    child without rows is left out: ``datasets`` refuses a Parquet file of no rows; see :func:`model_shard`)."""
+    at = depth(name)
+    if at >= MAX_SHARD_DIGITS:
         raise DatasetError(f"latest shard {name!r} cannot be split further ({MAX_SHARD_DIGITS} hex digits)")
-    digits = pa.array([model_hash(m)[depth] for m in table["model_id"].to_pylist()], pa.string())
+    digits = pa.array([model_hash(m)[at] for m in table["model_id"].to_pylist()], pa.string())
     prefix = "" if name == ALL else name
-    return {f"{prefix}{d}": table.filter(pc.equal(digits, d)) for d in HEX}
+    children = {f"{prefix}{d}": table.filter(pc.equal(digits, d)) for d in HEX}
+    return {child: rows for child, rows in children.items() if rows.num_rows}

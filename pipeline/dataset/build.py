@@ -288,9 +288,9 @@ def build(
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         split: set[str] = set()
         for shard, (rest, current) in sorted(touched.items()):
-            written, removed = write_shard(stage, shard, shard_table(rest, current), by_model=sharding.by_model)
-            summary.latest_files.extend(p for p in written if p.startswith(f"{LATEST_DIR}/"))
-            summary.written.extend(written)
+            files, removed = write_shard(stage, shard, shard_table(rest, current), by_model=sharding.by_model)
+            summary.latest_files.extend(p for p in files if p.startswith(f"{LATEST_DIR}/"))
+            summary.written.extend(files)
             summary.removed.extend(removed)
             if removed:  # split in sixteen: its rows are read back from its children below
                 split.add(shard)

@@ -11,11 +11,11 @@ one is one shard, the 100k-model one sixteen. Two spreads of the new rows: over 
 catalog (each shard touched), and over one model (one shard touched). Goals: <= 18 requests and <= 1 MB down
 per publish at both sizes; CPU flat in the number of models.
 
-The local hub runs in this process and answers at once, so with no added latency the figures are CPU time
-(client and server taking turns): what a publish costs the machine; the peak memory is the process's resident
-set above where it stood (client and server), a lower bound: memory an earlier step freed is reused unseen. On the real Hub a request takes 100-300 ms, and what counts is
-how many wait one after the other; ``--latency-ms`` holds each answer that long (concurrent requests overlap,
-as on a network) and measures again.
+The local hub runs in this process and answers at once, so with no added latency the figures are CPU time (client
+and server taking turns): what a publish costs the machine; the peak memory is the process's resident set above
+where it stood (client and server), a lower bound: memory an earlier step freed is reused unseen. On the real Hub a
+request takes 100-300 ms, and what counts is how many wait one after the other; ``--latency-ms`` holds each answer
+that long (concurrent requests overlap, as on a network) and measures again.
 
     python benchmarks/publish_scale.py [--sizes 10000x100000 100000x1000000] [--new 100] [--spread 100 1]
                                        [--repeat 3] [--latency-ms 0] [--no-push-to-hub]

@@ -1,12 +1,13 @@
 """``trncat publish``: one commit (data + scripts + card + page) to the Hub dataset, as a PR a maintainer reviews.
 
-The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
-shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. Requests that need no answer of
-another go together (:mod:`pipeline.hub.together`): on the real Hub each waits a round trip. The card (from the summary)
-and the touched models' scripts are rendered again; one the repo already holds byte for byte (its git id: one
-``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the whole
-latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
+The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the shard
+layout), the latest shards the records' models are in, and the results files that could already hold them: one GET
+each on one HTTP session, never the results history, the family index (its shards are written from the latest
+shards), the card or the page. A latest shard split in sixteen is deleted in the same commit. Requests that need no
+answer of another go together (:mod:`pipeline.hub.together`): on the real Hub each waits a round trip. The card
+(from the summary) and the touched models' scripts are rendered again; one the repo already holds byte for byte (its
+git id: one ``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the
+whole latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
 once, and the summary with it. The history stays append-only: a publish only adds a results file.
 
 When the bot already has an open PR, the commit goes onto it (``refs/pr/N``, the oldest when there are more)

@@ -27,7 +27,7 @@ from pipeline.dataset.layout import (
     results_files_since,
     script_folder,
 )
-from pipeline.dataset.shards import key_shard, latest_shard_path, model_shard, named_by_model
+from pipeline.dataset.shards import is_family_path, key_shard, latest_shard_path, model_shard, named_by_model
 from pipeline.records import column_value
 from pipeline.types import TASKS
 
@@ -55,12 +55,15 @@ def overlay_files(overlay: Path | None) -> dict[str, Path]:
 def publish_paths(
     remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
 ) -> list[str]:
-    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view
-    (the summary is counted from it), the newest rankings and the exclusions (the card names their views),
-    and the results files that could already hold records finished at ``since`` or later (none, for new
-    runs). The card is rewritten and the page is not built, so neither is downloaded."""
+    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view (the summary
+    is counted from it) and the family shards of a split one (named by model, as they show), the newest rankings
+    and the exclusions (the card names their views), and the results files that could already hold records
+    finished at ``since`` or later (none, for new runs). The card is rewritten and the page is not built, so
+    neither is downloaded."""
     remote = set(remote_files)
     wanted = {p for p in remote if is_latest_file(p)}
+    # The family shards too, when the index is split: they tell that the shards are named by model.
+    wanted.update(p for p in remote if is_family_path(p) and p != FAMILIES_FILE)
     wanted.update(results_files_since([p for p in remote if is_results_file(p)], since))
     newest, others = newest_rankings(p for p in remote if p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
     wanted.update(newest)

@@ -5,6 +5,7 @@ config still loads in ``datasets``, pandas, DuckDB and Polars."""
 from __future__ import annotations
 
 import importlib
+import io
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,30 @@ def test_a_publish_of_one_model_reads_and_rewrites_its_shards_only(one_file_data
     # family rows) uploaded and verified, the commit, the open PRs again: the same as with one shard.
     assert len(requests) == 19, requests
     assert sum(server.sent_bytes[sent:]) < 60_000
-    rows = pd.read_parquet(__import__("io").BytesIO(store.read_file(REPO, family_shard, revision="refs/pr/2",
+    rows = pd.read_parquet(io.BytesIO(store.read_file(REPO, family_shard, revision="refs/pr/2",
                                                                     repo_type="dataset")))  # fmt: skip
     assert rows[rows.model_id == model].status.tolist() == ["fail"]
+
+
+def test_a_split_dataset_that_lost_its_summary_keeps_its_shards_by_model(one_file_dataset: dict[str, Any]) -> None:
+    """Without data/summary.json a publish mirrors the whole latest view; the family shards beside it say the
+    shards are named by model, so no model's rows go to a shard named by another rule (two rows of one key)."""
+    from pipeline.hub import file_deletions
+
+    localhub = one_file_dataset["hub"]
+    hub, store = localhub.client, localhub.store
+    assert publish(_batch(1, 29, offset=100), repo=REPO, hub=hub).pr_num == 1  # the split
+    hub.merge(REPO, 1, repo_type="dataset")
+    hub.commit(REPO, operations_factory=lambda parent: file_deletions(["data/summary.json"]), message="lost",
+               repo_type="dataset", parent=hub.head_sha(REPO, repo_type="dataset"))  # fmt: skip
+    before = sorted(p for p in _tree(store, "main") if p.startswith(f"{LATEST_DIR}/"))
+    stamp = "2026-11-30T09:00:00+00:00"
+    result = publish([sample_failure(model_id="org/model-007", run={"started_at": stamp, "finished_at": stamp})],
+                     repo=REPO, hub=hub)  # fmt: skip
+    assert result.published and "data/summary.json" in result.files
+    revision = f"refs/pr/{result.pr_num}"
+    tree = _tree(store, revision)
+    assert sorted(p for p in tree if p.startswith(f"{LATEST_DIR}/")) == before
+    frame = pd.concat(pd.read_parquet(io.BytesIO(store.read_file(REPO, p, revision=revision, repo_type="dataset")))
+                      for p in before)  # fmt: skip
+    assert len(frame) == 42 and frame[frame.model_id == "org/model-007"].status.tolist() == ["fail"]

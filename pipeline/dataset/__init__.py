@@ -10,8 +10,11 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
-- :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
-  check`` reads);
+- :mod:`~pipeline.dataset.families`: the family index, each latest key's family row (what ``trncat check``
+  reads);
+- :mod:`~pipeline.dataset.shards`: which file of the latest view and of the family index holds a key (the only
+  code that knows the shard names: :func:`family_index_paths`);
+- :mod:`~pipeline.dataset.latest`: a latest shard read split in two, merged, split in sixteen past its size;
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves).
@@ -65,11 +68,13 @@ from pipeline.dataset.read import (
 )
 from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
 from pipeline.dataset.serving import add_serving, read_serving
+from pipeline.dataset.shards import FAMILIES_DIR, family_index_paths, is_family_path, named_by_model
 from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
     "EXCLUSIONS_FILE",
+    "FAMILIES_DIR",
     "FAMILIES_FILE",
     "FRONT_FILES",
     "HISTORY_COLUMN",
@@ -89,12 +94,15 @@ __all__ = [
     "change_kinds",
     "clean_overlay",
     "earlier_runs",
+    "family_index_paths",
     "family_rows",
     "family_view",
+    "is_family_path",
     "iter_results",
     "latest_key",
     "migrate",
     "migration_paths",
+    "named_by_model",
     "needs_migration",
     "overlay_files",
     "page_html",

@@ -6,7 +6,6 @@ A build is all-or-nothing (:mod:`pipeline.fsatomic`): killed at any moment, the 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -21,14 +20,13 @@ from pipeline.dataset.changes import Change, change_rows, changes_table
 from pipeline.dataset.families import update_families
 from pipeline.dataset.front import CardNames, card_configs, write_front_files
 from pipeline.dataset.keys import (
-    by_key,
     capped,
     history_entry,
     latest_key,
     newer,
     rank,
-    shard_key,
 )
+from pipeline.dataset.latest import Sharding, read_shard, shard_table, write_shard
 from pipeline.dataset.layout import (
     CHANGES_DIR,
     LATEST_DIR,
@@ -46,23 +44,17 @@ from pipeline.dataset.read import (
     HISTORY_COLUMN,
     LEGACY_HISTORY_COLUMN,
     earlier_runs,
-    latest_schema,
     read_latest,
     upgrade_row,
 )
 from pipeline.dataset.serving import add_serving
+from pipeline.dataset.shards import ALL, BY_MODEL, families_sharded, folder_shards, key_shard
 from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
 from pipeline.errors import PipelineError
 from pipeline.prices import Pricing, row_costs
-from pipeline.records import LAYOUT_VERSION, arrow_schema, flatten, representative, unflatten, validate_record
+from pipeline.records import arrow_schema, flatten, representative, unflatten, validate_record
 
 logger = logging.getLogger(__name__)
-
-#: Hex digits of the key hash that name a latest shard in a new dataset: 0 -> one file, ``all.parquet``. A
-#: publish downloads and re-uploads every shard its records touch, and a sweep's new rows touch nearly every
-#: shard, so fewer shards mean fewer requests for the same bytes. A dataset keeps the layout it was created
-#: with (``data/summary.json`` records it; older datasets have 16 shards, one hex digit).
-LATEST_SHARD_DIGITS = 0
 
 
 @dataclass
@@ -80,6 +72,10 @@ class BuildSummary:
     #: The compiled-cache bundles the new rows name: (model id, repo, revision, path, sha256), for the PR's reviewer.
     bundles: list[tuple[str, str, str, str, str]] = field(default_factory=list)
 
+    #: The latest and family shards written, and those removed (a shard split in sixteen), as repo paths.
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
     #: Serving records that changed an entry of data/serving.json.
     serving: int = 0
 
@@ -88,21 +84,15 @@ class BuildSummary:
         return self.added > 0 or self.serving > 0
 
 
-def shard_of(key: tuple[str, str, str], digits: int = LATEST_SHARD_DIGITS) -> str:
-    """The name of the latest shard holding ``key``: the first ``digits`` hex digits of its hash, or ``all``."""
-    if digits == 0:
-        return "all"
-    return hashlib.sha256("\0".join(key).encode()).hexdigest()[:digits]
+def shard_of(key: tuple[str, str, str], digits: int = 0) -> str:
+    """The name of the legacy (by key) latest shard holding ``key``: the first ``digits`` hex digits of its hash,
+    or ``all`` (:func:`pipeline.dataset.shards.key_shard`)."""
+    return key_shard(key, digits)
 
 
 def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
-    """The folder's shard layout: the summary's, else what its shard names show, else a new dataset's."""
-    if summary is not None:
-        return int(summary["shard_digits"])
-    names = sorted(p.stem for p in (root / LATEST_DIR).glob("*.parquet"))
-    if not names:
-        return LATEST_SHARD_DIGITS
-    return 0 if names == ["all"] else len(names[0])
+    """The folder's shard digits: the summary's, else what its shard names show, else a new dataset's."""
+    return Sharding(root, summary).digits
 
 
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
@@ -121,47 +111,14 @@ def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
     return ids
 
 
-#: The key columns of a latest shard, in the order its rows are sorted by.
-_KEY_COLUMNS = ("model_id", "task", "hardware")
-
-
-def _read_shard(path: Path, keys: set[tuple[str, str, str]]) -> tuple[pa.Table | None, dict[tuple[str, str, str], Any]]:
-    """A latest shard split in two: its rows of ``keys`` (in the current layout, by key) and the other rows,
-    untouched, as a table (never turned into Python rows: a publish touches few keys of a shard). A shard of
-    an older layout, or one holding a key twice, is read whole into rows, and the table is None.
-
-    Raises:
-        DatasetError: the shard is unreadable.
-    """
-    table = read_table(path)
-    if table.schema.equals(latest_schema()) and table.num_rows:
-        ids = pc.utf8_lower(table["model_id"])  # the canonical id, as latest_key has it
-        joined = pc.binary_join_element_wise(ids, table["task"], table["hardware"], "\0")
-        current = pc.all(pc.equal(table["layout_version"], LAYOUT_VERSION)).as_py()
-        unique = joined.null_count == 0 and pc.count_distinct(joined).as_py() == table.num_rows
-        if current and unique:
-            mask = pc.is_in(joined, value_set=pa.array(["\0".join(key) for key in keys], pa.string()))
-            touched = table.filter(mask).to_pylist()
-            return table.filter(pc.invert(mask)), {latest_key(r): upgrade_row(r) for r in touched}
-    return None, by_key(upgrade_row(r) for r in table.to_pylist())
-
-
-def _shard_table(rest: pa.Table | None, current: dict[tuple[str, str, str], Any]) -> pa.Table:
-    """A latest shard's table: the untouched rows and the merged ones, sorted by key."""
-    merged = _table([current[k] for k in sorted(current)], latest_schema())
-    if rest is None or not rest.num_rows:
-        return merged
-    both = pa.concat_tables([rest.cast(latest_schema()), merged])
-    return both.sort_by([(name, "ascending") for name in _KEY_COLUMNS]).combine_chunks()
-
-
 def _model_rows(
     root: Path, touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]], models: set[str]
 ) -> dict[str, list[dict[str, Any]]]:
     """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order (shard by shard,
     each in key order), for the scripts (a row of a touched key keeps its history; the others come without).
     A shard in ``touched`` (just merged: its untouched rows as Arrow, its touched ones as Python rows, see
-    :func:`_read_shard`) is taken from there, so the rows just merged are not turned into Arrow and back.
+    :func:`~pipeline.dataset.latest.read_shard`) is taken from there, so the rows just merged are not turned into
+    Arrow and back.
 
     Raises:
         DatasetError: a shard is unreadable.
@@ -223,10 +180,11 @@ def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
     summary = read_summary(root)
     if summary is None:
         latest = read_latest(root)
-        shards = [p.stem for p in (root / LATEST_DIR).glob("*.parquet")]
-        summary = summarize(latest, shard_digits=shard_digits(root, None), shards=shards)
+        sharding = Sharding(root, None)
+        summary = summarize(latest, shard_digits=sharding.digits, shards=sharding.names, by_model=sharding.by_model)
     write_front_files(root, page=False, counts=summary, known=summary["configs"], names=names)
-    summary["configs"] = [name for name, _ in card_configs(root, known=summary["configs"])]
+    configs = card_configs(root, known=summary["configs"], sharded=families_sharded(summary))
+    summary["configs"] = [name for name, _ in configs]
     write_summary(root, summary)
 
 
@@ -238,6 +196,7 @@ def build(
     names: CardNames | None = None,
     held: Callable[[str, bytes], bool] | None = None,
     pricing: Pricing | None = None,
+    families_held: bool = False,
 ) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
@@ -248,6 +207,9 @@ def build(
     files (what publish uses); ``held(path, content)`` then tells a file the repo already holds with that
     very content, which is left out of the mirror instead of written: the scripts of every model the records
     touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
+
+    ``families_held``: ``out`` is a partial mirror of a dataset that holds its family index in the repo, though
+    not in the mirror (named by model, its family shards are written from the latest shards, never mirrored).
 
     Each new row is priced with ``pricing`` (its instance's price under the option, and its task's cost:
     :func:`pipeline.prices.row_costs`); None leaves the price and cost columns null. A row keeps the price it
@@ -260,8 +222,8 @@ def build(
         DatasetError: the existing folder holds unreadable Parquet.
     """
     summary = BuildSummary()
-    if needs_migration(out):
-        migrate(out)
+    if needs_migration(out, families_held=families_held):
+        migrate(out, families_held=families_held)
     rows_by_id: dict[str, dict[str, Any]] = {}
     serving_records: list[dict[str, Any]] = []
     for record in records:
@@ -291,16 +253,16 @@ def build(
         del rows_by_id[record_id]
         summary.duplicates += 1
     summary_file = read_summary(out)
-    digits = shard_digits(out, summary_file)
+    sharding = Sharding(out, summary_file)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(shard_of(shard_key(row), digits), []).append(row)
+        by_shard.setdefault(sharding.shard_of(row), []).append(row)
     # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
     for shard, rows in sorted(by_shard.items()):
         path = out / LATEST_DIR / f"{shard}.parquet"
-        rest, current = _read_shard(path, {latest_key(r) for r in rows}) if path.exists() else (None, {})
+        rest, current = read_shard(path, {latest_key(r) for r in rows}) if path.exists() else (None, {})
         appended, changes, duplicates = _merge_shard(current, rows)
         summary.duplicates += duplicates
         if appended:
@@ -324,20 +286,32 @@ def build(
         change_list = change_rows(summary.changes, results_file=results_path)
         if change_list:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
+        split: set[str] = set()
         for shard, (rest, current) in sorted(touched.items()):
-            fsatomic.write_bytes(stage / LATEST_DIR / f"{shard}.parquet", parquet_bytes(_shard_table(rest, current)))
-            summary.latest_files.append(f"{LATEST_DIR}/{shard}.parquet")
+            files, removed = write_shard(stage, shard, shard_table(rest, current), by_model=sharding.by_model)
+            summary.latest_files.extend(p for p in files if p.startswith(f"{LATEST_DIR}/"))
+            summary.written.extend(files)
+            summary.removed.extend(removed)
+            if removed:  # split in sixteen: its rows are read back from its children below
+                split.add(shard)
+        for shard in split:
+            del touched[shard]
+        kept = {Path(p).stem for p in summary.latest_files}
 
         touched_models = {change.after["model_id"] for change in summary.changes}
         # The whole latest view is read only when counted (no summary yet) or shown (the page); else only the
         # touched models' rows are.
         latest = read_latest(stage) if summary_file is None or page else None
         if summary_file is None:  # the whole latest view is here: count it
-            shards = [p.stem for p in (stage / LATEST_DIR).glob("*.parquet")]
-            summary_file = summarize(latest or [], shard_digits=digits, shards=shards)
+            summary_file = summarize(
+                latest or [], shard_digits=sharding.digits, shards=folder_shards(stage), by_model=sharding.by_model
+            )
         else:
             apply_changes(summary_file, [(change.before, change.after) for change in summary.changes])
-            summary_file["shards"] = sorted(set(summary_file["shards"]) | set(touched))
+            summary_file["shards"] = sorted((set(summary_file["shards"]) - split) | kept)
+        if sharding.by_model and summary_file["shards"] != [ALL]:
+            summary_file["shard_by"] = BY_MODEL
+            summary_file["shard_digits"] = max(len(n) for n in summary_file["shards"])
         by_model: dict[str, list[dict[str, Any]]] = {}
         if latest is None:
             by_model = _model_rows(stage, touched, touched_models)
@@ -361,7 +335,8 @@ def build(
                     written = True
             if written:
                 summary.scripts.append(folder)
-        update_families(stage, [change.after for change in summary.changes], latest=latest)
+        if not sharding.by_model:  # by model, each family shard was written with its latest shard
+            update_families(stage, [change.after for change in summary.changes], latest=latest)
         write_front_files(
             stage,
             latest=latest,
@@ -371,7 +346,8 @@ def build(
             names=names,
             held=held,
         )
-        summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
+        configs = card_configs(stage, known=summary_file["configs"], sharded=families_sharded(summary_file))
+        summary_file["configs"] = [name for name, _ in configs]
         write_summary(stage, summary_file)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

@@ -1,10 +1,13 @@
-"""``data/families.parquet``: one small row per latest key, so that ``trncat check`` reads one file instead of the
-whole latest view.
+"""The family index (``data/families.parquet``, or ``data/families/<prefix>.parquet`` once the latest view has
+more than one shard, :mod:`pipeline.dataset.shards`): one small row per latest key, so that ``trncat check`` reads
+one file instead of the whole latest view.
 
 Each row is :func:`pipeline.records.family_row` of a latest row: how its model fared (the latest run, or its newest
 pass or fail when that run was an infrastructure error), the model's family (architecture, model_type,
-base_model) and the versions of its toolchain. A full build writes it from the whole latest view; a publish's
-partial build folds its changes into the file it mirrored (:func:`update_families`); a dataset without it (written
+base_model) and the versions of its toolchain. A dataset whose shards are named by model gets each family shard
+from its latest shard whenever a build rewrites that (:func:`family_table`, in Arrow: the index is never
+downloaded by a publish); a dataset of the older scheme (by key) keeps one file, and a publish's partial build
+folds its changes into the file it mirrored (:func:`update_families`); a dataset without it (written
 before layout 4) gets it when :mod:`pipeline.dataset.migrate` rewrites the dataset, which reads every latest shard
 anyway. It is a derived file: the latest view stays the record of truth; the card lists it as the
 ``families`` config, so a reader loads it like any other view.
@@ -19,13 +22,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline import fsatomic
 from pipeline.dataset.layout import FAMILIES_FILE, parquet_bytes, read_rows
-from pipeline.dataset.read import earlier_runs, read_latest
+from pipeline.dataset.read import HISTORY_COLUMN, earlier_runs, read_latest
+from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError
-from pipeline.records import FAMILY_COLUMNS, arrow_type, family_row
+from pipeline.records import FAMILY_COLUMNS, MEASURED, arrow_type, family_row
 
 logger = logging.getLogger(__name__)
 
@@ -45,28 +50,47 @@ def family_rows(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted((family_row(row, earlier_runs(dict(row))) for row in latest), key=_key)
 
 
+def family_table(latest: pa.Table) -> pa.Table:
+    """The family rows of a latest shard's table (what :func:`family_rows` gives its rows), sorted by key.
+
+    A measured row (pass or fail) is its own family row: those are projected in Arrow. Only the rows of an
+    infrastructure error, whose family row comes from an earlier run, become Python rows.
+    """
+    names = families_schema().names
+    measured = pc.fill_null(pc.is_in(latest["status"], value_set=pa.array(MEASURED, pa.string())), False)
+    direct = latest.filter(measured).select(names).cast(families_schema())
+    others = latest.filter(pc.invert(measured)).to_pylist()
+    rest = pa.Table.from_pylist([family_row(r, r.get(HISTORY_COLUMN) or []) for r in others], schema=families_schema())
+    both = pa.concat_tables([direct, rest]).combine_chunks()
+    return both.sort_by([(name, "ascending") for name in ("model_id", "task", "hardware")])
+
+
 def families_current(root: Path) -> bool:
-    """Whether ``root`` holds the family index in the current schema.
+    """Whether ``root`` holds the family index (every file of it) in the current schema.
 
     Raises:
-        DatasetError: the file is there but unreadable.
+        DatasetError: a file is there but unreadable.
     """
-    path = root / FAMILIES_FILE
-    if not path.is_file():
-        return False
-    try:
-        return pq.read_schema(path).remove_metadata().equals(families_schema())
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    paths = family_files(root)
+    for path in paths:
+        try:
+            if not pq.read_schema(path).remove_metadata().equals(families_schema()):
+                return False
+        except (OSError, pa.ArrowException) as exc:
+            raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    return bool(paths)
 
 
 def read_families(root: Path) -> list[dict[str, Any]] | None:
-    """The rows of the folder's family index, or None when it has none in the current schema.
+    """The rows of the folder's family index (every shard of it, in path order), or None when it has none in the
+    current schema.
 
     Raises:
-        DatasetError: the file is unreadable.
+        DatasetError: a file is unreadable.
     """
-    return read_rows(root / FAMILIES_FILE) if families_current(root) else None
+    if not families_current(root):
+        return None
+    return [row for path in family_files(root) for row in read_rows(path)]
 
 
 def family_view(root: Path) -> list[dict[str, Any]]:

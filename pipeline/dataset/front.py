@@ -20,12 +20,14 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
 from pipeline.dataset.releases import read_release_diffs
+from pipeline.dataset.shards import FAMILIES_DIR, families_sharded
 from pipeline.page import HISTORY_READ, render_page
 
 
-def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, str]]:
+def card_configs(root: Path, *, known: Iterable[str] = (), sharded: bool = False) -> list[tuple[str, str]]:
     """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds, or that
-    ``known`` names (views the repo holds beyond a partial mirror)."""
+    ``known`` names (views the repo holds beyond a partial mirror); ``sharded``: the repo's family index is in
+    shards (:func:`pipeline.dataset.shards.families_sharded`), which a partial mirror may not show."""
     known = set(known)
     configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
     if "rankings" in known or any((root / RANKINGS_DIR).glob("*.parquet")):
@@ -34,7 +36,9 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         configs.append(("exclusions", EXCLUSIONS_FILE))
     if "changes" in known or any((root / CHANGES_DIR).glob("*.parquet")):
         configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
-    if "families" in known or (root / FAMILIES_FILE).is_file():
+    if sharded or any((root / FAMILIES_DIR).glob("*.parquet")):  # the one file is gone once the index is split
+        configs.append(("families", f"{FAMILIES_DIR}/*.parquet"))
+    elif "families" in known or (root / FAMILIES_FILE).is_file():
         configs.append(("families", FAMILIES_FILE))
     return configs
 
@@ -81,7 +85,7 @@ def write_front_files(
     card on a partial mirror; the page needs the whole latest view. On such a mirror, a card the repo
     already holds byte for byte (``held``, see :func:`pipeline.dataset.build.build`) is not written.
     """
-    configs = card_configs(root, known=known)
+    configs = card_configs(root, known=known, sharded=families_sharded(counts))
     repo, space = (names.repo, names.space) if names else (None, None)
     if counts is not None and not page:
         text = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space).encode("utf-8")

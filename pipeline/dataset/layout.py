@@ -4,12 +4,14 @@ Layout::
 
     README.md                                 card with YAML `configs`
     data/results/<run>.parquet                append-only, one file per build that added rows
-    data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by key hash
+    data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by the model's
+                                              hash once past a size (pipeline/dataset/shards.py: every shard name)
     data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
     data/exclusions.parquet                   hand-kept and discovered exclusions
     data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
     data/summary.json                         the card's counts and the latest view's shard layout
     data/families.parquet                     one small row per latest key: how its model fared, its family
+    data/families/<x>.parquet                 the same, beside each latest shard once the latest view is split
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """

@@ -19,8 +19,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import fsatomic
-from pipeline.dataset.families import families_current, family_rows, write_families
-from pipeline.dataset.layout import FAMILIES_FILE, LATEST_DIR, RANKINGS_DIR, RESULTS_DIR, parquet_bytes, read_rows
+from pipeline.dataset.families import families_current, family_rows, family_table, write_families
+from pipeline.dataset.layout import (
+    FAMILIES_FILE,
+    LATEST_DIR,
+    RANKINGS_DIR,
+    RESULTS_DIR,
+    parquet_bytes,
+    read_rows,
+    read_table,
+)
 from pipeline.dataset.rankings import SNAPSHOT_SCHEMA
 from pipeline.dataset.read import (
     FAMILY_FIELDS,
@@ -32,6 +40,8 @@ from pipeline.dataset.read import (
     read_latest,
     upgrade_row,
 )
+from pipeline.dataset.shards import family_files, family_shard_path, named_by_model
+from pipeline.dataset.summary import read_summary
 from pipeline.errors import DatasetError
 from pipeline.records import LAYOUT_VERSION, arrow_schema
 
@@ -74,18 +84,25 @@ def _old_rows_files(root: Path) -> list[Path]:
     return old
 
 
-def _families_missing(root: Path) -> bool:
-    return any((root / LATEST_DIR).glob("*.parquet")) and not families_current(root)
+def _families_missing(root: Path, *, families_held: bool = False) -> bool:
+    """Whether the folder has latest rows but no family index in the current schema. ``families_held``: the folder
+    is a publish's partial mirror of a dataset that holds its index in the repo (by model: each family shard is
+    written from its latest shard, so the mirror holds none of it)."""
+    if not any((root / LATEST_DIR).glob("*.parquet")):
+        return False
+    if families_held and not family_files(root):
+        return False
+    return not families_current(root)
 
 
-def needs_migration(root: Path) -> bool:
+def needs_migration(root: Path, *, families_held: bool = False) -> bool:
     """Whether a results, latest or rankings file of the folder is in an older layout, or the folder has latest
-    rows but no family index (``data/families.parquet``, layout 4).
+    rows but no family index (layout 4; ``families_held``: the repo a partial mirror comes from holds it).
 
     Raises:
         DatasetError: a file is unreadable, or an old one has columns of no layout.
     """
-    return bool(_old_rows_files(root) or _old_rankings(root) or _families_missing(root))
+    return bool(_old_rows_files(root) or _old_rankings(root) or _families_missing(root, families_held=families_held))
 
 
 def _known_families(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
@@ -102,7 +119,7 @@ def _known_families(root: Path) -> dict[tuple[str, str], dict[str, Any]]:
     return known
 
 
-def migrate(root: Path) -> list[str]:
+def migrate(root: Path, *, families_held: bool = False) -> list[str]:
     """Rewrite every file of ``root`` in an older layout in the current one, all at once.
 
     Returns:
@@ -131,8 +148,14 @@ def migrate(root: Path) -> list[str]:
             relative = path.relative_to(root)
             fsatomic.write_bytes(stage / relative, parquet_bytes(pa.Table.from_pylist(rows, schema=SNAPSHOT_SCHEMA)))
             rewritten.append(relative.as_posix())
-        if _families_missing(stage):  # every latest shard is here, in the current layout now
-            write_families(stage, family_rows(read_latest(stage)))
-            rewritten.append(FAMILIES_FILE)
+        if _families_missing(stage, families_held=families_held):  # every latest shard is here, current now
+            if named_by_model(read_summary(stage), stage):  # each shard's family rows beside it
+                for path in sorted((stage / LATEST_DIR).glob("*.parquet")):
+                    family = family_shard_path(path.stem)
+                    fsatomic.write_bytes(stage / family, parquet_bytes(family_table(read_table(path))))
+                    rewritten.append(family)
+            else:
+                write_families(stage, family_rows(read_latest(stage)))
+                rewritten.append(FAMILIES_FILE)
     logger.info("migrated %d file(s) of %s to dataset layout %d", len(rewritten), root, LAYOUT_VERSION)
     return rewritten

@@ -1,7 +1,7 @@
 """Partial mirrors of a remote dataset repo: which files a publish or a queue needs, and what a change touched.
 
 A publish builds its commit on a mirror holding ``data/summary.json``, the latest shards its records touch
-(by key hash), the family index and the results files that could already hold its records
+(:mod:`pipeline.dataset.shards`), and the results files that could already hold its records
 (:func:`summary_paths`); a dataset without a summary gets its whole latest view mirrored once
 (:func:`publish_paths`), which writes the summary.
 A queue needs only the results.
@@ -15,12 +15,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset.build import shard_of
 from pipeline.dataset.layout import (
     CARD_FILE,
     EXCLUSIONS_FILE,
     FAMILIES_FILE,
-    LATEST_DIR,
     RANKINGS_DIR,
     SCRIPT_FILES,
     is_latest_file,
@@ -29,6 +27,7 @@ from pipeline.dataset.layout import (
     results_files_since,
     script_folder,
 )
+from pipeline.dataset.shards import is_family_path, key_shard, latest_shard_path, model_shard, named_by_model
 from pipeline.records import column_value
 from pipeline.types import TASKS
 
@@ -56,12 +55,15 @@ def overlay_files(overlay: Path | None) -> dict[str, Path]:
 def publish_paths(
     remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
 ) -> list[str]:
-    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view
-    (the summary is counted from it), the newest rankings and the exclusions (the card names their views),
-    and the results files that could already hold records finished at ``since`` or later (none, for new
-    runs). The card is rewritten and the page is not built, so neither is downloaded."""
+    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view (the summary
+    is counted from it) and the family shards of a split one (named by model, as they show), the newest rankings
+    and the exclusions (the card names their views), and the results files that could already hold records
+    finished at ``since`` or later (none, for new runs). The card is rewritten and the page is not built, so
+    neither is downloaded."""
     remote = set(remote_files)
     wanted = {p for p in remote if is_latest_file(p)}
+    # The family shards too, when the index is split: they tell that the shards are named by model.
+    wanted.update(p for p in remote if is_family_path(p) and p != FAMILIES_FILE)
     wanted.update(results_files_since([p for p in remote if is_results_file(p)], since))
     newest, others = newest_rankings(p for p in remote if p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
     wanted.update(newest)
@@ -79,18 +81,24 @@ def summary_paths(
     extra: Iterable[str] = (),
 ) -> list[str]:
     """Which remote files a publish downloads when the dataset has ``data/summary.json``: the latest shards
-    that hold any key of the records' models (every task, every hardware the summary names, so the scripts
-    come from the model's whole set of rows), the results files that could already hold the records, the
-    family index (the build folds its changes into it) and the overlay's paths (to tell an unchanged
-    snapshot)."""
+    that hold any key of the records' models (the model's whole set of rows, every task and hardware, so the
+    scripts come from all of them: one shard per model when shards are named by model), the results files that
+    could already hold the records, and the overlay's paths (to tell an unchanged snapshot). A dataset whose
+    shards are named by key also needs its one-file family index (the build folds its changes into it); by
+    model, each family shard is written from its latest shard, and never downloaded."""
     keys = [(column_value(r, "model_id"), column_value(r, "task"), column_value(r, "hardware")) for r in records]
-    hardware = {*summary["hardware"], *(h for _, _, h in keys)}
-    digits = int(summary["shard_digits"])
-    shards = {shard_of(key, digits) for key in keys}
-    shards.update(shard_of((model_id, task, h), digits) for model_id, _, _ in keys for task in TASKS for h in hardware)
-    wanted = {f"{LATEST_DIR}/{name}.parquet" for name in shards & set(summary["shards"])}
-    wanted.update(results_files_since(list(remote_results), since))
-    wanted.add(FAMILIES_FILE)
+    wanted = set(results_files_since(list(remote_results), since))
+    if named_by_model(summary):  # a model's rows are all in one shard, and the family rows are written from it
+        shards = {model_shard(model_id, summary["shards"]) for model_id, _, _ in keys}
+    else:
+        hardware = {*summary["hardware"], *(h for _, _, h in keys)}
+        digits = int(summary["shard_digits"])
+        shards = {key_shard(key, digits) for key in keys}
+        shards.update(
+            key_shard((model_id, task, h), digits) for model_id, _, _ in keys for task in TASKS for h in hardware
+        )
+        wanted.add(FAMILIES_FILE)
+    wanted.update(latest_shard_path(name) for name in shards & set(summary["shards"]))
     wanted.update(extra)
     return sorted(wanted)
 

@@ -23,6 +23,7 @@ from pipeline.dataset.layout import (
     read_rows,
     script_folder,
 )
+from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError
 from pipeline.records import LAYOUT_MARKERS, LAYOUT_VERSION, arrow_schema
 
@@ -107,7 +108,7 @@ def require_dataset(root: Path) -> Path:
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(f"{root}: no such dataset folder")
-    if not any((root / LATEST_DIR).glob("*.parquet")) and not (root / FAMILIES_FILE).is_file():
+    if not any((root / LATEST_DIR).glob("*.parquet")) and not family_files(root):
         raise DatasetError(f"{root}: holds no dataset (no {LATEST_DIR}/*.parquet, no {FAMILIES_FILE})")
     return root
 

@@ -1,8 +1,9 @@
 """``data/summary.json``: the small file that lets a publish skip the whole latest view.
 
 It holds what the card shows of the latest view (rows per task, device and status, per toolchain, the total; see
-:func:`pipeline.render.card_counts`), the card's Parquet views, and the latest view's shard layout (how many
-hex digits of the key hash name a shard, and the shards that exist). A build updates it from the changes it
+:func:`pipeline.render.card_counts`), the card's Parquet views, and the latest view's shard layout (the shards
+that exist, how many hex digits name the longest, and, once a dataset named by model has more than one shard,
+``"shard_by": "model"``; see :mod:`pipeline.dataset.shards`). A build updates it from the changes it
 made (a key's old row out, its new row in), so a publish reads one small JSON file and only the latest
 shards its records touch. A dataset without it (written before it existed) gets it on its next full build.
 """
@@ -68,20 +69,28 @@ def _type_problem(data: dict[str, Any]) -> str | None:
     shards = data["shards"]
     if not isinstance(shards, list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in shards):
         return "shards is not a list of shard names (hex digits, or all)"
+    if data.get("shard_by", "model") != "model":
+        return "shard_by is not 'model'"
     for name in ("configs", "hardware"):
         if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):
             return f"{name} is not a list of text"
     return None
 
 
-def summarize(rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iterable[str]) -> dict[str, Any]:
-    """A summary of every latest row (what a full build writes)."""
+def summarize(
+    rows: Iterable[dict[str, Any]], *, shard_digits: int, shards: Iterable[str], by_model: bool = True
+) -> dict[str, Any]:
+    """A summary of every latest row (what a full build writes); ``by_model``: the shards are named by model
+    (``shard_by``, :mod:`pipeline.dataset.shards`; written once there is more than ``all``)."""
     rows = list(rows)
+    names = sorted(set(shards))
+    extra = {"shard_by": "model"} if by_model and names not in ([], ["all"]) else {}
     return {
+        **extra,
         "version": SUMMARY_VERSION,
         **render.card_counts(rows),
         "shard_digits": shard_digits,
-        "shards": sorted(set(shards)),
+        "shards": names,
         "configs": [],
         "hardware": sorted({r["hardware"] for r in rows}),
     }

@@ -105,6 +105,8 @@ class LocalHubServer(ThreadingHTTPServer):
         self.requests: list[tuple[str, str]] = []
         #: Body bytes sent in answer to each request, in the order answered; benchmarks sum these.
         self.sent_bytes: list[int] = []
+        #: Body bytes of each request read (uploads), in the order read; benchmarks sum these.
+        self.received_bytes: list[int] = []
         self._state = _State()
         self._lock = threading.Lock()
 
@@ -267,6 +269,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self._send(method, body)
             return
+        with self.server._lock:
+            self.server.received_bytes.append(len(body))
         response = self.server._before(method, self.path)
         if response is None:
             request = Request(

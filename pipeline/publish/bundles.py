@@ -26,7 +26,7 @@ from typing import Any
 
 from pipeline.backends.neuron import MAX_BUNDLE_BYTES, BundleInfo, bundle_beside, check_bundle
 from pipeline.errors import BundleError, RepoNotFoundError
-from pipeline.hub import Hub, file_additions, git_blob_id
+from pipeline.hub import Hub, file_additions, git_blob_id, together
 from pipeline.ids import validate_model_id
 from pipeline.records import bundle_path, validate_record
 
@@ -141,12 +141,19 @@ def publish_bundles(
             owners.append(record)
     if not wanted:
         return out
-    if not dry_run:
-        hub.create_repo(repo, repo_type="model", exist_ok=True)
+    # What the repo holds and its head need nothing of each other: asked together (one round trip); the repo is
+    # created only when it is missing (a dry run creates nothing: every bundle is then new).
+    head: str | None = None
     try:
-        held = hub.held_files(repo, sorted(wanted), revision="main", repo_type="model")
-    except RepoNotFoundError:  # only a dry run gets here (else it was just created): every bundle is new
+        held, head = together.results(
+            lambda: hub.held_files(repo, sorted(wanted), revision="main", repo_type="model"),
+            lambda: hub.head_sha(repo, repo_type="model", revision="main"),
+        )
+    except RepoNotFoundError:
         held = {}
+        if not dry_run:
+            hub.create_repo(repo, repo_type="model", exist_ok=True)
+            head = hub.head_sha(repo, repo_type="model", revision="main")
     new: dict[str, Path] = {}
     for path, (local, info, _) in sorted(wanted.items()):
         if path not in held:
@@ -157,10 +164,9 @@ def publish_bundles(
             out.set_aside.append(f"{local}: {repo} holds another file at {path}; not replaced")
             for record in wanted[path][2]:
                 record["compiled_cache_skipped"] = f"{repo} holds another file at {path}"
-    if dry_run:
+    if dry_run or head is None:
         out.uploaded = sorted(new)
         return out
-    head = hub.head_sha(repo, repo_type="model", revision="main")
     if new:
         result = hub.commit(
             repo,

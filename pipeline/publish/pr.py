@@ -1,12 +1,13 @@
 """``trncat publish``: one commit (data + scripts + card + page) to the Hub dataset, as a PR a maintainer reviews.
 
-The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the
-shard layout), the latest shards the records touch, and the results files that could already hold them: one
-GET each on one HTTP session, never the results history, the card or the page. Requests that need no answer of
-another go together (:mod:`pipeline.hub.together`): on the real Hub each waits a round trip. The card (from the summary)
-and the touched models' scripts are rendered again; one the repo already holds byte for byte (its git id: one
-``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the whole
-latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
+The commit is built on a partial mirror of the dataset repo: ``data/summary.json`` (the card's counts and the shard
+layout), the latest shards the records' models are in, and the results files that could already hold them: one GET
+each on one HTTP session, never the results history, the family index (its shards are written from the latest
+shards), the card or the page. A latest shard split in sixteen is deleted in the same commit. Requests that need no
+answer of another go together (:mod:`pipeline.hub.together`): on the real Hub each waits a round trip. The card
+(from the summary) and the touched models' scripts are rendered again; one the repo already holds byte for byte (its
+git id: one ``paths-info`` request for all) is neither written nor committed. The catalog page (which needs the
+whole latest view) is not rebuilt by a Hub publish. A dataset without a summary gets its whole latest view mirrored
 once, and the summary with it. The history stays append-only: a publish only adds a results file.
 
 When the bot already has an open PR, the commit goes onto it (``refs/pr/N``, the oldest when there are more)
@@ -39,7 +40,7 @@ from pipeline.dataset import (
     write_front_files,
 )
 from pipeline.errors import PipelineError, RepoNotFoundError
-from pipeline.hub import CommitResult, Hub, deadline, file_additions, together
+from pipeline.hub import CommitResult, Hub, deadline, file_additions, file_deletions, together
 from pipeline.ids import validate_model_id
 from pipeline.prices import Pricing
 from pipeline.publish.description import describe
@@ -89,7 +90,7 @@ def publish_to_folder(
             write_front_files(stage)
     note = derived.write(out) if derived is not None and out.exists() else None
     after = tree_digests(out) if out.exists() else {}
-    files = sorted(p for p, d in after.items() if before.get(p) != d)
+    files = sorted({*(p for p, d in after.items() if before.get(p) != d), *(p for p in before if p not in after)})
     return PublishResult(
         repo=str(out),
         files=files,
@@ -164,7 +165,7 @@ class _Publication:
     def operations(self, parent: str) -> list[Any]:
         """The commit's operations on ``parent`` (none when that parent already holds everything)."""
         prepared = self.latest if self.latest.parent == parent else self.prepare_at(parent)
-        return file_additions(prepared.changed)
+        return file_additions(prepared.changed) + file_deletions(prepared.deleted)
 
 
 def publish(
@@ -224,7 +225,7 @@ def publish(
         )
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
-        files = sorted(first.changed)
+        files = first.files
         description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside),
                                notes=first.notes)  # fmt: skip
         if dry_run or first.empty:
@@ -248,7 +249,7 @@ def publish(
         if last.empty:  # the branch moved to a state that already holds everything
             return PublishResult(repo=repo, files=[], summary=last.summary, pr_num=pr_num,
                                  description=NOTHING_TO_PUBLISH, set_aside=last.set_aside)  # fmt: skip
-        files = sorted(last.changed)
+        files = last.files
         description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside),
                                notes=last.notes)  # fmt: skip
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
@@ -256,7 +257,7 @@ def publish(
         elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
             result = _fold_into_an_older_pr(hub, repo, publication, result, author=author, title=title, invalid=invalid)
             last = publication.latest
-            files = sorted(last.changed) or files
+            files = last.files or files
         pr_num = result.pr_num if result.pr_num is not None else pr_num
         return PublishResult(
             repo=repo,
@@ -296,7 +297,7 @@ def _fold_into_an_older_pr(
                         description=f"Folded in from #{ours}.", revision=f"refs/pr/{into}")  # fmt: skip
     last = publication.latest
     if folded.created and not last.empty:
-        note = describe(last.summary, files=sorted(last.changed), invalid=invalid, set_aside=len(last.set_aside),
+        note = describe(last.summary, files=last.files, invalid=invalid, set_aside=len(last.set_aside),
                         notes=last.notes)  # fmt: skip
         hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
     hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")

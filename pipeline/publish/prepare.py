@@ -20,8 +20,10 @@ from pipeline.dataset import (
     build,
     clean_overlay,
     held_paths,
+    is_family_path,
     migrate,
     migration_paths,
+    named_by_model,
     needs_migration,
     overlay_files,
     publish_paths,
@@ -60,6 +62,8 @@ class Prepared:
     parent: str | None
     folder: Path
     changed: dict[str, Path] = field(default_factory=dict)
+    #: Files the target holds that this publish removes (a latest shard split in sixteen, and its family rows).
+    deleted: list[str] = field(default_factory=list)
     summary: BuildSummary = field(default_factory=BuildSummary)
     #: Overlay files and rows set aside (:func:`checked_overlay`), one message each.
     set_aside: list[str] = field(default_factory=list)
@@ -68,7 +72,12 @@ class Prepared:
 
     @property
     def empty(self) -> bool:
-        return not self.changed
+        return not self.changed and not self.deleted
+
+    @property
+    def files(self) -> list[str]:
+        """Every path the commit adds, replaces or deletes."""
+        return sorted({*self.changed, *self.deleted})
 
 
 def prepare_folder(
@@ -148,7 +157,9 @@ def _prepare(
         wanted = sorted({*wanted, *derived.paths(list(results))})
     if wanted:
         fetch(wanted, folder)
-    old_layout = needs_migration(folder)
+    # By model, the family index is never mirrored: each family shard is written from its latest shard.
+    held_index = counts is not None and named_by_model(counts) and "families" in counts["configs"]
+    old_layout = needs_migration(folder, families_held=held_index)
     if old_layout:  # an older layout: every file of it is rewritten in this PR
         everything = remote_files(None) if everything is None else everything
         rest = sorted(set(migration_paths(everything)) - set(wanted))
@@ -159,21 +170,38 @@ def _prepare(
     for path_in_repo, data in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, data)
     # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
-    migrated = bool(migrate(folder)) if old_layout and needs_migration(folder) else False
+    migrated = (
+        bool(migrate(folder, families_held=held_index))
+        if old_layout and needs_migration(folder, families_held=held_index)
+        else False
+    )
     overlay_changed = bool(overlay_map) and tree_digests(folder) != before
     held: Callable[[str, bytes], bool] | None = (
         (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
     )
-    summary = build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
+    summary = (
+        build(records, folder, page=False, names=names, held=held, pricing=pricing, families_held=held_index)
+        if records
+        else BuildSummary()
+    )
     if not summary.changed and (overlay_changed or migrated):
         refresh_card(folder, names=names)
     note = derived.write(folder) if derived is not None else None
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
+    # A latest shard split in sixteen: its file and its family rows' file leave the repo. The shard was mirrored;
+    # its family file (never mirrored, by model) is in the repo when the listing, or the card's views, say so.
+    listed = set(everything) if everything is not None else set()
+    deleted = sorted(
+        path
+        for path in summary.removed
+        if path not in after and (path in before or path in listed or (held_index and is_family_path(path)))
+    )
     return Prepared(
         parent=parent,
         folder=folder,
         changed=changed,
+        deleted=deleted,
         summary=summary,
         set_aside=set_aside,
         notes=[note] if note else [],

@@ -50,6 +50,7 @@ def test_a_truncated_results_file_given_to_queue_is_one_clear_line(tmp_path, cap
         {"total": "12"},
         {"counts": [["text-generation", "neuron", "pass"]]},
         {"shards": ["../../x"]},
+        {"shard_by": "../../x"},
         {"shard_digits": True},
         {"hardware": [3]},
         {"toolchains": {"a": 1}},

@@ -365,7 +365,7 @@ def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_on
     shard it writes is the one a build of every record at once writes, byte for byte."""
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.latest"), "LATEST_SHARD_DIGITS", digits)
 
     def run(i: int, day: int) -> dict:
         stamp = f"2026-11-{day:02d}T09:00:00+00:00"
@@ -396,7 +396,7 @@ def test_a_partial_build_renders_the_scripts_a_whole_build_does(
     result that only joins the history)."""
     import importlib
 
-    monkeypatch.setattr(importlib.import_module("pipeline.dataset.build"), "LATEST_SHARD_DIGITS", digits)
+    monkeypatch.setattr(importlib.import_module("pipeline.dataset.latest"), "LATEST_SHARD_DIGITS", digits)
 
     def run(day: int, offset: str = "+00:00") -> dict:
         stamp = f"2026-11-{day:02d}T09:00:00{offset}"

@@ -182,3 +182,32 @@ def test_the_pr_description_lists_every_bundle_a_publish_names(
     (bundle,) = [p for p in store.tree("main") if p.endswith(".neff-cache.tar.gz")]
     assert "Compiled-cache bundles named (1)" in text and bundle in text and store.resolve("main") in text
     assert sha256_file(bundle_beside(folder / "ci.json")) in text
+
+
+def test_the_compiled_repos_lookups_go_together_and_an_existing_repo_is_not_created_again(
+    localhub, tmp_path: Path
+) -> None:
+    """Issue 36: the compiled-cache repo was created (a POST), then asked what it holds, then its head, one after
+    another. Now what it holds and its head go together (each hook below waits for the other), and a repo that is
+    there is never created again: a re-run that compiled the same graphs costs those two requests only."""
+    import threading
+
+    paths = [_with_bundle(tmp_path, "a", sample_record())]
+    first = publish_bundles(_read(paths), hub=localhub.client, repo=COMPILED)  # creates the repo, uploads
+    assert len(first.uploaded) == 1
+    server = localhub.server
+    barrier, alone = threading.Barrier(2, timeout=5), []
+
+    def wait(_server: object, pattern: str) -> None:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            alone.append(pattern)
+
+    for pattern in (rf"^/api/models/{COMPILED}/paths-info/", rf"^/api/models/{COMPILED}/revision/main"):
+        server.on_request(pattern, "*", lambda s, pattern=pattern: wait(s, pattern))
+    mark = len(server.requests)
+    again = publish_bundles(_read(paths), hub=localhub.client, repo=COMPILED)
+    requests = server.requests[mark:]
+    assert again.uploaded == [] and again.reused == first.uploaded and not alone, alone
+    assert len(requests) == 2 and not [p for _, p in requests if "/repos/create" in p], requests

@@ -1,13 +1,15 @@
 """The model side of ``trncat check``: a model's listing and its small files (never weights, never code), what it
 is, what it was made from, and whether trncat could run it at all.
 
-Per model: one ``model_info`` (with the file list, so only files the repo holds are asked for), then one download
-per small file it holds (:data:`pipeline.models.FAMILY_FILES`, a sentence-transformers transformer's config, a
-pipeline's component configs). The gates judge the files as the bench would, before anything else reads them.
+Per model: one ``model_info`` (with the file list, so only files the repo holds are asked for), then the small
+files it holds (:data:`pipeline.models.FAMILY_FILES`, then a sentence-transformers transformer's config, a
+pipeline's component configs), each round downloaded together. The gates judge the files as the bench would,
+before anything else reads them.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.discover import REMOTE_CODE_REASON, gated_reason
 from pipeline.errors import GatedRepoError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.hub import together
 from pipeline.ids import validate_model_id
 from pipeline.models import (
     ADAPTER_CONFIG,
@@ -190,16 +193,16 @@ def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list
 
 
 def _download(hub: Hub, model_id: str, revision: str | None, names: list[str], log: list[str]) -> Path | None:
-    """Download ``names`` (small files the repo holds) at ``revision``; the snapshot folder they land in."""
-    folder: Path | None = None
-    for name in names:
-        path = hub.download(model_id, name, revision=revision)
-        log.append(name)
-        root = path
-        for _ in name.split("/"):
-            root = root.parent
-        folder = folder or root
-    return folder
+    """Download ``names`` (small files the repo holds) at ``revision``, sent together; the snapshot folder they
+    land in."""
+    paths = together.results(*(functools.partial(hub.download, model_id, name, revision=revision) for name in names))
+    log.extend(names)
+    if not paths:
+        return None
+    root = paths[0]
+    for _ in names[0].split("/"):
+        root = root.parent
+    return root
 
 
 def infer_task(listing: ModelListing | None) -> str | None:

@@ -12,6 +12,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
 - :mod:`~pipeline.dataset.families`: ``data/families.parquet``, each latest key's family row (what ``trncat
   check`` reads);
+- :mod:`~pipeline.dataset.family_index`: which files hold the family index (:func:`family_index_paths`) and
+  the rows a check asks for, read as Arrow and filtered without a Python object per row (:class:`FamilyIndex`);
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves).
@@ -26,8 +28,10 @@ from __future__ import annotations
 from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
 from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
 from pipeline.dataset.families import family_rows, family_view, read_families
+from pipeline.dataset.family_index import FamilyIndex, family_index_paths, folder_family_index
 from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
+    DATA_DIR,
     EXCLUSIONS_FILE,
     FAMILIES_FILE,
     FRONT_FILES,
@@ -69,6 +73,7 @@ from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
+    "DATA_DIR",
     "EXCLUSIONS_FILE",
     "FAMILIES_FILE",
     "FRONT_FILES",
@@ -84,12 +89,15 @@ __all__ = [
     "BuildSummary",
     "CardNames",
     "Change",
+    "FamilyIndex",
     "add_serving",
     "build",
     "change_kinds",
     "clean_overlay",
     "earlier_runs",
+    "family_index_paths",
     "family_rows",
+    "folder_family_index",
     "family_view",
     "iter_results",
     "latest_key",

@@ -45,13 +45,13 @@ def family_rows(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted((family_row(row, earlier_runs(dict(row))) for row in latest), key=_key)
 
 
-def families_current(root: Path) -> bool:
-    """Whether ``root`` holds the family index in the current schema.
+def families_current(root: Path, name: str = FAMILIES_FILE) -> bool:
+    """Whether ``root`` holds the family index (or the part of it at ``name``) in the current schema.
 
     Raises:
         DatasetError: the file is there but unreadable.
     """
-    path = root / FAMILIES_FILE
+    path = root / name
     if not path.is_file():
         return False
     try:

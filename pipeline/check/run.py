@@ -233,7 +233,9 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
             config = _json(facts.folder / inner)
             if not isinstance(config, dict):
                 return None, f"{facts.model_id} has no readable {inner}"
-            plan = plan_config(config, task=task, instance=instance, safetensors_params=facts.listing.params)
+            plan = plan_config(
+                config, task=task, instance=instance, safetensors_params=facts.listing.params, isolated=True
+            )
     except PipelineError as exc:
         return None, str(exc)
     return dataclasses.replace(plan, model=facts.model_id, revision=facts.revision), None

@@ -12,6 +12,9 @@ downloads exactly those.
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+from array import array
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,9 @@ from pipeline.dataset.families import families_current, families_schema, family_
 from pipeline.dataset.layout import DATA_DIR, FAMILIES_FILE, read_table
 from pipeline.dataset.read import read_latest, require_dataset
 from pipeline.errors import DatasetError
+
+_TIME = "finished_at"
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def family_index_paths(repo_files: Iterable[str], key: str | None = None) -> list[str]:
@@ -94,16 +100,41 @@ class FamilyIndex:
 
         A ``model_type`` of None matches rows without one, as :func:`pipeline.records.family_stat` compares.
         """
+        table = self._table
         wanted = sorted({m.lower() for m in model_ids})
-        mask = pc.is_in(self._ids, value_set=pa.array(wanted, pa.string())) if wanted else None
+        # is_in against value sets without a null: never null itself, so the masks combine without a fill.
+        mask = pc.is_in(self._ids, value_set=_strings(wanted)) if wanted else None
         if family is not None:
             architecture, model_type, task = family
-            table = self._table
-            same = pc.and_(pc.equal(table.column("architecture"), architecture), pc.equal(table.column("task"), task))
+            same = pc.and_(_equal(table.column("architecture"), architecture), _equal(table.column("task"), task))
             kind = table.column("model_type")
-            same = pc.and_(same, pc.is_null(kind) if model_type is None else pc.equal(kind, model_type))
-            same = pc.fill_null(same, False)
+            same = pc.and_(same, pc.is_null(kind) if model_type is None else _equal(kind, model_type))
             mask = same if mask is None else pc.or_(mask, same)
         if mask is None:
             return []
-        return self._table.filter(mask).to_pylist()  # type: ignore[no-any-return]
+        return _pylist(table.filter(mask))
+
+
+def _strings(values: list[str]) -> pa.Array:
+    """A string array built from its buffers: ``pa.array`` of a Python list (or a Python scalar in a compute call)
+    imports pandas, which pyarrow looks for first, and a check has no other use for it."""
+    data = [value.encode("utf-8") for value in values]
+    offsets = array("i", itertools.accumulate((len(d) for d in data), initial=0))
+    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
+
+
+def _equal(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
+    return pc.is_in(column, value_set=_strings([value]))
+
+
+def _pylist(table: pa.Table) -> list[dict[str, Any]]:
+    """The rows as dicts, the timezone-aware ``finished_at`` converted here (pyarrow converts such a column through
+    pandas): the same values, UTC datetimes, in the same column order."""
+    micros = table.column(_TIME).cast(pa.int64()).to_pylist()  # the schema's unit: microseconds
+    rows = table.drop_columns([_TIME]).to_pylist()
+    names = table.column_names
+    out = []
+    for row, us in zip(rows, micros, strict=True):
+        row[_TIME] = None if us is None else _EPOCH + dt.timedelta(microseconds=us)
+        out.append({name: row[name] for name in names})
+    return out

@@ -161,9 +161,8 @@ def _describe(
         return _raw(config, architecture, model_type, f"transformers {transformers_version()} does not know "
                                                       f"model_type {model_type!r}")  # fmt: skip
     if isolated:  # the whole of it in the limited child: this process never imports transformers
-        return limited(
-            _describe_here, config, architecture, model_type, base_model, False, what=architecture or model_type
-        )
+        name, imports = architecture or model_type, ("torch", "transformers")
+        return limited(_describe_here, config, architecture, model_type, base_model, False, what=name, imports=imports)
     return _describe_here(config, architecture, model_type, base_model, True)
 
 

@@ -98,7 +98,7 @@ def records(rows: int, architectures: int) -> list[dict]:
     for i in range(rows):
         architecture, model_type = _architecture(i, architectures)
         family = {"schema_version": "1.3", "architecture": architecture, "model_type": model_type}
-        model_id = f"org/model-{i:06d}"
+        model_id = f"org/model-{i:05d}"
         if i % 7 == 3:
             record = sample_failure(model_id=model_id, code=f"ncc_e{i % 5:03d}", **family)
         else:
@@ -110,17 +110,19 @@ def records(rows: int, architectures: int) -> list[dict]:
 
 #: rule -> (model id, architecture, model_type, card)
 MODELS = {
-    "base": ("bench/finetune", "Arch001ForCausalLM", "arch001", b"---\nbase_model: org/model-000001\n---\n"),
+    "base": ("bench/finetune", "Arch001ForCausalLM", "arch001", b"---\nbase_model: org/model-00001\n---\n"),
     "architecture": ("bench/other-model", "Arch002ForCausalLM", "arch002", b"---\nlicense: mit\n---\n"),
     "unknown": ("bench/new-architecture", "LlamaForCausalLM", "llama", b"---\nlicense: mit\n---\n"),
 }
 
 
 def seed(store: Any, dataset: Path, work: Path) -> None:
-    """The dataset repo and the three checked models."""
+    """The dataset repo (its card and data files; the scripts, two per model, are left out: a check never lists
+    or reads them) and the three checked models."""
     from pipeline.testing import build_tiny_llama
 
     files = {p.relative_to(dataset).as_posix(): p for p in dataset.rglob("*") if p.is_file()}
+    files = {path: file for path, file in files.items() if path.startswith("data/") or "/" not in path}
     store.create_repo(REPO, repo_type="dataset")
     store.commit_files(REPO, files, message="merged results", repo_type="dataset")
     tiny = build_tiny_llama(work / "tiny-llama")
@@ -190,6 +192,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--latency-ms", type=float, nargs="+", default=[0.0, 100.0])
     parser.add_argument("--rules", nargs="+", default=list(MODELS), choices=list(MODELS))
+    parser.add_argument("--datasets", type=Path, default=None, help="keep the built datasets here (reused if there)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     from pipeline.dataset import FAMILIES_FILE, build
@@ -200,11 +203,12 @@ def main() -> int:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_DISABLE_XET": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
         _startup(env, args.repeat)
         for rows in args.rows:
-            dataset = work / f"dataset-{rows}"
+            dataset = (args.datasets or work) / f"dataset-{rows}-{args.architectures}"
             start = time.perf_counter()
-            build(records(rows, args.architectures), dataset, page=False)
+            if not (dataset / FAMILIES_FILE).is_file():
+                build(records(rows, args.architectures), dataset, page=False)
             size = (dataset / FAMILIES_FILE).stat().st_size
-            print(f"\n{rows} models over {args.architectures} architectures: built in "
+            print(f"\n{rows} models over {args.architectures} architectures: built (or found) in "
                   f"{time.perf_counter() - start:.0f} s; family index {size / 1e6:.1f} MB", flush=True)  # fmt: skip
             with LocalHub(work / f"hub-{rows}") as local:
                 seed(local.store, dataset, work)

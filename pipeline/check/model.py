@@ -156,10 +156,13 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     wanted = _small_files(listing)
     try:
         # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
-        sizes = hub.file_sizes(model_id, revision=listing.sha or revision or "main") if wanted else {}
+        sizes: dict[str, int] = {}
+        _sizes(hub, model_id, listing, revision, wanted, sizes)
         folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts), facts.requested)
         if folder is not None:
-            extra = _bounded(_extra_files(folder, set(listing.files or ())), sizes, facts)
+            extra = _extra_files(folder, set(listing.files or ()))
+            _sizes(hub, model_id, listing, revision, extra, sizes)
+            extra = _bounded(extra, sizes, facts)
             folder = _download(hub, model_id, listing.sha or revision, extra, facts.requested) or folder
     except GatedRepoError:
         facts.refusal = ("gated", f"{gated_reason(listing)}; nor can this token read its files")
@@ -178,6 +181,23 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     )
     facts.runnable = (folder / "config.json").is_file() or (folder / "model_index.json").is_file()
     return facts
+
+
+def _sizes(
+    hub: Hub, model_id: str, listing: ModelListing, revision: str | None, names: list[str], sizes: dict[str, int]
+) -> None:
+    """Add the sizes of ``names`` to ``sizes``: from the download cache when it holds every one of them at the
+    listing's commit (a second check of a model asks nothing for them), else from one tree listing of the repo.
+    A gated model's are always asked: the listing is what says whether this token may read its files."""
+    names = [name for name in names if name not in sizes]
+    if not names:
+        return
+    if listing.sha and not listing.gated:
+        local = [hub.cached(model_id, name, revision=listing.sha) for name in names]
+        if all(path is not None for path in local):
+            sizes.update((name, path.stat().st_size) for name, path in zip(names, local, strict=True) if path)
+            return
+    sizes.update(hub.file_sizes(model_id, revision=listing.sha or revision or "main"))
 
 
 def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list[str]:

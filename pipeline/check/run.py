@@ -9,6 +9,7 @@ answer is not "runs", optimum-neuron's cache is asked for precompiled configurat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -180,8 +181,9 @@ def _lineage(
         if any(_measured(catalog, b.model_id, task) for b in hop):
             break
         frontier = []
-        for base in hop:
-            base_facts = read_model(hub, base.model_id, files=False)
+        # A hop's listings are sent together (a merge names several bases).
+        listings = together.results(*(functools.partial(read_model, hub, b.model_id, files=False) for b in hop))
+        for base, base_facts in zip(hop, listings, strict=True):
             known[base.model_id] = base_facts
             frontier.extend(Base(b, base_facts.relation, (*base.path, b)) for b in base_facts.bases)
     return hops, known

@@ -58,6 +58,16 @@ class RepoFiles:
             )
         )
 
+    def cached(self, repo_id: str, filename: str, *, revision: str, repo_type: RepoType = "model") -> Path | None:
+        """The local path of ``filename`` when the download cache already holds it at the commit ``revision``,
+        else None; asks the Hub nothing."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(
+            repo_id, filename, cache_dir=self.cache_dir, revision=revision, repo_type=repo_type
+        )
+        return Path(found) if isinstance(found, str) else None
+
     def snapshot(
         self,
         repo_id: str,

@@ -13,8 +13,8 @@ real Hub takes), four ways, each in a fresh process on the same local hub and do
   ``--repeat`` times; the median of those, and the process's peak RSS;
 - ``pandas in-process``: the same for the user's script (pandas and huggingface_hub imported before timing);
 - ``check process`` / ``pandas process``: the whole command, ``--repeat`` times (start-up and imports included),
-  median wall time and the largest peak RSS (the process and the children it waited for, so the planner's build
-  child counts).
+  median wall time and CPU time and the largest peak RSS (the process and the children it waited for, so the
+  planner's build child counts). On a shared, loaded machine the CPU seconds are the steadier figure.
 
 Three models are checked, one per rule: a fine-tune whose card names a measured base (base-model evidence),
 another model of a measured architecture (architecture evidence) and a Llama of an architecture never measured
@@ -176,37 +176,39 @@ import resource, subprocess, sys, time
 start = time.perf_counter()
 code = subprocess.run(sys.argv[2:]).returncode
 wall = time.perf_counter() - start
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
 with open(sys.argv[1], "w") as out:
-    out.write(f"{wall} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}")
+    out.write(f"{wall} {usage.ru_maxrss} {usage.ru_utime + usage.ru_stime}")
 sys.exit(code)
 """
 
 
-def _run(argv: list[str], env: dict[str, str]) -> tuple[float, int, str]:
+def _run(argv: list[str], env: dict[str, str]) -> tuple[float, int, float, str]:
     """One process: wall seconds, its peak RSS in KiB (the largest of it and the children it waited for, so the
-    planner's build child counts), its stdout."""
+    planner's build child counts), its CPU seconds (user and system, children included), its stdout."""
     with tempfile.TemporaryDirectory() as tmp:
         figures = Path(tmp) / "figures"
         done = subprocess.run([sys.executable, "-c", LAUNCHER, str(figures), *argv], env=env, capture_output=True,
                               text=True, check=False)  # fmt: skip
         if done.returncode != 0:
             raise SystemExit(f"{argv[:4]} failed ({done.returncode}): {done.stderr[-2000:]}")
-        wall, peak = figures.read_text().split()
-        return float(wall), int(peak), done.stdout
+        wall, peak, cpu = figures.read_text().split()
+        return float(wall), int(peak), float(cpu), done.stdout
 
 
-def _process(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, int]:
-    """Median wall seconds and the largest peak RSS (KiB) of ``repeat`` runs of a command, after one warm-up."""
+def _process(argv: list[str], env: dict[str, str], repeat: int) -> tuple[float, int, float]:
+    """Median wall seconds, the largest peak RSS (KiB) and the median CPU seconds of ``repeat`` runs of a command,
+    after one warm-up."""
     _run(argv, env)
     runs = [_run(argv, env) for _ in range(repeat)]
-    return statistics.median(wall for wall, _, _ in runs), max(peak for _, peak, _ in runs)
+    return (statistics.median(r[0] for r in runs), max(r[1] for r in runs), statistics.median(r[2] for r in runs))
 
 
 def _in_process(kind: str, rule: str, env: dict[str, str], repeat: int) -> tuple[float, int, str]:
     model_id, architecture, model_type, _ = MODELS[rule]
     code = f"USER_SCRIPT = {USER_SCRIPT!r}\n{WORKER}"
     argv = [sys.executable, "-c", code, REPO, kind, model_id, architecture, model_type, str(repeat)]
-    _, peak, out = _run(argv, env)
+    _, peak, _, out = _run(argv, env)
     report = json.loads(out.strip().splitlines()[-1])
     return statistics.median(report["times"]), peak, report["answer"]
 
@@ -214,8 +216,9 @@ def _in_process(kind: str, rule: str, env: dict[str, str], repeat: int) -> tuple
 def _startup(env: dict[str, str], repeat: int) -> None:
     for name, code in (("trncat check", "import pipeline.cli.check, pipeline.check"),
                        ("the pandas script", "import huggingface_hub, pandas")):  # fmt: skip
-        wall, peak = _process([sys.executable, "-c", code], env, repeat)
-        print(f"start-up, {name}: median {wall:.3f} s, peak RSS {peak / 1024:.0f} MiB", flush=True)
+        wall, peak, cpu = _process([sys.executable, "-c", code], env, repeat)
+        print(f"start-up, {name}: median {wall:.3f} s wall, {cpu:.3f} s CPU, peak RSS {peak / 1024:.0f} MiB",
+              flush=True)  # fmt: skip
 
 
 def main() -> int:
@@ -261,14 +264,14 @@ def _pair(rule: str, latency_ms: float, env: dict[str, str], repeat: int) -> Non
     check_argv = [sys.executable, "-m", "pipeline", "check", model_id, "--dataset", REPO, "--no-cache", "--json"]
     user_argv = [sys.executable, "-c", USER_SCRIPT + "\nprint(lookup(*sys.argv[2:]))", REPO, model_id,
                  architecture, model_type]  # fmt: skip
-    check_p, check_p_peak = _process(check_argv, env, repeat)
-    user_p, user_p_peak = _process(user_argv, env, repeat)
+    check_p, check_p_peak, check_cpu = _process(check_argv, env, repeat)
+    user_p, user_p_peak, user_cpu = _process(user_argv, env, repeat)
     print(
         f"latency {latency_ms:g} ms, {rule} rule ({verdict}):\n"
         f"  in-process  check {check_t:.3f} s ({check_peak / 1024:.0f} MiB)  pandas {user_t:.3f} s "
         f"({user_peak / 1024:.0f} MiB)  x{check_t / user_t:.2f}\n"
-        f"  process     check {check_p:.3f} s ({check_p_peak / 1024:.0f} MiB)  pandas {user_p:.3f} s "
-        f"({user_p_peak / 1024:.0f} MiB)  x{check_p / user_p:.2f}",
+        f"  process     check {check_p:.3f} s, {check_cpu:.2f} s CPU ({check_p_peak / 1024:.0f} MiB)  pandas "
+        f"{user_p:.3f} s, {user_cpu:.2f} s CPU ({user_p_peak / 1024:.0f} MiB)  x{check_p / user_p:.2f}",
         flush=True,
     )
 

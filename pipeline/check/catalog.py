@@ -1,31 +1,36 @@
 """The dataset side of ``trncat check``: the family rows of the dataset's merged main (never a PR), or of a folder.
 
-From the Hub, the latest view comes through its family index (:mod:`pipeline.dataset`): one request for the
-head of main and one GET of ``data/families.parquet`` at that commit, whatever the dataset's size. A dataset
-without the index (written before layout 4) is read from its latest shards instead, as ``data/summary.json``
-lists them (one GET each, sent together), which costs a request per shard.
+From the Hub: the head of main and a listing of its ``data/`` folder, sent together; then the family index's
+files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download cache
+(a second check on the same commit asks nothing more for them). The index is read as Arrow and asked only for the
+rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset without the index (written before layout 4)
+is read from its latest shards instead, as ``data/summary.json`` lists them (one GET each, sent together).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.dataset import (
-    FAMILIES_FILE,
+    DATA_DIR,
+    FAMILIES_DIR,
     LATEST_DIR,
     SUMMARY_FILE,
-    family_rows,
-    family_view,
-    read_families,
+    FamilyIndex,
+    family_index_paths,
+    folder_family_index,
     read_latest,
     read_summary,
-    require_dataset,
     shard_paths,
 )
+from pipeline.errors import RepoNotFoundError
+from pipeline.hub import together
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
@@ -35,10 +40,18 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Catalog:
-    """The family rows of one dataset, and where they were read (``repo@sha`` or a folder)."""
+    """The family index of one dataset, and where it was read (``repo@sha`` or a folder)."""
 
-    rows: list[dict[str, Any]]
+    index: FamilyIndex
     source: str
+
+    def rows_of(self, model_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The family rows of ``model_ids`` (any task, ids without case)."""
+        return self.index.select(model_ids=model_ids)
+
+    def rows_for(self, model_ids: Iterable[str], family: tuple[str, str | None, str] | None) -> list[dict[str, Any]]:
+        """The rows a verdict reads: those of ``model_ids`` and of ``family`` (architecture, model_type, task)."""
+        return self.index.select(model_ids=model_ids, family=family)
 
 
 def from_folder(folder: Path) -> Catalog:
@@ -47,7 +60,7 @@ def from_folder(folder: Path) -> Catalog:
     Raises:
         DatasetError: no such folder, it holds no dataset, or a file is unreadable.
     """
-    return Catalog(rows=family_view(require_dataset(folder)), source=str(folder))
+    return Catalog(index=folder_family_index(folder), source=str(folder))
 
 
 def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
@@ -58,20 +71,43 @@ def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
         HubError: the Hub failed.
         DatasetError: a file it holds is unreadable.
     """
-    sha = hub.head_sha(repo, repo_type="dataset", revision="main")
+    # The listing is of main, the reads at the sha: a commit between the two can only make the index look absent
+    # (the reads then fall back to the latest shards at the sha), never mix two commits' files.
+    sha, files, shards = together.results(
+        lambda: hub.head_sha(repo, repo_type="dataset", revision="main"),
+        lambda: hub.list_files(repo, revision="main", under=DATA_DIR, recursive=False),
+        lambda: hub.list_files(repo, revision="main", under=FAMILIES_DIR, recursive=False),
+    )
+    index = _index(hub, repo, sha, family_index_paths([*files, *shards]))
+    if index is None:
+        index = _from_latest(hub, repo, sha, work)
+    return Catalog(index=index, source=f"{repo}@{sha[:12]}")
+
+
+def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | None:
+    if not paths:
+        return None
+    fetch = functools.partial(hub.download, repo, revision=sha, repo_type="dataset")
+    try:
+        local = together.results(*(functools.partial(fetch, path) for path in paths))
+    except RepoNotFoundError:  # gone at the sha (the race above): read as a dataset without the index
+        return None
+    root = local[0]
+    for _ in Path(paths[0]).parts:  # the snapshot folder the files landed in
+        root = root.parent
+    return FamilyIndex.read(root, paths)
+
+
+def _from_latest(hub: Hub, repo: str, sha: str, work: Path | None) -> FamilyIndex:
+    logger.info("%s has no family index (a dataset before layout 4): reading its latest shards", repo)
     with tempfile.TemporaryDirectory(prefix="trncat-check-", dir=work) as tmp:
         root = Path(tmp)
-        hub.fetch_files(repo, [FAMILIES_FILE], revision=sha, into=root)
-        rows = read_families(root)
-        if rows is None:
-            logger.info("%s has no %s (a dataset before layout 4): reading its latest shards", repo, FAMILIES_FILE)
-            hub.fetch_files(repo, [SUMMARY_FILE], revision=sha, into=root)
-            summary = read_summary(root)
-            shards = (
-                shard_paths(summary)
-                if summary is not None
-                else [p for p in hub.list_files(repo, revision=sha, under=LATEST_DIR) if p.endswith(".parquet")]
-            )
-            hub.fetch_files(repo, shards, revision=sha, into=root)
-            rows = family_rows(read_latest(root))
-    return Catalog(rows=rows, source=f"{repo}@{sha[:12]}")
+        hub.fetch_files(repo, [SUMMARY_FILE], revision=sha, into=root)
+        summary = read_summary(root)
+        shards = (
+            shard_paths(summary)
+            if summary is not None
+            else [p for p in hub.list_files(repo, revision=sha, under=LATEST_DIR) if p.endswith(".parquet")]
+        )
+        hub.fetch_files(repo, shards, revision=sha, into=root)
+        return FamilyIndex.of_latest(read_latest(root))

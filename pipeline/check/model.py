@@ -1,13 +1,15 @@
 """The model side of ``trncat check``: a model's listing and its small files (never weights, never code), what it
 is, what it was made from, and whether trncat could run it at all.
 
-Per model: one ``model_info`` (with the file list, so only files the repo holds are asked for), then one download
-per small file it holds (:data:`pipeline.models.FAMILY_FILES`, a sentence-transformers transformer's config, a
-pipeline's component configs). The gates judge the files as the bench would, before anything else reads them.
+Per model: one ``model_info`` (with the file list, so only files the repo holds are asked for), then the small
+files it holds (:data:`pipeline.models.FAMILY_FILES`, then a sentence-transformers transformer's config, a
+pipeline's component configs), each round downloaded together. The gates judge the files as the bench would,
+before anything else reads them.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.discover import REMOTE_CODE_REASON, gated_reason
 from pipeline.errors import GatedRepoError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.hub import together
 from pipeline.ids import validate_model_id
 from pipeline.models import (
     ADAPTER_CONFIG,
@@ -153,10 +156,13 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     wanted = _small_files(listing)
     try:
         # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
-        sizes = hub.file_sizes(model_id, revision=listing.sha or revision or "main") if wanted else {}
+        sizes: dict[str, int] = {}
+        _sizes(hub, model_id, listing, revision, wanted, sizes)
         folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts), facts.requested)
         if folder is not None:
-            extra = _bounded(_extra_files(folder, set(listing.files or ())), sizes, facts)
+            extra = _extra_files(folder, set(listing.files or ()))
+            _sizes(hub, model_id, listing, revision, extra, sizes)
+            extra = _bounded(extra, sizes, facts)
             folder = _download(hub, model_id, listing.sha or revision, extra, facts.requested) or folder
     except GatedRepoError:
         facts.refusal = ("gated", f"{gated_reason(listing)}; nor can this token read its files")
@@ -177,6 +183,23 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     return facts
 
 
+def _sizes(
+    hub: Hub, model_id: str, listing: ModelListing, revision: str | None, names: list[str], sizes: dict[str, int]
+) -> None:
+    """Add the sizes of ``names`` to ``sizes``: from the download cache when it holds every one of them at the
+    listing's commit (a second check of a model asks nothing for them), else from one tree listing of the repo.
+    A gated model's are always asked: the listing is what says whether this token may read its files."""
+    names = [name for name in names if name not in sizes]
+    if not names:
+        return
+    if listing.sha and not listing.gated:
+        local = [hub.cached(model_id, name, revision=listing.sha) for name in names]
+        if all(path is not None for path in local):
+            sizes.update((name, path.stat().st_size) for name, path in zip(names, local, strict=True) if path)
+            return
+    sizes.update(hub.file_sizes(model_id, revision=listing.sha or revision or "main"))
+
+
 def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list[str]:
     """``names`` whose listed size is within :data:`pipeline.models.MAX_FILE_BYTES`; the rest noted, not fetched
     (a name the listing has no size for is not fetched either)."""
@@ -190,16 +213,16 @@ def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list
 
 
 def _download(hub: Hub, model_id: str, revision: str | None, names: list[str], log: list[str]) -> Path | None:
-    """Download ``names`` (small files the repo holds) at ``revision``; the snapshot folder they land in."""
-    folder: Path | None = None
-    for name in names:
-        path = hub.download(model_id, name, revision=revision)
-        log.append(name)
-        root = path
-        for _ in name.split("/"):
-            root = root.parent
-        folder = folder or root
-    return folder
+    """Download ``names`` (small files the repo holds) at ``revision``, sent together; the snapshot folder they
+    land in."""
+    paths = together.results(*(functools.partial(hub.download, model_id, name, revision=revision) for name in names))
+    log.extend(names)
+    if not paths:
+        return None
+    root = paths[0]
+    for _ in names[0].split("/"):
+        root = root.parent
+    return root
 
 
 def infer_task(listing: ModelListing | None) -> str | None:

@@ -9,6 +9,7 @@ answer is not "runs", optimum-neuron's cache is asked for precompiled configurat
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import logging
 import re
@@ -24,10 +25,11 @@ from pipeline.check.rules import Base, Decision, decide
 from pipeline.check.warm import WarmBundle, warm_start
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
-from pipeline.ids import is_revision
+from pipeline.hub import together
+from pipeline.ids import is_revision, validate_model_id
 from pipeline.models import MAX_FILE_BYTES, Family, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
-from pipeline.records import rows_of, trainium_rows
+from pipeline.records import trainium_rows
 from pipeline.workload import check_task, task_source
 
 if TYPE_CHECKING:
@@ -85,13 +87,22 @@ def check_model(
     get_instance(instance)  # an unknown instance is the caller's error, not a plan that could not be made
     if revision is not None and (not (is_revision(revision) or REF_NAME.fullmatch(revision)) or ".." in revision):
         raise ConfigError(f"a revision is a 40-hex commit sha or a branch or tag name, got {revision[:80]!r}")
+    validate_model_id(model_id)  # before any request
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    facts = read_model(hub, model_id, revision=revision)
-    timings["model"] = time.perf_counter() - start
-    mark = time.perf_counter()
-    catalog = from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
-    timings["dataset"] = time.perf_counter() - mark
+
+    def model() -> ModelFacts:
+        facts = read_model(hub, model_id, revision=revision)
+        timings["model"] = time.perf_counter() - start
+        return facts
+
+    def dataset() -> Catalog:
+        catalog = from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
+        timings["dataset"] = time.perf_counter() - start
+        return catalog
+
+    # The model's requests and the dataset's do not wait for each other: sent together, they overlap.
+    facts, catalog = together.results(model, dataset)
     mark = time.perf_counter()
     hops, known = _lineage(hub, facts, catalog, task)
     planned = facts if facts.runnable else _planned_base(hub, hops, known)
@@ -103,11 +114,14 @@ def check_model(
     plan, plan_note = _plan(planned, task=task, instance=instance) if planned else (None, _no_plan_note(facts))
     timings["plan"] = time.perf_counter() - mark
     family = facts.family if facts.family.architecture else _base_family(hops, known, planned)
+    wanted = [model_id, *(b.model_id for hop in hops for b in hop)]
+    kin = (family.architecture, family.model_type, task) if family is not None and family.architecture else None
     decision = decide(
         model_id=model_id,
         revision=facts.revision,
         task=task,
-        rows=catalog.rows,
+        # Only the rows the rules read (its own, its bases', its family's), never the whole index.
+        rows=catalog.rows_for(wanted, kin),
         hops=hops,
         family=family,
         missing=facts.missing,
@@ -149,7 +163,7 @@ def check_model(
 
 
 def _measured(catalog: Catalog, model_id: str, task: str | None) -> bool:
-    own = rows_of(catalog.rows, model_id)
+    own = catalog.rows_of([model_id])
     tasks = {task} if task else {str(r.get("task")) for r in own}
     return any(trainium_rows(own, task=t) for t in tasks)
 
@@ -175,8 +189,9 @@ def _lineage(
         if any(_measured(catalog, b.model_id, task) for b in hop):
             break
         frontier = []
-        for base in hop:
-            base_facts = read_model(hub, base.model_id, files=False)
+        # A hop's listings are sent together (a merge names several bases).
+        listings = together.results(*(functools.partial(read_model, hub, b.model_id, files=False) for b in hop))
+        for base, base_facts in zip(hop, listings, strict=True):
             known[base.model_id] = base_facts
             frontier.extend(Base(b, base_facts.relation, (*base.path, b)) for b in base_facts.bases)
     return hops, known
@@ -228,7 +243,9 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
             config = _json(facts.folder / inner)
             if not isinstance(config, dict):
                 return None, f"{facts.model_id} has no readable {inner}"
-            plan = plan_config(config, task=task, instance=instance, safetensors_params=facts.listing.params)
+            plan = plan_config(
+                config, task=task, instance=instance, safetensors_params=facts.listing.params, isolated=True
+            )
     except PipelineError as exc:
         return None, str(exc)
     return dataclasses.replace(plan, model=facts.model_id, revision=facts.revision), None

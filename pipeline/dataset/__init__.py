@@ -15,6 +15,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.shards`: which file of the latest view and of the family index holds a key (the only
   code that knows the shard names: :func:`family_index_paths`);
 - :mod:`~pipeline.dataset.latest`: a latest shard read split in two, merged, split in sixteen past its size;
+- :mod:`~pipeline.dataset.family_index`: the rows a check asks for, read as Arrow and filtered without a Python
+  object per row (:class:`FamilyIndex`);
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves).
@@ -29,8 +31,10 @@ from __future__ import annotations
 from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
 from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
 from pipeline.dataset.families import family_rows, family_view, read_families
+from pipeline.dataset.family_index import FamilyIndex, folder_family_index
 from pipeline.dataset.front import CardNames, page_html, write_front_files
 from pipeline.dataset.layout import (
+    DATA_DIR,
     EXCLUSIONS_FILE,
     FAMILIES_FILE,
     FRONT_FILES,
@@ -73,6 +77,7 @@ from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
+    "DATA_DIR",
     "EXCLUSIONS_FILE",
     "FAMILIES_DIR",
     "FAMILIES_FILE",
@@ -89,6 +94,7 @@ __all__ = [
     "BuildSummary",
     "CardNames",
     "Change",
+    "FamilyIndex",
     "add_serving",
     "build",
     "change_kinds",
@@ -96,6 +102,7 @@ __all__ = [
     "earlier_runs",
     "family_index_paths",
     "family_rows",
+    "folder_family_index",
     "family_view",
     "is_family_path",
     "iter_results",

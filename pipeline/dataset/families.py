@@ -65,13 +65,13 @@ def family_table(latest: pa.Table) -> pa.Table:
     return both.sort_by([(name, "ascending") for name in ("model_id", "task", "hardware")])
 
 
-def families_current(root: Path) -> bool:
-    """Whether ``root`` holds the family index (every file of it) in the current schema.
+def families_current(root: Path, name: str | None = None) -> bool:
+    """Whether ``root`` holds the family index (every file of it, or only the one at ``name``) in the current schema.
 
     Raises:
         DatasetError: a file is there but unreadable.
     """
-    paths = family_files(root)
+    paths = family_files(root) if name is None else [root / name] if (root / name).is_file() else []
     for path in paths:
         try:
             if not pq.read_schema(path).remove_metadata().equals(families_schema()):

@@ -31,6 +31,8 @@ import pyarrow.parquet as pq
 from pipeline.errors import DatasetError
 from pipeline.ids import slug
 
+#: The folder of every data file (what a reader lists to find the family index: :func:`family_index_paths`).
+DATA_DIR = "data"
 RESULTS_DIR = "data/results"
 LATEST_DIR = "data/latest"
 RANKINGS_DIR = "data/rankings"

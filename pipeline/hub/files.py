@@ -58,6 +58,16 @@ class RepoFiles:
             )
         )
 
+    def cached(self, repo_id: str, filename: str, *, revision: str, repo_type: RepoType = "model") -> Path | None:
+        """The local path of ``filename`` when the download cache already holds it at the commit ``revision``,
+        else None; asks the Hub nothing."""
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(
+            repo_id, filename, cache_dir=self.cache_dir, revision=revision, repo_type=repo_type
+        )
+        return Path(found) if isinstance(found, str) else None
+
     def snapshot(
         self,
         repo_id: str,
@@ -85,9 +95,16 @@ class RepoFiles:
         )
 
     def list_files(
-        self, repo_id: str, *, revision: str | None = None, repo_type: RepoType = "dataset", under: str | None = None
+        self,
+        repo_id: str,
+        *,
+        revision: str | None = None,
+        repo_type: RepoType = "dataset",
+        under: str | None = None,
+        recursive: bool = True,
     ) -> list[str]:
-        """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent)."""
+        """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent;
+        ``recursive=False``: only the files right in it, one page of the tree, not its subfolders')."""
         if under is None:
             return self._call(
                 f"listing files of {repo_id}",
@@ -98,7 +115,7 @@ class RepoFiles:
             try:
                 entries = list(
                     self._api.list_repo_tree(
-                        repo_id, path_in_repo=under, recursive=True, revision=revision, repo_type=repo_type
+                        repo_id, path_in_repo=under, recursive=recursive, revision=revision, repo_type=repo_type
                     )
                 )
             except HfEntryNotFound:  # no such folder: nothing under it

@@ -3,8 +3,10 @@
 - :mod:`~pipeline.plan.model`: the entry (:func:`plan_config` pure, :func:`plan_model` from a folder or the Hub)
   for a transformers model; a diffusers pipeline goes to :mod:`~pipeline.plan.diffusion`;
 - :mod:`~pipeline.plan.result`: the :class:`Plan` both answer, and the dtype names;
-- counting: :mod:`~pipeline.plan.params` (parameters on the meta device), :mod:`~pipeline.plan.shapes`
-  (attention and image shapes), :mod:`~pipeline.plan.quantization` (quantized checkpoints);
+- counting: :mod:`~pipeline.plan.params` (parameters on the meta device), :mod:`~pipeline.plan.model_types`
+  (the model types transformers knows, read without importing it or torch), :mod:`~pipeline.plan.safetensors`
+  (counts and bytes from a checkpoint's headers), :mod:`~pipeline.plan.shapes` (attention and image shapes),
+  :mod:`~pipeline.plan.quantization` (quantized checkpoints);
 - sizing: :mod:`~pipeline.plan.memory` (bytes per core of a layout) and :mod:`~pipeline.plan.advice` (the one line
   of advice);
 - diffusers pipelines: :mod:`~pipeline.plan.diffusion`, :mod:`~pipeline.plan.components` (each component from its
@@ -26,8 +28,9 @@ from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pi
 from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
 from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
 from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
-from pipeline.plan.params import config_hash, describe, safetensors_param_count
+from pipeline.plan.params import config_hash, describe
 from pipeline.plan.result import Plan, count_text, normalize_dtype
+from pipeline.plan.safetensors import safetensors_param_count
 
 __all__ = [
     "FEW_STEPS",

@@ -15,6 +15,7 @@ Either raises :class:`pipeline.errors.PlanLimitError`: the queue skips that mode
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import multiprocessing
@@ -95,7 +96,9 @@ def _address_space() -> int | None:
         return None
 
 
-def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...], memory: int) -> None:
+def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...], memory: int, imports: tuple[str, ...]) -> None:
+    for module in imports:  # before the limit, as if the parent had imported them before the fork
+        importlib.import_module(module)
     current = _address_space()
     if current is not None:  # the limit is on address space: what the child holds already, plus the build's share
         resource.setrlimit(resource.RLIMIT_AS, (current + memory, resource.RLIM_INFINITY))
@@ -109,13 +112,15 @@ def _child(send: Any, fn: Callable[..., Any], args: tuple[Any, ...], memory: int
         send.close()
 
 
-def limited(fn: Callable[..., T], *args: Any, what: str) -> T:
+def limited(fn: Callable[..., T], *args: Any, what: str, imports: tuple[str, ...] = ()) -> T:
     """``fn(*args)`` in a forked child under :data:`PLAN_TIME_LIMIT_S` and :data:`PLAN_MEMORY_BYTES`.
 
     Args:
         fn: The build (its result must pickle).
         args: Its arguments (never pickled: the child is a fork).
         what: What is built, for the messages.
+        imports: Modules the child imports before its memory limit is set (what the parent did not import, so
+            that it stays small: their mapped libraries are not the build's share). The time limit covers them.
 
     Returns:
         What ``fn`` returned.
@@ -125,10 +130,12 @@ def limited(fn: Callable[..., T], *args: Any, what: str) -> T:
         PlanError: ``fn`` raised (its type and message).
     """
     if "fork" not in multiprocessing.get_all_start_methods():
+        for module in imports:
+            importlib.import_module(module)
         return fn(*args)
     context = multiprocessing.get_context("fork")
     receive, send = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(send, fn, args, PLAN_MEMORY_BYTES), daemon=True)
+    child = context.Process(target=_child, args=(send, fn, args, PLAN_MEMORY_BYTES, imports), daemon=True)
     child.start()
     send.close()
     try:

@@ -20,9 +20,10 @@ from pipeline.plan.advice import cores_text, fit_advice, no_fit_advice, size_tex
 from pipeline.plan.components import LocalFiles
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
-from pipeline.plan.params import describe, safetensors_bytes, safetensors_param_count
+from pipeline.plan.params import describe
 from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
+from pipeline.plan.safetensors import safetensors_bytes, safetensors_param_count
 from pipeline.workload import Workload, default_workload, task_source
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ def plan_config(
     safetensors_params: int | None = None,
     checkpoint_bytes: int | None = None,
     task: str | None = None,
+    isolated: bool = False,
 ) -> Plan:
     """Plan a model from its config.json. Pure: no I/O.
 
@@ -59,6 +61,8 @@ def plan_config(
         task: the catalog task the model runs under, when known: it picks the model class counted (a
             sentence-transformers model is the bare ``AutoModel``) and the default workload; None guesses
             image-text-to-text or text-generation from the config.
+        isolated: build the architecture with transformers (and torch) imported only in the build's child, never
+            in this process (:func:`pipeline.plan.describe`): for a process that plans once, as ``trncat check``.
 
     Returns:
         The :class:`Plan`.
@@ -69,7 +73,7 @@ def plan_config(
     """
     dtype = normalize_dtype(dtype)
     inst = get_instance(instance, lnc=lnc)
-    info = describe(config, base_model=_base_model(task))
+    info = describe(config, base_model=_base_model(task), isolated=isolated)
     if workload is None:
         guessed = "image-text-to-text" if info.vision is not None else "text-generation"
         workload = default_workload(task or guessed)

@@ -17,18 +17,16 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
 import re
-import struct
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import PlanError, PlanLimitError
 from pipeline.plan.limits import check_config, limited
+from pipeline.plan.model_types import known_model_types, transformers_version
 from pipeline.plan.quantization import quantized_matcher
 from pipeline.plan.shapes import AttentionShape, VisionShape, attention_shape, config_int, vision_shape
 
@@ -117,7 +115,7 @@ def _strip(value: Any) -> Any:
     return value
 
 
-def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelShape:
+def describe(config: Mapping[str, Any], *, base_model: bool = False, isolated: bool = False) -> ModelShape:
     """Count the parameters of ``config``'s architecture and read its attention shape.
 
     Args:
@@ -125,6 +123,8 @@ def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelSha
         base_model: count the bare model ``transformers.AutoModel`` builds, whatever ``architectures`` names
             (what sentence-transformers loads: its ``Transformer`` module calls ``AutoModel.from_pretrained``;
             all-mpnet-base-v2's config names ``MPNetForMaskedLM``, whose LM head its checkpoint does not hold).
+        isolated: import transformers (and so torch) only in the child that builds, never in this process (what
+            ``trncat check`` asks: one build per process, and a process that stays small).
 
     Returns:
         The :class:`ModelShape`; ``instantiable`` is False when transformers does not know the architecture
@@ -146,7 +146,7 @@ def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelSha
     key = (str(architecture or model_type), config_hash(config), base_model)
     info = _cache.get(key)
     if info is None:
-        info = _describe(dict(config), architecture, model_type, base_model)
+        info = _describe(dict(config), architecture, model_type, base_model, isolated)
         if len(_cache) >= _CACHE_SIZE:
             _cache.pop(next(iter(_cache)))
         _cache[key] = info
@@ -154,16 +154,33 @@ def describe(config: Mapping[str, Any], *, base_model: bool = False) -> ModelSha
 
 
 def _describe(
-    config: dict[str, Any], architecture: str | None, model_type: str | None, base_model: bool = False
+    config: dict[str, Any], architecture: str | None, model_type: str | None, base_model: bool, isolated: bool
+) -> ModelShape:
+    known = known_model_types()  # read without importing transformers, which imports torch
+    if not model_type or (known is not None and model_type not in known):
+        return _raw(config, architecture, model_type, f"transformers {transformers_version()} does not know "
+                                                      f"model_type {model_type!r}")  # fmt: skip
+    if isolated:  # the whole of it in the limited child: this process never imports transformers
+        name, imports = architecture or model_type, ("torch", "transformers")
+        return limited(_describe_here, config, architecture, model_type, base_model, False, what=name, imports=imports)
+    return _describe_here(config, architecture, model_type, base_model, True)
+
+
+def _raw(config: Mapping[str, Any], architecture: str | None, model_type: str | None, reason: str) -> ModelShape:
+    text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+    vision = vision_shape(config, config.get("vision_config") or {})
+    return ModelShape(architecture, model_type, attention_shape(text), vision, reason=reason)
+
+
+def _describe_here(
+    config: dict[str, Any], architecture: str | None, model_type: str, base_model: bool, limit: bool
 ) -> ModelShape:
     import transformers
 
     def raw(reason: str) -> ModelShape:
-        text = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
-        vision = vision_shape(config, config.get("vision_config") or {})
-        return ModelShape(architecture, model_type, attention_shape(text), vision, reason=reason)
+        return _raw(config, architecture, model_type, reason)
 
-    if not model_type or model_type not in transformers.CONFIG_MAPPING:
+    if model_type not in transformers.CONFIG_MAPPING:
         return raw(f"transformers {transformers.__version__} does not know model_type {model_type!r}")
     name = architecture or model_type
     try:
@@ -171,7 +188,8 @@ def _describe(
             hf_config = transformers.CONFIG_MAPPING[model_type].from_dict(config)
             build = _builder(hf_config, architecture, model_type, base_model)
         # The build in a child under a time and memory limit (pipeline.plan.limits): past them, PlanLimitError.
-        counts, architecture = limited(_build_and_count, build, hf_config, config.get("quantization_config"), what=name)
+        args = (build, hf_config, config.get("quantization_config"))
+        counts, architecture = limited(_build_and_count, *args, what=name) if limit else _build_and_count(*args)
     except PlanLimitError:
         raise
     except Exception as exc:  # noqa: BLE001 - any failure to build means "count from the weights instead"
@@ -279,68 +297,6 @@ def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
         "attention_sharded": attention_sharded,
         "quantized_params": quantized,
     }
-
-
-#: safetensors caps its JSON header at 100 MB (the format's own limit).
-_MAX_HEADER_BYTES = 100_000_000
-
-
-def _safetensors_headers(folder: Path, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
-    """The JSON headers of a local folder's ``*.safetensors`` files, or of ``files`` (unreadable ones skipped with
-    a warning)."""
-    headers = []
-    for file in sorted(folder.glob("*.safetensors") if files is None else files):
-        try:
-            with file.open("rb") as handle:
-                (length,) = struct.unpack("<Q", handle.read(8))
-                if length > _MAX_HEADER_BYTES:  # a corrupt or hostile file: never read gigabytes for a header
-                    raise ValueError(f"header of {length} bytes")
-                header = json.loads(handle.read(length))
-        except (OSError, struct.error, ValueError) as exc:
-            logger.warning("unreadable safetensors header in %s: %s", file, exc)
-            continue
-        if isinstance(header, dict):
-            headers.append(header)
-    return headers
-
-
-def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
-
-
-def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None) -> int | None:
-    """Parameters in the ``*.safetensors`` files of a local folder, read from their headers only.
-
-    Args:
-        folder: a local model folder.
-        files: count only these files (one variant of a diffusers component's weights), not the folder's.
-
-    Returns:
-        The element count of every tensor, or None when the folder has no readable safetensors file.
-    """
-    headers = _safetensors_headers(folder, files)
-    return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
-
-
-def safetensors_bytes(folder: Path) -> int | None:
-    """Bytes of tensor data in the ``*.safetensors`` files of a local folder (what a download fetches).
-
-    Args:
-        folder: a local model folder.
-
-    Returns:
-        The sum of every tensor's data span, or None when the folder has no readable safetensors file.
-    """
-    headers = _safetensors_headers(folder)
-    if not headers:
-        return None
-    total = 0
-    for header in headers:
-        for entry in _tensors(header):
-            offsets = entry.get("data_offsets")
-            if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets):
-                total += max(0, offsets[1] - offsets[0])
-    return total
 
 
 @contextlib.contextmanager

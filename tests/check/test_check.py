@@ -389,3 +389,13 @@ def test_control_characters_from_a_config_never_reach_the_terminal(catalog, tiny
     assert "num_layers" in text, text
     assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", text.split("run.py to try")[0]), text
     assert "\\x1b" in text
+
+
+def test_a_second_check_asks_nothing_for_the_small_files_the_cache_holds(catalog) -> None:
+    first = _check(catalog, "acme/other-llama")
+    mark = len(catalog.server.requests)
+    again = _check(catalog, "acme/other-llama")
+    model = [p for _, p in catalog.server.requests[mark:] if "/datasets/" not in p]
+    # Its listing only: the sizes come from the cached files themselves, which are read at the listed commit.
+    assert len(model) == 1 and "/api/models/acme/other-llama" in model[0], model
+    assert again.verdict == first.verdict == "likely-runs" and again.plan == first.plan

@@ -1,0 +1,75 @@
+"""Parameters and bytes of a checkpoint read from its ``*.safetensors`` headers alone (no weights): what the
+planner counts when transformers cannot build the architecture, and the bytes a download fetches."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: safetensors caps its JSON header at 100 MB (the format's own limit).
+_MAX_HEADER_BYTES = 100_000_000
+
+
+def _safetensors_headers(folder: Path, files: Iterable[Path] | None = None) -> list[dict[str, Any]]:
+    """The JSON headers of a local folder's ``*.safetensors`` files, or of ``files`` (unreadable ones skipped with
+    a warning)."""
+    headers = []
+    for file in sorted(folder.glob("*.safetensors") if files is None else files):
+        try:
+            with file.open("rb") as handle:
+                (length,) = struct.unpack("<Q", handle.read(8))
+                if length > _MAX_HEADER_BYTES:  # a corrupt or hostile file: never read gigabytes for a header
+                    raise ValueError(f"header of {length} bytes")
+                header = json.loads(handle.read(length))
+        except (OSError, struct.error, ValueError) as exc:
+            logger.warning("unreadable safetensors header in %s: %s", file, exc)
+            continue
+        if isinstance(header, dict):
+            headers.append(header)
+    return headers
+
+
+def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
+
+
+def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None) -> int | None:
+    """Parameters in the ``*.safetensors`` files of a local folder, read from their headers only.
+
+    Args:
+        folder: a local model folder.
+        files: count only these files (one variant of a diffusers component's weights), not the folder's.
+
+    Returns:
+        The element count of every tensor, or None when the folder has no readable safetensors file.
+    """
+    headers = _safetensors_headers(folder, files)
+    return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
+
+
+def safetensors_bytes(folder: Path) -> int | None:
+    """Bytes of tensor data in the ``*.safetensors`` files of a local folder (what a download fetches).
+
+    Args:
+        folder: a local model folder.
+
+    Returns:
+        The sum of every tensor's data span, or None when the folder has no readable safetensors file.
+    """
+    headers = _safetensors_headers(folder)
+    if not headers:
+        return None
+    total = 0
+    for header in headers:
+        for entry in _tensors(header):
+            offsets = entry.get("data_offsets")
+            if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets):
+                total += max(0, offsets[1] - offsets[0])
+    return total

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -89,8 +90,8 @@ def _lists(data: Mapping[str, Any], task: str, numbers: Mapping[int, int]) -> di
     return out
 
 
-def _array(entry: Mapping[str, Any]) -> list[Any]:
-    return [entry[c] for c in ENTRY_COLUMNS]
+#: An entry's values in :data:`ENTRY_COLUMNS` order (a tuple: JSON writes it as an array).
+_array = operator.itemgetter(*ENTRY_COLUMNS)
 
 
 def first_page(
@@ -143,7 +144,8 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
             tasks[task] = {"n": len(positions), "lists": lists, "entries": [_array(entries[p]) for p in positions]}
             continue
         columns = index_columns(task)
-        index = _json({"cols": columns, "rows": [[entries[p][c] for c in columns] for p in positions], "lists": lists})
+        fields = operator.itemgetter(*columns)
+        index = _json({"cols": columns, "rows": [fields(entries[p]) for p in positions], "lists": lists})
         index_path = _name(task_no, "index", index)
         store.files.append((index_path, index))
         chunk_paths = []

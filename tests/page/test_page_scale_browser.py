@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,33 @@ def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
     page.click("#next")
     page.wait_for_selector("#rows td:has-text('did not load')")
     assert "HTTP 404" in page.locator("#rows").inner_text()
+
+
+def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
+    the script writes from a fetched file is text, whatever the file holds."""
+    site = render_site(**browser.hostile_rows(), inline_entries=0, chunk=2)
+    assert site.files
+    html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", site.html)
+    assert count == 1
+    _write(type(site)(html=html, files=site.files), tmp_path / "site")
+    page, seen = _open(launch(), f"{serve(tmp_path / 'site')}/index.html")
+    page.click("#view-tabs button[data-view='all']")
+    page.select_option("#f-device", "all")
+    _settled(page)
+    for index in range(page.locator("#rows a.more").count()):
+        page.locator("#rows a.more").nth(index).click()
+        _settled(page)
+    _search(page, "<img")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert seen["dialogs"] == [] and seen["errors"] == [] and _data_requests(seen)
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
+    _search(page, "")
+    shown = page.locator("#rows").inner_text()
+    for payload in browser.PAYLOADS:
+        assert payload in shown or payload.strip() in shown, payload
 
 
 @pytest.mark.e2e

@@ -28,7 +28,9 @@ var TRNCAT_FAMILIES = function (D, hasRow, el, copyButton, taskLabel) {
     var card = document.getElementById("family-card");
     var id = q.trim(), lower = id.toLowerCase();
     asked = q;
-    var known = id.indexOf("/") < 0 || hasRow(lower);
+    // only a Hub id is looked up in every task's index (fetched, in a catalog with data files); other text is
+    // looked up in the indexes at hand
+    var known = id.indexOf("/") < 0 || hasRow(lower, MODEL_ID.test(id));
     if (known) {
       card.hidden = true;
       card.replaceChildren();

@@ -63,11 +63,12 @@ var TRNCAT_STORE = function (D) {
     var l = summary(task, view);
     return !l ? 0 : l.items ? l.items.length : l.n;
   }
-  function hasRow(lower) {
-    // whether any task has an entry with this id (lower case); a promise while some task's index is still to fetch
+  function hasRow(lower, fetchAll) {
+    // whether any task has an entry with this id (lower case); with fetchAll, a promise while some task's index is
+    // still to fetch (without, the indexes at hand answer)
     var missing = D.tasks.filter(function (task) { return !T[task].ids; });
     if (D.tasks.some(function (task) { return T[task].ids && T[task].ids.has(lower); })) return true;
-    return missing.length ? Promise.all(missing.map(index)) : false;
+    return fetchAll && missing.length ? Promise.all(missing.map(index)) : false;
   }
   return {
     index: index, entries: entries, hasRow: hasRow, count: count,

@@ -50,9 +50,9 @@ from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_v
 
 logger = logging.getLogger(__name__)
 
-#: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
-#: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
-#: page within its 2 MB transfer budget (benchmarks/page_scale.py).
+#: A one-file page inlines scripts (for copy buttons that work offline) up to this many bytes in all; past it a model's
+#: files are fetched from beside the page (a Space, a checkout) when the details open, or linked. A page with data
+#: files inlines none: the Space serves scripts/ beside it.
 MAX_INLINE_SCRIPT_BYTES = 512 << 10
 
 _JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))

@@ -103,7 +103,8 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     second = _models(page)
     assert len(second) == PAGE_SIZE and not set(second) & set(first)
-    assert any("-index-" in u for u in _data_requests(seen)) and any("-e" in u for u in _data_requests(seen))
+    assert any("-index-" in u for u in _data_requests(seen))
+    assert any(re.search(r"/t\d+-e\d+-[0-9a-f]{16}\.json$", u) for u in _data_requests(seen))
     # All, every device, sorted by params: the largest model of the task comes first.
     page.click("#view-tabs button[data-view='all']")
     page.select_option("#f-device", "all")

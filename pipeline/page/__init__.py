@@ -1,6 +1,8 @@
-"""The catalog page: the dataset's rows -> one self-contained ``index.html`` (inline CSS, JS and SVG).
+"""The catalog page: the dataset's rows -> ``index.html`` (inline CSS, JS and SVG), alone or with its data files.
 
 - :mod:`~pipeline.page.html`: the page itself (the first view rendered on the server, the inline data, the CSP);
+- :mod:`~pipeline.page.chunks`: the page's data as the script reads it: inline for a small catalog, else the first
+  view inline and, per task, an index and the entries in files beside the page, fetched on demand;
 - :mod:`~pipeline.page.catalog`: the page's data: one entry per model and task, the ordered lists of each task and
   view, the history lines;
 - :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
@@ -21,21 +23,28 @@ Imported by: :mod:`pipeline.dataset` (the PR's preview page) and :mod:`pipeline.
 from __future__ import annotations
 
 from pipeline.page.catalog import HISTORY_READ, PAGE_SIZE, PAGE_VIEWS, RANKED_VIEWS, catalog, command, exclusion_text
-from pipeline.page.html import render_page, script_json
+from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
+from pipeline.page.html import Site, render_page, render_site, script_json
 from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
 
 __all__ = [
+    "CHUNK_ENTRIES",
+    "DATA_DIR",
     "HISTORY_READ",
+    "INLINE_ENTRIES",
     "PAGE_SIZE",
     "PAGE_VIEWS",
     "RANKED_VIEWS",
     "Metric",
+    "Site",
     "TaskView",
     "catalog",
     "command",
     "exclusion_text",
+    "index_columns",
     "page_tasks",
     "render_page",
+    "render_site",
     "script_json",
     "table_metrics",
     "task_view",

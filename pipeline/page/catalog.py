@@ -78,6 +78,8 @@ _HISTORY_FIELDS = {
 def _num(value: Any, digits: int = 4) -> float | int | None:
     if value is None or isinstance(value, bool):
         return None
+    if type(value) is float:  # the common case, without the generic checks (a page reads 100,000s of them)
+        return round(value, digits) if math.isfinite(value) else None
     if isinstance(value, int):
         return value
     number = float(value)
@@ -85,7 +87,12 @@ def _num(value: Any, digits: int = 4) -> float | int | None:
 
 
 def _rounded(row: Mapping[str, Any], *keys: str) -> dict[str, Any]:
-    return {key: _num(row.get(_ROUNDED_FIELDS[key][0]), _ROUNDED_FIELDS[key][1]) for key in keys}
+    get, out = row.get, {}
+    for key in keys:
+        column, digits = _ROUNDED_FIELDS[key]
+        value = get(column)
+        out[key] = None if value is None else _num(value, digits)
+    return out
 
 
 def _date(value: Any) -> str | None:

@@ -1,8 +1,10 @@
-"""The catalog page ``index.html``: one static, self-contained file (inline CSS, JS, SVG; no CDN, no web font).
+"""The catalog page ``index.html``: a static file (inline CSS, JS, SVG; no CDN, no web font), alone or with its
+data files (:mod:`pipeline.page.chunks`).
 
 Views Selected / Trending / Downloads (ordered by the latest rankings snapshot) and All, per task. The default
 view's first page is rendered on the server, so the page reads without JavaScript; the script adds tabs, search,
-filters, paging and the model details from one inline JSON block.
+filters, paging and the model details from the inline JSON block (:func:`render_page`: every entry inline) or from
+the data files beside the page, fetched as they are needed (:func:`render_site`, for a large catalog).
 
 Text from the Hub or from error messages is untrusted everywhere: jinja2 autoescapes the HTML, the inline JSON
 escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the script only
@@ -17,6 +19,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import jinja2
@@ -34,11 +37,11 @@ from pipeline.page.catalog import (
     VIEW_LABELS,
     catalog,
     compile_text,
-    device_shown,
     fallback_text,
     price_text,
     usd_text,
 )
+from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.releases import release_sections
@@ -47,9 +50,9 @@ from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_v
 
 logger = logging.getLogger(__name__)
 
-#: Scripts are inlined (for copy buttons that work offline) up to this many bytes in all; past it a model's files are
-#: fetched from beside the page (a Space, a checkout) when the details open, or linked. 512 KiB keeps a 10,000-row
-#: page within its 2 MB transfer budget (benchmarks/page_scale.py).
+#: A one-file page inlines scripts (for copy buttons that work offline) up to this many bytes in all; past it a model's
+#: files are fetched from beside the page (a Space, a checkout) when the details open, or linked. A page with data
+#: files inlines none: the Space serves scripts/ beside it.
 MAX_INLINE_SCRIPT_BYTES = 512 << 10
 
 _JSON_ESCAPES = (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"), ("\u2029", "\\u2029"))
@@ -90,17 +93,6 @@ def _inline_scripts(entries: Sequence[dict[str, Any]], scripts: Mapping[str, Map
             slots.append(text_index.get(text) if text is not None else None)
         models[model_id] = slots
     return {"texts": texts, "models": models}
-
-
-def _ssr_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
-    default = data["default"]
-    listing = data["lists"][f"{default['task']}/{default['view']}"]
-    rows = []
-    for position, rank in listing["items"]:
-        e = data["entries"][position]
-        if device_shown(e, default["device"]):
-            rows.append({**e, "i": position, "rank": rank})
-    return rows
 
 
 def _rate(value: float | None) -> str:
@@ -158,7 +150,21 @@ def _asset(env: jinja2.Environment, name: str) -> Markup:
     return Markup(text)
 
 
-def render_page(
+@dataclass(frozen=True)
+class Site:
+    """The page and the data files it fetches (path relative to the page, JSON text); none for a one-file page."""
+
+    html: str
+    files: list[tuple[str, str]] = field(default_factory=list)
+
+
+def render_page(**kwargs: Any) -> str:
+    """The catalog page as one self-contained HTML document, every entry inline (the dataset PR's preview, a page
+    opened from disk). Takes :func:`render_site`'s arguments but ``inline_entries``."""
+    return render_site(**kwargs, inline_entries=None).html
+
+
+def render_site(
     *,
     latest: list[dict[str, Any]],
     history: list[dict[str, Any]] | None = None,
@@ -170,8 +176,10 @@ def render_page(
     dataset_repo: str | None = None,
     releases: Sequence[Mapping[str, Any]] | None = None,
     serving: Sequence[Mapping[str, Any]] | None = None,
-) -> str:
-    """The catalog page as one HTML document.
+    inline_entries: int | None = INLINE_ENTRIES,
+    chunk: int | None = None,
+) -> Site:
+    """The catalog page, and its data files when the catalog is too large to inline.
 
     Args:
         latest: latest rows of the dataset (flat, :data:`pipeline.records.COLUMNS`).
@@ -184,9 +192,12 @@ def render_page(
         dataset_repo: the dataset's repo id, linked as where the data lives.
         releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
         serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
+        inline_entries: past this many entries (model and task) the page inlines only its first view and writes the
+            rest as data files (:mod:`pipeline.page.chunks`); None: always one file.
+        chunk: entries per data file (default :data:`pipeline.page.chunks.CHUNK_ENTRIES`).
 
     Returns:
-        The HTML text.
+        The HTML text and the data files to write beside it (relative paths).
     """
     # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
     # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
@@ -209,6 +220,9 @@ def render_page(
         "updated": max((e["date"] for e in measured if e["date"]), default=None),
     }
     families = family_table(latest)
+    inline = inline_entries is None or len(data["entries"]) <= inline_entries
+    store = page_store(data, inline=inline, **({} if chunk is None else {"chunk": chunk}))
+    rows, first = first_page(data, store.numbers, PAGE_SIZE)
     payload = {
         "cols": ENTRY_COLUMNS,
         "hcols": HISTORY_COLUMNS,
@@ -217,24 +231,26 @@ def render_page(
         "views": PAGE_VIEWS,
         "labels": VIEW_LABELS,
         "devices": DEVICE_LABELS,
-        "lists": data["lists"],
         "default": data["default"],
         "pageSize": PAGE_SIZE,
-        "entries": [[e[c] for c in ENTRY_COLUMNS] for e in data["entries"]],
+        "store": store.meta,
+        "first": None if inline else first,
         "fcols": FAMILY_COLUMNS,
         "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
     }
-    listing = data["lists"][f"{data['default']['task']}/{data['default']['view']}"]
-    ssr = _ssr_rows(data)
     env = _environment()
     template = env.get_template("index.html.j2")
-    return template.render(
+    html = template.render(
         app_js=Markup(
-            _asset(env, "format.js") + _asset(env, "tasks.js") + _asset(env, "families.js") + _asset(env, "index.js")
+            "".join(
+                _asset(env, name)
+                for name in ("format.js", "store.js", "tasks.js", "families.js", "files.js", "index.js")
+            )
         ),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
-        scripts_json=script_json(_inline_scripts(data["entries"], scripts)),
+        # A page with data files leaves the scripts beside it too (the details fetch them; scripts/ is in the tree).
+        scripts_json=script_json(_inline_scripts(data["entries"] if inline else [], scripts)),
         tasks=data["tasks"],
         task_labels={task: task_view(task).label for task in data["tasks"]},
         metrics=table_metrics(data["default"]["task"]),
@@ -242,15 +258,15 @@ def render_page(
         views=PAGE_VIEWS,
         view_labels=VIEW_LABELS,
         default=data["default"],
-        default_list=listing,
-        rows=ssr[:PAGE_SIZE],
-        shown_total=len(ssr),
+        default_list=data["lists"][f"{data['default']['task']}/{data['default']['view']}"],
+        rows=rows,
+        shown_total=first["shown"],
         device_filters=DEVICE_FILTERS,
         device_labels=DEVICE_LABELS,
         note=note,
         feed=feed,
         dataset_repo=dataset_repo,
-        total=len(listing["items"]),
+        total=first["total"],
         summary=summary,
         compare=compare_pairs(latest) + demo_pairs(latest),
         releases=release_sections(releases or []),
@@ -265,3 +281,4 @@ def render_page(
             for task in data["tasks"]
         },
     )
+    return Site(html=html, files=store.files)

@@ -1,8 +1,10 @@
 """The Space's tree, built from a dataset folder: the catalog page, its scripts, the Space card and the feed.
 
 The Hub does not render HTML inside a dataset repo, so the page lives in a static Space (``sdk: static``). The
-tree holds ``index.html``, ``README.md`` (the Space metadata), ``feed.xml`` (Atom, from ``data/changes/``) and a
-copy of ``scripts/`` so that the page's links to them resolve beside it. Callers build it from a snapshot of the
+tree holds ``index.html``, ``README.md`` (the Space metadata), ``feed.xml`` (Atom, from ``data/changes/``), a
+copy of ``scripts/`` so that the page's links to them resolve beside it, and for a large catalog the page's data
+files (``catalog-data/*.json``, :mod:`pipeline.page.chunks`: per task an index and the entries in chunks, named by
+their content's hash), which the page fetches from beside it. Callers build it from a snapshot of the
 dataset's merged main, never from a pull request (:mod:`pipeline.space.commit`).
 """
 
@@ -31,7 +33,7 @@ from pipeline.dataset import (
     read_serving,
     script_files,
 )
-from pipeline.page import HISTORY_READ, render_page
+from pipeline.page import HISTORY_READ, render_site
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -207,7 +209,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
     latest = read_latest(dataset)
     releases = read_release_diffs(dataset)
     scripts = read_scripts(dataset, {row["model_id"] for row in latest})
-    html = render_page(
+    site = render_site(
         latest=latest,
         history=list(iter_results(dataset, HISTORY_READ)),
         rankings=read_rankings(dataset),
@@ -229,7 +231,9 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         for old in list(stage.iterdir()):
             if not old.name.startswith("."):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
-        fsatomic.write_text(stage / SPACE_PAGE, html)
+        fsatomic.write_text(stage / SPACE_PAGE, site.html)
+        for relative, text in site.files:  # a large catalog's data files, fetched by the page
+            fsatomic.write_text(stage / relative, text)
         fsatomic.write_text(stage / SPACE_CARD, card)
         fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
         for relative, data in script_files(dataset):

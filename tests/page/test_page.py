@@ -109,7 +109,19 @@ def parse(html: str) -> _Page:
 
 
 def data_of(html: str) -> dict[str, Any]:
+    """The inline JSON of a one-file page, with every task's entries in one list (``entries``, ``objects``) and its
+    lists keyed ``task/view``, their items numbered into that list."""
     blob = json.loads(parse(html).scripts["trncat-data"])
+    assert blob["store"]["inline"] and blob["first"] is None
+    blob["entries"], blob["lists"] = [], {}
+    for task, part in blob["store"]["tasks"].items():
+        offset = len(blob["entries"])
+        blob["entries"] += part["entries"]
+        for view, listing in part["lists"].items():
+            blob["lists"][f"{task}/{view}"] = listing and {
+                "date": listing["date"],
+                "items": [[offset + no, rank] for no, rank in listing["items"]],
+            }
     blob["objects"] = [dict(zip(blob["cols"], e, strict=True)) for e in blob["entries"]]
     return blob
 
@@ -150,7 +162,7 @@ def test_untrusted_text_is_escaped_in_html_attributes_and_json() -> None:
     # Exactly three script elements end: the two data blocks and the app; no data ended one early.
     assert html.count("</script>") == 3
     doc = parse(html)
-    data = json.loads(doc.scripts["trncat-data"])
+    data = data_of(html)
     ids = {e[0] for e in data["entries"]}
     assert {PAYLOADS[0], PAYLOADS[1], PAYLOADS[3], "acme/broken"} <= ids
     messages = [e[data["cols"].index("msg")] for e in data["entries"]]

@@ -345,6 +345,11 @@ PAYLOADS = [
 
 
 def _hostile_page() -> str:
+    return render_page(**hostile_rows())
+
+
+def hostile_rows() -> dict[str, Any]:
+    """render_page's arguments with a payload in every text field a record, a price table or the Hub can fill."""
     text = " ".join(PAYLOADS)
     fail = flatten(sample_failure(model_id="acme/broken", message=text))
     fail["hardware"] = PAYLOADS[2]
@@ -366,7 +371,7 @@ def _hostile_page() -> str:
         {"model_id": PAYLOADS[2], "task": "text-generation", "reason": PAYLOADS[1], "kind": "gated"},
     ]
     scripts = {"acme/broken": {"run.py": text, "requirements.txt": PAYLOADS[1]}}
-    return render_page(latest=[fail, odd, gpu], rankings=rankings, exclusions=exclusions, scripts=scripts)
+    return {"latest": [fail, odd, gpu], "rankings": rankings, "exclusions": exclusions, "scripts": scripts}
 
 
 @pytest.mark.parametrize("csp", [True, False], ids=["with-csp", "escaping-alone"])

@@ -1,6 +1,6 @@
 // The search box for a model with no row, and the table by architecture's data (pipeline/page/families.py, carried
 // by the inline JSON as D.fam): the family evidence `trncat check` answers from, guessed here from the name only.
-var TRNCAT_FAMILIES = function (D, E, el, copyButton, taskLabel) {
+var TRNCAT_FAMILIES = function (D, hasRow, el, copyButton, taskLabel) {
   "use strict";
   // A Hub model id (pipeline/ids.py): only such text is ever put in a command to copy.
   var MODEL_ID = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?\/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$/;
@@ -23,12 +23,19 @@ var TRNCAT_FAMILIES = function (D, E, el, copyButton, taskLabel) {
     if (!f.n) return name + "measured elsewhere only: CPU, cuda or Trainium3 (" + f["else"] + " model" + (f["else"] === 1 ? "" : "s") + "): no Trainium2 evidence";
     return name + f.pass + " of " + f.n + " run on Trainium2" + (f.fail ? " (fails: " + codes(f) + ")" : "") + cores(f) + " \u00b7 " + f.tc;
   }
+  var asked = null;
   function update(q) {
     var card = document.getElementById("family-card");
     var id = q.trim(), lower = id.toLowerCase();
-    if (id.indexOf("/") < 0 || E.some(function (e) { return e.lid === lower; })) {
+    asked = q;
+    // only a Hub id is looked up in every task's index (fetched, in a catalog with data files); other text is
+    // looked up in the indexes at hand
+    var known = id.indexOf("/") < 0 || hasRow(lower, MODEL_ID.test(id));
+    if (known) {
       card.hidden = true;
       card.replaceChildren();
+      // a catalog with data files: answered once every task's index is fetched, if the search has not moved on
+      if (known.then) known.then(function () { if (asked === q) update(q); }, function () {});
       return;
     }
     var frag = document.createDocumentFragment();

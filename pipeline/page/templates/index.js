@@ -4,13 +4,7 @@
   var root = document.documentElement;
   root.classList.remove("no-js");
   var D = JSON.parse(document.getElementById("trncat-data").textContent);
-  var SCRIPTS = null;
-  var E = D.entries.map(function (a) {
-    var o = {};
-    for (var k = 0; k < D.cols.length; k++) o[D.cols[k]] = a[k];
-    o.lid = o.id.toLowerCase();
-    return o;
-  });
+  var STORE = TRNCAT_STORE(D);
   var SIZES = {any: [0, Infinity], xs: [0, 1e9], s: [1e9, 4e9], m: [4e9, 1e10], l: [1e10, 3.5e10],
                xl: [3.5e10, 1e11], xxl: [1e11, Infinity]};
   var STATUSES = ["all", "pass", "fail", "reg", "excluded", "unmeasured", "error"];
@@ -31,12 +25,12 @@
   }
   var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params;
   var metric = TRNCAT_FORMAT.metric;
-  var TASKS = TRNCAT_TASKS(D, el, metric), taskView = TASKS.view, tableCols = TASKS.tableCols;
+  var TASKS = TRNCAT_TASKS(D, el, metric, STORE), taskView = TASKS.view, tableCols = TASKS.tableCols;
   var NCOLS = TASKS.ncols(state.task);
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
-  var fallbackCopy = TRNCAT_FORMAT.fallbackCopy;
-  var FAMILIES = TRNCAT_FAMILIES(D, E, el, copyButton, function (t) { return taskView(t).label; });
+  var FILES = TRNCAT_FILES(el, TRNCAT_FORMAT.fallbackCopy), copyButton = FILES.copyButton;
+  var FAMILIES = TRNCAT_FAMILIES(D, STORE.hasRow, el, copyButton, function (t) { return taskView(t).label; });
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
   function statusCell(e) {
@@ -70,7 +64,7 @@
     return td;
   }
   function row(item) {
-    var e = E[item[0]];
+    var e = STORE.entry(state.task, item[0]);
     var tr = el("tr");
     tr.dataset.i = item[0];
     if (e.reg) tr.className = "regressed";
@@ -132,9 +126,20 @@
     }
     return true;
   }
-  function sortKey(item) { return state.sort === "rank" ? item[1] : E[item[0]][state.sort]; }
+  function firstView() {
+    // the view the server rendered, shown from the inline first page before the task's index is fetched
+    return D.first && state.task === D.default.task && state.view === D.default.view && state.device === D.default.device &&
+      !state.q.trim() && state.status === "all" && state.cores === "any" && state.size === "any" && !state.sort && !state.page;
+  }
   function visible() {
-    var listing = D.lists[state.task + "/" + state.view];
+    // the view's rows after the filters (null: the task's index is still to fetch)
+    var ix = STORE.loaded(state.task);
+    if (!ix) {
+      return !firstView() ? null : {listing: {date: STORE.date(state.task, state.view)}, total: D.first.total,
+                                    shown: D.first.items, count: D.first.shown, hidden: D.first.hidden};
+    }
+    var E = ix.rows, listing = ix.lists[state.view];
+    var sortKey = function (item) { return state.sort === "rank" ? item[1] : E[item[0]][state.sort]; };
     var items = listing ? listing.items : [];
     var q = state.q.trim().toLowerCase();
     var shown = [], hidden = 0;
@@ -152,23 +157,48 @@
         return (x < y ? -1 : 1) * state.dir;
       });
     }
-    return {listing: listing, total: items.length, shown: shown, hidden: hidden};
+    return {listing: listing, total: items.length, shown: shown, count: shown.length, hidden: hidden};
   }
+  var SEQ = 0;
   function render(push) {
+    writeHash(push);
+    draw(++SEQ);
+  }
+  function draw(seq) {
+    // the table as the state asks, once its data is at hand (fetched first, if need be; a newer render wins)
     TASKS.header(state.task);
     NCOLS = TASKS.ncols(state.task);
     if (state.sort && !document.querySelector('#catalog th[data-sort="' + state.sort + '"]')) state.sort = "";
-    var empty = TASKS.empty(state.task);
+    var empty = TASKS.empty(state.task), date = STORE.date(state.task, state.view);
     $("table-wrap").hidden = $("pager").hidden = empty;
     $("task-empty").hidden = !empty;
     $("task-empty").textContent = TASKS.emptyText(state.task);
-    var v = visible();
-    var pages = Math.max(1, Math.ceil(v.shown.length / D.pageSize));
-    state.page = Math.min(Math.max(0, state.page), pages - 1);
-    var start = state.page * D.pageSize;
+    $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (date ?
+      " \u00b7 ranked by the snapshot of " + date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
+      (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
+    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
+    document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
+    document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });
+    document.querySelectorAll("#catalog th[data-sort]").forEach(function (th) {
+      th.setAttribute("aria-sort", th.dataset.sort === state.sort ? (state.dir > 0 ? "ascending" : "descending") : "none");
+    });
+    var v = visible(), pages = 1, start = 0, page = [];
+    if (v) {
+      pages = Math.max(1, Math.ceil(v.count / D.pageSize));
+      state.page = Math.min(Math.max(0, state.page), pages - 1);
+      start = state.page * D.pageSize;
+      page = v.shown.slice(start, start + D.pageSize);
+    }
+    var wait = v ? STORE.entries(state.task, page.map(function (item) { return item[0]; })) : STORE.index(state.task);
+    if (wait) {
+      root.dataset.busy = "1";
+      $("info").textContent = "Loading\u2026";
+      wait.then(function () { if (seq === SEQ) draw(seq); }, function (err) { if (seq === SEQ) failed(err); });
+      return;
+    }
     var frag = document.createDocumentFragment();
-    v.shown.slice(start, start + D.pageSize).forEach(function (item) { frag.appendChild(row(item)); });
-    if (!v.shown.length) {
+    page.forEach(function (item) { frag.appendChild(row(item)); });
+    if (!v.count) {
       var tr = el("tr", "empty"), td = el("td", null, v.hidden ? "No " + deviceLabel(state.device) + " row in this view; " +
         v.hidden + " measured on another device: choose \u201cevery device\u201d." :
         v.listing ? "No model matches these filters in this view" + (state.view === "all" ? "." : ": try All.") :
@@ -179,77 +209,32 @@
     }
     tbody.replaceChildren(frag);
     FAMILIES.update(state.q);
-    $("info").textContent = v.shown.length ?
-      "Showing " + (start + 1) + "\u2013" + Math.min(start + D.pageSize, v.shown.length) + " of " + v.shown.length +
-      (v.shown.length < v.total ? " (" + v.total + " in this view)" : "") : "0 of " + v.total;
+    $("info").textContent = v.count ?
+      "Showing " + (start + 1) + "\u2013" + Math.min(start + D.pageSize, v.count) + " of " + v.count +
+      (v.count < v.total ? " (" + v.total + " in this view)" : "") : "0 of " + v.total;
     $("prev").disabled = state.page === 0;
     $("next").disabled = state.page >= pages - 1;
-    $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (v.listing && v.listing.date ?
-      " \u00b7 ranked by the snapshot of " + v.listing.date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
-      (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
-    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
-    document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
-    document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });
-    document.querySelectorAll("#catalog th[data-sort]").forEach(function (th) {
-      th.setAttribute("aria-sort", th.dataset.sort === state.sort ? (state.dir > 0 ? "ascending" : "descending") : "none");
-    });
     if (state.m) {
-      var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return E[+tr.dataset.i].id === state.m; });
+      var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return entryOf(tr).id === state.m; });
       if (open) openDetail(open);
     }
-    writeHash(push);
+    writeHash(false);
+    delete root.dataset.busy;
+    root.dataset.drawn = String(seq);
   }
+  function failed(err) {
+    // a data file that did not load: said in place of the rows (opened from disk, a page needs a web server to fetch)
+    delete root.dataset.busy;
+    var td = el("td", null, "This view's data did not load (" + err.message + ")" + (location.protocol === "file:" ?
+      ": a catalog this large keeps its rows in files beside the page; serve the folder over HTTP to read them." : "; reload to try again."));
+    td.colSpan = NCOLS;
+    var tr = el("tr", "empty");
+    tr.appendChild(td);
+    tbody.replaceChildren(tr);
+    $("info").textContent = "";
+  }
+  function entryOf(tr) { return STORE.entry(state.task, +tr.dataset.i); }
 
-  function scripts(id) {
-    if (SCRIPTS === null) SCRIPTS = JSON.parse($("trncat-scripts").textContent);
-    var slots = SCRIPTS.models[id] || [null, null];
-    return slots.map(function (s) { return s === null || s === undefined ? null : SCRIPTS.texts[s]; });
-  }
-  function copyButton(getText, label) {
-    var b = el("button", "copy", label || "Copy");
-    b.type = "button";
-    b.addEventListener("click", function () {
-      var text = getText();
-      var done = function (ok) { b.textContent = ok ? "Copied" : "Copy failed"; setTimeout(function () { b.textContent = label || "Copy"; }, 1500); };
-      if (text === null) return done(false);
-      if (navigator.clipboard && window.isSecureContext) {
-        navigator.clipboard.writeText(text).then(function () { done(true); }, function () { done(fallbackCopy(text)); });
-      } else {
-        done(fallbackCopy(text));
-      }
-    });
-    return b;
-  }
-  function fileBlock(e, name, text) {
-    var box = el("div", "file");
-    var head = el("div", "file-head");
-    head.appendChild(el("strong", null, name));
-    var pre = el("pre", "code", text === null ? "" : text);
-    var current = text;
-    head.appendChild(copyButton(function () { return current; }));
-    if (text !== null) {
-      var dl = el("a", "download", "download");
-      dl.href = "data:text/plain;charset=utf-8," + encodeURIComponent(text);
-      dl.download = name;
-      head.appendChild(dl);
-    }
-    if (e.sc) {
-      var rel = el("a", "download", "open file");
-      rel.href = "scripts/" + e.id + "/" + name;
-      head.appendChild(rel);
-      if (text === null && /^https?:$/.test(location.protocol)) {
-        pre.textContent = "loading\u2026";
-        fetch(rel.href).then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
-          .then(function (t) { current = t; pre.textContent = t; })
-          .catch(function () { pre.textContent = "Not embedded in this page: use the link above."; });
-      } else if (text === null) {
-        pre.textContent = "Not embedded in this page: use the link above.";
-      }
-    }
-    box.appendChild(head);
-    box.appendChild(pre);
-    return box;
-  }
   function detail(e) {
     var box = el("div", "detail-box");
     box.appendChild(el("h3", null, e.id + " \u00b7 " + e.task));
@@ -276,7 +261,7 @@
         "Not yet measured: no script yet."));
       return box;
     }
-    var files = scripts(e.id);
+    var files = FILES.scripts(e.id);
     box.appendChild(el("p", null, "Run it: put run.py and requirements.txt in a folder, then"));
     [command(e), dlamiCommand(e)].forEach(function (text, k) {
       if (!text) return;
@@ -287,8 +272,8 @@
       box.appendChild(cmd);
     });
     var grid = el("div", "files");
-    grid.appendChild(fileBlock(e, "run.py", files[0]));
-    grid.appendChild(fileBlock(e, "requirements.txt", files[1]));
+    grid.appendChild(FILES.fileBlock(e, "run.py", files[0]));
+    grid.appendChild(FILES.fileBlock(e, "requirements.txt", files[1]));
     box.appendChild(grid);
     if (e.hist.length) {
       box.appendChild(el("h4", null, "History across toolchains"));
@@ -299,13 +284,13 @@
   function openDetail(tr) {
     var d = el("tr", "detail"), td = el("td");
     td.colSpan = NCOLS;
-    td.appendChild(detail(E[+tr.dataset.i]));
+    td.appendChild(detail(entryOf(tr)));
     d.appendChild(td);
     tr.after(d);
     tr.classList.add("open");
   }
   function toggle(tr) {
-    var id = E[+tr.dataset.i].id;
+    var id = entryOf(tr).id;
     state.m = state.m === id ? "" : id;
     render(true);
   }
@@ -389,6 +374,12 @@
   });
   window.addEventListener("popstate", fromHash);
   window.addEventListener("hashchange", fromHash);
+  // A catalog with data files fetches the task's index when a control is reached for, not before: a visitor who only
+  // reads the first view transfers none of it.
+  var warm = function () { STORE.index(state.task).catch(function () {}); };
+  ["task-tabs", "view-tabs", "pager"].forEach(function (id) { $(id).addEventListener("pointerdown", warm); });
+  document.querySelector(".controls").addEventListener("focusin", warm);
+  document.querySelector("#catalog thead").addEventListener("pointerdown", warm);
   render(false);
   root.dataset.readyMs = String(Math.round(performance.now()));
   root.dataset.ready = "1";

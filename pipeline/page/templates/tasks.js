@@ -1,6 +1,6 @@
 // Each task's own columns on the catalog page, from the one definition (pipeline/page/task_columns.py, carried by the
 // inline JSON as D.taskViews): its header, its empty state and its metrics in the details; index.js follows.
-var TRNCAT_TASKS = function (D, el, metric) {
+var TRNCAT_TASKS = function (D, el, metric, STORE) {
   "use strict";
   var COMMON = 10; // rank, model, status, device, cores, compile | the task's own | mem, params, date, toolchain
   var heads = Array.prototype.slice.call(document.querySelectorAll("#catalog thead th"));
@@ -26,7 +26,7 @@ var TRNCAT_TASKS = function (D, el, metric) {
   }
   function empty(task) {
     // no model of the task measured, ranked or excluded yet: the page says so instead of showing an empty table
-    return D.views.every(function (v) { var l = D.lists[task + "/" + v]; return !l || !l.items.length; });
+    return D.views.every(function (v) { return !STORE.count(task, v); });
   }
   function emptyText(task) {
     return "No " + view(task).label.toLowerCase() + " model measured, ranked or excluded yet: this tab fills as " +

@@ -1,0 +1,161 @@
+"""The page's data as its script reads it: inline in a small catalog, else in files beside the page, fetched on demand.
+
+Within a task, entries are numbered in model-id order (the All view's order); every list the script walks is of
+those numbers. A small catalog (at most :data:`INLINE_ENTRIES` entries) keeps every entry inline, so the page stays
+one file that works opened from disk. A larger one keeps inline only what its first view shows (the default task
+and view's first page) and writes, per task, under :data:`DATA_DIR`:
+
+- an index: each entry's filter and sort fields (:func:`index_columns`, from the task's table columns, so a column
+  added in :mod:`pipeline.page.task_columns` is sortable without more) and each view's order with its ranks;
+- the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
+  them.
+
+Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
+entries, and a rebuild that changed nothing rewrites nothing. The files are JSON read with ``fetch`` from the
+page's own origin (``connect-src 'self'``); the script writes their text with ``textContent`` only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.page.catalog import ENTRY_COLUMNS, PAGE_VIEWS, device_shown
+from pipeline.page.task_columns import table_metrics
+
+#: The folder beside ``index.html`` that holds the data files of a large catalog.
+DATA_DIR = "catalog-data"
+#: Entries per data file: about 640 bytes each, so a file is about 0.6 MB (70 kB gzip'd) and a page of 100 rows in
+#: the All view needs one or two.
+CHUNK_ENTRIES = 1000
+#: Up to this many entries (about 1.3 MB of JSON, 150 kB gzip'd) the page keeps them all inline.
+INLINE_ENTRIES = 2000
+#: Fields every task's index carries: what the filters test and the common columns sort by.
+_INDEX_COMMON = ("id", "st", "device", "reg", "ek", "need", "params", "date", "compile", "mem")
+
+
+def index_columns(task: str) -> list[str]:
+    """The entry fields in ``task``'s index: the filters' and every sortable column's (its table metrics')."""
+    keys = list(_INDEX_COMMON)
+    keys += [m.key for m in table_metrics(task) if m.key not in keys]
+    unknown = sorted(set(keys) - set(ENTRY_COLUMNS))
+    if unknown:
+        raise ValueError(f"task {task!r} sorts by {unknown}, which no entry carries (ENTRY_COLUMNS)")
+    return keys
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _name(task_no: int, kind: str, text: str) -> str:
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"{DATA_DIR}/t{task_no}-{kind}-{digest}.json"
+
+
+@dataclass
+class PageStore:
+    """What the page's script reads: ``meta`` goes inline (the ``store`` of the page's JSON), ``files`` beside it."""
+
+    meta: dict[str, Any]
+    #: Position of an entry in :func:`pipeline.page.catalog` ``entries`` -> its number within its task.
+    numbers: dict[int, int]
+    #: (path relative to the page, JSON text), in the order written.
+    files: list[tuple[str, str]] = field(default_factory=list)
+
+
+def _by_task(data: Mapping[str, Any]) -> dict[str, list[int]]:
+    """Per task, the positions of its entries in model-id order."""
+    entries = data["entries"]
+    grouped: dict[str, list[int]] = {task: [] for task in data["tasks"]}
+    for position, e in enumerate(entries):
+        grouped.setdefault(e["task"], []).append(position)
+    for positions in grouped.values():
+        positions.sort(key=lambda p: entries[p]["id"])
+    return grouped
+
+
+def _lists(data: Mapping[str, Any], task: str, numbers: Mapping[int, int]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for view in PAGE_VIEWS:
+        listing = data["lists"].get(f"{task}/{view}")
+        out[view] = listing and {
+            "date": listing["date"],
+            "items": [[numbers[position], rank] for position, rank in listing["items"]],
+        }
+    return out
+
+
+#: An entry's values in :data:`ENTRY_COLUMNS` order (a tuple: JSON writes it as an array).
+_array = operator.itemgetter(*ENTRY_COLUMNS)
+
+
+def first_page(
+    data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The default view's first page of rows (each entry with its number ``i`` and ``rank``) and what the script
+    needs to show it before any file is fetched: its items, entries, and the counts its pager says."""
+    default = data["default"]
+    listing = data["lists"][f"{default['task']}/{default['view']}"]
+    rows: list[dict[str, Any]] = []
+    shown = hidden = 0
+    for position, rank in listing["items"]:
+        e = data["entries"][position]
+        if not device_shown(e, default["device"]):
+            hidden += 1
+            continue
+        shown += 1
+        if len(rows) < page_size:
+            rows.append({**e, "i": numbers[position], "rank": rank})
+    first = {
+        "items": [[e["i"], e["rank"]] for e in rows],
+        "entries": {str(e["i"]): _array(e) for e in rows},
+        "shown": shown,
+        "hidden": hidden,
+        "total": len(listing["items"]),
+    }
+    return rows, first
+
+
+def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTRIES) -> PageStore:
+    """The page's data of :func:`pipeline.page.catalog` ``data``: inline (every entry), or its files.
+
+    Args:
+        data: what :func:`pipeline.page.catalog` returned.
+        inline: keep every entry inline (the page stays one file) instead of writing data files.
+        chunk: entries per data file.
+
+    Returns:
+        The inline part, the entry numbers and the files (none when inline).
+    """
+    entries = data["entries"]
+    grouped = _by_task(data)
+    numbers = {position: no for positions in grouped.values() for no, position in enumerate(positions)}
+    tasks: dict[str, Any] = {}
+    store = PageStore(meta={"inline": inline, "chunk": chunk, "tasks": tasks}, numbers=numbers)
+    for task_no, task in enumerate(data["tasks"]):
+        positions = grouped.get(task, [])
+        lists = _lists(data, task, numbers)
+        if inline:
+            tasks[task] = {"n": len(positions), "lists": lists, "entries": [_array(entries[p]) for p in positions]}
+            continue
+        columns = index_columns(task)
+        fields = operator.itemgetter(*columns)
+        index = _json({"cols": columns, "rows": [fields(entries[p]) for p in positions], "lists": lists})
+        index_path = _name(task_no, "index", index)
+        store.files.append((index_path, index))
+        chunk_paths = []
+        for start in range(0, len(positions), chunk):
+            text = _json([_array(entries[p]) for p in positions[start : start + chunk]])
+            path = _name(task_no, f"e{start // chunk}", text)
+            store.files.append((path, text))
+            chunk_paths.append(path)
+        summary = {
+            view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()
+        }
+        tasks[task] = {"n": len(positions), "index": index_path, "chunks": chunk_paths, "lists": summary}
+    return store

@@ -1,0 +1,80 @@
+// The page's data (pipeline/page/chunks.py, carried by the inline JSON as D.store): every entry inline in a small
+// catalog; in a large one, per task, an index (each entry's filter and sort fields, each view's order) and the entries
+// in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs them.
+// Entries are numbered per task in model-id order. index.js follows.
+var TRNCAT_STORE = function (D) {
+  "use strict";
+  var S = D.store, T = {};
+  function obj(cols, a) {
+    var o = {};
+    for (var k = 0; k < cols.length; k++) o[cols[k]] = a[k];
+    o.lid = String(o.id).toLowerCase();
+    return o;
+  }
+  function setIndex(t, rows, lists) {
+    t.index = {rows: rows, lists: lists};
+    t.ids = new Set(rows.map(function (r) { return r.lid; }));
+  }
+  D.tasks.forEach(function (task) {
+    var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null};
+    if (S.inline) {
+      t.entries = t.meta.entries.map(function (a) { return obj(D.cols, a); });
+      setIndex(t, t.entries, t.meta.lists);
+    }
+  });
+  if (D.first) {
+    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = obj(D.cols, D.first.entries[no]); });
+  }
+  function get(path) {
+    return fetch(path, {credentials: "same-origin"}).then(function (r) {
+      if (!r.ok) throw new Error(path + ": HTTP " + r.status);
+      return r.json();
+    });
+  }
+  function index(task) {
+    // a promise of the task's index (fetched once; a failed fetch is tried again on the next call)
+    var t = T[task];
+    if (t.index) return Promise.resolve(t.index);
+    if (!t.loading) {
+      t.loading = get(t.meta.index).then(function (raw) {
+        setIndex(t, raw.rows.map(function (a) { return obj(raw.cols, a); }), raw.lists);
+        return t.index;
+      }, function (err) { t.loading = null; throw err; });
+    }
+    return t.loading;
+  }
+  function entries(task, nos) {
+    // null when every entry numbered in nos is at hand, else a promise of the files that hold the others
+    var t = T[task], want = {};
+    nos.forEach(function (no) { if (!t.entries[no]) want[Math.floor(no / S.chunk)] = true; });
+    var chunks = Object.keys(want);
+    if (!chunks.length) return null;
+    return Promise.all(chunks.map(function (k) {
+      if (!t.pending[k]) {
+        t.pending[k] = get(t.meta.chunks[k]).then(function (list) {
+          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = obj(D.cols, a); });
+        }, function (err) { delete t.pending[k]; throw err; });
+      }
+      return t.pending[k];
+    }));
+  }
+  function summary(task, view) { return T[task] ? T[task].meta.lists[view] : null; }
+  function count(task, view) {
+    var l = summary(task, view);
+    return !l ? 0 : l.items ? l.items.length : l.n;
+  }
+  function hasRow(lower, fetchAll) {
+    // whether any task has an entry with this id (lower case); with fetchAll, a promise while some task's index is
+    // still to fetch (without, the indexes at hand answer)
+    var missing = D.tasks.filter(function (task) { return !T[task].ids; });
+    if (D.tasks.some(function (task) { return T[task].ids && T[task].ids.has(lower); })) return true;
+    return fetchAll && missing.length ? Promise.all(missing.map(index)) : false;
+  }
+  return {
+    index: index, entries: entries, hasRow: hasRow, count: count,
+    loaded: function (task) { return T[task] ? T[task].index : null; },
+    entry: function (task, no) { return T[task].entries[no]; },
+    date: function (task, view) { var l = summary(task, view); return l ? l.date : null; },
+    listed: function (task, view) { return !!summary(task, view); }
+  };
+};

@@ -1,0 +1,190 @@
+"""A catalog too large to inline (issue 36): the first view comes from the page alone, the rest from its data files.
+
+In headless Chromium (Debian's, as tests/page/test_page_browser.py starts it). The small catalog here is split into
+many files on purpose (50 entries each) so that a page of rows, a search and a sort each need several; the 100,000-row
+test builds its catalog with Arrow (:mod:`pipeline.testing.catalog_rows`).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
+from pipeline.testing.catalog_rows import catalog_rows
+from tests.page import test_page_browser as browser
+
+_models, _open = browser._models, browser._open
+#: The browser tests' fixtures: a loopback server for a folder, headless Chromium.
+serve, launch = browser.serve, browser.launch
+
+SEARCH_JS = """(q) => {
+  const input = document.getElementById("q");
+  input.value = q;
+  input.dispatchEvent(new Event("input"));
+}"""
+
+
+def _write(site: Any, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "index.html").write_text(site.html, encoding="utf-8")
+    for relative, text in site.files:
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text, encoding="utf-8")
+
+
+def _settled(page: Any) -> None:
+    """Wait until the table shows what the state asks (no data file still loading)."""
+    page.wait_for_selector("html[data-drawn]:not([data-busy])", state="attached", timeout=30_000)
+
+
+def _search(page: Any, query: str) -> list[str]:
+    page.evaluate(SEARCH_JS, query)
+    _settled(page)
+    return _models(page)
+
+
+def _data_requests(seen: dict[str, list[str]]) -> list[str]:
+    return [u for u in seen["requests"] if f"/{DATA_DIR}/" in u]
+
+
+def test_the_index_lists_what_the_filters_and_every_table_column_need() -> None:
+    for task in ("text-generation", "sentence-embeddings", "text-to-image", "an-unknown-task"):
+        columns = index_columns(task)
+        assert {"id", "st", "device", "need", "params", "ek", "reg"} <= set(columns)
+        assert len(columns) == len(set(columns))
+    assert {"sps", "l1", "l32", "dim", "cost"} <= set(index_columns("sentence-embeddings"))
+
+
+def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> None:
+    data = catalog_rows(300)
+    assert render_site(**data).files == []  # under INLINE_ENTRIES: one file, as opened from disk
+    site = render_site(**data, inline_entries=100, chunk=50)
+    names = [path for path, _ in site.files]
+    assert all(path.startswith(f"{DATA_DIR}/t") and path.endswith(".json") for path in names)
+    assert len(names) == len(set(names))
+    # Named by their content: the same data gives the same names, other data other names.
+    assert [p for p, _ in render_site(**data, inline_entries=100, chunk=50).files] == names
+    changed = dict(data, latest=[dict(data["latest"][0], status="fail"), *data["latest"][1:]])
+    assert [p for p, _ in render_site(**changed, inline_entries=100, chunk=50).files] != names
+    inline = json.loads(site.html.split('id="trncat-data">', 1)[1].split("</script>", 1)[0])
+    assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
+    # Every entry of a task is in exactly one of its files, in model-id order.
+    first_task = inline["store"]["tasks"]["text-generation"]
+    ids = [e[0] for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    assert len(ids) == first_task["n"] and ids == sorted(ids)
+
+
+@pytest.fixture(scope="module")
+def chunked(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    data = catalog_rows(600)
+    folder = tmp_path_factory.mktemp("chunked")
+    _write(render_site(**data, inline_entries=100, chunk=50), folder)
+    return folder, data
+
+
+def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
+    chunked: tuple[Path, dict[str, Any]], launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    folder, data = chunked
+    base = serve(folder)
+    page, seen = _open(launch(), f"{base}/index.html")
+    _settled(page)
+    first = _models(page)
+    assert len(first) == PAGE_SIZE and _data_requests(seen) == []  # the first view came with the page
+    # Another page of the same view: the task's index and the files its rows are in.
+    page.click("#next")
+    _settled(page)
+    second = _models(page)
+    assert len(second) == PAGE_SIZE and not set(second) & set(first)
+    assert any("-index-" in u for u in _data_requests(seen))
+    assert any(re.search(r"/t\d+-e\d+-[0-9a-f]{16}\.json$", u) for u in _data_requests(seen))
+    # All, every device, sorted by params: the largest model of the task comes first.
+    page.click("#view-tabs button[data-view='all']")
+    page.select_option("#f-device", "all")
+    _settled(page)
+    page.click("#catalog th[data-sort='params']")
+    page.click("#catalog th[data-sort='params']")
+    _settled(page)
+    generation = [r for r in data["latest"] if r["task"] == "text-generation"]
+    assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
+    # A search covers every row of the task; a model's details open from a fetched file.
+    last = max(r["model_id"] for r in generation)
+    assert _search(page, last) == [last]
+    page.click("#rows tr[data-i] a.more")
+    detail = page.locator("#rows tr.detail").inner_text()
+    assert last in detail and "Run it" in detail
+    # An id with no row anywhere gets the family card once every task's index is in.
+    _search(page, "someone/llama-finetune")
+    page.wait_for_selector("#family-card:not([hidden])")
+    assert "has no row in this catalog" in page.locator("#family-card").inner_text()
+    assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    _write(render_site(**catalog_rows(300), inline_entries=100, chunk=50), tmp_path / "site")
+    for path in (tmp_path / "site" / DATA_DIR).glob("*-index-*"):
+        path.unlink()
+    page, seen = _open(launch(), f"{serve(tmp_path / 'site')}/index.html")
+    page.click("#next")
+    page.wait_for_selector("#rows td:has-text('did not load')")
+    assert "HTTP 404" in page.locator("#rows").inner_text()
+
+
+def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
+    the script writes from a fetched file is text, whatever the file holds."""
+    site = render_site(**browser.hostile_rows(), inline_entries=0, chunk=2)
+    assert site.files
+    html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", site.html)
+    assert count == 1
+    _write(type(site)(html=html, files=site.files), tmp_path / "site")
+    page, seen = _open(launch(), f"{serve(tmp_path / 'site')}/index.html")
+    page.click("#view-tabs button[data-view='all']")
+    page.select_option("#f-device", "all")
+    _settled(page)
+    for index in range(page.locator("#rows a.more").count()):
+        page.locator("#rows a.more").nth(index).click()
+        _settled(page)
+    _search(page, "<img")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert seen["dialogs"] == [] and seen["errors"] == [] and _data_requests(seen)
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
+    _search(page, "")
+    shown = page.locator("#rows").inner_text()
+    for payload in browser.PAYLOADS:
+        assert payload in shown or payload.strip() in shown, payload
+
+
+@pytest.mark.e2e
+def test_a_100k_row_catalog_renders_its_first_view_and_finds_every_sampled_id(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    data = catalog_rows(100_000)
+    site = render_site(**data)
+    assert len(gzip.compress(site.html.encode(), 6)) <= 1_000_000  # the first view's transfer
+    _write(site, tmp_path / "site")
+    sample = [(r["model_id"], r["task"]) for r in data["latest"][:: 100_000 // 20]]
+    del data, site
+    page, seen = _open(launch(), f"{serve(tmp_path / 'site')}/index.html")
+    _settled(page)
+    assert len(_models(page)) == PAGE_SIZE and _data_requests(seen) == []
+    page.click("#view-tabs button[data-view='all']")
+    page.select_option("#f-device", "all")
+    missed = []
+    for model_id, task in sample:
+        page.click(f"#task-tabs button[data-task='{task}']")
+        if model_id not in _search(page, model_id):
+            missed.append(model_id)
+    assert missed == [] and len(sample) == 20
+    assert seen["errors"] == [] and seen["dialogs"] == []

@@ -1,11 +1,10 @@
 """The serving harness against guidellm run by hand: the same server, the same arguments, paired in one run.
 
-One engine (``transformers serve`` with the tiny Llama on the CPU by default, or ``--engine-url`` for a server
-already up, e.g. a ``vllm serve``) answers both sides, in alternating rounds: the harness's sweep
-(``pipeline.serve``: its scenario, guidellm run as a child, its report read into points) and guidellm run by hand
-(a scenario file written here literally, ``guidellm run --scenario``, its JSON report read with plain dict
-lookups). Per concurrency it prints each side's output tok/s, TTFT p50 and TPOT p50 (medians over the rounds) and
-their difference; the goal is every figure within 2 %.
+One engine (``transformers serve`` with the tiny Llama on the CPU) answers both sides, in alternating rounds:
+the harness's sweep (``pipeline.serve``: its scenario, guidellm run as a child, its report read into points) and
+guidellm run by hand (a scenario file written here literally, ``guidellm run --scenario``, its JSON report read
+with plain dict lookups). Per concurrency it prints each side's output tok/s, TTFT p50 and TPOT p50 (medians
+over the rounds) and their difference; the goal is every figure within 2 %.
 
     python benchmarks/serving_agreement.py [--rounds 3] [--concurrency 1,2,4] [--input-tokens 24] [--output-tokens 8]
 
@@ -29,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pipeline.cli.serving import concurrencies  # noqa: E402  (the one parser of a sweep, trncat serve's)
 from pipeline.serve import (  # noqa: E402
     Engine,
     ServingWorkload,
@@ -99,11 +99,11 @@ def harness(spec: Any, tokenizer: Path, levels: list[int], w: ServingWorkload, w
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--concurrency", type=concurrencies, default=(1, 2, 4))
     parser.add_argument("--input-tokens", type=int, default=24)
     parser.add_argument("--output-tokens", type=int, default=8)
     args = parser.parse_args(argv)
-    levels = [int(c) for c in args.concurrency.split(",")]
+    levels = list(args.concurrency)
     workload = ServingWorkload(name="bench", input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                                range_ratio=0.25, concurrencies=tuple(levels))  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,10 +9,12 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
-- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record;
+- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by
+  :mod:`pipeline.models`, as ``trncat bench`` fetches one) served on this machine's device into a record;
 - :mod:`~pipeline.serve.smoke`: ``trncat doctor --serving-smoke``, what a first Trainium2 serving run settles.
 
 May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks),
+:mod:`pipeline.models` (a Hub model's files, no code file; the remote-code gate), :mod:`pipeline.hub` (typing),
 :mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s) and the top-level modules.
 Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
@@ -33,7 +35,7 @@ from pipeline.serve.engine import (
     vllm_serve,
 )
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
-from pipeline.serve.local import count_params, engine_for, serve_folder
+from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
 from pipeline.serve.script import serve_script
 from pipeline.serve.smoke import serving_smoke, serving_smoke_line
 from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
@@ -70,7 +72,9 @@ __all__ = [
     "port_in_use",
     "run_guidellm",
     "scenario",
+    "resolve_served",
     "serve_folder",
+    "serve_hub_model",
     "serve_model",
     "serve_script",
     "serving_smoke",

@@ -61,6 +61,8 @@ class ServingRun:
     warm_restart: bool = True
     engine_versions: dict[str, str | None] = field(default_factory=dict)
     source: str = "local"
+    #: A CI run's runner name, run id and commit (``source == "ci"``: publish accepts only its own run's records).
+    ci_run: tuple[str | None, str | None, str | None] | None = None
 
 
 def _now() -> str:
@@ -123,10 +125,12 @@ def serve_model(
     folder: Path,
     *,
     restart: Callable[[], EngineSpec] | None = None,
+    refusal: tuple[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Run the whole serving measurement and return its record (never raises for an engine's or the load
     generator's fault: those are the record's verdict). ``restart`` gives the spec of the warm restart (the
-    same command; a fresh port when the first one is still held)."""
+    same command; a fresh port when the first one is still held). ``refusal`` (a status and its failure: the
+    model was refused or not fetched) is recorded as it is, and no engine starts."""
     started, wall0 = _now(), time.monotonic()
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
@@ -140,22 +144,25 @@ def serve_model(
     warm_ready_s: float | None = None
     log_tail: str | None = None
     engine = Engine(spec, folder / "engine.log")
-    try:
-        with engine:
-            ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
-            points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
-            if died == "engine_died":
-                status, failure = "fail", _failure("crash", died, stopped or "the engine died")
-            elif died:  # the load generator, not the model: an infra error
-                status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
-                log_tail = engine.log_tail()
-    except EngineStartError as exc:
-        status = "error"
-        failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
-        log_tail = exc.log_tail or engine.log_tail()
-    if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
-        status = "fail"
-        failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+    if refusal is not None:
+        status, failure = refusal[0], dict(refusal[1])
+    else:
+        try:
+            with engine:
+                ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
+                points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
+                if died == "engine_died":
+                    status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+                elif died:  # the load generator, not the model: an infra error
+                    status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
+                    log_tail = engine.log_tail()
+        except EngineStartError as exc:
+            status = "error"
+            failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
+            log_tail = exc.log_tail or engine.log_tail()
+        if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
+            status = "fail"
+            failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
     if status == "pass" and run.warm_restart:
         warm_spec = restart() if restart else spec
         try:
@@ -238,9 +245,9 @@ def _record(
         "run": {
             "started_at": started,
             "finished_at": _now(),
-            "runner": None,
-            "github_run_id": None,
-            "github_sha": None,
+            "runner": run.ci_run[0] if run.ci_run else None,
+            "github_run_id": run.ci_run[1] if run.ci_run else None,
+            "github_sha": run.ci_run[2] if run.ci_run else None,
             "source": run.source,
         },
         "notes": notes,

@@ -60,7 +60,18 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "(default: from the folder's content)",
     )
     p.add_argument("--source", choices=("local", "ci", "community"), default="local")
+    p.add_argument(
+        "--eval",
+        choices=("gsm8k", "trncat-tiny-arith"),
+        help="also score the served model with lm-eval on this pinned task after the sweep (schema 1.5)",
+    )
+    p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")
     p.add_argument("--out", type=Path, default=Path("serving.json"))
+    p.add_argument(
+        "--work",
+        type=Path,
+        help="where the engine's logs, guidellm's reports and serve.sh go (default: beside --out)",
+    )
 
 
 @command(
@@ -74,7 +85,7 @@ def _serve(args: argparse.Namespace) -> int:
     import dataclasses
 
     from pipeline.prices import load_pricing
-    from pipeline.serve import DEFAULT_SLO, serve_hub_model, serving_workload
+    from pipeline.serve import DEFAULT_SLO, eval_task, serve_hub_model, serving_workload
 
     workload = serving_workload(args.workload)
     if args.concurrency:
@@ -105,6 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
         group=args.group,
         warm_restart=not args.no_warm_restart,
         source=args.source,
+        work=args.work,
+        eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
     )
     serving = record["serving"]
     best = serving["headline"]
@@ -116,6 +129,11 @@ def _serve(args: argparse.Namespace) -> int:
         )
     if serving["stopped"]:
         print(f"  stopped: {serving['stopped'][:300]}")
+    if evaluation := serving.get("eval"):
+        print(
+            f"  task score: {evaluation['task']} {evaluation['metric']} = {evaluation['score']} "
+            f"(floor {evaluation['floor']}: {evaluation['floor_source']})"
+        )
     if record["failure"]:
         print(f"  {record['failure']['code']}: {record['failure']['message'][:300]}")
     print(

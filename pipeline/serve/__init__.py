@@ -7,6 +7,8 @@ section (every point as the load generator reported it, its cost, the headline a
   on cuda and with vllm-neuron on Trainium2), launch in a process group, readiness, log tail, stop;
 - :mod:`~pipeline.serve.loadgen`: guidellm's scenario and its JSON report read into points;
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
+- :mod:`~pipeline.serve.evals`: the task score (lm-eval against the engine's completions endpoint, a pinned task
+  and subset, a per-model floor), taken on the same engine after the sweep (schema 1.5, ``serving.eval``);
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by
@@ -34,11 +36,12 @@ from pipeline.serve.engine import (
     transformers_serve,
     vllm_serve,
 )
+from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
 from pipeline.serve.script import serve_script
 from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
+from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
 from pipeline.serve.workload import (
     DEFAULT_SLO,
     FULL_CONCURRENCIES,
@@ -52,6 +55,8 @@ from pipeline.serve.workload import (
 __all__ = [
     "DEFAULT_SLO",
     "ENGINES",
+    "EVAL_SCHEMA_VERSION",
+    "EVAL_TASKS",
     "FULL_CONCURRENCIES",
     "MIN_SUCCESS_RATE",
     "SERVING_SCHEMA_VERSION",
@@ -59,17 +64,22 @@ __all__ = [
     "Engine",
     "EngineSpec",
     "EngineStartError",
+    "EvalTask",
     "ServiceLevel",
     "ServingRun",
     "ServingWorkload",
     "count_params",
     "engine_for",
+    "eval_task",
     "free_port",
     "group_members",
+    "lm_eval_argv",
+    "lm_eval_version",
     "headline",
     "meets",
     "points_of",
     "port_in_use",
+    "run_eval",
     "run_guidellm",
     "scenario",
     "resolve_served",

@@ -17,10 +17,12 @@ from typing import TYPE_CHECKING, Any
 from pipeline import constants
 from pipeline.backends import get_backend, package_version
 from pipeline.errors import ConfigError, RemoteCodeRefused
+from pipeline.hardware import INSTANCE_NAMES, get_instance
 from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
 from pipeline.serve.engine import EngineSpec, free_port, transformers_serve, vllm_serve
+from pipeline.serve.evals import EvalTask
 from pipeline.serve.script import serve_script
 from pipeline.serve.sweep import ServingRun, serve_model
 from pipeline.serve.workload import DEFAULT_SLO, ServiceLevel, ServingWorkload
@@ -109,6 +111,14 @@ def _refusal(folder: Path, fetch_error: str | None) -> tuple[str, dict[str, str]
     return None
 
 
+def _instance_chips(device: str, instance_type: str, pricing: Pricing | None) -> int | None:
+    """The chips (Trainium2 chips, GPUs) of ``instance_type``, when known."""
+    if device == "neuron":
+        return get_instance(instance_type).chips if instance_type in INSTANCE_NAMES else None
+    known = pricing.table.get(instance_type) if pricing else None
+    return known.accelerators.count if known and known.accelerators else None
+
+
 def serve_hub_model(
     model: str | Path,
     *,
@@ -145,16 +155,23 @@ def serve_folder(
     source: str = "local",
     work: Path | None = None,
     fetch_error: str | None = None,
+    eval_task: EvalTask | None = None,
 ) -> dict[str, Any]:
-    """Serve ``folder`` on ``device``, sweep it, write the record to ``out`` (and serve.sh beside it); the
-    engine's logs and guidellm's scenarios and reports go to ``work`` (default ``<out>.serving/`` beside it).
+    """Serve ``folder`` on ``device``, sweep it, write the record to ``out``; the engine's logs, guidellm's
+    scenarios and reports and serve.sh go to ``work`` (default: serve.sh beside ``out``, the rest in
+    ``<out>.serving/``; CI gives a ``work`` apart, so the record's folder holds the record alone). The share of
+    the instance a cost is charged is ``chips`` of the instance's chips (``instance_chips``, default: the
+    instance's own, from :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a
+    GPU one).
     A model that needs its own code, or whose fetch failed (``fetch_error``), gets its record with no engine
-    started.
+    started. ``eval_task``: the task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
 
     Raises:
         ConfigError: the folder is not a model folder, or the device has no engine.
     """
     refusal = _refusal(folder, fetch_error)
+    if instance_chips is None and instance_type:
+        instance_chips = _instance_chips(device, instance_type, pricing)
     if refusal is None and not (folder / "config.json").is_file():
         raise ConfigError(f"{folder}: not a model folder (no config.json)")
     backend = get_backend(device)
@@ -189,8 +206,10 @@ def serve_folder(
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
         },
         source=source,
+        eval_task=eval_task,
         ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA) if source == "ci" else None,
     )
+    script_dir = work or out.parent
     work = work or out.parent / f"{out.stem}.serving"
 
     def restart() -> EngineSpec:
@@ -205,5 +224,6 @@ def serve_folder(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_record(record), encoding="utf-8")
     if record.get("serving") and record["serving"]["points"]:
-        (out.parent / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
+        script_dir.mkdir(parents=True, exist_ok=True)
+        (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
     return record

@@ -20,12 +20,15 @@ from typing import Any
 from pipeline.prices import Pricing
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
+from pipeline.serve.evals import EvalTask, run_eval
 from pipeline.serve.loadgen import TOOL, points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
 
 logger = logging.getLogger(__name__)
 
 SERVING_SCHEMA_VERSION = "1.4"
+#: A serving record with a task score (``serving.eval``, additive: 1.4 records stay valid).
+EVAL_SCHEMA_VERSION = "1.5"
 _STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
 
 
@@ -63,6 +66,9 @@ class ServingRun:
     source: str = "local"
     #: A CI run's runner name, run id and commit (``source == "ci"``: publish accepts only its own run's records).
     ci_run: tuple[str | None, str | None, str | None] | None = None
+    #: The task score taken after the sweep, on the same engine (:mod:`pipeline.serve.evals`); None: none.
+    eval_task: EvalTask | None = None
+    eval_timeout_s: float = 3600.0
 
 
 def _now() -> str:
@@ -143,6 +149,7 @@ def serve_model(
     ready_s: float | None = None
     warm_ready_s: float | None = None
     log_tail: str | None = None
+    evaluation: dict[str, Any] | None = None
     engine = Engine(spec, folder / "engine.log")
     if refusal is not None:
         status, failure = refusal[0], dict(refusal[1])
@@ -156,6 +163,10 @@ def serve_model(
                 elif died:  # the load generator, not the model: an infra error
                     status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
                     log_tail = engine.log_tail()
+                if run.eval_task is not None and not died and engine.alive():
+                    evaluation = run_eval(
+                        spec, run.eval_task, folder / "eval", tokenizer=run.tokenizer, timeout_s=run.eval_timeout_s
+                    )
         except EngineStartError as exc:
             status = "error"
             failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
@@ -163,6 +174,14 @@ def serve_model(
         if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
             status = "fail"
             failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+        if status == "pass" and evaluation is not None and evaluation["passed"] is False:
+            status = "fail"
+            failure = _failure(
+                "accuracy",
+                "eval_below_floor",
+                f"{evaluation['task']} {evaluation['metric']} {evaluation['score']:.4f} is below the floor "
+                f"{evaluation['floor']} ({evaluation['floor_source']})",
+            )
     if status == "pass" and run.warm_restart:
         warm_spec = restart() if restart else spec
         try:
@@ -192,6 +211,8 @@ def serve_model(
         "headline": headline(points, run.slo),
         "price": price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
     }
+    if evaluation is not None:
+        serving["eval"] = evaluation
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 
 
@@ -210,8 +231,11 @@ def _record(
     notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
     if serving["stopped"]:
         notes.append(f"the sweep stopped early: {serving['stopped'][:400]}")
+    evaluation = serving.get("eval")
+    if evaluation is not None and evaluation["score"] is None:  # a check that did not run is said, never hidden
+        notes.append(f"no task score: lm-eval gave none ({(evaluation['output_tail'] or '')[-300:]})")
     return {
-        "schema_version": SERVING_SCHEMA_VERSION,
+        "schema_version": EVAL_SCHEMA_VERSION if evaluation is not None else SERVING_SCHEMA_VERSION,
         "model_id": run.model_id,
         "revision": run.revision,
         "task": "text-generation",

@@ -75,8 +75,10 @@ def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: Serving
     path.write_text(json.dumps(doc), encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     guidellm = str(Path(sys.executable).with_name("guidellm"))
-    subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"], env=env,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    done = subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:  # say why, as a person would read it
+        raise SystemExit(f"guidellm by hand exited with {done.returncode}:\n{(done.stdout + done.stderr)[-2000:]}")
     out = {}
     for b in json.loads(report.read_text())["benchmarks"]:
         m = b["metrics"]

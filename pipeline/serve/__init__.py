@@ -23,6 +23,7 @@ Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 
 from __future__ import annotations
 
+from pipeline.backends import group_members
 from pipeline.serve.cost import headline, meets, usd_per_million
 from pipeline.serve.engine import (
     ENGINES,
@@ -30,7 +31,6 @@ from pipeline.serve.engine import (
     EngineSpec,
     EngineStartError,
     free_port,
-    group_members,
     port_in_use,
     start_failure_code,
     transformers_serve,

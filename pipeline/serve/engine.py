@@ -11,7 +11,6 @@ Three engines, one contract (an HTTP server on loopback with ``/health`` and ``/
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends import stop_group
 from pipeline.errors import BenchError
 
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
@@ -252,32 +252,8 @@ class Engine:
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after ``grace_s``
         (the workers that outlived their parent too), until no live process of the group remains."""
-        process = self.process
-        if process is None:
-            return
-        group = process.pid
-        for signum in (signal.SIGTERM, signal.SIGKILL):  # asked first, then ended, each given grace_s
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signum)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=grace_s)
-            deadline = time.monotonic() + grace_s
-            while group_members(group) and time.monotonic() < deadline:
-                time.sleep(0.1)
-
-
-def group_members(group: int, proc: Path = Path("/proc")) -> list[int]:
-    """The live (not zombie) processes of process group ``group``, from ``/proc/<pid>/stat``."""
-    out = []
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == group:
-            out.append(int(stat.parent.name))
-    return out
+        if self.process is not None:
+            stop_group(self.process, grace_s=grace_s)
 
 
 def _healthy(base_url: str) -> bool:

@@ -111,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model = build_tiny_llama(work / "tiny-llama")
-        spec = transformers_serve(model, port=free_port())
+        # the KV cache of trncat serve's CPU engine: its streams x their longest sequence, twice over
+        kv_tokens = 2 * max(levels) * (args.input_tokens + args.output_tokens + 64)
+        spec = transformers_serve(model, port=free_port(), kv_tokens=kv_tokens)
         sides: dict[str, list[dict]] = {"harness": [], "by hand": []}
         with Engine(spec, work / "engine.log") as engine:
             engine.wait_ready(timeout_s=600)

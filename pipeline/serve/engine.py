@@ -63,8 +63,24 @@ def _console_script(name: str) -> str:
     return str(beside) if beside.is_file() else (shutil.which(name) or name)
 
 
-def transformers_serve(model: Path | str, *, port: int, device: str = "cpu", dtype: str = "auto") -> EngineSpec:
-    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback."""
+#: Tokens per KV cache block of ``transformers serve``'s continuous batching (given, so the block count is exact).
+CB_BLOCK_TOKENS = 32
+
+
+def transformers_serve(
+    model: Path | str, *, port: int, device: str = "cpu", dtype: str = "auto", kv_tokens: int | None = None
+) -> EngineSpec:
+    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback.
+
+    ``kv_tokens``: the KV cache the run needs (its streams x their longest sequence), given as a block count.
+    Left to itself, continuous batching sizes its cache at 60 to 90 % of the device's free memory, which on the
+    CPU is the host's: a tiny model's engine took 7 to 14.6 GB of a shared 23 GB machine and the kernel's OOM
+    killer ended it mid-sweep (docs/methodology.md, "Serving rows").
+    """
+    cache: tuple[str, ...] = ()
+    if kv_tokens is not None:
+        blocks = max(1, -(-kv_tokens // CB_BLOCK_TOKENS))
+        cache = ("--cb-block-size", str(CB_BLOCK_TOKENS), "--cb-num-blocks", str(blocks))
     argv = (
         _console_script("transformers"),
         "serve",
@@ -80,8 +96,12 @@ def transformers_serve(model: Path | str, *, port: int, device: str = "cpu", dty
         str(port),
         "--log-level",
         "info",
+        *cache,
     )
-    options = {"continuous_batching": True, "device": device, "dtype": dtype, "trust_remote_code": False}
+    options: dict[str, Any] = {"continuous_batching": True, "device": device, "dtype": dtype}
+    options["trust_remote_code"] = False
+    if cache:
+        options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": int(cache[-1])}
     return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options)
 
 

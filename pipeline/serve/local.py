@@ -54,11 +54,21 @@ def count_params(folder: Path) -> int | None:
 
 
 def engine_for(
-    device: str, folder: Path, *, port: int, chips: int, dtype: str, lnc: int | None, max_model_len: int
+    device: str,
+    folder: Path,
+    *,
+    port: int,
+    chips: int,
+    dtype: str,
+    lnc: int | None,
+    max_model_len: int,
+    max_streams: int = 256,
 ) -> EngineSpec:
-    """The device's engine command for ``folder``."""
+    """The device's engine command for ``folder`` (``max_streams``: the sweep's highest concurrency; on the CPU
+    the KV cache is sized for that many sequences of ``max_model_len``, twice over)."""
     if device == "cpu":
-        return transformers_serve(folder, port=port, device="cpu", dtype=dtype)
+        kv_tokens = 2 * max_streams * max_model_len
+        return transformers_serve(folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens)
     if device == "cuda":
         return vllm_serve(
             folder, port=port, neuron=False, tensor_parallel=chips, dtype=dtype, max_model_len=max_model_len
@@ -178,7 +188,10 @@ def serve_folder(
     dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
     max_model_len = workload.input_tokens + workload.output_tokens + 64
     port = free_port()
-    spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len)
+    streams = max(workload.concurrencies)
+    spec = engine_for(
+        device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len, max_streams=streams
+    )
     hardware = backend.hardware(cores=chips)
     if instance_type:
         hardware["instance_type"] = instance_type
@@ -214,7 +227,14 @@ def serve_folder(
 
     def restart() -> EngineSpec:
         return engine_for(
-            device, folder, port=free_port(), chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len
+            device,
+            folder,
+            port=free_port(),
+            chips=chips,
+            dtype=dtype,
+            lnc=lnc,
+            max_model_len=max_model_len,
+            max_streams=streams,
         )
 
     record = serve_model(spec, workload, run, work, restart=restart, refusal=refusal)

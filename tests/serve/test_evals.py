@@ -22,7 +22,8 @@ from pipeline.testing import build_tiny_llama
 from tests.serve.conftest import report_of
 from tests.serve.test_faults import WORKLOAD, _run
 
-pytestmark = pytest.mark.skipif(not EVAL_TASKS, reason="no eval task")
+# four lm-eval runs (each a child process importing lm-eval and datasets): tens of seconds on two free cores
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not EVAL_TASKS, reason="no eval task")]
 
 #: An OpenAI-compatible completions server that reads "What is A plus B?" from the last question of the prompt
 #: and answers A + B (or A + B + 1 with "wrong"): lm-eval's requests, its filter and its metric are the real ones.

@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pipeline.cli.serving import concurrencies  # noqa: E402  (the one parser of a sweep, trncat serve's)
 from pipeline.prices import load_pricing  # noqa: E402
 from pipeline.serve import serve_folder, serving_workload  # noqa: E402
 
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--workload", default="1k/1k")
-    parser.add_argument("--concurrency")
+    parser.add_argument("--concurrency", type=concurrencies)
     parser.add_argument("--gpus", type=int, default=1)
     parser.add_argument("--instance-type")
     parser.add_argument("--instance-gpus", type=int)
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     workload = serving_workload(args.workload)
     if args.concurrency:
-        workload = dataclasses.replace(workload, concurrencies=tuple(int(c) for c in args.concurrency.split(",")))
+        workload = dataclasses.replace(workload, concurrencies=args.concurrency)
     record = serve_folder(
         args.model,
         device="cuda",

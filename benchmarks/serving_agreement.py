@@ -1,11 +1,10 @@
 """The serving harness against guidellm run by hand: the same server, the same arguments, paired in one run.
 
-One engine (``transformers serve`` with the tiny Llama on the CPU by default, or ``--engine-url`` for a server
-already up, e.g. a ``vllm serve``) answers both sides, in alternating rounds: the harness's sweep
-(``pipeline.serve``: its scenario, guidellm run as a child, its report read into points) and guidellm run by hand
-(a scenario file written here literally, ``guidellm run --scenario``, its JSON report read with plain dict
-lookups). Per concurrency it prints each side's output tok/s, TTFT p50 and TPOT p50 (medians over the rounds) and
-their difference; the goal is every figure within 2 %.
+One engine (``transformers serve`` with the tiny Llama on the CPU) answers both sides, in alternating rounds:
+the harness's sweep (``pipeline.serve``: its scenario, guidellm run as a child, its report read into points) and
+guidellm run by hand (a scenario file written here literally, ``guidellm run --scenario``, its JSON report read
+with plain dict lookups). Per concurrency it prints each side's output tok/s, TTFT p50 and TPOT p50 (medians
+over the rounds) and their difference; the goal is every figure within 2 %.
 
     python benchmarks/serving_agreement.py [--rounds 3] [--concurrency 1,2,4] [--input-tokens 24] [--output-tokens 8]
 
@@ -29,6 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pipeline.cli.serving import concurrencies  # noqa: E402  (the one parser of a sweep, trncat serve's)
 from pipeline.serve import (  # noqa: E402
     Engine,
     ServingWorkload,
@@ -75,8 +75,10 @@ def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: Serving
     path.write_text(json.dumps(doc), encoding="utf-8")
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     guidellm = str(Path(sys.executable).with_name("guidellm"))
-    subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"], env=env,
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    done = subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"], env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:  # say why, as a person would read it
+        raise SystemExit(f"guidellm by hand exited with {done.returncode}:\n{(done.stdout + done.stderr)[-2000:]}")
     out = {}
     for b in json.loads(report.read_text())["benchmarks"]:
         m = b["metrics"]
@@ -99,17 +101,19 @@ def harness(spec: Any, tokenizer: Path, levels: list[int], w: ServingWorkload, w
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--concurrency", default="1,2,4")
+    parser.add_argument("--concurrency", type=concurrencies, default=(1, 2, 4))
     parser.add_argument("--input-tokens", type=int, default=24)
     parser.add_argument("--output-tokens", type=int, default=8)
     args = parser.parse_args(argv)
-    levels = [int(c) for c in args.concurrency.split(",")]
+    levels = list(args.concurrency)
     workload = ServingWorkload(name="bench", input_tokens=args.input_tokens, output_tokens=args.output_tokens,
                                range_ratio=0.25, concurrencies=tuple(levels))  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model = build_tiny_llama(work / "tiny-llama")
-        spec = transformers_serve(model, port=free_port())
+        # the KV cache of trncat serve's CPU engine: its streams x their longest sequence, twice over
+        kv_tokens = 2 * max(levels) * (args.input_tokens + args.output_tokens + 64)
+        spec = transformers_serve(model, port=free_port(), kv_tokens=kv_tokens)
         sides: dict[str, list[dict]] = {"harness": [], "by hand": []}
         with Engine(spec, work / "engine.log") as engine:
             engine.wait_ready(timeout_s=600)

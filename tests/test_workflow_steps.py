@@ -70,7 +70,14 @@ class Runner:
         self.count = 0
 
     def __call__(
-        self, workflow: str, job: str, step_id: str, *, replace: dict[str, str] | None = None, **values: str
+        self,
+        workflow: str,
+        job: str,
+        step_id: str,
+        *,
+        replace: dict[str, str] | None = None,
+        limit_s: float = 600,
+        **values: str,
     ) -> dict[str, str]:
         s = step(workflow, job, step_id)
         self.count += 1
@@ -84,7 +91,7 @@ class Runner:
             env=env,
             capture_output=True,
             text=True,
-            timeout=600,
+            timeout=limit_s,
         )
         assert result.returncode == 0, f"{workflow}.yml {job}/{step_id} failed:\n{result.stdout}\n{result.stderr}"
         self.stdout = result.stdout
@@ -267,3 +274,52 @@ def test_the_benchmark_smoke_steps_run_on_an_emulated_trn2(tmp_path: Path) -> No
     assert all("neuronx-cc" in line and "warm start served 2 from cache" in line for line in smoke)
     run("benchmark", "smoke", "smoke-tests")
     assert " passed" in run.stdout and "skipped" not in run.stdout, run.stdout
+
+
+@pytest.mark.e2e
+def test_the_serve_step_serves_a_hub_model_into_a_record_publish_accepts(localhub, tmp_path: Path) -> None:
+    """benchmark.yml's serve step as written (issue 28), on cpu instead of neuron and the cpu-tiny workload instead
+    of 1k/1k: a queued serving job's model fetched from the hub at its revision and served into one record, alone in
+    its artifact folder, that validates and that publish's collect accepts as the job it was queued as."""
+    from pipeline.queue import serving_jobs
+    from pipeline.records import collect_records
+    from pipeline.serve import serving_workload
+
+    seed(localhub, tmp_path / "models")
+    revision = localhub.client.model_info("trncat-demo/tiny-llama").sha
+    row = {"model_id": "trncat-demo/tiny-llama", "revision": revision, "task": "text-generation", "status": "pass",
+           "device": "neuron", "cores": 1, "hardware": "trn2.48xlarge", "dtype": "float32"}  # fmt: skip
+    (entry,) = serving_jobs([row], [], device="neuron", workload=serving_workload("1k/1k"), instance="trn2.48xlarge")
+    workspace = tmp_path / "checkout"
+    workspace.mkdir()
+    base_env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}".rstrip(os.pathsep),
+        "HOME": str(tmp_path),
+        "HF_ENDPOINT": localhub.url,
+        "GITHUB_RUN_ID": RUN_ID,
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_CACHE": str(localhub.cache_dir),
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+    run = Runner(workspace, base_env)
+    values = {
+        key.upper(): str(entry[key]) for key in ("model_id", "revision", "chips", "dtype", "instance", "artifact")
+    }
+    # a sweep, its warm restart and two engine starts: minutes on a busy machine (the test's own timeout bounds it)
+    run("benchmark", "bench", "serve", replace={"DEVICE": "cpu"}, limit_s=1500, **values, WORKLOAD="cpu-tiny")
+    run("benchmark", "bench", "validate")
+    records = workspace / artifact_path("benchmark", "bench", "upload-artifact", "record-")
+    assert sorted(p.name for p in records.iterdir()) == [f"{entry['artifact']}.json"], "the record alone"
+    record = json.loads((records / f"{entry['artifact']}.json").read_text())
+    assert record["status"] == "pass" and record["serving"]["points"], record["failure"]
+    assert (record["model_id"], record["revision"], record["run"]["source"]) == (entry["model_id"], revision, "ci")
+    # publish's collect: the job as queued (its device the one this test ran on)
+    downloaded = tmp_path / "downloaded" / f"record-{entry['artifact']}"
+    downloaded.mkdir(parents=True)
+    shutil.copy(records / f"{entry['artifact']}.json", downloaded)
+    queue = tmp_path / "queue.json"
+    queue.write_text(json.dumps({"chunks": [{"include": [entry | {"device": "cpu"}]}]}))
+    collected = collect_records(downloaded.parent, queue_file=queue, run_id=RUN_ID, out=tmp_path / "accepted")
+    assert not collected.problems and len(collected.accepted) == 1, collected.problems

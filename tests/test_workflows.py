@@ -449,10 +449,54 @@ def _matrix_step(matrix: str, workflow: str = "benchmark") -> subprocess.Complet
                           env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
+def _matrix_keys(workflow: str, *, serving: bool) -> set[str]:
+    """The matrix keys the bench job of ``workflow`` reads for a benchmark entry, or a serving entry (its serve
+    step runs only on ``mode: serving``, its bench step never)."""
+    job = dict(jobs(workflow)["bench"])
+    skipped = "bench" if serving else "serve"
+    job["steps"] = [s for s in job["steps"] if s.get("id") != skipped]
+    used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(job)))
+    return used - {"mode"}  # absent on a benchmark entry: `matrix.mode || 'bench'`, `!= 'serving'`
+
+
+def _serving_entries(device: str, instance: str) -> list[dict[str, Any]]:
+    from pipeline.queue import serving_jobs
+    from pipeline.serve import serving_workload
+
+    rows = [
+        {"model_id": f"acme/m{i}", "revision": f"{i:040x}", "task": "text-generation", "status": "pass",
+         "device": device, "cores": cores, "hardware": instance, "dtype": "bfloat16"}
+        for i, cores in enumerate((1, 8))
+    ]  # fmt: skip
+    return serving_jobs(rows, [], device=device, workload=serving_workload("1k/1k"), instance=instance)
+
+
+def test_serving_jobs_fit_the_serve_step_and_only_it_runs_them() -> None:
+    """Issue 28: the queue's `mode: serving` entries run `trncat serve` on the runner class of their device."""
+    for workflow, device, instance in (
+        ("benchmark", "neuron", "trn2.48xlarge"),
+        ("benchmark-gpu", "cuda", "p5en.48xlarge"),
+    ):
+        serve, bench = step(workflow, "bench", "serve"), step(workflow, "bench", "bench")
+        assert "trncat serve" in serve["run"] and "--source ci" in serve["run"] and "--revision" in serve["run"]
+        assert holds(serve["if"], {"matrix": {"mode": "serving"}}) and not holds(
+            bench["if"], {"matrix": {"mode": "serving"}}
+        )
+        assert holds(bench["if"], {"matrix": {}}) and not holds(serve["if"], {"matrix": {}})
+        # the record alone in the artifact: the engine's logs and serve.sh go elsewhere
+        assert "--work" in serve["run"] and '"records/${ARTIFACT}.json"' in serve["run"]
+        entries = _serving_entries(device, instance)
+        assert entries
+        for entry in entries:
+            missing = _matrix_keys(workflow, serving=True) - set(entry)
+            assert not missing, f"{workflow}.yml reads matrix keys a serving entry lacks: {missing}"
+        assert _matrix_step(json.dumps({"include": entries}), workflow).returncode == 0, workflow
+
+
 def test_queue_matrix_fits_strategy_matrix_and_the_runner_labels() -> None:
     chunks = _queue_chunks(600)
     assert [len(c["include"]) for c in chunks] == [MAX_CHUNK, MAX_CHUNK, 600 - 2 * MAX_CHUNK]
-    used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(jobs("benchmark")["bench"])))
+    used = _matrix_keys("benchmark", serving=False)
     dispatch = set(load("benchmark")["on"]["workflow_dispatch"]["inputs"]["runner"]["options"])
     for entry in (e for c in chunks for e in c["include"]):
         assert used <= set(entry), f"benchmark.yml reads matrix keys the queue does not emit: {used - set(entry)}"
@@ -482,6 +526,17 @@ def test_benchmark_matrix_guard_accepts_queue_chunks_and_refuses_hostile_entries
         assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad
     assert _matrix_step(json.dumps({"include": [good] * (MAX_CHUNK + 1)})).returncode == 1
     assert _matrix_step("not json").returncode == 1
+    (serving, _) = _serving_entries("neuron", "trn2.48xlarge")
+    for bad in (
+        {"mode": "serve; rm -rf /"},
+        {"workload": "1k/1k --concurrency 100000"},
+        {"workload": "cpu-tiny"},
+        {"chips": "1 --device cpu"},
+        {"instance": "trn2.48xlarge\n"},
+        {"dtype": None},
+    ):
+        result = _matrix_step(json.dumps({"include": [serving | bad]}))
+        assert result.returncode == 1 and "::error::bad entry" in result.stdout, bad
 
 
 def _gpu_queue_chunks(count: int) -> list[dict[str, Any]]:
@@ -499,7 +554,7 @@ def _gpu_queue_chunks(count: int) -> list[dict[str, Any]]:
 
 def test_gpu_queue_matrix_fits_benchmark_gpu_and_its_runner_labels() -> None:
     (chunk,) = _gpu_queue_chunks(9)
-    used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(jobs("benchmark-gpu")["bench"])))
+    used = _matrix_keys("benchmark-gpu", serving=False)
     dispatch = set(load("benchmark-gpu")["on"]["workflow_dispatch"]["inputs"]["runner"]["options"])
     labels = set()
     for entry in chunk["include"]:

@@ -3,15 +3,19 @@
 A backend knows its device: the device string, how to synchronize, whether and how to compile, its peak
 memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
 is shared (``tests/backends/test_backends.py`` checks that swapping the backend is the only difference).
+:mod:`~pipeline.backends.groups` ends the process group a device's run leads (the benchmark child's, a serving
+engine's): the one stop both use.
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
-Imported by: :mod:`pipeline.bench` (the device), :mod:`pipeline.records` (a row's toolchain label),
-:mod:`pipeline.render` (install lines, requirements), :mod:`pipeline.page` (the install line shown) and the CLI.
+Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipeline.serve` (the engine's stop),
+:mod:`pipeline.records` (a row's toolchain label), :mod:`pipeline.render` (install lines, requirements),
+:mod:`pipeline.page` (the install line shown) and the CLI.
 """
 
 from __future__ import annotations
 
 from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
+from pipeline.backends.groups import group_members, stop_group
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
@@ -41,4 +45,14 @@ def get_backend(name: str) -> Backend:
     return load_entry(REGISTRY, name, what="device")()
 
 
-__all__ = ["FRESH_VENV", "REGISTRY", "Backend", "backend_class", "get_backend", "package_version", "world_of"]
+__all__ = [
+    "FRESH_VENV",
+    "REGISTRY",
+    "Backend",
+    "backend_class",
+    "get_backend",
+    "group_members",
+    "package_version",
+    "stop_group",
+    "world_of",
+]

@@ -31,6 +31,7 @@ from typing import Any
 
 import psutil
 
+from pipeline.backends import stop_group
 from pipeline.bench.spec import BenchSpec
 
 logger = logging.getLogger(__name__)
@@ -67,11 +68,8 @@ def _tree_rss(process: psutil.Process) -> int:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    proc.wait()
+    """End the child's whole process group at once and reap the child (its exit status is the record's)."""
+    stop_group(proc, grace_s=None, ask_first=False)
 
 
 # -- a stop asked for from outside ----------------------------------------------------------------------

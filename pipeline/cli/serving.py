@@ -1,19 +1,47 @@
-"""``trncat serve``: serve one model folder on this machine's device, sweep it with the load generator, write its
-serving record (schema 1.4) and serve.sh."""
+"""``trncat serve``: serve one model (a folder, or a Hub id at a revision) on this machine's device, sweep it
+with the load generator, write its serving record (schema 1.4) and serve.sh.
+
+:func:`concurrencies` is the one parser of a sweep's ``--concurrency`` (benchmarks/cuda_serving.py uses it too).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from pipeline.cli.registry import command
+from pipeline.cli.registry import command, make_hub
+
+#: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
+MAX_CONCURRENCY = 65536
+
+
+def concurrencies(text: str) -> tuple[int, ...]:
+    """``--concurrency``'s value: comma-separated stream counts, each 1 ... 65536, strictly ascending.
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints it as a usage error).
+    """
+    parts = [part.strip() for part in text.split(",") if part.strip()]
+    if not parts or not all(part.isdigit() for part in parts):
+        raise argparse.ArgumentTypeError(f"{text!r}: give stream counts separated by commas, such as 1,2,4")
+    levels = tuple(int(part) for part in parts)
+    if not all(1 <= level <= MAX_CONCURRENCY for level in levels):
+        raise argparse.ArgumentTypeError(f"{text!r}: each concurrency is 1 to {MAX_CONCURRENCY}")
+    if list(levels) != sorted(set(levels)):
+        raise argparse.ArgumentTypeError(f"{text!r}: the concurrencies must ascend, each once")
+    return levels
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", type=Path, help="the model's folder (its own files; nothing is downloaded)")
+    p.add_argument(
+        "model",
+        help="a model folder (its own files), or a Hub id fetched at --revision without any code file",
+    )
     p.add_argument("--device", choices=("cpu", "cuda", "neuron"), default="cpu")
     p.add_argument("--workload", default="cpu-tiny", help="1k/1k, 8k/1k or cpu-tiny (default)")
-    p.add_argument("--concurrency", help="the sweep, comma-separated (default: the workload's)")
+    p.add_argument(
+        "--concurrency", type=concurrencies, help="the sweep, comma-separated and ascending (default: the workload's)"
+    )
     p.add_argument("--chips", type=int, default=1, help="Trainium2 chips or GPUs the engine holds (default 1)")
     p.add_argument("--instance-type", help="the instance the row is priced at (default: the backend's)")
     p.add_argument("--instance-chips", type=int, help="the instance's chips (the share a cost is charged)")
@@ -25,28 +53,43 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
     p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
-    p.add_argument("--model-id", default="trncat-demo/tiny-llama")
-    p.add_argument("--revision", default="0" * 40)
+    p.add_argument("--model-id", help="the id a local folder is recorded under (default: local/<folder name>)")
+    p.add_argument(
+        "--revision",
+        help="40-hex commit: of the Hub model (default: its main branch's head), or recorded for a folder "
+        "(default: from the folder's content)",
+    )
     p.add_argument("--source", choices=("local", "ci", "community"), default="local")
+    p.add_argument(
+        "--eval",
+        choices=("gsm8k", "trncat-tiny-arith"),
+        help="also score the served model with lm-eval on this pinned task after the sweep (schema 1.5)",
+    )
+    p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")
     p.add_argument("--out", type=Path, default=Path("serving.json"))
+    p.add_argument(
+        "--work",
+        type=Path,
+        help="where the engine's logs, guidellm's reports and serve.sh go (default: beside --out)",
+    )
 
 
 @command(
     "serve",
     help="Serve one model and sweep its concurrency with guidellm; write its serving record and serve.sh.",
-    example="trncat serve ./tiny-llama --device cpu --workload cpu-tiny --out serving.json",
+    example="trncat serve acme/llama-8b --revision 0123456789abcdef0123456789abcdef01234567 --device neuron "
+    "--workload 1k/1k --chips 1 --source ci --out serving.json",
     arguments=_serve_args,
 )
 def _serve(args: argparse.Namespace) -> int:
     import dataclasses
 
     from pipeline.prices import load_pricing
-    from pipeline.serve import DEFAULT_SLO, serve_folder, serving_workload
+    from pipeline.serve import DEFAULT_SLO, eval_task, serve_hub_model, serving_workload
 
     workload = serving_workload(args.workload)
     if args.concurrency:
-        levels = tuple(int(c) for c in args.concurrency.split(",") if c.strip())
-        workload = dataclasses.replace(workload, concurrencies=levels)
+        workload = dataclasses.replace(workload, concurrencies=args.concurrency)
     slo = DEFAULT_SLO
     if args.ttft_s or args.tok_s_per_user:
         slo = dataclasses.replace(
@@ -55,8 +98,9 @@ def _serve(args: argparse.Namespace) -> int:
             tok_s_per_user=args.tok_s_per_user or slo.tok_s_per_user,
             source="given on the command line",
         )
-    record = serve_folder(
+    record = serve_hub_model(
         args.model,
+        hub=None if Path(args.model).is_dir() else make_hub(),
         device=args.device,
         workload=workload,
         model_id=args.model_id,
@@ -72,6 +116,8 @@ def _serve(args: argparse.Namespace) -> int:
         group=args.group,
         warm_restart=not args.no_warm_restart,
         source=args.source,
+        work=args.work,
+        eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
     )
     serving = record["serving"]
     best = serving["headline"]
@@ -83,6 +129,11 @@ def _serve(args: argparse.Namespace) -> int:
         )
     if serving["stopped"]:
         print(f"  stopped: {serving['stopped'][:300]}")
+    if evaluation := serving.get("eval"):
+        print(
+            f"  task score: {evaluation['task']} {evaluation['metric']} = {evaluation['score']} "
+            f"(floor {evaluation['floor']}: {evaluation['floor_source']})"
+        )
     if record["failure"]:
         print(f"  {record['failure']['code']}: {record['failure']['message'][:300]}")
     print(

@@ -30,7 +30,7 @@ ENTRY_COLUMNS = (
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
-    "bc", "tk", "demo",
+    "bc", "tk", "demo", "slo", "slou", "slop",
 )  # fmt: skip
 #: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
 DEMO_TITLE = (
@@ -148,7 +148,12 @@ def exclusion_text(kind: str, reason: str) -> str:
 
 
 def _entry(
-    model_id: str, task: str, row: dict[str, Any] | None, exclusion: dict[str, Any] | None, hist: list[dict[str, Any]]
+    model_id: str,
+    task: str,
+    row: dict[str, Any] | None,
+    exclusion: dict[str, Any] | None,
+    hist: list[dict[str, Any]],
+    slo: Mapping[tuple[str, str], Mapping[str, Any]],
 ) -> dict[str, Any]:
     lines, regressed = _history_lines(task, row, hist)
     r = row or {}
@@ -185,7 +190,18 @@ def _entry(
         "sig": _num(r.get("agreement_sigma_ratio"), 4),
         "bc": _num(r.get("agreement_bc"), 4),
         "tk": _topk(r.get("agreement_topk")),
+        # issue 28: the serving sweep of this model on this row's hardware, at the service level (null: none ran)
+        **_slo_cells(slo, model_id, task, r),
     }
+
+
+def _slo_cells(
+    slo: Mapping[tuple[str, str], Mapping[str, Any]], model_id: str, task: str, row: Mapping[str, Any]
+) -> dict[str, Any]:
+    cells = slo.get((model_id.casefold(), str(row.get("hardware") or ""))) if task == "text-generation" else None
+    if not cells:
+        return {"slo": None, "slou": None, "slop": None}
+    return {"slo": _num(cells.get("slo"), 4), "slou": _num(cells.get("slou"), 6), "slop": cells.get("slop")}
 
 
 def _topk(groups: Any) -> list[list[Any]] | None:
@@ -255,6 +271,7 @@ def catalog(
     history: Sequence[dict[str, Any]] | None,
     rankings: Sequence[dict[str, Any]],
     exclusions: Sequence[dict[str, Any]],
+    slo: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The page's data: entries (one per model and task) and, per ``task/view``, the entries it lists in order.
 
@@ -263,6 +280,8 @@ def catalog(
         history: result rows across toolchains (at least :data:`HISTORY_READ`); None uses ``latest``.
         rankings: rows ``date, task, view, rank, model_id`` of every snapshot (the latest per task and view counts).
         exclusions: rows ``model_id, task (None: every task), reason, kind``.
+        slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware)
+            (:func:`pipeline.page.serving.slo_cells`); None: no serving record.
 
     Returns:
         ``{"tasks", "entries", "lists", "default"}``; a list is ``{"date", "items": [[entry, rank], ...]}``,
@@ -289,7 +308,14 @@ def catalog(
             exclusion = excluded.get(key) or excluded.get((model_id, None))
             index[key] = len(entries)
             entries.append(
-                _entry(model_id, task, representative(rows) if rows else None, exclusion, hist_by_key.get(key, []))
+                _entry(
+                    model_id,
+                    task,
+                    representative(rows) if rows else None,
+                    exclusion,
+                    hist_by_key.get(key, []),
+                    slo or {},
+                )
             )
         return index[key]
 

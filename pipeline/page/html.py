@@ -45,7 +45,7 @@ from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.releases import release_sections
-from pipeline.page.serving import serving_section
+from pipeline.page.serving import serving_section, slo_cells
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 
 logger = logging.getLogger(__name__)
@@ -205,7 +205,9 @@ def render_site(
         logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", dropped)
         latest = [r for r in latest if not r.get("emulated")]
     history = None if history is None else [r for r in history if not r.get("emulated")]
-    data = catalog(latest=latest, history=history, rankings=rankings, exclusions=exclusions)
+    data = catalog(
+        latest=latest, history=history, rankings=rankings, exclusions=exclusions, slo=slo_cells(serving or [])
+    )
     for e in data["entries"]:
         e["sc"] = bool(e["link"] and scripts.get(e["id"]))
     measured = [e for e in data["entries"] if e["st"] != "unmeasured"]

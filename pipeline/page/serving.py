@@ -87,6 +87,43 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     return sorted(out, key=lambda e: (e["id"].lower(), e["device"] != "neuron", e["hw"]))
 
 
+def slo_cells(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The main table's at-SLO cells of each text-generation row, by (model id casefolded, hardware name): the
+    serving record's headline (served tok/s per chip, $ / 1M tokens) and where it comes from (its cells' title).
+
+    A row gets the cells of a serving record of its own model on its own hardware only (a GPU sweep never fills a
+    Trainium2 row); of several, the 1k/1k workload's, then the newest.
+    """
+    chosen: dict[tuple[str, str], Mapping[str, Any]] = {}
+    for record in records:
+        serving = record.get("serving")
+        hardware = record.get("hardware")
+        if record.get("task") != "text-generation" or not isinstance(serving, Mapping):
+            continue
+        key = (str(record.get("model_id")).casefold(), str((hardware or {}).get("name") or ""))
+        held = chosen.get(key)
+        if held is None or _rank(record) > _rank(held):
+            chosen[key] = record
+    cells = {}
+    for key, record in chosen.items():
+        (entry,) = serving_entries([record])
+        stopped = f"; stopped: {entry['stopped']}" if entry["stopped"] else ""
+        cells[key] = {
+            "slo": entry["at_slo"],
+            "slou": entry["usd_at_slo"],
+            "slop": f"{entry['workload']} served by {entry['engine']}, swept by {entry['tool']} on {entry['hw']} "
+            f"({entry['chips']} chip(s)); at {entry['slo']}; {entry['price']}"
+            + ("" if entry["st"] == "pass" else f"; the sweep's verdict: {entry['st']}")
+            + stopped[:300],
+        }
+    return cells
+
+
+def _rank(record: Mapping[str, Any]) -> tuple[bool, str]:
+    serving = record.get("serving") or {}
+    return (serving.get("workload") or {}).get("name") == "1k/1k", str((record.get("run") or {}).get("finished_at"))
+
+
 def _scale(values: Sequence[float]) -> tuple[float, float]:
     low, high = min(values), max(values)
     if high <= low:

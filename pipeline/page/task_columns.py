@@ -34,6 +34,9 @@ class Metric:
     fmt: str
     #: Shown in the table; False: only in the row's details.
     table: bool = True
+    #: The entry key whose text is the cell's title (where its figure comes from); None: a cost cell's title is
+    #: the row's price (:func:`pipeline.page.catalog.price_text`), other cells have none.
+    cell_title: str | None = None
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,25 @@ class TaskView:
 
 
 _COST = "at the run's share of its instance's price (its cores over the instance's); hover for the price"
+_AT_SLO = (
+    "{} served at the highest concurrency that meets the service level (TTFT p99 and tok/s per user) in the "
+    "model's serving sweep on this hardware; none where no sweep ran"
+)
 _GENERATION = (
     Metric("ttft", "TTFT", "time to first token", "secs"),
     Metric("tps", "Decode tok/s", "tokens per second while decoding", "rate"),
     Metric("wall", "Wall", "compilation included", "secs"),
     Metric("cost", "$ / 1M tokens", f"USD per million decoded tokens (batch 1), {_COST}", "usd"),
+    # issue 28: the serving sweep's headline (pipeline/serve), on the row's own hardware; hover for its workload,
+    # engine, load generator, service level and price
+    Metric(
+        "slo",
+        "Served tok/s per chip at SLO",
+        _AT_SLO.format("output tokens per second per chip"),
+        "rate",
+        cell_title="slop",
+    ),
+    Metric("slou", "$ / 1M tokens at SLO", _AT_SLO.format("USD per million output tokens"), "usd", cell_title="slop"),
 )
 _DECODE = Speed("decode_tokens_per_s", "tps", "Decode tok/s", "rate")
 

@@ -96,6 +96,8 @@ def serving_jobs(
                 "device": device,
                 "mode": "serving",
                 "workload": workload.name,
+                # the batch-1 row's weights dtype (the record's `dtype`, which publish matches with the entry's)
+                "dtype": str(row.get("dtype") or "bfloat16"),
                 "chips": chips,
                 "cores": cores,
                 "runner": runner,

@@ -3,11 +3,11 @@
 A publish downloads every ``record-*`` artifact of one discover run. An artifact is untrusted input (any job
 of that run, or a run that is not ours, can upload one), so each is accepted only when it is the one record
 the run's queues (``queue.json``, and the GPU runners' ``queue-gpu.json``) planned under that artifact name:
-same model, revision, task, device, cores and dtype, ``run.source == "ci"`` and this run's id, and naming no
-compiled-cache bundle (``compiled_cache``: only publish names one, after it uploaded or verified it itself; a job
-that names one is pointing users' run.py at NEFFs nobody checked). Everything else is reported and set aside,
-never published. Each artifact is downloaded into its own folder, so one can never
-overwrite another.
+same model, revision, task, device, cores (a serving job's: its chips) and dtype, ``run.source == "ci"`` and
+this run's id, and naming no compiled-cache bundle (``compiled_cache``: only publish names one, after it
+uploaded or verified it itself; a job that names one is pointing users' run.py at NEFFs nobody checked).
+Everything else is reported and set aside, never published. Each artifact is downloaded into its own folder, so
+one can never overwrite another.
 """
 
 from __future__ import annotations
@@ -110,7 +110,9 @@ def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_
         if record is None:
             result.problems.extend(problems)
             continue
-        wrong = [key for key in _MATCHED if record.get(key) != entry.get(key)]
+        # a serving record's cores are the chips its engine held (serving_checks), its job's `chips`
+        planned = {**entry, "cores": entry.get("chips")} if entry.get("mode") == "serving" else entry
+        wrong = [key for key in _MATCHED if record.get(key) != planned.get(key)]
         if record["run"]["source"] != "ci":
             wrong.append("run.source")
         if record["run"]["github_run_id"] != run_id:

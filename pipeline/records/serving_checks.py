@@ -1,6 +1,7 @@
 """Semantic checks of a serving record (schema 1.4, its ``serving`` section) that a schema cannot express: the
 sweep's points ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its
-output tok/s over the record's chips, and the headline is one of the points."""
+output tok/s over the record's chips, and the headline is one of the points; a task score (1.5,
+``serving.eval``) passes exactly when it reaches its floor, and never stands below it beside a pass."""
 
 from __future__ import annotations
 
@@ -44,4 +45,21 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
             out.append(("serving.headline", "the headline is not one of the measured points"))
     elif best["tok_s_per_chip"] is not None or best["usd_per_million_tokens"] is not None:
         out.append(("serving.headline", "a headline without a concurrency carries no figures"))
+    out.extend(_eval_problems(record, serving.get("eval")))
+    return out
+
+
+def _eval_problems(record: dict[str, Any], evaluation: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """The task score (schema 1.5): its verdict is the score against the floor, and a score below the floor never
+    stands beside a pass."""
+    if evaluation is None:
+        return []
+    out: list[tuple[str, str]] = []
+    if record["schema_version"] in ("1.0", "1.1", "1.2", "1.3", "1.4"):
+        out.append(("schema_version", "a task score (serving.eval) is schema 1.5 or later"))
+    score, floor, passed = evaluation["score"], evaluation["floor"], evaluation["passed"]
+    if (score is None) != (passed is None) or (score is not None and passed != (score >= floor)):
+        out.append(("serving.eval.passed", f"{passed} is not whether the score {score} reaches the floor {floor}"))
+    if passed is False and record["status"] == "pass":
+        out.append(("status", f"a pass with its task score {score} below the floor {floor}"))
     return out

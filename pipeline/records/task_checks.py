@@ -29,7 +29,7 @@ def task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
 def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
     """A pass agrees with its reference: by its grade (schema 1.4: never ``diverges``), or, in an older record
     without one, by the task's cosine; a failure at stage accuracy carries the agreement that failed (graded
-    ``diverges`` when graded); a skipped check has no grade."""
+    ``diverges`` when graded), or a served model's task score below its floor; a skipped check has no grade."""
     out: list[tuple[str, str]] = []
     agreement: dict[str, Any] = record.get("agreement") or {}
     graded = "grade" in agreement
@@ -48,7 +48,9 @@ def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
         if agreement["skipped"] is None and grade is None and record["status"] == "pass":
             out.append(("agreement.grade", "a compared answer has a grade"))
     failure = record["failure"]
-    if failure and failure["stage"] == "accuracy" and not agreement:
+    # a served model's task score below its floor (schema 1.5, serving.eval) is the accuracy that failed there
+    scored = ((record.get("serving") or {}).get("eval") or {}).get("passed") is False
+    if failure and failure["stage"] == "accuracy" and not agreement and not scored:
         out.append(("agreement", "a failure at stage accuracy carries the agreement that failed"))
     if failure and failure["stage"] == "accuracy" and graded and agreement["grade"] != "diverges":
         out.append(("agreement.grade", "a failure at stage accuracy is graded diverges"))

@@ -7,18 +7,23 @@ section (every point as the load generator reported it, its cost, the headline a
   on cuda and with vllm-neuron on Trainium2), launch in a process group, readiness, log tail, stop;
 - :mod:`~pipeline.serve.loadgen`: guidellm's scenario and its JSON report read into points;
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
+- :mod:`~pipeline.serve.evals`: the task score (lm-eval against the engine's completions endpoint, a pinned task
+  and subset, a per-model floor), taken on the same engine after the sweep (schema 1.5, ``serving.eval``);
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
-- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder served on this machine's device into a record;
+- :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by
+  :mod:`pipeline.models`, as ``trncat bench`` fetches one) served on this machine's device into a record;
 - :mod:`~pipeline.serve.smoke`: ``trncat doctor --serving-smoke``, what a first Trainium2 serving run settles.
 
 May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks),
+:mod:`pipeline.models` (a Hub model's files, no code file; the remote-code gate), :mod:`pipeline.hub` (typing),
 :mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s) and the top-level modules.
 Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
 
 from __future__ import annotations
 
+from pipeline.backends import group_members
 from pipeline.serve.cost import headline, meets, usd_per_million
 from pipeline.serve.engine import (
     ENGINES,
@@ -26,17 +31,17 @@ from pipeline.serve.engine import (
     EngineSpec,
     EngineStartError,
     free_port,
-    group_members,
     port_in_use,
     start_failure_code,
     transformers_serve,
     vllm_serve,
 )
+from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
-from pipeline.serve.local import count_params, engine_for, serve_folder
+from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
 from pipeline.serve.script import serve_script
 from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-from pipeline.serve.sweep import SERVING_SCHEMA_VERSION, ServingRun, serve_model
+from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
 from pipeline.serve.workload import (
     DEFAULT_SLO,
     FULL_CONCURRENCIES,
@@ -50,6 +55,8 @@ from pipeline.serve.workload import (
 __all__ = [
     "DEFAULT_SLO",
     "ENGINES",
+    "EVAL_SCHEMA_VERSION",
+    "EVAL_TASKS",
     "FULL_CONCURRENCIES",
     "MIN_SUCCESS_RATE",
     "SERVING_SCHEMA_VERSION",
@@ -57,20 +64,27 @@ __all__ = [
     "Engine",
     "EngineSpec",
     "EngineStartError",
+    "EvalTask",
     "ServiceLevel",
     "ServingRun",
     "ServingWorkload",
     "count_params",
     "engine_for",
+    "eval_task",
     "free_port",
     "group_members",
+    "lm_eval_argv",
+    "lm_eval_version",
     "headline",
     "meets",
     "points_of",
     "port_in_use",
+    "run_eval",
     "run_guidellm",
     "scenario",
+    "resolve_served",
     "serve_folder",
+    "serve_hub_model",
     "serve_model",
     "serve_script",
     "serving_smoke",

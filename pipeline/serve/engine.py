@@ -11,7 +11,6 @@ Three engines, one contract (an HTTP server on loopback with ``/health`` and ``/
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends import stop_group
 from pipeline.errors import BenchError
 
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
@@ -63,8 +63,24 @@ def _console_script(name: str) -> str:
     return str(beside) if beside.is_file() else (shutil.which(name) or name)
 
 
-def transformers_serve(model: Path | str, *, port: int, device: str = "cpu", dtype: str = "auto") -> EngineSpec:
-    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback."""
+#: Tokens per KV cache block of ``transformers serve``'s continuous batching (given, so the block count is exact).
+CB_BLOCK_TOKENS = 32
+
+
+def transformers_serve(
+    model: Path | str, *, port: int, device: str = "cpu", dtype: str = "auto", kv_tokens: int | None = None
+) -> EngineSpec:
+    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback.
+
+    ``kv_tokens``: the KV cache the run needs (its streams x their longest sequence), given as a block count.
+    Left to itself, continuous batching sizes its cache at 60 to 90 % of the device's free memory, which on the
+    CPU is the host's: a tiny model's engine took 7 to 14.6 GB of a shared 23 GB machine and the kernel's OOM
+    killer ended it mid-sweep (docs/methodology.md, "Serving rows").
+    """
+    cache: tuple[str, ...] = ()
+    if kv_tokens is not None:
+        blocks = max(1, -(-kv_tokens // CB_BLOCK_TOKENS))
+        cache = ("--cb-block-size", str(CB_BLOCK_TOKENS), "--cb-num-blocks", str(blocks))
     argv = (
         _console_script("transformers"),
         "serve",
@@ -80,8 +96,12 @@ def transformers_serve(model: Path | str, *, port: int, device: str = "cpu", dty
         str(port),
         "--log-level",
         "info",
+        *cache,
     )
-    options = {"continuous_batching": True, "device": device, "dtype": dtype, "trust_remote_code": False}
+    options: dict[str, Any] = {"continuous_batching": True, "device": device, "dtype": dtype}
+    options["trust_remote_code"] = False
+    if cache:
+        options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": int(cache[-1])}
     return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options)
 
 
@@ -252,32 +272,8 @@ class Engine:
     def stop(self, grace_s: float = 10.0) -> None:
         """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after ``grace_s``
         (the workers that outlived their parent too), until no live process of the group remains."""
-        process = self.process
-        if process is None:
-            return
-        group = process.pid
-        for signum in (signal.SIGTERM, signal.SIGKILL):  # asked first, then ended, each given grace_s
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(group, signum)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                process.wait(timeout=grace_s)
-            deadline = time.monotonic() + grace_s
-            while group_members(group) and time.monotonic() < deadline:
-                time.sleep(0.1)
-
-
-def group_members(group: int, proc: Path = Path("/proc")) -> list[int]:
-    """The live (not zombie) processes of process group ``group``, from ``/proc/<pid>/stat``."""
-    out = []
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == group:
-            out.append(int(stat.parent.name))
-    return out
+        if self.process is not None:
+            stop_group(self.process, grace_s=grace_s)
 
 
 def _healthy(base_url: str) -> bool:

@@ -1,24 +1,34 @@
-"""``trncat serve``: one model folder served on this machine's device and swept, into one validated record.
+"""``trncat serve``: one model served on this machine's device and swept, into one validated record.
 
 The device's backend says the record's hardware and versions (as ``trncat bench`` records them); the engine is
 the device's (``transformers serve`` on the CPU, ``vllm serve`` on cuda, vLLM with vllm-neuron on Trainium2).
-Only a folder is served (the model's own files, fetched beforehand); nothing is downloaded here.
+A model is a local folder or a Hub id at a revision, fetched as ``trncat bench`` fetches one
+(:func:`pipeline.models.resolve_hub`: the files chosen by exact path, no code file) and judged by the same
+remote-code gate (:func:`pipeline.models.check_remote_code`) before any engine starts: a refused or unfetched
+model is the record's verdict, and no engine is started for it.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from pipeline import constants
 from pipeline.backends import get_backend, package_version
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, RemoteCodeRefused
+from pipeline.hardware import INSTANCE_NAMES, get_instance
+from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
 from pipeline.serve.engine import EngineSpec, free_port, transformers_serve, vllm_serve
+from pipeline.serve.evals import EvalTask
 from pipeline.serve.script import serve_script
 from pipeline.serve.sweep import ServingRun, serve_model
 from pipeline.serve.workload import DEFAULT_SLO, ServiceLevel, ServingWorkload
+
+if TYPE_CHECKING:
+    from pipeline.hub import Hub
 
 #: Trainium2 chips hold 8 physical NeuronCores (4 logical at LNC=2; docs/neuron-facts.md, Trn2 architecture).
 NEURONCORES_PER_CHIP = {2: 4, 1: 8}
@@ -44,11 +54,21 @@ def count_params(folder: Path) -> int | None:
 
 
 def engine_for(
-    device: str, folder: Path, *, port: int, chips: int, dtype: str, lnc: int | None, max_model_len: int
+    device: str,
+    folder: Path,
+    *,
+    port: int,
+    chips: int,
+    dtype: str,
+    lnc: int | None,
+    max_model_len: int,
+    max_streams: int = 256,
 ) -> EngineSpec:
-    """The device's engine command for ``folder``."""
+    """The device's engine command for ``folder`` (``max_streams``: the sweep's highest concurrency; on the CPU
+    the KV cache is sized for that many sequences of ``max_model_len``, twice over)."""
     if device == "cpu":
-        return transformers_serve(folder, port=port, device="cpu", dtype=dtype)
+        kv_tokens = 2 * max_streams * max_model_len
+        return transformers_serve(folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens)
     if device == "cuda":
         return vllm_serve(
             folder, port=port, neuron=False, tensor_parallel=chips, dtype=dtype, max_model_len=max_model_len
@@ -65,6 +85,64 @@ def engine_for(
             max_model_len=max_model_len,
         )
     raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
+
+
+def resolve_served(
+    model: str | Path, *, hub: Hub | None, model_id: str | None = None, revision: str | None = None
+) -> ResolvedModel:
+    """A local folder as it is (``model_id``/``revision`` override the derived ones), or a Hub id fetched at
+    ``revision`` (default: its main branch's head) without any code file; a fetch that failed or was refused is
+    the answer's ``error``.
+
+    Raises:
+        ConfigError: a Hub id without a Hub client, or a model id given for a Hub model.
+        ModelIdError / RepoNotFoundError / GatedRepoError: not a valid id, or no revision to record.
+    """
+    folder = Path(model)
+    if folder.is_dir():
+        return resolve_local(folder, model_id=model_id, revision=revision)
+    if model_id is not None and model_id != str(model):
+        raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
+    if hub is None:
+        raise ConfigError(f"{model} is not a folder, and there is no Hub client to fetch it with")
+    return resolve_hub(str(model), hub=hub, revision=revision, task="text-generation")
+
+
+def _refusal(folder: Path, fetch_error: str | None) -> tuple[str, dict[str, str]] | None:
+    """Why no engine may start for ``folder``: the fetch failed (``error``) or the model needs its own code
+    (``fail``, as ``trncat bench`` records it); None when it may start."""
+    if fetch_error is not None:
+        code = "download_refused" if fetch_error.startswith("download refused") else "download_failed"
+        return "error", {"stage": "load", "code": code, "message": fetch_error[:2000]}
+    try:
+        check_remote_code(folder)
+    except RemoteCodeRefused as exc:
+        return "fail", {"stage": "load", "code": "remote_code", "message": str(exc)[:2000]}
+    return None
+
+
+def _instance_chips(device: str, instance_type: str, pricing: Pricing | None) -> int | None:
+    """The chips (Trainium2 chips, GPUs) of ``instance_type``, when known."""
+    if device == "neuron":
+        return get_instance(instance_type).chips if instance_type in INSTANCE_NAMES else None
+    known = pricing.table.get(instance_type) if pricing else None
+    return known.accelerators.count if known and known.accelerators else None
+
+
+def serve_hub_model(
+    model: str | Path,
+    *,
+    hub: Hub | None,
+    model_id: str | None = None,
+    revision: str | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """:func:`serve_folder` for a local folder or a Hub id at a revision (:func:`resolve_served`); ``options``
+    are :func:`serve_folder`'s."""
+    resolved = resolve_served(model, hub=hub, model_id=model_id, revision=revision)
+    return serve_folder(
+        resolved.path, model_id=resolved.model_id, revision=resolved.revision, fetch_error=resolved.error, **options
+    )
 
 
 def serve_folder(
@@ -86,20 +164,34 @@ def serve_folder(
     warm_restart: bool = True,
     source: str = "local",
     work: Path | None = None,
+    fetch_error: str | None = None,
+    eval_task: EvalTask | None = None,
 ) -> dict[str, Any]:
-    """Serve ``folder`` on ``device``, sweep it, write the record to ``out`` (and serve.sh beside it); the
-    engine's logs and guidellm's scenarios and reports go to ``work`` (default ``<out>.serving/`` beside it).
+    """Serve ``folder`` on ``device``, sweep it, write the record to ``out``; the engine's logs, guidellm's
+    scenarios and reports and serve.sh go to ``work`` (default: serve.sh beside ``out``, the rest in
+    ``<out>.serving/``; CI gives a ``work`` apart, so the record's folder holds the record alone). The share of
+    the instance a cost is charged is ``chips`` of the instance's chips (``instance_chips``, default: the
+    instance's own, from :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a
+    GPU one).
+    A model that needs its own code, or whose fetch failed (``fetch_error``), gets its record with no engine
+    started. ``eval_task``: the task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
 
     Raises:
         ConfigError: the folder is not a model folder, or the device has no engine.
     """
-    if not (folder / "config.json").is_file():
+    refusal = _refusal(folder, fetch_error)
+    if instance_chips is None and instance_type:
+        instance_chips = _instance_chips(device, instance_type, pricing)
+    if refusal is None and not (folder / "config.json").is_file():
         raise ConfigError(f"{folder}: not a model folder (no config.json)")
     backend = get_backend(device)
     dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
     max_model_len = workload.input_tokens + workload.output_tokens + 64
     port = free_port()
-    spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len)
+    streams = max(workload.concurrencies)
+    spec = engine_for(
+        device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len, max_streams=streams
+    )
     hardware = backend.hardware(cores=chips)
     if instance_type:
         hardware["instance_type"] = instance_type
@@ -114,7 +206,7 @@ def serve_folder(
         versions=backend.versions(),
         chips=chips,
         instance_chips=instance_chips,
-        params=count_params(folder),
+        params=count_params(folder) if refusal is None else None,
         weight_dtype=dtype,
         slo=slo,
         pricing=pricing,
@@ -127,20 +219,31 @@ def serve_folder(
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
         },
         source=source,
+        eval_task=eval_task,
+        ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA) if source == "ci" else None,
     )
+    script_dir = work or out.parent
     work = work or out.parent / f"{out.stem}.serving"
 
     def restart() -> EngineSpec:
         return engine_for(
-            device, folder, port=free_port(), chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len
+            device,
+            folder,
+            port=free_port(),
+            chips=chips,
+            dtype=dtype,
+            lnc=lnc,
+            max_model_len=max_model_len,
+            max_streams=streams,
         )
 
-    record = serve_model(spec, workload, run, work, restart=restart)
+    record = serve_model(spec, workload, run, work, restart=restart, refusal=refusal)
     problems = validate_record(record, allow_emulated=True)
     if problems:
         record.setdefault("notes", []).append("invalid: " + "; ".join(f"{f}: {m}" for f, m in problems)[:480])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_record(record), encoding="utf-8")
     if record.get("serving") and record["serving"]["points"]:
-        (out.parent / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
+        script_dir.mkdir(parents=True, exist_ok=True)
+        (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
     return record

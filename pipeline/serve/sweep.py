@@ -20,12 +20,15 @@ from typing import Any
 from pipeline.prices import Pricing
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
+from pipeline.serve.evals import EvalTask, run_eval
 from pipeline.serve.loadgen import TOOL, points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
 
 logger = logging.getLogger(__name__)
 
 SERVING_SCHEMA_VERSION = "1.4"
+#: A serving record with a task score (``serving.eval``, additive: 1.4 records stay valid).
+EVAL_SCHEMA_VERSION = "1.5"
 _STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
 
 
@@ -61,6 +64,11 @@ class ServingRun:
     warm_restart: bool = True
     engine_versions: dict[str, str | None] = field(default_factory=dict)
     source: str = "local"
+    #: A CI run's runner name, run id and commit (``source == "ci"``: publish accepts only its own run's records).
+    ci_run: tuple[str | None, str | None, str | None] | None = None
+    #: The task score taken after the sweep, on the same engine (:mod:`pipeline.serve.evals`); None: none.
+    eval_task: EvalTask | None = None
+    eval_timeout_s: float = 3600.0
 
 
 def _now() -> str:
@@ -123,10 +131,12 @@ def serve_model(
     folder: Path,
     *,
     restart: Callable[[], EngineSpec] | None = None,
+    refusal: tuple[str, dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Run the whole serving measurement and return its record (never raises for an engine's or the load
     generator's fault: those are the record's verdict). ``restart`` gives the spec of the warm restart (the
-    same command; a fresh port when the first one is still held)."""
+    same command; a fresh port when the first one is still held). ``refusal`` (a status and its failure: the
+    model was refused or not fetched) is recorded as it is, and no engine starts."""
     started, wall0 = _now(), time.monotonic()
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
@@ -139,23 +149,39 @@ def serve_model(
     ready_s: float | None = None
     warm_ready_s: float | None = None
     log_tail: str | None = None
+    evaluation: dict[str, Any] | None = None
     engine = Engine(spec, folder / "engine.log")
-    try:
-        with engine:
-            ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
-            points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
-            if died == "engine_died":
-                status, failure = "fail", _failure("crash", died, stopped or "the engine died")
-            elif died:  # the load generator, not the model: an infra error
-                status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
-                log_tail = engine.log_tail()
-    except EngineStartError as exc:
-        status = "error"
-        failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
-        log_tail = exc.log_tail or engine.log_tail()
-    if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
-        status = "fail"
-        failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+    if refusal is not None:
+        status, failure = refusal[0], dict(refusal[1])
+    else:
+        try:
+            with engine:
+                ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
+                points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
+                if died == "engine_died":
+                    status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+                elif died:  # the load generator, not the model: an infra error
+                    status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
+                    log_tail = engine.log_tail()
+                if run.eval_task is not None and not died and engine.alive():
+                    evaluation = run_eval(
+                        spec, run.eval_task, folder / "eval", tokenizer=run.tokenizer, timeout_s=run.eval_timeout_s
+                    )
+        except EngineStartError as exc:
+            status = "error"
+            failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
+            log_tail = exc.log_tail or engine.log_tail()
+        if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
+            status = "fail"
+            failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+        if status == "pass" and evaluation is not None and evaluation["passed"] is False:
+            status = "fail"
+            failure = _failure(
+                "accuracy",
+                "eval_below_floor",
+                f"{evaluation['task']} {evaluation['metric']} {evaluation['score']:.4f} is below the floor "
+                f"{evaluation['floor']} ({evaluation['floor_source']})",
+            )
     if status == "pass" and run.warm_restart:
         warm_spec = restart() if restart else spec
         try:
@@ -185,6 +211,8 @@ def serve_model(
         "headline": headline(points, run.slo),
         "price": price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
     }
+    if evaluation is not None:
+        serving["eval"] = evaluation
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 
 
@@ -203,8 +231,11 @@ def _record(
     notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
     if serving["stopped"]:
         notes.append(f"the sweep stopped early: {serving['stopped'][:400]}")
+    evaluation = serving.get("eval")
+    if evaluation is not None and evaluation["score"] is None:  # a check that did not run is said, never hidden
+        notes.append(f"no task score: lm-eval gave none ({(evaluation['output_tail'] or '')[-300:]})")
     return {
-        "schema_version": SERVING_SCHEMA_VERSION,
+        "schema_version": EVAL_SCHEMA_VERSION if evaluation is not None else SERVING_SCHEMA_VERSION,
         "model_id": run.model_id,
         "revision": run.revision,
         "task": "text-generation",
@@ -238,9 +269,9 @@ def _record(
         "run": {
             "started_at": started,
             "finished_at": _now(),
-            "runner": None,
-            "github_run_id": None,
-            "github_sha": None,
+            "runner": run.ci_run[0] if run.ci_run else None,
+            "github_run_id": run.ci_run[1] if run.ci_run else None,
+            "github_sha": run.ci_run[2] if run.ci_run else None,
             "source": run.source,
         },
         "notes": notes,

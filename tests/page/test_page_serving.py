@@ -28,3 +28,51 @@ def test_the_ratios_are_trainium2_over_gpu_at_the_slo() -> None:
     trn, gpu = pair["sides"]
     assert pair["ratios"]["at_slo"] == f"\u00d7{trn['at_slo'] / gpu['at_slo']:.2f}" == "\u00d70.67"
     assert serving_section([]) is None
+
+
+def _main_table(html: str) -> tuple[list[str], list[list[tuple[str, str | None]]]]:
+    """The first view's text-generation table: its header labels and each row's (cell text, title)."""
+    import re
+    from html import unescape
+
+    table = html[html.index('<table id="catalog"') :]
+    table = table[: table.index("</table>")]
+    headers = [unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<th(?:\s[^>]*)?>(.*?)</th>", table)]
+    rows = []
+    for row in re.findall(r"<tr[^>]*data-i[^>]*>(.*?)</tr>", table, re.S):
+        cells = re.findall(r"<td(\s[^>]*)?>(.*?)</td>", row, re.S)
+        rows.append(
+            [
+                (
+                    unescape(re.sub(r"<[^>]+>", "", text)).strip(),
+                    (m.group(1) if (m := re.search(r'title="([^"]*)"', attrs or "")) else None),
+                )
+                for attrs, text in cells
+            ]
+        )
+    return headers, rows
+
+
+def test_the_main_table_shows_the_sweep_at_the_slo_on_the_rows_own_hardware_only() -> None:
+    """Issue 28: the at-SLO columns sit in the text-generation table, filled from the serving record of the row's
+    own model on its own hardware (a GPU sweep never fills a Trainium2 row), with where they come from on hover;
+    a record's text reaches the title escaped."""
+    from pipeline.page import render_page
+    from pipeline.records import flatten
+    from pipeline.testing.records import sample_record
+
+    served = flatten(sample_record(model_id="trncat-demo/tiny-llama"))
+    gpu_only = flatten(sample_record(model_id="acme/gpu-only"))
+    trn = sample_serving(device="neuron")
+    trn["serving"]["stopped"] = '"><script>window.pwned = 1</script>'
+    gpu = sample_serving(device="cuda", model_id="acme/gpu-only")
+    html = render_page(latest=[served, gpu_only], rankings=[], exclusions=[], scripts={}, serving=[trn, gpu])
+    headers, rows = _main_table(html)
+    at, usd = headers.index("Served tok/s per chip at SLO"), headers.index("$ / 1M tokens at SLO")
+    (tiny,) = [row for row in rows if row[1][0].startswith("trncat-demo/tiny-llama")]
+    (other,) = [row for row in rows if row[1][0].startswith("acme/gpu-only")]
+    # the fixture's best point at the SLO: 280 tok/s per chip; $85.964/16 / (280 x 3600) x 1e6 = $5.33
+    assert (tiny[at][0], tiny[usd][0]) == ("280", "$5.33")
+    assert tiny[at][1] and "guidellm 0.8.1" in tiny[at][1] and "trn2.48xlarge" in tiny[at][1]
+    assert (other[at][0], other[usd][0]) == ("\u2014", "\u2014") and other[at][1] is None
+    assert "<script>window.pwned" not in html and "&lt;script&gt;window.pwned" in html

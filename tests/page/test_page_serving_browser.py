@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.page import render_page
-from pipeline.testing.records import sample_serving
+from pipeline.records import flatten
+from pipeline.testing.records import sample_record, sample_serving
 from tests.page.test_page_browser import ARTIFACTS, _open, launch, serve  # noqa: F401  (fixtures)
 
 
@@ -23,7 +24,8 @@ def test_the_serving_curve_columns_and_compare_pair(
     hostile["serving"]["stopped"] = "<script>window.pwned = 1</script><img src=x onerror=alert(1)>"
     site = tmp_path / "site"
     site.mkdir()
-    html = render_page(latest=[], rankings=[], exclusions=[], scripts={}, serving=[trn, gpu, hostile])
+    row = flatten(sample_record(model_id="trncat-demo/tiny-llama"))
+    html = render_page(latest=[row], rankings=[], exclusions=[], scripts={}, serving=[trn, gpu, hostile])
     (site / "index.html").write_text(html, encoding="utf-8")
     page, seen = _open(launch(), f"{serve(site)}/index.html")
 
@@ -46,6 +48,13 @@ def test_the_serving_curve_columns_and_compare_pair(
     # the GPU side: 420 tok/s per chip at $10/h: $10 / (420 x 3600) x 1e6 = $6.61
     assert sides[1] == ["cuda", "nvidia-l40s", "420", "$6.61"]
     assert pair.locator("tr.ratio td").all_inner_texts() == ["Trainium2 \u00f7 GPU", "\u00d70.67", "\u00d70.81"]
+    # issue 28: the main table's at-SLO columns, as the page's script renders them (the device filter redraws)
+    page.select_option("#f-device", "all")
+    main = page.locator("#catalog thead th").all_inner_texts()
+    at, usd = main.index("Served tok/s per chip at SLO"), main.index("$ / 1M tokens at SLO")
+    cells = page.locator("#rows tr[data-i]").filter(has_text="trncat-demo/tiny-llama").first.locator("td")
+    assert [cells.nth(at).inner_text(), cells.nth(usd).inner_text()] == ["280", "$5.33"]
+    assert "guidellm 0.8.1" in (cells.nth(at).get_attribute("title") or "")
     # hostile text is text: shown, never run
     assert "<script>window.pwned = 1</script>" in page.locator("#serving-table").inner_text()
     assert page.evaluate("window.pwned") is None

@@ -1,6 +1,7 @@
 """The must-hold serving test: the real load generator (guidellm) against the real ``transformers serve`` on the
 CPU, the tiny Llama, concurrency 1, 2, 4: a valid serving record with every field; one point's $/1M tokens and
-the headline at the service level recomputed by hand."""
+the headline at the service level recomputed by hand; the real lm-eval's task score on the shipped tiny task,
+taken on the same engine (issue 31)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 
 from pipeline.prices import load_pricing
 from pipeline.records import validate_record
-from pipeline.serve import DEFAULT_SLO, group_members, serve_folder, serving_workload
+from pipeline.serve import DEFAULT_SLO, EVAL_TASKS, group_members, serve_folder, serving_workload
 
 # one engine start, one guidellm run over the three points, one warm restart: about a minute on two free cores
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -39,6 +40,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
         out=out,
         pricing=load_pricing(prices),
         instance_type="c7i.xlarge",
+        eval_task=EVAL_TASKS["trncat-tiny-arith"],
     )
     return record, out
 
@@ -46,7 +48,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], Path]) -> None:
     record, out = served
     assert validate_record(record) == [], record.get("notes")
-    assert record["schema_version"] == "1.4" and record["status"] == "pass", record["failure"]
+    assert record["schema_version"] == "1.5" and record["status"] == "pass", record["failure"]
     assert record["device"] == "cpu" and not record["hardware"].get("emulated")
     serving = record["serving"]
     assert serving["tool"]["name"] == "guidellm" and serving["tool"]["version"] not in ("", "unknown")
@@ -67,6 +69,18 @@ def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], P
     assert serving["price"]["usd_per_hour"] == 0.357 and serving["price"]["as_of"] == "2026-11"
     assert serving["slo"] == DEFAULT_SLO.to_record()
     assert out.is_file() and (out.parent / "serving.serve.sh").is_file()
+
+
+def test_lm_eval_scored_the_served_model_on_the_shipped_task(served: tuple[dict[str, Any], Path]) -> None:
+    """lm-eval's requests reach transformers serve's completions endpoint and come back scored: a score (the random
+    tiny Llama's, whatever it is), its standard error, and the stated test floor 0.0 it is judged against."""
+    record, _ = served
+    evaluation = record["serving"]["eval"]
+    assert evaluation["score"] is not None, evaluation["output_tail"]
+    assert 0.0 <= evaluation["score"] <= 1.0 and evaluation["passed"] is True
+    assert (evaluation["task"], evaluation["metric"]) == ("trncat-tiny-arith", "exact_match,first-number")
+    assert evaluation["floor"] == 0.0 and "stated test floor" in evaluation["floor_source"]
+    assert evaluation["tool"] == {"name": "lm-eval", "version": "0.4.13"}
 
 
 def test_one_points_cost_and_the_headline_recomputed_by_hand(served: tuple[dict[str, Any], Path]) -> None:

@@ -98,7 +98,8 @@
     tr.appendChild(compile);
     tableCols(e.task).forEach(function (m) {
       var td = el("td", "num", metric(e, m));
-      if (m.fmt === "usd") td.title = TRNCAT_FORMAT.priceText(e);
+      if (m.cell_title) { if (e[m.cell_title]) td.title = e[m.cell_title]; }  // where the figure comes from
+      else if (m.fmt === "usd") td.title = TRNCAT_FORMAT.priceText(e);
       tr.appendChild(td);
     });
     tr.appendChild(el("td", "num", bytes(e.mem)));

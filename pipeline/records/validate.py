@@ -31,7 +31,7 @@ from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
 from pipeline.records.serving_checks import serving_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 #: The schema's rule for a version string (PEP 440, dpkg and image references fit), and its rule for free text:
 #: no C0 control but tab, newline and carriage return (issue 22.8: a control character made feed.xml unreadable).

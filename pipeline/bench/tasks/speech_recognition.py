@@ -45,7 +45,6 @@ class SpeechRecognition(TaskRunner):
             dtype=dtype,
             device="cpu",
             trust_remote_code=False,
-            model_kwargs={"local_files_only": True},
         )
 
     def load_processor(self, path: Path) -> Any:

@@ -106,8 +106,10 @@ class DemoSummary:
         for record in self.records:
             m = record["metrics"]
             plotted = task_view(record["task"]).speed  # each task's speed figure, as the page shows it
+            # (a flat column: the p50 latency is the record's latency_s.p50)
+            value = (m.get("latency_s") or {}).get("p50") if plotted and plotted.column == "latency_p50_s" else None
             speed = (
-                f"{fmt(m.get(plotted.column), digits=3 if plotted.fmt == 'secs' else 0)} {plotted.label}"
+                f"{fmt(value or m.get(plotted.column), digits=3 if plotted.fmt == 'secs' else 0)} {plotted.label}"
                 if plotted
                 else "-"
             )

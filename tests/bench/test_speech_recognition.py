@@ -59,6 +59,7 @@ def test_the_tiny_whisper_passes_with_its_metric_set(whisper: Path, tmp_path: Pa
         assert other not in m
 
 
+@pytest.mark.e2e  # six benchmark processes: the run, its CPU float32 and bfloat16 references, the wrong run's
 def test_the_answer_check_grades_the_transcripts_against_the_cpu_reference(whisper: Path, tmp_path: Path) -> None:
     record = _bench(whisper, tmp_path, dtype="bfloat16")
     assert record["status"] == "pass", record["failure"]

@@ -199,8 +199,9 @@ def _builder(hf_config: Any, architecture: str | None, model_type: str, base_mod
         auto_cls, mapping = transformers.AutoModel, auto.MODEL_MAPPING
     elif architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
         auto_cls, mapping = transformers.AutoModelForImageTextToText, auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
-    elif architecture in speech and isinstance(cls := getattr(transformers, architecture, None), type):
-        return lambda: cls._from_config(hf_config)  # Whisper's model_type maps to a decoder-only class too
+    elif architecture in speech and isinstance(own := getattr(transformers, architecture, None), type):
+        speech_cls: Any = own  # Whisper's model_type maps to a decoder-only class too: the pipeline loads this one
+        return lambda: speech_cls._from_config(hf_config)
     elif architecture in causal.values() or model_type in causal:
         auto_cls, mapping = transformers.AutoModelForCausalLM, auto.MODEL_FOR_CAUSAL_LM_MAPPING
     else:

@@ -268,9 +268,7 @@ def sample_speech_record(**overrides: Any) -> dict[str, Any]:
             "skipped": None,
             "transcript_wer": 0.0,
             "grade": "exact",
-            "failed_step": None,
             "noise_reference": "cpu-bfloat16",
-            "noise_skipped": None,
             "noise_wer": 0.0179,
         },  # fmt: skip
     )

@@ -59,7 +59,7 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert set(latest.instance_type) == {"demo.cpu"} and set(latest.device) == {"cpu"}
     assert set(latest.price_source) == {"trncat demo: an invented round price for this machine's CPU, not a quote"}
     assert (passes.cost_usd_per_million_tokens.notna() | passes.cost_usd_per_million_sentences.notna()
-            | passes.cost_usd_per_thousand_images.notna()).all()  # fmt: skip
+            | passes.cost_usd_per_thousand_images.notna() | passes.cost_usd_per_audio_hour.notna()).all()  # fmt: skip
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "trncat-demo/results" in card and "https://huggingface.co/spaces/trncat-demo/catalog" in card
     assert "sdk: static" in (space / "README.md").read_text(encoding="utf-8")

@@ -58,11 +58,14 @@ TASK_COSTS: dict[str, tuple[str, str, float, bool]] = {
     "image-text-to-text": ("cost_usd_per_million_tokens", "decode_tokens_per_s", 1e6, False),
     "sentence-embeddings": ("cost_usd_per_million_sentences", "sentences_per_s", 1e6, False),
     "text-to-image": ("cost_usd_per_thousand_images", "seconds_per_image", 1e3, True),
+    # the real-time factor is seconds of compute per second of audio: an hour of audio takes 3600 of them
+    "automatic-speech-recognition": ("cost_usd_per_audio_hour", "real_time_factor", 3600.0, True),
 }
 COST_COLUMNS: tuple[str, ...] = (
     "cost_usd_per_million_tokens",
     "cost_usd_per_thousand_images",
     "cost_usd_per_million_sentences",
+    "cost_usd_per_audio_hour",
 )
 
 

@@ -11,7 +11,9 @@ from typing import Literal, get_args
 Status = Literal["pass", "fail", "error"]
 Stage = Literal["load", "compile", "run", "oom", "timeout", "crash", "accuracy"]
 Device = Literal["cpu", "cuda", "neuron"]
-Task = Literal["text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"]
+Task = Literal[
+    "text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image", "automatic-speech-recognition"
+]
 Dtype = Literal["float32", "bfloat16", "float16", "float8_e4m3fn"]
 Source = Literal["ci", "community", "local"]
 View = Literal["trending", "downloads", "selected"]

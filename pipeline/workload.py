@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import wave
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
@@ -21,6 +24,7 @@ class Workload:
         steps: denoising steps per image (text-to-image), else None.
         batch_sizes: every batch size the run measures latency at (sentence-embeddings), else None.
         guidance_scale: classifier-free guidance (text-to-image); None keeps the pipeline's default.
+        audio_clips: the clips transcribed per call (automatic-speech-recognition: :func:`speech_clips`), else None.
     """
 
     batch_size: int = 1
@@ -30,6 +34,7 @@ class Workload:
     steps: int | None = None
     batch_sizes: tuple[int, ...] | None = None
     guidance_scale: float | None = None
+    audio_clips: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("batch_size", "input_tokens"):
@@ -38,7 +43,7 @@ class Workload:
                 raise ConfigError(f"workload {name} must be a positive integer, got {value!r}")
         if not _is_int(self.output_tokens) or self.output_tokens < 0:
             raise ConfigError(f"workload output_tokens must be a non-negative integer, got {self.output_tokens!r}")
-        for name in ("image_size", "steps"):
+        for name in ("image_size", "steps", "audio_clips"):
             value = getattr(self, name)
             if value is not None and (not _is_int(value) or value < 1):
                 raise ConfigError(f"workload {name} must be a positive integer or None, got {value!r}")
@@ -66,10 +71,10 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``workload``: the generation fields always; ``steps``, ``batch_sizes`` and
-        ``guidance_scale`` when set
-        (schema 1.2), so that a generation task's workload is the same object it was under schema 1.1."""
+        ``guidance_scale`` when set (schema 1.2), ``audio_clips`` when set (schema 1.5), so that a generation
+        task's workload is the same object it was under schema 1.1."""
         out: dict[str, Any] = asdict(self)
-        for name in ("steps", "batch_sizes", "guidance_scale"):
+        for name in ("steps", "batch_sizes", "guidance_scale", "audio_clips"):
             if out[name] is None:
                 del out[name]
         if "batch_sizes" in out:
@@ -89,6 +94,10 @@ DEFAULT_WORKLOADS: dict[str, Workload] = {
     # A fixed prompt, 20 denoising steps, batch 1; image_size is the fallback resolution (512 x 512) used when
     # the pipeline names no default (the run records the resolution and steps it used; few-step models run 4).
     "text-to-image": Workload(batch_size=1, input_tokens=77, output_tokens=0, image_size=512, steps=20),
+    # The project's clips (pipeline/clips), one at a time through the pipeline, at most 64 tokens of transcript
+    # each (greedy; a transcript may end sooner). input_tokens is what the decoder attends to: Whisper's encoder
+    # positions for its 30 s window (3000 log-mel frames, stride 2), which the planner sizes the cache by.
+    "automatic-speech-recognition": Workload(batch_size=1, input_tokens=1500, output_tokens=64, audio_clips=4),
 }
 assert set(DEFAULT_WORKLOADS) == set(TASKS)
 
@@ -152,6 +161,18 @@ TASK_SOURCES: dict[str, TaskSource] = {
         answer="second denoising step's update of the latents",
         tensor_parallel=False,
     ),
+    # The transformers pipeline of the task (Whisper-style encoder-decoders, CTC models, the decoder-style ASR
+    # models it takes). The answer check compares transcripts: the word error rate against the CPU float32
+    # reference's (pipeline.bench.wer), at most cosine_threshold (here a WER, lower is better).
+    "automatic-speech-recognition": TaskSource(
+        "transformers",
+        ("automatic-speech-recognition",),
+        metrics=("real_time_factor", "audio_seconds", "wer"),
+        cosine_field="transcript_wer",
+        cosine_threshold=0.02,
+        answer="transcripts of the clips",
+        tensor_parallel=False,
+    ),
 }
 assert set(TASK_SOURCES) == set(TASKS)
 
@@ -194,3 +215,71 @@ def default_workload(task: Task | str) -> Workload:
     """
     check_task(task)
     return DEFAULT_WORKLOADS[task]
+
+
+#: The speech-recognition workload's clips and their transcripts (pipeline/clips/synthesise.sh made them).
+CLIPS_DIR = Path(__file__).resolve().parent / "clips"
+#: The clips' sampling rate: what Whisper-style feature extractors take without resampling.
+CLIP_RATE = 16_000
+
+
+@dataclass(frozen=True)
+class Clip:
+    """One clip of the speech-recognition workload: 16 kHz mono samples in [-1, 1] (float32) and its transcript."""
+
+    name: str
+    samples: Any
+    transcript: str
+
+    @property
+    def seconds(self) -> float:
+        return len(self.samples) / CLIP_RATE
+
+
+def read_wav(path: Path) -> Any:
+    """A 16 kHz mono 16-bit PCM WAV file's samples as float32 in [-1, 1] (stdlib ``wave`` and numpy only).
+
+    Raises:
+        ConfigError: the file is unreadable or not 16 kHz mono 16-bit PCM.
+    """
+    import numpy as np
+
+    try:
+        with wave.open(str(path), "rb") as w:
+            shape = (w.getnchannels(), w.getsampwidth(), w.getframerate())
+            frames = w.readframes(w.getnframes())
+    except (OSError, EOFError, wave.Error) as exc:
+        raise ConfigError(f"{path.name}: not a readable WAV file ({exc})") from exc
+    if shape != (1, 2, CLIP_RATE):
+        raise ConfigError(
+            f"{path.name}: {shape[0]} channel(s), {8 * shape[1]}-bit, {shape[2]} Hz; want mono 16-bit 16 kHz"
+        )
+    return np.frombuffer(frames, dtype="<i2").astype(np.float32) / 32768.0
+
+
+def speech_clips(folder: Path = CLIPS_DIR) -> list[Clip]:
+    """The clips of ``folder`` in ``transcripts.json``'s order (``[{"file", "text"}, ...]``).
+
+    Raises:
+        ConfigError: the list or a clip is missing, malformed or names a file outside ``folder``.
+    """
+    try:
+        listed = json.loads((folder / "transcripts.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{folder}: no readable transcripts.json ({exc})") from exc
+    clips: list[Clip] = []
+    for item in listed if isinstance(listed, list) else [None]:
+        name, text = (item.get("file"), item.get("text")) if isinstance(item, dict) else (None, None)
+        if (
+            not isinstance(name, str)
+            or not isinstance(text, str)
+            or Path(name).name != name
+            or not name.endswith(".wav")
+        ):
+            raise ConfigError(
+                f"{folder}/transcripts.json: each entry is {{'file': 'NAME.wav', 'text': ...}}: {item!r:.80}"
+            )
+        clips.append(Clip(name, read_wav(folder / name), text))
+    if not clips:
+        raise ConfigError(f"{folder}/transcripts.json lists no clip")
+    return clips

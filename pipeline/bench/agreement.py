@@ -3,7 +3,8 @@
 A model that runs but computes garbage does not "run". After the timed calls the child captures its answer for
 the fixed inputs (each task's :meth:`~pipeline.bench.tasks.base.TaskRunner.capture`): for the generation tasks
 the logits of every generated step and the greedy tokens; for sentence-embeddings the embeddings of the batch; for
-text-to-image the second denoising step's update of the latents (from the same initial noise). The same capture on
+text-to-image the second denoising step's update of the latents (from the same initial noise); for
+automatic-speech-recognition the clips' transcripts (graded by word error rate). The same capture on
 the CPU in float32 is the reference, and the same again on the CPU in bfloat16, fed the reference's greedy tokens,
 is the noise run (what bfloat16 alone does to the answer); both are computed once per model, revision, task and
 workload on the runner host and cached (:func:`reference_key`).
@@ -43,7 +44,7 @@ CAPTURE_FORMAT = 2
 #: The graded check's fields (schema 1.4, optional): a record holds the ones with a value (as a row gives them back).
 GRADED_FIELDS = (
     "grade", "failed_step", "steps", "teacher_forced", "greedy_match_rate", "first_divergence_step", "topk",
-    "sigma_ratio", "bc", "noise_reference", "noise_skipped",
+    "sigma_ratio", "bc", "noise_reference", "noise_skipped", "noise_wer",
 )  # fmt: skip
 
 
@@ -127,7 +128,7 @@ def compare(
     """
     import torch
 
-    from pipeline.bench.grading import grade_generation, grade_output
+    from pipeline.bench.grading import grade_generation, grade_output, grade_transcripts
     from pipeline.bench.tasks.base import cosine_rows
 
     ours, theirs = load(device), load(reference)
@@ -135,6 +136,11 @@ def compare(
     out = skipped(None, task=task)
     out.update(noise_reference=NOISE_KIND if base is not None else None, noise_skipped=noise_skipped)
     source = task_source(task)
+    if "transcripts" in ours or "transcripts" in theirs:
+        noise_texts = list(base["transcripts"]) if base is not None else None
+        out.update(grade_transcripts(list(theirs["transcripts"]), list(ours["transcripts"]), noise_texts,
+                                     threshold=source.cosine_threshold))  # fmt: skip
+        return _valued(out)
     if "output" in ours or "output" in theirs:
         cosine = cosine_rows(ours["output"], theirs["output"])
         out[source.cosine_field] = round(cosine, 6) if math.isfinite(cosine) else None
@@ -209,6 +215,13 @@ def failure_message(agreement: dict[str, Any], *, task: str) -> str:
         three_way = f"σ-ratio {sigma}, Bhattacharyya {bc} against the CPU bfloat16 run"
     else:
         three_way = f"no bfloat16 noise run ({agreement.get('noise_skipped')})"
+    if source.cosine_field == "transcript_wer":
+        wer, noise_wer = _figure(agreement.get("transcript_wer")), _figure(agreement.get("noise_wer"))
+        noise = f"the CPU bfloat16 run's is {noise_wer}" if agreement.get("noise_reference") else three_way
+        return (
+            f"{source.answer}: word error rate {wer} against the CPU float32 reference's transcripts, above "
+            f"{source.cosine_threshold}; {noise}"
+        )
     if agreement.get("topk") is None:
         cosine, threshold = agreement.get(source.cosine_field), source.cosine_threshold
         return f"{source.answer}: cosine {cosine} with the CPU float32 reference, below {threshold}; {three_way}"

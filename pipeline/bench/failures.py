@@ -318,6 +318,7 @@ RULES: tuple[Rule, ...] = (
                       r"sentencepiece or tiktoken installed to convert a slow tokenizer")),
     Rule("bad_config", "fail", "load", "bad_config",
          pattern=_any(r"is not a multiple of the number of attention heads",
+                      r"embed_dim must be divisible by num_heads",
                       r"Must provide the same number of `\w+` as `\w+`")),
     Rule("one_core_task", "fail", "load", "needs_tensor_parallel",
          pattern=_any(r"has no tensor parallelism: its models are benchmarked on one core")),

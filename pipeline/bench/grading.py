@@ -19,6 +19,8 @@ tokens before it):
   tolerance`` (the top-k rule at every step), ``bfloat16 noise`` (σ-ratio ≤ 1.0 or every step's coefficient ≥
   0.99, the published rule's rescue, and no greedy token swapped beyond bfloat16's own reach) or ``diverges``.
 
+Transcripts (automatic-speech-recognition) are graded by word error rate: :func:`grade_transcripts`.
+
 A swapped greedy token is judged on its own: one swapped token among ``steps x vocab`` errors moves neither
 aggregate, so the rescue never covers it. It is bfloat16 noise when the bfloat16 CPU run picks the same token, or
 when the reference's own margin between the two tokens is within the bfloat16 run's largest top-5 error at that
@@ -196,3 +198,31 @@ def grade_output(
         "sigma_ratio": _finite(ratio) if ratio is not None else None,
         "bc": _finite(bc) if bc is not None else None,
     }
+
+
+def grade_transcripts(
+    reference: list[str], device: list[str], noise: list[str] | None, *, threshold: float
+) -> dict[str, Any]:
+    """The graded comparison of transcripts (automatic-speech-recognition), by word error rate against the CPU
+    float32 reference's (:mod:`pipeline.bench.wer`).
+
+    ``exact`` when every transcript is the reference's word for word, ``within tolerance`` when the WER is at most
+    ``threshold``, ``bfloat16 noise`` when it is at most the CPU bfloat16 run's own WER against the reference (the
+    words bfloat16 alone changes), else ``diverges``.
+
+    Raises:
+        ValueError: the device or the noise run transcribed another number of clips than the reference.
+    """
+    from pipeline.bench.wer import word_error_rate
+
+    wer = word_error_rate(reference, device)
+    noise_wer = word_error_rate(reference, noise) if noise is not None else None
+    if wer == 0:
+        grade = "exact"
+    elif wer <= threshold:
+        grade = "within tolerance"
+    elif noise_wer is not None and wer <= noise_wer:
+        grade = "bfloat16 noise"
+    else:
+        grade = "diverges"
+    return {"grade": grade, "failed_step": None, "transcript_wer": round(wer, 6), "noise_wer": noise_wer}

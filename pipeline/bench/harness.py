@@ -55,6 +55,8 @@ SPEED_FIELDS = (
     "seconds_per_image",
     "steps_per_s",
     "vae_decode_s",
+    "real_time_factor",
+    "wer",
 )
 
 

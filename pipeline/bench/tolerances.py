@@ -3,7 +3,8 @@
 The values are the field's, not this project's: vLLM Neuron's logit validation (the top-k tolerance map and its
 three-way rule's σ-ratio and Bhattacharyya thresholds), NxD Inference's accuracy check (the divergence difference
 tolerance) and InferenceX's eval floors (the task score, not applied yet: it needs a serving endpoint). The two
-cosine thresholds the embedding and text-to-image checks keep are this project's own (docs/methodology.md, "The
+cosine thresholds the embedding and text-to-image checks keep, and the speech-recognition check's largest word error
+rate against the reference's transcripts, are this project's own (docs/methodology.md, "The
 answer check"). ``tests/bench/test_tolerances.py`` checks the table against the quoted text; docs/methodology.md
 explains each row.
 """
@@ -48,6 +49,7 @@ TOLERANCES: dict[str, Tolerance] = {
     "gsm8k_floor": Tolerance(0.90, INFERENCEX, "gsm8k: 0.90", used=False),
     "embedding_cosine_min": Tolerance(task_source("sentence-embeddings").cosine_threshold, PROJECT, "0.99"),
     "denoiser_cosine_min": Tolerance(task_source("text-to-image").cosine_threshold, PROJECT, "0.98"),
+    "transcript_wer_max": Tolerance(task_source("automatic-speech-recognition").cosine_threshold, PROJECT, "0.02"),
 }  # fmt: skip
 
 #: The top-k groups of the rule, in the published order of strictness: (group, atol, rtol).

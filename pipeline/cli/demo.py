@@ -33,6 +33,7 @@ from pipeline.testing import (
     build_tiny_llava,
     build_tiny_sentence_bert,
     build_tiny_stable_diffusion,
+    build_tiny_whisper,
 )
 
 DATASET_REPO = "trncat-demo/results"
@@ -58,6 +59,9 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
       "trendingScore": 20}),
     ("trncat-demo/tiny-sd", build_tiny_stable_diffusion,
      {"pipeline_tag": "text-to-image", "library_name": "diffusers", "downloads": 2000, "trendingScore": 10}),
+    ("trncat-demo/tiny-whisper", build_tiny_whisper,
+     {"pipeline_tag": "automatic-speech-recognition", "library_name": "transformers", "downloads": 1000,
+      "trendingScore": 5}),
 )  # fmt: skip
 #: The model the demo also serves (pipeline/serve: transformers serve on the CPU, swept by guidellm).
 SERVED_MODEL = "trncat-demo/tiny-llama"
@@ -93,7 +97,7 @@ class DemoSummary:
         return self.invalid == 0 and bool(self.records) and all(r["status"] == "pass" for r in self.records)
 
     def table(self) -> str:
-        header = f"{'model':<32} {'task':<20} {'status':<8} {'load s':>7} {'speed':>30} {'wall s':>7}"
+        header = f"{'model':<32} {'task':<28} {'device':<6} {'status':<8} {'load s':>7} {'speed':>40} {'wall s':>7}"
         lines = [header, "-" * len(header)]
 
         def fmt(value: float | None, scale: float = 1.0, digits: int = 2) -> str:
@@ -102,15 +106,20 @@ class DemoSummary:
         for record in self.records:
             m = record["metrics"]
             plotted = task_view(record["task"]).speed  # each task's speed figure, as the page shows it
+            # (a flat column: the p50 latency is the record's latency_s.p50)
+            value = (m.get("latency_s") or {}).get("p50") if plotted and plotted.column == "latency_p50_s" else None
             speed = (
-                f"{fmt(m.get(plotted.column), digits=3 if plotted.fmt == 'secs' else 0)} {plotted.label}"
+                f"{fmt(value or m.get(plotted.column), digits=3 if plotted.fmt == 'secs' else 0)} {plotted.label}"
                 if plotted
                 else "-"
             )
+            if "wer" in m:  # speech recognition: its word error rate against the clips' transcripts beside it
+                speed += f", WER {fmt(m['wer'])}"
             task = "served (CPU)" if record.get("serving") else record["task"]
+            device = {"cpu": "CPU", "neuron": "Trn2"}.get(record["device"], record["device"])
             lines.append(
-                f"{record['model_id']:<32} {task:<20} {record['status']:<8} {fmt(m['load_s']):>7} "
-                f"{speed:>30} {fmt(m['wall_s']):>7}"
+                f"{record['model_id']:<32} {task:<28} {device:<6} {record['status']:<8} {fmt(m['load_s']):>7} "
+                f"{speed:>40} {fmt(m['wall_s']):>7}"
             )
         for model_id, reason in self.kept_out:
             lines.append(f"{model_id:<32} kept out: {reason}")

@@ -30,7 +30,7 @@ ENTRY_COLUMNS = (
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
-    "bc", "tk", "demo", "slo", "slou", "slop",
+    "bc", "tk", "demo", "slo", "slou", "slop", "rtf", "lat", "wer",
 )  # fmt: skip
 #: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
 DEMO_TITLE = (
@@ -46,8 +46,8 @@ DEVICE_LABELS = {"neuron": "Trainium2", "trainium3": "Trainium3", "cpu": "CPU", 
 HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
 HISTORY_READ = [
     "model_id", "task", "status", "failure_stage", "failure_code", "device", "hardware", "cores", "compile_s",
-    "decode_tokens_per_s", "sentences_per_s", "seconds_per_image", "neuronx_cc_version", "torch_neuronx_version",
-    "transformers_version", "finished_at",
+    "decode_tokens_per_s", "sentences_per_s", "seconds_per_image", "latency_p50_s", "neuronx_cc_version",
+    "torch_neuronx_version", "transformers_version", "finished_at",
 ]  # fmt: skip
 #: Entry key -> latest-row column, as is and rounded (shorter JSON; no one reads a tenth of a millisecond).
 _ROW_FIELDS = {
@@ -68,6 +68,8 @@ _ROUNDED_FIELDS = {
     "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
     "warm": ("warm_start_s", 4), "sps": ("sentences_per_s", 2), "spi": ("seconds_per_image", 4),
     "stps": ("steps_per_s", 2), "vae": ("vae_decode_s", 4), "gs": ("guidance_scale", 2),
+    # automatic-speech-recognition (schema 1.5): real-time factor, seconds per clip, WER against the transcripts
+    "rtf": ("real_time_factor", 4), "lat": ("latency_p50_s", 4), "wer": ("wer", 4),
 }  # fmt: skip
 _HISTORY_FIELDS = {
     "hw": "hardware", "device": "device", "cores": "cores", "st": "status", "stage": "failure_stage",

@@ -19,9 +19,10 @@ from typing import Any
 from pipeline.workload import library_key, task_source
 
 #: How a cell is written (pipeline/page/html.py ``metric`` and format.js ``metric``): seconds, a rate, an integer,
-#: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``), or dollars (the cost,
-#: whose cell's title gives the price it came from: :func:`pipeline.page.catalog.price_text`).
-FORMATS = ("secs", "rate", "int", "res", "usd")
+#: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``), dollars (the cost,
+#: whose cell's title gives the price it came from: :func:`pipeline.page.catalog.price_text`), or a plain number
+#: as rounded (a ratio: the real-time factor, a word error rate).
+FORMATS = ("secs", "rate", "int", "res", "usd", "num")
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,8 @@ class TaskView:
     compared: str = ""
     #: The task's own library beside transformers in the toolchain, and its version's row column (None: none).
     library: tuple[str, str] | None = None
+    #: What the answer check's figure is (the details say "cosine 0.999" or "word error rate 0.0").
+    measure: str = "cosine"
 
 
 _COST = "at the run's share of its instance's price (its cores over the instance's); hover for the price"
@@ -121,6 +124,21 @@ _VIEWS: dict[str, TaskView] = {
         ),
         Speed("seconds_per_image", "spi", "Seconds per image", "secs"),
     ),
+    "automatic-speech-recognition": TaskView(
+        "Speech recognition",
+        (
+            Metric(
+                "rtf", "RTF", "real-time factor: seconds of transcription per second of audio (below 1: faster)", "num"
+            ),
+            Metric("lat", "s / clip", "median seconds to transcribe one clip (3 to 5 s of speech)", "secs"),
+            Metric("tps", "Tokens/s", "transcript tokens per second", "rate"),
+            Metric("wer", "WER", "word error rate against the clips' true transcripts (synthesised speech)", "num"),
+            Metric("cost", "$ / audio hour", f"USD per hour of audio transcribed, {_COST}", "usd"),
+            Metric("wall", "Wall", "compilation included", "secs", table=False),
+        ),
+        Speed("latency_p50_s", "lat", "Seconds per clip", "secs"),
+        measure="word error rate",
+    ),
 }
 
 
@@ -154,6 +172,7 @@ def page_tasks(tasks: list[str]) -> dict[str, Any]:
             "speed": asdict(view.speed) if view.speed else None,
             "compared": view.compared,
             "lib": view.library[0] if view.library else None,
+            "cm": view.measure,
         }
     return out
 

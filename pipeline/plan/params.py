@@ -209,6 +209,7 @@ def _builder(hf_config: Any, architecture: str | None, model_type: str, base_mod
 
     causal = auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
     image_text = auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+    speech = {*auto.MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES.values(), *auto.MODEL_FOR_CTC_MAPPING_NAMES.values()}
     # The checkpoint's own class decides first (Gemma 3 is in both mappings; a text-only Llama 4 checkpoint
     # says ForCausalLM); the model_type decides when the class name is absent or foreign.
     auto_cls: Any
@@ -216,6 +217,9 @@ def _builder(hf_config: Any, architecture: str | None, model_type: str, base_mod
         auto_cls, mapping = transformers.AutoModel, auto.MODEL_MAPPING
     elif architecture in image_text.values() or (architecture not in causal.values() and model_type in image_text):
         auto_cls, mapping = transformers.AutoModelForImageTextToText, auto.MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+    elif architecture in speech and isinstance(own := getattr(transformers, architecture, None), type):
+        speech_cls: Any = own  # Whisper's model_type maps to a decoder-only class too: the pipeline loads this one
+        return lambda: speech_cls._from_config(hf_config)
     elif architecture in causal.values() or model_type in causal:
         auto_cls, mapping = transformers.AutoModelForCausalLM, auto.MODEL_FOR_CAUSAL_LM_MAPPING
     else:

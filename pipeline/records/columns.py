@@ -39,10 +39,12 @@ _TOPK_FIELDS = (("k", _STR), *((n, _FLOAT) for n in ("atol", "rtol", "max_abs_er
 #: (the model's family: ``architecture``, ``model_type``, ``base_model``; the Neuron run's own figures: the
 #: compiler's time and graphs, reserved memory, prefill mode, nki, emulated; the compiled-cache bundle), and the
 #: price of the row's instance and its task's cost (:data:`BUILD_COLUMNS`). 5: schema 1.4's graded answer check.
-LAYOUT_VERSION = 5
+#: 6: schema 1.5's automatic-speech-recognition columns and its cost per hour of audio.
+LAYOUT_VERSION = 6
 #: The column each layout added: a file's layout is the newest whose column it has (1 when none).
 LAYOUT_MARKERS: tuple[tuple[int, str], ...] = (
-    (5, "agreement_grade"), (4, "architecture"), (3, "sentences_per_s"), (2, "layout_version"))  # fmt: skip
+    (6, "real_time_factor"), (5, "agreement_grade"), (4, "architecture"), (3, "sentences_per_s"),
+    (2, "layout_version"))  # fmt: skip
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -172,6 +174,14 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
         ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
         ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
+    # schema 1.5 (layout 6): automatic-speech-recognition's own fields, and its cost per hour of audio (a build column)
+    ("audio_clips", ("workload", "audio_clips"), _INT),
+    ("real_time_factor", ("metrics", "real_time_factor"), _FLOAT),
+    ("audio_seconds", ("metrics", "audio_seconds"), _FLOAT),
+    ("wer", ("metrics", "wer"), _FLOAT),
+    ("agreement_transcript_wer", ("agreement", "transcript_wer"), _FLOAT),
+    ("agreement_noise_wer", ("agreement", "noise_wer"), _FLOAT),
+    ("cost_usd_per_audio_hour", (), _FLOAT),
 )  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
@@ -182,8 +192,8 @@ BUILD_COLUMNS: tuple[str, ...] = tuple(
 COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
     COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
 )
-#: The columns schema 1.2 added, by the task whose record carries the field (a record of another task, or of an
-#: older schema, has none of them, so its row gives none back).
+#: The columns schema 1.2 (and 1.5: speech recognition) added, by the task whose record carries the field (a record
+#: of another task, or of an older schema, has none of them, so its row gives none back).
 COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     "sentence-embeddings": frozenset(
         {"batch_sizes", "sentences_per_s", "embedding_dim", "latency_by_batch_s", "agreement_embedding_cosine",
@@ -192,6 +202,9 @@ COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
     "text-to-image": frozenset(
         {"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version", "guidance_scale",
          "agreement_denoiser_cosine"}
+    ),
+    "automatic-speech-recognition": frozenset(
+        {"audio_clips", "real_time_factor", "audio_seconds", "wer", "agreement_transcript_wer", "agreement_noise_wer"}
     ),
 }  # fmt: skip
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
@@ -203,42 +216,11 @@ _SINCE_1_3 = (
     "base_model",
     *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("compiled_cache_skipped") + 1],
 )
-_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") :]  # the graded answer check's
-OPTIONAL_COLUMNS: frozenset[str] = frozenset({"threads", "guidance_scale", *_SINCE_1_3, *_SINCE_1_4})
-
-
-@functools.cache
-def arrow_schema() -> Any:
-    """The fixed Arrow schema of the results and latest Parquet files."""
-    import pyarrow as pa
-
-    return pa.schema([pa.field(name, arrow_type(kind), nullable=True) for name, _, kind in COLUMNS])
-
-
-def arrow_type(kind: str) -> Any:
-    """The Arrow type of a column kind (``string``, ``int64``, ``float64``, ``bool``, ``timestamp``, ...)."""
-    import pyarrow as pa
-
-    if kind == _ATTEMPTS:
-        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in ATTEMPT_FIELDS]))
-    if kind == _TOPK:
-        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in _TOPK_FIELDS]))
-    return {
-        _STR: pa.string(),
-        _INT: pa.int64(),
-        _LAYOUT: pa.int32(),
-        _FLOAT: pa.float64(),
-        _BOOL: pa.bool_(),
-        _TIME: pa.timestamp("us", tz="UTC"),
-        _OPS: pa.list_(pa.struct([pa.field("op", pa.string()), pa.field("count", pa.int64())])),
-        _STRS: pa.list_(pa.string()),
-        _INTS: pa.list_(pa.int64()),
-        _BATCH_LATENCY: pa.list_(
-            pa.struct(
-                [pa.field("batch_size", pa.int64()), pa.field("p50", pa.float64()), pa.field("p90", pa.float64())]
-            )
-        ),
-    }[kind]
+_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") : COLUMN_NAMES.index("audio_clips")]
+#: (a speech-recognition agreement without a bfloat16 run has no noise_wer, as a graded one has no sigma_ratio)
+OPTIONAL_COLUMNS: frozenset[str] = frozenset(
+    {"threads", "guidance_scale", "agreement_noise_wer", *_SINCE_1_3, *_SINCE_1_4}
+)
 
 
 def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:

@@ -56,10 +56,11 @@ def _safe_requirement(line: str) -> str:
     return line
 
 
-#: The run.py template of each task whose library is not transformers (the generation tasks use run.py.j2).
+#: The run.py template of each task but the generation tasks (they use run.py.j2).
 RUN_TEMPLATES = {
     "sentence-embeddings": "run_sentence_embeddings.py.j2",
     "text-to-image": "run_text_to_image.py.j2",
+    "automatic-speech-recognition": "run_automatic_speech_recognition.py.j2",
 }
 
 

@@ -2,6 +2,7 @@
 
 - :mod:`~pipeline.testing.tiny`: tiny real models built locally (a 2-layer Llama, a tiny LLaVA, a BERT wrapped as a
   sentence-transformers model, a Stable-Diffusion-shaped pipeline) and hostile ones for the gates' tests;
+- :mod:`~pipeline.testing.tiny_speech`: a tiny Whisper (the speech-recognition task's model);
 - :mod:`~pipeline.testing.records`: sample records of each kind;
 - :mod:`~pipeline.testing.browser`: Debian's Chromium for the page's browser tests;
 - :mod:`~pipeline.testing.mutation`: the mutation check of the Neuron path (``python -m pipeline.testing.mutation``,
@@ -22,6 +23,7 @@ from pipeline.testing.tiny import (
     build_tokenizer,
     build_unknown_architecture,
 )
+from pipeline.testing.tiny_speech import build_tiny_whisper
 
 __all__ = [
     "build_remote_code_model",
@@ -29,6 +31,7 @@ __all__ = [
     "build_tiny_llava",
     "build_tiny_sentence_bert",
     "build_tiny_stable_diffusion",
+    "build_tiny_whisper",
     "build_tokenizer",
     "build_unknown_architecture",
 ]

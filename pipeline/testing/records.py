@@ -249,3 +249,36 @@ def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any
     for key, value in overrides.items():
         record[key] = value
     return record
+
+
+def sample_speech_record(**overrides: Any) -> dict[str, Any]:
+    """A valid automatic-speech-recognition neuron pass (schema 1.5): four clips, its metric set, its graded
+    transcript check; ``overrides`` as :func:`sample_record`'s."""
+    record = sample_record(
+        schema_version="1.5",
+        model_id="acme/whisper-small",
+        task="automatic-speech-recognition",
+        workload={"batch_size": 1, "input_tokens": 1500, "output_tokens": 64, "image_size": None, "audio_clips": 4},
+        agreement={
+            "reference": "cpu-float32",
+            "logits_cosine": None,
+            "prefix_tokens": None,
+            "compared_tokens": None,
+            "threshold": 0.02,
+            "skipped": None,
+            "transcript_wer": 0.0,
+            "grade": "exact",
+            "noise_reference": "cpu-bfloat16",
+            "noise_wer": 0.0179,
+        },  # fmt: skip
+    )
+    record["metrics"].update(
+        ttft_s=None, latency_s={"p50": 0.21, "p90": 0.25}, decode_tokens_per_s=71.4, roofline_fraction=None,
+        real_time_factor=0.19, audio_seconds=17.765, wer=0.054,
+    )  # fmt: skip
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(record.get(key), dict):
+            record[key].update(value)
+        else:
+            record[key] = value
+    return record

@@ -18,22 +18,30 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     out, space = root / "dataset", root / "space"
     latest = pd.read_parquet(out / "data" / "latest")
     passes = latest[latest.status == "pass"]
-    assert set(passes.task) == {"text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"}
+    assert set(passes.task) == {
+        "text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image", "automatic-speech-recognition"
+    }  # fmt: skip
     by_task = passes.set_index("task")
     assert (by_task.loc[["text-generation", "image-text-to-text"], "decode_tokens_per_s"] > 0).all()
     assert by_task.loc["sentence-embeddings", "sentences_per_s"] > 0 and by_task.loc["text-to-image", "steps_per_s"] > 0
     assert by_task.loc["text-to-image", "image_size"] == 32 and by_task.loc["text-to-image", "steps"] == 20
+    speech = by_task.loc["automatic-speech-recognition"]  # the fifth task: its WER on the page and in the table
+    assert speech.real_time_factor > 0 and speech.wer > 0.5 and speech.audio_clips == 4
+    assert speech.device == "cpu" and speech.agreement_skipped == "the run itself is the CPU float32 reference"
     assert len(list((out / "data" / "results").glob("*.parquet"))) == 1
     for model_id in latest.model_id:
         assert (out / "scripts" / model_id / "run.py").is_file()
     table = capsys.readouterr().out
     assert "trncat-demo/tiny-llama" in table and "pass" in table
+    speech_line = next(line for line in table.splitlines() if line.startswith("trncat-demo/tiny-whisper"))
+    assert "automatic-speech-recognition CPU    pass" in speech_line and "Seconds per clip, WER " in speech_line
     # the demo went through the local hub: discovery kept the remote-code and gated models out, with reasons
     assert "kept out: remote_code" in table and "kept out: gated" in table
     exclusions = pd.read_parquet(out / "data" / "exclusions.parquet")
     assert set(exclusions.kind) == {"remote_code", "gated"}
     assert set(latest.model_id) == {
-        "trncat-demo/tiny-llama", "trncat-demo/tiny-llava", "trncat-demo/tiny-sentence-bert", "trncat-demo/tiny-sd"
+        "trncat-demo/tiny-llama", "trncat-demo/tiny-llava", "trncat-demo/tiny-sentence-bert", "trncat-demo/tiny-sd",
+        "trncat-demo/tiny-whisper",
     }  # fmt: skip
     rankings = pd.read_parquet(out / "data" / "rankings")
     assert set(rankings.view) == {"trending", "downloads"}
@@ -51,7 +59,7 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert set(latest.instance_type) == {"demo.cpu"} and set(latest.device) == {"cpu"}
     assert set(latest.price_source) == {"trncat demo: an invented round price for this machine's CPU, not a quote"}
     assert (passes.cost_usd_per_million_tokens.notna() | passes.cost_usd_per_million_sentences.notna()
-            | passes.cost_usd_per_thousand_images.notna()).all()  # fmt: skip
+            | passes.cost_usd_per_thousand_images.notna() | passes.cost_usd_per_audio_hour.notna()).all()  # fmt: skip
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "trncat-demo/results" in card and "https://huggingface.co/spaces/trncat-demo/catalog" in card
     assert "sdk: static" in (space / "README.md").read_text(encoding="utf-8")

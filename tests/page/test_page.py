@@ -194,7 +194,9 @@ def test_views_follow_the_latest_snapshot_per_task_and_view() -> None:
     assert data["lists"]["text-generation/selected"] is None  # no snapshot: the page says so
     assert [m for m, _ in ids("text-generation/all")] == ["acme/a", "acme/b", "acme/c"]
     assert ids("image-text-to-text/selected") == [("acme/v", 1)]
-    assert data["tasks"] == ["text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image"]
+    assert data["tasks"] == [
+        "text-generation", "image-text-to-text", "sentence-embeddings", "text-to-image", "automatic-speech-recognition"
+    ]  # fmt: skip
     assert "acme/x" not in {e["id"] for e in data["objects"]}
     # Default view: the first task's first view with a snapshot, server-rendered in its order.
     assert data["default"] == {"task": "text-generation", "view": "trending", "device": "neuron"}
@@ -486,7 +488,7 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
     views = data["taskViews"]
     assert list(views) == list(TASKS)
     assert [views[t]["label"] for t in TASKS] == [
-        "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image",
+        "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image", "Speech recognition",
     ]  # fmt: skip
     labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
     assert (
@@ -494,6 +496,7 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
     )
     assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim", "$ / 1M sentences"]
     assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps", "$ / 1k images"]
+    assert labels["automatic-speech-recognition"] == ["RTF", "s / clip", "Tokens/s", "WER", "$ / audio hour"]
     entries = {e["id"]: e for e in data["objects"]}
     embed, paint, gen = entries["acme/embed"], entries["acme/paint"], entries["acme/gen"]
     assert (embed["sps"], embed["l1"], embed["l32"], embed["dim"]) == (1032.0, 0.002, 0.031, 32)

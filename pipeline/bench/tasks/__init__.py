@@ -17,6 +17,7 @@ REGISTRY: dict[str, str] = {
     "image-text-to-text": "pipeline.bench.tasks.image_text_to_text:ImageTextToText",
     "sentence-embeddings": "pipeline.bench.tasks.sentence_embeddings:SentenceEmbeddings",
     "text-to-image": "pipeline.bench.tasks.text_to_image:TextToImage",
+    "automatic-speech-recognition": "pipeline.bench.tasks.speech_recognition:SpeechRecognition",
 }
 
 

@@ -117,7 +117,8 @@ var TRNCAT_FORMAT = (function () {
     // tv: the task's view (D.taskViews[task]): what its answer check compares
     if (e.usd !== null && e.usd !== undefined) out.push([null, "Price: " + priceText(e) + "."]);
     if (e.gr) out.push([null, gradeText(e, tv)]);
-    else if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: cosine " + e.cos + " between " +
+    else if (e.cos !== null && e.cos !== undefined) out.push([null, "Answer check: " + (tv.cm || "cosine") + " " +
+      e.cos + " between " +
       tv.compared + " and a CPU float32 reference of the same input" + (e.thr === null || e.thr === undefined ? "" :
       " (a pass needs at least " + e.thr + ")") + "; an older record: its grade is unknown."]);
     return out;
@@ -129,7 +130,7 @@ var TRNCAT_FORMAT = (function () {
       return "top-" + g[0] + " " + g[1] + " (tolerance " + g[2] + ")"; }).join(", "));
     if (e.gm !== null && e.gm !== undefined) parts.push("greedy tokens match at a rate of " + e.gm +
       (e.gd !== null && e.gd !== undefined ? ", first parting at step " + e.gd : ""));
-    if (e.cos !== null && e.cos !== undefined && !e.tk) parts.push("cosine " + e.cos);
+    if (e.cos !== null && e.cos !== undefined && !e.tk) parts.push((tv.cm || "cosine") + " " + e.cos);
     if (e.sig !== null && e.sig !== undefined) parts.push("\u03c3-ratio " + e.sig + " and Bhattacharyya " + e.bc +
       " against a CPU bfloat16 run");
     return "Answer check: " + e.gr + (e.gr === "diverges" ? " at step " + e.gst : "") + ", " + tv.compared +

@@ -5,18 +5,21 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
 GUIDELLM_VERSION := 0.8.1
+# The task libraries at the runners' pins (runners/toolchain.yaml), so the tests, doctor and the demo see the toolchain
+# the catalog's rows are keyed by, not whatever the registry serves today (transformers==5.24.0 ...).
+TASK_PINS := $(shell sed -nE 's/^(transformers|sentence_transformers|diffusers): "([^"]+)"$$/\1==\2/p' runners/toolchain.yaml | tr _ -)
 # Where torch comes from. Empty: pip's configured index (on a usual Linux machine PyPI's CUDA build, several GB).
 # PyTorch's CPU wheels: make TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu test
 TORCH_INDEX_URL ?=
 
 .PHONY: demo test lint venv clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml runners/toolchain.yaml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first, pinned, so the project's own `torch` requirement is already met (see TORCH_INDEX_URL).
 	$(BIN)/pip install --quiet torch==$(TORCH_VERSION) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -e ".[dev]" $(TASK_PINS)
 	# the serving rows' load generator: its click pin conflicts with check-jsonschema's (pyproject.toml, serving)
 	$(BIN)/pip install --quiet --no-deps guidellm==$(GUIDELLM_VERSION)
 	touch $(STAMP)

@@ -129,7 +129,10 @@ def data_of(html: str) -> dict[str, Any]:
 def test_a_row_shows_the_measurements_and_toolchain() -> None:
     html = render(latest=[row()])
     (cells,) = parse(html).rows
-    model, status, device, cores, compile_s, ttft, tps, wall, cost, mem, params, date, toolchain = cells[1:]
+    model, status, device, cores, compile_s, ttft, tps, wall, cost, slo, slo_cost, mem, params, date, toolchain = cells[
+        1:
+    ]
+    assert slo == slo_cost == "\u2014"  # no serving sweep of the model: nothing at the service level
     assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
     assert compile_s == "61.5 s later runs start in 9.8 s"  # a cold compile, and the warm start after it
     assert (ttft, tps, wall, mem, params) == ("31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
@@ -492,7 +495,9 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
     ]  # fmt: skip
     labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
     assert (
-        labels["text-generation"] == labels["image-text-to-text"] == ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens"]
+        labels["text-generation"]
+        == labels["image-text-to-text"]
+        == ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens", "Served tok/s per chip at SLO", "$ / 1M tokens at SLO"]
     )
     assert labels["sentence-embeddings"] == ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim", "$ / 1M sentences"]
     assert labels["text-to-image"] == ["s / image", "Steps/s", "VAE decode", "Resolution · steps", "$ / 1k images"]
@@ -517,7 +522,8 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
 @pytest.mark.parametrize(
     ("model_id", "headers", "cells", "absent"),
     [
-        ("acme/gen", ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens"], ["31 ms", "77.1", "72.9 s", "\u2014"],
+        ("acme/gen", ["TTFT", "Decode tok/s", "Wall", "$ / 1M tokens", "Served tok/s per chip at SLO",
+                      "$ / 1M tokens at SLO"], ["31 ms", "77.1", "72.9 s", "\u2014", "\u2014", "\u2014"],
          ["Sentences/s", "s / image", "$ / 1k images"]),
         ("acme/embed", ["Sentences/s", "p50 batch 1", "p50 batch 32", "Dim", "$ / 1M sentences"],
          ["1032", "2 ms", "31 ms", "32", "\u2014"], ["TTFT", "Decode tok/s", "s / image", "$ / 1M tokens"]),

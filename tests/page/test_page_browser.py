@@ -169,7 +169,7 @@ def test_the_demo_space_switches_views_searches_and_copies_the_command(
 
     # The demo says plainly what its rows are; no count calls them Trainium results.
     assert "measured on this machine's CPU with tiny models" in page.locator("#note").inner_text()
-    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 4 rows were measured on CPU")
+    assert page.locator("#counts").inner_text().startswith("No Trainium2 results yet. 5 rows were measured on CPU")
     # Default: the first view with a snapshot, in ranking order, the unmeasured one marked; every device (no
     # Trainium row exists), the CPU row badged.
     assert page.locator("#caption").inner_text().startswith("Text generation · Trending")

@@ -45,19 +45,11 @@ _TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for
 
 #: The figures of a finished run: a run that failed keeps none of them.
 SPEED_FIELDS = (
-    "ttft_s",
-    "latency_s",
-    "decode_tokens_per_s",
-    "roofline_fraction",
-    "iterations",
-    "sentences_per_s",
-    "latency_by_batch_s",
-    "seconds_per_image",
-    "steps_per_s",
-    "vae_decode_s",
-    "real_time_factor",
-    "wer",
-)
+    "ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations",  # text generation
+    "sentences_per_s", "latency_by_batch_s",  # sentence embeddings
+    "seconds_per_image", "steps_per_s", "vae_decode_s",  # text-to-image
+    "real_time_factor", "wer",  # speech recognition
+)  # fmt: skip
 
 
 def metric_fields(task: str) -> tuple[str, ...]:

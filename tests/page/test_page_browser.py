@@ -281,7 +281,7 @@ def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
     compare = page.locator("#compare")
     assert compare.is_visible() and "Neither side is a Trainium2 or a GPU result" in compare.inner_text()
     pairs = compare.locator("tbody.pair")
-    assert pairs.count() == 4  # one per demo task, each passing
+    assert pairs.count() == 5  # one per demo task, each passing
     for k in range(pairs.count()):
         sides = pairs.nth(k).locator("tr.side td.device")
         texts = sides.all_inner_texts()

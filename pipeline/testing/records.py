@@ -89,6 +89,11 @@ _BASE: dict[str, Any] = {
 def sample_record(**overrides: Any) -> dict[str, Any]:
     """A valid neuron pass record; ``overrides`` replace top-level keys (dicts are merged one level deep)."""
     record = copy.deepcopy(_BASE)
+    return _override(record, overrides)
+
+
+def _override(record: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with ``overrides`` in place of its top-level keys (dicts merged one level deep)."""
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(record.get(key), dict):
             record[key].update(value)
@@ -276,9 +281,4 @@ def sample_speech_record(**overrides: Any) -> dict[str, Any]:
         ttft_s=None, latency_s={"p50": 0.21, "p90": 0.25}, decode_tokens_per_s=71.4, roofline_fraction=None,
         real_time_factor=0.19, audio_seconds=17.765, wer=0.054,
     )  # fmt: skip
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(record.get(key), dict):
-            record[key].update(value)
-        else:
-            record[key] = value
-    return record
+    return _override(record, overrides)

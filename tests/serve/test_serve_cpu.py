@@ -59,10 +59,14 @@ def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], P
     assert serving["workload"]["dataset"].startswith("random")
     assert serving["weight_dtype"] == "float32" and serving["kv_dtype"] == "float32"
     assert [p["concurrency"] for p in serving["points"]] == [1, 2, 4]
+    workload = serving_workload("cpu-tiny")
+    per_stream = workload.warmup_per_stream + workload.measured_per_stream
     for point in serving["points"]:
         assert point["success_rate"] == 1.0
-        # the measured requests: the budget less guidellm's warm-ups (and the ones in flight at the boundary)
-        assert 0 < point["requests"] <= 6 * point["concurrency"]
+        # the measured requests: the point's budget less guidellm's warm-ups. Which requests count as warm-up is
+        # decided as they complete, so a request in flight at the boundary can land on either side (CI once saw 25
+        # measured at concurrency 4, budget 32, warm-ups 8): bounded by the whole budget, and at least one per stream
+        assert point["concurrency"] <= point["requests"] <= per_stream * point["concurrency"]
         assert point["output_tok_s"] > 0 and point["tok_s_per_user"] > 0
         for name in ("ttft_s", "tpot_ms", "itl_ms", "e2e_s"):
             assert 0 < point[name]["p50"] <= point[name]["p90"] <= point[name]["p99"]

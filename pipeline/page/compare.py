@@ -1,8 +1,9 @@
-"""The Compare view: per model and task, its Trainium2 row and its GPU (cuda) row side by side.
+"""The Compare view: per model and task, its Trainium2 row beside its GPU (cuda) row, and beside its Trainium3 row.
 
 Each side is one latest row exactly as it was measured (speed, peak device memory, cost, its device badge and
-its hardware); the ratio line divides the Trainium2 figure by the GPU's, only where both runs passed. Rows are
-never merged, averaged or relabelled: a model with several GPU rows (an L40S, an H100) gets one pair per GPU.
+its hardware); the ratio line divides the Trainium2 figure by the other side's, only where both runs passed. Rows
+are never merged, averaged or relabelled: a model with several GPU rows (an L40S, an H100) gets one pair per GPU,
+and its Trainium3 row is its own pair (a Trainium3 row is never a Trainium2 side, nor a GPU one).
 The offline demo, which has neither, gets :func:`demo_pairs`: its CPU rows shown in both places, badged "demo".
 """
 
@@ -17,8 +18,11 @@ from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import device_of, representative
 
-#: The two sides of a pair, in the order they are shown.
-SIDES = ("neuron", "cuda")
+#: The devices a pair's sides come from (:func:`pipeline.records.device_of`): Trainium2 first, then the other.
+SIDES = ("neuron", "cuda", "trainium3")
+
+#: What the other side of a pair is, by its device: the ratio line's divisor.
+OTHER = {"cuda": "GPU", "trainium3": "Trainium3"}
 
 
 def _number(value: Any) -> float | None:
@@ -45,7 +49,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
         speed_text = (
             plots.fmt_seconds(value) if speed.fmt == "secs" else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
         )
-    device = str(row.get("device"))
+    device = str(device_of(row))
     entry = {
         "usd": row.get("price_usd_per_hour"),
         "popt": row.get("price_option"),
@@ -75,39 +79,44 @@ def _ratio(trn: float | None, gpu: float | None) -> str:
 
 
 def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The Compare view's pairs: every (model, task) with a Trainium2 row and a GPU row in ``latest``.
+    """The Compare view's pairs: every (model, task) with a Trainium2 row and a GPU or Trainium3 row in ``latest``.
 
     Args:
         latest: Latest rows (flat, :data:`pipeline.records.COLUMNS`).
 
     Returns:
-        One pair per (model, task, GPU hardware), in model order: ``{"id", "task", "label", "speed", "sides",
-        "ratios"}``; ``sides`` are the Trainium2 row (the model's representative one) and the GPU row, each with
-        its badge and its figures as text; ``ratios`` Trainium2 ÷ GPU of speed, memory and cost ("—" unless both
-        passed).
+        One pair per (model, task, GPU hardware) and per (model, task, Trainium3 hardware), in model order, the
+        GPU pairs first: ``{"id", "task", "label", "speed", "sides", "other", "ratios"}``; ``sides`` are the
+        Trainium2 row (the model's representative one) and the other row, each with its badge and its figures as
+        text; ``other`` names the second side ("GPU", "Trainium3"); ``ratios`` Trainium2 ÷ the other of speed,
+        memory and cost ("—" unless both passed).
     """
     by_key: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     for row in latest:
-        if row.get("device") in SIDES and not row.get("emulated"):  # an emulated row is no Trainium2 side
+        if device_of(row) in SIDES and not row.get("emulated"):  # an emulated row is no side
             by_key.setdefault((str(row["model_id"]), str(row["task"])), []).append(row)
     pairs: list[dict[str, Any]] = []
     for (model_id, task), rows in sorted(by_key.items()):
         trainium = [r for r in rows if device_of(r) == "neuron"]  # a Trainium3 row is never the Trainium2 side
-        gpus = sorted((r for r in rows if r.get("device") == "cuda"), key=lambda r: str(r.get("hardware")))
-        if not trainium or not gpus:
+        others = sorted(
+            (r for r in rows if device_of(r) in OTHER),
+            key=lambda r: (r.get("device") != "cuda", str(r.get("hardware"))),
+        )
+        if not trainium or not others:
             continue
         trn = representative([dict(r) for r in trainium])
         view = task_view(task)
-        for gpu in gpus:
-            both = trn.get("status") == "pass" and gpu.get("status") == "pass"
-            a, b = _figures(task, trn), _figures(task, gpu)
+        for other in others:
+            both = trn.get("status") == "pass" and other.get("status") == "pass"
+            a, b = _figures(task, trn), _figures(task, other)
             pairs.append(
                 {
                     "id": model_id,
                     "task": task,
                     "label": view.label,
                     "speed": view.speed.label if view.speed else "",
-                    "sides": [_side(task, trn), _side(task, gpu)],
+                    "sides": [_side(task, trn), _side(task, other)],
+                    "other": OTHER[str(device_of(other))],
                     "ratios": {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")},
                     "demo": False,
                 }
@@ -146,6 +155,7 @@ def demo_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 "label": view.label,
                 "speed": view.speed.label if view.speed else "",
                 "sides": sides,
+                "other": "GPU",
                 "ratios": {k: _ratio(figures[k], figures[k]) for k in ("speed", "mem", "cost")},
                 "demo": True,
             }

@@ -42,5 +42,30 @@ def test_a_trainium3_row_never_takes_a_trainium2_row_s_place() -> None:
 
 def test_compare_never_sets_a_trainium3_row_as_the_trainium2_side() -> None:
     assert compare_pairs([trn3_row("acme/qwen-1b"), _gpu_row("acme/qwen-1b")]) == []
-    (pair,) = compare_pairs([trn3_row("acme/llama-1b", **at(9)), row("acme/llama-1b"), _gpu_row("acme/llama-1b")])
-    assert [s["badge"] for s in pair["sides"]] == ["Trainium2", "cuda"]
+    gpu, trn3 = compare_pairs([trn3_row("acme/llama-1b", **at(9)), row("acme/llama-1b"), _gpu_row("acme/llama-1b")])
+    assert [s["badge"] for s in gpu["sides"]] == ["Trainium2", "cuda"] and gpu["other"] == "GPU"
+    assert [s["badge"] for s in trn3["sides"]] == ["Trainium2", "Trainium3"] and trn3["other"] == "Trainium3"
+
+
+def test_compare_sets_a_models_trainium2_row_beside_its_trainium3_row() -> None:
+    """Issue 33: "the page and trncat check keep them apart and can compare them". The pair's ratio line divides the
+    Trainium2 figure by the Trainium3 one, each side badged with its own device and hardware."""
+    figures = ("decode_tokens_per_s", "peak_device_memory_bytes")
+    trn2 = {**row("acme/llama-1b", **at(1)), **dict(zip(figures, (50.0, 4 * 2**30), strict=True))}
+    trn3 = {**trn3_row("acme/llama-1b", **at(2)), **dict(zip(figures, (100.0, 2 * 2**30), strict=True))}
+    (pair,) = compare_pairs([trn2, trn3])
+    assert (
+        pair["other"] == "Trainium3"
+        and pair["ratios"]["speed"] == "\u00d70.50"
+        and pair["ratios"]["mem"] == "\u00d72.00"
+    )
+    assert [(s["device"], s["hw"]) for s in pair["sides"]] == [
+        ("neuron", "trn2.48xlarge"),
+        ("trainium3", "trn3.48xlarge"),
+    ]
+    html = render(latest=[trn2, trn3])
+    assert "Trainium2 ÷ Trainium3" in html
+    assert 'title="measured on Trainium3, not on Trainium2">Trainium3</span>' in html
+    # a failed Trainium3 run: the pair stays, its ratios say nothing
+    (failed,) = compare_pairs([trn2, {**trn3, "status": "fail"}])
+    assert set(failed["ratios"].values()) == {"\u2014"}

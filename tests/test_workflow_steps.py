@@ -155,8 +155,18 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     run("discover", "discover", "queue-gpu", DATASET_REPO=DATASET, GPU_INSTANCE="p5en.48xlarge")
     gpu_queue = json.loads((workspace / "discovery" / "queue-gpu.json").read_text())
     assert gpu_queue["count"] == 0 and {s["reason"].split(":")[0] for s in gpu_queue["skipped"]} >= {"gpu"}
+    # No Trainium3 runners (TRNCAT_TRN3_INSTANCE unset): no Trainium3 queue, and its bench job is skipped.
+    run("discover", "discover", "queue-trn3", DATASET_REPO=DATASET, TRN3_INSTANCE="")
+    assert not (workspace / "discovery" / "queue-trn3.json").exists()
     split = run("discover", "discover", "split")
     assert split["chunks"] == "1" and split["gpu-chunks"] == "0" and "gpu-chunk-0" not in split
+    assert split["trn3-chunks"] == "0" and "trn3-chunk-0" not in split
+    # With them: the same candidates on the trn3 runner class, one chunk of trn3-<N>c labels (issue 33).
+    run("discover", "discover", "queue-trn3", DATASET_REPO=DATASET, TRN3_INSTANCE="trn3.48xlarge")
+    trn3 = json.loads(run("discover", "discover", "split")["trn3-chunk-0"])["include"]
+    assert sorted(e["model_id"] for e in trn3) == sorted(MODELS)
+    assert all(e["runner"].startswith("trn3-") and e["device"] == "neuron" for e in trn3), trn3
+    (workspace / "discovery" / "queue-trn3.json").unlink()  # this test's runs are the trn2 chunk's, on cpu
     entries = json.loads(split["chunk-0"])["include"]
     assert sorted(e["model_id"] for e in entries) == sorted(MODELS)
     assert {e["runner"] for e in entries} == {"trn2-1c"}

@@ -388,6 +388,13 @@ def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None
     assert {"gpu-chunks", "gpu-chunk-0"} <= set(jobs("discover")["discover"]["outputs"])
     queue_gpu = step("discover", "discover", "queue-gpu")["run"]
     assert "--device cuda" in queue_gpu and "--toolchain runners/toolchain-gpu.yaml" in queue_gpu
+    # the Trainium3 runners' one chunk, on benchmark.yml (its trn3 runner class), its own concurrency group
+    trn3 = calls.pop("bench-trn3")
+    assert trn3["uses"].split()[0] == "./.github/workflows/benchmark.yml"
+    assert trn3["if"] == "${{ fromJSON(needs.discover.outputs.trn3-chunks) > 0 }}"
+    assert trn3["with"] == {"matrix": "${{ needs.discover.outputs.trn3-chunk-0 }}", "chunk": max_chunks}
+    assert {"trn3-chunks", "trn3-chunk-0"} <= set(jobs("discover")["discover"]["outputs"])
+    assert '--instance "${TRN3_INSTANCE}"' in step("discover", "discover", "queue-trn3")["run"]
     assert sorted(calls) == [f"bench-{k}" for k in range(max_chunks)]
     for k in range(max_chunks):
         job = calls[f"bench-{k}"]
@@ -396,7 +403,8 @@ def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None
         assert f"chunk-{k}" in jobs("discover")["discover"]["outputs"]
     publish = jobs("discover")["publish"]
     assert publish["uses"].split()[0] == "./.github/workflows/publish.yml"
-    assert set(publish["needs"]) == {"discover", "bench-gpu", *calls} and "!cancelled()" in publish["if"]
+    assert set(publish["needs"]) == {"discover", "bench-gpu", "bench-trn3", *calls} and "!cancelled()" in publish["if"]
+    assert "discovery/queue-trn3.json" in step("publish", "publish", "collect")["run"]  # its records are collected
 
 
 def test_page_runs_on_a_schedule_and_on_demand_from_the_dataset_main() -> None:

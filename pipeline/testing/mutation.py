@@ -15,10 +15,11 @@ them, and one of its runs per operator over these emulated tests would take hour
 
 ``python -m pipeline.testing.mutation`` runs every mutant (``--only ID`` some of them) in a scratch copy of the
 checkout (the files git tracks or would track, never the working tree itself), after one baseline run of the
-tests on the unmutated copy (a test that already fails would "kill" everything); ``--report FILE`` writes the
-JSON report. Run on demand and by the scheduled ``mutation`` workflow, never by ``make test``;
-``tests/testing/test_mutation.py`` checks the list itself (every ``before`` found once, every rule and row
-named, every test existing) in ``make test``. Imports nothing of trncat's.
+tests on the unmutated copy (a test that already fails would "kill" everything); ``--jobs N`` tries N mutants at
+once, each in its own copy (default: one per CPU); ``--report FILE`` writes the JSON report. Run on demand and by
+the scheduled ``mutation`` workflow, never by ``make test``; ``tests/testing/test_mutation.py`` checks the list
+itself (every ``before`` found once, every rule and row named, every test existing) in ``make test``. Imports
+nothing of trncat's.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -149,6 +152,26 @@ def try_mutant(mutant: Mutant, copy: Path, timeout_s: float) -> Outcome:
     return Outcome(mutant.id, mutant.kind, status, seconds, detail, list(mutant.tests))
 
 
+def try_all(mutants: list[Mutant], copies: list[Path], timeout_s: float) -> list[Outcome]:
+    """Every mutant, as many at once as there are copies (each mutant patches its own copy alone), each outcome
+    printed as it comes; the outcomes in the list's order."""
+    free: queue.SimpleQueue[Path] = queue.SimpleQueue()
+    for copy in copies:
+        free.put(copy)
+
+    def one(mutant: Mutant) -> Outcome:
+        copy = free.get()
+        try:
+            outcome = try_mutant(mutant, copy, timeout_s)
+        finally:
+            free.put(copy)
+        print(f"{outcome.status:<9} {outcome.id:<28} {outcome.seconds:>7.1f}s  {outcome.detail}", flush=True)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        return list(pool.map(one, mutants))
+
+
 def baseline(copy: Path, mutants: list[Mutant], timeout_s: float) -> tuple[bool, str]:
     """Every named test passes on the unmutated copy (else the check would mean nothing)."""
     tests = sorted({t for m in mutants for t in m.tests})
@@ -156,7 +179,7 @@ def baseline(copy: Path, mutants: list[Mutant], timeout_s: float) -> tuple[bool,
     return code == 0, tail
 
 
-def report(outcomes: list[Outcome], *, wall_s: float, baseline_ok: bool) -> dict[str, Any]:
+def report(outcomes: list[Outcome], *, wall_s: float, baseline_ok: bool, jobs: int = 1) -> dict[str, Any]:
     """The check's result: counts per status and kind, and each mutant's outcome."""
     counts = {s: sum(o.status == s for o in outcomes) for s in ("killed", "survived", "stale", "broken")}
     return {
@@ -166,6 +189,7 @@ def report(outcomes: list[Outcome], *, wall_s: float, baseline_ok: bool) -> dict
         "baseline_passed": baseline_ok,
         "wall_s": round(wall_s, 1),
         "cpus": os.cpu_count(),
+        "jobs": jobs,
         "mutants": [asdict(o) for o in outcomes],
     }
 
@@ -179,29 +203,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report", type=Path, help="write the JSON report here")
     parser.add_argument("--timeout", type=float, default=1500.0, help="seconds for one mutant's tests")
     parser.add_argument("--no-baseline", action="store_true", help="skip the run on the unmutated copy")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="mutants at once (default: the CPUs)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs must be at least 1, got {args.jobs}")
     mutants = [m for m in load() if (not args.only or m.id in args.only) and (not args.kind or m.kind == args.kind)]
     if args.list:
         for m in mutants:
             print(f"{m.id:<28} {m.kind:<10} {m.file}  [{m.fact}]  -> {' '.join(m.tests)}")
         return 0
     start = time.monotonic()
+    jobs = max(1, min(args.jobs, len(mutants)))
     with tempfile.TemporaryDirectory(prefix="trncat-mutation-") as scratch:
-        copy = scratch_copy(Path(scratch) / "checkout")
-        baseline_ok, tail = (True, "") if args.no_baseline else baseline(copy, mutants, args.timeout)
+        copies = [scratch_copy(Path(scratch) / f"checkout-{k}") for k in range(jobs)]
+        baseline_ok, tail = (True, "") if args.no_baseline else baseline(copies[0], mutants, args.timeout)
         if not baseline_ok:
             print(f"baseline: the named tests fail on the unmutated code:\n{tail}", file=sys.stderr)
             outcomes: list[Outcome] = []
         else:
-            outcomes = []
-            for mutant in mutants:
-                outcome = try_mutant(mutant, copy, args.timeout)
-                outcomes.append(outcome)
-                print(f"{outcome.status:<9} {outcome.id:<28} {outcome.seconds:>7.1f}s  {outcome.detail}", flush=True)
-    result = report(outcomes, wall_s=time.monotonic() - start, baseline_ok=baseline_ok)
+            outcomes = try_all(mutants, copies, args.timeout)
+    result = report(outcomes, wall_s=time.monotonic() - start, baseline_ok=baseline_ok, jobs=jobs)
     print(
         f"tried {result['tried']}, killed {result['killed']}, surviving {result['survived']}, stale "
-        f"{result['stale']}, broken {result['broken']}; wall {result['wall_s']} s, {result['cpus']} CPUs"
+        f"{result['stale']}, broken {result['broken']}; wall {result['wall_s']} s, {result['cpus']} CPUs, "
+        f"{result['jobs']} at once"
     )
     if args.report:
         args.report.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

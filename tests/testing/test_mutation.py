@@ -66,3 +66,21 @@ def test_the_runner_kills_a_caught_mutant_and_reports_a_survivor(toy: Path) -> N
     assert (copy / "toy.py").read_text() == (toy / "toy.py").read_text()  # put back after each mutant
     result = mutation.report(outcomes, wall_s=1.0, baseline_ok=True)
     assert (result["tried"], result["killed"], result["survived"], result["stale"]) == (3, 1, 1, 1)
+
+
+def test_two_at_once_each_in_its_own_copy_gives_the_outcomes_in_the_lists_order(toy: Path) -> None:
+    """``--jobs 2``: two mutants of the same file at once cannot see each other's patch (one copy each), and the
+    report keeps the list's order whatever finishes first."""
+    copies = [mutation.scratch_copy(toy / f"copy-{k}", root=toy) for k in range(2)]
+    mutants = [
+        mutation.Mutant(f"m{k}", "production", "toy.py", "x * 2", after, "f", ("test_toy.py",))
+        for k, after in enumerate(("x * 3", "x + x", "x * 4", "x << 1"))
+    ]
+    outcomes = mutation.try_all(mutants, copies, timeout_s=120)
+    assert [(o.id, o.status) for o in outcomes] == [
+        ("m0", "killed"),
+        ("m1", "survived"),
+        ("m2", "killed"),
+        ("m3", "survived"),
+    ]
+    assert all((copy / "toy.py").read_text() == (toy / "toy.py").read_text() for copy in copies)

@@ -11,6 +11,9 @@ TASK_PINS := $(shell sed -nE 's/^(transformers|sentence_transformers|diffusers):
 # Where torch comes from. Empty: pip's configured index (on a usual Linux machine PyPI's CUDA build, several GB).
 # PyTorch's CPU wheels: make TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu test
 TORCH_INDEX_URL ?=
+# `make test` runs a test file per CPU at once (pytest-xdist: one worker per CPU, at most 4; the long end-to-end files
+# start first, tests/conftest.py). One at a time: make test PYTEST_WORKERS=
+PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadfile
 
 .PHONY: demo test lint venv clean
 
@@ -33,7 +36,7 @@ test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q --durations=25
+	$(BIN)/python -m pytest -q --durations=25 $(PYTEST_WORKERS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -113,11 +113,27 @@ def scaled_timeout(item: pytest.Item, default: float, scale: float) -> float:
     return base * scale
 
 
+def long_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The test files with an ``e2e`` test first, then the rest, each file's tests together and in their order.
+
+    ``make test`` runs one file per worker at a time (pytest-xdist, ``--dist loadfile``, in this order): the long
+    end-to-end files start first and the short ones fill in around them, rather than one worker finishing the run
+    alone on the last long file. The same order on every worker (xdist requires it): it depends on the items only.
+    """
+    files: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(item.nodeid.partition("::")[0], []).append(item)
+    ordered = sorted(files.values(), key=lambda tests: not any(t.get_closest_marker("e2e") for t in tests))
+    return [item for tests in ordered for item in tests]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Scale each test's timeout (``scaled_timeout``), and skip `neuron` and `cuda` tests where their device is
-    absent (a Neuron device under TRNCAT_SYSTEM_ROOT: /dev on a trn2, the emulated machine's when the benchmark
-    workflow's smoke steps run on the Neuron emulator)."""
+    """Scale each test's timeout (``scaled_timeout``), skip `neuron` and `cuda` tests where their device is absent
+    (a Neuron device under TRNCAT_SYSTEM_ROOT: /dev on a trn2, the emulated machine's when the benchmark workflow's
+    smoke steps run on the Neuron emulator), and run the long files first (``long_files_first``)."""
     from pipeline import constants
+
+    items[:] = long_files_first(items)
 
     scale = timeout_scale()
     default = float(config.getoption("timeout", None) or config.getini("timeout") or 0)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import E2E_TIMEOUT_S, scaled_timeout, timeout_scale
+from tests.conftest import E2E_TIMEOUT_S, long_files_first, scaled_timeout, timeout_scale
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,3 +75,20 @@ def test_no_test_asserts_an_absolute_wall_time() -> None:
 def test_make_test_prints_the_slowest_tests() -> None:
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert re.search(r"pytest -q .*--durations=\d+", makefile)
+
+
+def test_the_long_files_run_first_each_files_tests_together(request: pytest.FixtureRequest) -> None:
+    """``make test`` hands a file to each worker in this run's order (``--dist loadfile``): every file with an e2e
+    test comes before every other file, and no file's tests are split."""
+    files = [item.nodeid.partition("::")[0] for item in request.session.items]
+    runs = [name for k, name in enumerate(files) if k == 0 or files[k - 1] != name]
+    assert len(runs) == len(set(runs)), "a file's tests are split"
+    e2e = {item.nodeid.partition("::")[0] for item in request.session.items if item.get_closest_marker("e2e")}
+    assert [name in e2e for name in runs] == sorted((name in e2e for name in runs), reverse=True)
+    # and the order is the conftest's, whatever the collection gave
+    assert long_files_first(list(reversed(request.session.items)))[0].nodeid.partition("::")[0] in (e2e or set(files))
+
+
+def test_make_test_runs_a_file_per_cpu() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"PYTEST_WORKERS \?= -n auto .*--dist loadfile", makefile) and "$(PYTEST_WORKERS)" in makefile

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import ipaddress
 import os
 import socket
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -79,6 +83,50 @@ def tiny_models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "sentence-embeddings": tiny.build_tiny_sentence_bert(root / "tiny-sentence-bert"),
         "text-to-image": tiny.build_tiny_stable_diffusion(root / "tiny-sd"),
     }
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One ``trncat demo`` run: its ``--out`` and ``--work`` folders, its exit code and what it printed."""
+
+    root: Path
+    work: Path
+    code: int
+    printed: str
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """``trncat demo`` (the CLI's main, in this process), run once per test process for the tests that read what it
+    made (tests/cli/test_demo.py, the browser tests on its Space): a test that changes its files copies them first.
+    Those files run on one worker (:data:`SAME_WORKER`). The first test to ask pays for it: mark it ``e2e``."""
+    from pipeline.cli import main
+
+    base = tmp_path_factory.mktemp("demo")
+    root, work = base / "demo-out", base / "work"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["demo", "--out", str(root), "--work", str(work)])
+    return DemoRun(root, work, code, printed.getvalue())
+
+
+#: Test files that share a session fixture's work run on one pytest-xdist worker (:func:`pytest_xdist_make_scheduler`),
+#: so that work is done once: file -> the group's name.
+SAME_WORKER = {"tests/cli/test_demo.py": "demo", "tests/page/test_page_browser.py": "demo"}
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` (one file to a worker at a time), with the files of :data:`SAME_WORKER` as one unit."""
+    if config.getoption("dist", None) != "loadfile":
+        return None  # xdist's own scheduler for any other --dist
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesTogether(LoadFileScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:  # the extension point xdist's LoadScopeScheduling documents
+            file = str(super()._split_scope(nodeid))
+            return SAME_WORKER.get(file, file)
+
+    return FilesTogether(config, log)
 
 
 #: A long end-to-end test (marker ``e2e``: the demo, the Neuron path as processes on the emulator, the workflow's

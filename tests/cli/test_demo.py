@@ -8,13 +8,14 @@ import pandas as pd
 import pytest
 
 from pipeline.cli import main
+from tests.conftest import DemoRun
 
 
 @pytest.mark.slow
 @pytest.mark.e2e
-def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root, work = tmp_path / "demo-out", tmp_path / "work"
-    assert main(["demo", "--out", str(root), "--work", str(work)]) == 0
+def test_demo_builds_a_dataset_with_a_pass_per_task(demo_run: DemoRun, capsys: pytest.CaptureFixture[str]) -> None:
+    root, work, table = demo_run.root, demo_run.work, demo_run.printed
+    assert demo_run.code == 0, table
     out, space = root / "dataset", root / "space"
     latest = pd.read_parquet(out / "data" / "latest")
     passes = latest[latest.status == "pass"]
@@ -31,7 +32,6 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(tmp_path: Path, capsys: pyte
     assert len(list((out / "data" / "results").glob("*.parquet"))) == 1
     for model_id in latest.model_id:
         assert (out / "scripts" / model_id / "run.py").is_file()
-    table = capsys.readouterr().out
     assert "trncat-demo/tiny-llama" in table and "pass" in table
     speech_line = next(line for line in table.splitlines() if line.startswith("trncat-demo/tiny-whisper"))
     assert "automatic-speech-recognition CPU    pass" in speech_line and "Seconds per clip, WER " in speech_line

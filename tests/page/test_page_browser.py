@@ -11,6 +11,7 @@ import functools
 import http.server
 import json
 import re
+import shutil
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from pipeline.space import SiteNames, write_site
 from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from pipeline.testing.records import sample_failure, sample_record
 from tests import FIXTURES, ROOT
+from tests.conftest import DemoRun
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -115,15 +117,16 @@ def _write(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 @pytest.fixture(scope="module")
-def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The Space the demo built, rebuilt (as ``trncat page`` would) after a rankings snapshot and an exclusion
-    were added to the demo's dataset."""
-    _playwright()  # skip before the demo's half minute of work when there is no browser
-    from pipeline.cli.demo import DEMO_NOTE, SPACE_REPO, run_demo
+def demo_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    """The Space the demo built (the session's one demo run, copied), rebuilt (as ``trncat page`` would) after a
+    rankings snapshot and an exclusion were added to the demo's dataset."""
+    _playwright()  # skip before the demo's minutes of work when there is no browser
+    from pipeline.cli.demo import DEMO_NOTE, SPACE_REPO
 
+    demo: DemoRun = request.getfixturevalue("demo_run")
+    assert demo.code == 0 and "(merged)" in demo.printed, demo.printed
     root = tmp_path_factory.mktemp("demo") / "out"
-    summary = run_demo(out=root)
-    assert summary.ok and summary.merged
+    shutil.copytree(demo.root, root)
     out, space = root / "dataset", root / "space"
     assert (space / "index.html").is_file()
     # Replace the demo's own trending snapshot (same file, same date) with one that also ranks an unmeasured model.
@@ -159,6 +162,7 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the session to ask for it
 def test_the_demo_space_switches_views_searches_and_copies_the_command(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
@@ -267,7 +271,7 @@ def _inside_the_window(page: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the module to ask for it
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the session to ask for it
 def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
@@ -312,6 +316,7 @@ def test_the_demo_page_shows_compare_and_a_cost_labelled_demo(
 
 
 @pytest.mark.slow
+@pytest.mark.e2e  # its fixture runs the whole demo when it is the first test of the session to ask for it
 def test_the_first_view_reads_without_javascript(
     demo_site: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:

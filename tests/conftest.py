@@ -112,7 +112,12 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 #: Test files that share a session fixture's work run on one pytest-xdist worker (:func:`pytest_xdist_make_scheduler`),
 #: so that work is done once: file -> the group's name.
-SAME_WORKER = {"tests/cli/test_demo.py": "demo", "tests/page/test_page_browser.py": "demo"}
+SAME_WORKER = {
+    "tests/cli/test_demo.py": "demo",
+    "tests/page/test_page_browser.py": "demo",
+    "tests/backends/test_compiled_cache_emulated.py": "emulated-bench",
+    "tests/backends/test_warm_start_emulated.py": "emulated-bench",
+}
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -17,30 +17,17 @@ import pytest
 from pipeline.backends.neuron import bundle_beside
 from pipeline.publish import publish_bundles
 from pipeline.render import run_script
-from pipeline.testing import build_tiny_llama
-from pipeline.testing.neuron import Machine, build, environment
+from pipeline.testing.neuron import environment
+from tests.backends.conftest import EmulatedBench
 
 pytestmark = pytest.mark.slow
 COMPILED = "trncat/trncat-compiled"
-CI = {"GITHUB_RUN_ID": "4242", "GITHUB_SHA": "ab" * 20, "RUNNER_NAME": "trn2-emulated-1"}
 
 
 @pytest.fixture(scope="module")
-def benched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """One emulated CI benchmark (shared by the tests): the machine, the model folder and the record file."""
-    tmp = tmp_path_factory.mktemp("compiled-cache")
-    root = build(tmp / "trn2", Machine.of("trn2.3xlarge"))
-    model = build_tiny_llama(tmp / "tiny-llama")
-    env = {**environment(root), **CI, "TOKENIZERS_PARALLELISM": "false", "TRNCAT_REFERENCE_CACHE": str(tmp / "ref")}
-    out = tmp / "records" / "acme--tiny-llama.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "bench", str(model), "--task", "text-generation", "--device", "neuron",
-         "--model-id", "acme/tiny-llama", "--source", "ci", "--workload", "input_tokens=16", "--workload",
-         "output_tokens=4", "--iterations", "1", "--warmup", "0", "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root, model, out
+def benched(emulated_llama_bench: EmulatedBench) -> tuple[Path, Path, Path]:
+    """The session's one emulated CI benchmark (tests/backends/conftest.py): the machine, model folder and record."""
+    return emulated_llama_bench.machine, emulated_llama_bench.model, emulated_llama_bench.record
 
 
 def _run_py(root: Path, model: Path, record: dict[str, Any], work: Path, hub_url: str, *args: str) -> str:

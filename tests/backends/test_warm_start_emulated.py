@@ -23,28 +23,17 @@ from pipeline.publish import publish_bundles
 from pipeline.render import run_script
 from pipeline.testing import build_tiny_llama
 from pipeline.testing.neuron import PACKAGES, Machine, build, environment
+from tests.backends.conftest import EmulatedBench
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 COMPILED = "trncat/trncat-compiled"
-CI = {"GITHUB_RUN_ID": "4343", "GITHUB_SHA": "cd" * 20, "RUNNER_NAME": "trn2-emulated-a"}
 
 
 @pytest.fixture(scope="module")
-def benched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """One emulated CI benchmark on machine A: the model folder and the record file (its bundle beside it)."""
-    tmp = tmp_path_factory.mktemp("warm-start")
-    root = build(tmp / "machine-a", Machine.of("trn2.3xlarge"))
-    model = build_tiny_llama(tmp / "tiny-llama")
-    env = {**environment(root), **CI, "TOKENIZERS_PARALLELISM": "false", "TRNCAT_REFERENCE_CACHE": str(tmp / "ref")}
-    out = tmp / "records" / "acme--tiny-llama.json"
-    done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "bench", str(model), "--task", "text-generation", "--device", "neuron",
-         "--model-id", "acme/tiny-llama", "--source", "ci", "--workload", "input_tokens=16", "--workload",
-         "output_tokens=4", "--iterations", "1", "--warmup", "0", "--out", str(out)],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    return model, out
+def benched(emulated_llama_bench: EmulatedBench) -> tuple[Path, Path]:
+    """The session's one emulated CI benchmark on machine A (tests/backends/conftest.py): the model folder and the
+    record file (its bundle beside it)."""
+    return emulated_llama_bench.model, emulated_llama_bench.record
 
 
 def _run_py(machine: Path, script: str, model: Path, work: Path, hub: str, *args: str, **env: str) -> tuple[int, str]:

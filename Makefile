@@ -12,8 +12,9 @@ TASK_PINS := $(shell sed -nE 's/^(transformers|sentence_transformers|diffusers):
 # PyTorch's CPU wheels: make TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu test
 TORCH_INDEX_URL ?=
 # `make test` runs a test file per CPU at once (pytest-xdist: one worker per CPU, at most 4; the long end-to-end files
-# start first, tests/conftest.py). One at a time: make test PYTEST_WORKERS=
-PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadfile
+# start first, in tests/conftest.py's order, which xdist would otherwise reorder by tests per file). One at a time:
+# make test PYTEST_WORKERS=
+PYTEST_WORKERS ?= -n auto --maxprocesses 4 --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test lint venv clean
 

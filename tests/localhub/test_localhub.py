@@ -517,3 +517,28 @@ def test_a_card_without_yaml_or_with_broken_yaml_has_no_metadata(localhub):
     assert front_matter("---\n- a list\n---\n") == {}
     assert front_matter("---\nbase_model: a/b\n") == {}  # never closed
     assert front_matter("\ufeff---\nbase_model: a/b\n---\ntext") == {"base_model": "a/b"}
+
+
+def test_an_hf_path_read_after_another_local_hub_lists_the_new_hubs_files(tmp_path: Path) -> None:
+    """fsspec keeps one ``HfFileSystem`` per endpoint and process, with that endpoint's listings: a second local hub
+    on the port a first one had (a free port, reused) holding the same repo with other files got the first one's
+    listing and a 404 for its file (seen under pytest-xdist, where one process runs many hub tests). Pointing the
+    client anywhere drops the cached ones."""
+    import pandas as pd
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    frames = []
+    for k, name in enumerate(("0.parquet", "1a.parquet")):
+        with LocalHub(tmp_path / f"hub-{k}", port=port) as hub:
+            restore = point_client_at(hub.url, cache_dir=tmp_path / f"cache-{k}")
+            try:
+                hub.store.create_repo("org/ds", repo_type="dataset")
+                path = tmp_path / name
+                pd.DataFrame({"hub": [k]}).to_parquet(path)
+                hub.store.commit_files("org/ds", {f"data/latest/{name}": path}, message="m", repo_type="dataset")
+                frames.append(pd.read_parquet("hf://datasets/org/ds/data/latest/"))
+            finally:
+                restore()
+    assert [frame.hub.tolist() for frame in frames] == [[0], [1]]

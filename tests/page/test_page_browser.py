@@ -125,6 +125,8 @@ def demo_site(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureR
 
     demo: DemoRun = request.getfixturevalue("demo_run")
     assert demo.code == 0 and "(merged)" in demo.printed, demo.printed
+    # as one demo made it: no other test wrote into the shared run (test_demo's second demo goes into a copy)
+    assert len(list((demo.root / "dataset" / "data" / "results").glob("*.parquet"))) == 1
     root = tmp_path_factory.mktemp("demo") / "out"
     shutil.copytree(demo.root, root)
     out, space = root / "dataset", root / "space"

@@ -50,7 +50,7 @@ def point_client_at(url: str, *, cache_dir: Path | None = None) -> Callable[[], 
     os.environ.update(env)
     for obj, name, value in attrs:
         setattr(obj, name, value)
-    _forget_hf_filesystems()
+    _forget_the_old_endpoint()
 
     def restore() -> None:
         for key, value in old_env.items():
@@ -60,12 +60,12 @@ def point_client_at(url: str, *, cache_dir: Path | None = None) -> Callable[[], 
                 os.environ[key] = value
         for obj, name, value in old_attrs:
             setattr(obj, name, value)
-        _forget_hf_filesystems()
+        _forget_the_old_endpoint()
 
     return restore
 
 
-def _forget_hf_filesystems() -> None:
+def _forget_the_old_endpoint() -> None:
     """Drop what huggingface_hub keeps of the old endpoint: its HTTP session's pooled connections (a keep-alive
     connection to a local hub that has stopped, whose port a new one now has, still reaches the old one's handler),
     and fsspec's cached ``HfFileSystem`` (what ``pd.read_parquet("hf://...")`` uses), made for the old endpoint

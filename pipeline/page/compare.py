@@ -100,7 +100,7 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         trainium = [r for r in rows if device_of(r) == "neuron"]  # a Trainium3 row is never the Trainium2 side
         others = sorted(
             (r for r in rows if device_of(r) in OTHER),
-            key=lambda r: (r.get("device") != "cuda", str(r.get("hardware"))),
+            key=lambda r: (device_of(r) != "cuda", str(r.get("hardware"))),
         )
         if not trainium or not others:
             continue

@@ -19,10 +19,15 @@ CLI (``trncat bench``, ``trncat doctor``, ``trncat reap``, the demo).
 
 from __future__ import annotations
 
-from pipeline.bench.doctor import Check, Report, run_checks
-from pipeline.bench.process import reap_orphans
-from pipeline.bench.run import bench_model, plan_summary, resolve
-from pipeline.bench.smoke import smoke, smoke_line
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.bench.doctor import Check, Report, run_checks
+    from pipeline.bench.process import reap_orphans
+    from pipeline.bench.run import bench_model, plan_summary, resolve
+    from pipeline.bench.smoke import smoke, smoke_line
 
 __all__ = [
     "Check",
@@ -35,3 +40,5 @@ __all__ = [
     "smoke",
     "smoke_line",
 ]
+
+lazy_face(__name__)

@@ -22,13 +22,18 @@ compiled cache's key fields). Imported by: the CLI.
 
 from __future__ import annotations
 
-from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT, Answer
-from pipeline.check.catalog import Catalog, from_folder, from_repo
-from pipeline.check.model import ModelFacts, infer_task, read_model
-from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
-from pipeline.check.rules import VERDICTS, Base, Decision, Verdict, decide
-from pipeline.check.run import MAX_HOPS, check_model
-from pipeline.check.warm import WarmBundle, base_bundle
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT, Answer
+    from pipeline.check.catalog import Catalog, from_folder, from_repo
+    from pipeline.check.model import ModelFacts, infer_task, read_model
+    from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
+    from pipeline.check.rules import VERDICTS, Base, Decision, Verdict, decide
+    from pipeline.check.run import MAX_HOPS, check_model
+    from pipeline.check.warm import WarmBundle, base_bundle
 
 __all__ = [
     "CACHE_REPO",
@@ -55,3 +60,5 @@ __all__ = [
     "read_model",
     "registry_entry",
 ]
+
+lazy_face(__name__)

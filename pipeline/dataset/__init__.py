@@ -28,52 +28,57 @@ measured), check (the family rows), release (the release diffs), publish, space 
 
 from __future__ import annotations
 
-from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
-from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
-from pipeline.dataset.families import family_rows, family_view, read_families
-from pipeline.dataset.family_index import FamilyIndex, folder_family_index
-from pipeline.dataset.front import CardNames, page_html, write_front_files
-from pipeline.dataset.layout import (
-    DATA_DIR,
-    EXCLUSIONS_FILE,
-    FAMILIES_FILE,
-    FRONT_FILES,
-    LATEST_DIR,
-    RANKINGS_DIR,
-    RESULTS_DIR,
-    SCRIPTS_DIR,
-    SERVING_FILE,
-    SUMMARY_FILE,
-    results_file_time,
-    results_files_since,
-    run_name,
-)
-from pipeline.dataset.migrate import migrate, needs_migration
-from pipeline.dataset.mirror import (
-    held_paths,
-    migration_paths,
-    overlay_files,
-    publish_paths,
-    results_paths,
-    summary_paths,
-    tree_digests,
-)
-from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
-from pipeline.dataset.read import (
-    HISTORY_COLUMN,
-    earlier_runs,
-    iter_results,
-    read_exclusions,
-    read_latest,
-    read_rankings,
-    read_scripts,
-    require_dataset,
-    script_files,
-)
-from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
-from pipeline.dataset.serving import add_serving, read_serving
-from pipeline.dataset.shards import FAMILIES_DIR, family_index_paths, is_family_path, named_by_model
-from pipeline.dataset.summary import read_summary, shard_paths
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
+    from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
+    from pipeline.dataset.families import family_rows, family_view, read_families
+    from pipeline.dataset.family_index import FamilyIndex, folder_family_index
+    from pipeline.dataset.front import CardNames, page_html, write_front_files
+    from pipeline.dataset.layout import (
+        DATA_DIR,
+        EXCLUSIONS_FILE,
+        FAMILIES_FILE,
+        FRONT_FILES,
+        LATEST_DIR,
+        RANKINGS_DIR,
+        RESULTS_DIR,
+        SCRIPTS_DIR,
+        SERVING_FILE,
+        SUMMARY_FILE,
+        results_file_time,
+        results_files_since,
+        run_name,
+    )
+    from pipeline.dataset.migrate import migrate, needs_migration
+    from pipeline.dataset.mirror import (
+        held_paths,
+        migration_paths,
+        overlay_files,
+        publish_paths,
+        results_paths,
+        summary_paths,
+        tree_digests,
+    )
+    from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
+    from pipeline.dataset.read import (
+        HISTORY_COLUMN,
+        earlier_runs,
+        iter_results,
+        read_exclusions,
+        read_latest,
+        read_rankings,
+        read_scripts,
+        require_dataset,
+        script_files,
+    )
+    from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
+    from pipeline.dataset.serving import add_serving, read_serving
+    from pipeline.dataset.shards import FAMILIES_DIR, family_index_paths, is_family_path, named_by_model
+    from pipeline.dataset.summary import read_summary, shard_paths
 
 __all__ = [
     "CHANGE_KINDS",
@@ -142,3 +147,5 @@ __all__ = [
     "write_rankings",
     "write_release_diff",
 ]
+
+lazy_face(__name__)

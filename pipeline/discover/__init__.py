@@ -13,36 +13,41 @@ May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records` 
 
 from __future__ import annotations
 
-from pipeline.discover.candidates import (
-    DISCOVERED_KINDS,
-    REMOTE_CODE_REASON,
-    Candidate,
-    Discovery,
-    IneligibleKind,
-    check_task_view,
-    exclusion_index,
-    gated_reason,
-    identity_problem,
-    judge,
-)
-from pipeline.discover.rankings import (
-    MAX_LIMIT,
-    SELECTED_LISTING_LIMIT,
-    discover,
-    discover_all,
-    exclusion_rows,
-    snapshot_rows,
-    write_outputs,
-)
-from pipeline.discover.selection import (
-    DEFAULT_EXCLUSIONS,
-    DEFAULT_SELECTED,
-    Exclusion,
-    ExclusionKind,
-    Selection,
-    load_exclusions,
-    load_selected,
-)
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.discover.candidates import (
+        DISCOVERED_KINDS,
+        REMOTE_CODE_REASON,
+        Candidate,
+        Discovery,
+        IneligibleKind,
+        check_task_view,
+        exclusion_index,
+        gated_reason,
+        identity_problem,
+        judge,
+    )
+    from pipeline.discover.rankings import (
+        MAX_LIMIT,
+        SELECTED_LISTING_LIMIT,
+        discover,
+        discover_all,
+        exclusion_rows,
+        snapshot_rows,
+        write_outputs,
+    )
+    from pipeline.discover.selection import (
+        DEFAULT_EXCLUSIONS,
+        DEFAULT_SELECTED,
+        Exclusion,
+        ExclusionKind,
+        Selection,
+        load_exclusions,
+        load_selected,
+    )
 
 __all__ = [
     "DEFAULT_EXCLUSIONS",
@@ -70,3 +75,5 @@ __all__ = [
     "snapshot_rows",
     "write_outputs",
 ]
+
+lazy_face(__name__)

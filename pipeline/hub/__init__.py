@@ -22,13 +22,18 @@ the CLI).
 
 from __future__ import annotations
 
-from pipeline.hub import together
-from pipeline.hub.card import front_matter
-from pipeline.hub.client import Hub
-from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
-from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
-from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
-from pipeline.hub.retry import deadline
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.hub import together
+    from pipeline.hub.card import front_matter
+    from pipeline.hub.client import Hub
+    from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
+    from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
+    from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
+    from pipeline.hub.retry import deadline
 
 __all__ = [
     "CommitResult",
@@ -45,3 +50,5 @@ __all__ = [
     "quiet_progress_bars",
     "together",
 ]
+
+lazy_face(__name__)

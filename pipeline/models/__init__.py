@@ -15,36 +15,41 @@ the family of a model the catalog has not measured).
 
 from __future__ import annotations
 
-from pipeline.models.family import (
-    ADAPTER_CONFIG,
-    FAMILY_FILES,
-    MAX_FILE_BYTES,
-    Family,
-    adapter_base,
-    config_family,
-    folder_family,
-    transformer_config_path,
-)
-from pipeline.models.fetch import (
-    ResolvedModel,
-    content_revision,
-    local_model_id,
-    pipeline_folders,
-    resolve_hub,
-    resolve_local,
-)
-from pipeline.models.gates import (
-    PIPELINE_LIBRARIES,
-    SENTENCE_MODULE_PREFIX,
-    check_model_index,
-    check_pipeline_classes,
-    check_remote_code,
-    check_sentence_modules,
-    diffusers_pipeline_module,
-    known_model_types,
-    read_config,
-    read_model_index,
-)
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.models.family import (
+        ADAPTER_CONFIG,
+        FAMILY_FILES,
+        MAX_FILE_BYTES,
+        Family,
+        adapter_base,
+        config_family,
+        folder_family,
+        transformer_config_path,
+    )
+    from pipeline.models.fetch import (
+        ResolvedModel,
+        content_revision,
+        local_model_id,
+        pipeline_folders,
+        resolve_hub,
+        resolve_local,
+    )
+    from pipeline.models.gates import (
+        PIPELINE_LIBRARIES,
+        SENTENCE_MODULE_PREFIX,
+        check_model_index,
+        check_pipeline_classes,
+        check_remote_code,
+        check_sentence_modules,
+        diffusers_pipeline_module,
+        known_model_types,
+        read_config,
+        read_model_index,
+    )
 
 __all__ = [
     "ADAPTER_CONFIG",
@@ -72,3 +77,5 @@ __all__ = [
     "resolve_local",
     "transformer_config_path",
 ]
+
+lazy_face(__name__)

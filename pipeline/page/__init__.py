@@ -22,10 +22,23 @@ Imported by: :mod:`pipeline.dataset` (the PR's preview page) and :mod:`pipeline.
 
 from __future__ import annotations
 
-from pipeline.page.catalog import HISTORY_READ, PAGE_SIZE, PAGE_VIEWS, RANKED_VIEWS, catalog, command, exclusion_text
-from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
-from pipeline.page.html import Site, render_page, render_site, script_json
-from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.page.catalog import (
+        HISTORY_READ,
+        PAGE_SIZE,
+        PAGE_VIEWS,
+        RANKED_VIEWS,
+        catalog,
+        command,
+        exclusion_text,
+    )
+    from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
+    from pipeline.page.html import Site, render_page, render_site, script_json
+    from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
 
 __all__ = [
     "CHUNK_ENTRIES",
@@ -49,3 +62,5 @@ __all__ = [
     "table_metrics",
     "task_view",
 ]
+
+lazy_face(__name__)

@@ -23,14 +23,19 @@ May import: the top-level modules, :mod:`pipeline.models` (the gate on a pipelin
 
 from __future__ import annotations
 
-from pipeline.plan.components import index_entries, weight_files
-from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pipeline_model
-from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
-from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
-from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
-from pipeline.plan.params import config_hash, describe
-from pipeline.plan.result import Plan, count_text, normalize_dtype
-from pipeline.plan.safetensors import safetensors_param_count
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.plan.components import index_entries, weight_files
+    from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pipeline_model
+    from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
+    from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
+    from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
+    from pipeline.plan.params import config_hash, describe
+    from pipeline.plan.result import Plan, count_text, normalize_dtype
+    from pipeline.plan.safetensors import safetensors_param_count
 
 __all__ = [
     "FEW_STEPS",
@@ -56,3 +61,5 @@ __all__ = [
     "safetensors_param_count",
     "weight_files",
 ]
+
+lazy_face(__name__)

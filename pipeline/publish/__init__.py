@@ -19,11 +19,16 @@ rule, which the Neuron backend owns, checked again before an upload). Imported b
 
 from __future__ import annotations
 
-from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publish_bundles
-from pipeline.publish.description import describe
-from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
-from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
-from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publish_bundles
+    from pipeline.publish.description import describe
+    from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
+    from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
+    from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
 __all__ = [
     "BundlesPublished",
@@ -44,3 +49,5 @@ __all__ = [
     "parse_run_output",
     "warm_check",
 ]
+
+lazy_face(__name__)

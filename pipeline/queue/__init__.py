@@ -18,43 +18,48 @@ was measured), :mod:`pipeline.discover` (the candidates) and :mod:`pipeline.plan
 
 from __future__ import annotations
 
-from pipeline.queue.durations import (
-    HOST_MEMORY_PERCENTILE,
-    PARAM_BUCKETS,
-    PRIOR,
-    Duration,
-    DurationModel,
-    Prior,
-    param_bucket,
-)
-from pipeline.queue.fleet import (
-    DEFAULT_INSTANCES,
-    Estimate,
-    InstancePrices,
-    estimate_sweep,
-    format_estimate,
-    format_partition,
-    layout_fleet,
-    load_instances,
-    parse_partition,
-    recommend_fleet,
-)
-from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
-from pipeline.queue.matrix import (
-    MAX_CHUNK,
-    REMEASURE_ORDER,
-    Planner,
-    Queue,
-    build_queue,
-    fetch_results,
-    load_candidates,
-    matrix_order,
-    runner_cores,
-)
-from pipeline.queue.planners import HubPlanner
-from pipeline.queue.serving import serving_jobs, serving_seconds
-from pipeline.queue.sweep import Job, SweepResult, simulate
-from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.queue.durations import (
+        HOST_MEMORY_PERCENTILE,
+        PARAM_BUCKETS,
+        PRIOR,
+        Duration,
+        DurationModel,
+        Prior,
+        param_bucket,
+    )
+    from pipeline.queue.fleet import (
+        DEFAULT_INSTANCES,
+        Estimate,
+        InstancePrices,
+        estimate_sweep,
+        format_estimate,
+        format_partition,
+        layout_fleet,
+        load_instances,
+        parse_partition,
+        recommend_fleet,
+    )
+    from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
+    from pipeline.queue.matrix import (
+        MAX_CHUNK,
+        REMEASURE_ORDER,
+        Planner,
+        Queue,
+        build_queue,
+        fetch_results,
+        load_candidates,
+        matrix_order,
+        runner_cores,
+    )
+    from pipeline.queue.planners import HubPlanner
+    from pipeline.queue.serving import serving_jobs, serving_seconds
+    from pipeline.queue.sweep import Job, SweepResult, simulate
+    from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
 
 __all__ = [
     "DEFAULT_INSTANCES",
@@ -98,3 +103,5 @@ __all__ = [
     "serving_seconds",
     "simulate",
 ]
+
+lazy_face(__name__)

@@ -21,58 +21,63 @@ page, the CLI).
 
 from __future__ import annotations
 
-from pipeline.records.arrow import arrow_schema, arrow_type
-from pipeline.records.bundles import bundle_folder, bundle_path, compiled_cache_problems, workload_key
-from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
-from pipeline.records.columns import (
-    ATTEMPT_FIELDS,
-    BUILD_COLUMNS,
-    COLUMN_NAMES,
-    COLUMNS,
-    LAYOUT_MARKERS,
-    LAYOUT_VERSION,
-    column_value,
-    flatten,
-    parse_time,
-    record_id,
-    unflatten,
-)
-from pipeline.records.families import (
-    FAMILY_COLUMNS,
-    MEASURED,
-    TRAINIUM,
-    FamilyStat,
-    device_of,
-    evidence,
-    family_row,
-    family_stat,
-    family_stats,
-    one_per_model,
-    rows_of,
-    trainium3_rows,
-    trainium_rows,
-)
-from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
-from pipeline.records.rows import representative, toolchain_label
-from pipeline.records.task_checks import agreement_problems, task_metric_problems
-from pipeline.records.validate import (
-    CI_ONLY_RUN_FIELDS,
-    MAX_FUTURE,
-    MAX_RECORD_BYTES,
-    SCHEMA_VERSION,
-    VERSION_TEXT,
-    Problem,
-    Report,
-    check_file,
-    dump_record,
-    is_valid,
-    iter_record_files,
-    load_schema,
-    parse_record,
-    printable,
-    validate_paths,
-    validate_record,
-)
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.records.arrow import arrow_schema, arrow_type
+    from pipeline.records.bundles import bundle_folder, bundle_path, compiled_cache_problems, workload_key
+    from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
+    from pipeline.records.columns import (
+        ATTEMPT_FIELDS,
+        BUILD_COLUMNS,
+        COLUMN_NAMES,
+        COLUMNS,
+        LAYOUT_MARKERS,
+        LAYOUT_VERSION,
+        column_value,
+        flatten,
+        parse_time,
+        record_id,
+        unflatten,
+    )
+    from pipeline.records.families import (
+        FAMILY_COLUMNS,
+        MEASURED,
+        TRAINIUM,
+        FamilyStat,
+        device_of,
+        evidence,
+        family_row,
+        family_stat,
+        family_stats,
+        one_per_model,
+        rows_of,
+        trainium3_rows,
+        trainium_rows,
+    )
+    from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
+    from pipeline.records.rows import representative, toolchain_label
+    from pipeline.records.task_checks import agreement_problems, task_metric_problems
+    from pipeline.records.validate import (
+        CI_ONLY_RUN_FIELDS,
+        MAX_FUTURE,
+        MAX_RECORD_BYTES,
+        SCHEMA_VERSION,
+        VERSION_TEXT,
+        Problem,
+        Report,
+        check_file,
+        dump_record,
+        is_valid,
+        iter_record_files,
+        load_schema,
+        parse_record,
+        printable,
+        validate_paths,
+        validate_record,
+    )
 
 __all__ = [
     "ARTIFACT_PREFIX",
@@ -132,3 +137,5 @@ __all__ = [
     "validate_record",
     "workload_key",
 ]
+
+lazy_face(__name__)

@@ -13,19 +13,24 @@ May import: the top-level modules, :mod:`pipeline.queue` (the pins and how a row
 
 from __future__ import annotations
 
-from pipeline.release.diff import (
-    DELTAS,
-    DIFF_KINDS,
-    ReleaseDiff,
-    diff_dataset,
-    diff_text,
-    load_side,
-    release_diff,
-    rows_at,
-    speed_of,
-)
-from pipeline.release.manifest import INSTANCE, Manifest, Release, parse_manifest, version_key
-from pipeline.release.watch import APT_PACKAGES, PYTHON_PINS, TOOLCHAIN_FILE, Bump, Pin, current_release, plan_bump
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.release.diff import (
+        DELTAS,
+        DIFF_KINDS,
+        ReleaseDiff,
+        diff_dataset,
+        diff_text,
+        load_side,
+        release_diff,
+        rows_at,
+        speed_of,
+    )
+    from pipeline.release.manifest import INSTANCE, Manifest, Release, parse_manifest, version_key
+    from pipeline.release.watch import APT_PACKAGES, PYTHON_PINS, TOOLCHAIN_FILE, Bump, Pin, current_release, plan_bump
 
 __all__ = [
     "APT_PACKAGES",
@@ -50,3 +55,5 @@ __all__ = [
     "speed_of",
     "version_key",
 ]
+
+lazy_face(__name__)

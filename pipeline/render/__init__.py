@@ -14,16 +14,21 @@ Imported by: :mod:`pipeline.dataset` (scripts and card), :mod:`pipeline.space` (
 
 from __future__ import annotations
 
-from pipeline.render.card import card_counts, dataset_card
-from pipeline.render.scripts import (
-    RUN_TEMPLATES,
-    install_commands,
-    requirement_lines,
-    requirements,
-    run_script,
-    torchvision_for,
-)
-from pipeline.render.templating import environment, md_cell, py_literal, render, yaml_scalar
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.render.card import card_counts, dataset_card
+    from pipeline.render.scripts import (
+        RUN_TEMPLATES,
+        install_commands,
+        requirement_lines,
+        requirements,
+        run_script,
+        torchvision_for,
+    )
+    from pipeline.render.templating import environment, md_cell, py_literal, render, yaml_scalar
 
 __all__ = [
     "RUN_TEMPLATES",
@@ -40,3 +45,5 @@ __all__ = [
     "torchvision_for",
     "yaml_scalar",
 ]
+
+lazy_face(__name__)

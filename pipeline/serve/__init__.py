@@ -23,34 +23,39 @@ Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 
 from __future__ import annotations
 
-from pipeline.backends import group_members
-from pipeline.serve.cost import headline, meets, usd_per_million
-from pipeline.serve.engine import (
-    ENGINES,
-    Engine,
-    EngineSpec,
-    EngineStartError,
-    free_port,
-    port_in_use,
-    start_failure_code,
-    transformers_serve,
-    vllm_serve,
-)
-from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
-from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
-from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
-from pipeline.serve.script import serve_script
-from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
-from pipeline.serve.workload import (
-    DEFAULT_SLO,
-    FULL_CONCURRENCIES,
-    MIN_SUCCESS_RATE,
-    WORKLOADS,
-    ServiceLevel,
-    ServingWorkload,
-    serving_workload,
-)
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.backends import group_members
+    from pipeline.serve.cost import headline, meets, usd_per_million
+    from pipeline.serve.engine import (
+        ENGINES,
+        Engine,
+        EngineSpec,
+        EngineStartError,
+        free_port,
+        port_in_use,
+        start_failure_code,
+        transformers_serve,
+        vllm_serve,
+    )
+    from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
+    from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
+    from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.script import serve_script
+    from pipeline.serve.smoke import serving_smoke, serving_smoke_line
+    from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
+    from pipeline.serve.workload import (
+        DEFAULT_SLO,
+        FULL_CONCURRENCIES,
+        MIN_SUCCESS_RATE,
+        WORKLOADS,
+        ServiceLevel,
+        ServingWorkload,
+        serving_workload,
+    )
 
 __all__ = [
     "DEFAULT_SLO",
@@ -96,3 +101,5 @@ __all__ = [
     "usd_per_million",
     "vllm_serve",
 ]
+
+lazy_face(__name__)

@@ -11,8 +11,22 @@ May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.dataset` 
 
 from __future__ import annotations
 
-from pipeline.space.commit import DATASET_PATTERNS, SpaceResult, build_space, publish_space
-from pipeline.space.tree import ATOM, FEED_ENTRIES, FEED_FILE, SPACE_CARD, SPACE_PAGE, SiteNames, feed_xml, write_site
+from typing import TYPE_CHECKING
+
+from pipeline.registry import lazy_face
+
+if TYPE_CHECKING:
+    from pipeline.space.commit import DATASET_PATTERNS, SpaceResult, build_space, publish_space
+    from pipeline.space.tree import (
+        ATOM,
+        FEED_ENTRIES,
+        FEED_FILE,
+        SPACE_CARD,
+        SPACE_PAGE,
+        SiteNames,
+        feed_xml,
+        write_site,
+    )
 
 __all__ = [
     "ATOM",
@@ -28,3 +42,5 @@ __all__ = [
     "publish_space",
     "write_site",
 ]
+
+lazy_face(__name__)

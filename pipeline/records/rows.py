@@ -43,6 +43,13 @@ def _device(row: Mapping[str, Any]) -> str | None:
 
 def toolchain_label(row: Mapping[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
-    from pipeline.backends import backend_class
+    device = row["device"]
+    cls = _BACKEND_CLASSES.get(device)
+    if cls is None:  # a check labels thousands of family rows: the registry is asked once per device
+        from pipeline.backends import backend_class
 
-    return backend_class(row["device"]).toolchain_label(row)
+        cls = _BACKEND_CLASSES[device] = backend_class(device)
+    return cls.toolchain_label(row)
+
+
+_BACKEND_CLASSES: dict[str, Any] = {}

@@ -18,8 +18,8 @@ __all__ = ["bundle_folder", "bundle_path", "compiled_cache_problems", "workload_
 
 def workload_key(record: dict[str, Any]) -> str:
     """The folder name of a run's workload: what decides the graphs it compiles (task, dtype, cores, the core
-    config (LNC), the workload's fields), readable in front and hashed behind (a NEFF of one shape serves no
-    other)."""
+    config (LNC), the workload's fields; a serving run's engine, its options and its workload's name), readable in
+    front and hashed behind (a NEFF of one shape serves no other)."""
     decided = {
         "task": record["task"],
         "dtype": record["dtype"],
@@ -27,6 +27,11 @@ def workload_key(record: dict[str, Any]) -> str:
         "core_config": record["hardware"]["core_config"],
         "workload": record["workload"],
     }
+    serving = record.get("serving")
+    if serving:  # a serving engine compiles per bucket of its options (max_num_seqs, max_model_len, parallelism)
+        engine = serving.get("engine") or {}
+        decided["serving"] = {"engine": engine.get("name"), "options": engine.get("options"),
+                              "workload": (serving.get("workload") or {}).get("name")}  # fmt: skip
     digest = hashlib.sha256(json.dumps(decided, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
     return f"{record['task']}-{record['dtype']}-{record['cores']}c-{digest[:16]}"
 

@@ -127,3 +127,18 @@ def test_the_schema_states_the_bundle_rule_s_own_limits() -> None:
     assert spec["files"]["maximum"] == bundle_rule()["limits"]["files"]
     assert bundle_rule()["name"] in spec["path"]["pattern"]
     assert re.fullmatch(spec["path"]["pattern"], f"neuronx-cc-2.0/a/b/{'0' * 40}/k/{'1' * 16}{BUNDLE_SUFFIX}")
+
+
+def test_a_serving_run_s_bundle_folder_is_keyed_by_its_engine_options() -> None:
+    # vLLM Neuron compiles a bucket per max_num_seqs and max_model_len: two engines' caches never share a folder,
+    # and a serving bundle never lands in its model's batch-1 folder
+    from pipeline.testing.records import sample_serving
+
+    served = sample_serving()
+    other = copy.deepcopy(served)
+    other["serving"]["engine"]["options"]["max_num_seqs"] = 8
+    assert bundle_folder(served) != bundle_folder(other)
+    plain = copy.deepcopy(served)
+    del plain["serving"]
+    assert bundle_folder(served) != bundle_folder(plain)
+    assert bundle_folder(served) == bundle_folder(copy.deepcopy(served))

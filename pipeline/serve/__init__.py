@@ -41,14 +41,22 @@ from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_versi
 from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
 from pipeline.serve.script import serve_script
 from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
+from pipeline.serve.sweep import (
+    EVAL_SCHEMA_VERSION,
+    IMAGE_SCHEMA_VERSION,
+    SERVING_SCHEMA_VERSION,
+    ServingRun,
+    serve_model,
+)
 from pipeline.serve.workload import (
     DEFAULT_SLO,
     FULL_CONCURRENCIES,
+    IMAGE_WORKLOADS,
     MIN_SUCCESS_RATE,
     WORKLOADS,
     ServiceLevel,
     ServingWorkload,
+    image_workload,
     serving_workload,
 )
 
@@ -58,6 +66,8 @@ __all__ = [
     "EVAL_SCHEMA_VERSION",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
+    "IMAGE_SCHEMA_VERSION",
+    "IMAGE_WORKLOADS",
     "MIN_SUCCESS_RATE",
     "SERVING_SCHEMA_VERSION",
     "WORKLOADS",
@@ -76,6 +86,7 @@ __all__ = [
     "lm_eval_argv",
     "lm_eval_version",
     "headline",
+    "image_workload",
     "meets",
     "points_of",
     "port_in_use",

@@ -535,10 +535,13 @@ def test_benchmark_matrix_guard_accepts_queue_chunks_and_refuses_hostile_entries
     assert _matrix_step(json.dumps({"include": [good] * (MAX_CHUNK + 1)})).returncode == 1
     assert _matrix_step("not json").returncode == 1
     (serving, _) = _serving_entries("neuron", "trn2.48xlarge")
+    # the image workload a passing image-text-to-text row's serving job runs (issue 28) passes the guard too
+    assert _matrix_step(json.dumps({"include": [serving | {"workload": "1k/1k-image"}]})).returncode == 0
     for bad in (
         {"mode": "serve; rm -rf /"},
         {"workload": "1k/1k --concurrency 100000"},
         {"workload": "cpu-tiny"},
+        {"workload": "cpu-tiny-image"},
         {"chips": "1 --device cpu"},
         {"instance": "trn2.48xlarge\n"},
         {"dtype": None},

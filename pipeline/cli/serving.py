@@ -38,7 +38,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="a model folder (its own files), or a Hub id fetched at --revision without any code file",
     )
     p.add_argument("--device", choices=("cpu", "cuda", "neuron"), default="cpu")
-    p.add_argument("--workload", default="cpu-tiny", help="1k/1k, 8k/1k or cpu-tiny (default)")
+    p.add_argument(
+        "--workload", default="cpu-tiny", help="1k/1k, 8k/1k, 1k/1k-image, cpu-tiny (default) or cpu-tiny-image"
+    )
     p.add_argument(
         "--concurrency", type=concurrencies, help="the sweep, comma-separated and ascending (default: the workload's)"
     )

@@ -113,7 +113,8 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--serving",
         metavar="WORKLOAD",
-        help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows",
+        help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows "
+        "(and of its image workload, 1k/1k-image for 1k/1k, for passing image-text-to-text rows vLLM Neuron serves)",
     )
     add_price_args(p, what="the estimate's cost")
 
@@ -165,6 +166,7 @@ def _queue(args: argparse.Namespace) -> int:
             accelerators=accelerators,
             only=only,
             serving=_serving_workload(args.serving),
+            serving_images=_serving_image_workload(args.serving),
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -202,6 +204,14 @@ def _serving_workload(name: str | None) -> Any:
     from pipeline.serve import serving_workload
 
     return serving_workload(name)
+
+
+def _serving_image_workload(name: str | None) -> Any:
+    if name is None:
+        return None
+    from pipeline.serve import image_workload
+
+    return image_workload(name)
 
 
 # -- plan -----------------------------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 - :mod:`~pipeline.queue.matrix`: the measured keys, the matrix entries (largest and longest first), the chunks;
 - :mod:`~pipeline.queue.toolchain`: the pinned toolchain (``runners/toolchain.yaml``) a measurement is keyed by;
 - :mod:`~pipeline.queue.planners`: each candidate planned from its files on the Hub at its revision;
-- :mod:`~pipeline.queue.serving`: serving jobs (``trncat serve``) for passing text-generation rows, and their GPU
-  twins;
+- :mod:`~pipeline.queue.serving`: serving jobs (``trncat serve``) for passing text-generation rows (and
+  image-text-to-text rows of the architectures vLLM Neuron serves with images), and their GPU twins;
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the

@@ -204,6 +204,7 @@ def build_queue(
     accelerators: Accelerators | None = None,
     only: Collection[tuple[str, str]] | None = None,
     serving: Contract | None = None,
+    serving_images: Contract | None = None,
 ) -> Queue:
     """The benchmark matrices for ``candidates`` (a model and task listed twice runs once), largest and
     longest jobs first.
@@ -227,6 +228,8 @@ def build_queue(
         serving: A serving workload: every passing text-generation row of ``device`` in the dataset without its
             serving row at this harness version and workload also gets a serving job
             (:func:`pipeline.queue.serving.serving_jobs`; on the GPU class, the Trainium2 rows' twins).
+        serving_images: The image workload beside ``serving``: passing image-text-to-text rows of the architectures
+            vLLM Neuron serves with images get a serving job of it (:func:`pipeline.queue.serving.servable`).
 
     Returns:
         The :class:`Queue`.
@@ -305,7 +308,7 @@ def build_queue(
     queue.remeasure = {g: sum(v == i for v in groups.values()) for i, g in enumerate(REMEASURE_ORDER)}
     if serving is not None and root is not None and root.is_dir():
         jobs = serving_jobs(read_latest(root), read_serving(root), device=device, workload=serving, instance=instance,
-                            family=family)  # fmt: skip
+                            family=family, image_workload=serving_images)  # fmt: skip
         # after the benchmark jobs: a serving job needs its batch-1 row's pass
         kept = [j for j in jobs if allowed is None or (str(j["model_id"]).casefold(), j["task"]) in allowed]
         entries += matrix_order(kept)

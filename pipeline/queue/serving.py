@@ -3,6 +3,10 @@ sweep of ``trncat serve``) on the same runner class, unless the dataset already 
 harness version and workload; on the GPU class the same rule makes each Trainium2 serving row's GPU twin (the
 Selected list's ``gpu: true`` models, whose batch-1 GPU rows passed), with the same harness and workload.
 
+An image-text-to-text row that passed gets one too, with the image workload, when its architecture is one vLLM
+Neuron documents serving with image input (:data:`VLLM_NEURON_IMAGE_ARCHITECTURES`); its GPU twin follows the same
+gate, so a twin exists only beside a Trainium2 serving row it can be compared with.
+
 A job's seconds are a prior until serving history exists: the engine's start (its compile, on Trainium2) plus,
 per point, each stream's requests one after another at :data:`PRIOR_TPOT_S` a token. The estimate counts these
 jobs with the others (``trncat queue --serving 1k/1k --estimate``).
@@ -20,6 +24,11 @@ PRIOR_START_S = {"neuron": 1800.0, "cuda": 300.0, "cpu": 60.0}
 PRIOR_TPOT_S = 0.03
 #: Trainium2 NeuronCores per chip at LNC=2 (docs/neuron-facts.md): a serving job holds whole chips.
 CORES_PER_CHIP = 4
+#: The image-text-to-text architectures vLLM Neuron documents serving with image input: its "Feature and model
+#: compatibility matrix" marks "Multimodal (image input)" for Qwen3-VL alone (GPT-OSS: no), and its Qwen3-VL
+#: (Dense) recipe names the Qwen3-VL-8B/32B Instruct/Thinking checkpoints on Trn2 and Trn3; the class is
+#: transformers' for model_type qwen3_vl (docs/neuron-facts.md, "vLLM Neuron", the image-text-to-text row).
+VLLM_NEURON_IMAGE_ARCHITECTURES: frozenset[str] = frozenset({"Qwen3VLForConditionalGeneration"})
 
 
 class Contract(Protocol):
@@ -36,6 +45,14 @@ def serving_seconds(workload: Contract, *, device: str) -> float:
     """The prior's seconds of one serving job."""
     per_point = (workload.warmup_per_stream + workload.measured_per_stream) * workload.output_tokens * PRIOR_TPOT_S
     return PRIOR_START_S.get(device, 300.0) + per_point * len(workload.concurrencies)
+
+
+def servable(row: Mapping[str, Any]) -> bool:
+    """Whether a passing batch-1 row's model gets a serving job: a text-generation one, or an image-text-to-text one
+    of an architecture vLLM Neuron serves with images."""
+    if row.get("task") == "text-generation":
+        return True
+    return row.get("task") == "image-text-to-text" and row.get("architecture") in VLLM_NEURON_IMAGE_ARCHITECTURES
 
 
 def _served(records: Iterable[Mapping[str, Any]], workload: str, harness: str) -> set[tuple[str, str]]:
@@ -61,8 +78,10 @@ def serving_jobs(
     instance: str,
     family: str = "trn2",
     harness: str = pipeline.__version__,
+    image_workload: Contract | None = None,
 ) -> list[dict[str, Any]]:
-    """The serving jobs of the queue's device: one per passing text-generation row without its serving row.
+    """The serving jobs of the queue's device: one per passing text-generation row without its serving row, and
+    (with ``image_workload``) one per passing image-text-to-text row that :func:`servable` admits.
 
     Args:
         latest: The dataset's latest rows (flat).
@@ -72,13 +91,20 @@ def serving_jobs(
         instance: The instance the runners are on (recorded in the entry).
         family: The Trainium runner family (``trn2``) of a neuron job's label.
         harness: The harness version a serving row must have been made with to count as done.
+        image_workload: The image serving workload an image-text-to-text row's job runs (None: no such jobs).
     """
-    done = _served(serving, workload.name, harness)
+    serving = list(serving)
+    contracts = {"text-generation": workload}
+    if image_workload is not None:
+        contracts["image-text-to-text"] = image_workload
+    done = {task: _served(serving, c.name, harness) for task, c in contracts.items()}
     jobs = []
     for row in latest:
-        if row.get("task") != "text-generation" or row.get("status") != "pass" or row.get("device") != device:
+        task = str(row.get("task"))
+        if task not in contracts or not servable(row) or row.get("status") != "pass" or row.get("device") != device:
             continue
-        if (str(row["model_id"]).casefold(), str(row["hardware"])) in done:
+        contract = contracts[task]
+        if (str(row["model_id"]).casefold(), str(row["hardware"])) in done[task]:
             continue
         cores = int(row.get("cores") or 1)
         if device == "neuron":
@@ -92,10 +118,10 @@ def serving_jobs(
             {
                 "model_id": row["model_id"],
                 "revision": revision,
-                "task": "text-generation",
+                "task": task,
                 "device": device,
                 "mode": "serving",
-                "workload": workload.name,
+                "workload": contract.name,
                 # the batch-1 row's weights dtype (the record's `dtype`, which publish matches with the entry's)
                 "dtype": str(row.get("dtype") or "bfloat16"),
                 "chips": chips,
@@ -103,8 +129,8 @@ def serving_jobs(
                 "runner": runner,
                 "instance": instance,
                 "artifact": f"{org}--{name}--serving--{revision[:12]}" + ("--cuda" if device == "cuda" else ""),
-                "note": f"serving sweep ({workload.name}) of a passing row; harness {harness}",
-                "predicted_s": round(serving_seconds(workload, device=device)),
+                "note": f"serving sweep ({contract.name}) of a passing row; harness {harness}",
+                "predicted_s": round(serving_seconds(contract, device=device)),
             }
         )
     return sorted(jobs, key=lambda j: (-j["cores"], j["model_id"]))

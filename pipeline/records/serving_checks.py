@@ -1,7 +1,8 @@
 """Semantic checks of a serving record (schema 1.4, its ``serving`` section) that a schema cannot express: the
 sweep's points ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its
 output tok/s over the record's chips, and the headline is one of the points; a task score (1.5,
-``serving.eval``) passes exactly when it reaches its floor, and never stands below it beside a pass."""
+``serving.eval``) passes exactly when it reaches its floor, and never stands below it beside a pass; an image
+workload (1.6, ``serving.workload.images``) is the image-text-to-text task's, and only its."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
     elif best["tok_s_per_chip"] is not None or best["usd_per_million_tokens"] is not None:
         out.append(("serving.headline", "a headline without a concurrency carries no figures"))
     out.extend(_eval_problems(record, serving.get("eval")))
+    out.extend(_image_problems(record, serving["workload"].get("images")))
     return out
 
 
@@ -62,4 +64,15 @@ def _eval_problems(record: dict[str, Any], evaluation: dict[str, Any] | None) ->
         out.append(("serving.eval.passed", f"{passed} is not whether the score {score} reaches the floor {floor}"))
     if passed is False and record["status"] == "pass":
         out.append(("status", f"a pass with its task score {score} below the floor {floor}"))
+    return out
+
+
+def _image_problems(record: dict[str, Any], images: dict[str, Any] | None) -> list[tuple[str, str]]:
+    """An image workload (schema 1.6) serves an image-text-to-text model; an image-text-to-text model is served
+    with images (a text-only sweep of it would say nothing of its image path)."""
+    out: list[tuple[str, str]] = []
+    if images is not None and record["schema_version"] in ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5"):
+        out.append(("schema_version", "an image serving workload (serving.workload.images) is schema 1.6 or later"))
+    if (images is not None) != (record["task"] == "image-text-to-text"):
+        out.append(("serving.workload.images", f"a {record['task']} serving record with images {images is not None}"))
     return out

@@ -46,14 +46,22 @@ if TYPE_CHECKING:
     from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-    from pipeline.serve.sweep import EVAL_SCHEMA_VERSION, SERVING_SCHEMA_VERSION, ServingRun, serve_model
+    from pipeline.serve.sweep import (
+        EVAL_SCHEMA_VERSION,
+        IMAGE_SCHEMA_VERSION,
+        SERVING_SCHEMA_VERSION,
+        ServingRun,
+        serve_model,
+    )
     from pipeline.serve.workload import (
         DEFAULT_SLO,
         FULL_CONCURRENCIES,
+        IMAGE_WORKLOADS,
         MIN_SUCCESS_RATE,
         WORKLOADS,
         ServiceLevel,
         ServingWorkload,
+        image_workload,
         serving_workload,
     )
 
@@ -63,6 +71,8 @@ __all__ = [
     "EVAL_SCHEMA_VERSION",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
+    "IMAGE_SCHEMA_VERSION",
+    "IMAGE_WORKLOADS",
     "MIN_SUCCESS_RATE",
     "SERVING_SCHEMA_VERSION",
     "WORKLOADS",
@@ -81,6 +91,7 @@ __all__ = [
     "lm_eval_argv",
     "lm_eval_version",
     "headline",
+    "image_workload",
     "meets",
     "points_of",
     "port_in_use",

@@ -11,6 +11,7 @@ Three engines, one contract (an HTTP server on loopback with ``/health`` and ``/
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -67,10 +68,25 @@ def _console_script(name: str) -> str:
 CB_BLOCK_TOKENS = 32
 
 
+#: Why an image-text-to-text model is served without continuous batching: transformers 5.24's server batches an LLM
+#: only (``cli/serving/utils.py``, ``use_continuous_batching``: ``modality == Modality.LLM``; for a VLM it logs
+#: "does not support continuous batching. Falling back to sequential generation").
+NO_CB_FOR_IMAGES = "transformers serve batches text-only models only: an image model runs sequential generate()"
+
+
 def transformers_serve(
-    model: Path | str, *, port: int, device: str = "cpu", dtype: str = "auto", kv_tokens: int | None = None
+    model: Path | str,
+    *,
+    port: int,
+    device: str = "cpu",
+    dtype: str = "auto",
+    kv_tokens: int | None = None,
+    continuous_batching: bool = True,
 ) -> EngineSpec:
     """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback.
+
+    ``continuous_batching=False`` (an image-text-to-text model: :data:`NO_CB_FOR_IMAGES`) leaves the flag and the
+    cache sizing out, and the record's options say so.
 
     ``kv_tokens``: the KV cache the run needs (its streams x their longest sequence), given as a block count.
     Left to itself, continuous batching sizes its cache at 60 to 90 % of the device's free memory, which on the
@@ -78,14 +94,14 @@ def transformers_serve(
     killer ended it mid-sweep (docs/methodology.md, "Serving rows").
     """
     cache: tuple[str, ...] = ()
-    if kv_tokens is not None:
+    if kv_tokens is not None and continuous_batching:
         blocks = max(1, -(-kv_tokens // CB_BLOCK_TOKENS))
         cache = ("--cb-block-size", str(CB_BLOCK_TOKENS), "--cb-num-blocks", str(blocks))
     argv = (
         _console_script("transformers"),
         "serve",
         str(model),
-        "--continuous-batching",
+        *(("--continuous-batching",) if continuous_batching else ()),
         "--device",
         device,
         "--dtype",
@@ -98,8 +114,10 @@ def transformers_serve(
         "info",
         *cache,
     )
-    options: dict[str, Any] = {"continuous_batching": True, "device": device, "dtype": dtype}
+    options: dict[str, Any] = {"continuous_batching": continuous_batching, "device": device, "dtype": dtype}
     options["trust_remote_code"] = False
+    if not continuous_batching:
+        options["continuous_batching_off"] = NO_CB_FOR_IMAGES
     if cache:
         options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": int(cache[-1])}
     return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options)
@@ -117,9 +135,13 @@ def vllm_serve(
     dtype: str = "bfloat16",
     lnc: int | None = None,
     cache_root: Path | None = None,
+    images_per_prompt: int = 0,
 ) -> EngineSpec:
     """``vllm serve`` with the options of docs/neuron-facts.md ("vLLM Neuron"): on Trainium2 the plugin picks the
-    device itself; its compile cache lives under ``$VLLM_CACHE_ROOT/neuron/compile_cache/``."""
+    device itself; its compile cache lives under ``$VLLM_CACHE_ROOT/neuron/compile_cache/``.
+
+    ``images_per_prompt`` (an image workload's images per request) is vLLM's ``--limit-mm-per-prompt``: the most
+    images a prompt may hold, which vLLM sizes its multimodal profiling and encoder cache by."""
     argv = [
         _console_script("vllm"),
         "serve",
@@ -139,6 +161,8 @@ def vllm_serve(
     ]
     if data_parallel > 1:
         argv += ["--data-parallel-size", str(data_parallel)]
+    if images_per_prompt:
+        argv += ["--limit-mm-per-prompt", json.dumps({"image": images_per_prompt})]
     env = dict(OFFLINE_ENV)
     if neuron and lnc is not None:
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
@@ -153,6 +177,8 @@ def vllm_serve(
         "dtype": dtype,
         "trust_remote_code": False,
     }
+    if images_per_prompt:
+        options["limit_mm_per_prompt_image"] = images_per_prompt
     return EngineSpec("vllm-neuron" if neuron else "vllm", tuple(argv), port, str(model), env, options)
 
 

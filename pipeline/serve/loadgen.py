@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
-from pipeline.serve.workload import ServingWorkload
+from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
 
 TOOL = "guidellm"
 PERCENTILES = ("p50", "p90", "p99")
@@ -37,13 +37,17 @@ def guidellm_command() -> list[str]:
     return [str(beside)] if beside.is_file() else [shutil.which(TOOL) or TOOL]
 
 
-def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The backend arguments and the dataset for ``spec``'s engine, both holding ignore-EOS.
+def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The backend arguments and the datasets for ``spec``'s engine, both holding ignore-EOS.
 
     vLLM takes guidellm's own ignore-EOS (with ``output_tokens`` guidellm sends ``ignore_eos``, vLLM's sampling
     parameter). ``transformers serve`` refuses a field it does not know (``ignore_eos``: HTTP 422), so there the
     output length is fixed with transformers' own generation config (``min_new_tokens`` = ``max_new_tokens``:
     EOS cannot end a request early), and guidellm sends ``max_tokens``.
+
+    An image workload adds guidellm's own ``synthetic_image`` dataset beside the random prompts: guidellm zips the
+    two row by row (one request: a prompt and its images) and sends them to ``/v1/chat/completions`` as a ``text``
+    and an ``image_url`` content part (a ``data:image/jpeg;base64`` URL) of one user message.
     """
     out = workload.output_tokens
     backend: dict[str, Any] = {
@@ -65,7 +69,19 @@ def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[st
         backend["extras"] = {"body": {"generation_config": json.dumps(config, sort_keys=True)}}
     else:
         data["output_tokens"] = out
-    return backend, data
+    if not workload.images_per_request:
+        return backend, [data]
+    backend["request_format"] = "/v1/chat/completions"
+    images = {
+        "kind": "synthetic_image",
+        "width": workload.image_width,
+        "height": workload.image_height,
+        "images_per_request": workload.images_per_request,
+        "format": IMAGE_FORMAT,
+        "content": IMAGE_CONTENT,
+        "seed": workload.seed,
+    }
+    return backend, [data, images]
 
 
 def scenario(
@@ -91,7 +107,7 @@ def scenario(
             "backend": backend,
             "profile": {"kind": "concurrent", "streams": [concurrencies[0]], "warmup": warmup},
             "tokenizer": {"kind": "huggingface_auto", "model": str(tokenizer)},
-            "data": [data],
+            "data": data,
             "constraints": [{"kind": "max_requests", "count": per_stream * concurrencies[0]}],
             "seed": {"kind": "static", "value": workload.seed},
             "outputs": [{"kind": "json", "path": str(report)}],

@@ -63,15 +63,26 @@ def engine_for(
     lnc: int | None,
     max_model_len: int,
     max_streams: int = 256,
+    images_per_prompt: int = 0,
 ) -> EngineSpec:
     """The device's engine command for ``folder`` (``max_streams``: the sweep's highest concurrency; on the CPU
-    the KV cache is sized for that many sequences of ``max_model_len``, twice over)."""
+    the KV cache is sized for that many sequences of ``max_model_len``, twice over). ``images_per_prompt``: an
+    image workload's images per request (vLLM's limit; on the CPU, ``transformers serve`` without continuous
+    batching, which it has for text-only models alone)."""
     if device == "cpu":
         kv_tokens = 2 * max_streams * max_model_len
-        return transformers_serve(folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens)
+        return transformers_serve(
+            folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens, continuous_batching=not images_per_prompt
+        )
     if device == "cuda":
         return vllm_serve(
-            folder, port=port, neuron=False, tensor_parallel=chips, dtype=dtype, max_model_len=max_model_len
+            folder,
+            port=port,
+            neuron=False,
+            tensor_parallel=chips,
+            dtype=dtype,
+            max_model_len=max_model_len,
+            images_per_prompt=images_per_prompt,
         )
     if device == "neuron":
         cores = chips * NEURONCORES_PER_CHIP.get(lnc or 2, 4)
@@ -83,12 +94,18 @@ def engine_for(
             dtype=dtype,
             lnc=lnc or 2,
             max_model_len=max_model_len,
+            images_per_prompt=images_per_prompt,
         )
     raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
 
 
 def resolve_served(
-    model: str | Path, *, hub: Hub | None, model_id: str | None = None, revision: str | None = None
+    model: str | Path,
+    *,
+    hub: Hub | None,
+    model_id: str | None = None,
+    revision: str | None = None,
+    task: str = "text-generation",
 ) -> ResolvedModel:
     """A local folder as it is (``model_id``/``revision`` override the derived ones), or a Hub id fetched at
     ``revision`` (default: its main branch's head) without any code file; a fetch that failed or was refused is
@@ -105,7 +122,7 @@ def resolve_served(
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to fetch it with")
-    return resolve_hub(str(model), hub=hub, revision=revision, task="text-generation")
+    return resolve_hub(str(model), hub=hub, revision=revision, task=task)
 
 
 def _refusal(folder: Path, fetch_error: str | None) -> tuple[str, dict[str, str]] | None:
@@ -139,7 +156,9 @@ def serve_hub_model(
 ) -> dict[str, Any]:
     """:func:`serve_folder` for a local folder or a Hub id at a revision (:func:`resolve_served`); ``options``
     are :func:`serve_folder`'s."""
-    resolved = resolve_served(model, hub=hub, model_id=model_id, revision=revision)
+    workload = options.get("workload")
+    task = workload.task if isinstance(workload, ServingWorkload) else "text-generation"
+    resolved = resolve_served(model, hub=hub, model_id=model_id, revision=revision, task=task)
     return serve_folder(
         resolved.path, model_id=resolved.model_id, revision=resolved.revision, fetch_error=resolved.error, **options
     )
@@ -186,11 +205,20 @@ def serve_folder(
         raise ConfigError(f"{folder}: not a model folder (no config.json)")
     backend = get_backend(device)
     dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
-    max_model_len = workload.input_tokens + workload.output_tokens + 64
+    max_model_len = workload.input_tokens + workload.output_tokens + workload.image_tokens_bound + 64
     port = free_port()
     streams = max(workload.concurrencies)
+    images = workload.images_per_request
     spec = engine_for(
-        device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len, max_streams=streams
+        device,
+        folder,
+        port=port,
+        chips=chips,
+        dtype=dtype,
+        lnc=lnc,
+        max_model_len=max_model_len,
+        max_streams=streams,
+        images_per_prompt=images,
     )
     hardware = backend.hardware(cores=chips)
     if instance_type:
@@ -235,6 +263,7 @@ def serve_folder(
             lnc=lnc,
             max_model_len=max_model_len,
             max_streams=streams,
+            images_per_prompt=images,
         )
 
     record = serve_model(spec, workload, run, work, restart=restart, refusal=refusal)

@@ -32,16 +32,7 @@ def serve_script(record: dict[str, Any]) -> str:
     serving = record["serving"]
     engine = serving["engine"]
     workload = serving["workload"]
-    contract = ServingWorkload(
-        name=str(workload["name"]),
-        input_tokens=int(workload["input_tokens"]),
-        output_tokens=int(workload["output_tokens"]),
-        range_ratio=float(workload["range_ratio"]),
-        concurrencies=tuple(int(c) for c in workload["concurrencies"]),
-        measured_per_stream=int(workload["measured_per_stream"]),
-        warmup_per_stream=int(workload["warmup_per_stream"]),
-        seed=int(workload["seed"]),
-    )
+    contract = ServingWorkload.from_record(workload)
     lines = [
         "#!/usr/bin/env bash",
         f"# Reproduces the serving row of {record['model_id']} at {record['revision']} on {record['device']}",
@@ -56,7 +47,7 @@ def serve_script(record: dict[str, Any]) -> str:
         "ENGINE=$!",
         "trap 'kill $ENGINE' EXIT",
         'until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do sleep 2; done',
-        "# the load generator: the scenario the run used, one guidellm run over the sweep",
+        "# the load generator: the scenario the run used (its synthetic images too), one guidellm run over the sweep",
         "cat > scenario.json <<'SCENARIO'",
         json.dumps(_scenario_template(engine["name"], contract), indent=2, sort_keys=True),
         "SCENARIO",

@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 SERVING_SCHEMA_VERSION = "1.4"
 #: A serving record with a task score (``serving.eval``, additive: 1.4 records stay valid).
 EVAL_SCHEMA_VERSION = "1.5"
+#: A serving record of an image workload (``serving.workload.images``, task image-text-to-text; additive).
+IMAGE_SCHEMA_VERSION = "1.6"
 _STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
 
 
@@ -216,6 +218,12 @@ def serve_model(
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 
 
+def _schema_version(workload: ServingWorkload, evaluation: dict[str, Any] | None) -> str:
+    if workload.images_per_request:
+        return IMAGE_SCHEMA_VERSION
+    return EVAL_SCHEMA_VERSION if evaluation is not None else SERVING_SCHEMA_VERSION
+
+
 def _record(
     run: ServingRun,
     spec: EngineSpec,
@@ -229,16 +237,21 @@ def _record(
 ) -> dict[str, Any]:
     first = next((p for p in serving["points"] if p["success_rate"] >= MIN_SUCCESS_RATE), None)
     notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
+    if workload.images_per_request:
+        notes.append(
+            f"{workload.images_per_request} synthetic {workload.image_width} x {workload.image_height} image(s) per "
+            f"request, sent by {TOOL} as image_url content parts of /v1/chat/completions"
+        )
     if serving["stopped"]:
         notes.append(f"the sweep stopped early: {serving['stopped'][:400]}")
     evaluation = serving.get("eval")
     if evaluation is not None and evaluation["score"] is None:  # a check that did not run is said, never hidden
         notes.append(f"no task score: lm-eval gave none ({(evaluation['output_tail'] or '')[-300:]})")
     return {
-        "schema_version": EVAL_SCHEMA_VERSION if evaluation is not None else SERVING_SCHEMA_VERSION,
+        "schema_version": _schema_version(workload, evaluation),
         "model_id": run.model_id,
         "revision": run.revision,
-        "task": "text-generation",
+        "task": workload.task,
         "status": status,
         "failure": failure,
         "device": run.device,

@@ -58,3 +58,51 @@ def test_the_estimate_counts_serving_hours_and_dollars() -> None:
     # $85.964 per trn2.48xlarge-hour over its 64 NeuronCores, for the job's core-hours
     assert serving["cost_usd"] == round(85.964 * hours / 64, 2)
     assert "Serving: 1 job(s)" in format_estimate(estimate)
+
+
+IMAGES = serving_workload("1k/1k-image")
+
+
+def _vlm_row(model_id: str, architecture: str | None, **extra: object) -> dict[str, object]:
+    return {"model_id": model_id, "revision": "c" * 40, "task": "image-text-to-text", "status": "pass",
+            "device": "neuron", "hardware": "trn2.48xlarge", "cores": 8, "architecture": architecture,
+            **extra}  # fmt: skip
+
+
+def test_an_image_row_gets_the_image_workload_only_for_an_architecture_vllm_neuron_serves() -> None:
+    from pipeline.queue.serving import VLLM_NEURON_IMAGE_ARCHITECTURES
+
+    assert VLLM_NEURON_IMAGE_ARCHITECTURES == {"Qwen3VLForConditionalGeneration"}  # docs/neuron-facts.md's row
+    rows = [
+        _vlm_row("qwen/qwen3-vl", "Qwen3VLForConditionalGeneration"),
+        _vlm_row("llava-hf/llava", "LlavaForConditionalGeneration"),  # refused: vLLM Neuron documents no Llava
+        _vlm_row("qwen/qwen3-vl-moe", "Qwen3VLMoeForConditionalGeneration"),  # refused: the recipe is the dense one
+        _vlm_row("acme/no-family", None),  # refused: an unknown architecture is no documented one
+        _vlm_row("qwen/qwen3-vl-failed", "Qwen3VLForConditionalGeneration", status="fail"),
+    ]
+    (job,) = serving_jobs(rows, [], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge", image_workload=IMAGES)
+    assert (job["model_id"], job["task"], job["workload"], job["chips"]) == ("qwen/qwen3-vl", "image-text-to-text",
+                                                                             "1k/1k-image", 2)  # fmt: skip
+    assert job["predicted_s"] == round(serving_seconds(IMAGES, device="neuron"))
+    # without an image workload the queue serves text-generation rows alone, as before
+    assert serving_jobs(rows, [], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge") == []
+
+
+def test_an_image_row_served_at_this_harness_is_done_and_its_gpu_twin_follows_the_same_gate() -> None:
+    served = sample_serving(device="neuron", model_id="qwen/qwen3-vl", task="image-text-to-text")
+    served["serving"]["workload"] = IMAGES.to_record()
+    served["versions"]["pipeline"] = pipeline.__version__
+    served["hardware"]["name"] = "trn2.48xlarge"
+    row = _vlm_row("qwen/qwen3-vl", "Qwen3VLForConditionalGeneration")
+    assert serving_jobs([row], [served], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge",
+                        image_workload=IMAGES) == []  # fmt: skip
+    # a text serving row of the same model does not count as its image serving row
+    served["serving"]["workload"] = WORKLOAD.to_record()
+    assert len(serving_jobs([row], [served], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge",
+                            image_workload=IMAGES)) == 1  # fmt: skip
+    gpu = [{**_vlm_row("qwen/qwen3-vl", "Qwen3VLForConditionalGeneration"), "device": "cuda",
+            "hardware": "nvidia-h200", "cores": 1},
+           {**_vlm_row("llava-hf/llava", "LlavaForConditionalGeneration"), "device": "cuda", "hardware": "nvidia-h200",
+            "cores": 1}]  # fmt: skip
+    (twin,) = serving_jobs(gpu, [], device="cuda", workload=WORKLOAD, instance="p5en.48xlarge", image_workload=IMAGES)
+    assert (twin["model_id"], twin["workload"], twin["runner"]) == ("qwen/qwen3-vl", "1k/1k-image", "gpu-1g")

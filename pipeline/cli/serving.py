@@ -7,9 +7,11 @@ with the load generator, write its serving record (schema 1.4) and serve.sh.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from pipeline.cli.registry import command, make_hub
+from pipeline.errors import ConfigError
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
@@ -68,12 +70,31 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="also score the served model with lm-eval on this pinned task after the sweep (schema 1.5)",
     )
     p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")
+    p.add_argument(
+        "--warm-from",
+        type=Path,
+        metavar="BUNDLE",
+        help="on Trainium2: start the engine from this serving bundle's compile cache (a row's published "
+        "<record>.neff-cache.tar.gz; needs --sha256)",
+    )
+    p.add_argument("--sha256", type=_sha256, help="the bundle's sha256 (its row's compiled_cache.sha256)")
+    p.add_argument(
+        "--require-warm",
+        action="store_true",
+        help="with --warm-from: a cache miss is fatal (VLLM_NEURON_DISABLE_WARMUP_COMPILE=1), never a compile",
+    )
     p.add_argument("--out", type=Path, default=Path("serving.json"))
     p.add_argument(
         "--work",
         type=Path,
         help="where the engine's logs, guidellm's reports and serve.sh go (default: beside --out)",
     )
+
+
+def _sha256(text: str) -> str:
+    if not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise argparse.ArgumentTypeError(f"a sha256 is 64 lowercase hex digits, not {text[:80]!r}")
+    return text
 
 
 @command(
@@ -89,6 +110,10 @@ def _serve(args: argparse.Namespace) -> int:
     from pipeline.prices import load_pricing
     from pipeline.serve import DEFAULT_SLO, eval_task, serve_hub_model, serving_workload
 
+    if (args.warm_from is None) != (args.sha256 is None):
+        raise ConfigError("--warm-from and --sha256 go together: a bundle is unpacked only when its digest matches")
+    if args.require_warm and args.warm_from is None:
+        raise ConfigError("--require-warm needs --warm-from: a bundle to start warm from")
     workload = serving_workload(args.workload)
     if args.concurrency:
         workload = dataclasses.replace(workload, concurrencies=args.concurrency)
@@ -120,6 +145,8 @@ def _serve(args: argparse.Namespace) -> int:
         source=args.source,
         work=args.work,
         eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
+        warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
+        require_warm=args.require_warm,
     )
     serving = record["serving"]
     best = serving["headline"]

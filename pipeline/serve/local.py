@@ -10,17 +10,20 @@ model is the record's verdict, and no engine is started for it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import constants
 from pipeline.backends import get_backend, package_version
+from pipeline.backends.neuron import bundle_beside
 from pipeline.errors import ConfigError, RemoteCodeRefused
 from pipeline.hardware import INSTANCE_NAMES, get_instance
 from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
+from pipeline.serve.cache import pack_serving_cache, warm_cache_root, warm_environment
 from pipeline.serve.engine import EngineSpec, free_port, transformers_serve, vllm_serve
 from pipeline.serve.evals import EvalTask
 from pipeline.serve.script import serve_script
@@ -185,6 +188,8 @@ def serve_folder(
     work: Path | None = None,
     fetch_error: str | None = None,
     eval_task: EvalTask | None = None,
+    warm_from: tuple[Path, str] | None = None,
+    require_warm: bool = False,
 ) -> dict[str, Any]:
     """Serve ``folder`` on ``device``, sweep it, write the record to ``out``; the engine's logs, guidellm's
     scenarios and reports and serve.sh go to ``work`` (default: serve.sh beside ``out``, the rest in
@@ -194,10 +199,18 @@ def serve_folder(
     GPU one).
     A model that needs its own code, or whose fetch failed (``fetch_error``), gets its record with no engine
     started. ``eval_task``: the task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
+    On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under ``work``, packed after a pass
+    into the serving bundle beside ``out`` (:mod:`pipeline.serve.cache`; else ``compiled_cache_skipped`` says
+    why); ``warm_from`` (a bundle and its sha256) starts the engine from that bundle's cache instead, and
+    ``require_warm`` makes a cache miss fatal (vLLM Neuron's ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
 
     Raises:
-        ConfigError: the folder is not a model folder, or the device has no engine.
+        ConfigError: the folder is not a model folder, the device has no engine, or a warm start is asked off
+            Trainium2.
+        BundleError: ``warm_from``'s bundle is not the one its sha256 names, or breaks the bundle's rule.
     """
+    if (warm_from or require_warm) and device != "neuron":
+        raise ConfigError("a serving bundle holds vLLM Neuron's compile cache: a warm start needs --device neuron")
     refusal = _refusal(folder, fetch_error)
     if instance_chips is None and instance_type:
         instance_chips = _instance_chips(device, instance_type, pricing)
@@ -252,9 +265,15 @@ def serve_folder(
     )
     script_dir = work or out.parent
     work = work or out.parent / f"{out.stem}.serving"
+    cache_root: Path | None = None
+    if device == "neuron":
+        work.mkdir(parents=True, exist_ok=True)
+        cache_root = warm_cache_root(warm_from[0], sha256=warm_from[1], parent=work) if warm_from else (
+            work / "vllm-cache")  # fmt: skip
+        spec = _with_cache(spec, cache_root, strict=require_warm)
 
     def restart() -> EngineSpec:
-        return engine_for(
+        again = engine_for(
             device,
             folder,
             port=free_port(),
@@ -265,8 +284,11 @@ def serve_folder(
             max_streams=streams,
             images_per_prompt=images,
         )
+        return _with_cache(again, cache_root, strict=require_warm) if cache_root else again
 
     record = serve_model(spec, workload, run, work, restart=restart, refusal=refusal)
+    if cache_root is not None:
+        _bundle(record, cache_root, out, warm_from=warm_from, strict=require_warm)
     problems = validate_record(record, allow_emulated=True)
     if problems:
         record.setdefault("notes", []).append("invalid: " + "; ".join(f"{f}: {m}" for f, m in problems)[:480])
@@ -276,3 +298,20 @@ def serve_folder(
         script_dir.mkdir(parents=True, exist_ok=True)
         (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
     return record
+
+
+def _with_cache(spec: EngineSpec, cache_root: Path, *, strict: bool) -> EngineSpec:
+    return dataclasses.replace(spec, env={**spec.env, **warm_environment(cache_root, strict=strict)})
+
+
+def _bundle(record: dict[str, Any], cache_root: Path, out: Path, *, warm_from: tuple[Path, str] | None,
+            strict: bool) -> None:  # fmt: skip
+    """After a pass, the engine's compile cache packed beside the record (what publish uploads with it); a warm
+    start says which bundle it started from and packs nothing (its cache is that bundle's)."""
+    if warm_from is not None:
+        how = "a cache miss is fatal" if strict else "a miss compiles"
+        record.setdefault("notes", []).append(f"started from the serving bundle {warm_from[1][:16]} ({how})")
+    elif record["status"] == "pass":
+        skipped = pack_serving_cache(cache_root, bundle_beside(out))
+        if skipped:
+            record["compiled_cache_skipped"] = skipped[:2000]

@@ -95,3 +95,120 @@ def test_a_tampered_bundle_leaves_no_root(tmp_path: Path) -> None:
     with pytest.raises(BundleError, match="sha256|digest"):
         warm_cache_root(bundle, sha256="0" * 64, parent=roots)
     assert list(roots.iterdir()) == []
+
+
+def _neuron_serving(cache: dict | None) -> dict:
+    from pipeline.testing.records import sample_serving
+
+    record = sample_serving(device="neuron")
+    engine = record["serving"]["engine"]
+    engine["command"] = ("NEURON_LOGICAL_NC_CONFIG=2 VLLM_CACHE_ROOT=/runner/_work/serving/vllm-cache "
+                         "/opt/venv/bin/vllm serve /runner/model --port 8123 --max-num-seqs 256")  # fmt: skip
+    if cache:
+        record["compiled_cache"] = cache
+    return record
+
+
+def _block(script: str) -> str:
+    lines = script.splitlines()
+    start = lines.index("python - \"$CACHE_ROOT\" <<'BUNDLE'")
+    return "\n".join(lines[start + 1 : lines.index("BUNDLE", start)])
+
+
+def test_serve_sh_starts_warm_from_the_row_s_published_bundle(tmp_path: Path, localhub) -> None:
+    # the bundle is published as publish does it (a file of the compiled-cache repo at a commit); serve.sh's fetch
+    # block, run as written, checks its digest and unpacks it where vLLM Neuron looks; the runner's own cache
+    # folder never reaches the script
+    import subprocess
+    import sys
+
+    from pipeline.serve import serve_script
+
+    files = vllm_cache(tmp_path / "run")
+    bundle = tmp_path / "b.tar.gz"
+    assert pack_serving_cache(tmp_path / "run", bundle) is None
+    digest = hashlib.sha256(bundle.read_bytes()).hexdigest()
+    localhub.store.create_repo("trncat/trncat-compiled")
+    path = f"neuronx-cc-2.21.0/acme/tiny/{'a' * 40}/serving/{digest[:16]}.neff-cache.tar.gz"
+    revision = localhub.store.commit_files("trncat/trncat-compiled", {path: bundle.read_bytes()})
+    cache = {"repo_id": "trncat/trncat-compiled", "revision": revision, "path": path, "sha256": digest,
+             "bytes": bundle.stat().st_size, "files": len(files)}  # fmt: skip
+    script = serve_script(_neuron_serving(cache))
+    assert "/runner/_work" not in script and 'VLLM_CACHE_ROOT="$CACHE_ROOT"' in script
+    assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+    root = tmp_path / "user-cache"
+    root.mkdir()
+    env = {**os.environ, "HF_ENDPOINT": localhub.url, "HF_HUB_CACHE": str(tmp_path / "user-hf"),
+           "HF_HUB_DISABLE_XET": "1"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-", str(root)], input=_block(script), text=True, env=env,
+                          capture_output=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert unpacked(root) == files
+    # another digest than the row's: refused before anything is unpacked
+    tampered = _block(serve_script(_neuron_serving({**cache, "sha256": "0" * 64})))
+    other = tmp_path / "other-cache"
+    other.mkdir()
+    done = subprocess.run([sys.executable, "-", str(other)], input=tampered, text=True, env=env, capture_output=True)
+    assert done.returncode != 0 and "not unpacked" in done.stderr and list(other.iterdir()) == []
+
+
+def test_serve_sh_without_a_bundle_uses_the_user_s_cache_root() -> None:
+    from pipeline.serve import serve_script
+
+    script = serve_script(_neuron_serving(None))
+    assert 'CACHE_ROOT="${VLLM_CACHE_ROOT:-$HOME/.cache/vllm}"' in script and "BUNDLE" not in script
+    assert "/runner/_work" not in script
+
+
+def test_a_passing_neuron_sweep_packs_its_engine_s_cache_beside_its_record(tmp_path: Path) -> None:
+    from pipeline.backends.neuron import bundle_beside
+    from pipeline.serve.engine import vllm_serve
+    from pipeline.serve.local import _bundle, _with_cache
+
+    files = vllm_cache(tmp_path / "run")
+    out = tmp_path / "results" / "acme--tiny.serving.json"
+    record = _neuron_serving(None)
+    _bundle(record, tmp_path / "run", out, warm_from=None, strict=False)
+    assert bundle_beside(out).is_file() and "compiled_cache_skipped" not in record
+    root = warm_cache_root(bundle_beside(out), sha256=hashlib.sha256(bundle_beside(out).read_bytes()).hexdigest())
+    assert unpacked(root) == files
+    # a failed sweep packs nothing; an empty cache says why in the record
+    failed = {**_neuron_serving(None), "status": "fail"}
+    _bundle(failed, tmp_path / "run", tmp_path / "f.json", warm_from=None, strict=False)
+    assert not bundle_beside(tmp_path / "f.json").exists()
+    empty = _neuron_serving(None)
+    _bundle(empty, tmp_path / "nothing", tmp_path / "e.json", warm_from=None, strict=False)
+    assert "no file" in empty["compiled_cache_skipped"]
+    # a warm start packs nothing and says which bundle it started from, and how strictly
+    warm = _neuron_serving(None)
+    _bundle(warm, root, tmp_path / "w.json", warm_from=(bundle_beside(out), "ab" * 32), strict=True)
+    assert not bundle_beside(tmp_path / "w.json").exists()
+    assert any("serving bundle abababababababab (a cache miss is fatal)" in n for n in warm["notes"])
+    spec = _with_cache(vllm_serve("m", port=1, neuron=True), root, strict=True)
+    assert spec.env["VLLM_CACHE_ROOT"] == str(root) and spec.env[STRICT_VARIABLE] == "1"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--warm-from", "b.tar.gz"], "go together"),
+        (["--sha256", "ab" * 32], "go together"),
+        (["--require-warm"], "needs --warm-from"),
+        (["--warm-from", "b.tar.gz", "--sha256", "ab" * 32], "needs --device neuron"),
+    ],
+)
+def test_trncat_serve_refuses_a_warm_start_it_cannot_make(tmp_path: Path, argv: list[str], said: str, capsys) -> None:
+    from pipeline.cli import main
+    from pipeline.testing import build_tiny_llama
+
+    model = build_tiny_llama(tmp_path / "tiny")
+    code = main(["serve", str(model), "--out", str(tmp_path / "s.json"), *argv])
+    assert code != 0 and said in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()
+
+
+def test_a_sha256_that_is_not_one_is_refused_by_the_parser(tmp_path: Path) -> None:
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", str(tmp_path), "--warm-from", "b", "--sha256", "../../etc"])

@@ -75,6 +75,11 @@ def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, m
 
     def fake(folder: Path, **options: object) -> dict:
         seen.update(options, folder=folder)
+        entry = tmp_path / "serving-smoke.serving" / "vllm-cache" / "neuron" / "compile_cache" / "ab12"
+        entry.mkdir(parents=True)  # what the engine left in its run-private cache, and the bundle beside the record
+        (entry / "model.neff").write_bytes(b"NEFF")
+        (entry / "meta.json").write_text("{}")
+        (tmp_path / "serving-smoke.neff-cache.tar.gz").write_bytes(b"bundle")
         return sample_serving(device="neuron")
 
     monkeypatch.setattr(smoke_module, "serve_folder", fake)
@@ -84,3 +89,5 @@ def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, m
     assert summary["engine"] == "vllm-neuron" and summary["success_rates"] == [1.0] * 4
     assert (summary["ready_s"], summary["warm_ready_s"]) == (300.0, 60.0)
     assert "serving smoke on neuron (vllm-neuron): pass" in serving_smoke_line(summary)
+    assert summary["compile_cache_files"] == {".json": 1, ".neff": 1} and summary["bundle"] == "packed"
+    assert "compile cache {'.json': 1, '.neff': 1}, bundle: packed" in serving_smoke_line(summary)

@@ -98,6 +98,9 @@ def warm_queue(
             "sha256": sha256,
             "cores": int(row["cores"]),
             "runner": runner_label(int(row["cores"])),
+            "dtype": str(row["dtype"]),
+            # benchmark.yml runs a `warm` entry's `trncat warm-check` step instead of its bench.
+            "mode": "warm",
             # The runner that made the bundle: `trncat warm-check` refuses to check it there.
             "made_by": str(row.get("runner") or ""),
             "artifact": f"{org}--{model}--{row['task']}--{sha256[:12]}",

@@ -117,6 +117,7 @@ SAME_WORKER = {
     "tests/page/test_page_browser.py": "demo",
     "tests/backends/test_compiled_cache_emulated.py": "emulated-bench",
     "tests/backends/test_warm_start_emulated.py": "emulated-bench",
+    "tests/backends/test_warm_check_workflow_emulated.py": "emulated-bench",
 }
 
 

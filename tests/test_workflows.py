@@ -28,7 +28,10 @@ from tests import ROOT
 from tests.expressions import evaluate, holds
 
 WORKFLOWS = ROOT / ".github" / "workflows"
-NAMES = ("ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch", "mutation")
+NAMES = (
+    "ci", "discover", "benchmark", "benchmark-gpu", "publish", "submission", "page", "release-watch", "mutation",
+    "warm-check",
+)  # fmt: skip
 PR_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run", "issue_comment"}
 REMOTE_USES = re.compile(r"^[\w.-]+/[\w./-]+@(?P<ref>[^\s#]+)$")
 LABEL = re.compile(r"^trn[23]-(lnc1-)?[0-9]+c$")
@@ -36,6 +39,8 @@ GPU_LABEL = re.compile(r"^gpu-[0-9]+g$")
 #: The self-hosted runner classes: workflow -> the label after self-hosted, linux (runners/README.md).
 #: benchmark.yml's class is its chunk's (trn2 or trn3), which its guarded matrix job checks and outputs.
 RUNNER_CLASSES = {"benchmark": "${{ needs.matrix.outputs.family }}", "benchmark-gpu": "gpu"}
+#: The second-machine warm check (issue 32): the trn2 runners again, from its own scheduled or dispatched file only.
+WARM = "warm-check"
 
 
 @functools.cache
@@ -148,12 +153,16 @@ for _workflow in ("discover.yml", "benchmark.yml", "benchmark-gpu.yml"):
 
 def allowed_callers(name: str) -> dict[str, dict[str, Any]]:
     """The runs that benchmark on a runner class's workflow ``name``: discover.yml's schedule and dispatch, and
-    the workflow itself dispatched by hand, on main."""
-    return {
+    the workflow itself dispatched by hand, on main; for benchmark.yml also warm-check.yml's (issue 32)."""
+    allowed = {
         "discover.yml scheduled": _context("schedule", "refs/heads/main", "discover.yml"),
         "discover.yml dispatched": _context("workflow_dispatch", "refs/heads/main", "discover.yml"),
         f"{name}.yml dispatched": _context("workflow_dispatch", "refs/heads/main", f"{name}.yml"),
     }
+    if name == "benchmark":
+        for event in ("schedule", "workflow_dispatch"):
+            allowed[f"{WARM}.yml {event}"] = _context(event, "refs/heads/main", f"{WARM}.yml")
+    return allowed
 
 
 def test_every_workflow_exists_and_starts_with_no_permissions() -> None:
@@ -199,7 +208,7 @@ def test_expressions_reach_the_shell_only_through_env() -> None:
 def test_every_workflow_has_a_concurrency_group_and_publish_never_cancels() -> None:
     for name in NAMES:
         assert load(name)["concurrency"]["group"], name
-    for name in ("publish", "discover", "benchmark", "benchmark-gpu"):
+    for name in ("publish", "discover", "benchmark", "benchmark-gpu", WARM):
         assert load(name)["concurrency"]["cancel-in-progress"] is False, name
 
 
@@ -209,11 +218,12 @@ def test_secrets_reach_only_the_publish_step_through_its_environment() -> None:
         assert "secrets: inherit" not in text, name
         for job_id, job in jobs(name).items():
             dumped = json.dumps(job)
-            if name == "publish" and job_id == "publish":
-                assert job["environment"] == "hub-publish"
+            if name in ("publish", WARM) and job_id == "publish":
+                # The dataset's writers: publish.yml's records, warm-check.yml's warm checks; one step each.
+                assert job["environment"] == "hub-publish" and not is_self_hosted(job)
                 holders = [s.get("id") for s in job["steps"] if "secrets." in json.dumps(s)]
                 assert holders == ["publish"], "only the publish step may hold the Hub token"
-                assert step("publish", "publish", "publish")["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
+                assert step(name, "publish", "publish")["env"]["HF_TOKEN"] == "${{ secrets.HF_TOKEN }}"
             elif name == "page" and job_id == "page":
                 # The other Hub writer: a token scoped to the Space, in its own environment, in one step.
                 assert job["environment"] == "hub-page"
@@ -230,7 +240,8 @@ def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request()
     the PR's merge commit. Every self-hosted job a caller can reach now carries a guard that only this
     repository's own schedule and dispatch runs on main pass, and checks out that run's commit explicitly."""
     self_hosted = [(n, j) for n in NAMES for j, job in jobs(n).items() if is_self_hosted(job)]
-    # Two runner classes, the same rules: trn2 (benchmark.yml) and the GPUs of the Compare view (benchmark-gpu.yml).
+    # Two runner classes, the same rules: trn2 (benchmark.yml, which warm-check.yml calls too) and the GPUs of the
+    # Compare view (benchmark-gpu.yml).
     assert {n for n, _ in self_hosted} == set(RUNNER_CLASSES) and len(self_hosted) == 4
     for name, job_id in self_hosted:
         job = jobs(name)[job_id]
@@ -249,8 +260,11 @@ def test_no_self_hosted_job_holds_a_secret_or_is_reachable_from_a_pull_request()
     # Every workflow of ours that calls a runner class's workflow runs only on what the guard admits.
     for name in RUNNER_CLASSES:
         callers = {n for n in NAMES if name in local_callees(n)}
-        assert callers == {"discover"} and reaching_triggers("discover") <= {"schedule", "workflow_dispatch"}
+        assert callers == ({"discover", WARM} if name == "benchmark" else {"discover"})
+        assert all(reaching_triggers(c) <= {"schedule", "workflow_dispatch"} for c in callers)
         assert triggers(name) - {"workflow_call"} <= {"schedule", "workflow_dispatch"}
+    # warm-check.yml: no caller, no workflow_call; its own schedule and dispatch only.
+    assert not {n for n in NAMES if WARM in local_callees(n)} and triggers(WARM) == {"schedule", "workflow_dispatch"}
 
 
 def test_the_guards_name_this_repository_as_a_literal() -> None:
@@ -263,7 +277,7 @@ def test_the_guards_name_this_repository_as_a_literal() -> None:
             assert "github.repository" not in guard, f"{name}.yml {job_id}"
             assert f"'{REPO}/.github/workflows/discover.yml@refs/heads/main'" in guard, f"{name}.yml {job_id}"
             for event in ("schedule", "workflow_dispatch"):
-                for workflow in ("discover.yml", f"{name}.yml"):
+                for workflow in ("discover.yml", f"{name}.yml", *([f"{WARM}.yml"] if name == "benchmark" else [])):
                     other = _context(event, "refs/heads/main", workflow, repository="evil/trncat")
                     assert not holds(guard, other), f"{name}.yml {job_id} runs for evil/trncat's {workflow}"
                     assert holds(guard, _context(event, "refs/heads/main", workflow)), f"{name}.yml {job_id}"
@@ -462,7 +476,9 @@ def _matrix_keys(workflow: str, *, serving: bool) -> set[str]:
     step runs only on ``mode: serving``, its bench step never)."""
     job = dict(jobs(workflow)["bench"])
     skipped = "bench" if serving else "serve"
-    job["steps"] = [s for s in job["steps"] if s.get("id") != skipped]
+    # A warm check's steps (`matrix.mode == 'warm'`) read what only a warm entry holds (test_workflow_warm_check.py).
+    warm = "matrix.mode == 'warm'"
+    job["steps"] = [s for s in job["steps"] if s.get("id") != skipped and warm not in s.get("if", "")]
     used = set(re.findall(r"(?<![\w.])matrix\.(\w+)", json.dumps(job)))
     return used - {"mode"}  # absent on a benchmark entry: `matrix.mode || 'bench'`, `!= 'serving'`
 
@@ -664,10 +680,11 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
     assert "file://" not in lock and "/opt/" not in lock  # nothing of this machine's pip setup leaks in
     entries = re.findall(r"^[A-Za-z0-9._-]+==\S+ \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock, re.M)
     assert len(entries) == len(pinned) > 10  # every pin carries hashes
-    # Every third-party package the publish job's commands import is in the lock.
+    # Every third-party package the publish job's commands import is in the lock (and warm-check.yml's queue job's:
+    # `trncat warm-queue` imports the queue).
     code = (
         "import sys, json; import pipeline.cli, pipeline.publish, pipeline.records,"
-        " pipeline.dataset; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+        " pipeline.dataset, pipeline.queue; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     modules = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
     from importlib.metadata import packages_distributions

@@ -2,7 +2,8 @@
 
 Commands live in :mod:`pipeline.cli.stages` (discover, queue, plan, bench), :mod:`pipeline.cli.data` (validate,
 build, collect, publish, page, demo), :mod:`pipeline.cli.check` (check), :mod:`pipeline.cli.tools` (doctor,
-localhub) and :mod:`pipeline.cli.release` (release-watch, diff), and register
+localhub), :mod:`pipeline.cli.release` (release-watch, diff) and :mod:`pipeline.cli.warm` (warm-queue, warm-check,
+warm-publish), and register
 with :func:`pipeline.cli.registry.command`.
 Every command's help ends with an example; ``tests/cli/test_cli.py`` checks each is documented in the README.
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pipeline import __version__
-from pipeline.cli import check, data, release, serving, stages, tools  # noqa: F401  (importing them registers their commands)
+from pipeline.cli import check, data, release, serving, stages, tools, warm  # noqa: F401  (importing them registers their commands)
 from pipeline.cli.registry import COMMANDS
 from pipeline.errors import PipelineError
 

@@ -1,4 +1,4 @@
-"""Commands over records and the dataset: validate, build, publish, demo."""
+"""Commands over records and the dataset: validate, build, collect, publish, page, demo."""
 
 from __future__ import annotations
 
@@ -310,39 +310,3 @@ def _demo(args: argparse.Namespace) -> int:
     summary = run_demo(out=args.out, work=args.work, echo=lambda line: print(line, file=sys.stderr))
     print(summary.table())
     return 0 if summary.ok else 1
-
-
-# -- warm-check -----------------------------------------------------------------------------------------
-
-
-def _warm_check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("record", type=Path, metavar="RECORD", help="the published row's record (it names its bundle)")
-    p.add_argument("--model", required=True, metavar="MODEL", help="the model to load: its folder or its Hub id")
-    p.add_argument("--out", type=Path, metavar="FILE", help="write the check as JSON")
-
-
-@command(
-    "warm-check",
-    help="Run a published row's run.py --require-warm with empty caches on this runner (another than the one that "
-    "made the bundle): hits, misses and the warm start's seconds; exit 0 only when every graph hit.",
-    example="trncat warm-check results/acme--tiny-llama.json --model ./tiny-llama --out warm.json",
-    arguments=_warm_check_args,
-)
-def _warm_check(args: argparse.Namespace) -> int:
-    from pipeline import constants
-    from pipeline.errors import ConfigError
-    from pipeline.publish import warm_check
-
-    _, records = valid_records([args.record], label="warm-check")
-    if len(records) != 1 or not records[0].get("compiled_cache"):
-        raise ConfigError(f"{args.record}: one valid record that names its compiled-cache bundle is needed")
-    record = records[0]
-    if constants.RUNNER_NAME and constants.RUNNER_NAME == (record.get("run") or {}).get("runner"):
-        raise ConfigError(f"runner {constants.RUNNER_NAME} made this bundle: the check runs on another machine")
-    # validate refuses an emulated record, so what is checked here is a real row's bundle (the emulated test calls
-    # pipeline.publish.warm_check itself).
-    checked = warm_check(record, model=args.model, runner=constants.RUNNER_NAME)
-    if args.out:
-        args.out.write_text(json.dumps(checked.to_dict(), indent=2) + "\n", encoding="utf-8")
-    print(f"{checked.model_id}: {checked.status}: {checked.message}")
-    return 0 if checked.verified else 1

@@ -19,7 +19,9 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
   object per row (:class:`FamilyIndex`);
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
-  workload (the page's serving curves).
+  workload (the page's serving curves);
+- :mod:`~pipeline.dataset.warm`: ``data/warm_checks.parquet``, the newest second-machine warm check per bundle
+  (the queue of checks, the page's "warm start verified").
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         SCRIPTS_DIR,
         SERVING_FILE,
         SUMMARY_FILE,
+        WARM_CHECKS_FILE,
         results_file_time,
         results_files_since,
         run_name,
@@ -79,6 +82,7 @@ if TYPE_CHECKING:
     from pipeline.dataset.serving import add_serving, read_serving
     from pipeline.dataset.shards import FAMILIES_DIR, family_index_paths, is_family_path, named_by_model
     from pipeline.dataset.summary import read_summary, shard_paths
+    from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 __all__ = [
     "CHANGE_KINDS",
@@ -96,6 +100,7 @@ __all__ = [
     "SCRIPTS_DIR",
     "SERVING_FILE",
     "SUMMARY_FILE",
+    "WARM_CHECKS_FILE",
     "BuildSummary",
     "CardNames",
     "Change",
@@ -146,6 +151,10 @@ __all__ = [
     "write_front_files",
     "write_rankings",
     "write_release_diff",
+    "add_warm_checks",
+    "read_warm_checks",
+    "warm_key",
+    "warm_queue_paths",
 ]
 
 lazy_face(__name__)

@@ -21,6 +21,7 @@ from pipeline.dataset.layout import (
 from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
 from pipeline.dataset.releases import read_release_diffs
 from pipeline.dataset.shards import FAMILIES_DIR, families_sharded
+from pipeline.dataset.warm import read_warm_checks
 from pipeline.page import HISTORY_READ, render_page
 
 
@@ -65,6 +66,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         exclusions=read_exclusions(root),
         scripts=read_scripts(root, {row["model_id"] for row in latest}),
         releases=read_release_diffs(root),
+        warm_checks=read_warm_checks(root),
     )
 
 

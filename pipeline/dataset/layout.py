@@ -12,6 +12,8 @@ Layout::
     data/summary.json                         the card's counts and the latest view's shard layout
     data/families.parquet                     one small row per latest key: how its model fared, its family
     data/families/<x>.parquet                 the same, beside each latest shard once the latest view is split
+    data/serving.json                         the latest serving records, whole (pipeline/dataset/serving.py)
+    data/warm_checks.parquet                  the newest second-machine warm check per bundle (pipeline/dataset/warm.py)
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 """
@@ -42,6 +44,8 @@ SUMMARY_FILE = "data/summary.json"
 FAMILIES_FILE = "data/families.parquet"
 #: The latest serving records (schema 1.4, pipeline/dataset/serving.py): JSON, whole records.
 SERVING_FILE = "data/serving.json"
+#: The second-machine warm checks of the published compiled-cache bundles (pipeline/dataset/warm.py).
+WARM_CHECKS_FILE = "data/warm_checks.parquet"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

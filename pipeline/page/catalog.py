@@ -14,6 +14,7 @@ from pipeline.hardware import row_device
 from pipeline.ids import model_id_problem
 from pipeline.page import plots
 from pipeline.page.task_columns import batch_p50, task_view
+from pipeline.page.warm import warm_state
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import representative
 from pipeline.types import TASKS
@@ -30,7 +31,7 @@ ENTRY_COLUMNS = (
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
-    "bc", "tk", "demo", "slo", "slou", "slop", "rtf", "lat", "wer",
+    "bc", "tk", "demo", "slo", "slou", "slop", "rtf", "lat", "wer", "wv",
 )  # fmt: skip
 #: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
 DEMO_TITLE = (
@@ -156,6 +157,7 @@ def _entry(
     exclusion: dict[str, Any] | None,
     hist: list[dict[str, Any]],
     slo: Mapping[tuple[str, str], Mapping[str, Any]],
+    warm: Mapping[Any, Any],
 ) -> dict[str, Any]:
     lines, regressed = _history_lines(task, row, hist)
     r = row or {}
@@ -194,6 +196,8 @@ def _entry(
         "tk": _topk(r.get("agreement_topk")),
         # issue 28: the serving sweep of this model on this row's hardware, at the service level (null: none ran)
         **_slo_cells(slo, model_id, task, r),
+        # issue 32: its bundle's second-machine warm check (pipeline/page/warm.py: "verified" only on a real machine)
+        "wv": warm_state(r, warm) if r else None,
     }
 
 
@@ -274,6 +278,7 @@ def catalog(
     rankings: Sequence[dict[str, Any]],
     exclusions: Sequence[dict[str, Any]],
     slo: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    warm: Mapping[Any, Any] | None = None,
 ) -> dict[str, Any]:
     """The page's data: entries (one per model and task) and, per ``task/view``, the entries it lists in order.
 
@@ -284,6 +289,7 @@ def catalog(
         exclusions: rows ``model_id, task (None: every task), reason, kind``.
         slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware)
             (:func:`pipeline.page.serving.slo_cells`); None: no serving record.
+        warm: the second-machine warm checks by bundle (:func:`pipeline.page.warm.warm_index`); None: none.
 
     Returns:
         ``{"tasks", "entries", "lists", "default"}``; a list is ``{"date", "items": [[entry, rank], ...]}``,
@@ -317,6 +323,7 @@ def catalog(
                     exclusion,
                     hist_by_key.get(key, []),
                     slo or {},
+                    warm or {},
                 )
             )
         return index[key]

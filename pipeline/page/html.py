@@ -25,6 +25,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from pipeline.hardware import row_device
 from pipeline.page import plots
 from pipeline.page.catalog import (
     DEMO_TITLE,
@@ -47,6 +48,7 @@ from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, famil
 from pipeline.page.releases import release_sections
 from pipeline.page.serving import serving_section, slo_cells
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
+from pipeline.page.warm import WARM_BADGES, warm_index, warm_summary
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +137,7 @@ def _environment() -> jinja2.Environment:
     env.globals["price_text"] = price_text
     env.globals["compile_text"] = compile_text
     env.globals["demo_title"] = DEMO_TITLE
+    env.globals["warm_badges"] = WARM_BADGES
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
@@ -176,6 +179,7 @@ def render_site(
     dataset_repo: str | None = None,
     releases: Sequence[Mapping[str, Any]] | None = None,
     serving: Sequence[Mapping[str, Any]] | None = None,
+    warm_checks: Sequence[Mapping[str, Any]] | None = None,
     inline_entries: int | None = INLINE_ENTRIES,
     chunk: int | None = None,
 ) -> Site:
@@ -192,6 +196,8 @@ def render_site(
         dataset_repo: the dataset's repo id, linked as where the data lives.
         releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
         serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
+        warm_checks: the second-machine warm checks (``data/warm_checks.parquet``, validated): each row's badge and
+            the catalog's warm-start line.
         inline_entries: past this many entries (model and task) the page inlines only its first view and writes the
             rest as data files (:mod:`pipeline.page.chunks`); None: always one file.
         chunk: entries per data file (default :data:`pipeline.page.chunks.CHUNK_ENTRIES`).
@@ -205,8 +211,14 @@ def render_site(
         logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", dropped)
         latest = [r for r in latest if not r.get("emulated")]
     history = None if history is None else [r for r in history if not r.get("emulated")]
+    warm = warm_index(warm_checks or [])
     data = catalog(
-        latest=latest, history=history, rankings=rankings, exclusions=exclusions, slo=slo_cells(serving or [])
+        latest=latest,
+        history=history,
+        rankings=rankings,
+        exclusions=exclusions,
+        slo=slo_cells(serving or []),
+        warm=warm,
     )
     for e in data["entries"]:
         e["sc"] = bool(e["link"] and scripts.get(e["id"]))
@@ -220,7 +232,9 @@ def render_site(
         "elsewhere": len(elsewhere),
         "devices": " and ".join(sorted({DEVICE_LABELS.get(e["device"], str(e["device"])) for e in elsewhere})),
         "updated": max((e["date"] for e in measured if e["date"]), default=None),
-    }
+        "warm": warm_summary([r for r in latest if row_device(r.get("device"), hardware=r.get("hardware"),
+                                                              accelerator=r.get("accelerator")) == "neuron"], warm),
+    }  # fmt: skip
     families = family_table(latest)
     inline = inline_entries is None or len(data["entries"]) <= inline_entries
     store = page_store(data, inline=inline, **({} if chunk is None else {"chunk": chunk}))

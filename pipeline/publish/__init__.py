@@ -9,6 +9,8 @@
   sha256, under the size cap) to the compiled-cache model repo and named in their records before the PR;
 - :mod:`~pipeline.publish.warmcheck`: the second-machine check of a published bundle (the row's run.py
   ``--require-warm`` with empty caches on a runner that did not make it: hits, misses, the warm start's seconds);
+- :mod:`~pipeline.publish.warm`: the warm checks a warm-check run's queue asked for, validated and merged into
+  ``data/warm_checks.parquet`` as one PR;
 - :mod:`~pipeline.publish.pr`: the publish itself (onto the bot's open PR if there is one, rebuilt when the
   branch moves) and its offline twin into a local folder.
 
@@ -28,6 +30,13 @@ if TYPE_CHECKING:
     from pipeline.publish.description import describe
     from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
     from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
+    from pipeline.publish.warm import (
+        WARM_ARTIFACT_PREFIX,
+        WarmCollected,
+        collect_warm_checks,
+        publish_warm_checks,
+        warm_checks_to_folder,
+    )
     from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
 __all__ = [
@@ -48,6 +57,11 @@ __all__ = [
     "publish_to_folder",
     "parse_run_output",
     "warm_check",
+    "WARM_ARTIFACT_PREFIX",
+    "WarmCollected",
+    "collect_warm_checks",
+    "publish_warm_checks",
+    "warm_checks_to_folder",
 ]
 
 lazy_face(__name__)

@@ -7,6 +7,7 @@
   image-text-to-text rows of the architectures vLLM Neuron serves with images), and their GPU twins;
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
+- :mod:`~pipeline.queue.warm`: the second-machine warm checks to run next (published bundles not yet verified);
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
   dataset's history), :mod:`~pipeline.queue.fleet` (prices, runner partitions, the estimate and the recommended
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
     from pipeline.queue.serving import serving_jobs, serving_seconds
     from pipeline.queue.sweep import Job, SweepResult, simulate
     from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
+    from pipeline.queue.warm import MAX_WARM_ENTRIES, WarmQueue, warm_queue
 
 __all__ = [
     "DEFAULT_INSTANCES",
@@ -102,6 +104,9 @@ __all__ = [
     "serving_jobs",
     "serving_seconds",
     "simulate",
+    "MAX_WARM_ENTRIES",
+    "WarmQueue",
+    "warm_queue",
 ]
 
 lazy_face(__name__)

@@ -11,7 +11,8 @@
 - :mod:`~pipeline.records.bundles`: where a record's compiled-cache bundle lives, and who may name one;
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
   the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
-- :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules).
+- :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules);
+- :mod:`~pipeline.records.warm`: the second-machine warm check's schema and semantic rules (what a publish stores).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
 compiled-cache bundle's rule is the Neuron backend's).
@@ -78,6 +79,13 @@ if TYPE_CHECKING:
         validate_paths,
         validate_record,
     )
+    from pipeline.records.warm import (
+        MAX_WARM_CHECK_BYTES,
+        WARM_FIELDS,
+        WARM_STATUSES,
+        counts_as_trainium2,
+        warm_check_problems,
+    )
 
 __all__ = [
     "ARTIFACT_PREFIX",
@@ -136,6 +144,11 @@ __all__ = [
     "validate_paths",
     "validate_record",
     "workload_key",
+    "MAX_WARM_CHECK_BYTES",
+    "WARM_FIELDS",
+    "WARM_STATUSES",
+    "counts_as_trainium2",
+    "warm_check_problems",
 ]
 
 lazy_face(__name__)

@@ -31,6 +31,7 @@ from pipeline.dataset import (
     read_release_diffs,
     read_scripts,
     read_serving,
+    read_warm_checks,
     script_files,
 )
 from pipeline.page import HISTORY_READ, render_site
@@ -220,6 +221,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         dataset_repo=names.dataset_repo,
         releases=releases,
         serving=read_serving(dataset),
+        warm_checks=read_warm_checks(dataset),
     )
     card = render.render(
         "space_card.md.j2",

@@ -282,3 +282,15 @@ def sample_speech_record(**overrides: Any) -> dict[str, Any]:
         real_time_factor=0.19, audio_seconds=17.765, wer=0.054,
     )  # fmt: skip
     return _override(record, overrides)
+
+
+def sample_warm_check(**overrides: Any) -> dict[str, Any]:
+    """A valid second-machine warm check (``trncat warm-check --out``) of :func:`sample_record`'s row, verified on a
+    real runner; ``overrides`` replace fields."""
+    check = {
+        "model_id": _BASE["model_id"], "revision": _BASE["revision"], "sha256": "f" * 64, "status": "verified",
+        "hits": 2, "misses": 0, "first_call_s": 0.41, "message": "2 of 2 graph(s) served by the cache",
+        "runner": "trn2-runner-2", "emulated": False, "checked_at": "2026-11-29T08:00:00+00:00",
+    }  # fmt: skip
+    check.update(overrides)
+    return check

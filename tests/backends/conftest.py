@@ -25,8 +25,9 @@ class EmulatedBench:
 
 @pytest.fixture(scope="session")
 def emulated_llama_bench(tmp_path_factory: pytest.TempPathFactory) -> EmulatedBench:
-    """The emulated CI benchmark, run once per test process for tests/backends/test_compiled_cache_emulated.py and
-    test_warm_start_emulated.py (one xdist worker runs both: tests/conftest.py's SAME_WORKER)."""
+    """The emulated CI benchmark, run once per test process for tests/backends/test_compiled_cache_emulated.py,
+    test_warm_start_emulated.py and test_warm_check_workflow_emulated.py (one xdist worker runs them:
+    tests/conftest.py's SAME_WORKER)."""
     from pipeline.testing import build_tiny_llama
     from pipeline.testing.neuron import Machine, build, environment
 

@@ -47,3 +47,12 @@ def test_warm_check_refuses_the_runner_that_made_the_bundle_and_a_row_without_on
     assert "made this bundle: the check runs on another machine" in capsys.readouterr().err
     assert main(["warm-check", str(_record(tmp_path, cache=False)), "--model", str(tmp_path)]) != 0
     assert "names its compiled-cache bundle" in capsys.readouterr().err
+
+
+def test_warm_check_refuses_a_record_whose_bundle_is_not_the_queued_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(constants, "RUNNER_NAME", "trn2-runner-2")
+    record = _record(tmp_path)
+    assert main(["warm-check", str(record), "--model", str(tmp_path), "--sha256", "0" * 64]) != 0
+    assert f"its bundle is not {'0' * 64!r}" in capsys.readouterr().err

@@ -9,6 +9,13 @@ var TRNCAT_FORMAT = (function () {
     return (v / 60).toFixed(0) + " min";
   }
   // keep in step with pipeline/page/catalog.py DEMO_TITLE
+  var D_WARM = {
+    "verified": ["b-warm", "warm start verified", "a second trn2 runner with an empty cache ran this row's run.py --require-warm: every graph came from its compiled-cache bundle, none compiled"],
+    "emulated": ["b-dev", "warm start: emulated", "only the Neuron emulator checked this bundle's warm start: not a Trainium2 verification"],
+    "missed": ["b-fallback", "warm check missed", "a second trn2 runner ran this row's run.py --require-warm: some graphs compiled instead of coming from the bundle"],
+    "refused": ["b-fallback", "warm check refused", "a second trn2 runner's run.py would not start warm from this bundle (another key or toolchain)"],
+    "error": ["b-fallback", "warm check failed", "the second machine's run.py --require-warm failed before counting"]
+  };
   var D_DEMO_TITLE = "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an " +
     "invented demo price; not a Trainium2 or a GPU result";
   function compileText(e) {
@@ -96,6 +103,8 @@ var TRNCAT_FORMAT = (function () {
     if (e.fb && e.fb.length) out.push(["b-fallback", "CPU fallback", "ops run on the CPU, not the device: " + fallbackText(e.fb)]);
     if (e.rc) out.push(["b-fallback", "recompiled", e.rc + " graph(s) compiled during the timed calls: the speed figures include compilation"]);
     if (e.demo) out.push(["b-demo", "demo", D_DEMO_TITLE]);
+    // wv: the bundle's second-machine warm check (issue 32); pipeline/page/warm.py's WARM_BADGES, the same three fields
+    if (e.wv && Object.prototype.hasOwnProperty.call(D_WARM, e.wv)) out.push(D_WARM[e.wv]);
     return out;
   }
   function runNotes(e, tv) {

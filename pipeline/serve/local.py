@@ -219,20 +219,22 @@ def serve_folder(
     backend = get_backend(device)
     dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
     max_model_len = workload.input_tokens + workload.output_tokens + workload.image_tokens_bound + 64
-    port = free_port()
     streams = max(workload.concurrencies)
-    images = workload.images_per_request
-    spec = engine_for(
-        device,
-        folder,
-        port=port,
-        chips=chips,
-        dtype=dtype,
-        lnc=lnc,
-        max_model_len=max_model_len,
-        max_streams=streams,
-        images_per_prompt=images,
-    )
+    script_dir = work or out.parent
+    work = work or out.parent / f"{out.stem}.serving"
+    cache_root: Path | None = None
+    if device == "neuron":  # a run-private compile cache (packed after a pass), or the bundle's it starts from
+        work.mkdir(parents=True, exist_ok=True)
+        cache_root = warm_cache_root(warm_from[0], sha256=warm_from[1], parent=work) if warm_from else (
+            work / "vllm-cache")  # fmt: skip
+
+    def engine(port: int) -> EngineSpec:
+        """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""
+        spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len,
+                          max_streams=streams, images_per_prompt=workload.images_per_request)  # fmt: skip
+        return _with_cache(spec, cache_root, strict=require_warm) if cache_root else spec
+
+    spec = engine(free_port())
     hardware = backend.hardware(cores=chips)
     if instance_type:
         hardware["instance_type"] = instance_type
@@ -263,30 +265,7 @@ def serve_folder(
         eval_task=eval_task,
         ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA) if source == "ci" else None,
     )
-    script_dir = work or out.parent
-    work = work or out.parent / f"{out.stem}.serving"
-    cache_root: Path | None = None
-    if device == "neuron":
-        work.mkdir(parents=True, exist_ok=True)
-        cache_root = warm_cache_root(warm_from[0], sha256=warm_from[1], parent=work) if warm_from else (
-            work / "vllm-cache")  # fmt: skip
-        spec = _with_cache(spec, cache_root, strict=require_warm)
-
-    def restart() -> EngineSpec:
-        again = engine_for(
-            device,
-            folder,
-            port=free_port(),
-            chips=chips,
-            dtype=dtype,
-            lnc=lnc,
-            max_model_len=max_model_len,
-            max_streams=streams,
-            images_per_prompt=images,
-        )
-        return _with_cache(again, cache_root, strict=require_warm) if cache_root else again
-
-    record = serve_model(spec, workload, run, work, restart=restart, refusal=refusal)
+    record = serve_model(spec, workload, run, work, restart=lambda: engine(free_port()), refusal=refusal)
     if cache_root is not None:
         _bundle(record, cache_root, out, warm_from=warm_from, strict=require_warm)
     problems = validate_record(record, allow_emulated=True)

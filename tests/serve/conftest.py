@@ -69,3 +69,23 @@ def report_of(*points: tuple[int, int, int, float]) -> dict[str, Any]:
             }
         )
     return {"benchmarks": out}
+
+
+def engines_left(record: dict[str, Any]) -> list[int]:
+    """The processes still serving on the record's engine port (its command names it): none once a run is over."""
+    import os
+    import shlex
+
+    from pipeline.backends import group_members
+
+    command = shlex.split(record["serving"]["engine"]["command"])
+    port = command[command.index("--port") + 1]
+    left = []
+    for pid in group_members(os.getpgid(0)) + [int(p.name) for p in Path("/proc").glob("[0-9]*")]:
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"serve" in cmdline and port.encode() in cmdline:
+            left.append(pid)
+    return left

@@ -6,8 +6,6 @@ taken on the same engine (issue 31)."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,8 @@ import pytest
 
 from pipeline.prices import load_pricing
 from pipeline.records import validate_record
-from pipeline.serve import DEFAULT_SLO, EVAL_TASKS, group_members, serve_folder, serving_workload
+from pipeline.serve import DEFAULT_SLO, EVAL_TASKS, serve_folder, serving_workload
+from tests.serve.conftest import engines_left
 
 # one engine start, one guidellm run over the three points, one warm restart: about a minute on two free cores
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -112,17 +111,7 @@ def test_one_points_cost_and_the_headline_recomputed_by_hand(served: tuple[dict[
 
 def test_no_engine_process_is_left_behind(served: tuple[dict[str, Any], Path]) -> None:
     record, _ = served
-    command = shlex.split(record["serving"]["engine"]["command"])
-    port = command[command.index("--port") + 1]
-    left = []
-    for pid in group_members(os.getpgid(0)) + [int(p.name) for p in Path("/proc").glob("[0-9]*")]:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in cmdline and port.encode() in cmdline:
-            left.append(pid)
-    assert left == []
+    assert engines_left(record) == []
 
 
 def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(tmp_path: Path) -> None:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import shlex
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pipeline.records import validate_record
-from pipeline.serve import group_members, serve_folder, serving_workload
+from pipeline.serve import serve_folder, serving_workload
+from tests.serve.conftest import engines_left
 
 # one engine start, one guidellm run over two points (24 requests of 8 tokens), one warm restart: ~40 s on 2 cores
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -99,14 +98,4 @@ def test_every_request_carried_its_image_and_the_engine_counted_it(served: tuple
 
 def test_no_engine_process_is_left_behind(served: tuple[dict[str, Any], Path, Path]) -> None:
     record, _, _ = served
-    command = shlex.split(record["serving"]["engine"]["command"])
-    port = command[command.index("--port") + 1]
-    left = []
-    for pid in group_members(os.getpgid(0)) + [int(p.name) for p in Path("/proc").glob("[0-9]*")]:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"serve" in cmdline and port.encode() in cmdline:
-            left.append(pid)
-    assert left == []
+    assert engines_left(record) == []

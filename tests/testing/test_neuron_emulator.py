@@ -248,3 +248,31 @@ def test_the_neuron_process_group(tmp_path: Path) -> None:
     second = json.loads(_run(root, code, PORT="29614", LOCAL_RANK="1").stdout.split("RESULT", 1)[1])
     assert second["visible"] == "1" and second["device"] == "neuron:1", second
     assert "neuron:2 is not one of this process's 1 NeuronCore(s)" in second["other"]
+
+
+def test_a_number_given_for_a_tensor_argument_runs_as_on_the_cpu(tmp_path: Path) -> None:
+    # The boxed fallback gets a wrapped number (the 5 of ``x % 5``, which beam search's _gather_beams computes
+    # through take_along_dim) back as a Python int; the Tensor overload it was dispatched to must still run, with
+    # a number's type promotion (an int32 tensor stays int32, an int tensor and a float give the default float).
+    root = _machine(tmp_path)
+    code = """
+        import json
+        import torch
+        x = torch.arange(12, dtype=torch.int32).reshape(3, 4)
+        index = torch.tensor([[7], [5], [9]])
+        on = {
+            "remainder": (x.to("neuron") % 5).cpu(),
+            "take": torch.take_along_dim(x.to("neuron"), (index % 4).to("neuron"), dim=1).cpu(),
+            "float": (x.to("neuron") * 0.5).cpu(),
+        }
+        off = {"remainder": x % 5, "take": torch.take_along_dim(x, index % 4, dim=1), "float": x * 0.5}
+        print(json.dumps({k: [on[k].tolist() == off[k].tolist(), str(on[k].dtype), str(off[k].dtype)] for k in on}))
+    """
+    done = _run(root, code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {
+        "remainder": [True, "torch.int32", "torch.int32"],
+        "take": [True, "torch.int32", "torch.int32"],
+        "float": [True, "torch.float32", "torch.float32"],
+    }

@@ -131,6 +131,7 @@ def _run(op: Any, *args: Any, **kwargs: Any) -> Any:
         wanted = torch.device(kwargs["device"])
         target = wanted if wanted.type == "neuron" else None
     _account(name, machine)
+    cpu_args, cpu_kwargs = _scalars_as_tensors(op, cpu_args, cpu_kwargs)
     result = op(*cpu_args, **cpu_kwargs)
     for key, out in outs.items():
         produced = cpu_kwargs[key]
@@ -139,6 +140,23 @@ def _run(op: Any, *args: Any, **kwargs: Any) -> Any:
         host_view(out).copy_(produced)
         views.append((out, produced))
     return _hand_back(result, views, target)
+
+
+def _scalars_as_tensors(op: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """A boxed kernel gets a wrapped number (the ``5`` of ``x % 5`` for a ``Tensor other``) back as a Python
+    number; the overload it was dispatched to takes a tensor, so it is a 0-dim CPU tensor again here (a wrapped
+    number's own type promotion: a 0-dim tensor never sets the result's dtype within its category)."""
+    schema = op._schema.arguments
+
+    def tensor(value: Any, argument: Any) -> Any:
+        wanted = isinstance(argument.type, torch.TensorType)
+        if wanted and isinstance(value, bool | int | float | complex):
+            return torch.tensor(value)  # Python's bool, int64, the default float (or complex) dtype: a number's
+        return value
+
+    args = tuple(tensor(v, a) for v, a in zip(args, schema, strict=False)) + args[len(schema) :]
+    by_name = {a.name: a for a in schema}
+    return args, {k: (tensor(v, by_name[k]) if k in by_name else v) for k, v in kwargs.items()}
 
 
 def _plain(value: Any) -> bool:

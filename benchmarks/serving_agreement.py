@@ -9,8 +9,8 @@ its own rounds (the noise floor: two runs of one side differ by that much) and t
 reports the by-hand side read (what the harness itself adds, apart from one guidellm run differing from another).
 By default the engine runs on one half of the CPUs and guidellm on the other (``--no-pin`` to share them).
 
-    python benchmarks/serving_agreement.py [--rounds 3] [--concurrency 1,2,4] [--input-tokens 24] [--output-tokens 32]
-        [--measured-per-stream 30]
+    python benchmarks/serving_agreement.py [--rounds 3] [--warmup-rounds 1] [--concurrency 1,2,4]
+        [--input-tokens 24] [--output-tokens 32] [--measured-per-stream 30]
 
 Nothing is downloaded (the tiny Llama is built locally; guidellm's prompts use its own tokenizer). A busy machine
 makes two runs of any load generator differ by more than 2 %: run it on an idle one. Exit status: 0 when every
@@ -132,6 +132,9 @@ def harness(spec: Any, tokenizer: Path, levels: list[int], w: ServingWorkload, w
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--warmup-rounds", type=int, default=1,
+                        help="rounds of both sides run first and not kept (the engine's figures climb over its first "
+                        "minutes)")  # fmt: skip
     parser.add_argument("--concurrency", type=concurrencies, default=(1, 2, 4))
     parser.add_argument("--input-tokens", type=int, default=24)
     parser.add_argument("--output-tokens", type=int, default=32)
@@ -166,20 +169,25 @@ def main(argv: list[str] | None = None) -> int:
         with Engine(spec, work / "engine.log") as engine:
             engine.wait_ready(timeout_s=600)
             os.sched_setaffinity(0, client_cpus)  # both sides' guidellm inherit this
-            for round_ in range(args.rounds):
+            for round_ in range(-args.warmup_rounds, args.rounds):  # the first rounds warm the engine, unkept
                 order = ("harness", "by hand") if round_ % 2 == 0 else ("by hand", "harness")
                 for side in order:
                     folder = work / f"{side.replace(' ', '-')}-{round_}"
                     folder.mkdir()
                     if side == "harness":
-                        sides[side].append(harness(spec, model, levels, workload, folder))
+                        figures = harness(spec, model, levels, workload, folder)
                     else:
-                        sides[side].append(by_hand(spec.base_url, str(model), model, levels, workload, folder))
+                        figures = by_hand(spec.base_url, str(model), model, levels, workload, folder)
+                    if round_ >= 0:
+                        sides[side].append(figures)
+                    elif side == "by hand":
+                        READINGS.pop()
     mine = scenario(spec, workload, levels, tokenizer=model, report=Path("r.json"))
     theirs = by_hand_scenario(spec.base_url, str(model), model, levels, workload, Path("r.json"))
     print(f"same guidellm arguments on both sides: {'yes' if mine == theirs else 'NO'}")
     print(
-        f"engine on CPUs {sorted(engine_cpus)}, guidellm on CPUs {sorted(client_cpus)}; {args.rounds} rounds, "
+        f"engine on CPUs {sorted(engine_cpus)}, guidellm on CPUs {sorted(client_cpus)}; {args.rounds} rounds "
+        f"after {args.warmup_rounds} unkept, "
         f"{args.measured_per_stream} measured requests per stream, {args.input_tokens} in / {args.output_tokens} out"
     )
     worst = 0.0

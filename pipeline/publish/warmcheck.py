@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pipeline.render import run_script
+from pipeline.workload import CLIPS_DIR, speech_clips
 
 __all__ = ["WarmCheck", "parse_run_output", "warm_check"]
 
@@ -98,6 +99,8 @@ def warm_check(
         environ.update(TORCH_NEURONX_NEFF_CACHE_DIR=str(work / "neff"), XDG_CACHE_HOME=str(work / "xdg"),
                        HF_HUB_CACHE=str(work / "hf"))  # fmt: skip
         command = [sys.executable, "run.py", "--model", model, "--iterations", "1", "--require-warm"]
+        if record.get("task") == "automatic-speech-recognition":  # its run.py transcribes files: the row's clips
+            command += [str(CLIPS_DIR / clip.name) for clip in speech_clips()]
         try:
             done = subprocess.run(command, cwd=work, env=environ, capture_output=True, text=True, timeout=timeout_s)
             returncode, output = done.returncode, done.stdout + done.stderr[-2000:]

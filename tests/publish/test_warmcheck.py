@@ -56,3 +56,30 @@ def test_warm_check_refuses_a_record_whose_bundle_is_not_the_queued_one(
     record = _record(tmp_path)
     assert main(["warm-check", str(record), "--model", str(tmp_path), "--sha256", "0" * 64]) != 0
     assert f"its bundle is not {'0' * 64!r}" in capsys.readouterr().err
+
+
+def test_a_speech_row_s_check_transcribes_the_workload_s_clips(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the speech-recognition run.py takes WAV files: the check hands it the clips the row was measured on, and
+    # runs it --require-warm like every other row (the speech template lacked the option: a check of a speech row
+    # exited 2 on it)
+    import subprocess
+
+    from pipeline.publish import warmcheck
+    from pipeline.testing.records import sample_speech_record
+    from pipeline.workload import CLIPS_DIR, speech_clips
+
+    seen: dict[str, object] = {}
+
+    def run(command: list[str], cwd: Path, **_: object) -> subprocess.CompletedProcess[str]:
+        seen["command"], seen["script"] = command, (Path(cwd) / "run.py").read_text()
+        return subprocess.CompletedProcess(command, 0, "warm_start    hits=2 misses=0 first_call_s=1.50\n", "")
+
+    monkeypatch.setattr(warmcheck.subprocess, "run", run)
+    record = sample_speech_record()
+    checked = warmcheck.warm_check(record, model="acme/whisper-small")
+    command = seen["command"]
+    assert isinstance(command, list) and "--require-warm" in command
+    clips = [str(CLIPS_DIR / clip.name) for clip in speech_clips()]
+    assert command[-len(clips) :] == clips and all(Path(c).is_file() for c in clips)
+    assert '"--require-warm"' in str(seen["script"]) and "check_warm(args.require_warm, first)" in str(seen["script"])
+    assert checked.status == "verified" and checked.hits == 2

@@ -212,3 +212,39 @@ def test_a_sha256_that_is_not_one_is_refused_by_the_parser(tmp_path: Path) -> No
 
     with pytest.raises(SystemExit):
         main(["serve", str(tmp_path), "--warm-from", "b", "--sha256", "../../etc"])
+
+
+def test_a_serving_bundle_goes_through_publish_and_serve_sh_starts_warm_from_it(tmp_path: Path, localhub) -> None:
+    # the whole chain: trncat serve's bundle beside a CI Trainium2 serving record -> publish uploads it and names it
+    # (in the folder of the engine's options) -> the record still validates -> its serve.sh fetches and unpacks it
+    import json
+    import subprocess
+    import sys
+
+    from pipeline.backends.neuron import bundle_beside
+    from pipeline.publish import publish_bundles
+    from pipeline.records import bundle_folder, validate_record
+    from pipeline.serve import serve_script
+    from pipeline.serve.local import _bundle
+
+    files = vllm_cache(tmp_path / "run")
+    record = _neuron_serving(None)
+    assert record["run"]["source"] == "ci" and record["status"] == "pass"
+    path = tmp_path / "records" / "acme--tiny.serving.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(record))
+    _bundle(record, tmp_path / "run", path, warm_from=None, strict=False)
+    assert bundle_beside(path).is_file()
+    published = publish_bundles([(str(path), record)], hub=localhub.client, repo="trncat/trncat-compiled")
+    assert len(published.uploaded) == 1 and published.set_aside == []
+    named = record["compiled_cache"]
+    assert named["path"].startswith(bundle_folder(record) + "/") and named["files"] == len(files)
+    assert validate_record(record) == []
+    block = _block(serve_script(record))
+    root = tmp_path / "user-cache"
+    root.mkdir()
+    env = {**os.environ, "HF_ENDPOINT": localhub.url, "HF_HUB_CACHE": str(tmp_path / "user-hf"),
+           "HF_HUB_DISABLE_XET": "1"}  # fmt: skip
+    done = subprocess.run([sys.executable, "-", str(root)], input=block, text=True, env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    assert unpacked(root) == files

@@ -14,6 +14,8 @@ Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipelin
 
 from __future__ import annotations
 
+import functools
+
 from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
 from pipeline.backends.groups import group_members, stop_group
 from pipeline.registry import load_entry
@@ -26,8 +28,11 @@ REGISTRY: dict[str, str] = {
 }
 
 
+@functools.cache
 def backend_class(name: str) -> type[Backend]:
-    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements).
+    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements);
+    looked up once per name (a check labels every family row's toolchain with it: thousands of rows at 100k
+    models).
 
     Raises:
         ConfigError: no such backend.

@@ -43,13 +43,6 @@ def _device(row: Mapping[str, Any]) -> str | None:
 
 def toolchain_label(row: Mapping[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
-    device = row["device"]
-    cls = _BACKEND_CLASSES.get(device)
-    if cls is None:  # a check labels thousands of family rows: the registry is asked once per device
-        from pipeline.backends import backend_class
+    from pipeline.backends import backend_class
 
-        cls = _BACKEND_CLASSES[device] = backend_class(device)
-    return cls.toolchain_label(row)
-
-
-_BACKEND_CLASSES: dict[str, Any] = {}
+    return backend_class(row["device"]).toolchain_label(row)

@@ -76,8 +76,11 @@ def by_hand_scenario(
     return doc
 
 
-def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: ServingWorkload, work: Path) -> dict:
-    """guidellm as a person would run it: a scenario file written out, its report read directly."""
+def by_hand(
+    url: str, model: str, tokenizer: Path, levels: list[int], w: ServingWorkload, work: Path
+) -> tuple[dict, dict]:
+    """guidellm as a person would run it: a scenario file written out, its report read directly. Returns the
+    figures and the report itself (which the harness's reader reads too: :func:`reading_difference`)."""
     report = work / "by-hand.json"
     doc = by_hand_scenario(url, model, tokenizer, levels, w, report)
     path = work / "by-hand.scenario.json"
@@ -90,7 +93,6 @@ def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: Serving
         raise SystemExit(f"guidellm by hand exited with {done.returncode}:\n{(done.stdout + done.stderr)[-2000:]}")
     out = {}
     doc = json.loads(report.read_text())
-    READINGS.append((doc, {}))
     for b in doc["benchmarks"]:
         m = b["metrics"]
         out[b["config"]["strategy"]["streams"]] = {
@@ -98,12 +100,7 @@ def by_hand(url: str, model: str, tokenizer: Path, levels: list[int], w: Serving
             "ttft": m["time_to_first_token_ms"]["successful"]["percentiles"]["p50"] / 1000,
             "tpot": m["time_per_output_token_ms"]["successful"]["percentiles"]["p50"],
         }
-    READINGS[-1][1].update(out)
-    return out
-
-
-#: Each by-hand run's report and what the by-hand lookups read from it; the harness reads the same reports too.
-READINGS: list[tuple[dict, dict]] = []
+    return out, doc
 
 
 def _figures(points: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
@@ -111,11 +108,12 @@ def _figures(points: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
             for p in points}  # fmt: skip
 
 
-def reading_difference() -> float:
-    """The largest relative difference between the harness's reading of a by-hand report and the lookups' own:
-    what the harness adds to guidellm's figures, apart from one run of guidellm differing from another."""
+def reading_difference(readings: list[tuple[dict, dict]]) -> float:
+    """The largest relative difference between the harness's reading of each by-hand report and the lookups' own
+    (``readings``: (figures, report) pairs): what the harness adds to guidellm's figures, apart from one run of
+    guidellm differing from another."""
     worst = 0.0
-    for doc, theirs in READINGS:
+    for theirs, doc in readings:
         ours = _figures(points_of(doc))
         for c, figures in theirs.items():
             for name, value in figures.items():
@@ -166,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         kv_tokens = 2 * max(levels) * (args.input_tokens + args.output_tokens + 64)
         spec = transformers_serve(model, port=free_port(), kv_tokens=kv_tokens)
         sides: dict[str, list[dict]] = {"harness": [], "by hand": []}
+        readings: list[tuple[dict, dict]] = []  # each kept by-hand run's figures and its report
         with Engine(spec, work / "engine.log") as engine:
             engine.wait_ready(timeout_s=600)
             os.sched_setaffinity(0, client_cpus)  # both sides' guidellm inherit this
@@ -177,11 +176,11 @@ def main(argv: list[str] | None = None) -> int:
                     if side == "harness":
                         figures = harness(spec, model, levels, workload, folder)
                     else:
-                        figures = by_hand(spec.base_url, str(model), model, levels, workload, folder)
+                        figures, report = by_hand(spec.base_url, str(model), model, levels, workload, folder)
+                        if round_ >= 0:
+                            readings.append((figures, report))
                     if round_ >= 0:
                         sides[side].append(figures)
-                    elif side == "by hand":
-                        READINGS.pop()
     mine = scenario(spec, workload, levels, tokenizer=model, report=Path("r.json"))
     theirs = by_hand_scenario(spec.base_url, str(model), model, levels, workload, Path("r.json"))
     print(f"same guidellm arguments on both sides: {'yes' if mine == theirs else 'NO'}")
@@ -205,9 +204,9 @@ def main(argv: list[str] | None = None) -> int:
             rounds = " ".join(f"{v:.4g}" for v in ours) + " | " + " ".join(f"{v:.4g}" for v in theirs_)
             row = f"{c:>11} {figure:>8} {a:>10.4g} {b:>10.4g} {diff:>7.1%}"
             print(f"{row} {spread[0]:>8.1%} {spread[1]:>8.1%}  {rounds}")
-    reading = reading_difference()
+    reading = reading_difference(readings)
     print(
-        f"the harness's reading of the {len(READINGS)} by-hand reports against the lookups': largest difference "
+        f"the harness's reading of the {len(readings)} by-hand reports against the lookups': largest difference "
         f"{reading:.2%}"
     )
     print(

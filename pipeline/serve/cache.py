@@ -17,6 +17,7 @@ too (:func:`pipeline.records.workload_key`), since vLLM Neuron compiles per buck
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,11 @@ from pipeline.errors import BundleError
 COMPILE_CACHE_PARTS = ("neuron", "compile_cache")
 #: vLLM Neuron's switch that makes a local cache miss fatal (a strict warm start).
 STRICT_VARIABLE = "VLLM_NEURON_DISABLE_WARMUP_COMPILE"
+
+
+def run_cache_root(work: Path) -> Path:
+    """The run-private ``VLLM_CACHE_ROOT`` of a serving run whose work folder is ``work`` (what a pass packs)."""
+    return work / "vllm-cache"
 
 
 def compile_cache_dir(cache_root: Path) -> Path:
@@ -56,7 +62,7 @@ def warm_cache_root(bundle: Path, *, sha256: str, parent: Path | None = None) ->
     try:
         unpack_bundle(bundle, compile_cache_dir(root), sha256=sha256)
     except BundleError:
-        _remove(root)
+        shutil.rmtree(root, ignore_errors=True)
         raise
     return root
 
@@ -67,9 +73,3 @@ def warm_environment(cache_root: Path, *, strict: bool) -> dict[str, str]:
     if strict:
         env[STRICT_VARIABLE] = "1"
     return env
-
-
-def _remove(root: Path) -> None:
-    import shutil
-
-    shutil.rmtree(root, ignore_errors=True)

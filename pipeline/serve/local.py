@@ -23,7 +23,7 @@ from pipeline.hardware import INSTANCE_NAMES, get_instance
 from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
-from pipeline.serve.cache import pack_serving_cache, warm_cache_root, warm_environment
+from pipeline.serve.cache import pack_serving_cache, run_cache_root, warm_cache_root, warm_environment
 from pipeline.serve.engine import EngineSpec, free_port, transformers_serve, vllm_serve
 from pipeline.serve.evals import EvalTask
 from pipeline.serve.script import serve_script
@@ -226,7 +226,7 @@ def serve_folder(
     if device == "neuron":  # a run-private compile cache (packed after a pass), or the bundle's it starts from
         work.mkdir(parents=True, exist_ok=True)
         cache_root = warm_cache_root(warm_from[0], sha256=warm_from[1], parent=work) if warm_from else (
-            work / "vllm-cache")  # fmt: skip
+            run_cache_root(work))  # fmt: skip
 
     def engine(port: int) -> EngineSpec:
         """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends.neuron import bundle_beside
-from pipeline.serve.cache import compile_cache_dir
+from pipeline.serve.cache import compile_cache_dir, run_cache_root
 from pipeline.serve.local import serve_folder
 from pipeline.serve.workload import serving_workload
 
@@ -25,21 +25,23 @@ def serving_smoke(device: str, *, work: Path) -> dict[str, Any]:
 
     folder = build_tiny_llama(work / "tiny-llama")
     workload = dataclasses.replace(serving_workload("cpu-tiny"), concurrencies=(1, 2))
+    out, run_work = work / "serving-smoke.json", work / "serving-smoke.serving"
     record = serve_folder(
         folder,
         device=device,
         workload=workload,
         model_id="trncat-demo/tiny-llama",
         revision="0" * 40,
-        out=work / "serving-smoke.json",
+        out=out,
         chips=1,
         dtype="bfloat16" if device != "cpu" else None,
+        work=run_work,
     )
     serving = record["serving"]
     engine = serving["engine"]
-    cache = compile_cache_dir(work / "serving-smoke.serving" / "vllm-cache")
+    cache = compile_cache_dir(run_cache_root(run_work))
     kinds = Counter(p.suffix or p.name for p in cache.rglob("*") if p.is_file()) if cache.is_dir() else Counter()
-    bundled = bundle_beside(work / "serving-smoke.json").is_file()
+    bundled = bundle_beside(out).is_file()
     return {
         "compile_cache_files": dict(sorted(kinds.items())),
         "bundle": "packed" if bundled else record.get("compiled_cache_skipped"),

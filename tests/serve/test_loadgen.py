@@ -70,12 +70,13 @@ def test_serve_sh_pins_and_quotes() -> None:
 def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pipeline.serve import serving_smoke, serving_smoke_line
     from pipeline.serve import smoke as smoke_module
+    from pipeline.serve.cache import compile_cache_dir, run_cache_root
 
     seen: dict[str, object] = {}
 
     def fake(folder: Path, **options: object) -> dict:
         seen.update(options, folder=folder)
-        entry = tmp_path / "serving-smoke.serving" / "vllm-cache" / "neuron" / "compile_cache" / "ab12"
+        entry = compile_cache_dir(run_cache_root(options["work"])) / "ab12"  # type: ignore[arg-type]
         entry.mkdir(parents=True)  # what the engine left in its run-private cache, and the bundle beside the record
         (entry / "model.neff").write_bytes(b"NEFF")
         (entry / "meta.json").write_text("{}")

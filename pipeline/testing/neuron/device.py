@@ -142,16 +142,20 @@ def _run(op: Any, *args: Any, **kwargs: Any) -> Any:
     return _hand_back(result, views, target)
 
 
+_NUMBER = (bool, int, float, complex)
+
+
 def _scalars_as_tensors(op: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """A boxed kernel gets a wrapped number (the ``5`` of ``x % 5`` for a ``Tensor other``) back as a Python
     number; the overload it was dispatched to takes a tensor, so it is a 0-dim CPU tensor again here (a wrapped
     number's own type promotion: a 0-dim tensor never sets the result's dtype within its category)."""
+    if not any(isinstance(v, _NUMBER) for v in (*args, *kwargs.values())):
+        return args, kwargs  # most ops: nothing to look up in the schema
     schema = op._schema.arguments
 
     def tensor(value: Any, argument: Any) -> Any:
-        wanted = isinstance(argument.type, torch.TensorType)
-        if wanted and isinstance(value, bool | int | float | complex):
-            return torch.tensor(value)  # Python's bool, int64, the default float (or complex) dtype: a number's
+        if isinstance(value, _NUMBER) and isinstance(argument.type, torch.TensorType):
+            return torch.tensor(value)  # bool, int64, or the default float (complex) dtype, as torch types a number
         return value
 
     args = tuple(tensor(v, a) for v, a in zip(args, schema, strict=False)) + args[len(schema) :]

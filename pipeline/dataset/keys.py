@@ -4,8 +4,8 @@ in its history, capped. Keys are by the canonical id: the Hub resolves ids witho
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
 
 from pipeline.dataset.read import HISTORY_COLUMN, HISTORY_FIELDS, earlier_runs
 
@@ -20,6 +20,32 @@ def shard_key(row: dict[str, Any]) -> tuple[str, str, str]:
     """The key a row's shard is named after: its id as spelt, as every dataset with more than one shard has
     filed its rows (a new dataset keeps one shard, where every spelling of an id meets)."""
     return (row["model_id"], row["task"], row["hardware"])
+
+
+_Entry = TypeVar("_Entry")
+
+
+def keep_newest(
+    current: dict[Any, _Entry],
+    entries: Iterable[_Entry],
+    *,
+    key: Callable[[_Entry], Hashable],
+    rank: Callable[[_Entry], Any],
+) -> int:
+    """Merge ``entries`` into ``current`` (key -> entry, changed in place), an entry replacing its key's only when
+    it ranks higher: the rule of the dataset's JSON and small Parquet files (serving records, warm checks).
+
+    Returns:
+        How many entries were taken.
+    """
+    taken = 0
+    for entry in entries:
+        at = key(entry)
+        old = current.get(at)
+        if old is None or rank(entry) > rank(old):
+            current[at] = entry
+            taken += 1
+    return taken
 
 
 #: Earlier runs kept in a latest row's ``history_json`` (newest first); the full history is data/results.

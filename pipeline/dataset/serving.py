@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import fsatomic
+from pipeline.dataset.keys import keep_newest
 from pipeline.dataset.layout import SERVING_FILE
 from pipeline.errors import DatasetError
 from pipeline.records import validate_record
@@ -56,13 +57,7 @@ def read_serving(root: Path) -> list[dict[str, Any]]:
 def add_serving(root: Path, records: Iterable[dict[str, Any]]) -> int:
     """Merge valid serving ``records`` into ``data/serving.json`` (atomically); returns how many entries changed."""
     current = {serving_key(r): r for r in read_serving(root)}
-    changed = 0
-    for record in records:
-        key = serving_key(record)
-        old = current.get(key)
-        if old is None or _rank(record) > _rank(old):
-            current[key] = record
-            changed += 1
+    changed = keep_newest(current, records, key=serving_key, rank=_rank)
     if changed:
         if len(current) > MAX_SERVING:
             raise DatasetError(f"{SERVING_FILE}: more than {MAX_SERVING} serving entries")

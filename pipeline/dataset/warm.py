@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import fsatomic
+from pipeline.dataset.keys import keep_newest
 from pipeline.dataset.layout import WARM_CHECKS_FILE, is_latest_file, parquet_bytes, read_table
 from pipeline.errors import DatasetError
 from pipeline.records import WARM_FIELDS, parse_time, warm_check_problems
@@ -67,16 +68,11 @@ def add_warm_checks(root: Path, checks: Iterable[Mapping[str, Any]]) -> int:
         DatasetError: a check is invalid (validate first), or the file would pass :data:`MAX_WARM_CHECKS`.
     """
     current = {warm_key(c): c for c in read_warm_checks(root)}
-    changed = 0
-    for check in checks:
-        entry = {name: check.get(name) for name in WARM_FIELDS}
+    entries = [{name: check.get(name) for name in WARM_FIELDS} for check in checks]
+    for entry in entries:
         if problems := warm_check_problems(entry, name="warm check"):
             raise DatasetError(f"an invalid warm check reached the dataset: {problems[0]}")
-        key = warm_key(entry)
-        old = current.get(key)
-        if old is None or _when(entry) > _when(old):
-            current[key] = entry
-            changed += 1
+    changed = keep_newest(current, entries, key=warm_key, rank=_when)
     if changed:
         if len(current) > MAX_WARM_CHECKS:
             raise DatasetError(f"{WARM_CHECKS_FILE}: more than {MAX_WARM_CHECKS} warm checks")

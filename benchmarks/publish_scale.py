@@ -33,7 +33,26 @@ Measured 2026-12-03 on a shared 2-core machine (load average about 18: read the 
   65 requests, 45 MB down, 19.8 CPU-s, +5.6 GiB RSS.
 
 With ``--latency-ms 100`` (``--sizes 10000x10000 100000x100000 --repeat 1 --no-push-to-hub``): 3.2 s and 2.5 s at
-10k models; 6.5 s for one model and 78 s for 100 models spread at 100k (on that loaded machine).
+10k models; 6.5 s for one model and 78 s for 100 models spread at 100k (on that loaded machine). Again on
+2026-12-03 at load average 3 (``--sizes 100000x100000 --repeat 1 --no-push-to-hub --latency-ms 100``): 4.1 s for
+100 models spread (91 requests, eight at a time), 1.3 s for one model.
+
+The shard size is the layout's one trade-off (``--shard-kib``; ``--sizes 100000x100000 --repeat 1
+--no-push-to-hub``, load average 3): a publish rewrites every shard its models are in, so it downloads them
+whole, and 100 models spread over the catalog touch nearly all shards, however many there are:
+
+=========  ======  ===========================  ===========================
+split at   shards  100 models spread            1 model
+=========  ======  ===========================  ===========================
+8 MiB      1       16 requests, 7.3 MB, 1.1 s   17 requests, 7.3 MB, 0.90 s
+1 MiB      16      91 requests, 8.2 MB, 1.8 s   17 requests, 0.53 MB, 0.18 s
+128 KiB    ~100    426 requests, 6.2 MB, 3.4 s  17 requests, 0.08 MB, 0.10 s
+=========  ======  ===========================  ===========================
+
+(CPU seconds.) Every shard file carries a footer of about 30 KB (158 columns), so small shards stop saving bytes.
+No shard size meets <= 18 requests and <= 1 MB down for a spread publish at 100k models: that needs the touched
+rows without the rest of their files, which a Parquet file rewritten whole cannot give. 1 MiB keeps a one-model
+publish (a submission, a retry) flat in the catalog's size and a sweep's publish at a few seconds.
 """
 
 from __future__ import annotations
@@ -60,6 +79,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import pipeline.dataset.shards as shards  # noqa: E402  (LATEST_SHARD_BYTES: --shard-kib)
 from pipeline import constants  # noqa: E402
 from pipeline.dataset import FAMILIES_FILE, LATEST_DIR, RESULTS_DIR, SUMMARY_FILE, CardNames, build, refresh_card  # noqa: E402
 from pipeline.dataset.latest import write_shard  # noqa: E402  (the build's own split, to seed at scale)
@@ -351,7 +371,10 @@ def main() -> None:
     parser.add_argument("--no-push-to-hub", action="store_true", help="skip the datasets.push_to_hub comparison")
     parser.add_argument("--latency-ms", type=float, default=0.0,
                         help="milliseconds the local hub holds each answer (a round trip to the real Hub)")  # fmt: skip
+    parser.add_argument("--shard-kib", type=int, default=shards.LATEST_SHARD_BYTES >> 10,
+                        help="the size past which a latest shard splits (the layout's constant), in KiB")  # fmt: skip
     args = parser.parse_args()
+    shards.LATEST_SHARD_BYTES = args.shard_kib << 10  # read by the shard writer at each write: seed and publish
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("datasets").setLevel(logging.ERROR)
     from huggingface_hub.utils import disable_progress_bars
@@ -368,7 +391,8 @@ def main() -> None:
         for models, rows in args.sizes:
             measured = measure(models, rows, new=args.new, spreads=tuple(args.spread), work=Path(tmp), push=push,
                                repeat=args.repeat, latency=args.latency_ms / 1000)  # fmt: skip
-            print(f"-- {models:,} models, {rows:,} results rows, {args.latency_ms:g} ms per request")
+            print(f"-- {models:,} models, {rows:,} results rows, {args.latency_ms:g} ms per request, "
+                  f"shards split past {args.shard_kib:,} KiB")  # fmt: skip
             for spread, (ours, alone, whole) in measured.items():
                 cpu[spread][models] = ours.cpu
                 print(ours.line(f"trncat publish of {args.new} rows of {spread} model(s)"))

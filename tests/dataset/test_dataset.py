@@ -17,6 +17,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
+from pipeline.dataset.families import families_schema
+from pipeline.dataset.layout import FAMILIES_FILE
+from pipeline.dataset.read import latest_schema
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from tests import FIXTURES, ROOT
@@ -66,6 +69,25 @@ def test_build_reads_back_with_pandas_and_datasets(tmp_path: Path) -> None:
     for model in ("acme/vlm", "acme/broken", "trncat-demo/tiny-llama"):
         assert (out / "scripts" / model / "run.py").is_file()
         assert (out / "scripts" / model / "requirements.txt").is_file()
+
+
+def test_every_parquet_file_reads_back_in_its_schema_without_pyarrows_copy_of_it(tmp_path: Path) -> None:
+    """The footer holds no ``ARROW:schema`` (a third of it), and each file's columns read back as the Arrow types its
+    writer gave them, timezone-aware times and nested lists included: the Parquet types alone carry them."""
+    out = tmp_path / "ds"
+    build(_records(), out)
+    expected = {RESULTS_DIR: arrow_schema(), LATEST_DIR: latest_schema(), FAMILIES_FILE: families_schema()}
+    files = sorted(out.rglob("*.parquet"))
+    assert {f.relative_to(out).as_posix() for f in files} >= {FAMILIES_FILE, f"{LATEST_DIR}/all.parquet"}
+    for path in files:
+        assert b"ARROW:schema" not in (pq.read_metadata(path).metadata or {}), path
+        relative = path.relative_to(out).as_posix()
+        schema = next((s for prefix, s in expected.items() if relative.startswith(prefix)), None)
+        if schema is not None:
+            assert pq.read_schema(path).remove_metadata() == schema, relative
+    latest = pq.read_table(out / LATEST_DIR / "all.parquet")
+    assert str(latest.schema.field("finished_at").type) == "timestamp[us, tz=UTC]"
+    assert latest.column("finished_at").to_pylist()[0].tzinfo is not None
 
 
 def test_results_are_append_only_and_duplicates_change_nothing(tmp_path: Path) -> None:

@@ -34,6 +34,7 @@ from pipeline.hub import together
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
+    from pipeline.records import FamilyStat
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +50,9 @@ class Catalog:
         """The family rows of ``model_ids`` (any task, ids without case)."""
         return self.index.select(model_ids=model_ids)
 
-    def rows_for(self, model_ids: Iterable[str], family: tuple[str, str | None, str] | None) -> list[dict[str, Any]]:
-        """The rows a verdict reads: those of ``model_ids`` and of ``family`` (architecture, model_type, task)."""
-        return self.index.select(model_ids=model_ids, family=family)
+    def family_stat(self, architecture: str, model_type: str | None, task: str) -> FamilyStat:
+        """How a family fared, counted over the index's columns (the rules' ``stats``)."""
+        return self.index.family_stat(architecture, model_type, task)
 
 
 def from_folder(folder: Path) -> Catalog:

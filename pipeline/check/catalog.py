@@ -2,9 +2,10 @@
 
 From the Hub: the head of main and a listing of its ``data/`` folder, sent together; then the family index's
 files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download cache
-(a second check on the same commit asks nothing more for them). The index is read as Arrow and asked only for the
-rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset without the index (written before layout 4)
-is read from its latest shards instead, as ``data/summary.json`` lists them (one GET each, sent together).
+(a second check on the same commit asks nothing more for them). The index is read as Arrow, once per process for
+the same files, and asked only for the rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset
+without the index (written before layout 4) is read from its latest shards instead, as ``data/summary.json`` lists
+them (one GET each, sent together).
 """
 
 from __future__ import annotations
@@ -96,6 +97,16 @@ def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | Non
     root = local[0]
     for _ in Path(paths[0]).parts:  # the snapshot folder the files landed in
         root = root.parent
+    stamps = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in map(Path, local))
+    return _read_index(root, tuple(paths), stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_index(root: Path, paths: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> FamilyIndex | None:
+    """The index in ``paths`` under ``root``, read once per process for the same files (``stamps``: their sizes
+    and times): a process that checks several models at one commit of the dataset reads its index once (the index
+    is immutable: Arrow tables)."""
+    del stamps  # in the key only: a file rewritten in place is read again
     return FamilyIndex.read(root, paths)
 
 

@@ -1,6 +1,7 @@
 """The dataset side of ``trncat check``: the family rows of the dataset's merged main (never a PR), or of a folder.
 
-From the Hub: the head of main and a listing of its ``data/`` folder, sent together; then the family index's
+From the Hub: the head of main and a listing of its ``data/`` folder, sent together (a process that checked the
+dataset at the same head before asks for the head only: the listing of a commit never changes); then the family index's
 files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download cache
 (a second check on the same commit asks nothing more for them). The index is read as Arrow, once per process for
 the same files, and asked only for the rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset
@@ -75,23 +76,41 @@ def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
     """
     # The listing is of main, the reads at the sha: a commit between the two can only make the index look absent
     # (the reads then fall back to the latest shards at the sha), never mix two commits' files.
-    sha, files, shards = together.results(
-        lambda: hub.head_sha(repo, repo_type="dataset", revision="main"),
-        lambda: hub.list_files(repo, revision="main", under=DATA_DIR, recursive=False),
-        lambda: hub.list_files(repo, revision="main", under=FAMILIES_DIR, recursive=False),
+    key = (hub.endpoint, repo)
+    head = functools.partial(hub.head_sha, repo, repo_type="dataset", revision="main")
+    listings = (
+        functools.partial(hub.list_files, repo, revision="main", under=DATA_DIR, recursive=False),
+        functools.partial(hub.list_files, repo, revision="main", under=FAMILIES_DIR, recursive=False),
     )
-    index = _index(hub, repo, sha, family_index_paths([*files, *shards]))
+    known = _PATHS.get(key)
+    if known is None:
+        sha, files, shards = together.results(head, *listings)
+        paths = family_index_paths([*files, *shards])
+    else:  # the head alone; the listings only when main has moved since
+        sha = head()
+        paths = known[1] if sha == known[0] else family_index_paths(sum(together.results(*listings), []))
+    index = _index(hub, repo, sha, paths)
     if index is None:
         index = _from_latest(hub, repo, sha, work)
+    else:
+        _PATHS[key] = (sha, paths)
     return Catalog(index=index, source=f"{repo}@{sha[:12]}")
+
+
+#: (Hub endpoint, dataset repo) -> (sha, its index's paths) of the last check of the repo in this process: the files
+#: of a commit never change, so a check that finds main at the same commit asks the Hub for the head only.
+_PATHS: dict[tuple[str, str], tuple[str, list[str]]] = {}
 
 
 def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | None:
     if not paths:
         return None
+    cached = [hub.cached(repo, path, revision=sha, repo_type="dataset") for path in paths]
+    local = [path for path in cached if path is not None]
     fetch = functools.partial(hub.download, repo, revision=sha, repo_type="dataset")
     try:
-        local = together.results(*(functools.partial(fetch, path) for path in paths))
+        if len(local) < len(paths):  # else the download cache holds every one at the sha: no download call
+            local = together.results(*(functools.partial(fetch, path) for path in paths))
     except RepoNotFoundError:  # gone at the sha (the race above): read as a dataset without the index
         return None
     root = local[0]

@@ -10,7 +10,9 @@ and each latency the local hub holds every answer (``--latency-ms``, default 0 a
 real Hub takes), four ways, each in a fresh process on the same local hub and download cache:
 
 - ``check in-process``: one process imports trncat, checks once (warm-up: imports, first downloads), then checks
-  ``--repeat`` times; the median of those, and the process's peak RSS;
+  ``--repeat`` times; the median of those, and the process's peak RSS (a process keeps the family index it read
+  at a commit and its paths, so the repeats ask the Hub for main's head (and the model's listing) and read no index;
+  the user's script asks for the file's head and reads it each time; the ``process`` figures are first checks);
 - ``pandas in-process``: the same for the user's script (pandas and huggingface_hub imported before timing);
 - ``check process`` / ``pandas process``: the whole command, ``--repeat`` times (start-up and imports included),
   median wall time and CPU time and the largest peak RSS (the process and the children it waited for, so the

@@ -1,10 +1,12 @@
 """The dataset side of ``trncat check``: the family rows of the dataset's merged main (never a PR), or of a folder.
 
-From the Hub: the head of main and a listing of its ``data/`` folder, sent together; then the family index's
+From the Hub: the head of main and a listing of its ``data/`` folder, sent together (a process that checked the
+dataset at the same head before asks for the head only: the listing of a commit never changes); then the family index's
 files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download cache
-(a second check on the same commit asks nothing more for them). The index is read as Arrow and asked only for the
-rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset without the index (written before layout 4)
-is read from its latest shards instead, as ``data/summary.json`` lists them (one GET each, sent together).
+(a second check on the same commit asks nothing more for them). The index is read as Arrow, once per process for
+the same files, and asked only for the rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset
+without the index (written before layout 4) is read from its latest shards instead, as ``data/summary.json`` lists
+them (one GET each, sent together).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from pipeline.hub import together
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
+    from pipeline.records import FamilyStat
 
 logger = logging.getLogger(__name__)
 
@@ -49,9 +52,9 @@ class Catalog:
         """The family rows of ``model_ids`` (any task, ids without case)."""
         return self.index.select(model_ids=model_ids)
 
-    def rows_for(self, model_ids: Iterable[str], family: tuple[str, str | None, str] | None) -> list[dict[str, Any]]:
-        """The rows a verdict reads: those of ``model_ids`` and of ``family`` (architecture, model_type, task)."""
-        return self.index.select(model_ids=model_ids, family=family)
+    def family_stat(self, architecture: str, model_type: str | None, task: str) -> FamilyStat:
+        """How a family fared, counted over the index's columns (the rules' ``stats``)."""
+        return self.index.family_stat(architecture, model_type, task)
 
 
 def from_folder(folder: Path) -> Catalog:
@@ -73,28 +76,56 @@ def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
     """
     # The listing is of main, the reads at the sha: a commit between the two can only make the index look absent
     # (the reads then fall back to the latest shards at the sha), never mix two commits' files.
-    sha, files, shards = together.results(
-        lambda: hub.head_sha(repo, repo_type="dataset", revision="main"),
-        lambda: hub.list_files(repo, revision="main", under=DATA_DIR, recursive=False),
-        lambda: hub.list_files(repo, revision="main", under=FAMILIES_DIR, recursive=False),
+    key = (hub.endpoint, repo)
+    head = functools.partial(hub.head_sha, repo, repo_type="dataset", revision="main")
+    listings = (
+        functools.partial(hub.list_files, repo, revision="main", under=DATA_DIR, recursive=False),
+        functools.partial(hub.list_files, repo, revision="main", under=FAMILIES_DIR, recursive=False),
     )
-    index = _index(hub, repo, sha, family_index_paths([*files, *shards]))
+    known = _PATHS.get(key)
+    if known is None:
+        sha, files, shards = together.results(head, *listings)
+        paths = family_index_paths([*files, *shards])
+    else:  # the head alone; the listings only when main has moved since
+        sha = head()
+        paths = known[1] if sha == known[0] else family_index_paths(sum(together.results(*listings), []))
+    index = _index(hub, repo, sha, paths)
     if index is None:
         index = _from_latest(hub, repo, sha, work)
+    else:
+        _PATHS[key] = (sha, paths)
     return Catalog(index=index, source=f"{repo}@{sha[:12]}")
+
+
+#: (Hub endpoint, dataset repo) -> (sha, its index's paths) of the last check of the repo in this process: the files
+#: of a commit never change, so a check that finds main at the same commit asks the Hub for the head only.
+_PATHS: dict[tuple[str, str], tuple[str, list[str]]] = {}
 
 
 def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | None:
     if not paths:
         return None
+    cached = [hub.cached(repo, path, revision=sha, repo_type="dataset") for path in paths]
+    local = [path for path in cached if path is not None]
     fetch = functools.partial(hub.download, repo, revision=sha, repo_type="dataset")
     try:
-        local = together.results(*(functools.partial(fetch, path) for path in paths))
+        if len(local) < len(paths):  # else the download cache holds every one at the sha: no download call
+            local = together.results(*(functools.partial(fetch, path) for path in paths))
     except RepoNotFoundError:  # gone at the sha (the race above): read as a dataset without the index
         return None
     root = local[0]
     for _ in Path(paths[0]).parts:  # the snapshot folder the files landed in
         root = root.parent
+    stamps = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in map(Path, local))
+    return _read_index(root, tuple(paths), stamps)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_index(root: Path, paths: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> FamilyIndex | None:
+    """The index in ``paths`` under ``root``, read once per process for the same files (``stamps``: their sizes
+    and times): a process that checks several models at one commit of the dataset reads its index once (the index
+    is immutable: Arrow tables)."""
+    del stamps  # in the key only: a file rewritten in place is read again
     return FamilyIndex.read(root, paths)
 
 

@@ -17,7 +17,7 @@ discover gives. What the planner says cannot load on Neuron (a quantization it d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -25,8 +25,10 @@ from pipeline.models import Family
 from pipeline.records import (
     MEASURED,
     TRAINIUM,
+    FamilyStat,
     device_of,
     evidence,
+    evidence_order,
     family_stat,
     rows_of,
     toolchain_label,
@@ -54,12 +56,13 @@ class Base:
 @dataclass(frozen=True)
 class Decision:
     """A verdict, the sentence that explains it, and the evidence (``{kind, model_id, status, cores, toolchain,
-    failure_code}`` each). ``rows`` are the evidence's family rows (the first names the toolchain run.py uses)."""
+    failure_code}`` each). ``rows`` are the evidence's family rows (the first names the toolchain run.py uses; a
+    lazy sequence when the family index counted the architecture: :mod:`pipeline.dataset.family_arrow`)."""
 
     verdict: Verdict
     reason: str
     evidence: list[dict[str, Any]] = field(default_factory=list)
-    rows: tuple[Mapping[str, Any], ...] = ()
+    rows: Sequence[Mapping[str, Any]] = ()
 
 
 def row_text(row: Mapping[str, Any]) -> str:
@@ -82,8 +85,12 @@ def _trainium3_note(rows: Sequence[Mapping[str, Any]], task: str) -> str:
 
 
 def _sorted(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Passes first, then the newest."""
-    return sorted(rows, key=lambda r: (r.get("status") != "pass", str(r.get("finished_at") or "")), reverse=False)
+    """Passes first, then by finish time (:func:`pipeline.records.evidence_order`)."""
+    return evidence_order(rows)
+
+
+#: How a family is counted: (architecture, model_type, task) -> its :class:`~pipeline.records.FamilyStat`.
+FamilyStats = Callable[[str, str | None, str], FamilyStat]
 
 
 def decide(
@@ -97,6 +104,7 @@ def decide(
     missing: str | None = None,
     refusal: tuple[str, str] | None = None,
     blocker: str | None = None,
+    stats: FamilyStats | None = None,
 ) -> Decision:
     """The verdict on ``model_id`` for ``task`` from the catalog's family ``rows``.
 
@@ -110,6 +118,9 @@ def decide(
         missing: why the Hub has no such model.
         refusal: ``(kind, reason)`` when trncat would not run it (remote code) or cannot read it (gated).
         blocker: what the planner says keeps its checkpoint off Neuron (an unsupported quantization).
+        stats: counts a family (the family index does it over its columns:
+            :meth:`pipeline.dataset.FamilyIndex.family_stat`); None: :func:`pipeline.records.family_stat` of
+            ``rows``, which then hold the family's rows too.
     """
     own = rows_of(rows, model_id)
     measured = _sorted(trainium_rows(own, task=task))
@@ -153,12 +164,15 @@ def decide(
         why = f"no Trainium2 result for it{bases_text}, and its architecture is unknown"
         return Decision("unknown", why + cpu_note)
     name = f"{family.architecture} ({family.model_type})" if family.model_type else family.architecture
-    stat = family_stat(rows, architecture=family.architecture, model_type=family.model_type, task=task)
+    if stats is None:
+        stat = family_stat(rows, architecture=family.architecture, model_type=family.model_type, task=task)
+    else:
+        stat = stats(family.architecture, family.model_type, task)
     if stat.models:
         cores = f"; cores {stat.cores_min}-{stat.cores_max}" if stat.cores_min != stat.cores_max else (
             f"; {stat.cores_min} core{'s' if stat.cores_min != 1 else ''}" if stat.cores_min else "")  # fmt: skip
         summary = f"{stat.counts_text()} among {name} {task} models on Trainium2 with {stat.toolchain}{cores}"
-        items = [evidence("architecture", r) for r in _sorted(stat.rows)]
+        items = stat.evidence("architecture")
         if stat.passed == stat.failed:
             return Decision("unknown", f"no Trainium2 result for it{bases_text}; its architecture is evenly split: "
                                        f"{summary}", items, stat.rows)  # fmt: skip
@@ -166,9 +180,10 @@ def decide(
         reason = f"no Trainium2 result for it{bases_text}; {summary}"
         if verdict == "likely-runs" and blocker:
             verdict, reason = "likely-fails", f"{reason}; but {blocker}"
-        return Decision(verdict, reason, items, tuple(_sorted(stat.rows)))
+        return Decision(verdict, reason, items, stat.ordered)
     plural = "s" if stat.elsewhere != 1 else ""
-    where = "CPU, cuda or Trainium3" if any(device_of(r) == "trainium3" for r in rows) else "CPU or cuda"
+    trainium3 = stat.trainium3 or any(device_of(r) == "trainium3" for r in rows)
+    where = "CPU, cuda or Trainium3" if trainium3 else "CPU or cuda"
     elsewhere = (
         f" ({stat.elsewhere} model{plural} measured on {where} only: not Trainium2 evidence)" if stat.elsewhere else ""
     )

@@ -115,18 +115,19 @@ def check_model(
     timings["plan"] = time.perf_counter() - mark
     family = facts.family if facts.family.architecture else _base_family(hops, known, planned)
     wanted = [model_id, *(b.model_id for hop in hops for b in hop)]
-    kin = (family.architecture, family.model_type, task) if family is not None and family.architecture else None
     decision = decide(
         model_id=model_id,
         revision=facts.revision,
         task=task,
-        # Only the rows the rules read (its own, its bases', its family's), never the whole index.
-        rows=catalog.rows_for(wanted, kin),
+        # Only the rows the rules read (its own, its bases'), never the whole index; its family is counted over
+        # the index's columns, only when the rules come to it.
+        rows=catalog.rows_of(wanted),
         hops=hops,
         family=family,
         missing=facts.missing,
         refusal=facts.refusal,
         blocker=_blocker(plan),
+        stats=catalog.family_stat,
     )
     reason, routes = decision.reason, []
     if decision.verdict not in RUNS and cache_repo and not facts.missing:

@@ -16,7 +16,7 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
   code that knows the shard names: :func:`family_index_paths`);
 - :mod:`~pipeline.dataset.latest`: a latest shard read split in two, merged, split in sixteen past its size;
 - :mod:`~pipeline.dataset.family_index`: the rows a check asks for, read as Arrow and filtered without a Python
-  object per row (:class:`FamilyIndex`);
+  object per row (:class:`FamilyIndex`); :mod:`~pipeline.dataset.family_arrow` counts a family over its columns;
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves);

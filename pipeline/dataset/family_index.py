@@ -2,9 +2,10 @@
 
 A check wants the rows of a handful of models (the checked one and its bases) and of one family (architecture,
 model_type, task). The index is read into one Arrow table (columnar, no Python object per row), and each question
-is answered by a vectorised filter over it; only the rows that match become Python dicts. At 100,000 models that
-is a few thousand rows at most instead of every row with its timezone-aware ``finished_at``
-(``benchmarks/check_scale.py``).
+is answered by a vectorised filter over it: the model's own rows (and its bases') become Python dicts, and the
+family is counted over the columns (:meth:`FamilyIndex.family_stat`, :mod:`pipeline.dataset.family_arrow`), a row
+of it becoming a dict only when the verdict reads it. At 100,000 models a family holds a few thousand rows: none is
+read whole (``benchmarks/check_scale.py``).
 
 :func:`family_index_paths` is the one place that says which files of the dataset repo hold the index: a check
 downloads exactly those.
@@ -12,9 +13,6 @@ downloads exactly those.
 
 from __future__ import annotations
 
-import datetime as dt
-import itertools
-from array import array
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -22,14 +20,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.dataset import family_arrow
 from pipeline.dataset.families import families_current, families_schema, family_rows
+from pipeline.dataset.family_arrow import family_mask, pylist, strings
 from pipeline.dataset.layout import DATA_DIR, read_table
 from pipeline.dataset.read import read_latest, require_dataset
 from pipeline.dataset.shards import family_index_paths
 from pipeline.errors import DatasetError
-
-_TIME = "finished_at"
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+from pipeline.records import FamilyStat
 
 
 def folder_family_index(root: Path) -> FamilyIndex:
@@ -86,41 +84,17 @@ class FamilyIndex:
 
         A ``model_type`` of None matches rows without one, as :func:`pipeline.records.family_stat` compares.
         """
-        table = self._table
         wanted = sorted({m.lower() for m in model_ids})
         # is_in against value sets without a null: never null itself, so the masks combine without a fill.
-        mask = pc.is_in(self._ids, value_set=_strings(wanted)) if wanted else None
+        mask = pc.is_in(self._ids, value_set=strings(wanted)) if wanted else None
         if family is not None:
-            architecture, model_type, task = family
-            same = pc.and_(_equal(table.column("architecture"), architecture), _equal(table.column("task"), task))
-            kind = table.column("model_type")
-            same = pc.and_(same, pc.is_null(kind) if model_type is None else _equal(kind, model_type))
+            same = family_mask(self._table, *family)
             mask = same if mask is None else pc.or_(mask, same)
         if mask is None:
             return []
-        return _pylist(table.filter(mask))
+        return pylist(self._table.filter(mask))
 
-
-def _strings(values: list[str]) -> pa.Array:
-    """A string array built from its buffers: ``pa.array`` of a Python list (or a Python scalar in a compute call)
-    imports pandas, which pyarrow looks for first, and a check has no other use for it."""
-    data = [value.encode("utf-8") for value in values]
-    offsets = array("i", itertools.accumulate((len(d) for d in data), initial=0))
-    return pa.StringArray.from_buffers(len(data), pa.py_buffer(offsets.tobytes()), pa.py_buffer(b"".join(data)))
-
-
-def _equal(column: pa.ChunkedArray, value: str) -> pa.ChunkedArray:
-    return pc.is_in(column, value_set=_strings([value]))
-
-
-def _pylist(table: pa.Table) -> list[dict[str, Any]]:
-    """The rows as dicts, the timezone-aware ``finished_at`` converted here (pyarrow converts such a column through
-    pandas): the same values, UTC datetimes, in the same column order."""
-    micros = table.column(_TIME).cast(pa.int64()).to_pylist()  # the schema's unit: microseconds
-    rows = table.drop_columns([_TIME]).to_pylist()
-    names = table.column_names
-    out = []
-    for row, us in zip(rows, micros, strict=True):
-        row[_TIME] = None if us is None else _EPOCH + dt.timedelta(microseconds=us)
-        out.append({name: row[name] for name in names})
-    return out
+    def family_stat(self, architecture: str, model_type: str | None, task: str) -> FamilyStat:
+        """How the family (architecture, model_type, task) fared: :func:`pipeline.records.family_stat` of its
+        rows, counted over the index's columns (:mod:`pipeline.dataset.family_arrow`)."""
+        return family_arrow.family_stat(self._table, architecture=architecture, model_type=model_type, task=task)

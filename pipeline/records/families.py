@@ -143,8 +143,12 @@ def one_per_model(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 class FamilyStat:
     """How one architecture (and model_type) fared on Trainium2 for one task, on its newest toolchain.
 
-    ``rows`` are the counted models, one row each (:func:`one_per_model`) on ``toolchain``; ``elsewhere`` counts
-    the family's models measured only on a CPU or a cuda device (never Trainium evidence).
+    ``rows`` are the counted models, one row each (:func:`one_per_model`) on ``toolchain``, by model id; ``ordered``
+    are the same rows as the evidence lists them (:func:`evidence_order`) and ``brief`` their ``(model_id, status,
+    cores, failure_code)``, so the evidence is written without reading a whole row. ``elsewhere`` counts the
+    family's models measured only on a CPU or a cuda device (never Trainium evidence); ``trainium3`` says whether
+    any of the family's rows is a Trainium3 one. The rows may be a lazy sequence (the family index reads one row
+    only when it is asked for: :mod:`pipeline.dataset.family_arrow`).
     """
 
     architecture: str
@@ -157,7 +161,10 @@ class FamilyStat:
     cores_max: int | None
     failure_codes: tuple[tuple[str, int], ...]
     elsewhere: int
-    rows: tuple[Mapping[str, Any], ...]
+    rows: Sequence[Mapping[str, Any]]
+    ordered: Sequence[Mapping[str, Any]] = ()
+    brief: tuple[tuple[Any, Any, Any, Any], ...] = ()
+    trainium3: bool = False
 
     @property
     def models(self) -> int:
@@ -170,6 +177,20 @@ class FamilyStat:
             codes = ", ".join(f"{code} x{n}" for code, n in self.failure_codes)
             text += f" ({self.failed} fail{'s' if self.failed == 1 else ''}" + (f": {codes})" if codes else ")")
         return text
+
+    def evidence(self, kind: str) -> list[dict[str, Any]]:
+        """The evidence items of the counted models, in ``ordered``'s order: :func:`evidence` of each (every one
+        ran on ``toolchain``)."""
+        return [
+            {"kind": kind, "model_id": model_id, "status": status, "cores": cores, "toolchain": self.toolchain,
+             "failure_code": code}
+            for model_id, status, cores, code in self.brief
+        ]  # fmt: skip
+
+
+def evidence_order(rows: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows as the evidence lists them: passes first, then by finish time (the oldest first), else as they came."""
+    return sorted(rows, key=lambda r: (r.get("status") != "pass", str(r.get("finished_at") or "")))
 
 
 def family_stat(
@@ -203,6 +224,7 @@ def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> Fa
     failed = [r for r in counted if r.get("status") == "fail"]
     codes = Counter(str(r.get("failure_code")) for r in failed if r.get("failure_code"))
     cores = [int(r["cores"]) for r in counted if isinstance(r.get("cores"), int)]
+    ordered = evidence_order(counted)
     return FamilyStat(
         architecture=str(architecture),
         model_type=model_type,
@@ -215,6 +237,9 @@ def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> Fa
         failure_codes=tuple(sorted(codes.items(), key=lambda item: (-item[1], item[0]))),
         elsewhere=len(elsewhere),
         rows=tuple(counted),
+        ordered=tuple(ordered),
+        brief=tuple((r.get("model_id"), r.get("status"), r.get("cores"), r.get("failure_code")) for r in ordered),
+        trainium3=any(device_of(r) == TRAINIUM3 for r in members),
     )
 
 

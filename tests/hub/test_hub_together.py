@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 
@@ -50,3 +51,40 @@ def test_each_call_sees_the_callers_context_and_one_call_runs_here() -> None:
     (alone,) = together.at_once(lambda: 1 / 0)
     assert isinstance(alone.exception(), ZeroDivisionError)
     assert together.results() == []
+
+
+def test_the_threads_are_kept_between_calls_and_nested_calls_never_wait_on_their_own_pool() -> None:
+    def name() -> str:
+        time.sleep(0.05)
+        return threading.current_thread().name
+
+    first = together.results(name, name)
+
+    def pools() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("trncat-hub")}
+
+    threads = pools()
+    again = together.results(name, name)
+    assert pools() == threads  # no thread started for the second round
+    assert all(n.startswith("trncat-hub-0") for n in first + again) and len(set(again)) == 2
+
+    # Each level's calls fill every thread a pool may hold and wait on the next level's: no level waits on itself.
+    def nest(depth: int) -> int:
+        if depth == together.LEVELS + 1:
+            return 1
+        return sum(together.results(*(lambda: nest(depth + 1) for _ in range(2))))
+
+    assert nest(0) == 2 ** (together.LEVELS + 1)
+    barrier = threading.Barrier(together.MAX_TOGETHER, timeout=10)
+    assert together.results(*(barrier.wait for _ in range(together.MAX_TOGETHER))) is not None
+    assert len(together.results(*(lambda: 1 for _ in range(together.MAX_TOGETHER + 3)))) == together.MAX_TOGETHER + 3
+
+
+def test_a_forked_child_makes_its_pools_anew() -> None:
+    together.results(int, int)  # the parent's pools hold threads
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's threads are not here, a round must still run
+        code = 0 if together.results(lambda: 1, lambda: 2) == [1, 2] else 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -8,7 +8,8 @@ and view's first page) and writes, per task, under :data:`DATA_DIR`:
 - an index: each entry's filter and sort fields (:func:`index_columns`, from the task's table columns, so a column
   added in :mod:`pipeline.page.task_columns` is sortable without more) and each view's order with its ranks;
 - the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
-  them.
+  them;
+- its plots, but for the first view's task (:func:`plot_files`), fetched when its tab is chosen.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
 entries, and a rebuild that changed nothing rewrites nothing. The files are JSON read with ``fetch`` from the
@@ -20,13 +21,15 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.page.catalog import ENTRY_COLUMNS, PAGE_VIEWS, device_shown
 from pipeline.page.task_columns import table_metrics
 
+#: Data files: (path relative to the page, JSON text).
+Files = list[tuple[str, str]]
 #: The folder beside ``index.html`` that holds the data files of a large catalog.
 DATA_DIR = "catalog-data"
 #: Entries per data file: about 640 bytes each, so a file is about 0.6 MB (70 kB gzip'd) and a page of 100 rows in
@@ -159,3 +162,27 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
         }
         tasks[task] = {"n": len(positions), "index": index_path, "chunks": chunk_paths, "lists": summary}
     return store
+
+
+def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str], shown: str) -> tuple[dict[str, str], Files]:
+    """The plots of every task but ``shown`` (the first view's) as data files: each a JSON list of ``<svg>`` texts
+    drawn by :mod:`pipeline.page.plots` (every label escaped), which the script parses as SVG and shows when the task's
+    tab is chosen. The first view's plots stay inline, where a reader without JavaScript sees them.
+
+    Args:
+        plots: task -> its plots' SVG texts.
+        tasks: the page's tasks, in order (a file is numbered by its task's place, as the entry files are).
+        shown: the task of the first view.
+
+    Returns:
+        Task -> the path of its plots' file, and the files (path, JSON text).
+    """
+    paths: dict[str, str] = {}
+    files: Files = []
+    for task_no, task in enumerate(tasks):
+        if task == shown or task not in plots:
+            continue
+        text = _json([str(svg) for svg in plots[task]])
+        paths[task] = _name(task_no, "plots", text)
+        files.append((paths[task], text))
+    return paths, files

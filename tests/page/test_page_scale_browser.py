@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -64,8 +65,15 @@ def test_the_index_lists_what_the_filters_and_every_table_column_need() -> None:
 
 def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> None:
     data = catalog_rows(300)
-    assert render_site(**data).files == []  # under INLINE_ENTRIES: one file, as opened from disk
+    one_file = render_site(**data)
+    assert one_file.files == []  # under INLINE_ENTRIES: one file, as opened from disk
+    assert one_file.html.count('<svg class="plot"') == 5 * 4 and "data-src=" not in one_file.html  # every task's plots
     site = render_site(**data, inline_entries=100, chunk=50)
+    # Only the first view's task's plots are in the page; each other task's are a JSON list of well-formed <svg>s.
+    assert site.html.count('<svg class="plot"') == 4 and site.html.count("data-src=") == 4
+    plot_files = [text for path, text in site.files if "-plots-" in path]
+    assert len(plot_files) == 4  # five tasks, four plots each
+    assert all(ElementTree.fromstring(svg).tag.endswith("svg") for text in plot_files for svg in json.loads(text))
     names = [path for path, _ in site.files]
     assert all(path.startswith(f"{DATA_DIR}/t") and path.endswith(".json") for path in names)
     assert len(names) == len(set(names))
@@ -114,6 +122,14 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     generation = [r for r in data["latest"] if r["task"] == "text-generation"]
     assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
+    # Another task's plots come with its tab: a file of their own, not in the page.
+    assert not [u for u in _data_requests(seen) if "-plots-" in u]
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    page.wait_for_selector(".plot-grid[data-task='sentence-embeddings'] svg.plot")
+    assert page.locator(".plot-grid[data-task='sentence-embeddings'] svg.plot:visible").count() == 4
+    assert len([u for u in _data_requests(seen) if "-plots-" in u]) == 1
+    page.click("#task-tabs button[data-task='text-generation']")
+    _settled(page)
     # A search covers every row of the task; a model's details open from a fetched file.
     last = max(r["model_id"] for r in generation)
     assert _search(page, last) == [last]
@@ -144,8 +160,11 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
 ) -> None:
     """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
     the script writes from a fetched file is text, whatever the file holds."""
-    site = render_site(**browser.hostile_rows(), inline_entries=0, chunk=2)
-    assert site.files
+    rows = browser.hostile_rows()
+    # The same rows under a second task too: its plots (model ids and toolchains in their labels) are a fetched file.
+    rows["latest"] += [dict(r, task="sentence-embeddings") for r in rows["latest"]]
+    site = render_site(**rows, inline_entries=0, chunk=2)
+    assert site.files and any("-plots-" in path for path, _ in site.files)
     html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", site.html)
     assert count == 1
     _write(type(site)(html=html, files=site.files), tmp_path / "site")
@@ -164,6 +183,13 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
     shown = page.locator("#rows").inner_text()
     for payload in browser.PAYLOADS:
         assert payload in shown or payload.strip() in shown, payload
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    grid = ".plot-grid[data-task='sentence-embeddings']"
+    page.wait_for_selector(f"{grid} svg.plot")
+    labels = page.eval_on_selector_all(f"{grid} svg.plot title", "els => els.map(e => e.textContent).join(' ')")
+    assert browser.PAYLOADS[4] in labels and browser.PAYLOADS[0] in labels  # a model id, a toolchain: text
+    assert page.evaluate("typeof window.__pwned") == "undefined" and seen["dialogs"] == [] and seen["errors"] == []
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
 
 
 @pytest.mark.e2e

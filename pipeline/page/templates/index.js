@@ -30,6 +30,7 @@
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var FILES = TRNCAT_FILES(el, TRNCAT_FORMAT.fallbackCopy), copyButton = FILES.copyButton;
+  var PLOTS = TRNCAT_PLOTS(STORE, el);
   var FAMILIES = TRNCAT_FAMILIES(D, STORE.hasRow, el, copyButton, function (t) { return taskView(t).label; });
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
@@ -177,7 +178,10 @@
     $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (date ?
       " \u00b7 ranked by the snapshot of " + date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
-    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
+    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) {
+      g.hidden = g.dataset.task !== state.task;
+      if (!g.hidden && g.dataset.src) PLOTS.load(g);
+    });
     document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
     document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });
     document.querySelectorAll("#catalog th[data-sort]").forEach(function (th) {

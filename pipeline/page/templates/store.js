@@ -1,7 +1,7 @@
 // The page's data (pipeline/page/chunks.py, carried by the inline JSON as D.store): every entry inline in a small
 // catalog; in a large one, per task, an index (each entry's filter and sort fields, each view's order) and the entries
 // in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs them.
-// Entries are numbered per task in model-id order. index.js follows.
+// Entries are numbered per task in model-id order; the other tasks' plots are files too. index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};
@@ -72,6 +72,7 @@ var TRNCAT_STORE = function (D) {
   }
   return {
     index: index, entries: entries, hasRow: hasRow, count: count,
+    plots: function (path) { return get(path); },  // a task's plots (a list of SVG texts), fetched with its tab
     loaded: function (task) { return T[task] ? T[task].index : null; },
     entry: function (task, no) { return T[task].entries[no]; },
     date: function (task, view) { var l = summary(task, view); return l ? l.date : null; },

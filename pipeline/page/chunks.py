@@ -32,9 +32,9 @@ from pipeline.page.task_columns import table_metrics
 Files = list[tuple[str, str]]
 #: The folder beside ``index.html`` that holds the data files of a large catalog.
 DATA_DIR = "catalog-data"
-#: Entries per data file: about 640 bytes each, so a file is about 0.6 MB (70 kB gzip'd) and a page of 100 rows in
-#: the All view needs one or two.
-CHUNK_ENTRIES = 1000
+#: Entries per data file: about 640 bytes each, so a file is about 160 kB (16 kB gzip'd): a page of 100 rows in the
+#: All view needs one or two, and a search's page, whose rows may lie anywhere, fetches and parses little per file.
+CHUNK_ENTRIES = 250
 #: Up to this many entries (about 1.3 MB of JSON, 150 kB gzip'd) the page keeps them all inline.
 INLINE_ENTRIES = 2000
 #: Fields every task's index carries: what the filters test and the common columns sort by.

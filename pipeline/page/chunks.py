@@ -9,7 +9,7 @@ and view's first page) and writes, per task, under :data:`DATA_DIR`:
   added in :mod:`pipeline.page.task_columns` is sortable without more) and each view's order with its ranks;
 - the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
   them;
-- its plots, but for the first view's task (:func:`plot_files`), fetched when its tab is chosen.
+- its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
 entries, and a rebuild that changed nothing rewrites nothing. The files are JSON read with ``fetch`` from the
@@ -164,15 +164,15 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
     return store
 
 
-def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str], shown: str) -> tuple[dict[str, str], Files]:
-    """The plots of every task but ``shown`` (the first view's) as data files: each a JSON list of ``<svg>`` texts
-    drawn by :mod:`pipeline.page.plots` (every label escaped), which the script parses as SVG and shows when the task's
-    tab is chosen. The first view's plots stay inline, where a reader without JavaScript sees them.
+def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str]) -> tuple[dict[str, str], Files]:
+    """Each task's plots as a data file: a JSON list of ``<svg>`` texts drawn by :mod:`pipeline.page.plots` (every
+    label escaped), which the script parses as SVG and shows once the task's plots are shown and scrolled near. The
+    page parses none of them before its first view (the first view's task's, inline for a reader without
+    JavaScript, are in a ``noscript``, which a browser running the script reads as text).
 
     Args:
         plots: task -> its plots' SVG texts.
         tasks: the page's tasks, in order (a file is numbered by its task's place, as the entry files are).
-        shown: the task of the first view.
 
     Returns:
         Task -> the path of its plots' file, and the files (path, JSON text).
@@ -180,7 +180,7 @@ def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str], shown: 
     paths: dict[str, str] = {}
     files: Files = []
     for task_no, task in enumerate(tasks):
-        if task == shown or task not in plots:
+        if task not in plots:
             continue
         text = _json([str(svg) for svg in plots[task]])
         paths[task] = _name(task_no, "plots", text)

@@ -5,7 +5,7 @@ Views Selected / Trending / Downloads (ordered by the latest rankings snapshot) 
 view's first page is rendered on the server, so the page reads without JavaScript; the script adds tabs, search,
 filters, paging and the model details from the inline JSON block (:func:`render_page`: every entry inline) or from
 the data files beside the page, fetched as they are needed (:func:`render_site`, for a large catalog; there the
-first view's task's plots are inline and the other tasks' are fetched with their tab).
+plots are fetched too, when shown and scrolled near, and the first view's task's are also inline in a ``noscript``).
 
 Text from the Hub or from error messages is untrusted everywhere: jinja2 autoescapes the HTML, the inline JSON
 escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the script only
@@ -303,10 +303,11 @@ def render_site(
         "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
     }
     task_plots = _task_plots(data["tasks"], latest, latest if history is None else history)
-    # A page with data files inlines the first view's plots only; the other tasks' are fetched with their tab.
+    # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
+    # are in the page too, for a reader without JavaScript.
     plot_paths: dict[str, str] = {}
     if not inline:
-        plot_paths, plot_data = plot_files(task_plots, data["tasks"], data["default"]["task"])
+        plot_paths, plot_data = plot_files(task_plots, data["tasks"])
         store.files.extend(plot_data)
     env = _environment()
     template = env.get_template("index.html.j2")
@@ -342,7 +343,10 @@ def render_site(
         releases=release_sections(releases or []),
         serving=serving_section(serving or []),
         families=families,
-        plots={task: [] if task in plot_paths else svgs for task, svgs in task_plots.items()},
+        plots={
+            task: [] if task in plot_paths and task != data["default"]["task"] else svgs
+            for task, svgs in task_plots.items()
+        },
         plot_paths=plot_paths,
     )
     return Site(html=html, files=store.files)

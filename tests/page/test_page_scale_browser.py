@@ -69,10 +69,12 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     assert one_file.files == []  # under INLINE_ENTRIES: one file, as opened from disk
     assert one_file.html.count('<svg class="plot"') == 5 * 4 and "data-src=" not in one_file.html  # every task's plots
     site = render_site(**data, inline_entries=100, chunk=50)
-    # Only the first view's task's plots are in the page; each other task's are a JSON list of well-formed <svg>s.
-    assert site.html.count('<svg class="plot"') == 4 and site.html.count("data-src=") == 4
+    # Each task's plots are a JSON list of well-formed <svg>s; only the first view's task's are in the page too, in a
+    # noscript (for a reader without JavaScript; a browser running the script parses none of them).
+    assert site.html.count('<svg class="plot"') == 4 and site.html.count("data-src=") == 5
+    assert re.search(r'<noscript>\s*<svg class="plot"', site.html)
     plot_files = [text for path, text in site.files if "-plots-" in path]
-    assert len(plot_files) == 4  # five tasks, four plots each
+    assert len(plot_files) == 5  # five tasks, four plots each
     assert all(ElementTree.fromstring(svg).tag.endswith("svg") for text in plot_files for svg in json.loads(text))
     names = [path for path, _ in site.files]
     assert all(path.startswith(f"{DATA_DIR}/t") and path.endswith(".json") for path in names)
@@ -122,12 +124,14 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     generation = [r for r in data["latest"] if r["task"] == "text-generation"]
     assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
-    # Another task's plots come with its tab: a file of their own, not in the page.
+    # A task's plots come when shown and scrolled near: a file of their own.
     assert not [u for u in _data_requests(seen) if "-plots-" in u]
-    page.click("#task-tabs button[data-task='sentence-embeddings']")
-    page.wait_for_selector(".plot-grid[data-task='sentence-embeddings'] svg.plot")
-    assert page.locator(".plot-grid[data-task='sentence-embeddings'] svg.plot:visible").count() == 4
-    assert len([u for u in _data_requests(seen) if "-plots-" in u]) == 1
+    for task in ("text-generation", "sentence-embeddings"):
+        page.click(f"#task-tabs button[data-task='{task}']")
+        page.locator(f".plot-grid[data-task='{task}']").scroll_into_view_if_needed()
+        page.wait_for_selector(f".plot-grid[data-task='{task}'] svg.plot")
+        assert page.locator(f".plot-grid[data-task='{task}'] svg.plot:visible").count() == 4
+    assert len([u for u in _data_requests(seen) if "-plots-" in u]) == 2
     page.click("#task-tabs button[data-task='text-generation']")
     _settled(page)
     # A search covers every row of the task; a model's details open from a fetched file.
@@ -141,6 +145,19 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     page.wait_for_selector("#family-card:not([hidden])")
     assert "has no row in this catalog" in page.locator("#family-card").inner_text()
     assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_without_javascript_the_first_view_and_its_plots_show_from_the_page_alone(
+    chunked: tuple[Path, dict[str, Any]], launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    folder, _ = chunked
+    page = launch(java_script_enabled=False).new_page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    page.goto(f"{serve(folder)}/index.html")
+    assert len(_models(page)) == PAGE_SIZE
+    assert page.locator(".plot-grid[data-task='text-generation'] svg.plot:visible").count() == 4
+    assert _data_requests({"requests": seen}) == []
 
 
 def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
@@ -185,6 +202,7 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
         assert payload in shown or payload.strip() in shown, payload
     page.click("#task-tabs button[data-task='sentence-embeddings']")
     grid = ".plot-grid[data-task='sentence-embeddings']"
+    page.locator(grid).scroll_into_view_if_needed()
     page.wait_for_selector(f"{grid} svg.plot")
     labels = page.eval_on_selector_all(f"{grid} svg.plot title", "els => els.map(e => e.textContent).join(' ')")
     assert browser.PAYLOADS[4] in labels and browser.PAYLOADS[0] in labels  # a model id, a toolchain: text

@@ -180,7 +180,7 @@
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
     document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) {
       g.hidden = g.dataset.task !== state.task;
-      if (!g.hidden && g.dataset.src) PLOTS.load(g);
+      if (!g.hidden) PLOTS.watch(g);
     });
     document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
     document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });

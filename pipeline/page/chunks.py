@@ -6,7 +6,9 @@ one file that works opened from disk. A larger one keeps inline only what its fi
 and view's first page) and writes, per task, under :data:`DATA_DIR`:
 
 - an index: each entry's filter and sort fields (:func:`index_columns`, from the task's table columns, so a column
-  added in :mod:`pipeline.page.task_columns` is sortable without more) and each view's order with its ranks;
+  added in :mod:`pipeline.page.task_columns` is sortable without more), one array per field (a text field of few
+  values as codes), which the search and the filters scan without making an object per entry, and each view's order
+  with its ranks;
 - the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
   them;
 - its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
@@ -93,6 +95,27 @@ def _lists(data: Mapping[str, Any], task: str, numbers: Mapping[int, int]) -> di
     return out
 
 
+#: A text column of an index with at most this many distinct values (and at most one per two entries) is written as
+#: codes into them.
+MAX_CODES = 4096
+
+
+def _column(values: list[Any]) -> list[Any] | dict[str, list[Any]] | None:
+    """One column of a task's index: its values in entry order; or null when every value is; or, when they are text
+    of few distinct values (a status, a device, a date; never the ids), ``{"v": distinct values, "i": each entry's
+    place in them, -1 for null}``; yes and no as 1 and 0. The script parses these faster and reads each as the
+    column it stands for."""
+    distinct = dict.fromkeys(v for v in values if v is not None)
+    if not distinct:
+        return None
+    if all(type(v) is bool for v in distinct):
+        return [None if v is None else int(v) for v in values]
+    if len(distinct) > min(MAX_CODES, len(values) // 2) or not all(type(v) is str for v in distinct):
+        return values
+    code = {v: i for i, v in enumerate(distinct)}
+    return {"v": list(distinct), "i": [-1 if v is None else code[v] for v in values]}
+
+
 #: An entry's values in :data:`ENTRY_COLUMNS` order (a tuple: JSON writes it as an array).
 _array = operator.itemgetter(*ENTRY_COLUMNS)
 
@@ -146,9 +169,11 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
         if inline:
             tasks[task] = {"n": len(positions), "lists": lists, "entries": [_array(entries[p]) for p in positions]}
             continue
-        columns = index_columns(task)
-        fields = operator.itemgetter(*columns)
-        index = _json({"cols": columns, "rows": [fields(entries[p]) for p in positions], "lists": lists})
+        names = index_columns(task)
+        fields = operator.itemgetter(*names)
+        by_column = zip(*(fields(entries[p]) for p in positions), strict=True) if positions else ([] for _ in names)
+        columns = {name: _column(list(values)) for name, values in zip(names, by_column, strict=True)}
+        index = _json({"n": len(positions), "cols": columns, "lists": lists})
         index_path = _name(task_no, "index", index)
         store.files.append((index_path, index))
         chunk_paths = []

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
+from pipeline.page.catalog import ENTRY_COLUMNS
 from pipeline.testing.catalog_rows import catalog_rows
 from tests.page import test_page_browser as browser
 
@@ -87,8 +88,16 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
     # Every entry of a task is in exactly one of its files, in model-id order.
     first_task = inline["store"]["tasks"]["text-generation"]
-    ids = [e[0] for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    entries = [e for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    ids = [e[0] for e in entries]
     assert len(ids) == first_task["n"] and ids == sorted(ids)
+    # The index is columnar, one array per field in entry order; a text field of few values is codes into them.
+    index = json.loads(dict(site.files)[first_task["index"]])
+    assert list(index["cols"]) == index_columns("text-generation") and index["n"] == len(ids)
+    assert index["cols"]["id"] == ids
+    status = index["cols"]["st"]
+    assert [status["v"][k] for k in status["i"]] == [e[ENTRY_COLUMNS.index("st")] for e in entries]
+    assert len(status["v"]) < 5
 
 
 @pytest.fixture(scope="module")

@@ -110,6 +110,8 @@ def _history_lines(
     device = _device(primary) if primary is not None else None
     if len(rows) == 1:  # the common case: one run, nothing to pick or sort
         newest = [rows[0]] if device is None or _device(rows[0]) == device else []
+    elif not rows:
+        return [], False
     else:
         by_run: dict[tuple[Any, ...], dict[str, Any]] = {}
         for row in rows:
@@ -213,7 +215,9 @@ def _slo_cells(
 
 def _topk(groups: Any) -> list[list[Any]] | None:
     """Per top-k group of the answer check: ``[k, largest relative error, its tolerance]`` (None: not graded)."""
-    rows = [g for g in groups or () if isinstance(g, Mapping)]
+    if not groups:
+        return None
+    rows = [g for g in groups if isinstance(g, Mapping)]
     return [[str(g.get("k")), _num(g.get("max_rel_error")), g.get("rtol")] for g in rows] or None
 
 

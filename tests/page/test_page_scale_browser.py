@@ -117,6 +117,7 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     first = _models(page)
     assert len(first) == PAGE_SIZE and _data_requests(seen) == []  # the first view came with the page
+    assert "<svg" not in page.locator("main").inner_text()  # the noscript's plots, text to a running script, unshown
     # Another page of the same view: the task's index and the files its rows are in.
     page.click("#next")
     _settled(page)

@@ -72,10 +72,6 @@ _ROUNDED_FIELDS = {
     # automatic-speech-recognition (schema 1.5): real-time factor, seconds per clip, WER against the transcripts
     "rtf": ("real_time_factor", 4), "lat": ("latency_p50_s", 4), "wer": ("wer", 4),
 }  # fmt: skip
-_HISTORY_FIELDS = {
-    "hw": "hardware", "device": "device", "cores": "cores", "st": "status", "stage": "failure_stage",
-    "code": "failure_code", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
-}  # fmt: skip
 
 
 def _num(value: Any, digits: int = 4) -> float | int | None:
@@ -87,15 +83,6 @@ def _num(value: Any, digits: int = 4) -> float | int | None:
         return value
     number = float(value)
     return round(number, digits) if math.isfinite(number) else None
-
-
-def _rounded(row: Mapping[str, Any], *keys: str) -> dict[str, Any]:
-    get, out = row.get, {}
-    for key in keys:
-        column, digits = _ROUNDED_FIELDS[key]
-        value = get(column)
-        out[key] = None if value is None else _num(value, digits)
-    return out
 
 
 def _date(value: Any) -> str | None:
@@ -118,30 +105,44 @@ def _history_lines(
 ) -> tuple[list[list[Any]], bool]:
     """History lines (newest first) and whether the model regressed: passed with an older toolchain, fails now."""
     speed = task_view(task).speed
-    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    speed_column, speed_digits = (speed.column, 2 if speed.fmt == "rate" else 4) if speed else (None, 4)
     # The history of the row shown: its own device's runs only (a Trainium2 row's never lists a GPU or CPU row).
     device = _device(primary) if primary is not None else None
-    for row in rows:
-        if device is not None and _device(row) != device:
-            continue
-        key = (row.get("hardware"), *_toolchain(row))
-        if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
-            newest[key] = row
+    if len(rows) == 1:  # the common case: one run, nothing to pick or sort
+        newest = [rows[0]] if device is None or _device(rows[0]) == device else []
+    elif not rows:
+        return [], False
+    else:
+        by_run: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for row in rows:
+            if device is not None and _device(row) != device:
+                continue
+            key = (row.get("hardware"), *_toolchain(row))
+            if key not in by_run or row["finished_at"] > by_run[key]["finished_at"]:
+                by_run[key] = row
+        newest = sorted(by_run.values(), key=lambda r: r["finished_at"], reverse=True)
     lines, regressed = [], False
-    for row in sorted(newest.values(), key=lambda r: r["finished_at"], reverse=True):
+    for row in newest:
+        get = row.get
         was_pass = (
             primary is not None
             and primary["status"] == "fail"
             and row["status"] == "pass"
-            and row.get("hardware") == primary.get("hardware")
+            and get("hardware") == primary.get("hardware")
             and row["finished_at"] < primary["finished_at"]
             and _toolchain(row) != _toolchain(primary)
         )
         regressed = regressed or was_pass
-        line = {key: row.get(column) for key, column in _HISTORY_FIELDS.items()} | {"device": _device(row)}
-        line.update(date=_date(row["finished_at"]), reg=was_pass, **_rounded(row, "compile"))
-        line["speed"] = _num(row.get(speed.column), 2 if speed.fmt == "rate" else 4) if speed else None
-        lines.append([line[c] for c in HISTORY_COLUMNS])
+        compile_s = get("compile_s")
+        # In HISTORY_COLUMNS order.
+        lines.append(
+            [
+                _date(row["finished_at"]), get("hardware"), _device(row), get("cores"), get("status"),
+                get("failure_stage"), get("failure_code"), get("neuronx_cc_version"), get("torch_neuronx_version"),
+                get("transformers_version"), None if compile_s is None else _num(compile_s, 4),
+                _num(get(speed_column), speed_digits) if speed_column else None, was_pass,
+            ]
+        )  # fmt: skip
     return lines, regressed
 
 
@@ -161,17 +162,18 @@ def _entry(
 ) -> dict[str, Any]:
     lines, regressed = _history_lines(task, row, hist)
     r = row or {}
+    get = r.get
     view = task_view(task)
-    status = r.get("status", "unmeasured")
-    need = r.get("cores") if status == "pass" else (r.get("plan_cores") or r.get("cores"))
-    return {
-        "id": model_id,
-        "task": task,
-        "st": status,
-        "need": need,
-        **{key: r.get(column) for key, column in _ROW_FIELDS.items()},
-        "device": _device(r) if r else None,
-        **_rounded(r, *_ROUNDED_FIELDS),
+    status = get("status", "unmeasured")
+    need = get("cores") if status == "pass" else (get("plan_cores") or get("cores"))
+    out = {"id": model_id, "task": task, "st": status, "need": need}
+    for key, column in _ROW_FIELDS.items():
+        out[key] = get(column)
+    out["device"] = _device(r) if r else None
+    for key, (column, digits) in _ROUNDED_FIELDS.items():
+        value = get(column)
+        out[key] = None if value is None else _num(value, digits)
+    out.update({
         # The task's own answer check (its cosine field) and library version; its batch latencies at 1 and 32.
         "cos": _num(r.get(view.cosine)) if view.cosine else None,
         "lib": r.get(view.library[1]) if view.library else None,
@@ -198,7 +200,8 @@ def _entry(
         **_slo_cells(slo, model_id, task, r),
         # issue 32: its bundle's second-machine warm check (pipeline/page/warm.py: "verified" only on a real machine)
         "wv": warm_state(r, warm) if r else None,
-    }
+    })  # fmt: skip
+    return out
 
 
 def _slo_cells(
@@ -212,7 +215,9 @@ def _slo_cells(
 
 def _topk(groups: Any) -> list[list[Any]] | None:
     """Per top-k group of the answer check: ``[k, largest relative error, its tolerance]`` (None: not graded)."""
-    rows = [g for g in groups or () if isinstance(g, Mapping)]
+    if not groups:
+        return None
+    rows = [g for g in groups if isinstance(g, Mapping)]
     return [[str(g.get("k")), _num(g.get("max_rel_error")), g.get("rtol")] for g in rows] or None
 
 
@@ -319,7 +324,7 @@ def catalog(
                 _entry(
                     model_id,
                     task,
-                    representative(rows) if rows else None,
+                    (rows[0] if len(rows) == 1 else representative(rows)) if rows else None,
                     exclusion,
                     hist_by_key.get(key, []),
                     slo or {},

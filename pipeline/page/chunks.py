@@ -6,9 +6,12 @@ one file that works opened from disk. A larger one keeps inline only what its fi
 and view's first page) and writes, per task, under :data:`DATA_DIR`:
 
 - an index: each entry's filter and sort fields (:func:`index_columns`, from the task's table columns, so a column
-  added in :mod:`pipeline.page.task_columns` is sortable without more) and each view's order with its ranks;
+  added in :mod:`pipeline.page.task_columns` is sortable without more), one array per field (a text field of few
+  values as codes), which the search and the filters scan without making an object per entry, and each view's order
+  with its ranks;
 - the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
-  them.
+  them;
+- its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
 entries, and a rebuild that changed nothing rewrites nothing. The files are JSON read with ``fetch`` from the
@@ -20,18 +23,20 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.page.catalog import ENTRY_COLUMNS, PAGE_VIEWS, device_shown
 from pipeline.page.task_columns import table_metrics
 
+#: Data files: (path relative to the page, JSON text).
+Files = list[tuple[str, str]]
 #: The folder beside ``index.html`` that holds the data files of a large catalog.
 DATA_DIR = "catalog-data"
-#: Entries per data file: about 640 bytes each, so a file is about 0.6 MB (70 kB gzip'd) and a page of 100 rows in
-#: the All view needs one or two.
-CHUNK_ENTRIES = 1000
+#: Entries per data file: about 640 bytes each, so a file is about 160 kB (16 kB gzip'd): a page of 100 rows in the
+#: All view needs one or two, and a search's page, whose rows may lie anywhere, fetches and parses little per file.
+CHUNK_ENTRIES = 250
 #: Up to this many entries (about 1.3 MB of JSON, 150 kB gzip'd) the page keeps them all inline.
 INLINE_ENTRIES = 2000
 #: Fields every task's index carries: what the filters test and the common columns sort by.
@@ -90,6 +95,27 @@ def _lists(data: Mapping[str, Any], task: str, numbers: Mapping[int, int]) -> di
     return out
 
 
+#: A text column of an index with at most this many distinct values (and at most one per two entries) is written as
+#: codes into them.
+MAX_CODES = 4096
+
+
+def _column(values: list[Any]) -> list[Any] | dict[str, list[Any]] | None:
+    """One column of a task's index: its values in entry order; or null when every value is; or, when they are text
+    of few distinct values (a status, a device, a date; never the ids), ``{"v": distinct values, "i": each entry's
+    place in them, -1 for null}``; yes and no as 1 and 0. The script parses these faster and reads each as the
+    column it stands for."""
+    distinct = dict.fromkeys(v for v in values if v is not None)
+    if not distinct:
+        return None
+    if all(type(v) is bool for v in distinct):
+        return [None if v is None else int(v) for v in values]
+    if len(distinct) > min(MAX_CODES, len(values) // 2) or not all(type(v) is str for v in distinct):
+        return values
+    code = {v: i for i, v in enumerate(distinct)}
+    return {"v": list(distinct), "i": [-1 if v is None else code[v] for v in values]}
+
+
 #: An entry's values in :data:`ENTRY_COLUMNS` order (a tuple: JSON writes it as an array).
 _array = operator.itemgetter(*ENTRY_COLUMNS)
 
@@ -143,9 +169,11 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
         if inline:
             tasks[task] = {"n": len(positions), "lists": lists, "entries": [_array(entries[p]) for p in positions]}
             continue
-        columns = index_columns(task)
-        fields = operator.itemgetter(*columns)
-        index = _json({"cols": columns, "rows": [fields(entries[p]) for p in positions], "lists": lists})
+        names = index_columns(task)
+        fields = operator.itemgetter(*names)
+        by_column = zip(*(fields(entries[p]) for p in positions), strict=True) if positions else ([] for _ in names)
+        columns = {name: _column(list(values)) for name, values in zip(names, by_column, strict=True)}
+        index = _json({"n": len(positions), "cols": columns, "lists": lists})
         index_path = _name(task_no, "index", index)
         store.files.append((index_path, index))
         chunk_paths = []
@@ -159,3 +187,27 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
         }
         tasks[task] = {"n": len(positions), "index": index_path, "chunks": chunk_paths, "lists": summary}
     return store
+
+
+def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str]) -> tuple[dict[str, str], Files]:
+    """Each task's plots as a data file: a JSON list of ``<svg>`` texts drawn by :mod:`pipeline.page.plots` (every
+    label escaped), which the script parses as SVG and shows once the task's plots are shown and scrolled near. The
+    page parses none of them before its first view (the first view's task's, inline for a reader without
+    JavaScript, are in a ``noscript``, which a browser running the script reads as text).
+
+    Args:
+        plots: task -> its plots' SVG texts.
+        tasks: the page's tasks, in order (a file is numbered by its task's place, as the entry files are).
+
+    Returns:
+        Task -> the path of its plots' file, and the files (path, JSON text).
+    """
+    paths: dict[str, str] = {}
+    files: Files = []
+    for task_no, task in enumerate(tasks):
+        if task not in plots:
+            continue
+        text = _json([str(svg) for svg in plots[task]])
+        paths[task] = _name(task_no, "plots", text)
+        files.append((paths[task], text))
+    return paths, files

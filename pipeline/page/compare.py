@@ -96,7 +96,8 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if device_of(row) in SIDES and not row.get("emulated"):  # an emulated row is no side
             by_key.setdefault((str(row["model_id"]), str(row["task"])), []).append(row)
     pairs: list[dict[str, Any]] = []
-    for (model_id, task), rows in sorted(by_key.items()):
+    # A pair needs two rows of the key (a Trainium2 one and another): a key of one row is passed over unsorted.
+    for (model_id, task), rows in sorted(item for item in by_key.items() if len(item[1]) > 1):
         trainium = [r for r in rows if device_of(r) == "neuron"]  # a Trainium3 row is never the Trainium2 side
         others = sorted(
             (r for r in rows if device_of(r) in OTHER),

@@ -4,23 +4,28 @@ data files (:mod:`pipeline.page.chunks`).
 Views Selected / Trending / Downloads (ordered by the latest rankings snapshot) and All, per task. The default
 view's first page is rendered on the server, so the page reads without JavaScript; the script adds tabs, search,
 filters, paging and the model details from the inline JSON block (:func:`render_page`: every entry inline) or from
-the data files beside the page, fetched as they are needed (:func:`render_site`, for a large catalog).
+the data files beside the page, fetched as they are needed (:func:`render_site`, for a large catalog; there the
+plots are fetched too, when shown and scrolled near, and the first view's task's are also inline in a ``noscript``).
 
 Text from the Hub or from error messages is untrusted everywhere: jinja2 autoescapes the HTML, the inline JSON
 escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the script only
-writes ``textContent``, and a Content-Security-Policy allows no script but the page's own (by hash).
+writes ``textContent`` (the one markup it inserts is a fetched plot: the server's SVG, every label escaped by
+:mod:`pipeline.page.plots`, parsed as XML by ``DOMParser``, whose scripts never run, and kept only if it is one
+well-formed ``<svg>``), and a Content-Security-Policy allows no script but the page's own (by hash).
 """
 
 from __future__ import annotations
 
 import base64
 import functools
+import gc
 import hashlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import jinja2
 from markupsafe import Markup
@@ -42,7 +47,7 @@ from pipeline.page.catalog import (
     price_text,
     usd_text,
 )
-from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store
+from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store, plot_files
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
 from pipeline.page.releases import release_sections
@@ -161,12 +166,55 @@ class Site:
     files: list[tuple[str, str]] = field(default_factory=list)
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a page is built, as it was after.
+
+    The build makes millions of small containers (an entry, its arrays, their JSON) and no reference cycle of note;
+    each collection the allocations trigger walks all of them again, which at 100,000 rows was half the build's CPU.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _paused(build: Callable[_P, _R]) -> Callable[_P, _R]:
+    @functools.wraps(build)
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with _collector_paused():
+            return build(*args, **kwargs)
+
+    return wrapper
+
+
+def _task_plots(
+    tasks: Sequence[str], latest: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
+) -> dict[str, list[Markup]]:
+    """Each task's plots (:func:`pipeline.page.plots.catalog_plots`), the rows grouped by task in one pass each."""
+    latest_by: dict[str, list[Any]] = {task: [] for task in tasks}
+    history_by: dict[str, list[Any]] = {task: [] for task in tasks}
+    for row in latest:
+        latest_by.setdefault(row["task"], []).append(row)
+    for row in history:
+        history_by.setdefault(row["task"], []).append(row)
+    return {task: plots.catalog_plots(task=task, latest=latest_by[task], history=history_by[task]) for task in tasks}
+
+
 def render_page(**kwargs: Any) -> str:
     """The catalog page as one self-contained HTML document, every entry inline (the dataset PR's preview, a page
     opened from disk). Takes :func:`render_site`'s arguments but ``inline_entries``."""
     return render_site(**kwargs, inline_entries=None).html
 
 
+@_paused
 def render_site(
     *,
     latest: list[dict[str, Any]],
@@ -254,13 +302,20 @@ def render_site(
         "fcols": FAMILY_COLUMNS,
         "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
     }
+    task_plots = _task_plots(data["tasks"], latest, latest if history is None else history)
+    # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
+    # are in the page too, for a reader without JavaScript.
+    plot_paths: dict[str, str] = {}
+    if not inline:
+        plot_paths, plot_data = plot_files(task_plots, data["tasks"])
+        store.files.extend(plot_data)
     env = _environment()
     template = env.get_template("index.html.j2")
     html = template.render(
         app_js=Markup(
             "".join(
                 _asset(env, name)
-                for name in ("format.js", "store.js", "tasks.js", "families.js", "files.js", "index.js")
+                for name in ("format.js", "store.js", "tasks.js", "families.js", "files.js", "plots.js", "index.js")
             )
         ),
         app_css=_asset(env, "index.css"),
@@ -289,12 +344,9 @@ def render_site(
         serving=serving_section(serving or []),
         families=families,
         plots={
-            task: plots.catalog_plots(
-                task=task,
-                latest=[r for r in latest if r["task"] == task],
-                history=[r for r in (latest if history is None else history) if r["task"] == task],
-            )
-            for task in data["tasks"]
+            task: [] if task in plot_paths and task != data["default"]["task"] else svgs
+            for task, svgs in task_plots.items()
         },
+        plot_paths=plot_paths,
     )
     return Site(html=html, files=store.files)

@@ -235,6 +235,8 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str =
 
 #: The tasks' own libraries beside transformers (sentence-transformers, diffusers), from the task registry.
 TASK_LIBRARIES = tuple(dict.fromkeys(s.library for s in TASK_SOURCES.values() if s.library != "transformers"))
+#: Each of them with the row column of its version.
+_LIBRARY_VERSIONS = tuple((library, f"{library_key(library)}_version") for library in TASK_LIBRARIES)
 
 
 def toolchain_label(row: dict[str, Any]) -> str:
@@ -248,8 +250,8 @@ def toolchain_label(row: dict[str, Any]) -> str:
     if not parts:
         parts.append(str(row.get("device") or "?"))
     parts.append(f"transformers {row.get('transformers_version') or '?'}")
-    for library in TASK_LIBRARIES:
-        if version := row.get(f"{library_key(library)}_version"):
+    for library, column in _LIBRARY_VERSIONS:
+        if version := row.get(column):
             parts.append(f"{library} {version}")
     return " · ".join(parts)
 

@@ -13,10 +13,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
+from pipeline.page.catalog import ENTRY_COLUMNS
 from pipeline.testing.catalog_rows import catalog_rows
 from tests.page import test_page_browser as browser
 
@@ -64,8 +66,17 @@ def test_the_index_lists_what_the_filters_and_every_table_column_need() -> None:
 
 def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> None:
     data = catalog_rows(300)
-    assert render_site(**data).files == []  # under INLINE_ENTRIES: one file, as opened from disk
+    one_file = render_site(**data)
+    assert one_file.files == []  # under INLINE_ENTRIES: one file, as opened from disk
+    assert one_file.html.count('<svg class="plot"') == 5 * 4 and "data-src=" not in one_file.html  # every task's plots
     site = render_site(**data, inline_entries=100, chunk=50)
+    # Each task's plots are a JSON list of well-formed <svg>s; only the first view's task's are in the page too, in a
+    # noscript (for a reader without JavaScript; a browser running the script parses none of them).
+    assert site.html.count('<svg class="plot"') == 4 and site.html.count("data-src=") == 5
+    assert re.search(r'<noscript>\s*<svg class="plot"', site.html)
+    plot_files = [text for path, text in site.files if "-plots-" in path]
+    assert len(plot_files) == 5  # five tasks, four plots each
+    assert all(ElementTree.fromstring(svg).tag.endswith("svg") for text in plot_files for svg in json.loads(text))
     names = [path for path, _ in site.files]
     assert all(path.startswith(f"{DATA_DIR}/t") and path.endswith(".json") for path in names)
     assert len(names) == len(set(names))
@@ -77,8 +88,16 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
     # Every entry of a task is in exactly one of its files, in model-id order.
     first_task = inline["store"]["tasks"]["text-generation"]
-    ids = [e[0] for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    entries = [e for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    ids = [e[0] for e in entries]
     assert len(ids) == first_task["n"] and ids == sorted(ids)
+    # The index is columnar, one array per field in entry order; a text field of few values is codes into them.
+    index = json.loads(dict(site.files)[first_task["index"]])
+    assert list(index["cols"]) == index_columns("text-generation") and index["n"] == len(ids)
+    assert index["cols"]["id"] == ids
+    status = index["cols"]["st"]
+    assert [status["v"][k] for k in status["i"]] == [e[ENTRY_COLUMNS.index("st")] for e in entries]
+    assert len(status["v"]) < 5
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +117,7 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     first = _models(page)
     assert len(first) == PAGE_SIZE and _data_requests(seen) == []  # the first view came with the page
+    assert "<svg" not in page.locator("main").inner_text()  # the noscript's plots, text to a running script, unshown
     # Another page of the same view: the task's index and the files its rows are in.
     page.click("#next")
     _settled(page)
@@ -114,6 +134,16 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     generation = [r for r in data["latest"] if r["task"] == "text-generation"]
     assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
+    # A task's plots come when shown and scrolled near: a file of their own.
+    assert not [u for u in _data_requests(seen) if "-plots-" in u]
+    for task in ("text-generation", "sentence-embeddings"):
+        page.click(f"#task-tabs button[data-task='{task}']")
+        page.locator(f".plot-grid[data-task='{task}']").scroll_into_view_if_needed()
+        page.wait_for_selector(f".plot-grid[data-task='{task}'] svg.plot")
+        assert page.locator(f".plot-grid[data-task='{task}'] svg.plot:visible").count() == 4
+    assert len([u for u in _data_requests(seen) if "-plots-" in u]) == 2
+    page.click("#task-tabs button[data-task='text-generation']")
+    _settled(page)
     # A search covers every row of the task; a model's details open from a fetched file.
     last = max(r["model_id"] for r in generation)
     assert _search(page, last) == [last]
@@ -125,6 +155,19 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     page.wait_for_selector("#family-card:not([hidden])")
     assert "has no row in this catalog" in page.locator("#family-card").inner_text()
     assert seen["errors"] == [] and seen["dialogs"] == []
+
+
+def test_without_javascript_the_first_view_and_its_plots_show_from_the_page_alone(
+    chunked: tuple[Path, dict[str, Any]], launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    folder, _ = chunked
+    page = launch(java_script_enabled=False).new_page()
+    seen: list[str] = []
+    page.on("request", lambda request: seen.append(request.url))
+    page.goto(f"{serve(folder)}/index.html")
+    assert len(_models(page)) == PAGE_SIZE
+    assert page.locator(".plot-grid[data-task='text-generation'] svg.plot:visible").count() == 4
+    assert _data_requests({"requests": seen}) == []
 
 
 def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
@@ -144,8 +187,11 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
 ) -> None:
     """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
     the script writes from a fetched file is text, whatever the file holds."""
-    site = render_site(**browser.hostile_rows(), inline_entries=0, chunk=2)
-    assert site.files
+    rows = browser.hostile_rows()
+    # The same rows under a second task too: its plots (model ids and toolchains in their labels) are a fetched file.
+    rows["latest"] += [dict(r, task="sentence-embeddings") for r in rows["latest"]]
+    site = render_site(**rows, inline_entries=0, chunk=2)
+    assert site.files and any("-plots-" in path for path, _ in site.files)
     html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", site.html)
     assert count == 1
     _write(type(site)(html=html, files=site.files), tmp_path / "site")
@@ -164,6 +210,14 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
     shown = page.locator("#rows").inner_text()
     for payload in browser.PAYLOADS:
         assert payload in shown or payload.strip() in shown, payload
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    grid = ".plot-grid[data-task='sentence-embeddings']"
+    page.locator(grid).scroll_into_view_if_needed()
+    page.wait_for_selector(f"{grid} svg.plot")
+    labels = page.eval_on_selector_all(f"{grid} svg.plot title", "els => els.map(e => e.textContent).join(' ')")
+    assert browser.PAYLOADS[4] in labels and browser.PAYLOADS[0] in labels  # a model id, a toolchain: text
+    assert page.evaluate("typeof window.__pwned") == "undefined" and seen["dialogs"] == [] and seen["errors"] == []
+    assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
 
 
 @pytest.mark.e2e

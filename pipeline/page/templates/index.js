@@ -30,6 +30,7 @@
   var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
   var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
   var FILES = TRNCAT_FILES(el, TRNCAT_FORMAT.fallbackCopy), copyButton = FILES.copyButton;
+  var PLOTS = TRNCAT_PLOTS(STORE, el);
   var FAMILIES = TRNCAT_FAMILIES(D, STORE.hasRow, el, copyButton, function (t) { return taskView(t).label; });
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
@@ -111,19 +112,22 @@
     return tr;
   }
 
-  function deviceShown(e) { return state.device === "all" || !e.device || e.device === state.device; }
-  function matches(e, q) {
-    if (q && e.lid.indexOf(q) < 0) return false;
-    if (!deviceShown(e)) return false;
+  function deviceShown(device) { return state.device === "all" || !device || device === state.device; }
+  function matches(ix, no, q) {
+    // whether entry no of the task's (columnar) index passes the search and the filters
+    var C = ix.cols;
+    if (q && ix.lid[no].indexOf(q) < 0) return false;
+    if (!deviceShown(C.device[no])) return false;
     switch (state.status) {
-      case "pass": case "fail": case "error": case "unmeasured": if (e.st !== state.status) return false; break;
-      case "reg": if (!e.reg) return false; break;
-      case "excluded": if (!e.ek) return false; break;
+      case "pass": case "fail": case "error": case "unmeasured": if (C.st[no] !== state.status) return false; break;
+      case "reg": if (!C.reg[no]) return false; break;
+      case "excluded": if (!C.ek[no]) return false; break;
     }
-    if (state.cores !== "any" && !(e.need !== null && e.need <= +state.cores)) return false;
+    var need = C.need[no], p = C.params[no];
+    if (state.cores !== "any" && !(need !== null && need <= +state.cores)) return false;
     if (state.size !== "any") {
       var range = SIZES[state.size];
-      if (e.params === null || e.params < range[0] || e.params >= range[1]) return false;
+      if (p === null || p < range[0] || p >= range[1]) return false;
     }
     return true;
   }
@@ -139,15 +143,15 @@
       return !firstView() ? null : {listing: {date: STORE.date(state.task, state.view)}, total: D.first.total,
                                     shown: D.first.items, count: D.first.shown, hidden: D.first.hidden};
     }
-    var E = ix.rows, listing = ix.lists[state.view];
-    var sortKey = function (item) { return state.sort === "rank" ? item[1] : E[item[0]][state.sort]; };
+    var listing = ix.lists[state.view], sortCol = ix.cols[state.sort] || [];
+    var sortKey = function (item) { return state.sort === "rank" ? item[1] : sortCol[item[0]]; };
     var items = listing ? listing.items : [];
     var q = state.q.trim().toLowerCase();
-    var shown = [], hidden = 0;
+    var shown = [], hidden = 0, devices = ix.cols.device;
     for (var k = 0; k < items.length; k++) {
-      var e = E[items[k][0]];
-      if (matches(e, q)) shown.push(items[k]);
-      else if (!deviceShown(e)) hidden++;
+      var no = items[k][0];
+      if (matches(ix, no, q)) shown.push(items[k]);
+      else if (!deviceShown(devices[no])) hidden++;
     }
     if (state.sort) {
       shown.sort(function (a, b) {
@@ -177,7 +181,10 @@
     $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (date ?
       " \u00b7 ranked by the snapshot of " + date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
-    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) { g.hidden = g.dataset.task !== state.task; });
+    document.querySelectorAll(".plot-grid[data-task]").forEach(function (g) {
+      g.hidden = g.dataset.task !== state.task;
+      if (!g.hidden) PLOTS.watch(g);
+    });
     document.querySelectorAll("#task-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.task === state.task)); });
     document.querySelectorAll("#view-tabs button").forEach(function (b) { b.setAttribute("aria-selected", String(b.dataset.view === state.view)); });
     document.querySelectorAll("#catalog th[data-sort]").forEach(function (th) {

@@ -1,25 +1,33 @@
 // The page's data (pipeline/page/chunks.py, carried by the inline JSON as D.store): every entry inline in a small
-// catalog; in a large one, per task, an index (each entry's filter and sort fields, each view's order) and the entries
-// in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs them.
-// Entries are numbered per task in model-id order. index.js follows.
+// catalog; in a large one, per task, a columnar index (one array per filter and sort field, each view's order) and the
+// entries in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs
+// them. Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};
   function obj(cols, a) {
     var o = {};
     for (var k = 0; k < cols.length; k++) o[cols[k]] = a[k];
-    o.lid = String(o.id).toLowerCase();
     return o;
   }
-  function setIndex(t, rows, lists) {
-    t.index = {rows: rows, lists: lists};
-    t.ids = new Set(rows.map(function (r) { return r.lid; }));
+  function setIndex(t, cols, lists) {
+    // the index is columnar: cols[field][entry number]; lid, the ids in lower case, is what a search scans
+    var lid = cols.id.map(function (id) { return String(id).toLowerCase(); });
+    t.index = {cols: cols, lid: lid, lists: lists};
+    t.ids = new Set(lid);
+  }
+  function column(c, n) {
+    // a column of a fetched index (chunks.py _column): its values; null when all are; or codes into its few values
+    if (c === null) return new Array(n).fill(null);
+    return Array.isArray(c) ? c : c.i.map(function (k) { return k < 0 ? null : c.v[k]; });
   }
   D.tasks.forEach(function (task) {
     var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null};
     if (S.inline) {
       t.entries = t.meta.entries.map(function (a) { return obj(D.cols, a); });
-      setIndex(t, t.entries, t.meta.lists);
+      var cols = {};
+      D.cols.forEach(function (c, k) { cols[c] = t.meta.entries.map(function (a) { return a[k]; }); });
+      setIndex(t, cols, t.meta.lists);
     }
   });
   if (D.first) {
@@ -37,7 +45,9 @@ var TRNCAT_STORE = function (D) {
     if (t.index) return Promise.resolve(t.index);
     if (!t.loading) {
       t.loading = get(t.meta.index).then(function (raw) {
-        setIndex(t, raw.rows.map(function (a) { return obj(raw.cols, a); }), raw.lists);
+        var cols = {};
+        Object.keys(raw.cols).forEach(function (c) { cols[c] = column(raw.cols[c], raw.n); });
+        setIndex(t, cols, raw.lists);
         return t.index;
       }, function (err) { t.loading = null; throw err; });
     }
@@ -72,6 +82,7 @@ var TRNCAT_STORE = function (D) {
   }
   return {
     index: index, entries: entries, hasRow: hasRow, count: count,
+    plots: function (path) { return get(path); },  // a task's plots (a list of SVG texts), fetched with its tab
     loaded: function (task) { return T[task] ? T[task].index : null; },
     entry: function (task, no) { return T[task].entries[no]; },
     date: function (task, view) { var l = summary(task, view); return l ? l.date : null; },

@@ -220,6 +220,37 @@ def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
     assert page.evaluate("document.querySelectorAll('img, svg:not(.plot):not(.plot *), iframe').length") == 0
 
 
+def test_a_tampered_plot_file_with_handlers_or_links_is_never_inserted(
+    tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
+) -> None:
+    """A plots file changed after the build (its SVG is the one markup the script inserts), without the CSP: an SVG
+    carrying an event handler or a link anywhere is dropped, and the untouched plots still show."""
+    rows = browser.hostile_rows()
+    rows["latest"] += [dict(r, task="sentence-embeddings") for r in rows["latest"]]
+    site = render_site(**rows, inline_entries=0, chunk=2)
+    svg = 'xmlns="http://www.w3.org/2000/svg" class="plot"'
+    tampered = [
+        f'<svg {svg} onload="window.__pwned=1"><rect width="9" height="9"/></svg>',
+        f'<svg {svg}><g><rect width="9" height="9" onmouseover="window.__pwned=2"/></g></svg>',
+        f'<svg {svg}><animate attributeName="x" xlink:href="#x" xmlns:xlink="http://www.w3.org/1999/xlink"/></svg>',
+    ]
+    files = [(p, json.dumps([*tampered, *json.loads(text)]) if "-plots-" in p else text) for p, text in site.files]
+    assert sum("-plots-" in path for path, _ in files) == 5  # every task's plots file
+    html, count = re.subn(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", site.html)
+    assert count == 1
+    _write(type(site)(html=html, files=files), tmp_path / "site")
+    page, seen = _open(launch(), f"{serve(tmp_path / 'site')}/index.html")
+    page.click("#task-tabs button[data-task='sentence-embeddings']")
+    grid = ".plot-grid[data-task='sentence-embeddings']"
+    page.locator(grid).scroll_into_view_if_needed()
+    page.wait_for_selector(f"{grid} svg.plot")
+    page.hover(f"{grid}")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.eval_on_selector_all(f"{grid} svg.plot", "els => els.length") == 4  # the task's own four
+    assert page.evaluate("document.querySelectorAll('[onload], [onmouseover], animate, rect[width=\"9\"]').length") == 0
+    assert seen["errors"] == [] and seen["dialogs"] == []
+
+
 @pytest.mark.e2e
 def test_a_100k_row_catalog_renders_its_first_view_and_finds_every_sampled_id(
     tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]

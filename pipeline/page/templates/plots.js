@@ -5,6 +5,13 @@
 var TRNCAT_PLOTS = function (STORE, el) {
   "use strict";
   var SVG_NS = "http://www.w3.org/2000/svg";
+  // no event handler and no link on any element (the page's CSP refuses inline handlers too: this holds without it)
+  function inert(svg) {
+    var all = [svg].concat(Array.prototype.slice.call(svg.getElementsByTagName("*")));
+    return all.every(function (node) {
+      return Array.prototype.every.call(node.attributes, function (a) { return !/^on|href$/i.test(a.name); });
+    });
+  }
   function load(grid) {
     var src = grid.dataset.src;
     delete grid.dataset.src;
@@ -12,7 +19,7 @@ var TRNCAT_PLOTS = function (STORE, el) {
       texts.forEach(function (text) {
         var doc = new DOMParser().parseFromString(String(text), "image/svg+xml"), svg = doc.documentElement;
         if (svg.namespaceURI !== SVG_NS || svg.localName !== "svg" || doc.getElementsByTagName("parsererror").length ||
-            svg.querySelector("script, foreignObject, iframe, a, use, image")) return;
+            svg.querySelector("script, foreignObject, iframe, a, use, image") || !inert(svg)) return;
         grid.appendChild(document.importNode(svg, true));
       });
     }, function (err) {

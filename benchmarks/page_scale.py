@@ -10,7 +10,8 @@ over what the rows already held are measured there. The pair, on the same rows, 
 
 Prints, for each: build CPU seconds and peak memory, the bytes a browser transfers for the first view (gzip, level 6,
 as HTTP servers and the Hub's CDN compress text; trncat's data files are counted only when the first view fetched
-them), then in Chromium (Debian's /usr/bin/chromium, driven by Playwright; the median of ``--runs`` loads): first
+them; the shown task's index, which the page fetches once that view is painted and the browser is idle, is counted
+apart), then in Chromium (Debian's /usr/bin/chromium, driven by Playwright; the median of ``--runs`` loads): first
 render (first contentful paint), script ready, and the page's JavaScript heap once ready; for trncat also a search
 (input event to the rows drawn): typed at once (a first visit, HTTP cache off, the query set as soon as the load
 event has fired, before any click: it waits for whatever of the task's index the page has not fetched while idle,
@@ -140,7 +141,7 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/index.html"
-    paints, loads, readies, heaps, transfers, typed, cold, warm = [], [], [], [], [], [], [], []
+    paints, loads, readies, heaps, transfers, idles, typed, cold, warm = [], [], [], [], [], [], [], [], []
     found: dict[str, Any] = {}
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
@@ -166,9 +167,15 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
                     readies.append(float(page.evaluate("document.documentElement.dataset.readyMs")))
                 metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
                 heaps.append(metrics["JSHeapUsedSize"] / 2**20)
-                transfers.append(sum(_gzip_size(site, u) for u in requested if u.startswith(url.rsplit("/", 1)[0])))
+                if sample is not None:  # the task's index, fetched once the first view is painted and idle
+                    deadline = time.monotonic() + 30
+                    while not any("-index-" in u for u in requested) and time.monotonic() < deadline:
+                        page.wait_for_timeout(10)
+                ours = [u for u in requested if u.startswith(url.rsplit("/", 1)[0])]
+                transfers.append(sum(_gzip_size(site, u) for u in ours if "-index-" not in u))
+                idles.append(sum(_gzip_size(site, u) for u in ours if "-index-" in u))
                 if sample is not None:
-                    found["first_view_data_files"] = sum(f"/{DATA_DIR}/" in u for u in requested)
+                    found["first_view_data_files"] = sum(f"/{DATA_DIR}/" in u and "-index-" not in u for u in ours)
                     page.click("#view-tabs button[data-view='all']")  # the largest list: every model of the task
                     page.wait_for_selector("html:not([data-busy])", state="attached")
                     took, _ = page.evaluate(SEARCH_JS, QUERIES[0])
@@ -193,6 +200,7 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
         "load_ms": statistics.median(loads),
         "heap_mb": statistics.median(heaps),
         "transfer_bytes": max(transfers),
+        "idle_bytes": max(idles),
         **found,
     }
     if readies:
@@ -234,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         load = f"over {LOAD_WAIT_S} s" if r["load_ms"] == float("inf") else f"{r['load_ms']:.0f} ms"
         line = (f"{kind} in Chromium: first render {r['first_render_ms']:.0f} ms, load event {load}, "
                 f"{r['transfer_bytes'] / 1e6:.2f} MB "
-                f"transferred (gzip), JS heap {r['heap_mb']:.0f} MB")  # fmt: skip
+                f"transferred (gzip; then {r['idle_bytes'] / 1e6:.2f} MB of index while idle), "
+                f"JS heap {r['heap_mb']:.0f} MB")  # fmt: skip
         if kind == "trncat":
             line += (f"; script ready {r['script_ready_ms']:.0f} ms; search: typed at once "
                      f"{r['search_typed_ms']:.0f} ms, cold {r['search_cold_ms']:.0f} ms, "

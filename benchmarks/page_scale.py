@@ -6,14 +6,19 @@ process of its own, which makes the rows first and then builds; the build's CPU 
 over what the rows already held are measured there. The pair, on the same rows, is what a user would write instead:
 ``pandas.DataFrame(latest).to_html()``, one static table of every row (no search, no views, no details).
 
-    .venv/bin/python benchmarks/page_scale.py [--rows 100000] [--runs 3] [--keep DIR]
+    .venv/bin/python benchmarks/page_scale.py [--rows 100000] [--runs 3] [--keep DIR] [--no-pandas]
 
 Prints, for each: build CPU seconds and peak memory, the bytes a browser transfers for the first view (gzip, level 6,
 as HTTP servers and the Hub's CDN compress text; trncat's data files are counted only when the first view fetched
-them), then in Chromium (Debian's /usr/bin/chromium, driven by Playwright; the median of ``--runs`` loads): first
+them; the shown task's index, which the page fetches once that view is painted and the browser is idle, is counted
+apart), then in Chromium (Debian's /usr/bin/chromium, driven by Playwright; the median of ``--runs`` loads): first
 render (first contentful paint), script ready, and the page's JavaScript heap once ready; for trncat also a search
-(input event to the rows drawn): cold (the task's index and entry files fetched first) and warm (the worst of
-several queries), and whether every sampled id (20, across the range) is found.
+(input event to the rows drawn): typed at once (a first visit, HTTP cache off, the query set as soon as the load
+event has fired, before any click: it waits for whatever of the task's index the page has not fetched while idle,
+then for the entry files of its rows), cold (after clicking the All view, which fetches the task's index: the entry
+files fetched first) and warm (the worst of several queries), and whether every sampled id (20, across the range) is
+found. ``--keep`` writes the sites into a folder that stays (each run builds them anew); ``--no-pandas`` skips the
+pandas pair, whose page of every row takes minutes to load.
 Goals at 100,000 rows: first render <= 300 ms with <= 1 MB transferred, search <= 200 ms, build <= 10 s CPU and
 <= 500 MB.
 """
@@ -114,6 +119,20 @@ def _first_paint(page: Any) -> float:
     return float(paint)
 
 
+def _typed_at_once(context: Any, url: str) -> float:
+    """A first visit's search typed at once: a fresh page, the HTTP cache off, the query set as soon as the load event
+    has fired (before any click), timed until its rows are drawn."""
+    page = context.new_page()
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+    page.goto(url, wait_until="load", timeout=LOAD_WAIT_S * 1000)
+    page.wait_for_selector("html[data-ready='1']", state="attached", timeout=60_000)
+    took = float(page.evaluate(SEARCH_JS, QUERIES[0])[0])
+    page.close()
+    return took
+
+
 def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict[str, Any]:
     """Median first paint, script ready and heap over ``runs`` loads; for trncat, the searches."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -122,7 +141,7 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=site))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_port}/index.html"
-    paints, loads, readies, heaps, transfers, cold, warm = [], [], [], [], [], [], []
+    paints, loads, readies, heaps, transfers, idles, typed, cold, warm = [], [], [], [], [], [], [], [], []
     found: dict[str, Any] = {}
     try:
         with sync_playwright() as playwright, tempfile.TemporaryDirectory() as profile:
@@ -148,9 +167,15 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
                     readies.append(float(page.evaluate("document.documentElement.dataset.readyMs")))
                 metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
                 heaps.append(metrics["JSHeapUsedSize"] / 2**20)
-                transfers.append(sum(_gzip_size(site, u) for u in requested if u.startswith(url.rsplit("/", 1)[0])))
+                if sample is not None:  # the task's index, fetched once the first view is painted and idle
+                    deadline = time.monotonic() + 30
+                    while not any("-index-" in u for u in requested) and time.monotonic() < deadline:
+                        page.wait_for_timeout(10)
+                ours = [u for u in requested if u.startswith(url.rsplit("/", 1)[0])]
+                transfers.append(sum(_gzip_size(site, u) for u in ours if "-index-" not in u))
+                idles.append(sum(_gzip_size(site, u) for u in ours if "-index-" in u))
                 if sample is not None:
-                    found["first_view_data_files"] = sum(f"/{DATA_DIR}/" in u for u in requested)
+                    found["first_view_data_files"] = sum(f"/{DATA_DIR}/" in u and "-index-" not in u for u in ours)
                     page.click("#view-tabs button[data-view='all']")  # the largest list: every model of the task
                     page.wait_for_selector("html:not([data-busy])", state="attached")
                     took, _ = page.evaluate(SEARCH_JS, QUERIES[0])
@@ -165,6 +190,8 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
                                 missed.append(model_id)
                         found["missed"] = missed
                 page.close()
+                if sample is not None:
+                    typed.append(_typed_at_once(context, url))
             context.close()
     finally:
         server.shutdown()
@@ -173,11 +200,13 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
         "load_ms": statistics.median(loads),
         "heap_mb": statistics.median(heaps),
         "transfer_bytes": max(transfers),
+        "idle_bytes": max(idles),
         **found,
     }
     if readies:
         out.update(
             script_ready_ms=statistics.median(readies),
+            search_typed_ms=statistics.median(typed),
             search_cold_ms=statistics.median(cold),
             search_warm_ms=max(warm),
         )
@@ -189,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="write both sites into this folder (trncat/, pandas/) and keep them")
+    parser.add_argument("--no-pandas", action="store_true", help="skip the pandas pair (slow to load)")
     args = parser.parse_args(argv)
     if not CHROMIUM.is_file():
         print("no /usr/bin/chromium: install Debian's chromium to measure in a browser")
@@ -196,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         top = args.keep or Path(tmp)
         results = {}
-        for kind in ("trncat", "pandas"):
+        for kind in ("trncat",) if args.no_pandas else ("trncat", "pandas"):
             site = top / kind
             site.mkdir(parents=True, exist_ok=True)
             built = build(kind, args.rows, site)
@@ -212,9 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         load = f"over {LOAD_WAIT_S} s" if r["load_ms"] == float("inf") else f"{r['load_ms']:.0f} ms"
         line = (f"{kind} in Chromium: first render {r['first_render_ms']:.0f} ms, load event {load}, "
                 f"{r['transfer_bytes'] / 1e6:.2f} MB "
-                f"transferred (gzip), JS heap {r['heap_mb']:.0f} MB")  # fmt: skip
+                f"transferred (gzip; then {r['idle_bytes'] / 1e6:.2f} MB of index while idle), "
+                f"JS heap {r['heap_mb']:.0f} MB")  # fmt: skip
         if kind == "trncat":
-            line += (f"; script ready {r['script_ready_ms']:.0f} ms; search: cold {r['search_cold_ms']:.0f} ms, "
+            line += (f"; script ready {r['script_ready_ms']:.0f} ms; search: typed at once "
+                     f"{r['search_typed_ms']:.0f} ms, cold {r['search_cold_ms']:.0f} ms, "
                      f"warm worst {r['search_warm_ms']:.0f} ms; data files in the first view: "
                      f"{r['first_view_data_files']}; sampled ids found: {20 - len(r['missed'])}/20")  # fmt: skip
         else:
@@ -224,7 +256,10 @@ def main(argv: list[str] | None = None) -> int:
     goals = {
         "first render <= 300 ms": t["first_render_ms"] <= 300,
         "<= 1 MB transferred": t["transfer_bytes"] <= 1_000_000,
-        "search <= 200 ms (cold and warm)": max(t["search_cold_ms"], t["search_warm_ms"]) <= 200,
+        "search <= 200 ms (typed at once, cold and warm)": max(
+            t["search_typed_ms"], t["search_cold_ms"], t["search_warm_ms"]
+        )
+        <= 200,
         "build <= 10 s CPU": t["cpu_s"] <= 10,
         "build <= 500 MB": t["build_mb"] <= 500,
         "every sampled id found": not t["missed"],

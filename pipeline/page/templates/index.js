@@ -382,13 +382,16 @@
   });
   window.addEventListener("popstate", fromHash);
   window.addEventListener("hashchange", fromHash);
-  // A catalog with data files fetches the task's index when a control is reached for, not before: a visitor who only
-  // reads the first view transfers none of it.
+  // A catalog with data files draws its first view from the page alone, then fetches the shown task's index once that
+  // view is painted and the browser is idle (sooner when a control is reached for), never before: a search typed at
+  // once finds it in flight or at hand instead of starting it. The entry files stay on demand.
   var warm = function () { STORE.index(state.task).catch(function () {}); };
   ["task-tabs", "view-tabs", "pager"].forEach(function (id) { $(id).addEventListener("pointerdown", warm); });
   document.querySelector(".controls").addEventListener("focusin", warm);
   document.querySelector("#catalog thead").addEventListener("pointerdown", warm);
   render(false);
+  var idle = window.requestIdleCallback ? function (f) { requestIdleCallback(f, {timeout: 500}); } : function (f) { setTimeout(f, 50); };
+  requestAnimationFrame(function () { setTimeout(function () { idle(warm); }, 0); });  // after the first paint
   root.dataset.readyMs = String(Math.round(performance.now()));
   root.dataset.ready = "1";
 })();

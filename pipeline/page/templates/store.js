@@ -1,7 +1,8 @@
 // The page's data (pipeline/page/chunks.py, carried by the inline JSON as D.store): every entry inline in a small
 // catalog; in a large one, per task, a columnar index (one array per filter and sort field, each view's order) and the
 // entries in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs
-// them. Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
+// them (index.js asks for the shown task's index early too, once the first view is painted and the browser is idle).
+// Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};

@@ -391,7 +391,9 @@
   document.querySelector("#catalog thead").addEventListener("pointerdown", warm);
   render(false);
   var idle = window.requestIdleCallback ? function (f) { requestIdleCallback(f, {timeout: 500}); } : function (f) { setTimeout(f, 50); };
-  requestAnimationFrame(function () { setTimeout(function () { idle(warm); }, 0); });  // after the first paint
+  // (not for a reader who asked the browser to save data: their first search fetches it, as before)
+  var saving = navigator.connection && navigator.connection.saveData;
+  if (!saving) requestAnimationFrame(function () { setTimeout(function () { idle(warm); }, 0); });  // after first paint
   root.dataset.readyMs = String(Math.round(performance.now()));
   root.dataset.ready = "1";
 })();

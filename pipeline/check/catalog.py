@@ -105,12 +105,8 @@ _PATHS: dict[tuple[str, str], tuple[str, list[str]]] = {}
 def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | None:
     if not paths:
         return None
-    cached = [hub.cached(repo, path, revision=sha, repo_type="dataset") for path in paths]
-    local = [path for path in cached if path is not None]
-    fetch = functools.partial(hub.download, repo, revision=sha, repo_type="dataset")
-    try:
-        if len(local) < len(paths):  # else the download cache holds every one at the sha: no download call
-            local = together.results(*(functools.partial(fetch, path) for path in paths))
+    try:  # (a download cache holding every one at the sha: no download call)
+        local = hub.download_all(repo, paths, revision=sha, repo_type="dataset")
     except RepoNotFoundError:  # gone at the sha (the race above): read as a dataset without the index
         return None
     root = local[0]

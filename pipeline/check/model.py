@@ -9,7 +9,6 @@ before anything else reads them.
 
 from __future__ import annotations
 
-import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,8 +16,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.discover import REMOTE_CODE_REASON, gated_reason
 from pipeline.errors import GatedRepoError, RemoteCodeRefused, RepoNotFoundError
-from pipeline.hub import together
-from pipeline.ids import is_revision, validate_model_id
+from pipeline.ids import validate_model_id
 from pipeline.models import (
     ADAPTER_CONFIG,
     FAMILY_FILES,
@@ -215,14 +213,8 @@ def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list
 def _download(hub: Hub, model_id: str, revision: str | None, names: list[str], log: list[str]) -> Path | None:
     """Download ``names`` (small files the repo holds) at ``revision``, sent together; the snapshot folder they
     land in. At a commit the download cache holds them all (a second check of the model), they are taken from it
-    without a download call (the same answer: a download at a commit asks the Hub nothing for a cached file)."""
-    cached = (
-        [hub.cached(model_id, name, revision=revision) for name in names] if revision and is_revision(revision) else []
-    )
-    paths = [path for path in cached if path is not None]
-    if not names or len(paths) < len(names):
-        fetch = functools.partial(hub.download, model_id, revision=revision)
-        paths = together.results(*(functools.partial(fetch, name) for name in names))
+    without a download call (:meth:`pipeline.hub.Hub.download_all`)."""
+    paths = hub.download_all(model_id, names, revision=revision)
     log.extend(names)
     if not paths:
         return None

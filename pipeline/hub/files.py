@@ -68,6 +68,25 @@ class RepoFiles:
         )
         return Path(found) if isinstance(found, str) else None
 
+    def download_all(
+        self, repo_id: str, filenames: list[str], *, revision: str | None, repo_type: RepoType = "model"
+    ) -> list[Path]:
+        """:meth:`download` of each of ``filenames``, sent together; at a commit whose files the download cache
+        holds all of, their cached paths without a download call (the same answer: a download at a commit asks
+        the Hub nothing for a cached file).
+
+        Raises:
+            RepoNotFoundError: no such repo, revision or file.
+        """
+        from pipeline.ids import is_revision
+
+        if revision and is_revision(revision):
+            cached = [self.cached(repo_id, name, revision=revision, repo_type=repo_type) for name in filenames]
+            if filenames and all(path is not None for path in cached):
+                return [path for path in cached if path is not None]
+        fetch = functools.partial(self.download, repo_id, revision=revision, repo_type=repo_type)
+        return all_results(*(functools.partial(fetch, name) for name in filenames))
+
     def snapshot(
         self,
         repo_id: str,

@@ -19,6 +19,7 @@ import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
 from pipeline.page.catalog import ENTRY_COLUMNS
+from pipeline.page.chunks import SEARCH_FIELDS
 from pipeline.testing.catalog_rows import catalog_rows
 from tests.page import test_page_browser as browser
 
@@ -91,9 +92,18 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     entries = [e for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
     ids = [e[0] for e in entries]
     assert len(ids) == first_task["n"] and ids == sorted(ids)
-    # The index is columnar, one array per field in entry order; a text field of few values is codes into them.
+    # The index is columnar, one array per field in entry order; a text field of few values is codes into them. It
+    # holds what a search and the filters need; the sort columns are a file of their own, fetched on a first sort.
     index = json.loads(dict(site.files)[first_task["index"]])
-    assert list(index["cols"]) == index_columns("text-generation") and index["n"] == len(ids)
+    sort = json.loads(dict(site.files)[first_task["sort"]])
+    assert list(index["cols"]) == list(SEARCH_FIELDS) and index["n"] == len(ids)
+    assert [*index["cols"], *sort["cols"]] == index_columns("text-generation")
+    # The All view, numbered in its own order, is runs of consecutive entry numbers: every entry but the ranked ones
+    # that nobody measured or excluded.
+    runs = index["lists"]["all"]["runs"]
+    numbers = [first + k for first, count in runs for k in range(count)]
+    assert numbers == sorted(set(numbers)) and len(numbers) == first_task["lists"]["all"]["n"] <= len(ids)
+    assert len(runs) < len(numbers) / 10
     assert index["cols"]["id"] == ids
     status = index["cols"]["st"]
     assert [status["v"][k] for k in status["i"]] == [e[ENTRY_COLUMNS.index("st")] for e in entries]
@@ -135,6 +145,14 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     _settled(page)
     generation = [r for r in data["latest"] if r["task"] == "text-generation"]
     assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
+    # Params is a filter field, in the index; peak memory is a sort column only: its file comes on the first such sort.
+    assert not [u for u in _data_requests(seen) if "-sort-" in u]
+    page.click("#catalog th[data-sort='mem']")
+    _settled(page)
+    assert len([u for u in _data_requests(seen) if "-sort-" in u]) == 1
+    smallest = min((r for r in generation if r["peak_device_memory_bytes"] is not None),
+                   key=lambda r: (r["peak_device_memory_bytes"], r["model_id"]))  # fmt: skip
+    assert _models(page)[0] == smallest["model_id"]
     # A task's plots come when shown and scrolled near: a file of their own.
     assert not [u for u in _data_requests(seen) if "-plots-" in u]
     for task in ("text-generation", "sentence-embeddings"):

@@ -138,7 +138,7 @@
   }
   function visible() {
     // the view's rows after the filters (null: the task's index is still to fetch)
-    var ix = STORE.loaded(state.task);
+    var ix = STORE.loaded(state.task, state.sort);
     if (!ix) {
       return !firstView() ? null : {listing: {date: STORE.date(state.task, state.view)}, total: D.first.total,
                                     shown: D.first.items, count: D.first.shown, hidden: D.first.hidden};
@@ -197,7 +197,7 @@
       start = state.page * D.pageSize;
       page = v.shown.slice(start, start + D.pageSize);
     }
-    var wait = v ? STORE.entries(state.task, page.map(function (item) { return item[0]; })) : STORE.index(state.task);
+    var wait = v ? STORE.entries(state.task, page.map(function (item) { return item[0]; })) : STORE.index(state.task, state.sort);
     if (wait) {
       root.dataset.busy = "1";
       $("info").textContent = "Loading\u2026";

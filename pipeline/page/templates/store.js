@@ -1,7 +1,8 @@
 // The page's data (pipeline/page/chunks.py, carried by the inline JSON as D.store): every entry inline in a small
-// catalog; in a large one, per task, a columnar index (one array per filter and sort field, each view's order) and the
-// entries in files beside the page, fetched from the page's own origin when a view, a search or a page of rows needs
-// them (index.js asks for the shown task's index early too, once the first view is painted and the browser is idle).
+// catalog; in a large one, per task, a columnar index (one array per search and filter field, each view's order), its
+// sort columns and the entries in files beside the page, fetched from the page's own origin when a view, a search, a
+// sort or a page of rows needs them (index.js asks for the shown task's index early too, once the first view is painted
+// and the browser is idle).
 // Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
@@ -23,7 +24,8 @@ var TRNCAT_STORE = function (D) {
     return Array.isArray(c) ? c : c.i.map(function (k) { return k < 0 ? null : c.v[k]; });
   }
   D.tasks.forEach(function (task) {
-    var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null};
+    var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null,
+                       sorting: null, sorted: !!S.inline};
     if (S.inline) {
       t.entries = t.meta.entries.map(function (a) { return obj(D.cols, a); });
       var cols = {};
@@ -40,19 +42,43 @@ var TRNCAT_STORE = function (D) {
       return r.json();
     });
   }
-  function index(task) {
-    // a promise of the task's index (fetched once; a failed fetch is tried again on the next call)
+  function listing(l) {
+    // a view's list of a fetched index: the All view's as runs [[first, count], ...] of consecutive entry numbers
+    if (!l || !l.runs) return l;
+    var items = [];
+    l.runs.forEach(function (run) { for (var k = 0; k < run[1]; k++) items.push([run[0] + k, null]); });
+    return {date: l.date, items: items};
+  }
+  function sorted(t) {
+    // a promise of the task's index with its sort columns too (fetched once, on the first sort by one of them)
+    if (!t.sorting) {
+      t.sorting = get(t.meta.sort).then(function (raw) {
+        Object.keys(raw.cols).forEach(function (c) { t.index.cols[c] = column(raw.cols[c], t.meta.n); });
+        t.sorted = true;
+        return t.index;
+      }, function (err) { t.sorting = null; throw err; });
+    }
+    return t.sorting;
+  }
+  function index(task, sort) {
+    // a promise of the task's index, and of its sort columns when sort names one (each fetched once; a failed fetch
+    // is tried again on the next call)
     var t = T[task];
-    if (t.index) return Promise.resolve(t.index);
+    if (t.index && !sortable(t, sort)) return Promise.resolve(t.index);
     if (!t.loading) {
       t.loading = get(t.meta.index).then(function (raw) {
-        var cols = {};
+        var cols = {}, lists = {};
         Object.keys(raw.cols).forEach(function (c) { cols[c] = column(raw.cols[c], raw.n); });
-        setIndex(t, cols, raw.lists);
+        Object.keys(raw.lists).forEach(function (v) { lists[v] = listing(raw.lists[v]); });
+        setIndex(t, cols, lists);
         return t.index;
       }, function (err) { t.loading = null; throw err; });
     }
-    return t.loading;
+    return t.loading.then(function () { return sortable(t, sort) ? sorted(t) : t.index; });
+  }
+  function sortable(t, sort) {
+    // whether sorting by sort needs the task's sort columns, still to fetch
+    return !!sort && sort !== "rank" && !t.sorted && !(t.index && sort in t.index.cols);
   }
   function entries(task, nos) {
     // null when every entry numbered in nos is at hand, else a promise of the files that hold the others
@@ -84,7 +110,8 @@ var TRNCAT_STORE = function (D) {
   return {
     index: index, entries: entries, hasRow: hasRow, count: count,
     plots: function (path) { return get(path); },  // a task's plots (a list of SVG texts), fetched with its tab
-    loaded: function (task) { return T[task] ? T[task].index : null; },
+    // the task's index, if at hand (and with its sort columns, when sort names one), else null
+    loaded: function (task, sort) { var t = T[task]; return t && t.index && !sortable(t, sort) ? t.index : null; },
     entry: function (task, no) { return T[task].entries[no]; },
     date: function (task, view) { var l = summary(task, view); return l ? l.date : null; },
     listed: function (task, view) { return !!summary(task, view); }

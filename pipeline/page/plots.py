@@ -6,7 +6,9 @@ through :func:`markupsafe.escape`; the functions return :class:`markupsafe.Marku
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -121,6 +123,9 @@ def _shown(value: float) -> bool:
     return math.isfinite(value) and value > 0
 
 
+_POINT_ORDER = operator.attrgetter("x", "y", "label")
+
+
 def scatter(
     *,
     title: str,
@@ -148,7 +153,8 @@ def scatter(
     Returns:
         The ``<svg>`` element.
     """
-    kept = sorted((p for p in points if _shown(p.x) and _shown(p.y)), key=lambda p: (p.x, p.y, p.label))
+    # 0 < v < inf is _shown (NaN compares false), inline: a scatter may be handed 100,000 points.
+    kept = sorted((p for p in points if 0 < p.x < math.inf and 0 < p.y < math.inf), key=_POINT_ORDER)
     if len(kept) > MAX_POINTS:
         step = len(kept) / MAX_POINTS
         kept = [kept[int(i * step)] for i in range(MAX_POINTS)]
@@ -239,19 +245,37 @@ TASK_LIBRARIES = tuple(dict.fromkeys(s.library for s in TASK_SOURCES.values() if
 _LIBRARY_VERSIONS = tuple((library, f"{library_key(library)}_version") for library in TASK_LIBRARIES)
 
 
+#: The columns a toolchain label reads.
+_LABEL_COLUMNS = (
+    "neuronx_cc_version", "torch_neuronx_version", "device", "transformers_version",
+    *(column for _, column in _LIBRARY_VERSIONS),
+)  # fmt: skip
+
+
 def toolchain_label(row: dict[str, Any]) -> str:
     """'neuronx-cc 2.21.0 · torch-neuronx 2.14.0 · transformers 5.0.0' (or the device when not on Neuron), and the
     task's own library when it has one ('· diffusers 0.42.1', '· sentence-transformers 6.2.0')."""
+    values = tuple(map(row.get, _LABEL_COLUMNS))
+    # Labelled once per set of versions: a page labels ~100,000 history rows with a handful of toolchains.
+    try:
+        return _label(values)
+    except TypeError:  # a value that is not hashable: labelled as is
+        return _label.__wrapped__(values)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(values: tuple[Any, ...]) -> str:
+    cc, torch_neuronx, device, transformers, *libraries = values
     parts = []
-    if row.get("neuronx_cc_version"):
-        parts.append(f"neuronx-cc {row['neuronx_cc_version']}")
-    if row.get("torch_neuronx_version"):
-        parts.append(f"torch-neuronx {row['torch_neuronx_version']}")
+    if cc:
+        parts.append(f"neuronx-cc {cc}")
+    if torch_neuronx:
+        parts.append(f"torch-neuronx {torch_neuronx}")
     if not parts:
-        parts.append(str(row.get("device") or "?"))
-    parts.append(f"transformers {row.get('transformers_version') or '?'}")
-    for library, column in _LIBRARY_VERSIONS:
-        if version := row.get(column):
+        parts.append(str(device or "?"))
+    parts.append(f"transformers {transformers or '?'}")
+    for (library, _), version in zip(_LIBRARY_VERSIONS, libraries, strict=True):
+        if version:
             parts.append(f"{library} {version}")
     return " · ".join(parts)
 

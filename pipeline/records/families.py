@@ -51,6 +51,7 @@ FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("compiled_cache_bytes", "int64"),
     ("compiled_cache_files", "int64"),
 )
+_FAMILY_NAMES = tuple(name for name, _ in FAMILY_COLUMNS)
 _KEPT_FROM_LATEST = ("model_id", "task", "hardware", "architecture", "model_type", "base_model")
 
 
@@ -65,10 +66,10 @@ def family_row(row: Mapping[str, Any], earlier: Iterable[Mapping[str, Any]] = ()
     Returns:
         The row's :data:`FAMILY_COLUMNS`; the key and the family always come from the latest row.
     """
-    chosen: Mapping[str, Any] = row
-    if row.get("status") not in MEASURED:
-        runs = sorted((e for e in earlier if e.get("status") in MEASURED), key=_finished, reverse=True)
-        chosen = runs[0] if runs else row
+    if row.get("status") in MEASURED:  # the common case: the latest row says it all (key, family and device alike)
+        return dict(zip(_FAMILY_NAMES, map(row.get, _FAMILY_NAMES), strict=True))
+    runs = sorted((e for e in earlier if e.get("status") in MEASURED), key=_finished, reverse=True)
+    chosen: Mapping[str, Any] = runs[0] if runs else row
     out = {name: chosen.get(name) for name, _ in FAMILY_COLUMNS}
     out.update({name: row.get(name) for name in _KEPT_FROM_LATEST})
     out["device"] = chosen.get("device") or row.get("device")
@@ -211,15 +212,22 @@ def _family_key(row: Mapping[str, Any]) -> tuple[Any, Any, Any]:
 
 def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> FamilyStat:
     architecture, model_type, task = key
-    trainium = trainium_rows(members, task=task)
+    devices = [device_of(r) for r in members]  # once per row: Trainium2, elsewhere and Trainium3 all read it
+    # The rows trainium_rows picks, in their order.
+    trainium = [
+        r
+        for r, device in zip(members, devices, strict=True)
+        if device == TRAINIUM and r.get("task") == task and r.get("status") in MEASURED and not r.get("emulated")
+    ]
     labels = [toolchain_label(r) for r in trainium]
-    toolchain = labels[max(range(len(trainium)), key=lambda i: _finished(trainium[i]))] if trainium else None
+    finished = [_finished(r) for r in trainium]
+    toolchain = labels[max(range(len(trainium)), key=finished.__getitem__)] if trainium else None
     counted = one_per_model(r for r, label in zip(trainium, labels, strict=True) if label == toolchain)
     on_trainium = {str(r.get("model_id")) for r in trainium}
     elsewhere = {
         str(r.get("model_id"))
-        for r in members
-        if device_of(r) != TRAINIUM and r.get("status") in MEASURED and str(r.get("model_id")) not in on_trainium
+        for r, device in zip(members, devices, strict=True)
+        if device != TRAINIUM and r.get("status") in MEASURED and str(r.get("model_id")) not in on_trainium
     }
     failed = [r for r in counted if r.get("status") == "fail"]
     codes = Counter(str(r.get("failure_code")) for r in failed if r.get("failure_code"))
@@ -239,7 +247,7 @@ def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> Fa
         rows=tuple(counted),
         ordered=tuple(ordered),
         brief=tuple((r.get("model_id"), r.get("status"), r.get("cores"), r.get("failure_code")) for r in ordered),
-        trainium3=any(device_of(r) == TRAINIUM3 for r in members),
+        trainium3=TRAINIUM3 in devices,
     )
 
 

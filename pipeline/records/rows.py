@@ -3,6 +3,7 @@ its scripts) and the toolchain a row ran with, as people name it."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -43,6 +44,27 @@ def _device(row: Mapping[str, Any]) -> str | None:
 
 def toolchain_label(row: Mapping[str, Any]) -> str:
     """A short human label of the toolchain a (valid) row ran with: its backend's packages and versions."""
+    device = row["device"]
+    columns = _version_columns(device)
+    # Labelled once per device and versions (a check or a page labels ~100,000 rows with a handful of toolchains).
+    try:
+        return _label(device, tuple(map(row.get, columns)), columns)
+    except TypeError:  # a version that is not hashable (no valid row has one): labelled from the row itself
+        from pipeline.backends import backend_class
+
+        return backend_class(device).toolchain_label(row)
+
+
+@functools.cache
+def _version_columns(device: str) -> tuple[str, ...]:
+    """The version columns a backend's label reads (:attr:`pipeline.backends.base.Backend.toolchain_packages`)."""
     from pipeline.backends import backend_class
 
-    return backend_class(row["device"]).toolchain_label(row)
+    return tuple(f"{key}_version" for _, key in backend_class(device).toolchain_packages)
+
+
+@functools.lru_cache(maxsize=4096)
+def _label(device: str, versions: tuple[Any, ...], columns: tuple[str, ...]) -> str:
+    from pipeline.backends import backend_class
+
+    return backend_class(device).toolchain_label(dict(zip(columns, versions, strict=True)))

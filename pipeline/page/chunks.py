@@ -62,8 +62,9 @@ def index_columns(task: str) -> list[str]:
 
 def _json(value: Any) -> str:
     # orjson: the data files are some 70 MB of JSON at 100,000 rows, 1.6 s with the json module, 0.2 s here. It writes
-    # the same compact JSON (non-ASCII as is); a NaN or infinity would be null, but every float is rounded by
-    # catalog._num first, which makes those None.
+    # the same compact JSON (non-ASCII as is), but a NaN or infinity as null where the json module refused it: the
+    # figures go through catalog._num, which makes those None already; a non-finite value copied as is (a price, a
+    # threshold) now reads as unknown, as a missing one does, instead of failing the build.
     return orjson.dumps(value).decode()
 
 

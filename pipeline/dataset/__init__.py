@@ -69,12 +69,13 @@ if TYPE_CHECKING:
     from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
     from pipeline.dataset.read import (
         HISTORY_COLUMN,
+        ScriptTexts,
         earlier_runs,
         iter_results,
         read_exclusions,
         read_latest,
+        read_latest_columns,
         read_rankings,
-        read_scripts,
         require_dataset,
         script_files,
     )
@@ -85,6 +86,7 @@ if TYPE_CHECKING:
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 __all__ = [
+    "ScriptTexts",
     "CHANGE_KINDS",
     "DATA_DIR",
     "EXCLUSIONS_FILE",
@@ -129,10 +131,10 @@ __all__ = [
     "read_exclusions",
     "read_families",
     "read_latest",
+    "read_latest_columns",
     "read_rankings",
     "read_release_diffs",
     "release_path",
-    "read_scripts",
     "require_dataset",
     "read_serving",
     "script_files",

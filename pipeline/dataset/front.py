@@ -18,7 +18,7 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
 )
-from pipeline.dataset.read import iter_results, read_exclusions, read_latest, read_rankings, read_scripts
+from pipeline.dataset.read import ScriptTexts, iter_results, read_exclusions, read_latest, read_rankings
 from pipeline.dataset.releases import read_release_diffs
 from pipeline.dataset.shards import FAMILIES_DIR, families_sharded
 from pipeline.dataset.warm import read_warm_checks
@@ -64,7 +64,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         history=list(iter_results(root, HISTORY_READ)),
         rankings=read_rankings(root),
         exclusions=read_exclusions(root),
-        scripts=read_scripts(root, {row["model_id"] for row in latest}),
+        scripts=ScriptTexts(root),
         releases=read_release_diffs(root),
         warm_checks=read_warm_checks(root),
     )

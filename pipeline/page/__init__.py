@@ -37,7 +37,7 @@ if TYPE_CHECKING:
         exclusion_text,
     )
     from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
-    from pipeline.page.html import Site, render_page, render_site, script_json
+    from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
     from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "DATA_DIR",
     "HISTORY_READ",
     "INLINE_ENTRIES",
+    "LATEST_READ",
     "PAGE_SIZE",
     "PAGE_VIEWS",
     "RANKED_VIEWS",

@@ -57,6 +57,27 @@ from pipeline.page.warm import WARM_BADGES, warm_index, warm_summary
 
 logger = logging.getLogger(__name__)
 
+#: The latest columns the page reads (80 of 130, and ``history`` for the family rule), so a build reads only
+#: those (:func:`pipeline.dataset.read_latest_columns`). A test renders a catalog of every task from rows that
+#: answer nothing else, and fails on any other column the page reads.
+LATEST_READ = (
+    "accelerator", "agreement_bc", "agreement_denoiser_cosine", "agreement_embedding_cosine",
+    "agreement_failed_step", "agreement_first_divergence_step", "agreement_grade", "agreement_greedy_match_rate",
+    "agreement_logits_cosine", "agreement_sigma_ratio", "agreement_threshold", "agreement_topk",
+    "agreement_transcript_wer", "architecture", "base_model", "compile_s", "compiled_cache_bytes",
+    "compiled_cache_files", "compiled_cache_path", "compiled_cache_repo_id", "compiled_cache_revision",
+    "compiled_cache_sha256", "compiled_cache_skipped", "cores", "cost_usd_per_audio_hour",
+    "cost_usd_per_million_sentences", "cost_usd_per_million_tokens", "cost_usd_per_thousand_images",
+    "cpu_fallback_ops", "decode_tokens_per_s", "device", "diffusers_version", "dtype", "embedding_dim", "emulated",
+    "failure_code", "failure_message", "failure_stage", "finished_at", "guidance_scale", "hardware", "image_size",
+    "instance_type", "latency_by_batch_s", "latency_p50_s", "model_id", "model_type", "neuronx_cc_version",
+    "nki_version", "params", "peak_device_memory_bytes", "plan_advice", "plan_cores", "plan_fits", "plan_tp_degree",
+    "prefill_mode", "price_as_of", "price_option", "price_region", "price_source", "price_usd_per_hour",
+    "real_time_factor", "recompiles_during_timed", "revision", "seconds_per_image", "sentence_transformers_version",
+    "sentences_per_s", "source", "status", "steps", "steps_per_s", "task", "torch_neuronx_version", "torch_version",
+    "transformers_version", "ttft_s", "vae_decode_s", "wall_s", "warm_start_s", "wer", "history",
+)  # fmt: skip
+
 #: A one-file page inlines scripts (for copy buttons that work offline) up to this many bytes in all; past it a model's
 #: files are fetched from beside the page (a Space, a checkout) when the details open, or linked. A page with data
 #: files inlines none: the Space serves scripts/ beside it.
@@ -221,7 +242,7 @@ def render_site(
     history: list[dict[str, Any]] | None = None,
     rankings: list[dict[str, Any]],
     exclusions: list[dict[str, Any]],
-    scripts: dict[str, dict[str, str]],
+    scripts: Mapping[str, Mapping[str, str]],
     note: str | None = None,
     feed: str | None = None,
     dataset_repo: str | None = None,
@@ -238,7 +259,8 @@ def render_site(
         history: result rows across toolchains for each model's history; None uses ``latest``.
         rankings: rankings rows (``date, task, view, rank, model_id``); empty when discovery has not run.
         exclusions: exclusion rows (``model_id, task, reason, kind``); untrusted text.
-        scripts: model id -> ``{"run.py": text, "requirements.txt": text}``; a model without is never linked to one.
+        scripts: model id -> ``{"run.py": text, "requirements.txt": text}`` (at least one), such as
+            :class:`pipeline.dataset.ScriptTexts`; a model without is never linked to one.
         note: a sentence shown at the top (the demo says its rows are CPU rows from tiny models).
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
@@ -269,7 +291,7 @@ def render_site(
         warm=warm,
     )
     for e in data["entries"]:
-        e["sc"] = bool(e["link"] and scripts.get(e["id"]))
+        e["sc"] = bool(e["link"] and e["id"] in scripts)  # `in`: a lazy mapping reads no text for this
     measured = [e for e in data["entries"] if e["st"] != "unmeasured"]
     trainium = [e for e in measured if e["device"] == "neuron"]
     elsewhere = [e for e in measured if e["device"] != "neuron"]

@@ -23,18 +23,18 @@ from urllib.parse import urlencode
 from pipeline import fsatomic, render
 from pipeline.dataset import (
     CHANGE_KINDS,
+    ScriptTexts,
     iter_results,
     read_changes,
     read_exclusions,
-    read_latest,
+    read_latest_columns,
     read_rankings,
     read_release_diffs,
-    read_scripts,
     read_serving,
     read_warm_checks,
     script_files,
 )
-from pipeline.page import HISTORY_READ, render_site
+from pipeline.page import HISTORY_READ, LATEST_READ, render_site
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -207,15 +207,13 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
     Raises:
         DatasetError: a Parquet file of the dataset is unreadable.
     """
-    latest = read_latest(dataset)
     releases = read_release_diffs(dataset)
-    scripts = read_scripts(dataset, {row["model_id"] for row in latest})
     site = render_site(
-        latest=latest,
+        latest=read_latest_columns(dataset, LATEST_READ),  # only what the page shows, a batch at a time
         history=list(iter_results(dataset, HISTORY_READ)),
         rankings=read_rankings(dataset),
         exclusions=read_exclusions(dataset),
-        scripts=scripts,
+        scripts=ScriptTexts(dataset),  # which models have scripts; a page with data files reads no text
         note=names.note,
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,
@@ -238,5 +236,4 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
             fsatomic.write_text(stage / relative, text)
         fsatomic.write_text(stage / SPACE_CARD, card)
         fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
-        for relative, data in script_files(dataset):
-            fsatomic.write_bytes(stage / relative, data)
+        fsatomic.link_files(dataset, stage, script_files(dataset))  # linked, not copied: 200,000 at 100k models

@@ -1,0 +1,105 @@
+"""The page reads only :data:`pipeline.page.LATEST_READ` of a latest row (issue 36: a build at 100k rows reads those
+columns, a batch at a time), so a page built from those columns is the page built from every column."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pipeline.dataset import build, iter_results, read_latest, read_latest_columns
+from pipeline.page import HISTORY_READ, LATEST_READ, render_site
+from pipeline.records import COLUMN_NAMES, flatten
+from pipeline.testing.catalog_rows import catalog_rows
+from pipeline.testing.records import sample_failure, sample_record, sample_speech_record
+from tests.page.test_page import at, fixture_row
+from tests.warm_rows import with_bundle
+
+
+class _Watched(dict[str, Any]):
+    """A row that notes every key the page asks it for."""
+
+    asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> Any:
+        self.asked.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.asked.add(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self.asked.add(str(key))
+        return super().__contains__(key)
+
+
+def _every_kind_of_row() -> list[dict[str, Any]]:
+    """Rows of every task, device and outcome the page draws differently."""
+    rows = catalog_rows(600)["latest"]  # four tasks; pass, fail and error; plans, costs, families
+    rows += [
+        flatten(sample_speech_record(model_id="acme/whisper")),
+        flatten(sample_record(model_id="acme/gen", device="cuda", hardware={"name": "h100", "accelerator": "H100"})),
+        flatten(sample_record(model_id="acme/gen")),
+        flatten(with_bundle(sample_record(model_id="acme/warm"), "a" * 64)),
+        flatten(
+            sample_failure(
+                model_id="acme/broken", status="error", stage="timeout", code="timeout", message="no answer in 900 s"
+            )
+        ),
+        fixture_row("sentence_embeddings_cpu_pass.json", "acme/embed"),
+        fixture_row("text_to_image_cpu_pass.json", "acme/paint", steps=4, image_size=1024, guidance_scale=0.0),
+    ]
+    return rows
+
+
+def test_the_page_asks_a_latest_row_for_no_column_but_those_it_reads() -> None:
+    names = {*COLUMN_NAMES, "history"}
+    assert set(LATEST_READ) <= names, "LATEST_READ names a column no latest row has"
+    _Watched.asked = set()
+    rows = [_Watched(r) for r in _every_kind_of_row()]
+    render_site(latest=rows, rankings=[], exclusions=[], scripts={}, inline_entries=None)
+    render_site(latest=rows, rankings=[], exclusions=[], scripts={}, inline_entries=10, chunk=50)
+    asked = _Watched.asked & names
+    assert asked - set(LATEST_READ) == set(), "add these columns to LATEST_READ: the Space build would not read them"
+    # and the list is no longer than it must be: every column in it is one the page asked for here
+    assert set(LATEST_READ) - asked == set()
+
+
+def _records() -> list[dict[str, Any]]:
+    """A dataset's records: every task, a GPU row beside a Trainium2 one, a bundle, and a key whose latest run is an
+    infrastructure error after a pass (its family row comes from the earlier run, read from ``history``)."""
+    embed = json.loads((Path(__file__).parent.parent / "fixtures/valid/sentence_embeddings_cpu_pass.json").read_text())
+    embed["model_id"] = "acme/embed"
+    return [
+        sample_record(model_id="acme/gen", run=at(1)),
+        sample_record(model_id="acme/gen", device="cuda", hardware={"name": "h100", "accelerator": "H100"}, run=at(1)),
+        sample_record(model_id="acme/flaky", run=at(1)),
+        sample_failure(
+            model_id="acme/flaky", status="error", stage="timeout", code="timeout", message="no answer", run=at(2)
+        ),
+        sample_failure(model_id="acme/broken", run=at(2)),
+        sample_speech_record(model_id="acme/whisper", run=at(2)),
+        with_bundle(sample_record(model_id="acme/warm", run=at(2)), "b" * 64),
+        embed,
+    ]
+
+
+def test_a_page_from_the_columns_it_reads_is_the_page_from_every_column(tmp_path: Path) -> None:
+    records = _records()
+    build(records[:3], tmp_path)
+    build(records[3:], tmp_path)  # the flaky key's error lands on its pass: the pass goes into its history
+    full, some = read_latest(tmp_path), read_latest_columns(tmp_path, LATEST_READ)
+    assert len(full) == len(some) == 7
+    assert {len(row) for row in some} == {len(LATEST_READ)}
+    [flaky] = [r for r in some if r["model_id"] == "acme/flaky"]
+    assert flaky["status"] == "error" and [run["status"] for run in flaky["history"]] == ["pass"]
+    assert {r["history"] is None for r in some if r["status"] in ("pass", "fail")} == {True}
+    history = list(iter_results(tmp_path, HISTORY_READ))
+    for inline in (None, 2):  # one file, and a page with data files
+        args: dict[str, Any] = {"history": history, "rankings": [], "exclusions": [], "scripts": {}}
+        want = render_site(latest=full, inline_entries=inline, chunk=2, **args)
+        got = render_site(latest=some, inline_entries=inline, chunk=2, **args)
+        assert got.html == want.html
+        assert got.files == want.files
+    assert "acme/flaky" in want.html

@@ -143,6 +143,23 @@ class RepoFiles:
 
         return self._call(f"listing {under} of {repo_id}", listing)
 
+    def file_ids(
+        self, repo_id: str, *, revision: str, repo_type: RepoType = "model"
+    ) -> dict[str, tuple[str | None, str]]:
+        """Every file of a repo at ``revision``: its LFS sha256 (None for a regular file) and its git blob id, from
+        one recursive tree listing, no file downloaded: what a rebuilt tree is compared against (a regular file by
+        :func:`pipeline.hub.operations.git_blob_id` of its bytes, an LFS file by its sha256)."""
+
+        def listing() -> dict[str, tuple[str | None, str]]:
+            entries = self._api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=repo_type)
+            return {
+                e.path: (e.lfs.sha256 if e.lfs is not None else None, e.blob_id)
+                for e in entries
+                if isinstance(e, RepoFile)
+            }
+
+        return self._call(f"listing files of {repo_id}", listing)
+
     def file_sizes(self, repo_id: str, *, revision: str, repo_type: RepoType = "model") -> dict[str, int]:
         """Every file of a repo at ``revision`` with its size in bytes (one recursive tree listing; an LFS file's
         size is its content's), what a download is checked against before it starts."""

@@ -49,3 +49,42 @@ def test_the_feed_stays_well_formed_xml_whatever_the_stored_text_holds() -> None
     root = ET.fromstring(text.encode("utf-8"))
     summary = root.find("{http://www.w3.org/2005/Atom}entry/{http://www.w3.org/2005/Atom}summary")
     assert summary is not None and "torch-neuronx 2.14 / neuronx-cc 2.28" in (summary.text or "")
+
+
+def test_the_space_is_compared_by_its_listing_and_never_downloaded(localhub: Any) -> None:
+    """Issue 36: each rebuild downloaded the whole Space (at 100k models, 200,000 scripts) to compare it with the
+    new tree. The Space's tree listing gives each file's git blob id (an LFS file's sha256): one listing, no
+    download, and a changed file is still found (a model's new script)."""
+    localhub.store.create_repo(REPO, repo_type="dataset")
+    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    assert publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE).published
+    requests = localhub.server.requests
+    before = len(requests)
+    again = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert not again.published and again.changed == []
+    asked = requests[before:]
+    assert not [path for _, path in asked if f"spaces/{SPACE}/resolve/" in path], asked
+    assert [path for _, path in asked if f"spaces/{SPACE}/tree/" in path]
+    script = next(p for p in localhub.client.list_files(SPACE, repo_type="space") if p.endswith("/run.py"))
+    localhub.store.commit_files(
+        REPO, {script: b"# a new run.py\n"}, message="a model's new script", repo_type="dataset"
+    )
+    changed = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert changed.published and script in changed.changed  # (and the card, naming the new dataset commit)
+    assert localhub.store.read_file(SPACE, script, repo_type="space") == b"# a new run.py\n"
+
+
+def test_a_listed_file_is_the_built_one_by_its_lfs_sha256_or_its_git_blob_id(tmp_path: Any) -> None:
+    import hashlib
+
+    from pipeline.hub import git_blob_id
+    from pipeline.space.commit import _held
+
+    built = tmp_path / "index.html"
+    built.write_bytes(b"<p>page</p>\n")
+    sha = hashlib.sha256(b"<p>page</p>\n").hexdigest()
+    assert _held((sha, "pointer-blob-id"), built, sha)  # an LFS file: its content's sha256
+    assert not _held(("0" * 64, "pointer-blob-id"), built, sha)
+    assert _held((None, git_blob_id(b"<p>page</p>\n")), built, sha)  # a regular file: git's id of its bytes
+    assert not _held((None, git_blob_id(b"<p>old</p>\n")), built, sha)
+    assert not _held(None, built, sha)  # not in the Space

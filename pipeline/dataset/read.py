@@ -6,7 +6,7 @@ import datetime as dt
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -251,9 +251,18 @@ class ScriptTexts(Mapping[str, dict[str, str]]):
     when asked for. A page with data files reads none (its details fetch the files beside it): reading every one
     took seconds at 100,000 models. Only regular files count, as in :func:`script_files`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, paths: Iterable[str] | None = None) -> None:
+        """``paths``: the script files (relative to ``root``, a repo's listing) in place of the walk, where the
+        folder holds only some of them; a listed file the folder lacks reads as absent."""
         self._root = root
         self._folders: set[str] = set()
+        if paths is not None:
+            names = set(SCRIPT_FILES)
+            for path in paths:
+                folder, _, name = path.rpartition("/")
+                if name in names and folder.count("/") == 2 and folder.startswith(f"{SCRIPTS_DIR}/"):
+                    self._folders.add(folder)
+            return
         top = root / SCRIPTS_DIR
         for org in [] if top.is_symlink() else _folders(top):
             for name in _folders(top / org):

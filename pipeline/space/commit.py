@@ -2,26 +2,35 @@
 
 The page is built from a snapshot of the dataset's ``main`` (never a pull request: what is shown was reviewed),
 and committed to the Space's main when a file differs from what the Space holds (nothing changed: no commit).
+Nothing is downloaded to tell: the Space's and the dataset's tree listings give each file's git blob id. The
+dataset's ``data/`` is downloaded whole; of its scripts (two per model), only those the Space does not already hold
+as they are, unless the page is one file, which inlines their texts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset import tree_digests
+from pipeline.dataset import SCRIPTS_DIR, tree_digests
 from pipeline.errors import RepoNotFoundError
 from pipeline.hub import Hub, file_additions, file_deletions, git_blob_id
 from pipeline.ids import validate_model_id
+from pipeline.page import INLINE_ENTRIES
 from pipeline.space.tree import SiteNames, write_site
 
 logger = logging.getLogger(__name__)
 
-#: What the Space is built from: the dataset's data and scripts (not its card or its preview page).
-DATASET_PATTERNS = ["data/**", "scripts/**"]
+#: What the Space is built from: the dataset's data and scripts (not its card or its preview page); the scripts are
+#: fetched apart, only those the Space lacks.
+DATASET_PATTERNS = ["data/**", f"{SCRIPTS_DIR}/**"]
+#: A file's identity in a tree listing: its LFS sha256 (None for a regular file) and its git blob id.
+Listed = tuple[str | None, str]
 
 
 @dataclass
@@ -47,24 +56,49 @@ def _held(listed: tuple[str | None, str] | None, path: Path, sha256: str) -> boo
 
 
 def build_space(
-    *, hub: Hub, dataset_repo: str, space_repo: str, out: Path, site_url: str = "", note: str | None = None
-) -> tuple[str, Path]:
-    """Build the Space tree of the dataset's main into ``out``; returns (dataset main sha, ``out``).
+    *,
+    hub: Hub,
+    dataset_repo: str,
+    space_repo: str,
+    out: Path,
+    site_url: str = "",
+    note: str | None = None,
+    held: Mapping[str, Listed] | None = None,
+) -> tuple[str, Path, dict[str, Listed]]:
+    """Build the Space tree of the dataset's main into ``out``.
+
+    Args:
+        held: the Space's files as its listing gives them (:meth:`pipeline.hub.Hub.file_ids`); a dataset script
+            the Space holds as it is is neither downloaded nor in ``out``, and is kept. None: fetch every script.
+
+    Returns:
+        The dataset main's sha, ``out``, and the scripts kept (path -> listed identity).
 
     Raises:
         HubError: (or a child) the Hub failed.
     """
     sha = hub.head_sha(dataset_repo, repo_type="dataset", revision="main")
+    listed = hub.file_ids(dataset_repo, revision=sha, repo_type="dataset")
+    scripts = {path: ids for path, ids in listed.items() if path.startswith(f"{SCRIPTS_DIR}/")}
+    kept: dict[str, Listed] = {}
+    # A model with scripts has an entry: past INLINE_ENTRIES of them the page has data files and reads no script text.
+    if held and len({path.rsplit("/", 1)[0] for path in scripts}) > INLINE_ENTRIES:
+        kept = {path: ids for path, ids in scripts.items() if held.get(path) == ids}
     with tempfile.TemporaryDirectory(prefix="trncat-page-") as tmp:
         snapshot = Path(tmp) / "dataset"
         hub.snapshot(
-            dataset_repo, revision=sha, repo_type="dataset", local_dir=snapshot, allow_patterns=DATASET_PATTERNS
+            dataset_repo, revision=sha, repo_type="dataset", local_dir=snapshot, allow_patterns=DATASET_PATTERNS[:1]
         )
+        wanted = sorted(scripts.keys() - kept.keys())
+        logger.info(
+            "fetching %d of the dataset's %d script files (the Space holds the rest)", len(wanted), len(scripts)
+        )
+        hub.fetch_files(dataset_repo, wanted, revision=sha, into=snapshot, repo_type="dataset")
         names = SiteNames(
             dataset_repo=dataset_repo, space_repo=space_repo, site_url=site_url, dataset_sha=sha, note=note
         )
-        write_site(snapshot, out, names=names)
-    return sha, out
+        write_site(snapshot, out, names=names, script_paths=sorted(scripts))
+    return sha, out, kept
 
 
 def publish_space(
@@ -86,7 +120,8 @@ def publish_space(
         site_url: The page's address (feed links point into it); default the Space's page on the Hub.
         note: A sentence shown at the top of the page.
         dry_run: Build and compare, commit nothing.
-        out: Keep the built tree here (default: a temporary folder).
+        out: Keep the built tree here (default: a temporary folder); the scripts the Space already holds as they
+            are are not in it.
 
     Raises:
         HubError: (or a child) the Hub failed after retries; nothing is half-committed.
@@ -95,13 +130,23 @@ def publish_space(
     validate_model_id(space_repo)
     with tempfile.TemporaryDirectory(prefix="trncat-space-") as tmp:
         tree = out or Path(tmp) / "space"
-        sha, _ = build_space(
-            hub=hub, dataset_repo=dataset_repo, space_repo=space_repo, out=tree, site_url=site_url, note=note
+        try:
+            held_at: str | None = hub.head_sha(space_repo, repo_type="space", revision="main")
+        except RepoNotFoundError:
+            held_at = None
+        # What the Space holds, from its listing (no file downloaded: 200,000 scripts at 100k models).
+        held = {} if held_at is None else hub.file_ids(space_repo, revision=held_at, repo_type="space")
+        sha, _, kept = build_space(
+            hub=hub,
+            dataset_repo=dataset_repo,
+            space_repo=space_repo,
+            out=tree,
+            site_url=site_url,
+            note=note,
+            held=held,
         )
         built = tree_digests(tree)
-        try:
-            hub.head_sha(space_repo, repo_type="space", revision="main")
-        except RepoNotFoundError:
+        if held_at is None:
             if dry_run:
                 return SpaceResult(space=space_repo, dataset_sha=sha, changed=sorted(built), dry_run=True)
             logger.info("creating the Space %s", space_repo)
@@ -109,10 +154,15 @@ def publish_space(
         result = SpaceResult(space=space_repo, dataset_sha=sha, dry_run=dry_run)
 
         def operations(parent: str) -> list[Any]:
-            # What the Space holds, from its listing (no file downloaded: 200,000 scripts at 100k models).
-            now = hub.file_ids(space_repo, revision=parent, repo_type="space")
+            now = held if parent == held_at else hub.file_ids(space_repo, revision=parent, repo_type="space")
+            # A kept script the Space changed since it was listed (another build committed in between): fetch it.
+            if stale := sorted(path for path, ids in kept.items() if now.get(path) != ids):
+                hub.fetch_files(dataset_repo, stale, revision=sha, into=tree, repo_type="dataset")
+                built.update((path, hashlib.sha256((tree / path).read_bytes()).hexdigest()) for path in stale)
+                for path in stale:
+                    del kept[path]
             result.changed = sorted(p for p, digest in built.items() if not _held(now.get(p), tree / p, digest))
-            result.deleted = sorted(p for p in now if p not in built and p != ".gitattributes")
+            result.deleted = sorted(p for p in now if p not in built and p not in kept and p != ".gitattributes")
             if dry_run:
                 return []
             return file_additions({p: tree / p for p in result.changed}) + file_deletions(result.deleted)

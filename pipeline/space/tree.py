@@ -201,8 +201,11 @@ def feed_xml(
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="unicode") + "\n"
 
 
-def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
+def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequence[str] | None = None) -> None:
     """Replace the folder ``out`` with the Space tree of the dataset folder ``dataset``, all at once.
+
+    ``script_paths``: every script file of the dataset (its repo's listing) where the folder holds only some of
+    them (those the Space lacks); the page links every model that has one, the tree holds those in the folder.
 
     Raises:
         DatasetError: a Parquet file of the dataset is unreadable.
@@ -213,7 +216,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames) -> None:
         history=list(iter_results(dataset, HISTORY_READ)),
         rankings=read_rankings(dataset),
         exclusions=read_exclusions(dataset),
-        scripts=ScriptTexts(dataset),  # which models have scripts; a page with data files reads no text
+        scripts=ScriptTexts(dataset, paths=script_paths),  # which models have scripts; texts read only if inlined
         note=names.note,
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,

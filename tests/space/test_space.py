@@ -88,3 +88,52 @@ def test_a_listed_file_is_the_built_one_by_its_lfs_sha256_or_its_git_blob_id(tmp
     assert _held((None, git_blob_id(b"<p>page</p>\n")), built, sha)  # a regular file: git's id of its bytes
     assert not _held((None, git_blob_id(b"<p>old</p>\n")), built, sha)
     assert not _held(None, built, sha)  # not in the Space
+
+
+def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(localhub: Any, monkeypatch: Any) -> None:
+    """Issue 36: each rebuild downloaded every script of the dataset (200,000 files at 100k models). A page with
+    data files reads no script text, so only the scripts the Space does not hold as they are are fetched; the
+    others are kept, never deleted, and one the Space changed in between is fetched and put right."""
+    import functools
+
+    from pipeline.page import render_site
+    from pipeline.space import commit, tree
+
+    monkeypatch.setattr(commit, "INLINE_ENTRIES", 0)  # this catalog counts as large: its page has data files
+    monkeypatch.setattr(tree, "render_site", functools.partial(render_site, inline_entries=0))
+    localhub.store.create_repo(REPO, repo_type="dataset")
+    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    server = localhub.server
+    fetched = rf"^/datasets/{REPO}/resolve/[0-9a-f]+/scripts/"
+    scripts = sorted(p for p in localhub.client.list_files(REPO, repo_type="dataset") if p.startswith("scripts/"))
+    assert len(scripts) >= 4
+
+    first = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert first.published and server.count_requests(fetched) == len(scripts)  # a new Space: every script
+    assert set(scripts) <= set(localhub.client.list_files(SPACE, repo_type="space"))
+
+    again = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert not again.published and again.deleted == [] and server.count_requests(fetched) == len(scripts)
+
+    changed, *others = scripts
+    localhub.store.commit_files(REPO, {changed: b"# new\n"}, message="a new script", repo_type="dataset")
+    third = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert server.count_requests(fetched) == len(scripts) + 1  # that one script only
+    assert changed in third.changed and third.deleted == []
+    assert localhub.store.read_file(SPACE, changed, repo_type="space") == b"# new\n"
+    assert set(scripts) <= set(localhub.client.list_files(SPACE, repo_type="space"))
+
+    # Another writer changes a kept script of the Space right before this build's commit: the commit is refused
+    # (its parent moved), the next attempt sees the change in the new listing, fetches that script and restores it.
+    victim = others[0]
+
+    def tamper(srv: Any) -> None:
+        srv.store.commit_files(SPACE, {victim: b"# tampered\n"}, message="elsewhere", repo_type="space")
+
+    localhub.store.commit_files(REPO, {changed: b"# newer\n"}, message="again", repo_type="dataset")
+    server.on_request(rf"^/api/spaces/{SPACE}/commit/", "POST", tamper, count=1)
+    fourth = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
+    assert fourth.published and victim in fourth.changed
+    assert localhub.store.read_file(SPACE, victim, repo_type="space") == (
+        localhub.store.read_file(REPO, victim, repo_type="dataset")
+    )

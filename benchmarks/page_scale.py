@@ -1,10 +1,14 @@
-"""The catalog page at Hub scale: build it from 100,000 synthetic rows and load it in headless Chromium, beside pandas.
+"""The catalog Space at Hub scale: build it from a dataset of 100,000 models and load it in headless Chromium, beside
+pandas.
 
-Rows come from :mod:`pipeline.testing.catalog_rows` (seeded, drawn in columns with Arrow: every task, passes,
-failures and infrastructure errors, a history, rankings per task and view, exclusions). Each build runs in a child
-process of its own, which makes the rows first and then builds; the build's CPU time and its peak resident memory
-over what the rows already held are measured there. The pair, on the same rows, is what a user would write instead:
-``pandas.DataFrame(latest).to_html()``, one static table of every row (no search, no views, no details).
+The dataset is seeded once, in a child process, from :mod:`pipeline.testing.catalog_rows` (drawn in columns with
+Arrow: every task, passes, failures and infrastructure errors, a history, rankings per task and view, exclusions, a
+run.py and requirements.txt per model), laid out as a build lays it out (latest shards by the build's own writer).
+Each build then runs in a child of its own: trncat's is :func:`pipeline.space.write_site`, the Space's whole tree as
+``trncat page`` builds it (the page, its data files, the feed and every script), and its CPU time (user and
+system) and the process's peak resident memory are measured there. The pair is what a user would write instead:
+``pandas.read_parquet(data/latest)`` of the page's columns and ``DataFrame.to_html()``, one static table of every
+row (no search, no views, no details).
 
     .venv/bin/python benchmarks/page_scale.py [--rows 100000] [--runs 3] [--keep DIR] [--no-pandas]
 
@@ -17,17 +21,20 @@ render (first contentful paint), script ready, and the page's JavaScript heap on
 event has fired, before any click: it waits for whatever of the task's index the page has not fetched while idle,
 then for the entry files of its rows), cold (after clicking the All view, which fetches the task's index: the entry
 files fetched first) and warm (the worst of several queries), and whether every sampled id (20, across the range) is
-found. ``--keep`` writes the sites into a folder that stays (each run builds them anew); ``--no-pandas`` skips the
-pandas pair, whose page of every row takes minutes to load.
+found. ``--keep`` writes the dataset and the sites into a folder that stays (each run builds them anew);
+``--no-pandas`` skips the pandas pair, whose page of every row takes minutes to load.
 Goals at 100,000 rows: first render <= 300 ms with <= 1 MB transferred, search <= 200 ms, build <= 10 s CPU and
 <= 500 MB.
 
-Measured 2026-12-03 on the 2-core machine at load average 0.9–1.7, ``--rows 100000 --runs 3 --no-pandas``, two runs:
-build 8.2 and 9.9 s CPU, +337 MB over the rows' 492 MB; first render 264 / 240 ms, 0.13 MB transferred (then 0.52 MB
-of index while idle); search typed at once 186 / 167 ms, cold 136 / 165 ms, warm worst 108 / 145 ms; 20/20 ids found.
-Before the index split (one 5.4 MB index of every sort column, 250-entry files, the json module): build 10.5–13.2 s,
-1.51 MB of index, search typed at once 234–384 ms. The build is CPU-bound and noisy here (the same code read
-9.0–13 s across runs); it still holds every row as a dict: it does not stream.
+Measured 2026-12-04 on the 2-core machine at load average 0.3–1, ``--rows 100000 --runs 3 --no-pandas``: the Space
+build 23.4 s CPU (13.5 user, 9.9 system: 100,000 script folders and 200,000 links), peak 822 MB; first render 252 ms,
+0.13 MB transferred (then 0.52 MB of index while idle); search typed at once 175 ms, cold 154 ms, warm worst 148 ms;
+20/20 ids found. The same build before it read only the page's columns and linked the scripts (``write_site`` at
+f131a3a, timed on the same dataset folder by a one-off script, tests running beside it): 141 s CPU (42.8 user,
+98.2 system: a write and an fsync per script), 1,198 MB. A
+rebuild by ``trncat page`` fetches and links only the scripts the Space lacks (``benchmarks/space_scale.py``), so
+the system time above is a new Space's. Earlier figures measured ``render_site`` alone on rows already in memory
+(8.2–9.9 s CPU, +337 MB over the rows' 492 MB): the rows' reading and the scripts were not counted.
 """
 
 from __future__ import annotations

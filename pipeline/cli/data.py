@@ -239,7 +239,13 @@ def _page_args(p: argparse.ArgumentParser) -> None:
         "--space", default=constants.TRNCAT_SPACE, metavar="ORG/NAME", help="the static Space (default: %(default)s)"
     )
     p.add_argument("--site-url", default="", metavar="URL", help="the page's address (default: the Space's page)")
-    p.add_argument("--out", type=Path, metavar="DIR", help="also keep the built tree here (--from-folder: required)")
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="also keep the built tree here (--from-folder: required); a script the Space already holds as the "
+        "dataset has it is not fetched, so not in it",
+    )
     p.add_argument("--dry-run", action="store_true", help="build and compare with the Space; commit nothing")
 
 

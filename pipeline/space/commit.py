@@ -26,9 +26,10 @@ from pipeline.space.tree import SiteNames, write_site
 
 logger = logging.getLogger(__name__)
 
-#: What the Space is built from: the dataset's data and scripts (not its card or its preview page); the scripts are
-#: fetched apart, only those the Space lacks.
-DATASET_PATTERNS = ["data/**", f"{SCRIPTS_DIR}/**"]
+#: What the Space is built from: the dataset's data and scripts (not its card or its preview page). The data is
+#: downloaded whole (:data:`DATA_PATTERNS`); the scripts are fetched apart, only those the Space lacks.
+DATA_PATTERNS = ["data/**"]
+DATASET_PATTERNS = [*DATA_PATTERNS, f"{SCRIPTS_DIR}/**"]
 #: A file's identity in a tree listing: its LFS sha256 (None for a regular file) and its git blob id.
 Listed = tuple[str | None, str]
 
@@ -86,9 +87,7 @@ def build_space(
         kept = {path: ids for path, ids in scripts.items() if held.get(path) == ids}
     with tempfile.TemporaryDirectory(prefix="trncat-page-") as tmp:
         snapshot = Path(tmp) / "dataset"
-        hub.snapshot(
-            dataset_repo, revision=sha, repo_type="dataset", local_dir=snapshot, allow_patterns=DATASET_PATTERNS[:1]
-        )
+        hub.snapshot(dataset_repo, revision=sha, repo_type="dataset", local_dir=snapshot, allow_patterns=DATA_PATTERNS)
         wanted = sorted(scripts.keys() - kept.keys())
         logger.info(
             "fetching %d of the dataset's %d script files (the Space holds the rest)", len(wanted), len(scripts)

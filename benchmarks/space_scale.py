@@ -21,9 +21,10 @@ one run.py changed     1.5 s, 1.5 s CPU, 87 requests               90.1 s, 105.6
 =====================  ==========================================  ==========================================
 
 A rebuild downloads the dataset's ``data/`` (7.3 MB here: the page reads the latest view, the results and the
-rankings) and two tree listings; of the scripts, only those the Space lacks. Before this (trncat at f131a3a, its own
-``snapshot_download`` of the dataset and of the Space), the rebuild with nothing changed took 88 s and 20,067
-requests at 5,000 models. Below 2,000 models with scripts the page is one file that inlines their texts, and every
+rankings) and two tree listings; of the scripts, only those the Space lacks. Before the scripts were fetched apart
+(at f9149a5, which already compared by the Space's listing), the rebuild with nothing changed took 88 s and 20,067
+requests at 5,000 models, by a one-off script; before that (f131a3a, not measured), a snapshot of the Space, 10,079
+more files, came on top. Below 2,000 models with scripts the page is one file that inlines their texts, and every
 script is fetched.
 """
 

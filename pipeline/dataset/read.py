@@ -150,7 +150,10 @@ def read_latest_columns(root: Path, columns: Sequence[str]) -> list[dict[str, An
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
         present = set(column_names(path))
         if present & {LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN}:  # layout 1: read whole, upgraded
-            rows.extend({c: row.get(c) for c in columns} for row in map(upgrade_row, read_rows(path)))
+            for row in map(upgrade_row, read_rows(path)):
+                if row.get("status") in MEASURED:
+                    row[HISTORY_COLUMN] = None
+                rows.append({c: row.get(c) for c in columns})
             continue
         flat = [c for c in columns if c in present and c != HISTORY_COLUMN]
         history = HISTORY_COLUMN in columns and HISTORY_COLUMN in present

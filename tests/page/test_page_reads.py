@@ -103,3 +103,21 @@ def test_a_page_from_the_columns_it_reads_is_the_page_from_every_column(tmp_path
         assert got.html == want.html
         assert got.files == want.files
     assert "acme/flaky" in want.html
+
+
+def test_a_layout_1_shard_reads_as_the_current_one(tmp_path: Path) -> None:
+    """A dataset still in layout 1 (JSON text for the nested columns) reads, column by column, as its rows upgraded:
+    the same values, ``history`` only where the latest run was an error."""
+    import shutil
+
+    from tests.dataset.test_subscriber import V1
+
+    shutil.copytree(V1, tmp_path / "v1")
+    full, some = read_latest(tmp_path / "v1"), read_latest_columns(tmp_path / "v1", LATEST_READ)
+    assert full and len(full) == len(some)
+    for whole, part in zip(full, some, strict=True):
+        want = {c: whole.get(c) for c in LATEST_READ}
+        if whole["status"] in ("pass", "fail"):
+            want["history"] = None
+        assert part == want
+    assert any(r["history"] is None for r in some)

@@ -250,27 +250,20 @@ def read_exclusions(root: Path) -> list[dict[str, Any]]:
 
 class ScriptTexts(Mapping[str, dict[str, str]]):
     """model id -> ``{"run.py": text, "requirements.txt": text}`` for every model with scripts, read on demand:
-    which models have them comes from a list of the script files or one walk of ``scripts/``, a model's texts are
-    read when asked for. A page with data files reads none (its details fetch the files beside it): reading every one
-    took seconds at 100,000 models. Only regular files count, as in :func:`script_files`."""
+    which models have them comes from a list of the script files (by default the folder's, one walk), a model's
+    texts are read when asked for. A page with data files reads none (its details fetch the files beside it):
+    reading every one took seconds at 100,000 models. Only regular files count, as in :func:`script_files`."""
 
     def __init__(self, root: Path, paths: Iterable[str] | None = None) -> None:
-        """``paths``: the script files (relative to ``root``, a repo's listing) in place of the walk, where the
-        folder holds only some of them; a listed file the folder lacks reads as absent."""
+        """``paths``: the script files (relative to ``root``, a repo's listing) where the folder holds only some of
+        them, a listed file the folder lacks reading as absent; None: the folder's own (:func:`script_files`)."""
         self._root = root
         self._folders: set[str] = set()
-        if paths is not None:
-            names = set(SCRIPT_FILES)
-            for path in paths:
-                folder, _, name = path.rpartition("/")
-                if name in names and folder.count("/") == 2 and folder.startswith(f"{SCRIPTS_DIR}/"):
-                    self._folders.add(folder)
-            return
-        top = root / SCRIPTS_DIR
-        for org in [] if top.is_symlink() else _folders(top):
-            for name in _folders(top / org):
-                if any(_regular(top / org / name / file) for file in SCRIPT_FILES):
-                    self._folders.add(f"{SCRIPTS_DIR}/{org}/{name}")
+        names = set(SCRIPT_FILES)
+        for path in script_files(root) if paths is None else paths:
+            folder, _, name = path.rpartition("/")
+            if name in names and folder.count("/") == 2 and folder.startswith(f"{SCRIPTS_DIR}/"):
+                self._folders.add(folder)
 
     def __contains__(self, model_id: object) -> bool:
         try:
@@ -296,14 +289,6 @@ def _regular(path: Path) -> bool:
         return stat.S_ISREG(os.lstat(path).st_mode)
     except OSError:
         return False
-
-
-def _folders(path: Path) -> list[str]:
-    try:
-        with os.scandir(path) as entries:
-            return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
 
 
 def script_files(root: Path) -> list[str]:

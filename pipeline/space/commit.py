@@ -48,7 +48,7 @@ class SpaceResult:
         return self.commit is not None
 
 
-def _held(listed: tuple[str | None, str] | None, path: Path, sha256: str) -> bool:
+def _held(listed: Listed | None, path: Path, sha256: str) -> bool:
     """Whether the Space's file, as its listing gives it (LFS sha256 or None, git blob id), is the built file."""
     if listed is None:
         return False

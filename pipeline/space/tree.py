@@ -211,14 +211,14 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
         DatasetError: a Parquet file of the dataset is unreadable.
     """
     releases = read_release_diffs(dataset)
-    held = script_files(dataset)
+    present = script_files(dataset)
     site = render_site(
         latest=read_latest_columns(dataset, LATEST_READ),  # only what the page shows, a batch at a time
         history=list(iter_results(dataset, HISTORY_READ)),
         rankings=read_rankings(dataset),
         exclusions=read_exclusions(dataset),
         # Which models have scripts, from the one walk (or the listing); texts are read only if the page inlines them.
-        scripts=ScriptTexts(dataset, paths=held if script_paths is None else script_paths),
+        scripts=ScriptTexts(dataset, paths=present if script_paths is None else script_paths),
         note=names.note,
         feed=FEED_FILE,
         dataset_repo=names.dataset_repo,
@@ -241,4 +241,4 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
             fsatomic.write_text(stage / relative, text)
         fsatomic.write_text(stage / SPACE_CARD, card)
         fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
-        fsatomic.link_files(dataset, stage, held)  # linked, not copied: 200,000 at 100k models
+        fsatomic.link_files(dataset, stage, present)  # linked, not copied: 200,000 at 100k models

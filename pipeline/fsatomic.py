@@ -107,7 +107,13 @@ def link_files(source: Path, target: Path, files: list[str]) -> None:
         parent = os.path.dirname(path)
         if parent not in made:
             try:
-                os.makedirs(parent, exist_ok=True)
+                try:
+                    os.mkdir(parent)  # its own parent is there already, mostly: one call, not makedirs' walk
+                except FileNotFoundError:
+                    os.makedirs(parent, exist_ok=True)
+                except FileExistsError:
+                    if not os.path.isdir(parent):
+                        raise
             except (FileExistsError, NotADirectoryError):
                 raise InTheWay(_file_above(Path(parent)), "a file where a folder must be") from None
             made.add(parent)

@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
     from pipeline.dataset.read import (
         HISTORY_COLUMN,
+        LatestBatches,
         ScriptTexts,
         earlier_runs,
         iter_results,
@@ -131,6 +132,7 @@ __all__ = [
     "read_exclusions",
     "read_families",
     "read_latest",
+    "LatestBatches",
     "read_latest_columns",
     "read_rankings",
     "read_release_diffs",

@@ -18,11 +18,18 @@ from pipeline.dataset.layout import (
     RANKINGS_DIR,
     RESULTS_DIR,
 )
-from pipeline.dataset.read import ScriptTexts, iter_results, read_exclusions, read_latest, read_rankings
+from pipeline.dataset.read import (
+    LatestBatches,
+    ScriptTexts,
+    iter_results,
+    read_exclusions,
+    read_latest,
+    read_rankings,
+)
 from pipeline.dataset.releases import read_release_diffs
 from pipeline.dataset.shards import FAMILIES_DIR, families_sharded
 from pipeline.dataset.warm import read_warm_checks
-from pipeline.page import HISTORY_READ, render_page
+from pipeline.page import HISTORY_READ, LATEST_READ, render_page
 
 
 def card_configs(root: Path, *, known: Iterable[str] = (), sharded: bool = False) -> list[tuple[str, str]]:
@@ -58,10 +65,10 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
     Raises:
         DatasetError: a Parquet file is unreadable.
     """
-    latest = read_latest(root) if latest is None else latest
     return render_page(
-        latest=latest,
-        history=list(iter_results(root, HISTORY_READ)),
+        # read as the Space's build reads it: the page's columns, a batch at a time (pipeline.page.rows)
+        latest=LatestBatches(root, LATEST_READ) if latest is None else latest,
+        history=iter_results(root, HISTORY_READ),
         rankings=read_rankings(root),
         exclusions=read_exclusions(root),
         scripts=ScriptTexts(root),

@@ -129,45 +129,83 @@ def read_latest(root: Path) -> list[dict[str, Any]]:
 
 
 #: Rows converted to Python at a time by :func:`read_latest_columns`: the Arrow side never holds more than this.
-BATCH_ROWS = 8192
+BATCH_ROWS = 2048
 
 
 def read_latest_columns(root: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """``columns`` of every latest row, read batch by batch: what the page reads (a column a file lacks is None).
+    """``columns`` of every latest row (a column a file lacks is None): :class:`LatestBatches`' rows in one list.
 
     The page shows 80 of the 130 columns; reading only those, a batch at a time, with one object per distinct
     short text (:func:`_share_texts`), took 1.9 s and 314 MB at 100,000 rows where :func:`read_latest` took 4.3 s
-    and 544 MB. ``history``, when asked for, is a list only for the rows whose status is neither pass nor fail,
-    and None for the others: a key's earlier runs count for the family rule (:func:`pipeline.records.family_row`)
-    only when its latest run was an infrastructure error.
+    and 544 MB.
 
     Raises:
         DatasetError: a shard is unreadable.
     """
-    columns = list(columns)
-    rows: list[dict[str, Any]] = []
-    texts: dict[str, str] = {}
-    for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        present = set(column_names(path))
-        if present & {LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN}:  # layout 1: read whole, upgraded
-            for row in map(upgrade_row, read_rows(path)):
-                if row.get("status") in MEASURED:
-                    row[HISTORY_COLUMN] = None
-                rows.append({c: row.get(c) for c in columns})
-            continue
-        flat = [c for c in columns if c in present and c != HISTORY_COLUMN]
-        history = HISTORY_COLUMN in columns and HISTORY_COLUMN in present
-        wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
-        for batch in _batches(path, wanted):
-            part = _rows(batch.select(flat), columns, texts)
-            if history:
-                unmeasured = pc.invert(pc.fill_null(pc.is_in(batch["status"], pa.array(MEASURED)), False))
-                which = pc.indices_nonzero(unmeasured).to_pylist()
-                earlier = batch[HISTORY_COLUMN].take(which) if which else pa.array([])
-                for i, runs in zip(which, earlier.to_pylist(), strict=True):
-                    part[i][HISTORY_COLUMN] = runs
-            rows.extend(part)
-    return rows
+    return [row for batch in LatestBatches(root, columns) for row in batch]
+
+
+class LatestBatches:
+    """``columns`` of the latest rows, a batch of rows (dicts) at a time, read anew each time it is iterated: what a
+    page build holds is one batch of rows, never the whole view as dicts (at 100,000 rows, 300 MB).
+
+    ``history``, when asked for, is a list only for the rows whose status is neither pass nor fail, and None for the
+    others: a key's earlier runs count for the family rule (:func:`pipeline.records.family_row`) only when its latest
+    run was an infrastructure error. A layout-1 shard is read whole, upgraded, and given by the same rule.
+    """
+
+    def __init__(self, root: Path, columns: Sequence[str]) -> None:
+        self.root = Path(root)
+        self.columns = list(columns)
+
+    def _paths(self) -> list[Path]:
+        return sorted((self.root / LATEST_DIR).glob("*.parquet"))
+
+    def __iter__(self) -> Iterator[list[dict[str, Any]]]:
+        """Raises: DatasetError: a shard is unreadable."""
+        columns = self.columns
+        texts: dict[str, str] = {}
+        for path in self._paths():
+            present = set(column_names(path))
+            if present & {LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN}:  # layout 1: read whole, upgraded
+                rows = []
+                for row in map(upgrade_row, read_rows(path)):
+                    if row.get("status") in MEASURED:
+                        row[HISTORY_COLUMN] = None
+                    rows.append({c: row.get(c) for c in columns})
+                yield rows
+                continue
+            flat = [c for c in columns if c in present and c != HISTORY_COLUMN]
+            history = HISTORY_COLUMN in columns and HISTORY_COLUMN in present
+            wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
+            for batch in _batches(path, wanted):
+                part = _rows(batch.select(flat), columns, texts)
+                if history:
+                    unmeasured = pc.invert(pc.fill_null(pc.is_in(batch["status"], pa.array(MEASURED)), False))
+                    which = pc.indices_nonzero(unmeasured).to_pylist()
+                    earlier = batch[HISTORY_COLUMN].take(which) if which else pa.array([])
+                    for i, runs in zip(which, earlier.to_pylist(), strict=True):
+                        part[i][HISTORY_COLUMN] = runs
+                yield part
+
+    def repeated_keys(self) -> set[tuple[str, str]]:
+        """The (model id, task) keys with more than one latest row that is not emulated (one per hardware): the keys
+        whose rows a reader must hold together (:func:`pipeline.records.representative`). Read from three columns.
+
+        Raises:
+            DatasetError: a shard is unreadable.
+        """
+        counts: dict[tuple[str, str], int] = {}
+        for path in self._paths():
+            present = set(column_names(path))
+            for batch in _batches(path, [c for c in ("model_id", "task", "emulated") if c in present]):
+                keys = zip(batch["model_id"].to_pylist(), batch["task"].to_pylist(), strict=True)
+                if "emulated" in present:
+                    emulated = batch["emulated"].to_pylist()
+                    keys = (key for key, flag in zip(keys, emulated, strict=True) if not flag)  # type: ignore[assignment]
+                for key in keys:
+                    counts[key] = counts.get(key, 0) + 1
+        return {key for key, count in counts.items() if count > 1}
 
 
 def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -176,6 +214,10 @@ def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
             yield from parquet.iter_batches(BATCH_ROWS, columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    finally:
+        # Arrow's allocator keeps what a file's reading freed for its next use; given back, a page build of 100,000
+        # rows peaks lower (its Python objects take the room instead).
+        pa.default_memory_pool().release_unused()
 
 
 def _rows(batch: pa.RecordBatch, columns: list[str], texts: dict[str, str]) -> list[dict[str, Any]]:
@@ -300,10 +342,11 @@ def script_files(root: Path) -> list[str]:
     found: list[str] = []
     top = root / SCRIPTS_DIR
     folders = [] if top.is_symlink() else [SCRIPTS_DIR]
+    base = os.fspath(root)
     while folders:
         folder = folders.pop()
         try:
-            with os.scandir(root / folder) as entries:
+            with os.scandir(os.path.join(base, folder)) as entries:  # text paths: 100,000 folders at 100k models
                 for entry in entries:  # the entry's type comes from the listing: no stat, no link followed
                     if entry.is_dir(follow_symlinks=False):
                         folders.append(f"{folder}/{entry.name}")

@@ -3,8 +3,11 @@
 - :mod:`~pipeline.page.html`: the page itself (the first view rendered on the server, the inline data, the CSP);
 - :mod:`~pipeline.page.chunks`: the page's data as the script reads it: inline for a small catalog, else the first
   view inline and, per task, an index and the entries in files beside the page, fetched on demand;
-- :mod:`~pipeline.page.catalog`: the page's data: one entry per model and task, the ordered lists of each task and
-  view, the history lines;
+- :mod:`~pipeline.page.catalog`: the page's data: one entry per model and task (a tuple of its columns), the ordered
+  lists of each task and view, the history lines;
+- :mod:`~pipeline.page.rows`: the latest rows a batch at a time (from Parquet, or a list), what the rest of the page
+  gathers of each row as it passes, and the history kept packed;
+- :mod:`~pipeline.page.cells`: what a cell says (a cost, its price, a compile time, the fallback ops, the command);
 - :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
   once for the server side and the page's script;
 - :mod:`~pipeline.page.compare`: the Compare view, a model's Trainium2 row beside its GPU row (speed, memory, cost and
@@ -14,8 +17,10 @@
   model with no row (the rule ``trncat check`` answers by);
 - ``templates/``: the page's HTML, script and style sheet.
 
-A pure function of rows: it reads no file and talks to no Hub. A row's cost is shown with the price it was built with
-(its cell's title names the price, option, region, source and date). May import: the top-level modules,
+A pure function of rows: it reads no file and talks to no Hub (the rows it is given may be read as it asks for them:
+:class:`pipeline.dataset.LatestBatches`; each data file may be handed over as it is made, to be written at once). A
+row's cost is shown with the price it was built with (its cell's title names the price, option, region, source and
+date). May import: the top-level modules,
 :mod:`pipeline.records` (the representative row) and :mod:`pipeline.backends` (the install line a row shows).
 Imported by: :mod:`pipeline.dataset` (the PR's preview page) and :mod:`pipeline.space` (the Space's page).
 """
@@ -33,9 +38,9 @@ if TYPE_CHECKING:
         PAGE_VIEWS,
         RANKED_VIEWS,
         catalog,
-        command,
         exclusion_text,
     )
+    from pipeline.page.cells import command
     from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
     from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
     from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view

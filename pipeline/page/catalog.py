@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
-from pipeline.backends import FRESH_VENV
 from pipeline.hardware import row_device
 from pipeline.ids import model_id_problem
-from pipeline.page import plots
+from pipeline.page.rows import Gathered, History, RowBatches, row_batches
 from pipeline.page.task_columns import batch_p50, task_view
 from pipeline.page.warm import warm_state
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
@@ -73,6 +73,10 @@ _ROUNDED_FIELDS = {
     "rtf": ("real_time_factor", 4), "lat": ("latency_p50_s", 4), "wer": ("wer", 4),
 }  # fmt: skip
 _BLANK_ENTRY = dict.fromkeys(ENTRY_COLUMNS)
+#: An entry is a tuple of :data:`ENTRY_COLUMNS`' values (the JSON writes it as an array; 100,000 dicts of 71 keys
+#: were 240 MB); ``AT`` gives a column's place in it.
+AT = {name: i for i, name in enumerate(ENTRY_COLUMNS)}
+_array = operator.itemgetter(*ENTRY_COLUMNS)
 _ROW_KEYS, _ROW_COLUMNS = tuple(_ROW_FIELDS), tuple(_ROW_FIELDS.values())
 _ROUNDED_KEYS, _ROUNDED_COLUMNS, _ROUNDED_DIGITS = zip(*((k, *v) for k, v in _ROUNDED_FIELDS.items()), strict=True)
 
@@ -91,7 +95,11 @@ def _num(value: Any, digits: int = 4) -> float | int | None:
 def _date(value: Any) -> str | None:
     if value is None:
         return None
-    return value.date().isoformat() if hasattr(value, "date") else str(value)[:10]
+    text = value.date().isoformat() if hasattr(value, "date") else str(value)[:10]
+    return _DATES.setdefault(text, text)  # one object per day: 233,000 of them were 13 MB at 100,000 rows
+
+
+_DATES: dict[str, str] = {}
 
 
 def _device(row: Mapping[str, Any]) -> str | None:
@@ -162,7 +170,8 @@ def _entry(
     hist: list[dict[str, Any]],
     slo: Mapping[tuple[str, str], Mapping[str, Any]],
     warm: Mapping[Any, Any],
-) -> dict[str, Any]:
+    script: bool,
+) -> tuple[Any, ...]:
     r = row or {}
     get = r.get
     device = _device(r) if r else None
@@ -189,8 +198,8 @@ def _entry(
         "ek": exclusion and str(exclusion.get("kind") or "excluded"),
         "er": exclusion and exclusion_text(str(exclusion.get("kind") or ""), str(exclusion.get("reason") or "")),
         "reg": regressed,
-        "link": model_id_problem(model_id) is None,
-        "sc": False,
+        "link": (link := model_id_problem(model_id) is None),
+        "sc": link and script,
         "hist": lines,
         # Ops the device ran on the CPU: shown beside the verdict, never hidden ([[op, count], ...]; None: unknown).
         "fb": _fallback(r.get("cpu_fallback_ops")),
@@ -205,7 +214,7 @@ def _entry(
         # issue 32: its bundle's second-machine warm check (pipeline/page/warm.py: "verified" only on a real machine)
         "wv": warm_state(r, warm) if r else None,
     })  # fmt: skip
-    return out
+    return _array(out)  # type: ignore[no-any-return]
 
 
 def _slo_cells(
@@ -231,112 +240,84 @@ def _fallback(ops: Any) -> list[list[Any]] | None:
     return [[str(o.get("op")), int(o.get("count") or 0)] for o in ops if isinstance(o, Mapping)]
 
 
-def usd_text(value: float | None) -> str:
-    """A cost as a cell shows it: ``$4.84``, ``$0.129``, ``< $0.01`` (keep in step with format.js ``usd``)."""
-    if value is None:
-        return "\u2014"
-    if value >= 100:
-        return f"${value:.0f}"
-    if value >= 1:
-        return f"${value:.2f}"
-    return f"${value:.3f}" if value >= 0.01 else "< $0.01"
-
-
-def _number_text(value: float) -> str:
-    text = repr(float(value))  # as the script's String(number) writes it: 64 and 85.964, never 64.0
-    return text[:-2] if text.endswith(".0") else text
-
-
-def price_text(entry: Mapping[str, Any]) -> str:
-    """Where a row's cost comes from, for its cost cell's title (keep in step with format.js ``priceText``)."""
-    if entry.get("usd") is None:
-        if entry.get("device") == "cpu":
-            return "No cost: a CPU row names no instance, so it has no price"
-        return "No cost: the price table has no price for this row's instance under the build's purchase option"
-    where = entry.get("preg") or "region not stated"
-    text = (
-        f"At ${_number_text(entry['usd'])} per instance-hour ({entry.get('popt')}, {where}; {entry.get('psrc')}; "
-        f"{entry.get('pdate') or 'undated'}), for the run's share of the instance"
-    )
-    if entry.get("st") != "pass":
-        text += "; no cost: the run did not pass"
-    return text
-
-
-#: The compile cell of a CPU row: nothing is compiled there, so no time is shown (0 ms would read as a fast compile).
-NOT_COMPILED = "\u2014, not compiled on CPU"
-
-
-def compile_text(entry: Mapping[str, Any]) -> str:
-    """A row's compile cell (keep in step with format.js ``compileText``)."""
-    if entry.get("device") == "cpu":
-        return NOT_COMPILED
-    value = entry.get("compile")
-    return "\u2014" if value is None else plots.fmt_seconds(value)
-
-
-def fallback_text(fb: Sequence[Sequence[Any]]) -> str:
-    """``aten::topk ×3, aten::nonzero ×1`` (keep in step with format.js fallbackText)."""
-    return ", ".join(f"{op} \u00d7{count}" for op, count in fb)
-
-
 def catalog(
     *,
-    latest: Sequence[dict[str, Any]],
-    history: Sequence[dict[str, Any]] | None,
+    latest: Sequence[dict[str, Any]] | RowBatches,
+    history: Sequence[dict[str, Any]] | History | None,
     rankings: Sequence[dict[str, Any]],
     exclusions: Sequence[dict[str, Any]],
     slo: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
     warm: Mapping[Any, Any] | None = None,
+    scripts: Container[str] = (),
+    gathered: Gathered | None = None,
 ) -> dict[str, Any]:
     """The page's data: entries (one per model and task) and, per ``task/view``, the entries it lists in order.
 
     Args:
-        latest: latest rows (flat, :data:`pipeline.records.COLUMNS`).
-        history: result rows across toolchains (at least :data:`HISTORY_READ`); None uses ``latest``.
+        latest: latest rows (flat, :data:`pipeline.records.COLUMNS`), or batches of them
+            (:class:`pipeline.page.rows.RowBatches`, read once); an emulated row is left out (no Trainium2 result).
+        history: result rows across toolchains (at least :data:`HISTORY_READ`), or them packed
+            (:class:`pipeline.page.rows.History`); None uses ``latest`` (a sequence).
         rankings: rows ``date, task, view, rank, model_id`` of every snapshot (the latest per task and view counts).
         exclusions: rows ``model_id, task (None: every task), reason, kind``.
         slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware)
             (:func:`pipeline.page.serving.slo_cells`); None: no serving record.
         warm: the second-machine warm checks by bundle (:func:`pipeline.page.warm.warm_index`); None: none.
+        scripts: the model ids that have scripts (an entry links them: ``sc``).
+        gathered: given each latest row (but emulated ones) as it is read, for the rest of the page.
 
     Returns:
-        ``{"tasks", "entries", "lists", "default"}``; a list is ``{"date", "items": [[entry, rank], ...]}``,
-        or None for a view without a snapshot.
+        ``{"tasks", "entries", "lists", "default", "emulated"}``: entries are tuples (:data:`AT`); a list is
+        ``{"date", "items": [[entry, rank], ...]}``, or None for a view without a snapshot; ``emulated`` counts the
+        rows left out.
     """
-    by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in latest:
-        by_key.setdefault((row["model_id"], row["task"]), []).append(row)
-    hist_by_key: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for row in latest if history is None else history:
-        hist_by_key.setdefault((row["model_id"], row["task"]), []).append(row)
+    batches = row_batches(latest)
+    if history is None:
+        if not isinstance(latest, Sequence):
+            raise TypeError("catalog: history=None needs the latest rows as a sequence")
+        history = latest
+    runs = history if isinstance(history, History) else History(history)
     excluded: dict[tuple[str, str | None], dict[str, Any]] = {}
     for row in exclusions:
         excluded.setdefault((str(row["model_id"]), row.get("task")), row)
-    tasks = [*TASKS, *sorted({task for _, task in by_key} - set(TASKS))]
 
-    entries: list[dict[str, Any]] = []
+    entries: list[tuple[Any, ...]] = []
     index: dict[tuple[str, str], int] = {}
+
+    def add(key: tuple[str, str], row: dict[str, Any] | None) -> int:
+        model_id, task = key
+        index[key] = len(entries)
+        exclusion = excluded.get(key) or excluded.get((model_id, None))
+        entries.append(_entry(model_id, task, row, exclusion, runs.of(key), slo or {}, warm or {}, model_id in scripts))
+        return index[key]
+
+    # One pass over the rows: a key of one row gets its entry at once; a key of several (one per hardware) when its
+    # last row has come, from the row that stands for it.
+    repeated, emulated = batches.repeated_keys(), 0
+    held: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for batch in batches:
+        for row in batch:
+            if row.get("emulated"):
+                emulated += 1
+                continue
+            key = (row["model_id"], row["task"])
+            if gathered is not None:
+                gathered.add(row, repeated=key in repeated)
+            if key not in repeated:
+                add(key, row)
+            else:
+                held.setdefault(key, []).append(row)
+    for key, group in held.items():
+        add(key, representative(group))
+    tasks = [*TASKS, *sorted({task for _, task in index} - set(TASKS))]
 
     def entry(model_id: str, task: str) -> int:
         key = (model_id, task)
-        if key not in index:
-            rows = by_key.get(key)
-            exclusion = excluded.get(key) or excluded.get((model_id, None))
-            index[key] = len(entries)
-            entries.append(
-                _entry(
-                    model_id,
-                    task,
-                    (rows[0] if len(rows) == 1 else representative(rows)) if rows else None,
-                    exclusion,
-                    hist_by_key.get(key, []),
-                    slo or {},
-                    warm or {},
-                )
-            )
-        return index[key]
+        return index[key] if key in index else add(key, None)
 
+    measured_by_task: dict[str, list[str]] = {}
+    for model_id, task in index:
+        measured_by_task.setdefault(task, []).append(model_id)
     snapshots: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rankings:
         if (
@@ -362,7 +343,7 @@ def catalog(
                     ranks[model_id] = min(ranks.get(model_id, int(r["rank"])), int(r["rank"]))
             ordered = sorted(ranks.items(), key=lambda item: (item[1], item[0]))
             lists[f"{task}/{view}"] = {"date": date, "items": [[entry(m, task), rank] for m, rank in ordered]}
-        everyone = {m for m, t in by_key if t == task}
+        everyone = set(measured_by_task.get(task, ()))
         everyone |= {m for m, t in excluded if t == task or t is None}
         lists[f"{task}/all"] = {"date": None, "items": [[entry(m, task), None] for m in sorted(everyone)]}
     default = next(
@@ -374,26 +355,21 @@ def catalog(
         ),
         (tasks[0], "all"),
     )
-    device = "neuron" if any(e["device"] == "neuron" for e in entries) else "all"
+    device = "neuron" if any(e[AT["device"]] == "neuron" for e in entries) else "all"
     return {
         "tasks": tasks,
         "entries": entries,
         "lists": lists,
         "default": {"task": default[0], "view": default[1], "device": device},
+        "emulated": emulated,
     }
+
+
+def entry_fields(entry: Sequence[Any]) -> dict[str, Any]:
+    """An entry (a tuple) as a dict of :data:`ENTRY_COLUMNS` (a template's row, a reader's)."""
+    return dict(zip(ENTRY_COLUMNS, entry, strict=True))
 
 
 def device_shown(entry: Mapping[str, Any], device: str) -> bool:
     """Whether the device filter shows an entry (one not measured on any device shows under every filter)."""
     return device == "all" or entry.get("device") in (None, device)
-
-
-def command(entry: Mapping[str, Any]) -> str:
-    """The one command that runs a model from its downloaded ``run.py`` and ``requirements.txt``."""
-    cores = entry.get("cores") or entry.get("pc") or 1
-    run = f"torchrun --nproc-per-node {int(cores)} run.py" if cores > 1 else "python run.py"
-    # run.py defaults to Trainium; a row measured elsewhere runs as it was measured (keep in step with the JS).
-    device = entry.get("device")
-    if device in ("cpu", "cuda"):
-        run += f" --device {device}"
-    return f"{FRESH_VENV} && {run}"

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from pipeline.page.catalog import ENTRY_COLUMNS, PAGE_VIEWS, device_shown
+from pipeline.page.catalog import AT, ENTRY_COLUMNS, PAGE_VIEWS, device_shown, entry_fields
 from pipeline.page.task_columns import table_metrics
 
 #: Data files: (path relative to the page, JSON text).
@@ -80,18 +80,28 @@ class PageStore:
     meta: dict[str, Any]
     #: Position of an entry in :func:`pipeline.page.catalog` ``entries`` -> its number within its task.
     numbers: dict[int, int]
-    #: (path relative to the page, JSON text), in the order written.
+    #: (path relative to the page, JSON text), in the order written; none where :attr:`emit` takes them.
     files: list[tuple[str, str]] = field(default_factory=list)
+    #: Given each file as it is made (a build writes it and lets its text go: 70 MB of JSON at 100,000 models).
+    emit: Callable[[str, str], None] | None = None
+
+    def add(self, path: str, text: str) -> None:
+        """A data file: to :attr:`emit`, or kept in :attr:`files`."""
+        if self.emit is None:
+            self.files.append((path, text))
+        else:
+            self.emit(path, text)
 
 
 def _by_task(data: Mapping[str, Any]) -> dict[str, list[int]]:
     """Per task, the positions of its entries in model-id order."""
     entries = data["entries"]
     grouped: dict[str, list[int]] = {task: [] for task in data["tasks"]}
+    task, model_id = AT["task"], AT["id"]
     for position, e in enumerate(entries):
-        grouped.setdefault(e["task"], []).append(position)
+        grouped.setdefault(e[task], []).append(position)
     for positions in grouped.values():
-        positions.sort(key=lambda p: entries[p]["id"])
+        positions.sort(key=lambda p: entries[p][model_id])
     return grouped
 
 
@@ -142,10 +152,6 @@ def _runs(listing: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"date": listing["date"], "runs": runs}
 
 
-#: An entry's values in :data:`ENTRY_COLUMNS` order (a tuple: JSON writes it as an array).
-_array = operator.itemgetter(*ENTRY_COLUMNS)
-
-
 def first_page(
     data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -155,17 +161,20 @@ def first_page(
     listing = data["lists"][f"{default['task']}/{default['view']}"]
     rows: list[dict[str, Any]] = []
     shown = hidden = 0
+    device = AT["device"]
+    arrays: dict[str, tuple[Any, ...]] = {}
     for position, rank in listing["items"]:
-        e = data["entries"][position]
-        if not device_shown(e, default["device"]):
+        values = data["entries"][position]
+        if not device_shown({"device": values[device]}, default["device"]):
             hidden += 1
             continue
         shown += 1
         if len(rows) < page_size:
-            rows.append({**e, "i": numbers[position], "rank": rank})
+            rows.append({**entry_fields(values), "i": numbers[position], "rank": rank})
+            arrays[str(numbers[position])] = values
     first = {
         "items": [[e["i"], e["rank"]] for e in rows],
-        "entries": {str(e["i"]): _array(e) for e in rows},
+        "entries": arrays,
         "shown": shown,
         "hidden": hidden,
         "total": len(listing["items"]),
@@ -173,30 +182,37 @@ def first_page(
     return rows, first
 
 
-def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTRIES) -> PageStore:
+def page_store(
+    data: Mapping[str, Any],
+    *,
+    inline: bool,
+    chunk: int = CHUNK_ENTRIES,
+    emit: Callable[[str, str], None] | None = None,
+) -> PageStore:
     """The page's data of :func:`pipeline.page.catalog` ``data``: inline (every entry), or its files.
 
     Args:
         data: what :func:`pipeline.page.catalog` returned.
         inline: keep every entry inline (the page stays one file) instead of writing data files.
         chunk: entries per data file.
+        emit: given each file as it is made (path, JSON text), instead of keeping them in the store's ``files``.
 
     Returns:
-        The inline part, the entry numbers and the files (none when inline).
+        The inline part, the entry numbers and the files (none when inline or emitted).
     """
     entries = data["entries"]
     grouped = _by_task(data)
     numbers = {position: no for positions in grouped.values() for no, position in enumerate(positions)}
     tasks: dict[str, Any] = {}
-    store = PageStore(meta={"inline": inline, "chunk": chunk, "tasks": tasks}, numbers=numbers)
+    store = PageStore(meta={"inline": inline, "chunk": chunk, "tasks": tasks}, numbers=numbers, emit=emit)
     for task_no, task in enumerate(data["tasks"]):
         positions = grouped.get(task, [])
         lists = _lists(data, task, numbers)
         if inline:
-            tasks[task] = {"n": len(positions), "lists": lists, "entries": [_array(entries[p]) for p in positions]}
+            tasks[task] = {"n": len(positions), "lists": lists, "entries": [entries[p] for p in positions]}
             continue
         names = index_columns(task)
-        fields = operator.itemgetter(*names)
+        fields = operator.itemgetter(*(AT[name] for name in names))
         by_column = zip(*(fields(entries[p]) for p in positions), strict=True) if positions else ([] for _ in names)
         columns = {name: _column(list(values)) for name, values in zip(names, by_column, strict=True)}
         search = {name: columns.pop(name) for name in SEARCH_FIELDS}
@@ -205,12 +221,13 @@ def page_store(data: Mapping[str, Any], *, inline: bool, chunk: int = CHUNK_ENTR
         )
         sort = _json({"cols": columns})
         index_path, sort_path = _name(task_no, "index", index), _name(task_no, "sort", sort)
-        store.files += [(index_path, index), (sort_path, sort)]
+        store.add(index_path, index)
+        store.add(sort_path, sort)
         chunk_paths = []
         for start in range(0, len(positions), chunk):
-            text = _json([_array(entries[p]) for p in positions[start : start + chunk]])
+            text = _json([entries[p] for p in positions[start : start + chunk]])
             path = _name(task_no, f"e{start // chunk}", text)
-            store.files.append((path, text))
+            store.add(path, text)
             chunk_paths.append(path)
         summary = {
             view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()

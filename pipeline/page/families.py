@@ -7,10 +7,10 @@ answers by, so the page and the command say the same. Rows without a known archi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.records import family_row, family_stats
+from pipeline.records import FamilyStat, family_order, family_row, family_stats
 
 #: Columns of one family in the inline JSON (arrays, as the entries are).
 FAMILY_COLUMNS = ("arch", "mt", "task", "tc", "n", "pass", "fail", "cmin", "cmax", "codes", "else")
@@ -18,7 +18,18 @@ FAMILY_COLUMNS = ("arch", "mt", "task", "tc", "n", "pass", "fail", "cmin", "cmax
 
 def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per family the latest rows hold, most measured on Trainium2 first."""
-    rows = [family_row(row, row.get("history") or ()) for row in latest]
+    return _table(family_stats(family_row(row, row.get("history") or ()) for row in latest))
+
+
+def grouped_family_table(groups: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """:func:`family_table` of family rows already grouped by family (one group's rows at a time: a page build
+    keeps 100,000 family rows as tuples, :meth:`pipeline.page.rows.Gathered.family_groups`)."""
+    # Each family's stat becomes its table row at once: a stat holds its counted rows, which are let go with it.
+    table = [(family_order(stat), _table([stat])[0]) for group in groups for stat in family_stats(group)]
+    return [row for _, row in sorted(table, key=lambda item: item[0])]
+
+
+def _table(stats: Iterable[FamilyStat]) -> list[dict[str, Any]]:
     return [
         {
             "arch": s.architecture,
@@ -33,7 +44,7 @@ def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "codes": [[code, count] for code, count in s.failure_codes],
             "else": s.elsewhere,
         }
-        for s in family_stats(rows)
+        for s in stats
     ]
 
 

@@ -22,7 +22,7 @@ import gc
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
@@ -30,9 +30,9 @@ from typing import Any, ParamSpec, TypeVar
 import jinja2
 from markupsafe import Markup
 
-from pipeline.hardware import row_device
 from pipeline.page import plots
 from pipeline.page.catalog import (
+    AT,
     DEMO_TITLE,
     DEVICE_FILTERS,
     DEVICE_LABELS,
@@ -42,15 +42,13 @@ from pipeline.page.catalog import (
     PAGE_VIEWS,
     VIEW_LABELS,
     catalog,
-    compile_text,
-    fallback_text,
-    price_text,
-    usd_text,
 )
+from pipeline.page.cells import compile_text, fallback_text, price_text, usd_text
 from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store, plot_files
 from pipeline.page.compare import compare_pairs, demo_pairs
-from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, family_table
+from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, grouped_family_table
 from pipeline.page.releases import release_sections
+from pipeline.page.rows import Gathered, History, RowBatches
 from pipeline.page.serving import serving_section, slo_cells
 from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
 from pipeline.page.warm import WARM_BADGES, warm_index, warm_summary
@@ -101,13 +99,13 @@ def script_json(value: Any) -> Markup:
     return Markup(text)
 
 
-def _inline_scripts(entries: Sequence[dict[str, Any]], scripts: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
+def _inline_scripts(entries: Sequence[Sequence[Any]], scripts: Mapping[str, Mapping[str, str]]) -> dict[str, Any]:
     # Texts are deduplicated (requirements repeat per toolchain); past the budget the page fetches or links them.
     texts: list[str] = []
     text_index: dict[str, int] = {}
     models: dict[str, list[int | None]] = {}
     budget = MAX_INLINE_SCRIPT_BYTES
-    for model_id in dict.fromkeys(e["id"] for e in entries):
+    for model_id in dict.fromkeys(sorted(e[AT["id"]] for e in entries)):
         files = scripts.get(model_id)
         if not files:
             continue
@@ -216,17 +214,12 @@ def _paused(build: Callable[_P, _R]) -> Callable[_P, _R]:
     return wrapper
 
 
-def _task_plots(
-    tasks: Sequence[str], latest: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]]
-) -> dict[str, list[Markup]]:
-    """Each task's plots (:func:`pipeline.page.plots.catalog_plots`), the rows grouped by task in one pass each."""
-    latest_by: dict[str, list[Any]] = {task: [] for task in tasks}
-    history_by: dict[str, list[Any]] = {task: [] for task in tasks}
-    for row in latest:
-        latest_by.setdefault(row["task"], []).append(row)
-    for row in history:
-        history_by.setdefault(row["task"], []).append(row)
-    return {task: plots.catalog_plots(task=task, latest=latest_by[task], history=history_by[task]) for task in tasks}
+def _task_plots(tasks: Sequence[str], gathered: Gathered, history: History) -> dict[str, list[Markup]]:
+    """Each task's plots (:func:`pipeline.page.plots.catalog_plots`), one task's rows as dicts at a time."""
+    return {
+        task: plots.catalog_plots(task=task, latest=gathered.plot_rows(task), history=history.of_task(task))
+        for task in tasks
+    }
 
 
 def render_page(**kwargs: Any) -> str:
@@ -238,8 +231,8 @@ def render_page(**kwargs: Any) -> str:
 @_paused
 def render_site(
     *,
-    latest: list[dict[str, Any]],
-    history: list[dict[str, Any]] | None = None,
+    latest: Sequence[dict[str, Any]] | RowBatches,
+    history: Iterable[dict[str, Any]] | None = None,
     rankings: list[dict[str, Any]],
     exclusions: list[dict[str, Any]],
     scripts: Mapping[str, Mapping[str, str]],
@@ -251,12 +244,15 @@ def render_site(
     warm_checks: Sequence[Mapping[str, Any]] | None = None,
     inline_entries: int | None = INLINE_ENTRIES,
     chunk: int | None = None,
+    emit: Callable[[str, str], None] | None = None,
 ) -> Site:
     """The catalog page, and its data files when the catalog is too large to inline.
 
     Args:
-        latest: latest rows of the dataset (flat, :data:`pipeline.records.COLUMNS`).
-        history: result rows across toolchains for each model's history; None uses ``latest``.
+        latest: latest rows of the dataset (flat, :data:`pipeline.records.COLUMNS`), or batches of them read once
+            (:class:`pipeline.page.rows.RowBatches`, such as :class:`pipeline.dataset.LatestBatches`).
+        history: result rows across toolchains for each model's history, read once (a generator will do); None
+            uses ``latest`` (rows, not batches).
         rankings: rankings rows (``date, task, view, rank, model_id``); empty when discovery has not run.
         exclusions: exclusion rows (``model_id, task, reason, kind``); untrusted text.
         scripts: model id -> ``{"run.py": text, "requirements.txt": text}`` (at least one), such as
@@ -271,43 +267,55 @@ def render_site(
         inline_entries: past this many entries (model and task) the page inlines only its first view and writes the
             rest as data files (:mod:`pipeline.page.chunks`); None: always one file.
         chunk: entries per data file (default :data:`pipeline.page.chunks.CHUNK_ENTRIES`).
+        emit: given each data file as it is made (path, text), to write it at once; the returned site then lists
+            none.
 
     Returns:
-        The HTML text and the data files to write beside it (relative paths).
+        The HTML text and the data files to write beside it (relative paths; none where ``emit`` took them).
     """
     # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
     # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
-    if dropped := sum(1 for r in latest if r.get("emulated")):
-        logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", dropped)
-        latest = [r for r in latest if not r.get("emulated")]
-    history = None if history is None else [r for r in history if not r.get("emulated")]
+    if history is None:
+        if not isinstance(latest, Sequence):
+            raise TypeError("render_site: history=None needs the latest rows as a sequence")
+        history = latest
+    runs = History(history)  # packed, emulated rows left out
     warm = warm_index(warm_checks or [])
+    gathered = Gathered()
     data = catalog(
         latest=latest,
-        history=history,
+        history=runs,
         rankings=rankings,
         exclusions=exclusions,
         slo=slo_cells(serving or []),
         warm=warm,
+        scripts=scripts,  # `in`: a lazy mapping reads no text for this
+        gathered=gathered,
     )
-    for e in data["entries"]:
-        e["sc"] = bool(e["link"] and e["id"] in scripts)  # `in`: a lazy mapping reads no text for this
-    measured = [e for e in data["entries"] if e["st"] != "unmeasured"]
-    trainium = [e for e in measured if e["device"] == "neuron"]
-    elsewhere = [e for e in measured if e["device"] != "neuron"]
+    if data["emulated"]:
+        logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", data["emulated"])
+    st, device, date = AT["st"], AT["device"], AT["date"]
+    measured = [e for e in data["entries"] if e[st] != "unmeasured"]
+    trainium = [e for e in measured if e[device] == "neuron"]
+    elsewhere = [e for e in measured if e[device] != "neuron"]
     summary = {
         "models": len(trainium),
-        "runs": sum(e["st"] == "pass" for e in trainium),
-        "fails": sum(e["st"] == "fail" for e in trainium),
+        "runs": sum(e[st] == "pass" for e in trainium),
+        "fails": sum(e[st] == "fail" for e in trainium),
         "elsewhere": len(elsewhere),
-        "devices": " and ".join(sorted({DEVICE_LABELS.get(e["device"], str(e["device"])) for e in elsewhere})),
-        "updated": max((e["date"] for e in measured if e["date"]), default=None),
-        "warm": warm_summary([r for r in latest if row_device(r.get("device"), hardware=r.get("hardware"),
-                                                              accelerator=r.get("accelerator")) == "neuron"], warm),
-    }  # fmt: skip
-    families = family_table(latest)
+        "devices": " and ".join(sorted({DEVICE_LABELS.get(e[device], str(e[device])) for e in elsewhere})),
+        "updated": max((e[date] for e in measured if e[date]), default=None),
+        "warm": warm_summary(gathered.bundles, warm),
+    }
+    del measured, trainium, elsewhere
+    families = grouped_family_table(gathered.family_groups())
+    # The plots before the data files, and what made them let go: at 100,000 models the build then never holds the
+    # packed history and the gathered rows beside the data files' 70 MB of JSON.
+    task_plots = _task_plots(data["tasks"], gathered, runs)
+    compare = compare_pairs(gathered.paired) + demo_pairs(gathered.demo)
+    del gathered, runs
     inline = inline_entries is None or len(data["entries"]) <= inline_entries
-    store = page_store(data, inline=inline, **({} if chunk is None else {"chunk": chunk}))
+    store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
     rows, first = first_page(data, store.numbers, PAGE_SIZE)
     payload = {
         "cols": ENTRY_COLUMNS,
@@ -324,13 +332,13 @@ def render_site(
         "fcols": FAMILY_COLUMNS,
         "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
     }
-    task_plots = _task_plots(data["tasks"], latest, latest if history is None else history)
     # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
     # are in the page too, for a reader without JavaScript.
     plot_paths: dict[str, str] = {}
     if not inline:
         plot_paths, plot_data = plot_files(task_plots, data["tasks"])
-        store.files.extend(plot_data)
+        for path, text in plot_data:
+            store.add(path, text)
     env = _environment()
     template = env.get_template("index.html.j2")
     html = template.render(
@@ -361,7 +369,7 @@ def render_site(
         dataset_repo=dataset_repo,
         total=first["total"],
         summary=summary,
-        compare=compare_pairs(latest) + demo_pairs(latest),
+        compare=compare,
         releases=release_sections(releases or []),
         serving=serving_section(serving or []),
         families=families,

@@ -298,12 +298,19 @@ def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Itera
     Returns:
         Four ``<svg>`` elements (three for a task without a speed metric).
     """
-    latest = list(latest)
     # The catalog is about Trainium: plot Neuron runs; fall back to whatever ran (the CPU demo) when there are none.
-    neuron = [r for r in latest if row_device(r.get("device"), hardware=r.get("hardware")) == "neuron"]  # Trainium2
-    shown = neuron or latest
-    note = "device: " + ", ".join(sorted({str(r.get("device")) for r in shown})) if shown else ""
-    passes = [r for r in shown if r.get("status") == "pass" and r.get("params")]
+    # One pass, keeping only the rows a point is drawn from (a task of 50,000 rows is read as they come).
+    seen: tuple[set[str], set[str]] = (set(), set())  # the devices of the Trainium2 rows, of the others
+    passing: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    for r in latest:
+        other = row_device(r.get("device"), hardware=r.get("hardware")) != "neuron"  # not Trainium2
+        seen[other].add(str(r.get("device")))
+        if r.get("status") == "pass" and r.get("params"):
+            passing[other].append(r)
+    shown = seen[0] or seen[1]
+    note = "device: " + ", ".join(sorted(shown)) if shown else ""
+    passes = passing[0] if seen[0] else passing[1]
+    del passing
     memory = [
         Point(float(r["params"]), float(r["peak_device_memory_bytes"]), r["task"], r["model_id"])
         for r in passes
@@ -312,19 +319,19 @@ def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Itera
     compile_points = [
         Point(float(r["params"]), float(r["compile_s"]), r["task"], r["model_id"]) for r in passes if r.get("compile_s")
     ]
-    newest: dict[tuple[Any, ...], dict[str, Any]] = {}
+    newest: dict[tuple[Any, ...], tuple[Any, bool]] = {}  # (finished_at, passed): what is counted, not the row
     for row in history:
         if row.get("status") not in ("pass", "fail"):
             continue  # an infrastructure error says nothing about the toolchain
         key = (row["model_id"], row["task"], row.get("hardware"), toolchain_label(row))
-        if key not in newest or row["finished_at"] > newest[key]["finished_at"]:
-            newest[key] = row
+        if key not in newest or row["finished_at"] > newest[key][0]:
+            newest[key] = (row["finished_at"], row["status"] == "pass")
     by_toolchain: dict[str, list[Any]] = {}
-    for (_, _, _, label), row in newest.items():
-        stats = by_toolchain.setdefault(label, [0, 0, row["finished_at"]])
-        stats[0] += row["status"] == "pass"
+    for (_, _, _, label), (finished, passed) in newest.items():
+        stats = by_toolchain.setdefault(label, [0, 0, finished])
+        stats[0] += passed
         stats[1] += 1
-        stats[2] = max(stats[2], row["finished_at"])
+        stats[2] = max(stats[2], finished)
     ordered = sorted(by_toolchain.items(), key=lambda item: (item[1][2], item[0]), reverse=True)
     devices = " or ".join(sorted({str(r.get("device")) for r in passes}))
 

@@ -257,5 +257,9 @@ def family_stats(rows: Iterable[Mapping[str, Any]]) -> list[FamilyStat]:
     for row in rows:
         if row.get("architecture"):
             groups.setdefault(_family_key(row), []).append(row)
-    stats = [_stat(members, key) for key, members in groups.items()]
-    return sorted(stats, key=lambda s: (-s.models, -s.elsewhere, s.architecture, s.model_type or "", s.task))
+    return sorted((_stat(members, key) for key, members in groups.items()), key=family_order)
+
+
+def family_order(stat: FamilyStat) -> tuple[Any, ...]:
+    """The order families are listed in: most measured first (on Trainium2, then elsewhere), then by name."""
+    return (-stat.models, -stat.elsewhere, stat.architecture, stat.model_type or "", stat.task)

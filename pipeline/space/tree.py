@@ -23,11 +23,11 @@ from urllib.parse import urlencode
 from pipeline import fsatomic, render
 from pipeline.dataset import (
     CHANGE_KINDS,
+    LatestBatches,
     ScriptTexts,
     iter_results,
     read_changes,
     read_exclusions,
-    read_latest_columns,
     read_rankings,
     read_release_diffs,
     read_serving,
@@ -212,20 +212,6 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
     """
     releases = read_release_diffs(dataset)
     present = script_files(dataset)
-    site = render_site(
-        latest=read_latest_columns(dataset, LATEST_READ),  # only what the page shows, a batch at a time
-        history=list(iter_results(dataset, HISTORY_READ)),
-        rankings=read_rankings(dataset),
-        exclusions=read_exclusions(dataset),
-        # Which models have scripts, from the one walk (or the listing); texts are read only if the page inlines them.
-        scripts=ScriptTexts(dataset, paths=present if script_paths is None else script_paths),
-        note=names.note,
-        feed=FEED_FILE,
-        dataset_repo=names.dataset_repo,
-        releases=releases,
-        serving=read_serving(dataset),
-        warm_checks=read_warm_checks(dataset),
-    )
     card = render.render(
         "space_card.md.j2",
         title="trncat catalog",
@@ -236,9 +222,24 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
         for old in list(stage.iterdir()):
             if not old.name.startswith("."):
                 shutil.rmtree(old) if old.is_dir() else old.unlink()
+        site = render_site(
+            latest=LatestBatches(dataset, LATEST_READ),  # only what the page shows, a batch at a time, read once
+            history=iter_results(dataset, HISTORY_READ),  # packed as it is read (pipeline.page.rows.History)
+            rankings=read_rankings(dataset),
+            exclusions=read_exclusions(dataset),
+            # Which models have scripts, from the one walk (or the listing); texts are read only if the page inlines
+            # them.
+            scripts=ScriptTexts(dataset, paths=present if script_paths is None else script_paths),
+            note=names.note,
+            feed=FEED_FILE,
+            dataset_repo=names.dataset_repo,
+            releases=releases,
+            serving=read_serving(dataset),
+            warm_checks=read_warm_checks(dataset),
+            # A large catalog's data files, fetched by the page: each written as it is made, its text let go.
+            emit=lambda relative, text: fsatomic.write_text(stage / relative, text),
+        )
         fsatomic.write_text(stage / SPACE_PAGE, site.html)
-        for relative, text in site.files:  # a large catalog's data files, fetched by the page
-            fsatomic.write_text(stage / relative, text)
         fsatomic.write_text(stage / SPACE_CARD, card)
         fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
         fsatomic.link_files(dataset, stage, present)  # linked, not copied: 200,000 at 100k models

@@ -18,6 +18,7 @@ import pytest
 from pipeline import page
 from pipeline.dataset import build, page_html
 from pipeline.page import html as page_module
+from pipeline.page.catalog import entry_fields
 from pipeline.records import flatten
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from pipeline.types import TASKS
@@ -453,7 +454,7 @@ def test_every_row_says_its_source() -> None:
     community = sample_community(model_id="acme/community")
     rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
     data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
-    sources = {e["id"]: e["src"] for e in data["entries"]}
+    sources = {e["id"]: e["src"] for e in map(entry_fields, data["entries"])}
     assert sources == {"acme/ci": "ci", "acme/community": "community"}
     script = (Path(page_module.__file__).parent / "templates" / "index.js").read_text()
     assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)
@@ -648,7 +649,7 @@ def test_the_cost_column_carries_its_price_in_the_cell_title_and_the_legend() ->
     assert ">$ / 1M tokens</th>" in html and 'id="cost-legend"' in html
     assert 'title="At $85.964 per instance-hour (on_demand, us-east-2; SkyPilot catalog' in html
     assert ">$4.84</td>" in html
-    from pipeline.page.catalog import price_text  # the CPU row is off the first (Trainium2) view: its title
+    from pipeline.page.cells import price_text  # the CPU row is off the first (Trainium2) view: its title
 
     assert price_text({"usd": None, "device": "cpu"}) == "No cost: a CPU row names no instance, so it has no price"
     assert 'id="compare"' not in html  # no model has both a Trainium2 and a GPU row

@@ -7,8 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.dataset import build, iter_results, read_latest, read_latest_columns
+import pytest
+
+from pipeline.dataset import LatestBatches, build, iter_results, read_latest, read_latest_columns
 from pipeline.page import HISTORY_READ, LATEST_READ, render_site
+from pipeline.page.catalog import AT, catalog
+from pipeline.page.families import family_table, grouped_family_table
+from pipeline.page.rows import Gathered
 from pipeline.records import COLUMN_NAMES, flatten
 from pipeline.testing.catalog_rows import catalog_rows
 from pipeline.testing.records import sample_failure, sample_record, sample_speech_record
@@ -85,7 +90,9 @@ def _records() -> list[dict[str, Any]]:
     ]
 
 
-def test_a_page_from_the_columns_it_reads_is_the_page_from_every_column(tmp_path: Path) -> None:
+def test_a_page_from_the_columns_it_reads_is_the_page_from_every_column(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     records = _records()
     build(records[:3], tmp_path)
     build(records[3:], tmp_path)  # the flaky key's error lands on its pass: the pass goes into its history
@@ -102,7 +109,44 @@ def test_a_page_from_the_columns_it_reads_is_the_page_from_every_column(tmp_path
         got = render_site(latest=some, inline_entries=inline, chunk=2, **args)
         assert got.html == want.html
         assert got.files == want.files
-    assert "acme/flaky" in want.html
+        # As a Space build reads it: the rows a batch at a time, one row to a batch here (the GPU row of acme/gen
+        # comes in a batch after its Trainium2 row: an entry and a Compare pair need both), the history read as it
+        # is packed, and each data file handed over as it is made.
+        monkeypatch.setattr("pipeline.dataset.read.BATCH_ROWS", 1)
+        emitted: list[tuple[str, str]] = []
+        args["history"] = iter_results(tmp_path, HISTORY_READ)
+        batched = render_site(
+            latest=LatestBatches(tmp_path, LATEST_READ),
+            inline_entries=inline,
+            chunk=2,
+            emit=lambda path, text, into=emitted: into.append((path, text)),
+            **args,
+        )
+        assert batched.html == want.html
+        assert batched.files == [] and emitted == want.files
+        # and, read so, one entry per key: acme/gen's from its Trainium2 row, the one that stands for it
+        data = catalog(latest=LatestBatches(tmp_path, LATEST_READ), history=history, rankings=[], exclusions=[])
+        keys = [(e[AT["id"]], e[AT["task"]]) for e in data["entries"]]
+        assert len(keys) == len(set(keys)) == 6  # acme/gen: one entry for its two rows
+        assert {e[AT["device"]] for e in data["entries"] if e[AT["id"]] == "acme/gen"} == {"neuron"}
+        monkeypatch.undo()
+    assert "acme/flaky" in want.html and "Trainium2 ÷ GPU" in want.html
+    assert LatestBatches(tmp_path, LATEST_READ).repeated_keys() == {("acme/gen", "text-generation")}
+
+
+def test_the_family_table_from_gathered_rows_is_the_family_table_of_the_rows() -> None:
+    """A build keeps of each latest row only the family columns the table counts (pipeline.page.rows.FAMILY_NAMES),
+    and counts one family at a time: the table is the one every column gives."""
+    rows = _every_kind_of_row() + catalog_rows(3000, seed=7)["latest"]
+    known = next(r for r in rows if r.get("architecture") and r["status"] == "pass")
+    # a model of a known family measured only on a GPU: counted "elsewhere"
+    rows.append({**known, "model_id": "acme/gpu-only", "device": "cuda", "hardware": "h100", "accelerator": "H100"})
+    gathered = Gathered()
+    for row in rows:
+        gathered.add(row, repeated=False)
+    table = grouped_family_table(gathered.family_groups())
+    assert table == family_table(rows)
+    assert len(table) > 10 and any(f["fail"] for f in table) and any(f["else"] for f in table)
 
 
 def test_a_layout_1_shard_reads_as_the_current_one(tmp_path: Path) -> None:

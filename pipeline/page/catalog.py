@@ -120,13 +120,13 @@ def _history_lines(
     speed_column, speed_digits = (speed.column, 2 if speed.fmt == "rate" else 4) if speed else (None, 4)
     if len(rows) == 1:  # the common case: one run, nothing to pick or sort
         only = rows[0]
-        newest = [only] if device is None or only is primary or _device(only) == device else []
+        newest = [only] if device is None or _device(only) == device else []
     elif not rows:
         return [], False
     else:
         by_run: dict[tuple[Any, ...], dict[str, Any]] = {}
         for row in rows:
-            if device is not None and row is not primary and _device(row) != device:
+            if device is not None and _device(row) != device:
                 continue
             key = (row.get("hardware"), *_toolchain(row))
             if key not in by_run or row["finished_at"] > by_run[key]["finished_at"]:

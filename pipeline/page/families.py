@@ -18,34 +18,31 @@ FAMILY_COLUMNS = ("arch", "mt", "task", "tc", "n", "pass", "fail", "cmin", "cmax
 
 def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per family the latest rows hold, most measured on Trainium2 first."""
-    return _table(family_stats(family_row(row, row.get("history") or ()) for row in latest))
+    return [_entry(s) for s in family_stats(family_row(row, row.get("history") or ()) for row in latest)]
 
 
 def grouped_family_table(groups: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
     """:func:`family_table` of family rows already grouped by family (one group's rows at a time: a page build
     keeps 100,000 family rows as tuples, :meth:`pipeline.page.rows.Gathered.family_groups`)."""
-    # Each family's stat becomes its table row at once: a stat holds its counted rows, which are let go with it.
-    table = [(family_order(stat), _table([stat])[0]) for group in groups for stat in family_stats(group)]
-    return [row for _, row in sorted(table, key=lambda item: item[0])]
+    # Each family's stat becomes its table entry at once: a stat holds its counted rows, which are let go with it.
+    table = [(family_order(stat), _entry(stat)) for group in groups for stat in family_stats(group)]
+    return [entry for _, entry in sorted(table, key=lambda item: item[0])]
 
 
-def _table(stats: Iterable[FamilyStat]) -> list[dict[str, Any]]:
-    return [
-        {
-            "arch": s.architecture,
-            "mt": s.model_type,
-            "task": s.task,
-            "tc": s.toolchain,
-            "n": s.models,
-            "pass": s.passed,
-            "fail": s.failed,
-            "cmin": s.cores_min,
-            "cmax": s.cores_max,
-            "codes": [[code, count] for code, count in s.failure_codes],
-            "else": s.elsewhere,
-        }
-        for s in stats
-    ]
+def _entry(s: FamilyStat) -> dict[str, Any]:
+    return {
+        "arch": s.architecture,
+        "mt": s.model_type,
+        "task": s.task,
+        "tc": s.toolchain,
+        "n": s.models,
+        "pass": s.passed,
+        "fail": s.failed,
+        "cmin": s.cores_min,
+        "cmax": s.cores_max,
+        "codes": [[code, count] for code, count in s.failure_codes],
+        "else": s.elsewhere,
+    }
 
 
 def cores_text(entry: Mapping[str, Any]) -> str:

@@ -66,10 +66,10 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from pipeline.dataset.latest import write_shard  # noqa: E402
-from pipeline.dataset.layout import LATEST_DIR, RESULTS_DIR, SCRIPTS_DIR, script_folder  # noqa: E402
+from pipeline.dataset.layout import LATEST_DIR, RESULTS_DIR, SCRIPTS_DIR, latest_schema, script_folder  # noqa: E402
 from pipeline.dataset.rankings import write_exclusions, write_rankings  # noqa: E402
-from pipeline.dataset.read import latest_schema, script_files  # noqa: E402
+from pipeline.dataset.read import script_files  # noqa: E402
+from pipeline.dataset.shards import write_shard  # noqa: E402
 from pipeline.page import DATA_DIR, LATEST_READ  # noqa: E402
 from pipeline.records import arrow_schema  # noqa: E402
 from pipeline.space import SiteNames, write_site  # noqa: E402
@@ -109,7 +109,7 @@ def seed_dataset(rows: int, root: Path) -> list[tuple[str, str]]:
 
     for row in data["latest"]:
         row["history"] = []
-    write_shard(root, "all", table(data["latest"], latest_schema()), by_model=True)
+    write_shard(root, "all", table(data["latest"], latest_schema()))
     (root / RESULTS_DIR).mkdir(parents=True, exist_ok=True)
     pq.write_table(table(data["history"], arrow_schema()), root / RESULTS_DIR / "20261128T000000Z-seed.parquet")
     snapshots: dict[tuple[str, str, str], list[dict[str, Any]]] = {}

@@ -79,10 +79,9 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pipeline.dataset.shards as shards  # noqa: E402  (LATEST_SHARD_BYTES: --shard-kib)
+import pipeline.dataset.shards as shards  # noqa: E402  (LATEST_SHARD_BYTES: --shard-kib; write_shard: the build's split)
 from pipeline import constants  # noqa: E402
 from pipeline.dataset import FAMILIES_FILE, LATEST_DIR, RESULTS_DIR, SUMMARY_FILE, CardNames, build, refresh_card  # noqa: E402
-from pipeline.dataset.latest import write_shard  # noqa: E402  (the build's own split, to seed at scale)
 from pipeline.hub import Hub, point_client_at  # noqa: E402
 from pipeline.localhub import LocalHub  # noqa: E402
 from pipeline.publish import publish  # noqa: E402
@@ -136,15 +135,12 @@ def seed(models: int, rows: int, touched: list[int], out: Path) -> None:
     table = table.set_column(table.schema.get_field_index("record_id"), "record_id", records)
     (out / LATEST_DIR / "all.parquet").unlink()
     (out / FAMILIES_FILE).unlink()
-    written, _ = write_shard(out, "all", table, by_model=True)
+    written, _ = shards.write_shard(out, "all", table)
     summary = json.loads((out / SUMMARY_FILE).read_text())
     for name in ("counts", "toolchains"):  # every row is a copy of one: one count each
         summary[name] = [[*entry[:-1], models] for entry in summary[name]]
     summary["total"] = models
-    shards = sorted(Path(p).stem for p in written if p.startswith(f"{LATEST_DIR}/"))
-    summary["shards"], summary["shard_digits"] = shards, max(len(n) for n in shards) if shards != ["all"] else 0
-    if shards != ["all"]:
-        summary["shard_by"] = "model"
+    summary["shards"] = sorted(Path(p).stem for p in written if p.startswith(f"{LATEST_DIR}/"))
     (out / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, sort_keys=True) + "\n")
     refresh_card(out, names=NAMES)
     history_files(rows - len(touched), models, out)

@@ -1,44 +1,27 @@
 """The dataset side of ``trncat check``: the family rows of the dataset's merged main (never a PR), or of a folder.
 
-From the Hub: the head of main and a listing of its ``data/`` folder, sent together (a process that checked the
-dataset at the same head before asks for the head only: the listing of a commit never changes); then the family index's
-files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download cache
-(a second check on the same commit asks nothing more for them). The index is read as Arrow, once per process for
-the same files, and asked only for the rows a check needs (:class:`pipeline.dataset.FamilyIndex`). A dataset
-without the index (written before layout 4) is read from its latest shards instead, as ``data/summary.json`` lists
-them (one GET each, sent together).
+From the Hub: the head of main and a listing of its ``data/families/`` folder, sent together (a process that checked
+the dataset at the same head before asks for the head only: the listing of a commit never changes); then the family
+index's files (:func:`pipeline.dataset.family_index_paths` names them), downloaded at that commit into the download
+cache (a second check on the same commit asks nothing more for them). The index is read as Arrow, once per process
+for the same files, and asked only for the rows a check needs (:class:`pipeline.dataset.FamilyIndex`).
 """
 
 from __future__ import annotations
 
 import functools
-import logging
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.dataset import (
-    DATA_DIR,
-    FAMILIES_DIR,
-    LATEST_DIR,
-    SUMMARY_FILE,
-    FamilyIndex,
-    family_index_paths,
-    folder_family_index,
-    read_latest,
-    read_summary,
-    shard_paths,
-)
+from pipeline.dataset import FAMILIES_DIR, FamilyIndex, family_index_paths, folder_family_index
 from pipeline.errors import RepoNotFoundError
 from pipeline.hub import together
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
     from pipeline.records import FamilyStat
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -58,7 +41,7 @@ class Catalog:
 
 
 def from_folder(folder: Path) -> Catalog:
-    """The family rows of a local dataset folder (its index, else its whole latest view).
+    """The family rows of a local dataset folder.
 
     Raises:
         DatasetError: no such folder, it holds no dataset, or a file is unreadable.
@@ -66,7 +49,7 @@ def from_folder(folder: Path) -> Catalog:
     return Catalog(index=folder_family_index(folder), source=str(folder))
 
 
-def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
+def from_repo(hub: Hub, repo: str) -> Catalog:
     """The family rows of the Hub dataset ``repo`` at the head of its main branch.
 
     Raises:
@@ -74,24 +57,21 @@ def from_repo(hub: Hub, repo: str, *, work: Path | None = None) -> Catalog:
         HubError: the Hub failed.
         DatasetError: a file it holds is unreadable.
     """
-    # The listing is of main, the reads at the sha: a commit between the two can only make the index look absent
-    # (the reads then fall back to the latest shards at the sha), never mix two commits' files.
+    # The listing is of main, the reads at the sha: a commit between the two can only make a file look absent
+    # (read as an index without it), never mix two commits' files.
     key = (hub.endpoint, repo)
     head = functools.partial(hub.head_sha, repo, repo_type="dataset", revision="main")
-    listings = (
-        functools.partial(hub.list_files, repo, revision="main", under=DATA_DIR, recursive=False),
-        functools.partial(hub.list_files, repo, revision="main", under=FAMILIES_DIR, recursive=False),
-    )
+    listing = functools.partial(hub.list_files, repo, revision="main", under=FAMILIES_DIR, recursive=False)
     known = _PATHS.get(key)
     if known is None:
-        sha, files, shards = together.results(head, *listings)
-        paths = family_index_paths([*files, *shards])
-    else:  # the head alone; the listings only when main has moved since
+        sha, files = together.results(head, listing)
+        paths = family_index_paths(files)
+    else:  # the head alone; the listing only when main has moved since
         sha = head()
-        paths = known[1] if sha == known[0] else family_index_paths(sum(together.results(*listings), []))
+        paths = known[1] if sha == known[0] else family_index_paths(listing())
     index = _index(hub, repo, sha, paths)
     if index is None:
-        index = _from_latest(hub, repo, sha, work)
+        index = FamilyIndex.read(Path(), [])
     else:
         _PATHS[key] = (sha, paths)
     return Catalog(index=index, source=f"{repo}@{sha[:12]}")
@@ -107,7 +87,7 @@ def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | Non
         return None
     try:  # (a download cache holding every one at the sha: no download call)
         local = hub.download_all(repo, paths, revision=sha, repo_type="dataset")
-    except RepoNotFoundError:  # gone at the sha (the race above): read as a dataset without the index
+    except RepoNotFoundError:  # gone at the sha (the race above): read as an empty index
         return None
     root = local[0]
     for _ in Path(paths[0]).parts:  # the snapshot folder the files landed in
@@ -117,24 +97,9 @@ def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | Non
 
 
 @functools.lru_cache(maxsize=4)
-def _read_index(root: Path, paths: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> FamilyIndex | None:
+def _read_index(root: Path, paths: tuple[str, ...], stamps: tuple[tuple[int, int], ...]) -> FamilyIndex:
     """The index in ``paths`` under ``root``, read once per process for the same files (``stamps``: their sizes
     and times): a process that checks several models at one commit of the dataset reads its index once (the index
     is immutable: Arrow tables)."""
     del stamps  # in the key only: a file rewritten in place is read again
     return FamilyIndex.read(root, paths)
-
-
-def _from_latest(hub: Hub, repo: str, sha: str, work: Path | None) -> FamilyIndex:
-    logger.info("%s has no family index (a dataset before layout 4): reading its latest shards", repo)
-    with tempfile.TemporaryDirectory(prefix="trncat-check-", dir=work) as tmp:
-        root = Path(tmp)
-        hub.fetch_files(repo, [SUMMARY_FILE], revision=sha, into=root)
-        summary = read_summary(root)
-        shards = (
-            shard_paths(summary)
-            if summary is not None
-            else [p for p in hub.list_files(repo, revision=sha, under=LATEST_DIR) if p.endswith(".parquet")]
-        )
-        hub.fetch_files(repo, shards, revision=sha, into=root)
-        return FamilyIndex.of_latest(read_latest(root))

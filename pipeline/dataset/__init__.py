@@ -1,20 +1,16 @@
 """The dataset folder (a local copy or partial mirror of the Hub dataset repo): the only code that reads or
 writes its layout (:mod:`pipeline.dataset.layout` names every file).
 
+- :mod:`~pipeline.dataset.layout`: every file's name and format (the one dataset layout, ``layout_version`` 1);
 - :mod:`~pipeline.dataset.build`: append results, keep the latest view and each key's history, write scripts;
-- :mod:`~pipeline.dataset.keys`: a latest key by the canonical id, and the row that stands for it;
+- :mod:`~pipeline.dataset.shards`: which latest shard holds a model (the only code that knows the shard names), the
+  row that stands for a key, a shard read, merged and written with its family rows (what ``trncat check`` reads);
 - :mod:`~pipeline.dataset.read`: the latest view, results columns, rankings, exclusions, scripts;
 - :mod:`~pipeline.dataset.rankings`: discovery's snapshots and exclusions;
-- :mod:`~pipeline.dataset.front`: the card and the catalog page, from the folder's data;
+- :mod:`~pipeline.dataset.front`: the card, the catalog page and ``data/summary.json`` (the card's counts and the
+  shard names);
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
-- :mod:`~pipeline.dataset.migrate`: files of an older layout rewritten in the current one;
-- :mod:`~pipeline.dataset.summary`: ``data/summary.json``, the card's counts and the shard layout;
-- :mod:`~pipeline.dataset.families`: the family index, each latest key's family row (what ``trncat check``
-  reads);
-- :mod:`~pipeline.dataset.shards`: which file of the latest view and of the family index holds a key (the only
-  code that knows the shard names: :func:`family_index_paths`);
-- :mod:`~pipeline.dataset.latest`: a latest shard read split in two, merged, split in sixteen past its size;
 - :mod:`~pipeline.dataset.family_index`: the rows a check asks for, read as Arrow and filtered without a Python
   object per row (:class:`FamilyIndex`); :mod:`~pipeline.dataset.family_arrow` counts a family over its columns;
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
@@ -35,16 +31,17 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.dataset.build import BuildSummary, build, latest_key, published_ids, refresh_card, shard_of
+    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card
     from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
-    from pipeline.dataset.families import family_rows, family_view, read_families
     from pipeline.dataset.family_index import FamilyIndex, folder_family_index
-    from pipeline.dataset.front import CardNames, page_html, write_front_files
+    from pipeline.dataset.front import CardNames, page_html, read_summary, write_front_files
     from pipeline.dataset.layout import (
         DATA_DIR,
         EXCLUSIONS_FILE,
+        FAMILIES_DIR,
         FAMILIES_FILE,
         FRONT_FILES,
+        HISTORY_COLUMN,
         LATEST_DIR,
         RANKINGS_DIR,
         RESULTS_DIR,
@@ -52,14 +49,13 @@ if TYPE_CHECKING:
         SERVING_FILE,
         SUMMARY_FILE,
         WARM_CHECKS_FILE,
+        earlier_runs,
         results_file_time,
         results_files_since,
         run_name,
     )
-    from pipeline.dataset.migrate import migrate, needs_migration
     from pipeline.dataset.mirror import (
         held_paths,
-        migration_paths,
         overlay_files,
         publish_paths,
         results_paths,
@@ -68,10 +64,8 @@ if TYPE_CHECKING:
     )
     from pipeline.dataset.rankings import MAX_REASON_CHARS, clean_overlay, write_exclusions, write_rankings
     from pipeline.dataset.read import (
-        HISTORY_COLUMN,
         LatestBatches,
         ScriptTexts,
-        earlier_runs,
         iter_results,
         read_exclusions,
         read_latest,
@@ -82,8 +76,7 @@ if TYPE_CHECKING:
     )
     from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
     from pipeline.dataset.serving import add_serving, read_serving
-    from pipeline.dataset.shards import FAMILIES_DIR, family_index_paths, is_family_path, named_by_model
-    from pipeline.dataset.summary import read_summary, shard_paths
+    from pipeline.dataset.shards import family_index_paths, family_rows, is_family_path, latest_key, read_families
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 __all__ = [
@@ -116,14 +109,9 @@ __all__ = [
     "family_index_paths",
     "family_rows",
     "folder_family_index",
-    "family_view",
     "is_family_path",
     "iter_results",
     "latest_key",
-    "migrate",
-    "migration_paths",
-    "named_by_model",
-    "needs_migration",
     "overlay_files",
     "page_html",
     "publish_paths",
@@ -147,8 +135,6 @@ __all__ = [
     "results_paths",
     "run_name",
     "held_paths",
-    "shard_of",
-    "shard_paths",
     "summary_paths",
     "tree_digests",
     "write_exclusions",

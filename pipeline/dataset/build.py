@@ -17,21 +17,22 @@ import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
 from pipeline.dataset.changes import Change, change_rows, changes_table
-from pipeline.dataset.families import update_families
-from pipeline.dataset.front import CardNames, card_configs, write_front_files
-from pipeline.dataset.keys import (
-    capped,
-    history_entry,
-    latest_key,
-    newer,
-    rank,
+from pipeline.dataset.front import (
+    CardNames,
+    apply_changes,
+    card_configs,
+    read_summary,
+    summarize,
+    write_front_files,
+    write_summary,
 )
-from pipeline.dataset.latest import Sharding, read_shard, shard_table, write_shard
 from pipeline.dataset.layout import (
     CHANGES_DIR,
+    HISTORY_COLUMN,
     LATEST_DIR,
     RESULTS_DIR,
     SCRIPT_FILES,
+    earlier_runs,
     fresh_run_name,
     parquet_bytes,
     read_rows,
@@ -39,17 +40,20 @@ from pipeline.dataset.layout import (
     results_files_since,
     script_folder,
 )
-from pipeline.dataset.migrate import migrate, needs_migration
-from pipeline.dataset.read import (
-    HISTORY_COLUMN,
-    LEGACY_HISTORY_COLUMN,
-    earlier_runs,
-    read_latest,
-    upgrade_row,
-)
+from pipeline.dataset.read import read_latest
 from pipeline.dataset.serving import add_serving
-from pipeline.dataset.shards import ALL, BY_MODEL, families_sharded, folder_shards, key_shard
-from pipeline.dataset.summary import apply_changes, read_summary, summarize, write_summary
+from pipeline.dataset.shards import (
+    capped,
+    folder_shards,
+    history_entry,
+    latest_key,
+    model_shard,
+    newer,
+    rank,
+    read_shard,
+    shard_table,
+    write_shard,
+)
 from pipeline.errors import PipelineError
 from pipeline.prices import Pricing, row_costs
 from pipeline.records import arrow_schema, flatten, representative, unflatten, validate_record
@@ -84,17 +88,6 @@ class BuildSummary:
         return self.added > 0 or self.serving > 0
 
 
-def shard_of(key: tuple[str, str, str], digits: int = 0) -> str:
-    """The name of the legacy (by key) latest shard holding ``key``: the first ``digits`` hex digits of its hash,
-    or ``all`` (:func:`pipeline.dataset.shards.key_shard`)."""
-    return key_shard(key, digits)
-
-
-def shard_digits(root: Path, summary: dict[str, Any] | None) -> int:
-    """The folder's shard digits: the summary's, else what its shard names show, else a new dataset's."""
-    return Sharding(root, summary).digits
-
-
 def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
     return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
 
@@ -117,7 +110,7 @@ def _model_rows(
     """The latest rows of ``models`` in the folder, by model, in :func:`read_latest`'s order (shard by shard,
     each in key order), for the scripts (a row of a touched key keeps its history; the others come without).
     A shard in ``touched`` (just merged: its untouched rows as Arrow, its touched ones as Python rows, see
-    :func:`~pipeline.dataset.latest.read_shard`) is taken from there, so the rows just merged are not turned into
+    :func:`~pipeline.dataset.shards.read_shard`) is taken from there, so the rows just merged are not turned into
     Arrow and back.
 
     Raises:
@@ -130,8 +123,8 @@ def _model_rows(
         table = read_table(path) if current is None else rest
         rows = []
         if table is not None:
-            table = table.drop_columns([c for c in (HISTORY_COLUMN, LEGACY_HISTORY_COLUMN) if c in table.column_names])
-            rows = [upgrade_row(r) for r in table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist()]
+            table = table.drop_columns([HISTORY_COLUMN])
+            rows = table.filter(pc.is_in(table["model_id"], value_set=wanted)).to_pylist()
         if current is not None:
             rows.extend(row for row in current.values() if row["model_id"] in models)
             rows.sort(key=latest_key)
@@ -179,12 +172,9 @@ def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
     """
     summary = read_summary(root)
     if summary is None:
-        latest = read_latest(root)
-        sharding = Sharding(root, None)
-        summary = summarize(latest, shard_digits=sharding.digits, shards=sharding.names, by_model=sharding.by_model)
+        summary = summarize(read_latest(root), shards=folder_shards(root))
     write_front_files(root, page=False, counts=summary, known=summary["configs"], names=names)
-    configs = card_configs(root, known=summary["configs"], sharded=families_sharded(summary))
-    summary["configs"] = [name for name, _ in configs]
+    summary["configs"] = [name for name, _ in card_configs(root, known=summary["configs"])]
     write_summary(root, summary)
 
 
@@ -196,20 +186,15 @@ def build(
     names: CardNames | None = None,
     held: Callable[[str, bytes], bool] | None = None,
     pricing: Pricing | None = None,
-    families_held: bool = False,
 ) -> BuildSummary:
     """Add ``records`` to the dataset folder ``out`` (created when missing), all or nothing.
 
-    A folder in an older layout is first rewritten in the current one (:func:`~pipeline.dataset.migrate.migrate`).
     Only the latest shards of the keys the records touch are read and rewritten, and only the results files
     that could already hold one of the records (:func:`results_files_since`) are read to skip duplicates.
     Nothing new: nothing is written. ``out`` may be a partial mirror of the dataset repo holding only those
     files (what publish uses); ``held(path, content)`` then tells a file the repo already holds with that
     very content, which is left out of the mirror instead of written: the scripts of every model the records
     touch (most come out the same) and the card (:func:`pipeline.dataset.mirror.held_paths`).
-
-    ``families_held``: ``out`` is a partial mirror of a dataset that holds its family index in the repo, though
-    not in the mirror (named by model, its family shards are written from the latest shards, never mirrored).
 
     Each new row is priced with ``pricing`` (its instance's price under the option, and its task's cost:
     :func:`pipeline.prices.row_costs`); None leaves the price and cost columns null. A row keeps the price it
@@ -222,8 +207,6 @@ def build(
         DatasetError: the existing folder holds unreadable Parquet.
     """
     summary = BuildSummary()
-    if needs_migration(out, families_held=families_held):
-        migrate(out, families_held=families_held)
     rows_by_id: dict[str, dict[str, Any]] = {}
     serving_records: list[dict[str, Any]] = []
     for record in records:
@@ -253,10 +236,10 @@ def build(
         del rows_by_id[record_id]
         summary.duplicates += 1
     summary_file = read_summary(out)
-    sharding = Sharding(out, summary_file)
+    shards = summary_file["shards"] if summary_file is not None else folder_shards(out)
     by_shard: dict[str, list[dict[str, Any]]] = {}
     for row in rows_by_id.values():
-        by_shard.setdefault(sharding.shard_of(row), []).append(row)
+        by_shard.setdefault(model_shard(row["model_id"], shards), []).append(row)
     # Each shard a record changed: its untouched rows (Arrow) and its touched keys' rows (Python), merged.
     touched: dict[str, tuple[pa.Table | None, dict[tuple[str, str, str], Any]]] = {}
     new_rows: list[dict[str, Any]] = []
@@ -288,7 +271,7 @@ def build(
             fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
         split: set[str] = set()
         for shard, (rest, current) in sorted(touched.items()):
-            files, removed = write_shard(stage, shard, shard_table(rest, current), by_model=sharding.by_model)
+            files, removed = write_shard(stage, shard, shard_table(rest, current))
             summary.latest_files.extend(p for p in files if p.startswith(f"{LATEST_DIR}/"))
             summary.written.extend(files)
             summary.removed.extend(removed)
@@ -303,15 +286,10 @@ def build(
         # touched models' rows are.
         latest = read_latest(stage) if summary_file is None or page else None
         if summary_file is None:  # the whole latest view is here: count it
-            summary_file = summarize(
-                latest or [], shard_digits=sharding.digits, shards=folder_shards(stage), by_model=sharding.by_model
-            )
+            summary_file = summarize(latest or [], shards=folder_shards(stage))
         else:
             apply_changes(summary_file, [(change.before, change.after) for change in summary.changes])
             summary_file["shards"] = sorted((set(summary_file["shards"]) - split) | kept)
-        if sharding.by_model and summary_file["shards"] != [ALL]:
-            summary_file["shard_by"] = BY_MODEL
-            summary_file["shard_digits"] = max(len(n) for n in summary_file["shards"])
         by_model: dict[str, list[dict[str, Any]]] = {}
         if latest is None:
             by_model = _model_rows(stage, touched, touched_models)
@@ -335,8 +313,6 @@ def build(
                     written = True
             if written:
                 summary.scripts.append(folder)
-        if not sharding.by_model:  # by model, each family shard was written with its latest shard
-            update_families(stage, [change.after for change in summary.changes], latest=latest)
         write_front_files(
             stage,
             latest=latest,
@@ -346,8 +322,7 @@ def build(
             names=names,
             held=held,
         )
-        configs = card_configs(stage, known=summary_file["configs"], sharded=families_sharded(summary_file))
-        summary_file["configs"] = [name for name, _ in configs]
+        summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
         write_summary(stage, summary_file)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

@@ -13,7 +13,7 @@ downloads exactly those.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,25 +21,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.dataset import family_arrow
-from pipeline.dataset.families import families_current, families_schema, family_rows
 from pipeline.dataset.family_arrow import family_mask, pylist, strings
-from pipeline.dataset.layout import DATA_DIR, read_table
-from pipeline.dataset.read import read_latest, require_dataset
+from pipeline.dataset.layout import FAMILIES_DIR, families_schema, read_table
+from pipeline.dataset.read import require_dataset
 from pipeline.dataset.shards import family_index_paths
 from pipeline.errors import DatasetError
 from pipeline.records import FamilyStat
 
 
 def folder_family_index(root: Path) -> FamilyIndex:
-    """The family index of a local dataset folder: its index files, else projected from its whole latest view.
+    """The family index of a local dataset folder.
 
     Raises:
         DatasetError: no such folder, it holds no dataset, or a file is unreadable.
     """
     root = require_dataset(root)
-    files = [p.relative_to(root).as_posix() for p in (root / DATA_DIR).rglob("*.parquet")]
-    index = FamilyIndex.read(root, family_index_paths(files))
-    return index if index is not None else FamilyIndex.of_latest(read_latest(root))
+    files = [p.relative_to(root).as_posix() for p in (root / FAMILIES_DIR).glob("*.parquet")]
+    return FamilyIndex.read(root, family_index_paths(files))
 
 
 class FamilyIndex:
@@ -57,25 +55,17 @@ class FamilyIndex:
         return self._table.num_rows
 
     @classmethod
-    def read(cls, root: Path, paths: Iterable[str]) -> FamilyIndex | None:
-        """The index held in ``paths`` under ``root``, or None when they are none or not in the current schema.
+    def read(cls, root: Path, paths: Iterable[str]) -> FamilyIndex:
+        """The index held in ``paths`` under ``root`` (empty when they are none).
 
         Raises:
-            DatasetError: a file is unreadable.
+            DatasetError: a file is unreadable, or the files do not read as one table.
         """
-        paths = list(paths)
-        if not paths or not all(families_current(root, path) for path in paths):
-            return None
         tables = [read_table(root / path) for path in paths]
         try:
-            return cls(pa.concat_tables(tables) if len(tables) > 1 else tables[0])
+            return cls(pa.concat_tables(tables) if tables else families_schema().empty_table())
         except pa.ArrowException as exc:
             raise DatasetError(f"{root}: the family index does not read as one table: {exc}") from exc
-
-    @classmethod
-    def of_latest(cls, latest: Iterable[Mapping[str, Any]]) -> FamilyIndex:
-        """The index projected from latest rows (a dataset without one: read from its latest view)."""
-        return cls(pa.Table.from_pylist(family_rows(latest), schema=families_schema()))
 
     def select(
         self, *, model_ids: Iterable[str] = (), family: tuple[str, str | None, str] | None = None

@@ -1,7 +1,17 @@
-"""The dataset's front files: the card (README.md) and the catalog page (index.html), from the folder's data."""
+"""The dataset's front: the card (README.md), the catalog page (index.html) and ``data/summary.json``.
+
+The summary is the small file that lets a publish skip the whole latest view. It holds what the card shows of the
+latest view (rows per task, device and status, per toolchain, the total; see :func:`pipeline.render.card_counts`),
+the card's Parquet views, and the names of the latest view's shards (:mod:`pipeline.dataset.shards`). A build
+updates it from the changes it made (a key's old row out, its new row in), so a publish reads one small JSON file
+and only the latest shards its records touch.
+"""
 
 from __future__ import annotations
 
+import json
+import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,11 +22,12 @@ from pipeline.dataset.layout import (
     CARD_FILE,
     CHANGES_DIR,
     EXCLUSIONS_FILE,
-    FAMILIES_FILE,
+    FAMILIES_DIR,
     LATEST_DIR,
     PAGE_FILE,
     RANKINGS_DIR,
     RESULTS_DIR,
+    SUMMARY_FILE,
 )
 from pipeline.dataset.read import (
     LatestBatches,
@@ -27,27 +38,25 @@ from pipeline.dataset.read import (
     read_rankings,
 )
 from pipeline.dataset.releases import read_release_diffs
-from pipeline.dataset.shards import FAMILIES_DIR, families_sharded
 from pipeline.dataset.warm import read_warm_checks
 from pipeline.page import HISTORY_READ, LATEST_READ, render_page
 
+logger = logging.getLogger(__name__)
 
-def card_configs(root: Path, *, known: Iterable[str] = (), sharded: bool = False) -> list[tuple[str, str]]:
-    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds, or that
-    ``known`` names (views the repo holds beyond a partial mirror); ``sharded``: the repo's family index is in
-    shards (:func:`pipeline.dataset.shards.families_sharded`), which a partial mirror may not show."""
+
+def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, str]]:
+    """The card's YAML ``configs``: (name, file glob) of each Parquet view the folder holds, or that ``known`` names
+    (views the repo holds beyond a partial mirror). A view's glob never changes once it is there."""
     known = set(known)
     configs = [("latest", f"{LATEST_DIR}/*.parquet"), ("results", f"{RESULTS_DIR}/*.parquet")]
-    if "rankings" in known or any((root / RANKINGS_DIR).glob("*.parquet")):
-        configs.append(("rankings", f"{RANKINGS_DIR}/*.parquet"))
-    if "exclusions" in known or (root / EXCLUSIONS_FILE).is_file():
-        configs.append(("exclusions", EXCLUSIONS_FILE))
-    if "changes" in known or any((root / CHANGES_DIR).glob("*.parquet")):
-        configs.append(("changes", f"{CHANGES_DIR}/*.parquet"))
-    if sharded or any((root / FAMILIES_DIR).glob("*.parquet")):  # the one file is gone once the index is split
-        configs.append(("families", f"{FAMILIES_DIR}/*.parquet"))
-    elif "families" in known or (root / FAMILIES_FILE).is_file():
-        configs.append(("families", FAMILIES_FILE))
+    for name, glob in (
+        ("rankings", f"{RANKINGS_DIR}/*.parquet"),
+        ("exclusions", EXCLUSIONS_FILE),
+        ("changes", f"{CHANGES_DIR}/*.parquet"),
+        ("families", f"{FAMILIES_DIR}/*.parquet"),
+    ):
+        if name in known or any(root.glob(glob)):
+            configs.append((name, glob))
     return configs
 
 
@@ -90,11 +99,11 @@ def write_front_files(
     """(Re)write README.md (the card) and index.html (a preview of the catalog page, for the PR's reviewer; the
     public page is the Space's, built from main) from the folder's current content.
 
-    ``counts`` (the summary file's, see :mod:`pipeline.dataset.summary`) and ``known`` views make the same
+    ``counts`` (the summary file's, :func:`read_summary`) and ``known`` views make the same
     card on a partial mirror; the page needs the whole latest view. On such a mirror, a card the repo
     already holds byte for byte (``held``, see :func:`pipeline.dataset.build.build`) is not written.
     """
-    configs = card_configs(root, known=known, sharded=families_sharded(counts))
+    configs = card_configs(root, known=known)
     repo, space = (names.repo, names.space) if names else (None, None)
     if counts is not None and not page:
         text = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space).encode("utf-8")
@@ -106,3 +115,97 @@ def write_front_files(
     fsatomic.write_text(root / CARD_FILE, card)
     if page:
         fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))
+
+
+#: The summary's shape (the counts per task, device and status; the views; the latest view's shard names).
+SUMMARY_VERSION = 1
+
+
+def read_summary(root: Path) -> dict[str, Any] | None:
+    """The folder's summary, or None when it has none or it is unreadable (then the caller rebuilds it)."""
+    path = root / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        logger.warning("%s is unreadable (%s): it is rebuilt from the latest view", path, exc)
+        return None
+    keys = {"version", "total", "counts", "toolchains", "shards", "configs", "hardware"}
+    if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION or not keys <= set(data):
+        logger.warning("%s has an unknown shape: it is rebuilt from the latest view", path)
+        return None
+    if problem := _type_problem(data):  # a value of the wrong type would stop the build with a traceback
+        logger.warning("%s: %s: it is rebuilt from the latest view", path, problem)
+        return None
+    return data
+
+
+_SHARD = re.compile(r"all|[0-9a-f]{1,8}")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _type_problem(data: dict[str, Any]) -> str | None:
+    """What in a summary of the right keys has the wrong type (the first such field), or None."""
+    if not _count(data["total"]):
+        return "total is not a count"
+    for name in ("counts", "toolchains"):
+        rows = data[name]
+        if not isinstance(rows, list) or not all(
+            isinstance(r, list) and len(r) == 4 and all(isinstance(v, str) for v in r[:3]) and _count(r[3])
+            for r in rows
+        ):
+            return f"{name} is not a list of [text, text, text, count]"
+    shards = data["shards"]
+    if not isinstance(shards, list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in shards):
+        return "shards is not a list of shard names (hex digits, or all)"
+    for name in ("configs", "hardware"):
+        if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):
+            return f"{name} is not a list of text"
+    return None
+
+
+def summarize(rows: Iterable[dict[str, Any]], *, shards: Iterable[str]) -> dict[str, Any]:
+    """A summary of every latest row (what a full build writes), the latest view being in ``shards``."""
+    rows = list(rows)
+    return {
+        "version": SUMMARY_VERSION,
+        **render.card_counts(rows),
+        "shards": sorted(set(shards)),
+        "configs": [],
+        "hardware": sorted({r["hardware"] for r in rows}),
+    }
+
+
+def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any] | None, dict[str, Any]]]) -> None:
+    """Fold (old row or None, new row) pairs of a build into ``summary``, in place (counts, total, hardware)."""
+    changes = list(changes)
+    counts = {tuple(k[:-1]): k[-1] for k in summary["counts"]}
+    toolchains = {tuple(k[:-1]): k[-1] for k in summary["toolchains"]}
+    # The old rows' counts out and the new rows' in, counted in two calls (not two per change).
+    gone = render.card_counts(before for before, _ in changes if before is not None)
+    came = render.card_counts(after for _, after in changes)
+    for part, sign in ((gone, -1), (came, 1)):
+        for *key, n in part["counts"]:
+            counts[tuple(key)] = counts.get(tuple(key), 0) + sign * n
+        for *key, n in part["toolchains"]:
+            toolchains[tuple(key)] = toolchains.get(tuple(key), 0) + sign * n
+    summary["total"] += sum(before is None for before, _ in changes)
+    if changes:
+        summary["hardware"] = sorted({*summary["hardware"], *(after["hardware"] for _, after in changes)})
+    summary["counts"] = [[*k, n] for k, n in sorted(counts.items()) if n]
+    summary["toolchains"] = [[*k, n] for k, n in sorted(toolchains.items()) if n]
+
+
+def write_summary(root: Path, summary: dict[str, Any]) -> None:
+    """Write the summary file, unless it already says exactly this (a sweep often leaves the counts as they were)."""
+    path, text = root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n"
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass
+    fsatomic.write_text(path, text)

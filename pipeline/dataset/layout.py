@@ -6,21 +6,24 @@ Layout::
     data/results/<run>.parquet                append-only, one file per build that added rows
     data/latest/<x>.parquet                   newest row per (model_id, task, hardware), sharded by the model's
                                               hash once past a size (pipeline/dataset/shards.py: every shard name)
+    data/families/<x>.parquet                 one small row per latest key (how its model fared, its family),
+                                              one file beside each latest shard
     data/rankings/<date>-<task>-<view>.parquet   one discovery snapshot per task and view
     data/exclusions.parquet                   hand-kept and discovered exclusions
     data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
     data/summary.json                         the card's counts and the latest view's shard layout
-    data/families.parquet                     one small row per latest key: how its model fared, its family
-    data/families/<x>.parquet                 the same, beside each latest shard once the latest view is split
     data/serving.json                         the latest serving records, whole (pipeline/dataset/serving.py)
     data/warm_checks.parquet                  the newest second-machine warm check per bundle (pipeline/dataset/warm.py)
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
+
+This is dataset layout 1 (``layout_version`` in every results and latest row): the only one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import io
 from collections.abc import Iterable, Sequence
@@ -32,6 +35,7 @@ import pyarrow.parquet as pq
 
 from pipeline.errors import DatasetError
 from pipeline.ids import slug
+from pipeline.records import FAMILY_COLUMNS, arrow_schema, arrow_type
 
 #: The folder of every data file (what a reader lists to find the family index: :func:`family_index_paths`).
 DATA_DIR = "data"
@@ -41,7 +45,10 @@ RANKINGS_DIR = "data/rankings"
 EXCLUSIONS_FILE = "data/exclusions.parquet"
 CHANGES_DIR = "data/changes"
 SUMMARY_FILE = "data/summary.json"
-FAMILIES_FILE = "data/families.parquet"
+#: The family index's folder: one file beside each latest shard, the same name (:mod:`pipeline.dataset.shards`).
+FAMILIES_DIR = "data/families"
+#: The family index of a dataset whose latest view is one shard (``all``).
+FAMILIES_FILE = f"{FAMILIES_DIR}/all.parquet"
 #: The latest serving records (schema 1.4, pipeline/dataset/serving.py): JSON, whole records.
 SERVING_FILE = "data/serving.json"
 #: The second-machine warm checks of the published compiled-cache bundles (pipeline/dataset/warm.py).
@@ -55,10 +62,43 @@ SCRIPT_FILES = ("run.py", "requirements.txt")
 RANKED_VIEWS = ("selected", "trending", "downloads")
 
 
+#: The latest view has one more column than the results: the key's earlier runs, newest first, as a list of
+#: structs (at most ``HISTORY_LIMIT`` of them: the full history is data/results).
+HISTORY_COLUMN = "history"
+#: One history entry: a past run of the key (a subset of the results columns).
+HISTORY_FIELDS: tuple[str, ...] = (
+    "record_id", "finished_at", "source", "status", "failure_stage", "failure_code", "revision", "device", "cores",
+    "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "torch_version", "compile_s", "ttft_s",
+    "decode_tokens_per_s", "peak_device_memory_bytes",
+)  # fmt: skip
+
+
+def history_type() -> pa.DataType:
+    """``list<struct<...>>`` of :data:`HISTORY_FIELDS`, each typed as its results column."""
+    schema = arrow_schema()
+    return pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
+
+
+def latest_schema() -> pa.Schema:
+    """The Arrow schema of a latest shard: the results columns, then ``history``."""
+    return arrow_schema().append(pa.field(HISTORY_COLUMN, history_type(), nullable=False))
+
+
+@functools.cache
+def families_schema() -> pa.Schema:
+    """The Arrow schema of a family index file (each column typed as its results column)."""
+    return pa.schema([pa.field(name, arrow_type(kind)) for name, kind in FAMILY_COLUMNS])
+
+
+def earlier_runs(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The earlier runs of a latest row's key, newest first (from its ``history``)."""
+    return list(row.get(HISTORY_COLUMN) or [])
+
+
 #: The codec of every Parquet file the dataset writes: Snappy, pyarrow's default and what ``datasets`` writes.
 #: zstd made files about a third smaller, but its per-column cost made writing a 100-row file ~2.5x slower (our
 #: files have ~90 columns and few rows), and a publish writes three of them and reads a latest shard
-#: (``benchmarks/publish_scale.py``). Readers take either codec: older zstd files stay as they are.
+#: (``benchmarks/publish_scale.py``).
 PARQUET_CODEC = "snappy"
 
 
@@ -75,17 +115,21 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 
 def read_table(path: Path, columns: list[str] | None = None) -> pa.Table:
-    """One Parquet file as a table.
+    """One Parquet file as a table (only ``columns``, when given).
 
     Raises:
-        DatasetError: the file is unreadable.
+        DatasetError: the file is unreadable, or lacks one of ``columns``.
     """
     try:
         # One file: ParquetFile skips the dataset machinery read_table sets up (a third of a small file's read).
         with pq.ParquetFile(path) as parquet:
-            return parquet.read(columns=columns)
+            table = parquet.read(columns=columns)
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
+    missing = [name for name in columns or () if name not in table.column_names]
+    if missing:  # (pyarrow reads a column a file lacks as no column at all)
+        raise DatasetError(f"{path}: not a file of this dataset (no {missing[0]!r} column)")
+    return table
 
 
 def read_rows(path: Path, columns: list[str] | None = None) -> list[dict[str, Any]]:

@@ -18,7 +18,6 @@ from typing import Any
 from pipeline.dataset.layout import (
     CARD_FILE,
     EXCLUSIONS_FILE,
-    FAMILIES_FILE,
     RANKINGS_DIR,
     SCRIPT_FILES,
     is_latest_file,
@@ -27,9 +26,8 @@ from pipeline.dataset.layout import (
     results_files_since,
     script_folder,
 )
-from pipeline.dataset.shards import is_family_path, key_shard, latest_shard_path, model_shard, named_by_model
+from pipeline.dataset.shards import latest_shard_path, model_shard
 from pipeline.records import column_value
-from pipeline.types import TASKS
 
 
 def tree_digests(root: Path) -> dict[str, str]:
@@ -55,15 +53,12 @@ def overlay_files(overlay: Path | None) -> dict[str, Path]:
 def publish_paths(
     remote_files: Iterable[str], *, extra: Iterable[str] = (), since: dt.datetime | None = None
 ) -> list[str]:
-    """Which remote files a publish downloads from a dataset without a summary file: the whole latest view (the summary
-    is counted from it) and the family shards of a split one (named by model, as they show), the newest rankings
-    and the exclusions (the card names their views), and the results files that could already hold records
-    finished at ``since`` or later (none, for new runs). The card is rewritten and the page is not built, so
-    neither is downloaded."""
+    """Which remote files a publish downloads from a dataset without a summary file (a new one, or one whose summary
+    is unreadable): the whole latest view (the summary is counted from it), the newest rankings and the exclusions
+    (the card names their views), and the results files that could already hold records finished at ``since`` or
+    later (none, for new runs). The card is rewritten and the page is not built, so neither is downloaded."""
     remote = set(remote_files)
     wanted = {p for p in remote if is_latest_file(p)}
-    # The family shards too, when the index is split: they tell that the shards are named by model.
-    wanted.update(p for p in remote if is_family_path(p) and p != FAMILIES_FILE)
     wanted.update(results_files_since([p for p in remote if is_results_file(p)], since))
     newest, others = newest_rankings(p for p in remote if p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
     wanted.update(newest)
@@ -80,24 +75,13 @@ def summary_paths(
     since: dt.datetime | None,
     extra: Iterable[str] = (),
 ) -> list[str]:
-    """Which remote files a publish downloads when the dataset has ``data/summary.json``: the latest shards
-    that hold any key of the records' models (the model's whole set of rows, every task and hardware, so the
-    scripts come from all of them: one shard per model when shards are named by model), the results files that
-    could already hold the records, and the overlay's paths (to tell an unchanged snapshot). A dataset whose
-    shards are named by key also needs its one-file family index (the build folds its changes into it); by
-    model, each family shard is written from its latest shard, and never downloaded."""
-    keys = [(column_value(r, "model_id"), column_value(r, "task"), column_value(r, "hardware")) for r in records]
+    """Which remote files a publish downloads when the dataset has ``data/summary.json``: the latest shards of the
+    records' models (a model's whole set of rows, every task and hardware, so the scripts come from all of them), the
+    results files that could already hold the records, and the overlay's paths (to tell an unchanged snapshot). The
+    family shards are written from the latest shards, and never downloaded."""
+    models = {column_value(r, "model_id") for r in records}
     wanted = set(results_files_since(list(remote_results), since))
-    if named_by_model(summary):  # a model's rows are all in one shard, and the family rows are written from it
-        shards = {model_shard(model_id, summary["shards"]) for model_id, _, _ in keys}
-    else:
-        hardware = {*summary["hardware"], *(h for _, _, h in keys)}
-        digits = int(summary["shard_digits"])
-        shards = {key_shard(key, digits) for key in keys}
-        shards.update(
-            key_shard((model_id, task, h), digits) for model_id, _, _ in keys for task in TASKS for h in hardware
-        )
-        wanted.add(FAMILIES_FILE)
+    shards = {model_shard(model_id, summary["shards"]) for model_id in models}
     wanted.update(latest_shard_path(name) for name in shards & set(summary["shards"]))
     wanted.update(extra)
     return sorted(wanted)
@@ -113,12 +97,3 @@ def held_paths(records: Iterable[dict[str, Any]]) -> list[str]:
 def results_paths(remote_files: Iterable[str]) -> list[str]:
     """The results files among a repo's files (what the queue reads to skip measured models)."""
     return sorted(p for p in remote_files if is_results_file(p))
-
-
-def migration_paths(remote_files: Iterable[str]) -> list[str]:
-    """The files a migration to the current layout rewrites: every results, latest and rankings file."""
-    return sorted(
-        p
-        for p in remote_files
-        if is_results_file(p) or is_latest_file(p) or (p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
-    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -16,7 +14,8 @@ import pyarrow.parquet as pq
 
 from pipeline.dataset.layout import (
     EXCLUSIONS_FILE,
-    FAMILIES_FILE,
+    FAMILIES_DIR,
+    HISTORY_COLUMN,
     LATEST_DIR,
     RANKINGS_DIR,
     RESULTS_DIR,
@@ -28,75 +27,10 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError, ModelIdError
-from pipeline.records import LAYOUT_MARKERS, LAYOUT_VERSION, MEASURED, arrow_schema
+from pipeline.records import MEASURED
 
-#: The latest view has one more column than the results: the key's earlier runs, newest first, as a list of
-#: structs (at most ``HISTORY_LIMIT`` of them: the full history is data/results).
-HISTORY_COLUMN = "history"
-#: Layout 1 names of the nested columns (JSON text), read and upgraded by :func:`upgrade_row`.
-LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN = "history_json", "attempts_json"
 RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
-#: The record's family (schema 1.3), the columns layout 4 added.
-FAMILY_FIELDS = ("architecture", "model_type", "base_model")
 EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
-#: One history entry: a past run of the key (a subset of the results columns).
-HISTORY_FIELDS: tuple[str, ...] = (
-    "record_id", "finished_at", "source", "status", "failure_stage", "failure_code", "revision", "device", "cores",
-    "neuronx_cc_version", "torch_neuronx_version", "transformers_version", "torch_version", "compile_s", "ttft_s",
-    "decode_tokens_per_s", "peak_device_memory_bytes",
-)  # fmt: skip
-
-
-def history_type() -> pa.DataType:
-    """``list<struct<...>>`` of :data:`HISTORY_FIELDS`, each typed as its results column."""
-    schema = arrow_schema()
-    return pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
-
-
-def latest_schema() -> pa.Schema:
-    """The Arrow schema of a latest shard: the results columns, then ``history``."""
-    return arrow_schema().append(pa.field(HISTORY_COLUMN, history_type(), nullable=False))
-
-
-def _time(value: Any) -> Any:
-    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if isinstance(value, str) else value
-
-
-def upgrade_row(row: dict[str, Any]) -> dict[str, Any]:
-    """A results or latest row of any layout in the current one (layout 1's JSON columns parsed)."""
-    if LEGACY_ATTEMPTS_COLUMN in row:
-        row["attempts"] = json.loads(row.pop(LEGACY_ATTEMPTS_COLUMN) or "[]")
-    if LEGACY_HISTORY_COLUMN in row:
-        entries = json.loads(row.pop(LEGACY_HISTORY_COLUMN) or "[]")
-        row[HISTORY_COLUMN] = [{**e, "finished_at": _time(e.get("finished_at"))} for e in entries]
-    row.setdefault("threads", None)
-    for name in FAMILY_FIELDS:  # layout 4 (schema 1.3): unknown in older files until migrate fills what it can
-        row.setdefault(name, None)
-    row["layout_version"] = LAYOUT_VERSION
-    return row
-
-
-def column_names(path: Path) -> list[str]:
-    """The columns of a Parquet file, from its footer.
-
-    Raises:
-        DatasetError: the file is unreadable (truncated, or no Parquet file).
-    """
-    try:
-        return list(pq.read_schema(path).names)
-    except (OSError, pa.ArrowException) as exc:
-        raise DatasetError(f"{path}: unreadable Parquet file: {exc}") from exc
-
-
-def layout_of(path: Path) -> int:
-    """The layout a results or latest file was written in (the newest whose column it has, see
-    ``columns.LAYOUT_MARKERS``; 1 when it has no ``layout_version`` column).
-
-    Raises:
-        DatasetError: the file is unreadable.
-    """
-    names = column_names(path)
-    return next((layout for layout, column in LAYOUT_MARKERS if column in names), 1)
 
 
 def require_dataset(root: Path) -> Path:
@@ -112,19 +46,19 @@ def require_dataset(root: Path) -> Path:
     if not root.is_dir():
         raise DatasetError(f"{root}: no such dataset folder")
     if not any((root / LATEST_DIR).glob("*.parquet")) and not family_files(root):
-        raise DatasetError(f"{root}: holds no dataset (no {LATEST_DIR}/*.parquet, no {FAMILIES_FILE})")
+        raise DatasetError(f"{root}: holds no dataset (no {LATEST_DIR}/*.parquet, no {FAMILIES_DIR}/*.parquet)")
     return root
 
 
 def read_latest(root: Path) -> list[dict[str, Any]]:
-    """Every row of the latest view (flat rows, with ``history``), in the current layout whatever the file's.
+    """Every row of the latest view (flat rows, with ``history``).
 
     Raises:
         DatasetError: a shard is unreadable.
     """
     rows: list[dict[str, Any]] = []
     for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        rows.extend(upgrade_row(row) for row in read_rows(path))
+        rows.extend(read_rows(path))
     return rows
 
 
@@ -133,7 +67,7 @@ BATCH_ROWS = 2048
 
 
 def read_latest_columns(root: Path, columns: Sequence[str]) -> list[dict[str, Any]]:
-    """``columns`` of every latest row (a column a file lacks is None): :class:`LatestBatches`' rows in one list.
+    """``columns`` of every latest row: :class:`LatestBatches`' rows in one list.
 
     The page shows 80 of the 130 columns; reading only those, a batch at a time, with one object per distinct
     short text (:func:`_share_texts`), took 1.9 s and 314 MB at 100,000 rows where :func:`read_latest` took 4.3 s
@@ -151,7 +85,7 @@ class LatestBatches:
 
     ``history``, when asked for, is a list only for the rows whose status is neither pass nor fail, and None for the
     others: a key's earlier runs count for the family rule (:func:`pipeline.records.family_row`) only when its latest
-    run was an infrastructure error. A layout-1 shard is read whole, upgraded, and given by the same rule.
+    run was an infrastructure error.
     """
 
     def __init__(self, root: Path, columns: Sequence[str]) -> None:
@@ -165,22 +99,15 @@ class LatestBatches:
         """Raises: DatasetError: a shard is unreadable."""
         columns = self.columns
         texts: dict[str, str] = {}
+        flat = [c for c in columns if c != HISTORY_COLUMN]
+        history = HISTORY_COLUMN in columns
+        wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
         for path in self._paths():
-            present = set(column_names(path))
-            if present & {LEGACY_HISTORY_COLUMN, LEGACY_ATTEMPTS_COLUMN}:  # layout 1: read whole, upgraded
-                rows = []
-                for row in map(upgrade_row, read_rows(path)):
-                    if row.get("status") in MEASURED:
-                        row[HISTORY_COLUMN] = None
-                    rows.append({c: row.get(c) for c in columns})
-                yield rows
-                continue
-            flat = [c for c in columns if c in present and c != HISTORY_COLUMN]
-            history = HISTORY_COLUMN in columns and HISTORY_COLUMN in present
-            wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
             for batch in _batches(path, wanted):
-                part = _rows(batch.select(flat), columns, texts)
+                part = _rows(batch.select(flat), texts)
                 if history:
+                    for row in part:
+                        row[HISTORY_COLUMN] = None
                     unmeasured = pc.invert(pc.fill_null(pc.is_in(batch["status"], pa.array(MEASURED)), False))
                     which = pc.indices_nonzero(unmeasured).to_pylist()
                     earlier = batch[HISTORY_COLUMN].take(which) if which else pa.array([])
@@ -197,14 +124,11 @@ class LatestBatches:
         """
         counts: dict[tuple[str, str], int] = {}
         for path in self._paths():
-            present = set(column_names(path))
-            for batch in _batches(path, [c for c in ("model_id", "task", "emulated") if c in present]):
-                keys = zip(batch["model_id"].to_pylist(), batch["task"].to_pylist(), strict=True)
-                if "emulated" in present:
-                    emulated = batch["emulated"].to_pylist()
-                    keys = (key for key, flag in zip(keys, emulated, strict=True) if not flag)  # type: ignore[assignment]
-                for key in keys:
-                    counts[key] = counts.get(key, 0) + 1
+            for batch in _batches(path, ["model_id", "task", "emulated"]):
+                columns = (batch[name].to_pylist() for name in ("model_id", "task", "emulated"))
+                for model_id, task, emulated in zip(*columns, strict=True):
+                    if not emulated:
+                        counts[(model_id, task)] = counts.get((model_id, task), 0) + 1
         return {key for key, count in counts.items() if count > 1}
 
 
@@ -220,13 +144,9 @@ def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
         pa.default_memory_pool().release_unused()
 
 
-def _rows(batch: pa.RecordBatch, columns: list[str], texts: dict[str, str]) -> list[dict[str, Any]]:
-    """The batch's rows with every one of ``columns`` (None where the batch has none)."""
+def _rows(batch: pa.RecordBatch, texts: dict[str, str]) -> list[dict[str, Any]]:
     rows = batch.to_pylist()
     _share_texts(rows, batch, texts)
-    if missing := dict.fromkeys(c for c in columns if c not in batch.schema.names):
-        for row in rows:
-            row.update(missing)
     return rows
 
 
@@ -245,25 +165,17 @@ def _share_texts(rows: list[dict[str, Any]], batch: pa.RecordBatch, texts: dict[
             row[name] = values[index]
 
 
-def earlier_runs(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The earlier runs of a latest row's key, newest first (from its ``history``)."""
-    if LEGACY_HISTORY_COLUMN in row:
-        upgrade_row(row)
-    return list(row.get(HISTORY_COLUMN) or [])
-
-
 def iter_results(root: Path, columns: list[str]) -> Iterator[dict[str, Any]]:
-    """``columns`` of every row of every results file, file by file in name order, a batch at a time (a column a
-    file of an older layout lacks reads as None; one object per distinct short text, as :func:`_share_texts`).
+    """``columns`` of every row of every results file, file by file in name order, a batch at a time (one object per
+    distinct short text, as :func:`_share_texts`).
 
     Raises:
         DatasetError: a results file is unreadable.
     """
     texts: dict[str, str] = {}
     for path in sorted((root / RESULTS_DIR).glob("*.parquet")):
-        present = set(column_names(path))
-        for batch in _batches(path, [c for c in columns if c in present]):
-            yield from _rows(batch, columns, texts)
+        for batch in _batches(path, columns):
+            yield from _rows(batch, texts)
 
 
 def read_rankings(root: Path) -> list[dict[str, Any]]:

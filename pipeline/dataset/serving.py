@@ -1,5 +1,5 @@
 """The dataset's serving records: ``data/serving.json``, the latest serving record per (model, hardware,
-workload), a CI record before any other, then the newest (the rule of the latest view, :mod:`keys`).
+workload), a CI record before any other, then the newest (the rule of the latest view, :mod:`shards`).
 
 Serving records (schema 1.4, a ``serving`` section) are kept apart from the results' Parquet: a serving run of a
 model is not another run of its batch-1 row (their latest keys would collide), and the page reads them whole
@@ -9,15 +9,40 @@ model is not another run of its batch-1 row (their latest keys would collide), a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pipeline import fsatomic
-from pipeline.dataset.keys import keep_newest
 from pipeline.dataset.layout import SERVING_FILE
 from pipeline.errors import DatasetError
 from pipeline.records import validate_record
+
+_Entry = TypeVar("_Entry")
+
+
+def keep_newest(
+    current: dict[Any, _Entry],
+    entries: Iterable[_Entry],
+    *,
+    key: Callable[[_Entry], Hashable],
+    rank: Callable[[_Entry], Any],
+) -> int:
+    """Merge ``entries`` into ``current`` (key -> entry, changed in place), an entry replacing its key's only when
+    it ranks higher: the rule of the dataset's JSON and small Parquet files (serving records, warm checks).
+
+    Returns:
+        How many entries were taken.
+    """
+    taken = 0
+    for entry in entries:
+        at = key(entry)
+        old = current.get(at)
+        if old is None or rank(entry) > rank(old):
+            current[at] = entry
+            taken += 1
+    return taken
+
 
 #: The file's bound: one entry per model, hardware and workload (a catalog of thousands of models fits).
 MAX_SERVING = 20_000

@@ -18,8 +18,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import fsatomic
-from pipeline.dataset.keys import keep_newest
 from pipeline.dataset.layout import WARM_CHECKS_FILE, is_latest_file, parquet_bytes, read_table
+from pipeline.dataset.serving import keep_newest
 from pipeline.errors import DatasetError
 from pipeline.records import WARM_FIELDS, parse_time, warm_check_problems
 

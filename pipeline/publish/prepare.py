@@ -21,10 +21,6 @@ from pipeline.dataset import (
     clean_overlay,
     held_paths,
     is_family_path,
-    migrate,
-    migration_paths,
-    named_by_model,
-    needs_migration,
     overlay_files,
     publish_paths,
     read_summary,
@@ -157,40 +153,23 @@ def _prepare(
         wanted = sorted({*wanted, *derived.paths(list(results))})
     if wanted:
         fetch(wanted, folder)
-    # By model, the family index is never mirrored: each family shard is written from its latest shard.
-    held_index = counts is not None and named_by_model(counts) and "families" in counts["configs"]
-    old_layout = needs_migration(folder, families_held=held_index)
-    if old_layout:  # an older layout: every file of it is rewritten in this PR
-        everything = remote_files(None) if everything is None else everything
-        rest = sorted(set(migration_paths(everything)) - set(wanted))
-        logger.info("the dataset is in an older layout: fetching its %d other data file(s) to rewrite them", len(rest))
-        if rest:
-            fetch(rest, folder)
+    # The family index is never mirrored: each family shard is written from its latest shard.
+    held_index = counts is not None and "families" in counts["configs"]
     before = tree_digests(folder)
     for path_in_repo, data in overlay_map.items():
         fsatomic.write_bytes(folder / path_in_repo, data)
-    # (The overlay's files are checked current-layout ones: only a folder that was old still needs migrating.)
-    migrated = (
-        bool(migrate(folder, families_held=held_index))
-        if old_layout and needs_migration(folder, families_held=held_index)
-        else False
-    )
     overlay_changed = bool(overlay_map) and tree_digests(folder) != before
     held: Callable[[str, bytes], bool] | None = (
         (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
     )
-    summary = (
-        build(records, folder, page=False, names=names, held=held, pricing=pricing, families_held=held_index)
-        if records
-        else BuildSummary()
-    )
-    if not summary.changed and (overlay_changed or migrated):
+    summary = build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
+    if not summary.changed and overlay_changed:
         refresh_card(folder, names=names)
     note = derived.write(folder) if derived is not None else None
     after = tree_digests(folder)
     changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
     # A latest shard split in sixteen: its file and its family rows' file leave the repo. The shard was mirrored;
-    # its family file (never mirrored, by model) is in the repo when the listing, or the card's views, say so.
+    # its family file (never mirrored) is in the repo when the listing, or the card's views, say so.
     listed = set(everything) if everything is not None else set()
     deleted = sorted(
         path

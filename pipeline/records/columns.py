@@ -33,18 +33,8 @@ _TOPK = "topk"
 _TOPK_FIELDS = (("k", _STR), *((n, _FLOAT) for n in ("atol", "rtol", "max_abs_error", "max_rel_error")), ("step", _INT))
 
 #: The version of the dataset's file layout, stored in every row of every results and latest file
-#: (``layout_version``). 1 (no such column): ``attempts_json`` and ``history_json`` were JSON strings and
-#: ``rankings.date`` a string. 2: both are lists of structs, ``rankings.date`` a date, the record's ``threads``.
-#: 3: the columns of schema 1.2 (the sentence-embeddings and text-to-image metrics). 4: schema 1.3's optional fields
-#: (the model's family: ``architecture``, ``model_type``, ``base_model``; the Neuron run's own figures: the
-#: compiler's time and graphs, reserved memory, prefill mode, nki, emulated; the compiled-cache bundle), and the
-#: price of the row's instance and its task's cost (:data:`BUILD_COLUMNS`). 5: schema 1.4's graded answer check.
-#: 6: schema 1.5's automatic-speech-recognition columns and its cost per hour of audio.
-LAYOUT_VERSION = 6
-#: The column each layout added: a file's layout is the newest whose column it has (1 when none).
-LAYOUT_MARKERS: tuple[tuple[int, str], ...] = (
-    (6, "real_time_factor"), (5, "agreement_grade"), (4, "architecture"), (3, "sentences_per_s"),
-    (2, "layout_version"))  # fmt: skip
+#: (``layout_version``): the one layout there is (``pipeline/dataset/layout.py``).
+LAYOUT_VERSION = 1
 #: The fields of one attempt (``attempts`` column, a list of these structs), as the schema defines them.
 ATTEMPT_FIELDS: tuple[tuple[str, str], ...] = (("cores", _INT), ("status", _STR), ("stage", _STR), ("code", _STR))
 
@@ -124,7 +114,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("torchvision_version", ("versions", "torchvision"), _STR),
     ("notes", ("notes",), _STRS),
     ("layout_version", (), _LAYOUT),
-    # schema 1.2 (layout 3): the metric sets of sentence-embeddings and text-to-image
+    # schema 1.2: the metric sets of sentence-embeddings and text-to-image
     ("steps", ("workload", "steps"), _INT),
     ("batch_sizes", ("workload", "batch_sizes"), _INTS),
     ("sentences_per_s", ("metrics", "sentences_per_s"), _FLOAT),
@@ -138,11 +128,11 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("diffusers_version", ("versions", "diffusers"), _STR),
     ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
     ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
-    # schema 1.3 (layout 4): the model's family, what `trncat check` answers unmeasured models from
+    # schema 1.3: the model's family, what `trncat check` answers unmeasured models from
     ("architecture", ("architecture",), _STR),
     ("model_type", ("model_type",), _STR),
     ("base_model", ("base_model",), _STRS),
-    # schema 1.3 (layout 4): the Neuron run's own figures, optional in the record
+    # schema 1.3: the Neuron run's own figures, optional in the record
     ("neuronx_cc_s", ("metrics", "neuronx_cc_s"), _FLOAT),
     ("compiled_graphs", ("metrics", "compiled_graphs"), _INT),
     ("cached_graphs", ("metrics", "cached_graphs"), _INT),
@@ -151,7 +141,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("prefill_mode", ("metrics", "prefill_mode"), _STR),
     ("nki_version", ("versions", "nki"), _STR),
     ("emulated", ("hardware", "emulated"), _BOOL),
-    # schema 1.3 (layout 4): the compiled-cache bundle a passing CI neuron run ships, and why a run has none
+    # schema 1.3: the compiled-cache bundle a passing CI neuron run ships, and why a run has none
     ("compiled_cache_repo_id", ("compiled_cache", "repo_id"), _STR),
     ("compiled_cache_revision", ("compiled_cache", "revision"), _STR),
     ("compiled_cache_path", ("compiled_cache", "path"), _STR),
@@ -159,7 +149,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("compiled_cache_bytes", ("compiled_cache", "bytes"), _INT),
     ("compiled_cache_files", ("compiled_cache", "files"), _INT),
     ("compiled_cache_skipped", ("compiled_cache_skipped",), _STR),
-    # layout 4: no record field. The price of the row's instance under the build's purchase option and its task's
+    # no record field. The price of the row's instance under the build's purchase option and its task's
     # cost, computed when the row is built (pipeline.prices.row_costs) and kept with it.
     ("price_usd_per_hour", (), _FLOAT),
     ("price_option", (), _STR),
@@ -169,12 +159,12 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("cost_usd_per_million_tokens", (), _FLOAT),
     ("cost_usd_per_thousand_images", (), _FLOAT),
     ("cost_usd_per_million_sentences", (), _FLOAT),
-    # schema 1.4 (layout 5): the graded answer check, optional (an older record's grade is unknown)
+    # schema 1.4: the graded answer check, optional (an older record's grade is unknown)
     *((f"agreement_{n}", ("agreement", n), k) for n, k in (
         ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
         ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
         ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
-    # schema 1.5 (layout 6): automatic-speech-recognition's own fields, and its cost per hour of audio (a build column)
+    # schema 1.5: automatic-speech-recognition's own fields, and its cost per hour of audio (a build column)
     ("audio_clips", ("workload", "audio_clips"), _INT),
     ("real_time_factor", ("metrics", "real_time_factor"), _FLOAT),
     ("audio_seconds", ("metrics", "audio_seconds"), _FLOAT),
@@ -349,12 +339,11 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         value = row.get(name)
         if name == "attempts":
-            legacy = row.get("attempts_json")  # layout 1
-            record["attempts"] = [dict(a) for a in value] if value is not None else json.loads(legacy or "[]")
+            record["attempts"] = [dict(a) for a in value or []]
             continue
         if value is None:
             if optional:
-                continue  # optional in the record: threads before layout 2, guidance_scale, schema 1.3's fields
+                continue  # optional in the record: threads, guidance_scale, schema 1.3's fields
         elif convert is not None:
             value = convert(value)
         target = record

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.check import JSON_KEYS, VERDICTS, check_model
 from pipeline.cli import main
-from pipeline.dataset import build
+from pipeline.dataset import FAMILIES_FILE, build
 from pipeline.testing.records import fake_revision, sample_failure, sample_record
 from tests import FIXTURES
 
@@ -171,7 +171,7 @@ def test_the_dataset_side_takes_at_most_five_requests_and_reads_merged_main_only
     pr = store.open_pull_request(repo, title="results", author="trncat-bot")
     folder = Path(catalog.cache_dir).parent / "pr"
     build([_record("acme/ft", fail=True)], folder)
-    store.commit_files(DATASET, {"data/families.parquet": folder / "data/families.parquet"}, repo_type="dataset",
+    store.commit_files(DATASET, {FAMILIES_FILE: folder / FAMILIES_FILE}, repo_type="dataset",
                        branch=f"refs/pr/{pr}")  # fmt: skip
     mark = len(catalog.server.requests)
     answer = _check(catalog, "acme/ft")
@@ -344,7 +344,7 @@ def test_a_missing_or_empty_dataset_dir_is_an_error(catalog, capsys, monkeypatch
         assert main(["check", "acme/ft", "--dataset-dir", str(folder), "--no-cache"]) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.strip() == f"error: {folder}: {words}" + (
-            "" if words.startswith("no such") else " (no data/latest/*.parquet, no data/families.parquet)"
+            "" if words.startswith("no such") else " (no data/latest/*.parquet, no data/families/*.parquet)"
         )
 
 

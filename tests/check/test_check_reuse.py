@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.dataset import FamilyIndex
+from pipeline.dataset import FAMILIES_FILE, FamilyIndex
 from tests.check.test_check import _check, catalog  # noqa: F401 (the fixture)
 
 
@@ -57,9 +57,9 @@ def test_a_check_at_the_same_head_asks_the_head_only_and_a_new_commit_is_read_an
     folder = Path(catalog.cache_dir).parent / "moved"
     build([_record(m) for m in ("acme/base-llama", "acme/llama-a", "acme/llama-b")]
           + [_record("acme/llama-c", fail=True), _record("acme/llama-d", fail=True)], folder)  # fmt: skip
-    catalog.store.commit_files(DATASET, {"data/families.parquet": folder / "data/families.parquet"},
+    catalog.store.commit_files(DATASET, {FAMILIES_FILE: folder / FAMILIES_FILE},
                                repo_type="dataset")  # fmt: skip
     mark = len(catalog.server.requests)
     moved = _check(catalog, "acme/other-llama")
     assert moved.catalog != first.catalog and "3 of 5 pass" in moved.reason
-    assert len([p for _, p in catalog.server.requests[mark:] if "/tree/" in p]) == 2
+    assert len([p for _, p in catalog.server.requests[mark:] if "/tree/" in p]) == 1  # data/families/

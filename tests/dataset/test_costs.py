@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pandas as pd
-import pyarrow.parquet as pq
 import pytest
 
 from pipeline.cli import main
-from pipeline.dataset import LATEST_DIR, RESULTS_DIR, build, migrate, needs_migration, read_latest
-from pipeline.dataset.read import layout_of
+from pipeline.dataset import LATEST_DIR, RESULTS_DIR, build, read_latest
 from pipeline.prices import COST_COLUMNS, PRICE_COLUMNS, load_pricing
-from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, dump_record
-from pipeline.testing.records import fake_revision, sample_failure, sample_record
+from pipeline.records import COLUMN_NAMES, dump_record
+from pipeline.testing.records import sample_failure, sample_record
 
 PRICES = """instances:
   trn2.48xlarge:
@@ -104,28 +101,3 @@ def test_build_and_publish_take_prices_and_the_option_on_the_command_line(tmp_pa
     prices.write_text("instances:\n  trn2.48xlarge: {price_per_hour: {on_demand: 3}}\n")
     assert main(["build", str(records), "--out", str(tmp_path / "y"), "--prices", str(prices)]) != 0
     assert not (tmp_path / "y").exists()  # a bad price file stops the build before it writes anything
-
-
-def test_a_layout_3_folder_is_rewritten_with_null_prices(tmp_path: Path) -> None:
-    """Layout 4 adds the price and cost columns: an older folder is migrated, its rows unpriced (they were built
-    before any price was recorded), and a new row joins it priced."""
-    out = tmp_path / "ds"
-    build([sample_record()], out)
-    files = [*sorted((out / RESULTS_DIR).glob("*.parquet")), *sorted((out / LATEST_DIR).glob("*.parquet"))]
-    layout_4 = ["architecture", "model_type", "base_model", *PRICE_COLUMNS, *COST_COLUMNS]
-    for path in files:  # what layout 3 wrote: the same files without the layout-4 columns
-        table = pq.read_table(path)
-        later = table.column_names[table.column_names.index("agreement_grade") :]  # layout 5's, after layout 4's
-        drop = list(dict.fromkeys([*layout_4, *later]))  # layout 6's audio-hour cost is in both
-        pq.write_table(table.drop_columns(drop).replace_schema_metadata(None), path)
-        assert layout_of(path) == 3
-    assert needs_migration(out)
-    migrate(out)
-    assert not needs_migration(out) and all(layout_of(p) == LAYOUT_VERSION for p in files)
-    [old] = read_latest(out)
-    assert all(old[c] is None for c in (*PRICE_COLUMNS, *COST_COLUMNS))
-    newer = sample_record(model_id="acme/new", revision=fake_revision("acme/new"))
-    build([newer], out, pricing=load_pricing())
-    rows = {r["model_id"]: r for r in read_latest(out)}
-    assert rows["trncat-demo/tiny-llama"]["price_usd_per_hour"] is None
-    assert math.isclose(rows["acme/new"]["cost_usd_per_million_tokens"], 85.964 / 64 / 277_560 * 1e6)

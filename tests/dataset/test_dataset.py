@@ -17,9 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
-from pipeline.dataset.families import families_schema
-from pipeline.dataset.layout import FAMILIES_FILE
-from pipeline.dataset.read import latest_schema
+from pipeline.dataset.layout import FAMILIES_FILE, families_schema, latest_schema
 from pipeline.records import COLUMN_NAMES, arrow_schema
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from tests import FIXTURES, ROOT
@@ -262,7 +260,7 @@ def test_build_killed_at_random_moments_leaves_before_or_after(tmp_path: Path) -
 def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
     """data/summary.json, updated from each build's changes, always equals a count of the whole latest view."""
     from pipeline.dataset import read_summary
-    from pipeline.dataset.summary import summarize
+    from pipeline.dataset.front import summarize
     from pipeline.testing.records import sample_failure
 
     out = tmp_path / "ds"
@@ -277,7 +275,7 @@ def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
         build(batch, out)
         summary = read_summary(out)
         assert summary is not None
-        whole = summarize(read_latest(out), shard_digits=0, shards=["all"])
+        whole = summarize(read_latest(out), shards=["all"])
         for key in ("total", "counts", "toolchains", "hardware"):
             assert summary[key] == whole[key], key
 
@@ -320,7 +318,7 @@ def test_a_case_variant_of_a_model_id_is_the_same_key_and_the_ci_row_still_wins(
 
 
 def test_history_keeps_at_most_history_limit_entries(tmp_path: Path) -> None:
-    from pipeline.dataset.keys import HISTORY_LIMIT
+    from pipeline.dataset.shards import HISTORY_LIMIT
 
     out = tmp_path / "ds"
     runs = [
@@ -349,45 +347,14 @@ def test_an_odd_version_string_sets_that_record_aside_not_the_build(tmp_path: Pa
     assert not (out / "scripts" / "acme" / "odd").exists()
 
 
-def test_a_layout_2_folder_is_migrated_to_the_schema_1_2_columns(tmp_path: Path) -> None:
-    """Layout 3 adds the columns of schema 1.2: a folder written before them is found and rewritten."""
-    import json
-
-    import pyarrow as pa
-
-    from pipeline.dataset import migrate, needs_migration
-    from pipeline.dataset.read import layout_of
-
-    out = tmp_path / "ds"
-    build(_records(), out)
-    new_columns = COLUMN_NAMES[COLUMN_NAMES.index("steps") :]
-    files = [*sorted((out / RESULTS_DIR).glob("*.parquet")), *sorted((out / LATEST_DIR).glob("*.parquet"))]
-    for path in files:  # what layout 2 wrote: the same files without the 1.2 columns
-        table = pq.read_table(path)
-        pq.write_table(table.drop_columns(list(new_columns)).replace_schema_metadata(None), path)
-        assert layout_of(path) == 2
-    assert needs_migration(out)
-    migrate(out)
-    assert not needs_migration(out)
-    assert all(pq.read_schema(p).names[: len(COLUMN_NAMES)] == list(COLUMN_NAMES) for p in files)
-    # a new-task record then joins the migrated folder, and the old rows read back unchanged
-    fixture = FIXTURES / "valid" / "sentence_embeddings_cpu_pass.json"
-    build([json.loads(fixture.read_text(encoding="utf-8"))], out)
-    rows = {r["task"]: r for r in read_latest(out)}
-    assert rows["sentence-embeddings"]["latency_by_batch_s"][1] == {"batch_size": 32, "p50": 0.031, "p90": 0.034}
-    assert rows["text-generation"]["sentences_per_s"] is None
-    assert pa.types.is_list(arrow_schema().field("batch_sizes").type)
-
-
-@pytest.mark.parametrize("digits", [0, 1])
+@pytest.mark.parametrize("shard_bytes", [None, 30_500])
 def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_once(
-    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, shard_bytes: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A build turns only the touched keys' rows of a shard into Python rows and keeps the rest as Arrow; the
     shard it writes is the one a build of every record at once writes, byte for byte."""
-    import importlib
-
-    monkeypatch.setattr(importlib.import_module("pipeline.dataset.latest"), "LATEST_SHARD_DIGITS", digits)
+    if shard_bytes is not None:  # a 30-row shard passes it (a 1-row file is 29.5 kB): the latest view is split
+        monkeypatch.setattr("pipeline.dataset.shards.LATEST_SHARD_BYTES", shard_bytes)
 
     def run(i: int, day: int) -> dict:
         stamp = f"2026-11-{day:02d}T09:00:00+00:00"
@@ -402,23 +369,22 @@ def test_a_build_touching_a_few_keys_of_a_shard_equals_building_everything_at_on
     build(second, in_turn)
     build(first + second, at_once)
     shards = sorted(p.relative_to(in_turn).as_posix() for p in (in_turn / LATEST_DIR).glob("*.parquet"))
-    assert len(shards) == 1 if digits == 0 else len(shards) > 1
+    assert len(shards) == 1 if shard_bytes is None else len(shards) > 1
     for shard in shards:
         assert (in_turn / shard).read_bytes() == (at_once / shard).read_bytes(), shard
     assert read_latest(in_turn) == read_latest(at_once)
 
 
-@pytest.mark.parametrize("digits", [0, 1])
+@pytest.mark.parametrize("shard_bytes", [None, 30_500])
 def test_a_partial_build_renders_the_scripts_a_whole_build_does(
-    tmp_path: Path, digits: int, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, shard_bytes: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A build without the page (what publish runs) picks each touched model's representative from the rows it
     just merged, still in Python, and from the shards' other rows: its scripts are those a build of every
-    record at once renders (a time with an offset, a model with rows of two tasks in different shards, a late
+    record at once renders (a time with an offset, a model with rows of two tasks, a late
     result that only joins the history)."""
-    import importlib
-
-    monkeypatch.setattr(importlib.import_module("pipeline.dataset.latest"), "LATEST_SHARD_DIGITS", digits)
+    if shard_bytes is not None:  # a 30-row shard passes it (a 1-row file is 29.5 kB): the latest view is split
+        monkeypatch.setattr("pipeline.dataset.shards.LATEST_SHARD_BYTES", shard_bytes)
 
     def run(day: int, offset: str = "+00:00") -> dict:
         stamp = f"2026-11-{day:02d}T09:00:00{offset}"

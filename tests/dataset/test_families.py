@@ -1,24 +1,10 @@
-"""data/families.parquet: each latest key's family row, kept by every build, written by a migration to layout 4."""
+"""The family index (data/families/): each latest key's family row, kept by every build."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from pipeline.dataset import (
-    FAMILIES_FILE,
-    LATEST_DIR,
-    RESULTS_DIR,
-    build,
-    family_rows,
-    family_view,
-    migrate,
-    needs_migration,
-    read_families,
-    read_latest,
-)
-from pipeline.records import LAYOUT_MARKERS
+from pipeline.dataset import build, family_rows, read_families, read_latest
 from pipeline.testing.records import sample_failure, sample_record
 
 LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
@@ -58,39 +44,3 @@ def test_an_infrastructure_error_keeps_the_models_last_measurement(tmp_path: Pat
     [row] = read_families(out) or []
     # The error tells nothing about the model: its newest pass stands (the family comes from the latest row).
     assert row["status"] == "pass" and row["finished_at"].day == 20
-
-
-def _to_layout_3(path: Path) -> None:
-    table = pq.read_table(path)
-    later = table.column_names[table.column_names.index("agreement_grade") :]  # layout 5's graded-answer columns
-    table = table.drop_columns(["architecture", "model_type", "base_model", *later])
-    pq.write_table(table, path)
-
-
-def test_a_layout_3_dataset_is_migrated_and_filled_where_the_files_say(tmp_path: Path) -> None:
-    out = tmp_path / "ds"
-    # The same model and revision measured twice: the newer run knows its family, the older file is layout 3.
-    build([_at(20, model_id="acme/a")], out)
-    older = next((out / RESULTS_DIR).glob("*.parquet"))
-    build([_at(21, model_id="acme/a", **LLAMA), _at(21, model_id="acme/b")], out)
-    _to_layout_3(older)
-    for path in (out / LATEST_DIR).glob("*.parquet"):
-        _to_layout_3(path)
-    (out / FAMILIES_FILE).unlink()
-    assert LAYOUT_MARKERS[0][1] not in pq.read_schema(older).names
-    assert needs_migration(out)
-    rewritten = migrate(out)
-    assert FAMILIES_FILE in rewritten and not needs_migration(out)
-    [old_row] = pq.read_table(older).to_pylist()
-    assert old_row["architecture"] == "LlamaForCausalLM" and old_row["model_type"] == "llama"  # from the newer run
-    rows = {r["model_id"]: r for r in read_families(out) or []}
-    assert rows["acme/a"]["architecture"] == "LlamaForCausalLM"
-    assert rows["acme/b"]["architecture"] is None  # nothing in the files says: unknown, never guessed
-
-
-def test_a_folder_without_the_index_is_read_from_its_latest_view(tmp_path: Path) -> None:
-    out = tmp_path / "ds"
-    build([_at(20, model_id="acme/a", **LLAMA)], out)
-    (out / FAMILIES_FILE).unlink()
-    assert read_families(out) is None and needs_migration(out)
-    assert family_view(out) == family_rows(read_latest(out))

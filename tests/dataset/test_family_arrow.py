@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.check import Base, decide
 from pipeline.dataset import FamilyIndex
-from pipeline.dataset.families import families_schema
+from pipeline.dataset.layout import families_schema
 from pipeline.models import Family
 from pipeline.records import FAMILY_COLUMNS, family_stat
 

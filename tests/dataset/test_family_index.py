@@ -13,8 +13,9 @@ from pipeline.dataset import (
     FamilyIndex,
     build,
     family_index_paths,
-    family_view,
+    family_rows,
     folder_family_index,
+    read_latest,
 )
 from pipeline.errors import DatasetError
 from pipeline.records import family_stat, rows_of
@@ -24,11 +25,11 @@ LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_typ
 MISTRAL = {"schema_version": "1.3", "architecture": "MistralForCausalLM", "model_type": "mistral"}
 
 
-def test_the_index_paths_are_the_one_file_when_the_repo_holds_it() -> None:
+def test_the_index_paths_are_the_one_file_of_a_dataset_of_one_shard() -> None:
     listing = [SUMMARY_FILE, FAMILIES_FILE, "data/exclusions.parquet"]
     assert family_index_paths(listing) == [FAMILIES_FILE]
     assert family_index_paths(iter(listing), key="Acme/A") == [FAMILIES_FILE]
-    assert family_index_paths([SUMMARY_FILE, "data/latest/all.parquet"]) == []  # a dataset before layout 4
+    assert family_index_paths([SUMMARY_FILE]) == [] and family_index_paths([], key="acme/a") == []  # an empty repo
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +57,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ],
 )
 def test_select_gives_what_the_whole_list_filtered_in_python_gives(dataset: Path, ids, family) -> None:
-    whole = family_view(dataset)
+    whole = family_rows(read_latest(dataset))
     keys = {id(r) for m in ids for r in rows_of(whole, m)}
     if family is not None:
         architecture, model_type, task = family
@@ -73,19 +74,12 @@ def test_select_gives_what_the_whole_list_filtered_in_python_gives(dataset: Path
     assert all(r["finished_at"].utcoffset() is not None for r in got)  # timezone-aware, as pyarrow gives them
 
 
-def test_a_dataset_without_the_index_is_read_from_its_latest_view(dataset: Path, tmp_path: Path) -> None:
-    import shutil
-
-    old = tmp_path / "old"
-    shutil.copytree(dataset, old)
-    (old / FAMILIES_FILE).unlink()
-    family = ("LlamaForCausalLM", "llama", "text-generation")
-    assert folder_family_index(old).select(family=family) == folder_family_index(dataset).select(family=family)
-    assert len(FamilyIndex.of_latest([])) == 0
+def test_a_dataset_without_rows_has_an_empty_index() -> None:
+    assert len(FamilyIndex.read(Path(), [])) == 0
 
 
 def test_an_unreadable_index_is_a_dataset_error_and_a_folder_without_a_dataset_too(tmp_path: Path) -> None:
-    (tmp_path / "bad" / "data").mkdir(parents=True)
+    (tmp_path / "bad" / FAMILIES_FILE).parent.mkdir(parents=True)
     (tmp_path / "bad" / FAMILIES_FILE).write_bytes(b"not parquet")
     with pytest.raises(DatasetError, match="unreadable"):
         folder_family_index(tmp_path / "bad")

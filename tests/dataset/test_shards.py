@@ -43,10 +43,10 @@ def _key(row: dict) -> tuple[str, str, str]:
     return (row["model_id"], row["task"], row["hardware"])
 
 
-def test_family_index_paths_names_the_one_file_or_the_shard_of_a_model() -> None:
+def test_family_index_paths_names_every_shard_or_the_shard_of_a_model() -> None:
     assert family_index_paths(["README.md", "data/latest/all.parquet"]) == []
-    one = ["data/families.parquet", "data/latest/all.parquet"]
-    assert family_index_paths(one) == family_index_paths(one, "org/any") == ["data/families.parquet"]
+    one = ["data/families/all.parquet", "data/latest/all.parquet"]
+    assert family_index_paths(one) == family_index_paths(one, "org/any") == ["data/families/all.parquet"]
     digest = _hash("Org/Model")
     # A split of "all", then a split of one child: names of two depths, prefix-free.
     names = [d for d in "0123456789abcdef" if d != digest[0]] + [digest[0] + d for d in "0123456789abcdef"]
@@ -72,7 +72,7 @@ def test_a_shard_past_its_size_is_split_in_sixteen_and_reads_as_one_shard_did(
     monkeypatch.setattr(shards, "LATEST_SHARD_BYTES", size // 4)
     build(first, split)
     names = sorted(p.stem for p in (split / LATEST_DIR).glob("*.parquet"))
-    assert len(names) >= 16 and "all" not in names and not (split / "data/families.parquet").exists()
+    assert len(names) >= 16 and "all" not in names and not (split / FAMILIES_DIR / "all.parquet").exists()
     assert all(not b.startswith(a) for a, b in zip(names, names[1:], strict=False)), "prefix-free"
     assert sorted(p.stem for p in (split / FAMILIES_DIR).glob("*.parquet")) == names
     # Every row of a model is in the shard its hash names, and its family rows beside it.
@@ -85,7 +85,7 @@ def test_a_shard_past_its_size_is_split_in_sixteen_and_reads_as_one_shard_did(
     families = read_families(split)
     assert families is not None and sorted(families, key=_key) == family_rows(read_latest(one))
     summary = read_summary(split)
-    assert summary is not None and summary["shards"] == names and summary["shard_by"] == "model"
+    assert summary is not None and summary["shards"] == names
     card = yaml.safe_load((split / "README.md").read_text().split("---")[1])
     configs = {c["config_name"]: c["data_files"] for c in card["configs"]}
     assert configs["latest"] == "data/latest/*.parquet" and configs["families"] == "data/families/*.parquet"
@@ -119,4 +119,4 @@ def test_a_sharded_folder_reads_back_in_pandas_and_duckdb(tmp_path: Path, monkey
     ).fetchall()
     assert status == [("fail",)]
     summary = json.loads((out / SUMMARY_FILE).read_text())
-    assert summary["total"] == 41 and summary["shard_by"] == "model"
+    assert summary["total"] == 41 and summary["shards"] == sorted(p.stem for p in (out / LATEST_DIR).glob("*.parquet"))

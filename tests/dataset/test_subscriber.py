@@ -1,10 +1,9 @@
 """The published dataset as a subscriber meets it, through the local hub and the real clients.
 
-Two publishes by two layouts of the files: the dataset's main holds a folder written by the layout-1 code
-(``tests/fixtures/layout-v1``, commit 057c9ca), then the current code publishes new runs as a PR, which is merged.
-Every config must then load with ``datasets``, ``pandas`` over ``hf://``, ``snapshot_download`` and DuckDB, with
-one set of column types; the card's examples run as pasted; the Space's feed is valid Atom and says what the PR
-description said.
+The dataset's main holds a folder written by two earlier builds (with a rankings snapshot and an exclusion), then
+new runs are published as a PR, which is merged. Every config must then load with ``datasets``, ``pandas`` over
+``hf://``, ``snapshot_download`` and DuckDB, with one set of column types; the card's examples run as pasted; the
+Space's feed is valid Atom and says what the PR description said.
 """
 
 from __future__ import annotations
@@ -13,34 +12,49 @@ import contextlib
 import datetime as dt
 import io
 import re
-import shutil
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from pipeline.dataset import build, refresh_card, write_exclusions, write_rankings
 from pipeline.publish import publish
 from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
 from pipeline.space import ATOM, FEED_FILE, publish_space
 from pipeline.testing.records import sample_failure, sample_record
-from tests import FIXTURES
 
 REPO, SPACE = "trncat/results", "trncat/catalog"
-V1 = FIXTURES / "layout-v1"
 
 
-def _files(folder: Path) -> dict[str, Path]:
-    return {
-        p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != "WRITTEN_BY.txt"
-    }
+def _first_main(folder: Path) -> dict[str, Path]:
+    """The files of the dataset's main before the PR: two builds (a fail, and a pass passing again with a newer
+    toolchain), a rankings snapshot and an exclusion."""
+    fail = sample_failure(model_id="acme/old-fail", cores=2)
+    fail["attempts"] = [{"cores": 1, "status": "fail", "stage": "compile", "code": "ncc_evrf001"}]
+    build([fail, sample_record(model_id="acme/old-pass")], folder, page=False)
+    later = {"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:01:13+00:00"}
+    build([sample_record(model_id="acme/old-pass", run=later, versions={"neuronx_cc": "2.22.0"})], folder, page=False)
+    snapshot = [
+        {
+            "date": dt.date(2026, 11, 28),
+            "task": "text-generation",
+            "view": "trending",
+            "rank": 1,
+            "model_id": "acme/old-pass",
+        }
+    ]
+    write_rankings(snapshot, folder, date=dt.date(2026, 11, 28), task="text-generation", view="trending")
+    gated = {"model_id": "acme/old-gated", "task": "text-generation", "reason": "gated: accept the conditions"}
+    write_exclusions([{**gated, "kind": "gated"}], folder)
+    refresh_card(folder)  # as a publish of discovery's files does
+    return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
 
 
 def _new_runs() -> list[dict[str, Any]]:
-    """A new model, and a regression of the layout-1 dataset's passing model with a newer toolchain."""
+    """A new model, and a regression of the dataset's passing model with a newer toolchain."""
     late = {"started_at": "2026-11-30T10:00:00+00:00", "finished_at": "2026-11-30T10:01:00+00:00"}
     new = sample_record(model_id="acme/new-pass", run=late)
     new["attempts"] = [{"cores": 1, "status": "fail", "stage": "oom", "code": "oom"}]
@@ -50,7 +64,7 @@ def _new_runs() -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def published(localhub: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+def published(localhub: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, Any]:
     """The dataset after the two publishes (PR merged) and the Space rebuilt from its main."""
     import datasets
 
@@ -60,7 +74,8 @@ def published(localhub: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         datasets.config, "HUB_DATASETS_URL", localhub.url + "/datasets/{repo_id}/resolve/{revision}/{path}"
     )
     localhub.store.create_repo(REPO, repo_type="dataset")
-    localhub.store.commit_files(REPO, _files(V1), message="published by layout 1", repo_type="dataset")
+    files = _first_main(tmp_path / "main")
+    localhub.store.commit_files(REPO, files, message="the first publishes", repo_type="dataset")
     result = publish(_new_runs(), repo=REPO, hub=localhub.client, space=SPACE)
     assert result.pr_num == 1
     localhub.client.merge(REPO, 1, repo_type="dataset")
@@ -74,7 +89,7 @@ def _configs(card: str) -> dict[str, str]:
     return {c["config_name"]: c["data_files"] for c in meta["configs"]}
 
 
-def test_every_config_loads_with_one_column_set_across_two_layouts(
+def test_every_config_loads_with_one_column_set_across_publishes(
     published: dict[str, Any], localhub: Any, tmp_path: Path
 ) -> None:
     import datasets
@@ -84,10 +99,9 @@ def test_every_config_loads_with_one_column_set_across_two_layouts(
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
     assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
-    # Every results and latest file is in the current layout now: the publish rewrote the layout-1 files.
     for path in sorted((folder / "data/results").glob("*.parquet")):
         assert pq.read_schema(path).remove_metadata() == arrow_schema(), path.name
-    assert len(list((folder / "data/results").glob("*.parquet"))) == 3  # two by layout 1, one new: none lost
+    assert len(list((folder / "data/results").glob("*.parquet"))) == 3  # two before, one new: none lost
 
     loaded = {
         name: datasets.load_dataset(REPO, name, split="train", cache_dir=str(tmp_path / "ds-cache")) for name in configs
@@ -100,15 +114,15 @@ def test_every_config_loads_with_one_column_set_across_two_layouts(
     assert isinstance(attempts, datasets.List) and set(attempts.feature) == {"cores", "status", "stage", "code"}
     assert latest.features["history"].feature["finished_at"] == datasets.Value("timestamp[us, tz=UTC]")
     assert loaded["rankings"].features["date"] == datasets.Value("date32")
-    assert set(loaded["changes"]["kind"]) == {"new_model", "new_pass", "regression"}
-    old = [r for r in latest if r["model_id"] == "acme/old-fail"][0]  # a layout-1 row, read as layout 2
+    assert set(loaded["changes"]["kind"]) == {"new_model", "new_pass", "new_failure", "regression"}
+    old = [r for r in latest if r["model_id"] == "acme/old-fail"][0]
     assert old["attempts"] == [{"cores": 1, "status": "fail", "stage": "compile", "code": "ncc_evrf001"}]
 
     frame = pd.read_parquet(f"hf://datasets/{REPO}/data/latest/", dtype_backend="pyarrow")
     assert str(frame["cores"].dtype) == "int64[pyarrow]" and str(frame["threads"].dtype) == "int64[pyarrow]"
     regressed = frame[frame.model_id == "acme/old-pass"].iloc[0]
     history = regressed["history"]
-    assert [h["neuronx_cc_version"] for h in history] == ["2.22.0", "2.21.0"]  # layout-1 history, now structs
+    assert [h["neuronx_cc_version"] for h in history] == ["2.22.0", "2.21.0"]
     rankings = pd.read_parquet(f"hf://datasets/{REPO}/data/rankings/")
     assert rankings["date"].iloc[0] == dt.date(2026, 11, 28)
 
@@ -186,34 +200,15 @@ def test_the_feed_is_atom_and_says_what_the_pr_said(published: dict[str, Any], l
         + (("regression", "Regressions"),)
         for model in re.findall(r"- `(.+?)`", sections[title].replace("\\", ""))
     }
-    assert (
-        entries
-        == said
-        == {("new_model", "acme/new-pass"), ("new_pass", "acme/new-pass"), ("regression", "acme/old-pass")}
-    )
+    assert said == {("new_model", "acme/new-pass"), ("new_pass", "acme/new-pass"), ("regression", "acme/old-pass")}
+    first = {("new_model", "acme/old-fail"), ("new_failure", "acme/old-fail")}
+    first |= {("new_model", "acme/old-pass"), ("new_pass", "acme/old-pass")}
+    assert entries == said | first  # the PR's changes, and those of the builds before it
     regression = next(e for e in feed.findall("a:entry", ns) if e.find("a:category", ns).get("term") == "regression")
     summary = regression.findtext("a:summary", namespaces=ns)
     assert "neuronx-cc 2.23.0" in summary and "passed with" in summary and "neuronx-cc 2.22.0" in summary
     link = regression.find("a:link", ns).get("href")
     assert link.startswith(f"https://huggingface.co/spaces/{SPACE}#") and "m=acme%2Fold-pass" in link
-
-
-def test_a_layout_1_file_reads_as_layout_2(tmp_path: Path) -> None:
-    from pipeline.dataset import earlier_runs, migrate, needs_migration, read_latest
-
-    folder = tmp_path / "ds"
-    shutil.copytree(V1, folder)
-    rows = read_latest(folder)
-    by_id = {r["model_id"]: r for r in rows}
-    assert by_id["acme/old-fail"]["attempts"][0]["stage"] == "compile"
-    [earlier] = earlier_runs(by_id["acme/old-pass"])
-    assert earlier["finished_at"] == dt.datetime(2026, 11, 28, 10, 1, 13, tzinfo=dt.UTC)
-    assert needs_migration(folder)
-    rewritten = migrate(folder)
-    # Its five data files, and the family index (layout 4) written from the whole latest view.
-    assert len(rewritten) == 6 and rewritten[-1] == "data/families.parquet" and not needs_migration(folder)
-    table = pq.read_table(next((folder / "data/rankings").glob("*.parquet")))
-    assert table.schema.field("date").type == pa.date32()
 
 
 def _rerun(model_id: str, minute: int) -> dict[str, Any]:
@@ -243,7 +238,8 @@ def test_every_config_loads_in_every_reader_after_publishes_that_change_nothing(
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     assert len(list((folder / "data/results").glob("*.parquet"))) == 5  # each publish added its results file
     changes = sorted((folder / "data/changes").glob("*.parquet"))
-    assert len(changes) == 1 and all(pq.read_metadata(p).num_rows > 0 for p in changes)  # none for a no-op
+    # the first build's and the PR's; none for a no-op (the second build, the two reruns)
+    assert len(changes) == 2 and all(pq.read_metadata(p).num_rows > 0 for p in changes)
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
     assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
     for name, pattern in configs.items():
@@ -256,5 +252,5 @@ def test_every_config_loads_in_every_reader_after_publishes_that_change_nothing(
         glob = f"{folder}/{pattern}"
         assert duckdb.sql(f"SELECT count(*) FROM read_parquet('{glob}', union_by_name=true)").fetchall() == [(total,)]
         assert polars.scan_parquet(glob).select(polars.len()).collect().item() == total, name
-    families = polars.read_parquet(folder / "data/families.parquet")
+    families = polars.read_parquet(folder / "data/families/all.parquet")
     assert "acme/new-pass" in families["model_id"].to_list()

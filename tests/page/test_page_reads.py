@@ -147,21 +147,3 @@ def test_the_family_table_from_gathered_rows_is_the_family_table_of_the_rows() -
     table = grouped_family_table(gathered.family_groups())
     assert table == family_table(rows)
     assert len(table) > 10 and any(f["fail"] for f in table) and any(f["else"] for f in table)
-
-
-def test_a_layout_1_shard_reads_as_the_current_one(tmp_path: Path) -> None:
-    """A dataset still in layout 1 (JSON text for the nested columns) reads, column by column, as its rows upgraded:
-    the same values, ``history`` only where the latest run was an error."""
-    import shutil
-
-    from tests.dataset.test_subscriber import V1
-
-    shutil.copytree(V1, tmp_path / "v1")
-    full, some = read_latest(tmp_path / "v1"), read_latest_columns(tmp_path / "v1", LATEST_READ)
-    assert full and len(full) == len(some)
-    for whole, part in zip(full, some, strict=True):
-        want = {c: whole.get(c) for c in LATEST_READ}
-        if whole["status"] in ("pass", "fail"):
-            want["history"] = None
-        assert part == want
-    assert any(r["history"] is None for r in some)

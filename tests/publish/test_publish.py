@@ -217,7 +217,7 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     # The family index the partial build updated is the one the whole latest view gives.
     from pipeline.dataset import family_rows, read_families, read_latest
 
-    assert read_families(tree) == family_rows(read_latest(tree)) and "data/families.parquet" in result.files
+    assert read_families(tree) == family_rows(read_latest(tree)) and "data/families/all.parquet" in result.files
     counts = summary["counts"]
     assert ["text-generation", "neuron", "pass", 45] in counts and ["text-generation", "neuron", "fail", 1] in counts
 
@@ -255,35 +255,32 @@ def test_a_script_or_card_the_repo_holds_unchanged_is_neither_written_nor_commit
     assert dataset_repo.server.count_requests("/api/validate-yaml") == 1, "no card, no YAML to validate"
 
 
-def test_a_dataset_without_a_summary_is_mirrored_whole_once(dataset_repo, tmp_path: Path) -> None:
-    """A dataset written before data/summary.json (16 shards by key hash) keeps its layout and gains one."""
-    import importlib
-
+def test_a_dataset_without_a_summary_is_mirrored_whole_once(
+    dataset_repo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A dataset whose data/summary.json is gone (or unreadable) is mirrored whole once, keeps its shards and gains
+    one; the next publish reads only the summary and its models' shards."""
     from pipeline.dataset import SUMMARY_FILE, build
 
-    build_module = importlib.import_module("pipeline.dataset.latest")
+    monkeypatch.setattr("pipeline.dataset.shards.LATEST_SHARD_BYTES", 30_500)  # a shard of a few rows
     hub, store = dataset_repo.client, dataset_repo.store
-    legacy = tmp_path / "legacy"
-    original = build_module.LATEST_SHARD_DIGITS
-    build_module.LATEST_SHARD_DIGITS = 1
-    try:
-        build(_batch(30, 20), legacy)
-    finally:
-        build_module.LATEST_SHARD_DIGITS = original
-    (legacy / SUMMARY_FILE).unlink()
-    shards = sorted(p.name for p in (legacy / "data" / "latest").glob("*.parquet"))
-    assert len(shards) > 1 and all(len(name) == len("0.parquet") for name in shards)
-    files = {p.relative_to(legacy).as_posix(): p for p in legacy.rglob("*") if p.is_file()}
+    seeded = tmp_path / "seed"
+    build(_batch(30, 20), seeded)
+    (seeded / SUMMARY_FILE).unlink()
+    shards = sorted(p.stem for p in (seeded / "data" / "latest").glob("*.parquet"))
+    assert len(shards) > 1 and "all" not in shards
+    files = {p.relative_to(seeded).as_posix(): p for p in seeded.rglob("*") if p.is_file()}
     store.create_repo(REPO, repo_type="dataset", exist_ok=True)
-    store.commit_files(REPO, files, message="legacy", repo_type="dataset")
-    first = publish(_batch(5, 29), repo=REPO, hub=hub)
+    store.commit_files(REPO, files, message="seed", repo_type="dataset")
+    first = publish(_batch(5, 29, offset=100), repo=REPO, hub=hub)
     assert SUMMARY_FILE in first.files
-    second = publish(_batch(5, 30, offset=100), repo=REPO, hub=hub)
     tree = _tree(store, "refs/pr/1")
-    latest = [p for p in tree if p.startswith("data/latest/")]
-    assert all(len(p.rsplit("/", 1)[1]) == len("0.parquet") for p in latest), "the layout is kept"
+    latest = sorted(p.rsplit("/", 1)[1].removesuffix(".parquet") for p in tree if p.startswith("data/latest/"))
     summary = json.loads(store.read_file(REPO, SUMMARY_FILE, revision="refs/pr/1", repo_type="dataset"))
-    assert summary["total"] == 35 and summary["shard_digits"] == 1 and second.published
+    assert summary["total"] == 35 and summary["shards"] == latest and "all" not in latest
+    hub.merge(REPO, 1, repo_type="dataset")
+    second = publish(_batch(1, 30, offset=200), repo=REPO, hub=hub)
+    assert second.published and SUMMARY_FILE in second.files
 
 
 def test_community_records_are_published_only_from_resultssample_community(

@@ -1,4 +1,4 @@
-"""Publishing into a dataset whose latest view outgrew one shard: the one-file layout migrates in one PR, a later
+"""Publishing into a dataset whose latest view outgrew one shard: the one shard splits in one PR, a later
 publish reads and rewrites only its models' shards (counted in requests and files, never timed), and every
 config still loads in ``datasets``, pandas, DuckDB and Polars."""
 
@@ -34,7 +34,7 @@ def _tree(store: Any, revision: str) -> dict[str, str]:
 
 @pytest.fixture
 def one_file_dataset(localhub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """The local hub's main holds a one-file dataset (all.parquet, families.parquet) of 41 models, and a shard
+    """The local hub's main holds a dataset of one shard (latest and families ``all.parquet``) of 41 models, and a shard
     now splits at a quarter of that file's size."""
     import datasets
 
@@ -44,7 +44,7 @@ def one_file_dataset(localhub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     )
     seeded = tmp_path / "seed"
     build(_batch(40, 20) + [sample_failure(model_id="acme/broken")], seeded)
-    assert (seeded / "data/families.parquet").is_file() and (seeded / LATEST_DIR / "all.parquet").is_file()
+    assert (seeded / FAMILIES_DIR / "all.parquet").is_file() and (seeded / LATEST_DIR / "all.parquet").is_file()
     files = {p.relative_to(seeded).as_posix(): p for p in seeded.rglob("*") if p.is_file()}
     localhub.store.create_repo(REPO, repo_type="dataset")
     localhub.store.commit_files(REPO, files, message="one file", repo_type="dataset")
@@ -53,7 +53,7 @@ def one_file_dataset(localhub: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPa
     return {"hub": localhub}
 
 
-def test_the_one_file_layout_splits_in_one_pr_and_every_reader_loads_it(
+def test_the_one_shard_splits_in_one_pr_and_every_reader_loads_it(
     one_file_dataset: dict[str, Any], tmp_path: Path
 ) -> None:
     import datasets
@@ -65,9 +65,9 @@ def test_the_one_file_layout_splits_in_one_pr_and_every_reader_loads_it(
     store = localhub.store
     result = publish(_batch(1, 29, offset=100), repo=REPO, hub=localhub.client)
     assert result.published and result.pr_num == 1
-    assert f"{LATEST_DIR}/all.parquet" in result.files and "data/families.parquet" in result.files  # deleted
+    assert f"{LATEST_DIR}/all.parquet" in result.files and f"{FAMILIES_DIR}/all.parquet" in result.files  # deleted
     pr = _tree(store, "refs/pr/1")
-    assert f"{LATEST_DIR}/all.parquet" not in pr and "data/families.parquet" not in pr
+    assert f"{LATEST_DIR}/all.parquet" not in pr and f"{FAMILIES_DIR}/all.parquet" not in pr
     latest = sorted(p for p in pr if p.startswith(f"{LATEST_DIR}/"))
     families = sorted(p for p in pr if p.startswith(f"{FAMILIES_DIR}/"))
     assert len(latest) >= 16 and [p.rsplit("/", 1)[1] for p in latest] == [p.rsplit("/", 1)[1] for p in families]
@@ -86,7 +86,7 @@ def test_the_one_file_layout_splits_in_one_pr_and_every_reader_loads_it(
     frame = pd.read_parquet(f"hf://datasets/{REPO}/{LATEST_DIR}/", dtype_backend="pyarrow")
     assert len(frame) == 42 and "org/model-100" in set(frame.model_id)
     summary = read_summary(folder)
-    assert summary is not None and summary["shard_by"] == "model" and "all" not in summary["shards"]
+    assert summary is not None and "all" not in summary["shards"]
 
 
 def test_a_publish_of_one_model_reads_and_rewrites_its_shards_only(one_file_dataset: dict[str, Any]) -> None:

@@ -5,16 +5,17 @@ The Space's feed, as a subscriber reads it after a publish, is checked in tests/
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pipeline.publish import publish
 from pipeline.space import publish_space
-from tests.dataset.test_subscriber import REPO, SPACE, V1, _files, _new_runs
+from tests.dataset.test_subscriber import REPO, SPACE, _first_main, _new_runs
 
 
-def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhub: Any) -> None:
+def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhub: Any, tmp_path: Path) -> None:
     localhub.store.create_repo(REPO, repo_type="dataset")
-    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    localhub.store.commit_files(REPO, _first_main(tmp_path / "main"), message="first", repo_type="dataset")
     first = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert first.published
     readme = localhub.store.read_file(SPACE, "README.md", repo_type="space").decode()
@@ -51,12 +52,12 @@ def test_the_feed_stays_well_formed_xml_whatever_the_stored_text_holds() -> None
     assert summary is not None and "torch-neuronx 2.14 / neuronx-cc 2.28" in (summary.text or "")
 
 
-def test_the_space_is_compared_by_its_listing_and_never_downloaded(localhub: Any) -> None:
+def test_the_space_is_compared_by_its_listing_and_never_downloaded(localhub: Any, tmp_path: Path) -> None:
     """Issue 36: each rebuild downloaded the whole Space (at 100k models, 200,000 scripts) to compare it with the
     new tree. The Space's tree listing gives each file's git blob id (an LFS file's sha256): one listing, no
     download, and a changed file is still found (a model's new script)."""
     localhub.store.create_repo(REPO, repo_type="dataset")
-    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    localhub.store.commit_files(REPO, _first_main(tmp_path / "main"), message="first", repo_type="dataset")
     assert publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE).published
     requests = localhub.server.requests
     before = len(requests)
@@ -90,7 +91,9 @@ def test_a_listed_file_is_the_built_one_by_its_lfs_sha256_or_its_git_blob_id(tmp
     assert not _held(None, built, sha)  # not in the Space
 
 
-def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(localhub: Any, monkeypatch: Any) -> None:
+def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(
+    localhub: Any, monkeypatch: Any, tmp_path: Path
+) -> None:
     """Issue 36: each rebuild downloaded every script of the dataset (200,000 files at 100k models). A page with
     data files reads no script text, so only the scripts the Space does not hold as they are are fetched; the
     others are kept, never deleted, and one the Space changed in between is fetched and put right."""
@@ -102,7 +105,7 @@ def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(localhub: Any,
     monkeypatch.setattr(commit, "INLINE_ENTRIES", 0)  # this catalog counts as large: its page has data files
     monkeypatch.setattr(tree, "render_site", functools.partial(render_site, inline_entries=0))
     localhub.store.create_repo(REPO, repo_type="dataset")
-    localhub.store.commit_files(REPO, _files(V1), message="layout 1", repo_type="dataset")
+    localhub.store.commit_files(REPO, _first_main(tmp_path / "main"), message="first", repo_type="dataset")
     server = localhub.server
     fetched = rf"^/datasets/{REPO}/resolve/[0-9a-f]+/scripts/"
     scripts = sorted(p for p in localhub.client.list_files(REPO, repo_type="dataset") if p.startswith("scripts/"))

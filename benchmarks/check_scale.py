@@ -1,6 +1,6 @@
 """``trncat check`` at Hub scale, paired against what a user would write instead, in one run.
 
-The user's alternative: ``hf_hub_download(<dataset>, "data/families.parquet")`` and a pandas filter for the model
+The user's alternative: ``hf_hub_download(<dataset>, "data/families/all.parquet")`` and a pandas filter for the model
 and its architecture. ``trncat check`` does more (the model's listing and small files, its bases, the planner,
 the verdict), so the pair shows what its answer costs beside a lookup.
 
@@ -55,7 +55,7 @@ import sys
 import pandas as pd
 from huggingface_hub import hf_hub_download
 def lookup(model_id, architecture, model_type):
-    path = hf_hub_download(sys.argv[1], "data/families.parquet", repo_type="dataset")
+    path = hf_hub_download(sys.argv[1], "data/families/all.parquet", repo_type="dataset")
     df = pd.read_parquet(path)
     own = df[df["model_id"].str.lower() == model_id.lower()]
     family = df[(df["architecture"] == architecture) & (df["model_type"] == model_type) & (df["task"] == TASK)]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
-from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
+from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TASKS, VIEWS
 
 # -- discover -------------------------------------------------------------------------------------------
 
@@ -113,6 +113,7 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--serving",
         metavar="WORKLOAD",
+        choices=SERVING_WORKLOADS,
         help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows "
         "(and of its image workload, 1k/1k-image for 1k/1k, for passing image-text-to-text rows vLLM Neuron serves)",
     )
@@ -221,7 +222,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
     p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
-    p.add_argument("--lnc", type=int, choices=[1, 2], default=None, help="logical core config (trn2 default 2)")
+    p.add_argument("--lnc", type=int, choices=LNCS, default=None, help="logical core config (trn2 default 2)")
     p.add_argument("--revision", default=None)
     p.add_argument(
         "--task",
@@ -308,7 +309,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit-gb", type=float, default=None, help="kill the run past this host memory")
     p.add_argument("--iterations", type=int, default=5, help="timed calls (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
-    p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
+    p.add_argument("--source", default="local", choices=SOURCES, help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
     p.add_argument(
         "--host-memory-bytes",

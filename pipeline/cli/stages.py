@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
@@ -132,6 +131,7 @@ def _queue(args: argparse.Namespace) -> int:
     from pipeline import fsatomic
     from pipeline.backends import backend_class
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
+    from pipeline.serve import image_workload, serving_workload
 
     files: list[Path] = []
     for path in args.candidates:
@@ -166,8 +166,8 @@ def _queue(args: argparse.Namespace) -> int:
             instance=instance,
             accelerators=accelerators,
             only=only,
-            serving=_serving_workload(args.serving),
-            serving_images=_serving_image_workload(args.serving),
+            serving=serving_workload(args.serving) if args.serving else None,
+            serving_images=image_workload(args.serving) if args.serving else None,
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -197,22 +197,6 @@ def _queue(args: argparse.Namespace) -> int:
         fsatomic.write_text(args.estimate, json.dumps({**estimate.to_dict(), "markdown": markdown}, indent=2) + "\n")
         print(markdown, file=sys.stderr)
     return 0
-
-
-def _serving_workload(name: str | None) -> Any:
-    if name is None:
-        return None
-    from pipeline.serve import serving_workload
-
-    return serving_workload(name)
-
-
-def _serving_image_workload(name: str | None) -> Any:
-    if name is None:
-        return None
-    from pipeline.serve import image_workload
-
-    return image_workload(name)
 
 
 # -- plan -----------------------------------------------------------------------------------------------

@@ -25,6 +25,12 @@ PriceKind = Literal["on_demand", "capacity_block", "reserved"]
 #: How close a run's answer is to the CPU float32 reference, best first (pipeline.bench.grading); ``diverges`` is
 #: a fail at stage ``accuracy``.
 Grade = Literal["exact", "within tolerance", "bfloat16 noise", "diverges"]
+#: A serving row's workload (pipeline.serve.WORKLOADS).
+ServingWorkloadName = Literal["1k/1k", "8k/1k", "1k/1k-image", "cpu-tiny", "cpu-tiny-image"]
+#: A pinned lm-eval task a served model is scored on (pipeline.serve.EVAL_TASKS).
+EvalTaskName = Literal["gsm8k", "trncat-tiny-arith"]
+#: Trainium2's logical NeuronCore config: physical cores per logical core.
+Lnc = Literal[1, 2]
 
 STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
@@ -36,6 +42,9 @@ VIEWS: tuple[str, ...] = get_args(View)
 QUANT_SUPPORTS: tuple[str, ...] = get_args(QuantSupport)
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
 GRADES: tuple[str, ...] = get_args(Grade)
+SERVING_WORKLOADS: tuple[str, ...] = get_args(ServingWorkloadName)
+EVAL_TASK_NAMES: tuple[str, ...] = get_args(EvalTaskName)
+LNCS: tuple[int, ...] = get_args(Lnc)
 
 #: The failure code of a run refused because the host lacked the memory its compile needs (status ``error``;
 #: the queue retries it without counting it against the key's retries).

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of, valid_records
+from pipeline.cli.registry import add_price_args, add_publish_target_args, command, make_hub, pricing_of, valid_records
 
 # -- validate -------------------------------------------------------------------------------------------
 
@@ -124,13 +124,10 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     from pipeline import constants
 
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
-    target.add_argument("--to-folder", type=Path, metavar="DIR", help="offline target: a local dataset folder")
+    add_publish_target_args(p)
     p.add_argument(
         "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
     )
-    p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
     p.add_argument(
         "--compiled-repo",
         default=constants.TRNCAT_COMPILED_REPO,

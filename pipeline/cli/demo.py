@@ -190,7 +190,7 @@ def _files(folder: Path) -> dict[str, Path]:
 
 
 def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> None:
-    from pipeline.plan import safetensors_param_count
+    from pipeline.models import safetensors_param_count
 
     for index, (repo_id, builder, meta) in enumerate(DEMO_MODELS, 1):
         echo(f"[seed {index}/{len(DEMO_MODELS)}] building {repo_id} ({meta['pipeline_tag']})")

@@ -63,6 +63,14 @@ def valid_records(paths: Sequence[str | Path], *, label: str) -> tuple[Any, list
     return report, [record for _, record in report.records]
 
 
+def add_publish_target_args(p: argparse.ArgumentParser) -> None:
+    """``--repo`` or ``--to-folder``, and ``--dry-run`` (publish, warm-publish): where a publish goes."""
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
+    target.add_argument("--to-folder", type=Path, metavar="DIR", help="offline target: a local dataset folder")
+    p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+
+
 def add_price_args(p: argparse.ArgumentParser, *, what: str) -> None:
     """``--prices FILE`` and ``--price-option`` (build, publish, queue --estimate): the price table and option."""
     from pipeline.types import PRICE_KINDS

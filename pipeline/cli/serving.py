@@ -10,8 +10,9 @@ import argparse
 import re
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub
+from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
+from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, SERVING_WORKLOADS, SOURCES
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
@@ -39,20 +40,17 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         "model",
         help="a model folder (its own files), or a Hub id fetched at --revision without any code file",
     )
-    p.add_argument("--device", choices=("cpu", "cuda", "neuron"), default="cpu")
-    p.add_argument(
-        "--workload", default="cpu-tiny", help="1k/1k, 8k/1k, 1k/1k-image, cpu-tiny (default) or cpu-tiny-image"
-    )
+    p.add_argument("--device", choices=DEVICES, default="cpu", help="default: %(default)s")
+    p.add_argument("--workload", choices=SERVING_WORKLOADS, default="cpu-tiny", help="default: %(default)s")
     p.add_argument(
         "--concurrency", type=concurrencies, help="the sweep, comma-separated and ascending (default: the workload's)"
     )
     p.add_argument("--chips", type=int, default=1, help="Trainium2 chips or GPUs the engine holds (default 1)")
     p.add_argument("--instance-type", help="the instance the row is priced at (default: the backend's)")
     p.add_argument("--instance-chips", type=int, help="the instance's chips (the share a cost is charged)")
-    p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config on Trainium2 (default 2)")
-    p.add_argument("--dtype", help="weights dtype (default float32 on the CPU, else bfloat16)")
-    p.add_argument("--prices", type=Path, help="price table (default runners/instances.yaml)")
-    p.add_argument("--price-option", default="on_demand")
+    p.add_argument("--lnc", type=int, choices=LNCS, help="logical NeuronCore config on Trainium2 (default 2)")
+    p.add_argument("--dtype", choices=DTYPES, help="weights dtype (default float32 on the CPU, else bfloat16)")
+    add_price_args(p, what="the row's price and cost")
     p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
     p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
@@ -63,10 +61,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         help="40-hex commit: of the Hub model (default: its main branch's head), or recorded for a folder "
         "(default: from the folder's content)",
     )
-    p.add_argument("--source", choices=("local", "ci", "community"), default="local")
+    p.add_argument("--source", choices=SOURCES, default="local", help="provenance to record")
     p.add_argument(
         "--eval",
-        choices=("gsm8k", "trncat-tiny-arith"),
+        choices=EVAL_TASK_NAMES,
         help="also score the served model with lm-eval on this pinned task after the sweep (schema 1.5)",
     )
     p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")

@@ -6,11 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pipeline.cli.registry import add_price_args, command, make_hub
 from pipeline.errors import ConfigError
-from pipeline.types import DEVICES, DTYPES, TASKS, VIEWS
+from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TASKS, VIEWS
 
 # -- discover -------------------------------------------------------------------------------------------
 
@@ -113,6 +112,7 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--serving",
         metavar="WORKLOAD",
+        choices=SERVING_WORKLOADS,
         help="also queue serving jobs (trncat serve) of this workload (1k/1k, 8k/1k) for passing text-generation rows "
         "(and of its image workload, 1k/1k-image for 1k/1k, for passing image-text-to-text rows vLLM Neuron serves)",
     )
@@ -131,6 +131,7 @@ def _queue(args: argparse.Namespace) -> int:
     from pipeline import fsatomic
     from pipeline.backends import backend_class
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
+    from pipeline.serve import image_workload, serving_workload
 
     files: list[Path] = []
     for path in args.candidates:
@@ -165,8 +166,8 @@ def _queue(args: argparse.Namespace) -> int:
             instance=instance,
             accelerators=accelerators,
             only=only,
-            serving=_serving_workload(args.serving),
-            serving_images=_serving_image_workload(args.serving),
+            serving=serving_workload(args.serving) if args.serving else None,
+            serving_images=image_workload(args.serving) if args.serving else None,
         )
     text = queue.chunk_json(args.chunk) if args.chunk is not None else queue.to_json(indent=2)
     if args.out:
@@ -198,22 +199,6 @@ def _queue(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serving_workload(name: str | None) -> Any:
-    if name is None:
-        return None
-    from pipeline.serve import serving_workload
-
-    return serving_workload(name)
-
-
-def _serving_image_workload(name: str | None) -> Any:
-    if name is None:
-        return None
-    from pipeline.serve import image_workload
-
-    return image_workload(name)
-
-
 # -- plan -----------------------------------------------------------------------------------------------
 
 
@@ -221,7 +206,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
     p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
-    p.add_argument("--lnc", type=int, choices=[1, 2], default=None, help="logical core config (trn2 default 2)")
+    p.add_argument("--lnc", type=int, choices=LNCS, default=None, help="logical core config (trn2 default 2)")
     p.add_argument("--revision", default=None)
     p.add_argument(
         "--task",
@@ -308,7 +293,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory-limit-gb", type=float, default=None, help="kill the run past this host memory")
     p.add_argument("--iterations", type=int, default=5, help="timed calls (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
-    p.add_argument("--source", default="local", choices=["local", "ci", "community"], help="provenance to record")
+    p.add_argument("--source", default="local", choices=SOURCES, help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
     p.add_argument(
         "--host-memory-bytes",

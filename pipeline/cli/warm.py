@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub, valid_records
+from pipeline.cli.registry import add_publish_target_args, command, make_hub, valid_records
 from pipeline.errors import ConfigError
 
 #: What warm-queue writes into its ``--out`` folder: the matrix, and one record per entry under records/.
@@ -109,10 +109,7 @@ def _warm_check(args: argparse.Namespace) -> int:
 def _warm_publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded warm-* artifact")
     p.add_argument("--queue", required=True, type=Path, metavar="FILE", help=f"the run's {QUEUE_FILE}")
-    target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--repo", metavar="ORG/NAME", help="the Hub dataset repo (endpoint from HF_ENDPOINT)")
-    target.add_argument("--to-folder", type=Path, metavar="DIR", help="offline target: a local dataset folder")
-    p.add_argument("--dry-run", action="store_true", help="print what would be committed; change nothing")
+    add_publish_target_args(p)
 
 
 @command(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pipeline.dataset import MAX_REASON_CHARS
 from pipeline.discover.selection import Exclusion
@@ -23,7 +23,6 @@ from pipeline.workload import check_task, task_source
 IneligibleKind = Literal[
     "remote_code", "not_transformers", "gated", "low_priority", "incompatible", "not_found", "invalid"
 ]
-INELIGIBLE_KINDS: tuple[str, ...] = get_args(IneligibleKind)
 #: Kinds discovery finds on the Hub (the hand-kept ones come from exclusions.yaml itself).
 DISCOVERED_KINDS: frozenset[str] = frozenset({"remote_code", "not_transformers", "gated", "not_found", "invalid"})
 

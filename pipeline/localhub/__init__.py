@@ -22,13 +22,11 @@ applied whose answers are lost (a dropped connection, a stall past the client's 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from types import TracebackType
 
 from pipeline.errors import StoreError
-from pipeline.localhub.proxy import FAULT_KINDS, FaultKind, FaultProxy, ProxyFault
+from pipeline.localhub.proxy import FAULT_KINDS, FaultKind, FaultProxy, InBackground, ProxyFault
 from pipeline.localhub.server import Fault, Hook, LocalHubServer
 from pipeline.localhub.storage import LocalHubStore
 
@@ -49,7 +47,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class LocalHub:
+class LocalHub(InBackground):
     """A local hub served from a background thread on a free loopback port.
 
     Args:
@@ -71,30 +69,13 @@ class LocalHub:
     ) -> None:
         self.store = LocalHubStore(Path(root))
         self.server = LocalHubServer(self.store, (host, port), tokens=tokens, latency_s=latency_s)
-        self._thread = threading.Thread(
-            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, name="localhub", daemon=True
-        )
-        self._thread.start()
+        self._serve(self.server, "localhub")
         logger.info("local hub serving %s at %s", root, self.url)
 
     @property
     def url(self) -> str:
         """Base URL to use as the Hub endpoint."""
         return self.server.url
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> LocalHub:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 def serve(

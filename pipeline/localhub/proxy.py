@@ -26,8 +26,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import TracebackType
-from typing import Literal
+from typing import Literal, Self
 from urllib.parse import urlsplit
 
 FaultKind = Literal["429", "503", "drop", "stall"]
@@ -58,7 +57,30 @@ class ProxyFault:
         return hit
 
 
-class FaultProxy:
+class InBackground:
+    """An HTTP server served from a daemon thread until :meth:`stop`; a context manager that stops it."""
+
+    def _serve(self, server: ThreadingHTTPServer, name: str) -> None:
+        self._http = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._http.shutdown()
+        self._http.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+class FaultProxy(InBackground):
     """A threaded HTTP proxy on a free loopback port in front of ``upstream`` (a local hub's URL).
 
     Args:
@@ -80,10 +102,7 @@ class FaultProxy:
         self._stalling = 0
         self._settled = threading.Condition(self._lock)
         self._server = _ProxyServer(self)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="localhub-proxy", daemon=True
-        )
-        self._thread.start()
+        self._serve(self._server, "localhub-proxy")
 
     @property
     def url(self) -> str:
@@ -129,19 +148,6 @@ class FaultProxy:
             self.gave_up += client_hung_up
             self._stalling -= 1
             self._settled.notify_all()
-
-    def stop(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FaultProxy:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
 
 
 class _ProxyServer(ThreadingHTTPServer):

@@ -168,13 +168,6 @@ class LocalHubStore(DiscussionStore):
             self._add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
             return repo
 
-    def update_metadata(self, repo_id: str, *, repo_type: str = "model", **fields: Any) -> None:
-        """Change listing fields (downloads, trendingScore, gated, ...)."""
-        with self.lock:
-            repo = self.get(repo_id, repo_type=repo_type)
-            repo.meta.update(fields)
-            write_json(repo.path / "meta.json", repo.meta)
-
     # -- blobs ---------------------------------------------------------------------------------------
     def put_blob(self, data: bytes) -> str:
         """Store content; returns its sha256."""

@@ -5,12 +5,13 @@
 - :mod:`~pipeline.models.fetch`: a local folder or a Hub id resolved to a folder at a revision, with no code file;
 - :mod:`~pipeline.models.select`: which files of a repo that is, by exact path, and the bytes they may take;
 - :mod:`~pipeline.models.family`: the model's family from its small files (architecture, model_type, the base
-  models its card or adapter config names).
+  models its card or adapter config names);
+- :mod:`~pipeline.models.safetensors`: parameters and bytes from the ``*.safetensors`` headers alone.
 
 May import: the top-level modules (errors, ids) and :mod:`pipeline.hub` (for typing; the caller passes the
 ``Hub``; the card's front matter). Imported by: :mod:`pipeline.plan` (the gate on a pipeline's index),
 :mod:`pipeline.bench` (fetch and gates before a run; the record's family), :mod:`pipeline.check` (the gates and
-the family of a model the catalog has not measured).
+the family of a model the catalog has not measured), :mod:`pipeline.serve` (fetch, gates, parameters).
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
         read_config,
         read_model_index,
     )
+    from pipeline.models.safetensors import safetensors_bytes, safetensors_param_count
 
 __all__ = [
     "ADAPTER_CONFIG",
@@ -75,6 +77,8 @@ __all__ = [
     "read_model_index",
     "resolve_hub",
     "resolve_local",
+    "safetensors_bytes",
+    "safetensors_param_count",
     "transformer_config_path",
 ]
 

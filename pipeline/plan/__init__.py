@@ -4,9 +4,9 @@
   for a transformers model; a diffusers pipeline goes to :mod:`~pipeline.plan.diffusion`;
 - :mod:`~pipeline.plan.result`: the :class:`Plan` both answer, and the dtype names;
 - counting: :mod:`~pipeline.plan.params` (parameters on the meta device), :mod:`~pipeline.plan.model_types`
-  (the model types transformers knows, read without importing it or torch), :mod:`~pipeline.plan.safetensors`
-  (counts and bytes from a checkpoint's headers), :mod:`~pipeline.plan.shapes` (attention and image shapes),
-  :mod:`~pipeline.plan.quantization` (quantized checkpoints);
+  (the model types transformers knows, read without importing it or torch), :mod:`~pipeline.plan.shapes`
+  (attention and image shapes), :mod:`~pipeline.plan.quantization` (quantized checkpoints); the counts from a
+  checkpoint's headers are :mod:`pipeline.models`';
 - sizing: :mod:`~pipeline.plan.memory` (bytes per core of a layout) and :mod:`~pipeline.plan.advice` (the one line
   of advice);
 - diffusers pipelines: :mod:`~pipeline.plan.diffusion`, :mod:`~pipeline.plan.components` (each component from its
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
     from pipeline.plan.params import config_hash, describe
     from pipeline.plan.result import Plan, count_text, normalize_dtype
-    from pipeline.plan.safetensors import safetensors_param_count
 
 __all__ = [
     "FEW_STEPS",
@@ -58,7 +57,6 @@ __all__ = [
     "plan_pipeline_model",
     "resolve_workload",
     "runner_label",
-    "safetensors_param_count",
     "weight_files",
 ]
 

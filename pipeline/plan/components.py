@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from pipeline.errors import PlanError, PlanLimitError, RemoteCodeRefused, RepoNotFoundError
-from pipeline.models import check_model_index
+from pipeline.models import check_model_index, safetensors_param_count
 from pipeline.plan.limits import check_config, limited
 from pipeline.plan.params import config_hash, no_torch_init, plan_matcher, quiet
-from pipeline.plan.safetensors import safetensors_param_count
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.errors import ConfigError, PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.ids import validate_model_id
+from pipeline.models import safetensors_bytes, safetensors_param_count
 from pipeline.plan.advice import cores_text, fit_advice, no_fit_advice, size_text
 from pipeline.plan.components import LocalFiles
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
@@ -23,7 +24,6 @@ from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe
 from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
-from pipeline.plan.safetensors import safetensors_bytes, safetensors_param_count
 from pipeline.workload import Workload, default_workload, task_source
 
 if TYPE_CHECKING:

@@ -64,11 +64,7 @@ def load_toolchain(path: Path | None = None) -> dict[str, str]:
     Raises:
         ConfigError: unreadable file, or a key that is no record version field, or a value not a string.
     """
-    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    path, data = _read(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must be a mapping of version key -> version")
     data.pop(APT_SECTION, None)
@@ -76,6 +72,15 @@ def load_toolchain(path: Path | None = None) -> dict[str, str]:
         return check_toolchain(data)
     except ConfigError as exc:
         raise ConfigError(f"{path}: {exc}") from None
+
+
+def _read(path: Path | None) -> tuple[Path, Any]:
+    """The toolchain file (None: ``TRNCAT_TOOLCHAIN``) and its parsed YAML; :class:`ConfigError` if unreadable."""
+    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
+    try:
+        return path, yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
 
 
 def check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:
@@ -98,11 +103,7 @@ def load_apt_pins(path: Path | None = None) -> dict[str, str]:
     Raises:
         ConfigError: unreadable file, or a section that is not a mapping of names to version strings.
     """
-    path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    path, data = _read(path)
     section = data.get(APT_SECTION) if isinstance(data, dict) else None
     if section is None:
         return {}

@@ -33,8 +33,6 @@ PYTHON_PINS: Mapping[str, str] = {
 _PER_TORCH = ("torch_neuronx", "libtorch_neuronx_lite")
 #: The Debian packages of the ``apt:`` section (their manifest names are theirs).
 APT_PACKAGES = ("aws-neuronx-runtime-lib", "aws-neuronx-collectives", "aws-neuronx-tools", "aws-neuronx-dkms")
-#: Pins that are no Neuron package: never in the manifest, kept.
-NOT_NEURON = ("transformers", "sentence_transformers", "diffusers")
 DOCS = "https://awsdocs-neuron.readthedocs-hosted.com/en"
 _RELEASE = re.compile(r"Neuron SDK (\d+\.\d+\.\d+)")
 _TOP = re.compile(r'^(?P<key>[a-z_]+): *"(?P<value>[^"]*)"(?P<rest>.*)$')

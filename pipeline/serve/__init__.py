@@ -42,8 +42,8 @@ if TYPE_CHECKING:
         vllm_serve,
     )
     from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
-    from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
-    from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario, tool_version
+    from pipeline.serve.local import engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
     from pipeline.serve.sweep import (
@@ -83,7 +83,6 @@ __all__ = [
     "ServiceLevel",
     "ServingRun",
     "ServingWorkload",
-    "count_params",
     "engine_for",
     "eval_task",
     "free_port",
@@ -96,6 +95,7 @@ __all__ = [
     "points_of",
     "port_in_use",
     "run_eval",
+    "read_report",
     "run_guidellm",
     "scenario",
     "resolve_served",

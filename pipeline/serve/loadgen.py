@@ -1,5 +1,6 @@
 """The load generator: guidellm (``guidellm run``), driven through a scenario file, its figures read from its own
-JSON report. Nothing here times a request: every figure of a point is guidellm's.
+JSON report, read through guidellm's own report model (``GenerativeBenchmarksReport``). Nothing here times a
+request: every figure of a point is guidellm's.
 
 One guidellm run sweeps several concurrencies (guidellm's sub-benchmarks), each with its own request budget and
 warm-ups (twice the concurrency, see :func:`scenario`). The sweep (:mod:`pipeline.serve.sweep`) runs one group of
@@ -16,10 +17,14 @@ import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
 from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
+
+if TYPE_CHECKING:
+    from guidellm.benchmark import GenerativeBenchmark, GenerativeBenchmarksReport
+    from guidellm.schemas import StatusDistributionSummary
 
 TOOL = "guidellm"
 PERCENTILES = ("p50", "p90", "p99")
@@ -119,9 +124,10 @@ def scenario(
 
 @dataclass(frozen=True)
 class LoadRun:
-    """What one guidellm run left: its report (None when it wrote none), exit status and output tail."""
+    """What one guidellm run left: its report (None when it wrote none, or one its report model refuses), exit
+    status and output tail."""
 
-    report: dict[str, Any] | None
+    report: GenerativeBenchmarksReport | None
     returncode: int
     output_tail: str
     argv: tuple[str, ...]
@@ -146,55 +152,56 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
     except subprocess.TimeoutExpired:
         returncode = 124
     tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
-    report = None
-    if report_path.is_file():
-        try:
-            report = json.loads(report_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            report = None
-    return LoadRun(report, returncode, tail, argv)
+    return LoadRun(read_report(report_path), returncode, tail, argv)
 
 
-def _stat(metrics: dict[str, Any], name: str, status: str = "successful") -> dict[str, Any]:
-    return metrics.get(name, {}).get(status) or {}
+def read_report(path: Path) -> GenerativeBenchmarksReport | None:
+    """guidellm's JSON report through its own model; None when there is none or the model refuses it."""
+    if not path.is_file():
+        return None
+    from guidellm.benchmark import GenerativeBenchmarksReport
+
+    try:
+        return GenerativeBenchmarksReport.load_file(path)
+    except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
+        return None
 
 
-def _percentiles(metrics: dict[str, Any], name: str, scale: float) -> dict[str, float | None]:
-    stat = _stat(metrics, name)
-    if not stat.get("count"):
+def _percentiles(summary: StatusDistributionSummary, scale: float) -> dict[str, float | None]:
+    """The successful requests' p50, p90 and p99, scaled; None each when no request succeeded."""
+    stat = summary.successful
+    if not stat.count:
         return dict.fromkeys(PERCENTILES)
-    found = stat.get("percentiles") or {}
-    return {p: (float(found[p]) * scale if found.get(p) is not None else None) for p in PERCENTILES}
+    return {p: float(getattr(stat.percentiles, p)) * scale for p in PERCENTILES}
 
 
-def point_of(benchmark: dict[str, Any]) -> dict[str, Any]:
+def point_of(benchmark: GenerativeBenchmark) -> dict[str, Any]:
     """One sweep point from one benchmark of guidellm's report, every figure as guidellm computed it.
 
     ``tok_s_per_user`` is the median user's decode speed (1000 / median TPOT ms), as InferenceX plots its
     interactivity; the service level reads its own percentile (:func:`pipeline.serve.cost.meets`).
     """
-    metrics = benchmark["metrics"]
-    totals = metrics.get("request_totals") or {}
-    successful = int(totals.get("successful") or 0)
-    requests = successful + int(totals.get("errored") or 0) + int(totals.get("incomplete") or 0)
-    strategy = benchmark.get("config", {}).get("strategy", {})
-    throughput = _stat(metrics, "output_tokens_per_second", "total").get("mean")
-    tpot = _percentiles(metrics, "time_per_output_token_ms", 1.0)
-    tpot_median = tpot["p50"]
+    from guidellm.scheduler import ConcurrentStrategy
+
+    metrics = benchmark.metrics
+    totals = metrics.request_totals
+    requests = totals.successful + totals.errored + totals.incomplete
+    strategy = benchmark.config.strategy
+    tpot = _percentiles(metrics.time_per_output_token_ms, 1.0)
     return {
-        "concurrency": int(strategy.get("streams") or strategy.get("max_concurrency") or 0),
+        "concurrency": strategy.streams if isinstance(strategy, ConcurrentStrategy) else strategy.max_concurrency or 0,
         "requests": requests,
-        "success_rate": (successful / requests) if requests else 0.0,
-        "output_tok_s": float(throughput) if throughput is not None and successful else None,
-        "tok_s_per_user": (1000.0 / tpot_median) if tpot_median else None,
-        "ttft_s": _percentiles(metrics, "time_to_first_token_ms", 1e-3),
+        "success_rate": (totals.successful / requests) if requests else 0.0,
+        "output_tok_s": metrics.output_tokens_per_second.total.mean if totals.successful else None,
+        "tok_s_per_user": (1000.0 / tpot["p50"]) if tpot["p50"] else None,
+        "ttft_s": _percentiles(metrics.time_to_first_token_ms, 1e-3),
         "tpot_ms": tpot,
-        "itl_ms": _percentiles(metrics, "inter_token_latency_ms", 1.0),
-        "e2e_s": _percentiles(metrics, "request_latency", 1.0),
-        "duration_s": float(benchmark.get("duration") or 0.0),
+        "itl_ms": _percentiles(metrics.inter_token_latency_ms, 1.0),
+        "e2e_s": _percentiles(metrics.request_latency, 1.0),
+        "duration_s": benchmark.duration,
     }
 
 
-def points_of(report: dict[str, Any]) -> list[dict[str, Any]]:
+def points_of(report: GenerativeBenchmarksReport) -> list[dict[str, Any]]:
     """Every point of a guidellm report, in its order."""
-    return [point_of(b) for b in report.get("benchmarks") or []]
+    return [point_of(b) for b in report.benchmarks]

@@ -11,7 +11,6 @@ model is the record's verdict, and no engine is started for it.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,8 +18,8 @@ from pipeline import constants
 from pipeline.backends import get_backend, package_version
 from pipeline.backends.neuron import bundle_beside
 from pipeline.errors import ConfigError, RemoteCodeRefused
-from pipeline.hardware import INSTANCE_NAMES, get_instance
-from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local
+from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
+from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local, safetensors_param_count
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
 from pipeline.serve.cache import pack_serving_cache, run_cache_root, warm_cache_root, warm_environment
@@ -32,28 +31,6 @@ from pipeline.serve.workload import DEFAULT_SLO, ServiceLevel, ServingWorkload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
-
-#: Trainium2 chips hold 8 physical NeuronCores (4 logical at LNC=2; docs/neuron-facts.md, Trn2 architecture).
-NEURONCORES_PER_CHIP = {2: 4, 1: 8}
-
-
-def count_params(folder: Path) -> int | None:
-    """Parameters in the folder's safetensors files, from their headers alone (no tensor is read)."""
-    total = 0
-    files = sorted(folder.glob("*.safetensors"))
-    for path in files:
-        with path.open("rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            if not 0 < size < 100 * 1024**2:
-                return None
-            header = json.loads(handle.read(size))
-        for name, entry in header.items():
-            if name != "__metadata__":
-                count = 1
-                for dim in entry["shape"]:
-                    count *= int(dim)
-                total += count
-    return total if files else None
 
 
 def engine_for(
@@ -88,14 +65,14 @@ def engine_for(
             images_per_prompt=images_per_prompt,
         )
     if device == "neuron":
-        cores = chips * NEURONCORES_PER_CHIP.get(lnc or 2, 4)
+        trn2 = get_instance(DEFAULT_INSTANCE, lnc=lnc)  # vllm-neuron serves on Trainium2
         return vllm_serve(
             folder,
             port=port,
             neuron=True,
-            tensor_parallel=cores,
+            tensor_parallel=chips * trn2.cores_per_chip,
             dtype=dtype,
-            lnc=lnc or 2,
+            lnc=trn2.lnc,
             max_model_len=max_model_len,
             images_per_prompt=images_per_prompt,
         )
@@ -249,7 +226,7 @@ def serve_folder(
         versions=backend.versions(),
         chips=chips,
         instance_chips=instance_chips,
-        params=count_params(folder) if refusal is None else None,
+        params=safetensors_param_count(folder) if refusal is None else None,
         weight_dtype=dtype,
         slo=slo,
         pricing=pricing,

@@ -23,7 +23,6 @@ TASK_MIX = (
 )
 _FAMILIES = ("llama", "qwen", "gemma", "mistral", "phi")
 _ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM", "Gemma2ForCausalLM", "MistralForCausalLM", "PhiForCausalLM")
-_START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 
 
 def model_ids(n: int) -> list[str]:

@@ -260,10 +260,34 @@ def test_visible_cores_accept_single_ranges_and_comma_lists(value, cores):
     assert parse_visible_cores(value) == cores
 
 
-@pytest.mark.parametrize("value", ["7-3", "a", "1,,2", "-1", "0-3,2", ""])
+@pytest.mark.parametrize("value", ["7-3", "a", "1,,2", "-1", "0-3,2", "", "3-", "1_0", "+3", "\u0663"])
 def test_malformed_visible_cores_are_config_errors(value):
     with pytest.raises(ConfigError):
         parse_visible_cores(value)
+
+
+#: The documented examples (docs/neuron-facts.md: a single index, an inclusive range, the container guide's comma
+#: list, one slice per process) and edge cases either side of the rule.
+DOCUMENTED_VISIBLE = ["3", "0", "51,52", "0-1", "2-3", "8-15", "0-3,8-11", "5-5", "0,2,4", "8-11,0-1"]
+NOT_A_VISIBLE_FORM = ["", "a", "-1", "3-", "-3", "7-3", "1,,2", ",1", "1,", "0-3,2", "1,1", "1-2-3", "1_0", "+3",
+                      "\u0663", "0x1", "1.0"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", DOCUMENTED_VISIBLE + NOT_A_VISIBLE_FORM)
+def test_trncat_and_the_emulated_runtime_read_visible_cores_alike(value):
+    # The emulator's parser is written from the documented rule, not from trncat's: where they differ, one is wrong.
+    from pipeline.testing.neuron.runtime import NeuronRuntimeError, parse_visible
+
+    try:
+        emulated: list[int] | None = parse_visible(value, total=64)
+    except NeuronRuntimeError:
+        emulated = None
+    try:
+        ours: list[int] | None = parse_visible_cores(value)
+    except ConfigError:
+        ours = None
+    assert ours == emulated
+    assert (ours is not None) == (value in DOCUMENTED_VISIBLE)
 
 
 def test_torchrun_command_is_a_list_torchrun_accepts():

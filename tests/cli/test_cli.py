@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pipeline.cli import build_parser, commands, main
+from pipeline.types import (
+    DEVICES,
+    DTYPES,
+    EVAL_TASK_NAMES,
+    LNCS,
+    PRICE_KINDS,
+    SERVING_WORKLOADS,
+    SOURCES,
+    TASKS,
+    VIEWS,
+)
 from tests import FIXTURES, ROOT
 
 README = ROOT / "README.md"
@@ -45,13 +58,54 @@ def test_errors_are_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert err == [f"error: {tmp_path / 'missing.json'}: no such file or folder"]
 
 
-def test_parser_choices_come_from_the_literal_types() -> None:
-    from pipeline.types import DEVICES, TASKS
+def _options(parser: argparse.ArgumentParser, command: str = "") -> Iterator[tuple[str, argparse.Action]]:
+    """Every option and positional of every command (and subcommand), as (command, action)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _options(sub, f"{command} {name}".strip())
+        else:
+            yield command, action
 
-    bench = build_parser()._subparsers._group_actions[0].choices["bench"]  # type: ignore[union-attr]
-    actions = {a.dest: a for a in bench._actions}
-    assert tuple(actions["task"].choices) == TASKS
-    assert tuple(actions["device"].choices) == DEVICES
+
+#: The value sets of pipeline/types.py, by the option that takes one: wherever a command has such an option, its
+#: choices are exactly the Literal's (plus ``all`` where a command runs every one).
+CHOSEN_FROM = {
+    "task": TASKS,
+    "device": DEVICES,
+    "dtype": DTYPES,
+    "source": SOURCES,
+    "view": VIEWS,
+    "price_option": PRICE_KINDS,
+    "lnc": LNCS,
+    "eval": EVAL_TASK_NAMES,
+    "serving": SERVING_WORKLOADS,
+    "workload": SERVING_WORKLOADS,
+}
+#: Options named like one of the above that take something else, and the one positional verb: (command, dest).
+NOT_A_CHOICE = {("bench", "workload"), ("release-watch", "source"), ("localhub", "action")}
+
+
+def test_every_command_s_choices_come_from_the_literal_types() -> None:
+    seen = set()
+    for command, action in _options(build_parser()):
+        if (command, action.dest) in NOT_A_CHOICE:
+            continue
+        if action.dest in CHOSEN_FROM:
+            expected = CHOSEN_FROM[action.dest]
+            assert action.choices is not None, f"trncat {command} --{action.dest} takes any value"
+            assert tuple(action.choices) in (expected, (*expected, "all")), f"trncat {command} --{action.dest}"
+            seen.add(action.dest)
+        else:
+            assert action.choices is None, f"trncat {command} --{action.dest}: choices from no Literal of types.py"
+    assert seen == set(CHOSEN_FROM)
+
+
+def test_the_serving_literals_name_the_serving_tables() -> None:
+    from pipeline.serve import EVAL_TASKS, WORKLOADS
+
+    assert tuple(WORKLOADS) == SERVING_WORKLOADS
+    assert tuple(EVAL_TASKS) == EVAL_TASK_NAMES
 
 
 def test_plan_prints_advice_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

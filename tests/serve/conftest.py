@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import copy
+import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests import FIXTURES
+
+if TYPE_CHECKING:
+    from guidellm.benchmark import GenerativeBenchmarksReport
 
 #: The CPU test run's price: a made-up instance, dated and sourced as a real one must be.
 PRICES_YAML = """instances:
@@ -46,29 +53,37 @@ def fake_engine_argv(port: int) -> tuple[str, ...]:
     return (sys.executable, "-c", FAKE_ENGINE, str(port))
 
 
-def _stat(values: dict[str, float], count: int) -> dict[str, Any]:
-    return {"successful": {"count": count, "percentiles": values}}
+#: A report guidellm 0.8.1 wrote against its own mock server, one benchmark, cut down to the fields its report
+#: model requires: the template of every report these tests give the sweep.
+REPORT = FIXTURES / "guidellm-report.json"
 
 
-def report_of(*points: tuple[int, int, int, float]) -> dict[str, Any]:
-    """A guidellm-shaped report: (concurrency, successful, errored, output tok/s) per benchmark."""
-    out = []
+def report_of(*points: tuple[int, int, int, float]) -> GenerativeBenchmarksReport:
+    """A guidellm report: (concurrency, successful, errored, output tok/s) per benchmark, each 3 s long."""
+    from guidellm.benchmark import GenerativeBenchmarksReport
+
+    doc = json.loads(REPORT.read_text(encoding="utf-8"))
+    template = doc["benchmarks"][0]
+    doc["benchmarks"] = []
     for concurrency, ok, errored, speed in points:
-        out.append(
-            {
-                "config": {"strategy": {"streams": concurrency}},
-                "duration": 3.0,
-                "metrics": {
-                    "request_totals": {"successful": ok, "errored": errored, "incomplete": 0, "total": ok + errored},
-                    "output_tokens_per_second": {"total": {"mean": speed}},
-                    "time_to_first_token_ms": _stat({"p50": 100.0, "p90": 150.0, "p99": 190.0}, ok),
-                    "time_per_output_token_ms": _stat({"p50": 20.0, "p90": 25.0, "p99": 40.0}, ok),
-                    "inter_token_latency_ms": _stat({"p50": 19.0, "p90": 24.0, "p99": 39.0}, ok),
-                    "request_latency": _stat({"p50": 1.0, "p90": 1.2, "p99": 1.5}, ok),
-                },
-            }
-        )
-    return {"benchmarks": out}
+        benchmark = copy.deepcopy(template)
+        benchmark["config"]["strategy"]["streams"] = concurrency
+        times = benchmark["scheduler_metrics"]
+        times["measure_end_time"] = times["measure_start_time"] + 3.0
+        metrics = benchmark["metrics"]
+        metrics["request_totals"] = {"successful": ok, "errored": errored, "incomplete": 0, "total": ok + errored}
+        metrics["output_tokens_per_second"]["total"]["mean"] = speed
+        for name, values in (
+            ("time_to_first_token_ms", {"p50": 100.0, "p90": 150.0, "p99": 190.0}),
+            ("time_per_output_token_ms", {"p50": 20.0, "p90": 25.0, "p99": 40.0}),
+            ("inter_token_latency_ms", {"p50": 19.0, "p90": 24.0, "p99": 39.0}),
+            ("request_latency", {"p50": 1.0, "p90": 1.2, "p99": 1.5}),
+        ):
+            successful = metrics[name]["successful"]
+            successful["count"] = ok
+            successful["percentiles"].update(values)
+        doc["benchmarks"].append(benchmark)
+    return GenerativeBenchmarksReport.model_validate(doc)
 
 
 def engines_left(record: dict[str, Any]) -> list[int]:

@@ -7,7 +7,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +24,9 @@ from pipeline.serve import (
 from pipeline.serve import sweep as sweep_module
 from pipeline.serve.loadgen import LoadRun
 from tests.serve.conftest import fake_engine_argv, report_of
+
+if TYPE_CHECKING:
+    from guidellm.benchmark import GenerativeBenchmarksReport
 
 WORKLOAD = ServingWorkload(name="cpu-tiny", input_tokens=16, output_tokens=4, concurrencies=(1, 2, 4))
 HARDWARE = {
@@ -107,7 +110,7 @@ def test_start_failure_codes() -> None:
     assert start_failure_code("", None) == "not_ready"
 
 
-def _fake_load(reports: list[dict[str, Any]], on_call: Any = None) -> Any:
+def _fake_load(reports: list[GenerativeBenchmarksReport], on_call: Any = None) -> Any:
     calls: list[list[int]] = []
 
     def run_guidellm(doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:

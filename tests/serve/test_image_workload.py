@@ -120,6 +120,13 @@ def test_the_engines_get_what_image_serving_needs(tmp_path: Path) -> None:
         assert "--limit-mm-per-prompt" not in plain.argv
 
 
+def test_vllm_neuron_holds_each_chip_s_cores_at_its_logical_core_config(tmp_path: Path) -> None:
+    # pipeline.hardware's Trainium2 figures: 4 logical cores a chip at LNC=2 (the default), 8 at LNC=1.
+    for lnc, tensor_parallel in ((None, 8), (2, 8), (1, 16)):
+        spec = engine_for("neuron", tmp_path, port=1, chips=2, dtype="bfloat16", lnc=lnc, max_model_len=64)
+        assert spec.options["tensor_parallel"] == tensor_parallel and spec.options["lnc"] == (lnc or 2)
+
+
 def image_record() -> dict[str, Any]:
     record = sample_serving(device="neuron", task="image-text-to-text", schema_version="1.6")
     record["serving"]["workload"] = serving_workload("1k/1k-image").to_record()

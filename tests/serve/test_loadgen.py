@@ -10,6 +10,7 @@ import pytest
 from pipeline.serve import (
     FULL_CONCURRENCIES,
     points_of,
+    read_report,
     scenario,
     serve_script,
     serving_workload,
@@ -17,7 +18,7 @@ from pipeline.serve import (
     vllm_serve,
 )
 from pipeline.testing.records import sample_serving
-from tests.serve.conftest import report_of
+from tests.serve.conftest import REPORT, report_of
 
 
 @pytest.mark.parametrize("levels", [[1, 2, 4], list(FULL_CONCURRENCIES)])
@@ -53,6 +54,18 @@ def test_a_report_becomes_points_with_guidellm_figures() -> None:
     assert point["output_tok_s"] == 120.0 and point["tok_s_per_user"] == pytest.approx(50.0)  # 1000 / 20 ms
     assert point["ttft_s"] == pytest.approx({"p50": 0.1, "p90": 0.15, "p99": 0.19})
     assert point["e2e_s"]["p99"] == 1.5
+
+
+def test_a_report_guidellm_s_model_refuses_or_a_missing_one_reads_as_none(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    assert read_report(report) is None  # guidellm wrote none
+    report.write_text("{not json", encoding="utf-8")
+    assert read_report(report) is None
+    report.write_text(json.dumps({"benchmarks": [{"metrics": {}}]}), encoding="utf-8")
+    assert read_report(report) is None  # its report model refuses it
+    report.write_text(REPORT.read_text(encoding="utf-8"), encoding="utf-8")
+    (point,) = points_of(read_report(report))  # type: ignore[arg-type]
+    assert point["concurrency"] == 1 and point["requests"] == 5 and point["success_rate"] == 1.0
 
 
 def test_serve_sh_pins_and_quotes() -> None:

@@ -7,6 +7,7 @@ backend merges :func:`neuron_env` into the child's environment.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -44,20 +45,19 @@ def parse_visible_cores(value: str) -> list[int]:
     """``NEURON_RT_VISIBLE_CORES`` -> the sorted core indices it names.
 
     The runtime takes a single core (``"3"``), a range (``"8-15"``) or a comma-separated list of either
-    (``"0,2,4"``, ``"0-3,8-11"``) (docs/neuron-facts.md).
+    (``"0,2,4"``, ``"0-3,8-11"``) (docs/neuron-facts.md); trncat also allows spaces around each item.
 
     Raises:
         ConfigError: not such a value, a decreasing range, or a core named twice.
     """
     cores: list[int] = []
     for part in value.split(","):
-        first, _, last = part.strip().partition("-")
-        try:
-            start, end = int(first), int(last or first)
-        except ValueError:
-            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not 'a', 'a-b' or a comma list of them") from None
-        if start < 0 or end < start:
-            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} holds a decreasing or negative range")
+        item = re.fullmatch(r"([0-9]+)(?:-([0-9]+))?", part.strip())
+        if item is None:
+            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} is not 'a', 'a-b' or a comma list of them")
+        start, end = int(item[1]), int(item[2] or item[1])
+        if end < start:
+            raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} holds a decreasing range")
         cores.extend(range(start, end + 1))
     if len(set(cores)) != len(cores):
         raise ConfigError(f"NEURON_RT_VISIBLE_CORES={value!r} names a core twice")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -37,19 +38,31 @@ class NeuronRuntimeError(RuntimeError):
     """What the emulated runtime raises; the message carries the runtime's own log line."""
 
 
+#: The documented forms of ``NEURON_RT_VISIBLE_CORES`` (docs/neuron-facts.md): "a single NeuronCore index or an
+#: inclusive range", and a comma list of them (the container guide's ``51,52``). Written from that rule, not from
+#: trncat's parser, so that a test can hold the two against each other: anything else (a space, a sign, an open
+#: range such as ``3-``) is refused here (docs silent: the emulator's reading).
+_VISIBLE_FORM = re.compile(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*")
+
+
 def parse_visible(value: str, *, total: int) -> list[int]:
-    """``NEURON_RT_VISIBLE_CORES``: one index, an inclusive range, or a comma list of them."""
+    """``NEURON_RT_VISIBLE_CORES`` -> the sorted cores it names, each once, all below ``total``.
+
+    Raises:
+        NeuronRuntimeError: not a documented form, a decreasing range, a core named twice, or one past the machine.
+    """
+    if not _VISIBLE_FORM.fullmatch(value):
+        raise NeuronRuntimeError(f"invalid NEURON_RT_VISIBLE_CORES={value!r} {cite('visible_cores')}")
     cores: list[int] = []
-    for part in value.split(","):
-        first, _, last = part.strip().partition("-")
-        try:
-            start, end = int(first), int(last or first)
-        except ValueError:
-            raise NeuronRuntimeError(f"invalid NEURON_RT_VISIBLE_CORES={value!r} {cite('visible_cores')}") from None
-        cores.extend(range(start, end + 1))
-    if not cores or len(set(cores)) != len(cores) or min(cores) < 0 or max(cores) >= total:
+    for item in value.split(","):
+        low, _, high = item.partition("-")
+        if high and int(high) < int(low):
+            raise NeuronRuntimeError(f"invalid NEURON_RT_VISIBLE_CORES={value!r} {cite('visible_cores')}")
+        cores += range(int(low), int(high or low) + 1)
+    if len(set(cores)) != len(cores) or max(cores) >= total:
         raise NeuronRuntimeError(
-            f"NEURON_RT_VISIBLE_CORES={value!r} names cores outside 0-{total - 1} {cite('visible_cores')}"
+            f"NEURON_RT_VISIBLE_CORES={value!r} names a core twice or cores outside 0-{total - 1} "
+            f"{cite('visible_cores')}"
         )
     return sorted(cores)
 

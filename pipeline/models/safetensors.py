@@ -1,5 +1,6 @@
 """Parameters and bytes of a checkpoint read from its ``*.safetensors`` headers alone (no weights): what the
-planner counts when transformers cannot build the architecture, and the bytes a download fetches."""
+planner counts when transformers cannot build the architecture, the bytes a download fetches, and the parameters
+a serving row records."""
 
 from __future__ import annotations
 

@@ -12,6 +12,8 @@
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
   the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
 - :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules);
+- :mod:`~pipeline.records.types`: the record kinds as classes (result record, its serving and run sections, warm
+  check), serialised to the JSON their schemas describe;
 - :mod:`~pipeline.records.warm`: the second-machine warm check's schema and semantic rules (what a publish stores).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
@@ -63,6 +65,16 @@ if TYPE_CHECKING:
     from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
     from pipeline.records.rows import representative, toolchain_label
     from pipeline.records.task_checks import agreement_problems, task_metric_problems
+    from pipeline.records.types import (
+        OPTIONAL_METRICS,
+        SCHEMA_CLASSES,
+        OptionalMetric,
+        ResultRecord,
+        RunInfo,
+        Serving,
+        WarmCheck,
+        WarmStatus,
+    )
     from pipeline.records.validate import (
         CI_ONLY_RUN_FIELDS,
         MAX_FUTURE,
@@ -153,6 +165,14 @@ __all__ = [
     "WARM_STATUSES",
     "counts_as_trainium2",
     "warm_check_problems",
+    "OPTIONAL_METRICS",
+    "SCHEMA_CLASSES",
+    "OptionalMetric",
+    "ResultRecord",
+    "RunInfo",
+    "Serving",
+    "WarmCheck",
+    "WarmStatus",
 ]
 
 lazy_face(__name__)

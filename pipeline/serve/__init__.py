@@ -46,13 +46,7 @@ if TYPE_CHECKING:
     from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-    from pipeline.serve.sweep import (
-        EVAL_SCHEMA_VERSION,
-        IMAGE_SCHEMA_VERSION,
-        SERVING_SCHEMA_VERSION,
-        ServingRun,
-        serve_model,
-    )
+    from pipeline.serve.sweep import ServingRun, serve_model
     from pipeline.serve.workload import (
         DEFAULT_SLO,
         FULL_CONCURRENCIES,
@@ -68,13 +62,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SLO",
     "ENGINES",
-    "EVAL_SCHEMA_VERSION",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
-    "IMAGE_SCHEMA_VERSION",
     "IMAGE_WORKLOADS",
     "MIN_SUCCESS_RATE",
-    "SERVING_SCHEMA_VERSION",
     "WORKLOADS",
     "Engine",
     "EngineSpec",

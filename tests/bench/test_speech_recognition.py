@@ -43,7 +43,7 @@ def _bench(folder: Path, out_dir: Path, **kwargs) -> dict:
 def test_the_tiny_whisper_passes_with_its_metric_set(whisper: Path, tmp_path: Path) -> None:
     record = _bench(whisper, tmp_path, iterations=2)
     assert record["status"] == "pass", record["failure"]
-    assert record["schema_version"] == "1.5" and record["workload"]["audio_clips"] == 4
+    assert record["schema_version"] == "2.0" and record["workload"]["audio_clips"] == 4
     m = record["metrics"]
     audio_s = sum(clip.seconds for clip in speech_clips())
     assert m["audio_seconds"] == pytest.approx(audio_s)

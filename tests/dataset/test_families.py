@@ -21,7 +21,7 @@ from pipeline.dataset import (
 from pipeline.records import LAYOUT_MARKERS
 from pipeline.testing.records import sample_failure, sample_record
 
-LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 
 
 def _at(day: int, **overrides: object) -> dict:

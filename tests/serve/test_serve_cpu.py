@@ -47,7 +47,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], Path]) -> None:
     record, out = served
     assert validate_record(record) == [], record.get("notes")
-    assert record["schema_version"] == "1.5" and record["status"] == "pass", record["failure"]
+    assert record["schema_version"] == "2.0" and record["status"] == "pass", record["failure"]
     assert record["device"] == "cpu" and not record["hardware"].get("emulated")
     serving = record["serving"]
     assert serving["tool"]["name"] == "guidellm" and serving["tool"]["version"] not in ("", "unknown")

@@ -45,7 +45,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 def test_the_image_record_is_valid_and_says_what_was_sent(served: tuple[dict[str, Any], Path, Path]) -> None:
     record, work, _ = served
     assert validate_record(record) == [], record.get("notes")
-    assert (record["schema_version"], record["task"], record["status"]) == ("1.6", "image-text-to-text", "pass"), (
+    assert (record["schema_version"], record["task"], record["status"]) == ("2.0", "image-text-to-text", "pass"), (
         record["failure"]
     )
     serving = record["serving"]

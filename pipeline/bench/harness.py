@@ -138,10 +138,7 @@ def _run_and_verify(
         notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
     if found is not None:
         notes.extend(backend.failure_notes(code=found[1]["code"], since=started))
-        # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
-        for name in SPEED_FIELDS:
-            if name in metrics:
-                metrics[name] = None
+        _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
         return found[0], found[1], None
     if cache_dir is not None:
         metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
@@ -190,10 +187,12 @@ def _run_and_verify(
     return "pass", None, agreed
 
 
+def _drop_speed(metrics: dict[str, Any]) -> None:
+    metrics.update({name: None for name in SPEED_FIELDS if name in metrics})
+
+
 def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str], None]:
-    for name in SPEED_FIELDS:
-        if name in metrics:
-            metrics[name] = None
+    _drop_speed(metrics)
     return "error", interrupted(signum, "run"), None
 
 

@@ -30,10 +30,9 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.records.arrow import arrow_schema, arrow_type
-    from pipeline.records.bundles import bundle_folder, bundle_path, compiled_cache_problems, workload_key
-    from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
+    from pipeline.records.bundles import bundle_folder, bundle_path, workload_key
+    from pipeline.records.collect import collect_records
     from pipeline.records.columns import (
-        ATTEMPT_FIELDS,
         BUILD_COLUMNS,
         COLUMN_NAMES,
         COLUMNS,
@@ -62,13 +61,11 @@ if TYPE_CHECKING:
         trainium3_rows,
         trainium_rows,
     )
-    from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
+    from pipeline.records.plausible import plausibility_problems
     from pipeline.records.rows import representative, toolchain_label
-    from pipeline.records.task_checks import agreement_problems, task_metric_problems
     from pipeline.records.types import (
         OPTIONAL_METRICS,
         SCHEMA_CLASSES,
-        OptionalMetric,
         ResultRecord,
         RunInfo,
         Serving,
@@ -76,9 +73,6 @@ if TYPE_CHECKING:
         WarmStatus,
     )
     from pipeline.records.validate import (
-        CI_ONLY_RUN_FIELDS,
-        MAX_FUTURE,
-        MAX_RECORD_BYTES,
         SCHEMA_VERSION,
         VERSION_TEXT,
         Problem,
@@ -86,7 +80,6 @@ if TYPE_CHECKING:
         check_file,
         dump_record,
         is_valid,
-        iter_record_files,
         load_schema,
         parse_record,
         printable,
@@ -102,28 +95,19 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "ARTIFACT_PREFIX",
-    "ATTEMPT_FIELDS",
     "BUILD_COLUMNS",
-    "CI_ONLY_RUN_FIELDS",
     "COLUMNS",
     "COLUMN_NAMES",
-    "Collected",
     "FAMILY_COLUMNS",
     "FamilyStat",
     "LAYOUT_MARKERS",
     "LAYOUT_VERSION",
-    "MAX_FUTURE",
-    "MAX_HOST_MEMORY_BYTES",
-    "MAX_RECORD_BYTES",
-    "MAX_WALL_S",
     "MEASURED",
     "Problem",
     "Report",
     "SCHEMA_VERSION",
     "TRAINIUM",
     "VERSION_TEXT",
-    "agreement_problems",
     "arrow_schema",
     "arrow_type",
     "bundle_folder",
@@ -131,7 +115,6 @@ __all__ = [
     "check_file",
     "collect_records",
     "column_value",
-    "compiled_cache_problems",
     "dump_record",
     "device_of",
     "evidence",
@@ -142,7 +125,6 @@ __all__ = [
     "family_stats",
     "flatten",
     "is_valid",
-    "iter_record_files",
     "load_schema",
     "parse_record",
     "one_per_model",
@@ -152,7 +134,6 @@ __all__ = [
     "record_id",
     "representative",
     "rows_of",
-    "task_metric_problems",
     "toolchain_label",
     "trainium3_rows",
     "trainium_rows",
@@ -167,7 +148,6 @@ __all__ = [
     "warm_check_problems",
     "OPTIONAL_METRICS",
     "SCHEMA_CLASSES",
-    "OptionalMetric",
     "ResultRecord",
     "RunInfo",
     "Serving",

@@ -50,6 +50,13 @@ def has_default(f: dataclasses.Field[Any]) -> bool:
     return f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
 
 
+class _Json:
+    def to_dict(self) -> dict[str, Any]:
+        """The record as the JSON object its schema describes (unset optional fields left out)."""
+        out: dict[str, Any] = to_json(self)
+        return out
+
+
 @dataclass
 class RunInfo:
     """The record's ``run``: when it ran, and the CI run that made it (all three None unless ``source`` is ci)."""
@@ -82,7 +89,7 @@ class Serving:
 
 
 @dataclass(kw_only=True)
-class ResultRecord:
+class ResultRecord(_Json):
     """One benchmark or serving run of one model on one device (``schemas/result.schema.json``)."""
 
     schema_version: str
@@ -112,18 +119,13 @@ class ResultRecord:
     compiled_cache_skipped: str | None = None
     serving: Serving | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record as the JSON object the schema describes (unset optional fields left out)."""
-        out: dict[str, Any] = to_json(self)
-        return out
-
 
 #: What a warm check can say (``schemas/warm_check.schema.json``'s status).
 WarmStatus = Literal["verified", "missed", "refused", "error"]
 
 
 @dataclass(frozen=True)
-class WarmCheck:
+class WarmCheck(_Json):
     """What ``trncat warm-check`` saw when a row's run.py started warm, with empty caches, on a runner that did not
     make its bundle (``schemas/warm_check.schema.json``). ``hits``, ``misses`` and ``first_call_s`` are None when
     run.py did not get to count them."""
@@ -143,11 +145,6 @@ class WarmCheck:
     @property
     def verified(self) -> bool:
         return self.status == "verified"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The check as the JSON object its schema describes."""
-        out: dict[str, Any] = to_json(self)
-        return out
 
 
 #: Which class each schema, and each section of it, is (what the drift test walks).

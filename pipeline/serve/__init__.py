@@ -43,7 +43,14 @@ if TYPE_CHECKING:
     )
     from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
     from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
-    from pipeline.serve.local import count_params, engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.local import (
+        ServeOptions,
+        count_params,
+        engine_for,
+        resolve_served,
+        serve_folder,
+        serve_hub_model,
+    )
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
     from pipeline.serve.sweep import ServingRun, serve_model
@@ -60,6 +67,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ServeOptions",
     "DEFAULT_SLO",
     "ENGINES",
     "EVAL_TASKS",

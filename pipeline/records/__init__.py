@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from pipeline.records.rows import representative, toolchain_label
     from pipeline.records.types import (
         OPTIONAL_METRICS,
-        SCHEMA_CLASSES,
         ResultRecord,
         RunInfo,
         Serving,
@@ -147,7 +146,6 @@ __all__ = [
     "counts_as_trainium2",
     "warm_check_problems",
     "OPTIONAL_METRICS",
-    "SCHEMA_CLASSES",
     "ResultRecord",
     "RunInfo",
     "Serving",

@@ -145,12 +145,3 @@ class WarmCheck(_Json):
     @property
     def verified(self) -> bool:
         return self.status == "verified"
-
-
-#: Which class each schema, and each section of it, is (what the drift test walks).
-SCHEMA_CLASSES: dict[tuple[str, tuple[str, ...]], type] = {
-    ("result", ()): ResultRecord,
-    ("result", ("run",)): RunInfo,
-    ("result", ("serving",)): Serving,
-    ("warm_check", ()): WarmCheck,
-}

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from pipeline.records import (
-    OPTIONAL_METRICS,
-    SCHEMA_CLASSES,
-    ResultRecord,
-    RunInfo,
-    Serving,
-    load_schema,
-    validate_record,
-)
+from pipeline.records import OPTIONAL_METRICS, ResultRecord, RunInfo, Serving, WarmCheck, load_schema, validate_record
 from pipeline.records.types import has_default
 from pipeline.testing.records import sample_record, sample_serving
+
+#: Which class each schema, and each section of it, is.
+SCHEMA_CLASSES: dict[tuple[str, tuple[str, ...]], type] = {
+    ("result", ()): ResultRecord,
+    ("result", ("run",)): RunInfo,
+    ("result", ("serving",)): Serving,
+    ("warm_check", ()): WarmCheck,
+}
 
 
 def _node(schema: str, path: tuple[str, ...]) -> dict[str, Any]:

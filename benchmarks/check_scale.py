@@ -98,7 +98,7 @@ def records(rows: int, architectures: int) -> list[dict]:
     out = []
     for i in range(rows):
         architecture, model_type = _architecture(i, architectures)
-        family = {"schema_version": "1.3", "architecture": architecture, "model_type": model_type}
+        family = {"architecture": architecture, "model_type": model_type}
         model_id = f"org/model-{i:05d}"
         if i % 7 == 3:
             record = sample_failure(model_id=model_id, code=f"ncc_e{i % 5:03d}", **family)

@@ -287,7 +287,7 @@ def run_one(name: str, args: argparse.Namespace, torch: Any, work: Path) -> bool
     """Measure one config; prints its lines and returns whether its goals were met."""
     from pipeline.backends import get_backend
     from pipeline.backends.cuda import gpu_bandwidth
-    from pipeline.bench.run import bench_model
+    from pipeline.bench.run import BenchOptions, bench_model
     from pipeline.bench.tasks import get_task
     from pipeline.bench.tasks.generation import decode_bytes_per_step, kv_bytes_per_token
     from pipeline.testing.tiny import build_tokenizer
@@ -359,11 +359,8 @@ def run_one(name: str, args: argparse.Namespace, torch: Any, work: Path) -> bool
             str(folder),
             task="text-generation",
             backend=backend,
-            cores=1,
-            dtype="bfloat16",
-            workload=workload,
-            iterations=args.iterations,
             out=work / f"{path.stem}.json",
+            options=BenchOptions(cores=1, dtype="bfloat16", workload=workload, iterations=args.iterations),
         )
         if record["status"] != "pass":
             print(f"  whole benchmark: {record['status']} {record['failure']}")

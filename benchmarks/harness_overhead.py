@@ -63,7 +63,7 @@ def contention(*, runs: int, cores: int, neighbours: int, output_tokens: int) ->
     import multiprocessing
 
     from pipeline.backends import get_backend
-    from pipeline.bench.run import bench_model
+    from pipeline.bench.run import BenchOptions, bench_model
     from pipeline.testing.tiny import build_tiny_llama
     from pipeline.workload import Workload
 
@@ -80,9 +80,12 @@ def contention(*, runs: int, cores: int, neighbours: int, output_tokens: int) ->
                 values = []
                 for k in range(runs):
                     record = bench_model(
-                        str(folder), task="text-generation", backend=get_backend("cpu"), cores=cores,
-                        workload=workload, iterations=5, out=Path(tmp) / f"{len(series)}-{k}.json",
-                    )  # fmt: skip
+                        str(folder),
+                        task="text-generation",
+                        backend=get_backend("cpu"),
+                        out=Path(tmp) / f"{len(series)}-{k}.json",
+                        options=BenchOptions(cores=cores, workload=workload, iterations=5),
+                    )
                     if record["status"] != "pass":
                         print(f"run {k} {label}: {record['status']} {record['failure']}")
                         return 1

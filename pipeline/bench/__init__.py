@@ -26,10 +26,11 @@ from pipeline.registry import lazy_face
 if TYPE_CHECKING:
     from pipeline.bench.doctor import Check, Report, run_checks
     from pipeline.bench.process import reap_orphans
-    from pipeline.bench.run import bench_model, plan_summary, resolve
+    from pipeline.bench.run import BenchOptions, bench_model, plan_summary, resolve
     from pipeline.bench.smoke import smoke, smoke_line
 
 __all__ = [
+    "BenchOptions",
     "Check",
     "Report",
     "bench_model",

@@ -26,7 +26,16 @@ from pipeline.bench.process import ChildOutcome, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
-from pipeline.records import SCHEMA_VERSION, VERSION_TEXT, load_schema, printable, validate_record
+from pipeline.records import (
+    OPTIONAL_METRICS,
+    SCHEMA_VERSION,
+    VERSION_TEXT,
+    ResultRecord,
+    RunInfo,
+    load_schema,
+    printable,
+    validate_record,
+)
 from pipeline.types import HOST_MEMORY_SHORT, STAGES
 from pipeline.workload import TASK_SOURCES, task_source
 
@@ -34,12 +43,6 @@ logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
-#: The metrics schema 1.3 added (optional): a record carries one only when the run measured it.
-OPTIONAL_METRICS: frozenset[str] = frozenset(
-    name
-    for name, spec in load_schema()["properties"]["metrics"]["properties"].items()
-    if str(spec.get("$comment", "")).startswith("1.3:")
-)
 _TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
 
 
@@ -53,8 +56,8 @@ SPEED_FIELDS = (
 
 
 def metric_fields(task: str) -> tuple[str, ...]:
-    """The metrics a record of ``task`` always carries: the common ones and its own (schema 1.2), no other task's
-    (the optional ones of schema 1.3 are added when measured)."""
+    """The metrics a record of ``task`` always carries: the common ones and its own, no other task's (the
+    :data:`~pipeline.records.OPTIONAL_METRICS` are added when measured)."""
     own = set(task_source(task).metrics)
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
 
@@ -135,10 +138,7 @@ def _run_and_verify(
         notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
     if found is not None:
         notes.extend(backend.failure_notes(code=found[1]["code"], since=started))
-        # A failed run keeps what it measured before failing, but no speed figures of a run that did not finish.
-        for name in SPEED_FIELDS:
-            if name in metrics:
-                metrics[name] = None
+        _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
         return found[0], found[1], None
     if cache_dir is not None:
         metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
@@ -187,10 +187,12 @@ def _run_and_verify(
     return "pass", None, agreed
 
 
+def _drop_speed(metrics: dict[str, Any]) -> None:
+    metrics.update({name: None for name in SPEED_FIELDS if name in metrics})
+
+
 def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str], None]:
-    for name in SPEED_FIELDS:
-        if name in metrics:
-            metrics[name] = None
+    _drop_speed(metrics)
     return "error", interrupted(signum, "run"), None
 
 
@@ -348,44 +350,43 @@ def bench_once(
                     Path(tmp) / "compile-cache", bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
                     workload=spec.workload.to_dict(), cores=spec.cores)  # fmt: skip
     finished = now_iso()
-    record: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "model_id": model.model_id,
-        "revision": model.revision,
-        "task": spec.task,
-        "status": status,
-        "failure": failure,
-        "device": spec.device,
-        "hardware": backend.hardware(cores=spec.cores),
-        "cores": spec.cores,
-        "dtype": spec.dtype,
-        "workload": spec.workload.to_dict(),
-        "metrics": metrics,
-        "versions": run_versions(backend, spec.task, notes),
-        "run": {
-            "started_at": started,
-            "finished_at": finished,
-            # The CI-only fields name the project's own run; any other source leaves them empty (validation
-            # refuses a community or local record that carries them).
-            "runner": constants.RUNNER_NAME if source == "ci" else None,
-            "github_run_id": constants.GITHUB_RUN_ID if source == "ci" else None,
-            "github_sha": constants.GITHUB_SHA if source == "ci" else None,
-            "source": source,
-        },
-        "attempts": [],
-        "plan": plan,
-        "agreement": agreed,
-        "notes": [printable(note)[:500] for note in notes if printable(note).strip()],
-    }
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])
-    if observed.get("bundle_skipped"):
-        record["compiled_cache_skipped"] = printable(observed["bundle_skipped"])
-    elif observed.get("cache_key"):
-        record["compiled_cache_key"] = observed["cache_key"]  # what the bundle beside the record is keyed by
+    ci = source == "ci"  # the CI-only fields name the project's own run; validation refuses them on any other
     threads = observed.get("threads")
-    if isinstance(threads, int) and threads >= 1:
-        record["threads"] = threads  # what the child set torch to (pipeline.bench.child.thread_count)
+    skipped = observed.get("bundle_skipped")
+    record = ResultRecord(
+        schema_version=SCHEMA_VERSION,
+        model_id=model.model_id,
+        revision=model.revision,
+        task=spec.task,
+        status=status,
+        failure=failure,
+        device=spec.device,
+        hardware=backend.hardware(cores=spec.cores),
+        cores=spec.cores,
+        dtype=spec.dtype,
+        workload=spec.workload.to_dict(),
+        metrics=metrics,
+        versions=run_versions(backend, spec.task, notes),
+        run=RunInfo(
+            started_at=started,
+            finished_at=finished,
+            runner=constants.RUNNER_NAME if ci else None,
+            github_run_id=constants.GITHUB_RUN_ID if ci else None,
+            github_sha=constants.GITHUB_SHA if ci else None,
+            source=source,
+        ),
+        attempts=[],
+        plan=plan,
+        agreement=agreed,
+        notes=[printable(note)[:500] for note in notes if printable(note).strip()],
+        # what the child set torch to (pipeline.bench.child.thread_count)
+        threads=threads if isinstance(threads, int) and threads >= 1 else None,
+        compiled_cache_skipped=printable(skipped) if skipped else None,
+        # what the bundle beside the record is keyed by
+        compiled_cache_key=None if skipped else observed.get("cache_key") or None,
+    ).to_dict()
     # An emulated record is valid as an emulated run's: `trncat validate` and publish refuse it, the harness writes it.
     problems = validate_record(record, allow_emulated=True)
     if problems:

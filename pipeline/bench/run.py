@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import logging
 import signal
@@ -137,37 +136,53 @@ def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> W
     return dataclasses.replace(workload, **values)
 
 
-def bench_model(
-    model: str,
-    *,
-    task: str,
-    backend: Backend,
-    out: Path,
-    cores: int | None = None,
-    dtype: str | None = None,
-    model_id: str | None = None,
-    revision: str | None = None,
-    workload: Workload | None = None,
-    workload_changes: Mapping[str, str] | None = None,
-    timeout_s: float = 1800.0,
-    memory_limit_bytes: int | None = None,
-    iterations: int = 5,
-    warmup: int = 1,
-    source: str = "local",
-    escalate: bool = False,
-    plan: dict[str, Any] | None = None,
-    fault: str | None = None,
-    hub: Hub | None = None,
-    host_memory_bytes: int | None = None,
-    host_memory_wait_s: float = 0.0,
-    memory_check: Callable[..., int | None] | None = None,
-) -> dict[str, Any]:
-    """Benchmark one model and write its record to ``out`` (atomically). Returns the record.
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """How :func:`bench_model` runs a model; every field has a default.
 
-    With ``host_memory_bytes`` (the compile's predicted host memory, capped at the runner's share of the host),
-    a host that lacks it after waiting ``host_memory_wait_s`` refuses the run: an ``error`` record (code
-    ``host_memory_short``) that a later queue retries, never a ``fail``. ``memory_check`` replaces
-    :func:`pipeline.bench.harness.host_memory_short` (tests).
+    Args:
+        cores: The cores to run on (default: the plan's, on a backend that follows it).
+        dtype: The weights' dtype (default: the backend's).
+        model_id / revision: A local folder's Hub id and commit (default: derived); a Hub model's revision.
+        workload: The task's workload (default: the fixed one); ``workload_changes`` (``trncat bench --workload
+            KEY=VALUE``) changes its fields, for a smaller smoke run.
+        timeout_s / memory_limit_bytes: Limits of each child.
+        iterations / warmup: Timed and untimed calls.
+        source: The record's ``run.source``.
+        escalate: Double the cores after each device or compiler out-of-memory.
+        plan: The planner's advice (default: planned here).
+        fault: A fault the child injects (tests).
+        hub: The Hub client a model id is downloaded with.
+        host_memory_bytes: The compile's predicted host memory, capped at the runner's share of the host: a host
+            that lacks it after waiting ``host_memory_wait_s`` refuses the run (an ``error`` record, code
+            ``host_memory_short``, that a later queue retries, never a ``fail``).
+        memory_check: Replaces :func:`pipeline.bench.harness.host_memory_short` (tests).
+    """
+
+    cores: int | None = None
+    dtype: str | None = None
+    model_id: str | None = None
+    revision: str | None = None
+    workload: Workload | None = None
+    workload_changes: Mapping[str, str] | None = None
+    timeout_s: float = 1800.0
+    memory_limit_bytes: int | None = None
+    iterations: int = 5
+    warmup: int = 1
+    source: str = "local"
+    escalate: bool = False
+    plan: dict[str, Any] | None = None
+    fault: str | None = None
+    hub: Hub | None = None
+    host_memory_bytes: int | None = None
+    host_memory_wait_s: float = 0.0
+    memory_check: Callable[..., int | None] | None = None
+
+
+def bench_model(
+    model: str, *, task: str, backend: Backend, out: Path, options: BenchOptions | None = None
+) -> dict[str, Any]:
+    """Benchmark one model as ``options`` say and write its record to ``out`` (atomically). Returns the record.
 
     The backend is resolved once by the caller (``get_backend``) and used for everything: the device check,
     the default dtype, the cores (the plan's, on a backend that follows it), the child's environment.
@@ -176,8 +191,7 @@ def bench_model(
     ``out`` (``result.json`` -> ``result.neff-cache.tar.gz``; :mod:`pipeline.backends.neuron.bundle`), which
     publish uploads with the record; when it cannot, the record's ``compiled_cache_skipped`` says why.
 
-    ``workload_changes`` (``trncat bench --workload KEY=VALUE``) changes fields of the task's fixed workload, for
-    a smaller smoke run; the record carries the workload it ran, and the queue keys results by it.
+    The record carries the workload it ran, and the queue keys results by it.
 
     Raises:
         ConfigError: bad arguments (unknown task, device or dtype, a bad id or revision).
@@ -185,10 +199,12 @@ def bench_model(
     """
     if out.exists() and out.is_dir():
         raise ConfigError(f"the record's path {out} is a folder; give a file name")
+    o = options or BenchOptions()
     reap_orphans()  # children an earlier bench left when it was killed outright hold the device and memory
     backend.check_available()  # before any download: a missing runtime is one clear line
-    dtype = dtype or backend.default_dtype
-    resolved = resolve(model, model_id=model_id, revision=revision, hub=hub, task=task)
+    dtype = o.dtype or backend.default_dtype
+    resolved = resolve(model, model_id=o.model_id, revision=o.revision, hub=o.hub, task=task)
+    plan = o.plan
     if plan is None and resolved.error is None:
         plan = plan_summary(resolved.path, task=task, dtype=dtype)
     spec = BenchSpec(
@@ -196,13 +212,13 @@ def bench_model(
         task=task,
         device=backend.name,
         dtype=dtype,
-        cores=backend.cores_for(requested=cores, planned=(plan or {}).get("cores")),
+        cores=backend.cores_for(requested=o.cores, planned=(plan or {}).get("cores")),
         workload=changed_workload(
-            workload or resolve_workload(task, folder=resolved.path, model_id=resolved.model_id), workload_changes
+            o.workload or resolve_workload(task, folder=resolved.path, model_id=resolved.model_id), o.workload_changes
         ),
-        warmup=warmup,
-        iterations=iterations,
-        fault=fault,
+        warmup=o.warmup,
+        iterations=o.iterations,
+        fault=o.fault,
     )
     logger.info("benchmarking %s (%s) on %s, %d core(s)", resolved.model_id, task, backend.name, spec.cores)
     from pipeline.bench.escalation import run_with_escalation
@@ -211,24 +227,40 @@ def bench_model(
     bundle = bundle_beside(out) if backend.has_compile_cache else None
     if bundle is not None:
         bundle.unlink(missing_ok=True)
-    once = functools.partial(
-        harness.bench_once,
-        bundle_out=bundle,
-        host_memory_bytes=host_memory_bytes,
-        host_memory_wait_s=host_memory_wait_s,
-        memory_check=memory_check or harness.host_memory_short,
-    )
-    attempt = functools.partial(run_with_escalation, attempt=once) if escalate else once
-    with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
-        record = attempt(
-            spec,
-            resolved,
+
+    def once(
+        current: BenchSpec,
+        model: ResolvedModel,
+        *,
+        backend: Backend,
+        timeout_s: float,
+        memory_limit_bytes: int | None,
+        source: str,
+        plan: dict[str, Any] | None,
+    ) -> dict[str, Any]:
+        """One attempt: the harness, with this bench's bundle and host memory guard."""
+        return harness.bench_once(
+            current,
+            model,
             backend=backend,
             timeout_s=timeout_s,
             memory_limit_bytes=memory_limit_bytes,
             source=source,
             plan=plan,
+            bundle_out=bundle,
+            host_memory_bytes=o.host_memory_bytes,
+            host_memory_wait_s=o.host_memory_wait_s,
+            memory_check=o.memory_check or harness.host_memory_short,
         )
+
+    with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
+        if o.escalate:  # attempt after attempt, doubling the cores after each out-of-memory
+            record = run_with_escalation(
+                spec, resolved, backend=backend, timeout_s=o.timeout_s, memory_limit_bytes=o.memory_limit_bytes,
+                source=o.source, plan=plan, attempt=once)  # fmt: skip
+        else:
+            record = once(spec, resolved, backend=backend, timeout_s=o.timeout_s,
+                          memory_limit_bytes=o.memory_limit_bytes, source=o.source, plan=plan)  # fmt: skip
         stop = stopped_by()
     record.update(family_of(resolved).record_fields())
     # The harness writes emulated records too (the Neuron emulator's); trncat validate refuses them downstream.

@@ -23,11 +23,11 @@ from typing import Any
 
 from pipeline import fsatomic
 from pipeline.backends import get_backend
-from pipeline.bench import bench_model
+from pipeline.bench import BenchOptions, bench_model
 from pipeline.page import task_view
 from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
-from pipeline.serve import serve_folder, serving_workload
+from pipeline.serve import ServeOptions, serve_folder, serving_workload
 from pipeline.testing import (
     build_tiny_llama,
     build_tiny_llava,
@@ -260,33 +260,25 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                 )
                 results = work / "results"
                 entries = queue.entries
-                cpu = get_backend("cpu")
                 for index, entry in enumerate(entries, 1):
                     echo(f"[bench {index}/{len(entries)}] {entry['model_id']} ({entry['task']}) on cpu")
-                    bench_model(
-                        entry["model_id"],
-                        task=entry["task"],
-                        backend=cpu,
-                        revision=entry["revision"],
-                        dtype=entry["dtype"],
-                        cores=entry["cores"],
-                        hub=hub,
-                        out=results / f"{entry['artifact']}.json",
-                    )
+                    _bench_on_cpu(entry, out=results / f"{entry['artifact']}.json", hub=hub)
                 served = [e for e in entries if e["model_id"] == SERVED_MODEL]
                 if served:  # the tiny Llama served too: its CPU serving curve, labelled CPU on the page
                     echo(f"[serve] {SERVED_MODEL} with transformers serve on cpu, guidellm at concurrency 1, 2, 4")
                     serve_folder(
                         work / "models" / SERVED_MODEL.split("/")[1],
-                        device="cpu",
-                        workload=serving_workload("cpu-tiny"),
                         model_id=SERVED_MODEL,
                         revision=served[0]["revision"],
-                        out=results / "serving-tiny-llama.json",
-                        pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
-                        instance_type=DEMO_INSTANCE,
-                        warm_restart=False,
-                        work=work / "serving",  # guidellm's reports are JSON too: not beside the records
+                        options=ServeOptions(
+                            device="cpu",
+                            workload=serving_workload("cpu-tiny"),
+                            out=results / "serving-tiny-llama.json",
+                            pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
+                            instance_type=DEMO_INSTANCE,
+                            warm_restart=False,
+                            work=work / "serving",  # guidellm's reports are JSON too: not beside the records
+                        ),
                     )
                 if results.is_dir():
                     _name_the_demo_machine(results)
@@ -330,6 +322,12 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     return summary
 
 
+def _bench_on_cpu(row: dict[str, Any], *, out: Path, hub: Any) -> None:
+    """Benchmark a queue entry's (or a record's) model on the CPU, at its revision, dtype and cores."""
+    options = BenchOptions(revision=row["revision"], dtype=row["dtype"], cores=row["cores"], hub=hub)
+    bench_model(row["model_id"], task=row["task"], backend=get_backend("cpu"), out=out, options=options)
+
+
 def _rehearse_release_diff(
     store: Any, hub: Any, records: list[dict[str, Any]], work: Path, echo: Callable[[str], None]
 ) -> str | None:
@@ -343,12 +341,9 @@ def _rehearse_release_diff(
     first = [r for r in records if r["model_id"] in REHEARSAL_MODELS and r["status"] == "pass" and "serving" not in r]
     if not first:
         return None
-    cpu = get_backend("cpu")
     for index, record in enumerate(first, 1):
         echo(f"[diff {index}/{len(first)}] {record['model_id']} ({record['task']}) on cpu, a second time")
-        path = work / "rehearsal" / f"{index}.json"
-        bench_model(record["model_id"], task=record["task"], backend=cpu, revision=record["revision"],
-                    dtype=record["dtype"], cores=record["cores"], hub=hub, out=path)  # fmt: skip
+        _bench_on_cpu(record, out=work / "rehearsal" / f"{index}.json", hub=hub)
     _name_the_demo_machine(work / "rehearsal")  # the same machine as the first rows name, or nothing compares
     second = [r for _, r in validate_paths([work / "rehearsal"]).records]
     old, new = REHEARSAL_SIDES

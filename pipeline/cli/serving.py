@@ -106,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     import dataclasses
 
     from pipeline.prices import load_pricing
-    from pipeline.serve import DEFAULT_SLO, eval_task, serve_hub_model, serving_workload
+    from pipeline.serve import DEFAULT_SLO, ServeOptions, eval_task, serve_hub_model, serving_workload
 
     if (args.warm_from is None) != (args.sha256 is None):
         raise ConfigError("--warm-from and --sha256 go together: a bundle is unpacked only when its digest matches")
@@ -126,25 +126,27 @@ def _serve(args: argparse.Namespace) -> int:
     record = serve_hub_model(
         args.model,
         hub=None if Path(args.model).is_dir() else make_hub(),
-        device=args.device,
-        workload=workload,
         model_id=args.model_id,
         revision=args.revision,
-        out=args.out,
-        chips=args.chips,
-        dtype=args.dtype,
-        lnc=args.lnc,
-        slo=slo,
-        pricing=load_pricing(args.prices, option=args.price_option),
-        instance_chips=args.instance_chips,
-        instance_type=args.instance_type,
-        group=args.group,
-        warm_restart=not args.no_warm_restart,
-        source=args.source,
-        work=args.work,
-        eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
-        warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
-        require_warm=args.require_warm,
+        options=ServeOptions(
+            device=args.device,
+            workload=workload,
+            out=args.out,
+            chips=args.chips,
+            dtype=args.dtype,
+            lnc=args.lnc,
+            slo=slo,
+            pricing=load_pricing(args.prices, option=args.price_option),
+            instance_chips=args.instance_chips,
+            instance_type=args.instance_type,
+            group=args.group,
+            warm_restart=not args.no_warm_restart,
+            source=args.source,
+            work=args.work,
+            eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
+            warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
+            require_warm=args.require_warm,
+        ),
     )
     serving = record["serving"]
     best = serving["headline"]

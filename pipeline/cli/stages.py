@@ -322,7 +322,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
 )
 def _bench(args: argparse.Namespace) -> int:
     from pipeline.backends import get_backend
-    from pipeline.bench import bench_model
+    from pipeline.bench import BenchOptions, bench_model
 
     changes = dict(item.partition("=")[::2] for item in args.workload)
     _model_argument(args.model)
@@ -330,21 +330,23 @@ def _bench(args: argparse.Namespace) -> int:
         args.model,
         task=args.task,
         backend=get_backend(args.device),
-        cores=args.cores,
-        dtype=args.dtype,
         out=args.out,
-        model_id=args.model_id,
-        revision=args.revision,
-        timeout_s=args.timeout,
-        memory_limit_bytes=int(args.memory_limit_gb * 1024**3) if args.memory_limit_gb else None,
-        iterations=args.iterations,
-        warmup=args.warmup,
-        source=args.source,
-        escalate=args.escalate,
-        hub=None if Path(args.model).is_dir() else make_hub(),
-        host_memory_bytes=args.host_memory_bytes,
-        host_memory_wait_s=args.host_memory_wait,
-        workload_changes=changes,
+        options=BenchOptions(
+            cores=args.cores,
+            dtype=args.dtype,
+            model_id=args.model_id,
+            revision=args.revision,
+            timeout_s=args.timeout,
+            memory_limit_bytes=int(args.memory_limit_gb * 1024**3) if args.memory_limit_gb else None,
+            iterations=args.iterations,
+            warmup=args.warmup,
+            source=args.source,
+            escalate=args.escalate,
+            hub=None if Path(args.model).is_dir() else make_hub(),
+            host_memory_bytes=args.host_memory_bytes,
+            host_memory_wait_s=args.host_memory_wait,
+            workload_changes=changes,
+        ),
     )
     failure = record["failure"]
     verdict = record["status"] if failure is None else f"{record['status']} ({failure['stage']}/{failure['code']})"

@@ -11,7 +11,6 @@ when the machine is the Neuron emulator: never a Trainium2 verification.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import os
 import re
@@ -20,43 +19,19 @@ import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from pipeline.records import WarmCheck, WarmStatus
 from pipeline.render import run_script
 from pipeline.workload import CLIPS_DIR, speech_clips
 
 __all__ = ["WarmCheck", "parse_run_output", "warm_check"]
 
-Status = Literal["verified", "missed", "refused", "error"]
 _COUNTS = re.compile(r"^warm_start\s+hits=(\d+) misses=(\d+) first_call_s=([\d.]+)$", re.M)
 _STRICT = re.compile(r"^require-warm: (refused|failed): (.*)$", re.M)
 
 
-@dataclasses.dataclass(frozen=True)
-class WarmCheck:
-    """What the second machine saw. ``hits``/``misses``/``first_call_s`` are None when run.py did not get there."""
-
-    model_id: str
-    revision: str
-    sha256: str | None
-    status: Status
-    hits: int | None
-    misses: int | None
-    first_call_s: float | None
-    message: str
-    runner: str | None
-    emulated: bool
-    checked_at: str
-
-    @property
-    def verified(self) -> bool:
-        return self.status == "verified"
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def parse_run_output(returncode: int, output: str) -> tuple[Status, int | None, int | None, float | None, str]:
+def parse_run_output(returncode: int, output: str) -> tuple[WarmStatus, int | None, int | None, float | None, str]:
     """(status, hits, misses, first call seconds, message) from run.py's exit code and its printed lines."""
     counts = _COUNTS.search(output)
     hits, misses, first = (int(counts[1]), int(counts[2]), float(counts[3])) if counts else (None, None, None)
@@ -108,7 +83,7 @@ def warm_check(
             returncode, output = 124, f"run.py ran past {timeout_s:g} s"
     status, hits, misses, first, message = parse_run_output(returncode, output)
     return WarmCheck(
-        model_id=str(record["model_id"]), revision=str(record["revision"]), sha256=cache.get("sha256"),
+        model_id=str(record["model_id"]), revision=str(record["revision"]), sha256=str(cache.get("sha256") or ""),
         status=status, hits=hits, misses=misses, first_call_s=first, message=message, runner=runner,
         emulated=emulated, checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     )  # fmt: skip

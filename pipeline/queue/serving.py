@@ -34,11 +34,16 @@ VLLM_NEURON_IMAGE_ARCHITECTURES: frozenset[str] = frozenset({"Qwen3VLForConditio
 class Contract(Protocol):
     """What the queue reads of a serving workload (:class:`pipeline.serve.ServingWorkload`)."""
 
-    name: str
-    output_tokens: int
-    concurrencies: tuple[int, ...]
-    warmup_per_stream: int
-    measured_per_stream: int
+    @property
+    def name(self) -> str: ...
+    @property
+    def output_tokens(self) -> int: ...
+    @property
+    def concurrencies(self) -> tuple[int, ...]: ...
+    @property
+    def warmup_per_stream(self) -> int: ...
+    @property
+    def measured_per_stream(self) -> int: ...
 
 
 def serving_seconds(workload: Contract, *, device: str) -> float:

@@ -12,6 +12,8 @@
 - :mod:`~pipeline.records.families`: how each measured model fared (its family row) and, per architecture, how
   the family fared on Trainium2 (what ``trncat check`` and the page's table by architecture show);
 - :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules);
+- :mod:`~pipeline.records.types`: the record kinds as classes (result record, its serving and run sections, warm
+  check), serialised to the JSON their schemas describe;
 - :mod:`~pipeline.records.warm`: the second-machine warm check's schema and semantic rules (what a publish stores).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
@@ -28,10 +30,9 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.records.arrow import arrow_schema, arrow_type
-    from pipeline.records.bundles import bundle_folder, bundle_path, compiled_cache_problems, workload_key
-    from pipeline.records.collect import ARTIFACT_PREFIX, Collected, collect_records
+    from pipeline.records.bundles import bundle_folder, bundle_path, workload_key
+    from pipeline.records.collect import collect_records
     from pipeline.records.columns import (
-        ATTEMPT_FIELDS,
         BUILD_COLUMNS,
         COLUMN_NAMES,
         COLUMNS,
@@ -59,13 +60,17 @@ if TYPE_CHECKING:
         trainium3_rows,
         trainium_rows,
     )
-    from pipeline.records.plausible import MAX_HOST_MEMORY_BYTES, MAX_WALL_S, plausibility_problems
+    from pipeline.records.plausible import plausibility_problems
     from pipeline.records.rows import representative, toolchain_label
-    from pipeline.records.task_checks import agreement_problems, task_metric_problems
+    from pipeline.records.types import (
+        OPTIONAL_METRICS,
+        ResultRecord,
+        RunInfo,
+        Serving,
+        WarmCheck,
+        WarmStatus,
+    )
     from pipeline.records.validate import (
-        CI_ONLY_RUN_FIELDS,
-        MAX_FUTURE,
-        MAX_RECORD_BYTES,
         SCHEMA_VERSION,
         VERSION_TEXT,
         Problem,
@@ -73,7 +78,6 @@ if TYPE_CHECKING:
         check_file,
         dump_record,
         is_valid,
-        iter_record_files,
         load_schema,
         parse_record,
         printable,
@@ -89,27 +93,18 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "ARTIFACT_PREFIX",
-    "ATTEMPT_FIELDS",
     "BUILD_COLUMNS",
-    "CI_ONLY_RUN_FIELDS",
     "COLUMNS",
     "COLUMN_NAMES",
-    "Collected",
     "FAMILY_COLUMNS",
     "FamilyStat",
     "LAYOUT_VERSION",
-    "MAX_FUTURE",
-    "MAX_HOST_MEMORY_BYTES",
-    "MAX_RECORD_BYTES",
-    "MAX_WALL_S",
     "MEASURED",
     "Problem",
     "Report",
     "SCHEMA_VERSION",
     "TRAINIUM",
     "VERSION_TEXT",
-    "agreement_problems",
     "arrow_schema",
     "arrow_type",
     "bundle_folder",
@@ -117,7 +112,6 @@ __all__ = [
     "check_file",
     "collect_records",
     "column_value",
-    "compiled_cache_problems",
     "dump_record",
     "device_of",
     "evidence",
@@ -128,7 +122,6 @@ __all__ = [
     "family_stats",
     "flatten",
     "is_valid",
-    "iter_record_files",
     "load_schema",
     "parse_record",
     "one_per_model",
@@ -138,7 +131,6 @@ __all__ = [
     "record_id",
     "representative",
     "rows_of",
-    "task_metric_problems",
     "toolchain_label",
     "trainium3_rows",
     "trainium_rows",
@@ -151,6 +143,12 @@ __all__ = [
     "WARM_STATUSES",
     "counts_as_trainium2",
     "warm_check_problems",
+    "OPTIONAL_METRICS",
+    "ResultRecord",
+    "RunInfo",
+    "Serving",
+    "WarmCheck",
+    "WarmStatus",
 ]
 
 lazy_face(__name__)

@@ -178,10 +178,6 @@ COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 BUILD_COLUMNS: tuple[str, ...] = tuple(
     name for name, path, _ in COLUMNS if not path and name not in ("record_id", "layout_version")
 )
-#: The columns schema 1.1 added: a 1.0 record has none of these fields, so its row gives none back.
-COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
-    COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
-)
 #: The columns schema 1.2 (and 1.5: speech recognition) added, by the task whose record carries the field (a record
 #: of another task, or of an older schema, has none of them, so its row gives none back).
 COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
@@ -318,12 +314,11 @@ _TO_RECORD: dict[str, Any] = {
 
 
 @functools.cache
-def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool, bool], ...]:
-    """Each record field of :func:`unflatten` as (column, parent keys, key, conversion, added by schema 1.1,
-    carried by one task only (schema 1.2), optional in the record)."""
+def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool], ...]:
+    """Each record field of :func:`unflatten` as (column, parent keys, key, conversion, carried by one task only,
+    optional in the record)."""
     return tuple(
-        (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in COLUMNS_SINCE_1_1, name in _ALL_SINCE_1_2,
-         name in OPTIONAL_COLUMNS)
+        (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in _ALL_SINCE_1_2, name in OPTIONAL_COLUMNS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -332,10 +327,9 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool,
 def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     """The record a flat row came from (the inverse of :func:`flatten`)."""
     record: dict[str, Any] = {}
-    old = row.get("schema_version") == "1.0"
     task_columns = COLUMNS_SINCE_1_2.get(row.get("task") or "", frozenset())
-    for name, parents, key, convert, since_1_1, task_only, optional in _unflatten_plan():
-        if (old and since_1_1) or (task_only and name not in task_columns):
+    for name, parents, key, convert, task_only, optional in _unflatten_plan():
+        if task_only and name not in task_columns:
             continue
         value = row.get(name)
         if name == "attempts":
@@ -357,9 +351,8 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         record["metrics"]["latency_s"] = None
     if record.get("plan", {}).get("cores") is None:
         record["plan"] = None
-    if not old:
-        if record.get("agreement", {}).get("reference") is None:
-            record["agreement"] = None
-        if record.get("notes") is None:
-            record["notes"] = []
+    if record.get("agreement", {}).get("reference") is None:
+        record["agreement"] = None
+    if record.get("notes") is None:
+        record["notes"] = []
     return record

@@ -1,8 +1,8 @@
-"""Semantic checks of a serving record (schema 1.4, its ``serving`` section) that a schema cannot express: the
-sweep's points ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its
-output tok/s over the record's chips, and the headline is one of the points; a task score (1.5,
-``serving.eval``) passes exactly when it reaches its floor, and never stands below it beside a pass; an image
-workload (1.6, ``serving.workload.images``) is the image-text-to-text task's, and only its."""
+"""Semantic checks of a serving record (its ``serving`` section) that a schema cannot express: the sweep's points
+ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its output tok/s over the
+record's chips, and the headline is one of the points; a task score (``serving.eval``) passes exactly when it
+reaches its floor, and never stands below it beside a pass; an image workload (``serving.workload.images``) is the
+image-text-to-text task's, and only its."""
 
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
     if not serving:
         return []
     out: list[tuple[str, str]] = []
-    if record["schema_version"] in ("1.0", "1.1", "1.2", "1.3"):
-        out.append(("schema_version", "a serving record is schema 1.4 or later"))
     points = serving["points"]
     levels = [p["concurrency"] for p in points]
     if levels != sorted(set(levels)):
@@ -52,13 +50,11 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def _eval_problems(record: dict[str, Any], evaluation: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """The task score (schema 1.5): its verdict is the score against the floor, and a score below the floor never
+    """The task score: its verdict is the score against the floor, and a score below the floor never
     stands beside a pass."""
     if evaluation is None:
         return []
     out: list[tuple[str, str]] = []
-    if record["schema_version"] in ("1.0", "1.1", "1.2", "1.3", "1.4"):
-        out.append(("schema_version", "a task score (serving.eval) is schema 1.5 or later"))
     score, floor, passed = evaluation["score"], evaluation["floor"], evaluation["passed"]
     if (score is None) != (passed is None) or (score is not None and passed != (score >= floor)):
         out.append(("serving.eval.passed", f"{passed} is not whether the score {score} reaches the floor {floor}"))
@@ -68,11 +64,9 @@ def _eval_problems(record: dict[str, Any], evaluation: dict[str, Any] | None) ->
 
 
 def _image_problems(record: dict[str, Any], images: dict[str, Any] | None) -> list[tuple[str, str]]:
-    """An image workload (schema 1.6) serves an image-text-to-text model; an image-text-to-text model is served
+    """An image workload serves an image-text-to-text model; an image-text-to-text model is served
     with images (a text-only sweep of it would say nothing of its image path)."""
     out: list[tuple[str, str]] = []
-    if images is not None and record["schema_version"] in ("1.0", "1.1", "1.2", "1.3", "1.4", "1.5"):
-        out.append(("schema_version", "an image serving workload (serving.workload.images) is schema 1.6 or later"))
     if (images is not None) != (record["task"] == "image-text-to-text"):
         out.append(("serving.workload.images", f"a {record['task']} serving record with images {images is not None}"))
     return out

@@ -1,12 +1,9 @@
 """The result record: schema loading, JSON-Schema + semantic validation.
 
-One JSON object per benchmark run (``schemas/result.schema.json``, ``schema_version`` "1.3"; "1.0" to "1.2"
-records stay valid: 1.1 only adds optional fields and the ``accuracy`` stage, 1.2 the sentence-embeddings and
-text-to-image tasks, each with its own metric set, which a generation record does not carry, 1.3 optional fields
-only). Validation is
-the JSON Schema (compiled once with jsonschema-rs, which names the field) plus the semantic checks that a
-schema cannot express. A bad record is reported with its file and field and set aside; it never stops the
-good ones.
+One JSON object per benchmark or serving run (``schemas/result.schema.json``, ``schema_version`` "2.0", the one
+version). Validation is the JSON Schema (compiled once with jsonschema-rs, which names the field) plus the
+semantic checks that a schema cannot express. A bad record is reported with its file and field and set aside; it
+never stops the good ones.
 """
 
 from __future__ import annotations
@@ -31,7 +28,7 @@ from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
 from pipeline.records.serving_checks import serving_problems
 from pipeline.records.task_checks import agreement_problems, task_metric_problems
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "2.0"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
 #: The schema's rule for a version string (PEP 440, dpkg and image references fit), and its rule for free text:
 #: no C0 control but tab, newline and carriage return (issue 22.8: a control character made feed.xml unreadable).

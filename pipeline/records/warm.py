@@ -10,25 +10,24 @@ holds no control character. An emulated check may be stored, labelled, but never
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import jsonschema_rs
 
 from pipeline.ids import model_id_problem
 from pipeline.records.times import parse_time
+from pipeline.records.types import WarmCheck, WarmStatus
 from pipeline.records.validate import MAX_FUTURE, Problem, load_schema
 
-#: What a check can say (pipeline/publish/warmcheck.py's ``Status``).
-WARM_STATUSES = ("verified", "missed", "refused", "error")
+#: What a check can say.
+WARM_STATUSES: tuple[str, ...] = get_args(WarmStatus)
 #: The fields of a check, in the schema's order (the dataset file's columns).
-WARM_FIELDS = (
-    "model_id", "revision", "sha256", "status", "hits", "misses", "first_call_s", "message", "runner", "emulated",
-    "checked_at",
-)  # fmt: skip
+WARM_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WarmCheck))
 #: A check file larger than this is no check (a real one is a few hundred bytes).
 MAX_WARM_CHECK_BYTES = 16 * 1024
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")

@@ -43,16 +43,10 @@ if TYPE_CHECKING:
     )
     from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
     from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario, tool_version
-    from pipeline.serve.local import engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.local import ServeOptions, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-    from pipeline.serve.sweep import (
-        EVAL_SCHEMA_VERSION,
-        IMAGE_SCHEMA_VERSION,
-        SERVING_SCHEMA_VERSION,
-        ServingRun,
-        serve_model,
-    )
+    from pipeline.serve.sweep import ServingRun, serve_model
     from pipeline.serve.workload import (
         DEFAULT_SLO,
         FULL_CONCURRENCIES,
@@ -66,15 +60,13 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ServeOptions",
     "DEFAULT_SLO",
     "ENGINES",
-    "EVAL_SCHEMA_VERSION",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
-    "IMAGE_SCHEMA_VERSION",
     "IMAGE_WORKLOADS",
     "MIN_SUCCESS_RATE",
-    "SERVING_SCHEMA_VERSION",
     "WORKLOADS",
     "Engine",
     "EngineSpec",

@@ -126,75 +126,95 @@ def _instance_chips(device: str, instance_type: str, pricing: Pricing | None) ->
     return known.accelerators.count if known and known.accelerators else None
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ServeOptions:
+    """How :func:`serve_folder` serves a model, and where it writes.
+
+    Args:
+        device: ``cpu``, ``cuda`` or ``neuron``: the engine is the device's.
+        workload: The serving workload swept.
+        out: The record's file. The engine's logs, guidellm's scenarios and reports and serve.sh go to ``work``
+            (default: serve.sh beside ``out``, the rest in ``<out>.serving/``; CI gives a ``work`` apart, so the
+            record's folder holds the record alone).
+        chips / dtype / lnc: The engine's chips, weights' dtype (default: float32 on the CPU, else bfloat16) and
+            logical cores per chip.
+        slo: The service level the headline is judged at.
+        pricing / instance_type / instance_chips: The price table, the instance and its chips: the share of the
+            instance a cost is charged is ``chips`` of ``instance_chips`` (default: the instance's own, from
+            :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a GPU one).
+        group: Points per guidellm run (default: every point on the CPU, else 1).
+        warm_restart: Time a second start of the engine after a pass.
+        source: The record's ``run.source``.
+        eval_task: The task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
+        warm_from / require_warm: On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under
+            ``work``, packed after a pass into the serving bundle beside ``out`` (:mod:`pipeline.serve.cache`;
+            else ``compiled_cache_skipped`` says why); ``warm_from`` (a bundle and its sha256) starts the engine
+            from that bundle's cache instead, and ``require_warm`` makes a cache miss fatal (vLLM Neuron's
+            ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
+    """
+
+    device: str
+    workload: ServingWorkload
+    out: Path
+    chips: int = 1
+    dtype: str | None = None
+    lnc: int | None = None
+    slo: ServiceLevel = DEFAULT_SLO
+    pricing: Pricing | None = None
+    instance_chips: int | None = None
+    instance_type: str | None = None
+    group: int | None = None
+    warm_restart: bool = True
+    source: str = "local"
+    work: Path | None = None
+    eval_task: EvalTask | None = None
+    warm_from: tuple[Path, str] | None = None
+    require_warm: bool = False
+
+
 def serve_hub_model(
     model: str | Path,
     *,
     hub: Hub | None,
+    options: ServeOptions,
     model_id: str | None = None,
     revision: str | None = None,
-    **options: Any,
 ) -> dict[str, Any]:
-    """:func:`serve_folder` for a local folder or a Hub id at a revision (:func:`resolve_served`); ``options``
-    are :func:`serve_folder`'s."""
-    workload = options.get("workload")
-    task = workload.task if isinstance(workload, ServingWorkload) else "text-generation"
+    """:func:`serve_folder` for a local folder or a Hub id at a revision (:func:`resolve_served`)."""
+    task = options.workload.task
     resolved = resolve_served(model, hub=hub, model_id=model_id, revision=revision, task=task)
     return serve_folder(
-        resolved.path, model_id=resolved.model_id, revision=resolved.revision, fetch_error=resolved.error, **options
+        resolved.path,
+        model_id=resolved.model_id,
+        revision=resolved.revision,
+        fetch_error=resolved.error,
+        options=options,
     )
 
 
 def serve_folder(
-    folder: Path,
-    *,
-    device: str,
-    workload: ServingWorkload,
-    model_id: str,
-    revision: str,
-    out: Path,
-    chips: int = 1,
-    dtype: str | None = None,
-    lnc: int | None = None,
-    slo: ServiceLevel = DEFAULT_SLO,
-    pricing: Pricing | None = None,
-    instance_chips: int | None = None,
-    instance_type: str | None = None,
-    group: int | None = None,
-    warm_restart: bool = True,
-    source: str = "local",
-    work: Path | None = None,
-    fetch_error: str | None = None,
-    eval_task: EvalTask | None = None,
-    warm_from: tuple[Path, str] | None = None,
-    require_warm: bool = False,
+    folder: Path, *, model_id: str, revision: str, options: ServeOptions, fetch_error: str | None = None
 ) -> dict[str, Any]:
-    """Serve ``folder`` on ``device``, sweep it, write the record to ``out``; the engine's logs, guidellm's
-    scenarios and reports and serve.sh go to ``work`` (default: serve.sh beside ``out``, the rest in
-    ``<out>.serving/``; CI gives a ``work`` apart, so the record's folder holds the record alone). The share of
-    the instance a cost is charged is ``chips`` of the instance's chips (``instance_chips``, default: the
-    instance's own, from :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a
-    GPU one).
-    A model that needs its own code, or whose fetch failed (``fetch_error``), gets its record with no engine
-    started. ``eval_task``: the task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
-    On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under ``work``, packed after a pass
-    into the serving bundle beside ``out`` (:mod:`pipeline.serve.cache`; else ``compiled_cache_skipped`` says
-    why); ``warm_from`` (a bundle and its sha256) starts the engine from that bundle's cache instead, and
-    ``require_warm`` makes a cache miss fatal (vLLM Neuron's ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
+    """Serve ``folder`` as ``options`` say, sweep it, write the record to ``options.out``. A model that needs its
+    own code, or whose fetch failed (``fetch_error``), gets its record with no engine started.
 
     Raises:
         ConfigError: the folder is not a model folder, the device has no engine, or a warm start is asked off
             Trainium2.
         BundleError: ``warm_from``'s bundle is not the one its sha256 names, or breaks the bundle's rule.
     """
+    device, workload, out, chips, work = options.device, options.workload, options.out, options.chips, options.work
+    warm_from, require_warm, instance_type = options.warm_from, options.require_warm, options.instance_type
+    instance_chips = options.instance_chips
     if (warm_from or require_warm) and device != "neuron":
         raise ConfigError("a serving bundle holds vLLM Neuron's compile cache: a warm start needs --device neuron")
     refusal = _refusal(folder, fetch_error)
     if instance_chips is None and instance_type:
-        instance_chips = _instance_chips(device, instance_type, pricing)
+        instance_chips = _instance_chips(device, instance_type, options.pricing)
     if refusal is None and not (folder / "config.json").is_file():
         raise ConfigError(f"{folder}: not a model folder (no config.json)")
     backend = get_backend(device)
-    dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
+    dtype = options.dtype or ("float32" if device == "cpu" else "bfloat16")
     max_model_len = workload.input_tokens + workload.output_tokens + workload.image_tokens_bound + 64
     streams = max(workload.concurrencies)
     script_dir = work or out.parent
@@ -207,8 +227,9 @@ def serve_folder(
 
     def engine(port: int) -> EngineSpec:
         """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""
-        spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=lnc, max_model_len=max_model_len,
-                          max_streams=streams, images_per_prompt=workload.images_per_request)  # fmt: skip
+        spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=options.lnc,
+                          max_model_len=max_model_len, max_streams=streams,
+                          images_per_prompt=workload.images_per_request)  # fmt: skip
         return _with_cache(spec, cache_root, strict=require_warm) if cache_root else spec
 
     spec = engine(free_port())
@@ -228,19 +249,21 @@ def serve_folder(
         instance_chips=instance_chips,
         params=safetensors_param_count(folder) if refusal is None else None,
         weight_dtype=dtype,
-        slo=slo,
-        pricing=pricing,
+        slo=options.slo,
+        pricing=options.pricing,
         # on the CPU one guidellm run sweeps every point (its start-up dominates a tiny model's points)
-        group=group or (len(workload.concurrencies) if device == "cpu" else 1),
-        warm_restart=warm_restart,
+        group=options.group or (len(workload.concurrencies) if device == "cpu" else 1),
+        warm_restart=options.warm_restart,
         engine_versions={
             "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
         },
-        source=source,
-        eval_task=eval_task,
-        ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA) if source == "ci" else None,
+        source=options.source,
+        eval_task=options.eval_task,
+        ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA)
+        if options.source == "ci"
+        else None,
     )
     record = serve_model(spec, workload, run, work, restart=lambda: engine(free_port()), refusal=refusal)
     if cache_root is not None:

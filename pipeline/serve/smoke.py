@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.backends.neuron import bundle_beside
 from pipeline.serve.cache import compile_cache_dir, run_cache_root
-from pipeline.serve.local import serve_folder
+from pipeline.serve.local import ServeOptions, serve_folder
 from pipeline.serve.workload import serving_workload
 
 
@@ -28,14 +28,16 @@ def serving_smoke(device: str, *, work: Path) -> dict[str, Any]:
     out, run_work = work / "serving-smoke.json", work / "serving-smoke.serving"
     record = serve_folder(
         folder,
-        device=device,
-        workload=workload,
         model_id="trncat-demo/tiny-llama",
         revision="0" * 40,
-        out=out,
-        chips=1,
-        dtype="bfloat16" if device != "cpu" else None,
-        work=run_work,
+        options=ServeOptions(
+            device=device,
+            workload=workload,
+            out=out,
+            chips=1,
+            dtype="bfloat16" if device != "cpu" else None,
+            work=run_work,
+        ),
     )
     serving = record["serving"]
     engine = serving["engine"]

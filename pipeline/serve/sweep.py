@@ -1,5 +1,5 @@
 """One serving run: start the engine, time it to ready, sweep the concurrencies with the load generator, time a
-warm restart, and write one record (schema 1.4, its ``serving`` section).
+warm restart, and write one record (its ``serving`` section).
 
 Faults, each with a verdict and a reason: an engine that never becomes ready is an ``error`` record (infra) with
 its log tail; a port in use, an out-of-memory at start and a model the engine refuses each name their code; a
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.prices import Pricing
+from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
 from pipeline.serve.evals import EvalTask, run_eval
@@ -26,11 +27,6 @@ from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel,
 
 logger = logging.getLogger(__name__)
 
-SERVING_SCHEMA_VERSION = "1.4"
-#: A serving record with a task score (``serving.eval``, additive: 1.4 records stay valid).
-EVAL_SCHEMA_VERSION = "1.5"
-#: A serving record of an image workload (``serving.workload.images``, task image-text-to-text; additive).
-IMAGE_SCHEMA_VERSION = "1.6"
 _STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
 
 
@@ -192,9 +188,9 @@ def serve_model(
         except EngineStartError as exc:
             stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
     _cost_points(points, run, usd, share)
-    serving = {
-        "tool": {"name": TOOL, "version": tool_version() or "unknown", "commands": commands},
-        "engine": {
+    serving = Serving(
+        tool={"name": TOOL, "version": tool_version() or "unknown", "commands": commands},
+        engine={
             "name": spec.engine,
             "command": spec.shell(),
             "options": spec.options,
@@ -202,26 +198,19 @@ def serve_model(
             "warm_ready_s": warm_ready_s,
             "log_tail": log_tail,
         },
-        "workload": workload.to_record(),
-        "chips": run.chips,
-        "weight_dtype": run.weight_dtype,
-        "kv_dtype": run.kv_dtype or run.weight_dtype,
-        "versions": {"guidellm": tool_version(), **run.engine_versions},
-        "points": points,
-        "stopped": stopped,
-        "slo": run.slo.to_record(),
-        "headline": headline(points, run.slo),
-        "price": price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
-    }
-    if evaluation is not None:
-        serving["eval"] = evaluation
+        workload=workload.to_record(),
+        chips=run.chips,
+        weight_dtype=run.weight_dtype,
+        kv_dtype=run.kv_dtype or run.weight_dtype,
+        versions={"guidellm": tool_version(), **run.engine_versions},
+        points=points,
+        stopped=stopped,
+        slo=run.slo.to_record(),
+        headline=headline(points, run.slo),
+        price=price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
+        eval=evaluation,
+    )
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
-
-
-def _schema_version(workload: ServingWorkload, evaluation: dict[str, Any] | None) -> str:
-    if workload.images_per_request:
-        return IMAGE_SCHEMA_VERSION
-    return EVAL_SCHEMA_VERSION if evaluation is not None else SERVING_SCHEMA_VERSION
 
 
 def _record(
@@ -230,41 +219,41 @@ def _record(
     workload: ServingWorkload,
     status: str,
     failure: dict[str, str] | None,
-    serving: dict[str, Any],
+    serving: Serving,
     started: str,
     wall: float,
     ready_s: float | None,
 ) -> dict[str, Any]:
-    first = next((p for p in serving["points"] if p["success_rate"] >= MIN_SUCCESS_RATE), None)
+    first = next((p for p in serving.points if p["success_rate"] >= MIN_SUCCESS_RATE), None)
     notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
     if workload.images_per_request:
         notes.append(
             f"{workload.images_per_request} synthetic {workload.image_width} x {workload.image_height} image(s) per "
             f"request, sent by {TOOL} as image_url content parts of /v1/chat/completions"
         )
-    if serving["stopped"]:
-        notes.append(f"the sweep stopped early: {serving['stopped'][:400]}")
-    evaluation = serving.get("eval")
+    if serving.stopped:
+        notes.append(f"the sweep stopped early: {serving.stopped[:400]}")
+    evaluation = serving.eval
     if evaluation is not None and evaluation["score"] is None:  # a check that did not run is said, never hidden
         notes.append(f"no task score: lm-eval gave none ({(evaluation['output_tail'] or '')[-300:]})")
-    return {
-        "schema_version": _schema_version(workload, evaluation),
-        "model_id": run.model_id,
-        "revision": run.revision,
-        "task": workload.task,
-        "status": status,
-        "failure": failure,
-        "device": run.device,
-        "hardware": run.hardware,
-        "cores": run.chips,
-        "dtype": run.weight_dtype,
-        "workload": {
+    return ResultRecord(
+        schema_version=SCHEMA_VERSION,
+        model_id=run.model_id,
+        revision=run.revision,
+        task=workload.task,
+        status=status,
+        failure=failure,
+        device=run.device,
+        hardware=run.hardware,
+        cores=run.chips,
+        dtype=run.weight_dtype,
+        workload={
             "batch_size": 1,
             "input_tokens": workload.input_tokens,
             "output_tokens": workload.output_tokens,
             "image_size": None,
         },
-        "metrics": {
+        metrics={
             "params": run.params,
             "weights_bytes": None,
             "load_s": min(ready_s, wall) if ready_s is not None else None,
@@ -278,15 +267,8 @@ def _record(
             "peak_host_memory_bytes": None,
             "roofline_fraction": None,
         },
-        "versions": run.versions,
-        "run": {
-            "started_at": started,
-            "finished_at": _now(),
-            "runner": run.ci_run[0] if run.ci_run else None,
-            "github_run_id": run.ci_run[1] if run.ci_run else None,
-            "github_sha": run.ci_run[2] if run.ci_run else None,
-            "source": run.source,
-        },
-        "notes": notes,
-        "serving": serving,
-    }
+        versions=run.versions,
+        run=RunInfo(started, _now(), *(run.ci_run or (None, None, None)), source=run.source),
+        notes=notes,
+        serving=serving,
+    ).to_dict()

@@ -7,7 +7,7 @@ import hashlib
 from typing import Any
 
 _BASE: dict[str, Any] = {
-    "schema_version": "1.1",
+    "schema_version": "2.0",
     "model_id": "trncat-demo/tiny-llama",
     "revision": "0123456789abcdef0123456789abcdef01234567",
     "task": "text-generation",
@@ -168,7 +168,7 @@ def _serving_point(concurrency: int, per_chip: float, per_user: float, chips: in
 
 
 def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any]:
-    """A valid serving record (schema 1.4): a Trainium2 (``neuron``) or GPU (``cuda``) sweep of 1 ... 8."""
+    """A valid serving record: a Trainium2 (``neuron``) or GPU (``cuda``) sweep of 1 ... 8."""
     neuron = device == "neuron"
     chips, usd = (1, 85.964 / 16) if neuron else (1, 10.0)
     curve = [(1, 40.0, 40.0), (2, 78.0, 39.0), (4, 150.0, 37.5), (8, 280.0, 35.0)]
@@ -176,7 +176,6 @@ def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any
         curve = [(c, x * 1.5, u * 1.4) for c, x, u in curve]
     points = [_serving_point(c, x, u, chips, usd) for c, x, u in curve]
     record = sample_record(
-        schema_version="1.4",
         device=device,
         cores=chips,
         agreement=None,
@@ -257,10 +256,9 @@ def sample_serving(*, device: str = "neuron", **overrides: Any) -> dict[str, Any
 
 
 def sample_speech_record(**overrides: Any) -> dict[str, Any]:
-    """A valid automatic-speech-recognition neuron pass (schema 1.5): four clips, its metric set, its graded
+    """A valid automatic-speech-recognition neuron pass: four clips, its metric set, its graded
     transcript check; ``overrides`` as :func:`sample_record`'s."""
     record = sample_record(
-        schema_version="1.5",
         model_id="acme/whisper-small",
         task="automatic-speech-recognition",
         workload={"batch_size": 1, "input_tokens": 1500, "output_tokens": 64, "image_size": None, "audio_clips": 4},

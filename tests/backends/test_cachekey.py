@@ -77,11 +77,11 @@ def test_read_config_takes_the_tasks_file_and_refuses_nothing_silently(tmp_path:
 
 def test_the_schema_takes_a_key_and_refuses_a_hostile_one(tmp_path: Path) -> None:
     key = _key(tmp_path, LLAMA)
-    assert validate_record(sample_record(schema_version="1.5", compiled_cache_key=key)) == []
-    assert validate_record(sample_record(schema_version="1.4")) == []  # an older record stays valid
+    assert validate_record(sample_record(compiled_cache_key=key)) == []
+    assert validate_record(sample_record()) == []  # the key is optional
     for bad in ({**key, "compiler_args": "-O1\nimport os"}, {**key, "architecture": "Llama'); import os; ('"},
                 {**key, "extra": 1}, {**key, "graphs": ["../../etc/passwd"]}):  # fmt: skip
-        problems = validate_record(sample_record(schema_version="1.5", compiled_cache_key=bad))
+        problems = validate_record(sample_record(compiled_cache_key=bad))
         assert problems and problems[0][0].startswith("compiled_cache_key"), problems
 
 
@@ -89,7 +89,7 @@ def test_run_py_builds_the_same_key_from_a_model_folder(tmp_path: Path) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(LLAMA))
-    record = sample_record(schema_version="1.5", dtype="bfloat16", workload=WORKLOAD)
+    record = sample_record(dtype="bfloat16", workload=WORKLOAD)
     key = _key(tmp_path, read_config(folder, "text-generation"), workload=record["workload"])
     record["compiled_cache_key"] = key
     namespace: dict[str, Any] = {"__name__": "run"}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.records import validate_record
 from pipeline.workload import Workload
 
@@ -26,11 +26,7 @@ def test_tiny_model_runs_on_one_gpu(task: str, tiny_models: dict[str, Path], tmp
         task=task,
         backend=get_backend("cuda"),
         out=tmp_path / f"{task}.json",
-        dtype="bfloat16",
-        workload=WORKLOADS[task],
-        iterations=2,
-        warmup=1,
-        timeout_s=600,
+        options=BenchOptions(dtype="bfloat16", workload=WORKLOADS[task], iterations=2, warmup=1, timeout_s=600),
     )
     assert validate_record(record) == []
     assert record["status"] == "pass", record["failure"]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.bench.tasks.perturb import SWAP_STEP
 from pipeline.records import flatten, parse_record, unflatten, validate_record
 from pipeline.workload import Workload
@@ -19,8 +19,13 @@ WORKLOAD = Workload(batch_size=1, input_tokens=16, output_tokens=8)
 
 def _bench(tiny_models: dict[str, Path], tmp_path: Path, fault: str | None) -> dict:
     out = tmp_path / f"{fault or 'clean'}.json"
-    record = bench_model(str(tiny_models["text-generation"]), task="text-generation", backend=get_backend("cpu"),
-                         out=out, dtype="bfloat16", workload=WORKLOAD, iterations=1, warmup=0, fault=fault)  # fmt: skip
+    record = bench_model(
+        str(tiny_models["text-generation"]),
+        task="text-generation",
+        backend=get_backend("cpu"),
+        out=out,
+        options=BenchOptions(dtype="bfloat16", workload=WORKLOAD, iterations=1, warmup=0, fault=fault),
+    )
     assert parse_record(out.read_text()) == record and validate_record(record) == []
     assert unflatten(flatten(record))["agreement"] == record["agreement"]  # the flat columns keep every figure
     return record

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.cli import main
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import tiny
@@ -22,7 +22,7 @@ def _bench(folder: Path, tmp_path: Path, *, task: str = "text-generation", **kwa
     kwargs.setdefault("workload", SMALL if task == "text-generation" else SMALL_VLM)
     kwargs.setdefault("iterations", 2)
     out = tmp_path / f"{folder.name}.json"
-    record = bench_model(str(folder), task=task, backend=get_backend("cpu"), out=out, **kwargs)
+    record = bench_model(str(folder), task=task, backend=get_backend("cpu"), out=out, options=BenchOptions(**kwargs))
     on_disk = parse_record(out.read_text())
     assert on_disk == record
     assert validate_record(on_disk) == []
@@ -211,10 +211,7 @@ def _bench_hub(model_id: str, localhub, tmp_path: Path) -> dict:
         task="text-generation",
         backend=get_backend("cpu"),
         out=out,
-        hub=localhub.client,
-        workload=SMALL,
-        iterations=1,
-        warmup=0,
+        options=BenchOptions(hub=localhub.client, workload=SMALL, iterations=1, warmup=0),
     )
 
 
@@ -250,9 +247,12 @@ def test_a_host_short_of_memory_refuses_the_run_with_an_error_record_that_is_ret
     assert host_memory_short(None, wait_s=0, available=lambda: 0) is None
     folder = tiny.build_tiny_llama(tmp_path / "tiny")
     record = bench_model(
-        str(folder), task="text-generation", backend=get_backend("cpu"), out=tmp_path / "r.json",
-        host_memory_bytes=1 << 62, host_memory_wait_s=0,
-    )  # fmt: skip
+        str(folder),
+        task="text-generation",
+        backend=get_backend("cpu"),
+        out=tmp_path / "r.json",
+        options=BenchOptions(host_memory_bytes=1 << 62, host_memory_wait_s=0),
+    )
     assert record["status"] == "error" and record["failure"]["code"] == HOST_MEMORY_SHORT
     assert "the compile needs" in record["failure"]["message"] and not validate_record(record)
 
@@ -275,8 +275,11 @@ def test_the_host_memory_guard_never_asks_more_than_the_runners_share(tmp_path: 
 
     folder = tiny.build_tiny_llama(tmp_path / "tiny")
     record = bench_model(
-        str(folder), task="text-generation", backend=get_backend("cpu"), out=tmp_path / "r.json",
-        host_memory_bytes=1 << 62, host_memory_wait_s=1800, memory_check=check,
-    )  # fmt: skip
+        str(folder),
+        task="text-generation",
+        backend=get_backend("cpu"),
+        out=tmp_path / "r.json",
+        options=BenchOptions(host_memory_bytes=1 << 62, host_memory_wait_s=1800, memory_check=check),
+    )
     assert asked == [psutil.virtual_memory().total], "capped at the share (a CPU host: all of it)"
     assert any("the runner's share" in note for note in record["notes"]) and not validate_record(record)

@@ -128,7 +128,7 @@ def test_an_invalid_record_is_a_harness_error() -> None:
 
 
 def test_bench_model_escalates_through_the_cli_path(tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    from pipeline.bench.run import bench_model
+    from pipeline.bench.run import BenchOptions, bench_model
     from pipeline.workload import Workload
 
     record = bench_model(
@@ -136,10 +136,9 @@ def test_bench_model_escalates_through_the_cli_path(tiny_models: dict[str, Path]
         task="text-generation",
         backend=get_backend("cpu"),
         out=tmp_path / "r.json",
-        workload=Workload(batch_size=1, input_tokens=8, output_tokens=4),
-        iterations=1,
-        warmup=0,
-        escalate=True,
+        options=BenchOptions(
+            workload=Workload(batch_size=1, input_tokens=8, output_tokens=4), iterations=1, warmup=0, escalate=True
+        ),
     )
     assert record["status"] == "pass" and record["attempts"] == [] and record["cores"] == 1
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.plan import FEW_STEPS, resolve_workload
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import tiny
@@ -32,7 +32,7 @@ def _bench(folder: Path, tmp_path: Path, task: str, **kwargs) -> dict:
     kwargs.setdefault("workload", WORKLOADS[task])
     kwargs.setdefault("iterations", 2)
     out = tmp_path / f"{folder.name}-{kwargs.get('dtype', 'float32')}.json"
-    record = bench_model(str(folder), task=task, backend=get_backend("cpu"), out=out, **kwargs)
+    record = bench_model(str(folder), task=task, backend=get_backend("cpu"), out=out, options=BenchOptions(**kwargs))
     assert parse_record(out.read_text()) == record
     assert validate_record(record) == []
     return record

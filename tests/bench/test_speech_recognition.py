@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench.run import bench_model
+from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import build_tiny_whisper, tiny
 from pipeline.workload import Workload, speech_clips
@@ -34,7 +34,7 @@ def _bench(folder: Path, out_dir: Path, **kwargs) -> dict:
     kwargs.setdefault("iterations", 1)
     kwargs.setdefault("warmup", 0)
     out = out_dir / f"{folder.name}-{kwargs.get('dtype', 'float32')}-{kwargs.get('fault')}.json"
-    record = bench_model(str(folder), task=ASR, backend=get_backend("cpu"), out=out, **kwargs)
+    record = bench_model(str(folder), task=ASR, backend=get_backend("cpu"), out=out, options=BenchOptions(**kwargs))
     assert parse_record(out.read_text()) == record
     assert validate_record(record) == []
     return record
@@ -43,7 +43,7 @@ def _bench(folder: Path, out_dir: Path, **kwargs) -> dict:
 def test_the_tiny_whisper_passes_with_its_metric_set(whisper: Path, tmp_path: Path) -> None:
     record = _bench(whisper, tmp_path, iterations=2)
     assert record["status"] == "pass", record["failure"]
-    assert record["schema_version"] == "1.5" and record["workload"]["audio_clips"] == 4
+    assert record["schema_version"] == "2.0" and record["workload"]["audio_clips"] == 4
     m = record["metrics"]
     audio_s = sum(clip.seconds for clip in speech_clips())
     assert m["audio_seconds"] == pytest.approx(audio_s)

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from pipeline.backends import get_backend
-from pipeline.bench import bench_model
+from pipeline.bench import BenchOptions, bench_model
 from pipeline.bench import run as bench_run
 from pipeline.cli import main
 from pipeline.errors import BenchError
@@ -35,11 +35,11 @@ SCRIPT = """
 import sys
 from pathlib import Path
 from pipeline.backends import get_backend
-from pipeline.bench import bench_model
+from pipeline.bench import BenchOptions, bench_model
 from pipeline.errors import BenchError
 try:
     bench_model(sys.argv[1], task="text-generation", backend=get_backend("cpu"), out=Path(sys.argv[2]),
-                fault="hang", timeout_s=900, iterations=1, warmup=0)
+                options=BenchOptions(fault="hang", timeout_s=900, iterations=1, warmup=0))
 except BenchError as exc:
     print(exc, file=sys.stderr)
     sys.exit(exc.exit_code)
@@ -161,8 +161,13 @@ def test_a_full_out_disk_writes_the_record_to_a_fallback_and_says_where(tmp_path
     monkeypatch.setattr(bench_run, "fallback_dirs", lambda: [tmp_path / "a-file" / "records", tmp_path / "spare"])
     monkeypatch.setattr(bench_run.harness, "bench_once", lambda *a, **k: sample_record(model_id="local/tiny"))
     with pytest.raises(BenchError, match="No space left on device; the record was written to .*spare") as caught:
-        bench_model(str(tiny_models["text-generation"]), task="text-generation", backend=get_backend("cpu"),
-                    out=out, model_id="local/tiny")  # fmt: skip
+        bench_model(
+            str(tiny_models["text-generation"]),
+            task="text-generation",
+            backend=get_backend("cpu"),
+            out=out,
+            options=BenchOptions(model_id="local/tiny"),
+        )
     (kept,) = (tmp_path / "spare").iterdir()
     assert str(kept) in str(caught.value) and kept.name.startswith("record.") and kept.suffix == ".json"
     assert validate_record(parse_record(kept.read_text(encoding="utf-8")), allow_emulated=True) == []

@@ -17,7 +17,7 @@ from pipeline.testing.records import fake_revision, sample_failure, sample_recor
 from tests import FIXTURES
 
 DATASET = "trncat/results"
-LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 #: What a check must never ask the Hub for: weights and code.
 WEIGHTS_OR_CODE = re.compile(r"\.(safetensors|bin|pt|pth|ckpt|gguf|h5|msgpack|onnx|py)(\?|$)")
 
@@ -30,7 +30,7 @@ def _record(model_id: str, *, fail: bool = False, **family: Any) -> dict[str, An
 
 def _cpu_only(model_id: str) -> dict[str, Any]:
     record = json.loads((FIXTURES / "valid" / "sentence_embeddings_cpu_pass.json").read_text())
-    record.update(model_id=model_id, schema_version="1.3", architecture="BertModel", model_type="bert")
+    record.update(model_id=model_id, architecture="BertModel", model_type="bert")
     return record
 
 

@@ -36,7 +36,7 @@ PROBE = (
 def hub(localhub, tiny_models: dict[str, Path], tmp_path: Path) -> Any:
     """A merged dataset of two Llamas on Trainium2, a fine-tune of one, and a model of a type transformers lacks."""
     assert FIXTURES.is_dir()
-    llama = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+    llama = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
     records = [sample_record(model_id=m, revision=fake_revision(m), **llama) for m in ("acme/base", "acme/other")]
     build(records, tmp_path / "dataset", page=False)
     store = localhub.store

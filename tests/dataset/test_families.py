@@ -7,7 +7,7 @@ from pathlib import Path
 from pipeline.dataset import build, family_rows, read_families, read_latest
 from pipeline.testing.records import sample_failure, sample_record
 
-LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 
 
 def _at(day: int, **overrides: object) -> dict:

@@ -21,8 +21,8 @@ from pipeline.errors import DatasetError
 from pipeline.records import family_stat, rows_of
 from pipeline.testing.records import sample_failure, sample_record
 
-LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
-MISTRAL = {"schema_version": "1.3", "architecture": "MistralForCausalLM", "model_type": "mistral"}
+LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
+MISTRAL = {"architecture": "MistralForCausalLM", "model_type": "mistral"}
 
 
 def test_the_index_paths_are_the_one_file_of_a_dataset_of_one_shard() -> None:
@@ -40,7 +40,7 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         sample_failure(model_id="acme/b", **LLAMA),
         sample_record(model_id="Acme/C", base_model=["acme/a"], **LLAMA),
         sample_record(model_id="acme/m", **MISTRAL),
-        sample_record(model_id="acme/untyped", schema_version="1.3", architecture="LlamaForCausalLM"),
+        sample_record(model_id="acme/untyped", architecture="LlamaForCausalLM"),
     ]
     build(records, out, page=False)
     return out

@@ -115,7 +115,7 @@ def test_the_gate_refuses_before_any_import(tmp_path: Path) -> None:
 def test_the_benchmark_records_a_hostile_pipeline_as_a_load_failure(tmp_path: Path) -> None:
     """The harness runs the gate before the child: the record says fail at load (remote_code)."""
     from pipeline.backends import get_backend
-    from pipeline.bench.run import bench_model
+    from pipeline.bench.run import BenchOptions, bench_model
     from pipeline.records import validate_record
     from pipeline.workload import Workload
 
@@ -128,8 +128,7 @@ def test_the_benchmark_records_a_hostile_pipeline_as_a_load_failure(tmp_path: Pa
         task="text-generation",
         backend=get_backend("cpu"),
         out=tmp_path / "record.json",
-        workload=Workload(batch_size=1, input_tokens=8, output_tokens=4),
-        iterations=1,
+        options=BenchOptions(workload=Workload(batch_size=1, input_tokens=8, output_tokens=4), iterations=1),
     )
     assert validate_record(record) == []
     assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == ("fail", "load", "remote_code")

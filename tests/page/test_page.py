@@ -657,12 +657,12 @@ def test_the_cost_column_carries_its_price_in_the_cell_title_and_the_legend() ->
 
 # -- the table by architecture (schema 1.3's family) --------------------------------------------------------------
 
-LLAMA = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 
 
 def test_the_table_by_architecture_counts_trainium_rows_and_sets_cpu_rows_apart() -> None:
     cpu = json.loads((TEST_FIXTURES / "valid" / "cpu_pass.json").read_text())
-    cpu.update(model_id="acme/on-cpu", schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama")
+    cpu.update(model_id="acme/on-cpu", architecture="LlamaForCausalLM", model_type="llama")
     latest = [
         row("acme/a", cores=2, **LLAMA),
         row("acme/b", cores=8, **LLAMA),
@@ -864,9 +864,9 @@ GRADED = {
 def test_the_grade_shows_in_each_row_and_a_diverging_run_never_as_runs() -> None:
     """Issue 31: a graded row carries its grade and figures; an older record (schema 1.3, cosine only) reads with
     its grade unknown; a run that diverges is a fail at stage accuracy, with its step."""
-    graded = sample_record(model_id="acme/graded", schema_version="1.4", agreement=GRADED)
-    old = sample_record(model_id="acme/old", schema_version="1.3")
-    diverged = sample_failure(model_id="acme/diverged", schema_version="1.4", stage="accuracy", code="wrong_answer",
+    graded = sample_record(model_id="acme/graded", agreement=GRADED)
+    old = sample_record(model_id="acme/old")
+    diverged = sample_failure(model_id="acme/diverged", stage="accuracy", code="wrong_answer",
                               message="teacher-forced logits: diverges from the CPU float32 reference at step 5",
                               agreement={**sample_record()["agreement"], **GRADED, "grade": "diverges",
                                          "failed_step": 5})  # fmt: skip

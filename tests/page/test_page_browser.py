@@ -547,7 +547,7 @@ def test_the_compare_view_sets_a_trainium2_row_beside_a_cuda_row(
 def test_the_search_box_answers_a_model_with_no_row_from_its_family(
     tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
-    llama = {"schema_version": "1.3", "architecture": "LlamaForCausalLM", "model_type": "llama"}
+    llama = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
     latest = [
         flatten(sample_record(model_id="acme/llama-a", cores=2, **llama)),
         flatten(sample_record(model_id="acme/llama-b", cores=8, **llama)),

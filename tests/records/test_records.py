@@ -307,9 +307,9 @@ def _samples() -> list[dict[str, Any]]:
         sample_failure(status="error", stage="timeout", code="timeout", message="no answer in 900 s"),
         sample_record(task="image-text-to-text", workload={"image_size": 336}, plan=None, attempts=[]),
         sample_record(attempts=[{"cores": 1, "status": "fail", "stage": "oom", "code": "ncc_eoom001"}], cores=2),
-        sample_record(schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama",
+        sample_record(architecture="LlamaForCausalLM", model_type="llama",
                       base_model=["meta-llama/Llama-3.2-1B"]),
-        sample_record(schema_version="1.3", architecture="StableDiffusionPipeline"),
+        sample_record(architecture="StableDiffusionPipeline"),
     ]  # fmt: skip
 
 
@@ -381,9 +381,7 @@ def test_a_non_ci_record_cannot_carry_ci_provenance(source: str) -> None:
     ],
 )
 def test_family_fields_are_optional_and_typed(field: str, value: Any) -> None:
-    assert validate_record(sample_record(schema_version="1.3", **{field: value})) == []
-    # Never gated by version: an older record may carry them too (1.3 adds optional fields only).
-    assert validate_record(sample_record(schema_version="1.1", **{field: value})) == []
+    assert validate_record(sample_record(**{field: value})) == []
 
 
 @pytest.mark.parametrize(
@@ -405,17 +403,17 @@ def test_family_fields_are_optional_and_typed(field: str, value: Any) -> None:
     ],
 )
 def test_bad_family_fields_are_rejected_naming_the_field(field: str, value: Any) -> None:
-    problems = validate_record(sample_record(schema_version="1.3", **{field: value}))
+    problems = validate_record(sample_record(**{field: value}))
     assert problems and all(name.startswith(field) for name, _ in problems), problems
 
 
 def test_family_columns_round_trip() -> None:
-    record = sample_record(schema_version="1.3", architecture="BertModel", model_type="bert", base_model=["o/b"])
+    record = sample_record(architecture="BertModel", model_type="bert", base_model=["o/b"])
     row = flatten(record)
     assert (row["architecture"], row["model_type"], row["base_model"]) == ("BertModel", "bert", ["o/b"])
     assert unflatten(row) == record
     # Absent (unknown) fields stay absent: a null column gives nothing back.
-    bare = unflatten(flatten(sample_record(schema_version="1.3")))
+    bare = unflatten(flatten(sample_record()))
     assert not {"architecture", "model_type", "base_model"} & set(bare)
 
 
@@ -469,29 +467,29 @@ def test_compiled_cache_skipped_holds_no_control_character() -> None:
     assert validate_record(record) == []
 
 
-def test_an_older_record_reads_with_its_grade_unknown_and_a_graded_one_keeps_its_figures() -> None:
-    """Issue 31: a schema <= 1.3 record (the cosine check only) stays valid and its row has no grade; a 1.4 record's
-    grade and figures round-trip; a pass never diverges, a failure at stage accuracy is graded diverges."""
-    for version in ("1.1", "1.2", "1.3"):
-        old = sample_record(schema_version=version)
-        assert validate_record(old) == []
-        row = flatten(old)
-        assert row["agreement_grade"] is None and row["agreement_topk"] is None
-        assert "grade" not in unflatten(row)["agreement"]
-    graded = sample_record(schema_version="1.4", agreement={
+def test_an_ungraded_record_reads_with_its_grade_unknown_and_a_graded_one_keeps_its_figures() -> None:
+    """Issue 31: a record whose check has no grade (the cosine check only) is valid and its row has no grade; a
+    graded record's grade and figures round-trip; a pass never diverges, a failure at stage accuracy is graded
+    diverges."""
+    ungraded = sample_record()
+    assert validate_record(ungraded) == []
+    row = flatten(ungraded)
+    assert row["agreement_grade"] is None and row["agreement_topk"] is None
+    assert "grade" not in unflatten(row)["agreement"]
+    graded = sample_record(agreement={
         "grade": "bfloat16 noise", "steps": 64, "teacher_forced": True, "greedy_match_rate": 0.97,
         "first_divergence_step": 12, "sigma_ratio": 0.98, "bc": 0.97, "noise_reference": "cpu-bfloat16",
         "topk": [{"k": "5", "atol": 1e-5, "rtol": 0.011, "max_abs_error": 0.2, "max_rel_error": 0.02, "step": 12}],
     })  # fmt: skip
     assert validate_record(graded) == []
     assert unflatten(flatten(graded)) == graded
-    wrong = sample_record(schema_version="1.4", agreement={"grade": "diverges", "failed_step": 3})
+    wrong = sample_record(agreement={"grade": "diverges", "failed_step": 3})
     assert "agreement.grade" in {f for f, _ in validate_record(wrong)}
     failed = sample_record(
-        schema_version="1.4", status="fail", agreement={"grade": "within tolerance"},
+        status="fail", agreement={"grade": "within tolerance"},
         failure={"stage": "accuracy", "code": "wrong_answer", "message": "m"},
     )  # fmt: skip
     assert "agreement.grade" in {f for f, _ in validate_record(failed)}
     # A low cosine no longer fails a graded pass by itself: the grade decides (an embedding within bfloat16 noise).
-    noise = sample_record(schema_version="1.4", agreement={"logits_cosine": 0.5, "grade": "bfloat16 noise"})
+    noise = sample_record(agreement={"logits_cosine": 0.5, "grade": "bfloat16 noise"})
     assert validate_record(noise) == []

@@ -311,7 +311,7 @@ _ATTEMPT = _obj(
 )  # fmt: skip
 RECORD = _obj(
     {
-        "schema_version": _one_of("1.0", "1.1", "1.2", "1.3"),
+        "schema_version": _one_of("2.0"),
         "model_id": _model_id,
         "revision": _SHA,
         "task": _one_of(*_GENERATION, *_NEW_TASKS),
@@ -547,13 +547,11 @@ def _compiled_cache_rules(r: dict[str, Any], out: Reasons) -> None:
 
 
 def _task_rules(r: dict[str, Any], out: Reasons) -> None:
-    """Schema 1.2: each task's metric set. The new tasks are 1.2 or later, generate no tokens and report no generation
-    speed; a generation record generates at least one token. Every record carries its own task's fields (the
-    agreement's only when it has one) and none of another task's."""
+    """Each task's metric set. The new tasks generate no tokens and report no generation speed; a generation record
+    generates at least one token. Every record carries its own task's fields (the agreement's only when it has one)
+    and none of another task's."""
     task, m, workload = r["task"], r["metrics"], r["workload"]
     if task in _NEW_TASKS:
-        if r["schema_version"] not in ("1.2", "1.3"):
-            out.append(("schema_version: the new tasks are schema 1.2 or later", None))
         if workload["output_tokens"] != 0:
             out.append(("workload.output_tokens: the new tasks generate none", None))
         out.extend(
@@ -651,9 +649,9 @@ BASES: list[dict[str, Any]] = [
     sample_failure(stage="accuracy", code="wrong_answer", message="cosine 0.5", agreement={
         "reference": "cpu-float32", "logits_cosine": 0.5, "prefix_tokens": 0, "compared_tokens": 64, "threshold": 0.98,
         "skipped": None}),
-    sample_record(schema_version="1.0", agreement=None, notes=[],
+    sample_record(agreement=None, notes=[],
                   metrics={"cpu_fallback_ops": [{"op": "aten::topk", "count": 3}]}),
-    sample_record(schema_version="1.3", architecture="LlamaForCausalLM", model_type="llama",
+    sample_record(architecture="LlamaForCausalLM", model_type="llama",
                   base_model=["meta-llama/Llama-3.2-1B", "org/other-base"]),
     *(json.loads((FIXTURES / "valid" / f"{name}_cpu_pass.json").read_text(encoding="utf-8"))
       for name in ("sentence_embeddings", "text_to_image")),

@@ -24,7 +24,7 @@ def test_a_speech_record_is_valid_and_its_row_gives_it_back() -> None:
 
 
 def test_a_speech_failure_without_a_bfloat16_run_round_trips() -> None:
-    record = sample_failure(schema_version="1.5", task=ASR, workload=sample_speech_record()["workload"])
+    record = sample_failure(task=ASR, workload=sample_speech_record()["workload"])
     record["metrics"].update(real_time_factor=None, audio_seconds=None, wer=None)
     record["agreement"] = None
     assert validate_record(record) == []
@@ -38,7 +38,6 @@ def _problems(record: dict) -> str:
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        (lambda r: r.update(schema_version="1.4"), "schema_version"),  # the task is new in 1.5
         (lambda r: r["workload"].pop("audio_clips"), "audio_clips"),
         (lambda r: r["metrics"].pop("wer"), "wer"),
         (lambda r: r["metrics"].update(real_time_factor=None), "real_time_factor"),  # a pass reports it
@@ -56,11 +55,11 @@ def test_a_speech_record_with_a_field_wrong_or_of_another_task_is_refused(change
 
 
 def test_another_task_carries_none_of_the_speech_fields() -> None:
-    record = sample_record(schema_version="1.5")
+    record = sample_record()
     assert validate_record(record) == []
     record["metrics"]["wer"] = 0.1
     assert "wer" in _problems(record)
-    embedding = sample_record(schema_version="1.5", workload={"audio_clips": 4})
+    embedding = sample_record(workload={"audio_clips": 4})
     assert "audio_clips" in _problems(embedding)
 
 

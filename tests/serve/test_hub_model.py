@@ -14,7 +14,7 @@ from pipeline.cli.serving import concurrencies
 from pipeline.errors import ConfigError
 from pipeline.models.select import DISK_RESERVE_BYTES
 from pipeline.records import validate_record
-from pipeline.serve import resolve_served, serve_hub_model, serving_workload
+from pipeline.serve import ServeOptions, resolve_served, serve_hub_model, serving_workload
 from pipeline.testing import tiny
 
 
@@ -34,9 +34,14 @@ def _custom(tmp_path: Path, sentinel: Path) -> Path:
     return folder
 
 
-def _serve(model: str, hub, out: Path, **kwargs):
+def _serve(model: str, hub, out: Path, *, revision: str, source: str = "local"):
     return serve_hub_model(
-        model, hub=hub, device="cpu", workload=serving_workload("cpu-tiny"), out=out, warm_restart=False, **kwargs
+        model,
+        hub=hub,
+        revision=revision,
+        options=ServeOptions(
+            device="cpu", workload=serving_workload("cpu-tiny"), out=out, warm_restart=False, source=source
+        ),
     )
 
 

@@ -128,7 +128,7 @@ def test_vllm_neuron_holds_each_chip_s_cores_at_its_logical_core_config(tmp_path
 
 
 def image_record() -> dict[str, Any]:
-    record = sample_serving(device="neuron", task="image-text-to-text", schema_version="1.6")
+    record = sample_serving(device="neuron", task="image-text-to-text")
     record["serving"]["workload"] = serving_workload("1k/1k-image").to_record()
     record["serving"]["engine"]["command"] = shlex_join_vllm()
     return record
@@ -154,7 +154,6 @@ def test_an_image_serving_record_validates_and_serve_sh_reproduces_its_images() 
         (lambda r: r["serving"]["workload"]["images"].update(format="svg+xml"), "format"),
         (lambda r: r["serving"]["workload"]["images"].update(url="http://evil.example/x.png"), "url"),
         (lambda r: r["serving"]["workload"].update(images="<img src=x onerror=alert(1)>"), "images"),
-        (lambda r: r.update(schema_version="1.5"), "1.6"),
         (lambda r: r.update(task="text-generation"), "images"),
     ],
 )

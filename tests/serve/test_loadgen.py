@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.serve import (
     FULL_CONCURRENCIES,
+    ServeOptions,
     points_of,
     read_report,
     scenario,
@@ -87,9 +88,10 @@ def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, m
 
     seen: dict[str, object] = {}
 
-    def fake(folder: Path, **options: object) -> dict:
-        seen.update(options, folder=folder)
-        entry = compile_cache_dir(run_cache_root(options["work"])) / "ab12"  # type: ignore[arg-type]
+    def fake(folder: Path, *, options: ServeOptions, **names: object) -> dict:
+        seen.update(names, folder=folder, device=options.device, workload=options.workload)
+        assert options.work is not None
+        entry = compile_cache_dir(run_cache_root(options.work)) / "ab12"
         entry.mkdir(parents=True)  # what the engine left in its run-private cache, and the bundle beside the record
         (entry / "model.neff").write_bytes(b"NEFF")
         (entry / "meta.json").write_text("{}")

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.prices import load_pricing
 from pipeline.records import validate_record
-from pipeline.serve import DEFAULT_SLO, EVAL_TASKS, serve_folder, serving_workload
+from pipeline.serve import DEFAULT_SLO, EVAL_TASKS, ServeOptions, serve_folder, serving_workload
 from tests.serve.conftest import engines_left
 
 # one engine start, one guidellm run over the three points, one warm restart: about a minute on two free cores
@@ -32,14 +32,16 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
     out = folder / "serving.json"
     record = serve_folder(
         model,
-        device="cpu",
-        workload=serving_workload("cpu-tiny"),
         model_id="trncat-demo/tiny-llama",
         revision="0" * 40,
-        out=out,
-        pricing=load_pricing(prices),
-        instance_type="c7i.xlarge",
-        eval_task=EVAL_TASKS["trncat-tiny-arith"],
+        options=ServeOptions(
+            device="cpu",
+            workload=serving_workload("cpu-tiny"),
+            out=out,
+            pricing=load_pricing(prices),
+            instance_type="c7i.xlarge",
+            eval_task=EVAL_TASKS["trncat-tiny-arith"],
+        ),
     )
     return record, out
 
@@ -47,7 +49,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 def test_the_record_is_valid_and_has_every_field(served: tuple[dict[str, Any], Path]) -> None:
     record, out = served
     assert validate_record(record) == [], record.get("notes")
-    assert record["schema_version"] == "1.5" and record["status"] == "pass", record["failure"]
+    assert record["schema_version"] == "2.0" and record["status"] == "pass", record["failure"]
     assert record["device"] == "cpu" and not record["hardware"].get("emulated")
     serving = record["serving"]
     assert serving["tool"]["name"] == "guidellm" and serving["tool"]["version"] not in ("", "unknown")
@@ -120,12 +122,11 @@ def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(tmp_path: Pat
     folder = build_unknown_architecture(tmp_path / "unknown")
     record = serve_folder(
         folder,
-        device="cpu",
-        workload=serving_workload("cpu-tiny"),
         model_id="acme/unknown",
         revision="0" * 40,
-        out=tmp_path / "refused.json",
-        warm_restart=False,
+        options=ServeOptions(
+            device="cpu", workload=serving_workload("cpu-tiny"), out=tmp_path / "refused.json", warm_restart=False
+        ),
     )
     assert record["status"] == "error" and record["serving"]["points"] == []
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "engine_model_refused")

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pipeline.records import validate_record
-from pipeline.serve import serve_folder, serving_workload
+from pipeline.serve import ServeOptions, serve_folder, serving_workload
 from tests.serve.conftest import engines_left
 
 # one engine start, one guidellm run over two points (24 requests of 8 tokens), one warm restart: ~40 s on 2 cores
@@ -32,12 +32,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
     work = folder / "work"
     record = serve_folder(
         model,
-        device="cpu",
-        workload=serving_workload("cpu-tiny-image"),
         model_id="trncat-demo/tiny-llava",
         revision="0" * 40,
-        out=folder / "serving.json",
-        work=work,
+        options=ServeOptions(
+            device="cpu", workload=serving_workload("cpu-tiny-image"), out=folder / "serving.json", work=work
+        ),
     )
     return record, work, model
 
@@ -45,7 +44,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
 def test_the_image_record_is_valid_and_says_what_was_sent(served: tuple[dict[str, Any], Path, Path]) -> None:
     record, work, _ = served
     assert validate_record(record) == [], record.get("notes")
-    assert (record["schema_version"], record["task"], record["status"]) == ("1.6", "image-text-to-text", "pass"), (
+    assert (record["schema_version"], record["task"], record["status"]) == ("2.0", "image-text-to-text", "pass"), (
         record["failure"]
     )
     serving = record["serving"]

@@ -27,8 +27,8 @@ from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.records import SCHEMA_VERSION, VERSION_TEXT, load_schema, printable, validate_record
+from pipeline.taskspec import REGISTRY, task_source, task_spec
 from pipeline.types import HOST_MEMORY_SHORT, STAGES
-from pipeline.workload import TASK_SOURCES, task_source
 
 logger = logging.getLogger(__name__)
 
@@ -40,22 +40,20 @@ OPTIONAL_METRICS: frozenset[str] = frozenset(
     for name, spec in load_schema()["properties"]["metrics"]["properties"].items()
     if str(spec.get("$comment", "")).startswith("1.3:")
 )
-_TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
+_TASK_ONLY: frozenset[str] = frozenset(m for spec in REGISTRY.values() for m in spec.metric_fields)
 
 
 #: The figures of a finished run: a run that failed keeps none of them.
 SPEED_FIELDS = (
     "ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations",  # text generation
-    "sentences_per_s", "latency_by_batch_s",  # sentence embeddings
-    "seconds_per_image", "steps_per_s", "vae_decode_s",  # text-to-image
-    "real_time_factor", "wer",  # speech recognition
+    *(f.path[1] for spec in REGISTRY.values() for f in spec.fields if f.figure),  # each task's own (its spec)
 )  # fmt: skip
 
 
 def metric_fields(task: str) -> tuple[str, ...]:
     """The metrics a record of ``task`` always carries: the common ones and its own (schema 1.2), no other task's
     (the optional ones of schema 1.3 are added when measured)."""
-    own = set(task_source(task).metrics)
+    own = set(task_spec(task).metric_fields)
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
 
 

@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from pipeline.records.times import EARLIEST_YEAR, LATEST_YEAR, parse_time  # noqa: F401 (the years: validate's)
+from pipeline.taskspec import COST_COLUMNS
+from pipeline.taskspec import REGISTRY as TASK_SPECS
 
 
 def record_id(record: dict[str, Any]) -> str:
@@ -124,20 +126,8 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("torchvision_version", ("versions", "torchvision"), _STR),
     ("notes", ("notes",), _STRS),
     ("layout_version", (), _LAYOUT),
-    # schema 1.2 (layout 3): the metric sets of sentence-embeddings and text-to-image
-    ("steps", ("workload", "steps"), _INT),
-    ("batch_sizes", ("workload", "batch_sizes"), _INTS),
-    ("sentences_per_s", ("metrics", "sentences_per_s"), _FLOAT),
-    ("embedding_dim", ("metrics", "embedding_dim"), _INT),
-    ("latency_by_batch_s", ("metrics", "latency_by_batch_s"), _BATCH_LATENCY),
-    ("seconds_per_image", ("metrics", "seconds_per_image"), _FLOAT),
-    ("steps_per_s", ("metrics", "steps_per_s"), _FLOAT),
-    ("vae_decode_s", ("metrics", "vae_decode_s"), _FLOAT),
-    ("agreement_embedding_cosine", ("agreement", "embedding_cosine"), _FLOAT),
-    ("sentence_transformers_version", ("versions", "sentence_transformers"), _STR),
-    ("diffusers_version", ("versions", "diffusers"), _STR),
-    ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
-    ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
+    # each task's own fields (its spec, pipeline.taskspec: the metric sets of schema 1.2 and 1.5, ...)
+    *((f.column, f.path, f.kind) for spec in TASK_SPECS.values() for f in spec.fields),
     # schema 1.3 (layout 4): the model's family, what `trncat check` answers unmeasured models from
     ("architecture", ("architecture",), _STR),
     ("model_type", ("model_type",), _STR),
@@ -166,22 +156,12 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("price_region", (), _STR),
     ("price_source", (), _STR),
     ("price_as_of", (), _STR),
-    ("cost_usd_per_million_tokens", (), _FLOAT),
-    ("cost_usd_per_thousand_images", (), _FLOAT),
-    ("cost_usd_per_million_sentences", (), _FLOAT),
+    *((name, (), _FLOAT) for name in COST_COLUMNS),
     # schema 1.4 (layout 5): the graded answer check, optional (an older record's grade is unknown)
     *((f"agreement_{n}", ("agreement", n), k) for n, k in (
         ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
         ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
         ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
-    # schema 1.5 (layout 6): automatic-speech-recognition's own fields, and its cost per hour of audio (a build column)
-    ("audio_clips", ("workload", "audio_clips"), _INT),
-    ("real_time_factor", ("metrics", "real_time_factor"), _FLOAT),
-    ("audio_seconds", ("metrics", "audio_seconds"), _FLOAT),
-    ("wer", ("metrics", "wer"), _FLOAT),
-    ("agreement_transcript_wer", ("agreement", "transcript_wer"), _FLOAT),
-    ("agreement_noise_wer", ("agreement", "noise_wer"), _FLOAT),
-    ("cost_usd_per_audio_hour", (), _FLOAT),
 )  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
@@ -192,21 +172,11 @@ BUILD_COLUMNS: tuple[str, ...] = tuple(
 COLUMNS_SINCE_1_1: frozenset[str] = frozenset(
     COLUMN_NAMES[COLUMN_NAMES.index("warm_start_s") : COLUMN_NAMES.index("notes") + 1]
 )
-#: The columns schema 1.2 (and 1.5: speech recognition) added, by the task whose record carries the field (a record
-#: of another task, or of an older schema, has none of them, so its row gives none back).
+#: The columns of the fields only one task carries, by task (a record of another task, or of an older schema, has
+#: none of them, so its row gives none back).
 COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
-    "sentence-embeddings": frozenset(
-        {"batch_sizes", "sentences_per_s", "embedding_dim", "latency_by_batch_s", "agreement_embedding_cosine",
-         "sentence_transformers_version"}
-    ),
-    "text-to-image": frozenset(
-        {"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version", "guidance_scale",
-         "agreement_denoiser_cosine"}
-    ),
-    "automatic-speech-recognition": frozenset(
-        {"audio_clips", "real_time_factor", "audio_seconds", "wer", "agreement_transcript_wer", "agreement_noise_wer"}
-    ),
-}  # fmt: skip
+    name: frozenset(f.column for f in spec.fields) for name, spec in TASK_SPECS.items() if spec.fields
+}
 _ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
 #: The columns of schema 1.3's optional fields (and ``threads``, ``guidance_scale``): a record without the field
 #: gives a null column, and a null column gives no field back.
@@ -216,10 +186,10 @@ _SINCE_1_3 = (
     "base_model",
     *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("compiled_cache_skipped") + 1],
 )
-_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") : COLUMN_NAMES.index("audio_clips")]
-#: (a speech-recognition agreement without a bfloat16 run has no noise_wer, as a graded one has no sigma_ratio)
+_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") :]
+#: (and a task's optional fields: a speech-recognition agreement without a bfloat16 run has no noise_wer)
 OPTIONAL_COLUMNS: frozenset[str] = frozenset(
-    {"threads", "guidance_scale", "agreement_noise_wer", *_SINCE_1_3, *_SINCE_1_4}
+    {"threads", *(f.column for s in TASK_SPECS.values() for f in s.fields if not f.required), *_SINCE_1_3, *_SINCE_1_4}
 )
 
 

@@ -9,9 +9,9 @@ A run's cost is its share of its instance's price over what it produced in that 
     share = cores / the instance's cores (NeuronCores on Trainium, GPUs on a GPU instance)
     USD per output = price per instance-hour x share / (outputs per second x 3600)
 
-with ``decode_tokens_per_s`` per million tokens (text generation, image-text-to-text), ``sentences_per_s`` per
-million sentences (sentence embeddings) and ``seconds_per_image`` per thousand images (text-to-image), each at
-the benchmark's own batch size. It assumes the rest of the instance is sold to other work at the same rate; a
+with each task's speed per its own count of outputs (its spec's cost, :class:`pipeline.taskspec.Cost`:
+``decode_tokens_per_s`` per million tokens, ``seconds_per_image`` per thousand images, ...), each at the
+benchmark's own batch size. It assumes the rest of the instance is sold to other work at the same rate; a
 single-stream figure (batch 1) is the costliest case, since batching raises throughput for little more memory.
 The dataset computes these columns when a row is built, with the table in force then, and keeps them with the
 row: history stays true when prices change.

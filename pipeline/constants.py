@@ -34,6 +34,9 @@ TRNCAT_HUB_READ_TIMEOUT_S: float = _seconds("TRNCAT_HUB_READ_TIMEOUT_S", 120.0)
 #: The most seconds one ``trncat publish`` spends on the Hub, retries included (the publish job's own limit is 30
 #: minutes: the deadline ends it first, with one line).
 TRNCAT_PUBLISH_DEADLINE_S: float = _seconds("TRNCAT_PUBLISH_DEADLINE_S", 1200.0)
+#: Task modules beside the built-in ones, comma-separated (each a module with its runner and ``SPEC``:
+#: :mod:`pipeline.taskspec`); a test's task, seen by the benchmark's child process too.
+TRNCAT_TASK_MODULES: str = os.environ.get("TRNCAT_TASK_MODULES", "")
 #: True on CI (GitHub Actions sets CI=true): progress bars stay quiet.
 IS_CI: bool = _bool("CI")
 #: GitHub Actions provenance, recorded in each result.

@@ -9,9 +9,9 @@ A run's cost is its share of its instance's price over what it produced in that 
     share = cores / the instance's cores (NeuronCores on Trainium, GPUs on a GPU instance)
     USD per output = price per instance-hour x share / (outputs per second x 3600)
 
-with ``decode_tokens_per_s`` per million tokens (text generation, image-text-to-text), ``sentences_per_s`` per
-million sentences (sentence embeddings) and ``seconds_per_image`` per thousand images (text-to-image), each at
-the benchmark's own batch size. It assumes the rest of the instance is sold to other work at the same rate; a
+with each task's speed per its own count of outputs (its spec's cost, :class:`pipeline.taskspec.Cost`:
+``decode_tokens_per_s`` per million tokens, ``seconds_per_image`` per thousand images, ...), each at the
+benchmark's own batch size. It assumes the rest of the instance is sold to other work at the same rate; a
 single-stream figure (batch 1) is the costliest case, since batching raises throughput for little more memory.
 The dataset computes these columns when a row is built, with the table in force then, and keeps them with the
 row: history stays true when prices change.
@@ -31,6 +31,7 @@ import yaml
 from pipeline import hardware
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
+from pipeline.taskspec import COST_COLUMNS, REGISTRY
 from pipeline.types import PRICE_KINDS
 
 DEFAULT_PRICES = REPO_ROOT / "runners" / "instances.yaml"
@@ -52,21 +53,11 @@ _MAX_TEXT = 500
 
 #: The dataset columns a price gives a row (in this order, after the record's own columns).
 PRICE_COLUMNS: tuple[str, ...] = ("price_usd_per_hour", "price_option", "price_region", "price_source", "price_as_of")
-#: Each task's cost column: (column, speed column, outputs the cost is per, whether the speed is seconds per output).
+#: Each task's cost column: (column, speed column, outputs the cost is per, whether the speed is seconds per output),
+#: from its spec (:class:`pipeline.taskspec.Cost`).
 TASK_COSTS: dict[str, tuple[str, str, float, bool]] = {
-    "text-generation": ("cost_usd_per_million_tokens", "decode_tokens_per_s", 1e6, False),
-    "image-text-to-text": ("cost_usd_per_million_tokens", "decode_tokens_per_s", 1e6, False),
-    "sentence-embeddings": ("cost_usd_per_million_sentences", "sentences_per_s", 1e6, False),
-    "text-to-image": ("cost_usd_per_thousand_images", "seconds_per_image", 1e3, True),
-    # the real-time factor is seconds of compute per second of audio: an hour of audio takes 3600 of them
-    "automatic-speech-recognition": ("cost_usd_per_audio_hour", "real_time_factor", 3600.0, True),
+    name: (spec.cost.column, spec.cost.speed, spec.cost.per, spec.cost.seconds_each) for name, spec in REGISTRY.items()
 }
-COST_COLUMNS: tuple[str, ...] = (
-    "cost_usd_per_million_tokens",
-    "cost_usd_per_thousand_images",
-    "cost_usd_per_million_sentences",
-    "cost_usd_per_audio_hour",
-)
 
 
 @dataclass(frozen=True)

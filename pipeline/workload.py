@@ -1,4 +1,5 @@
-"""The fixed workload of each task: what every benchmark of that task runs, recorded in the record."""
+"""A benchmark's workload: what every benchmark of a task runs, recorded in the record (each task's own is in
+:mod:`pipeline.taskspec`), and the speech-recognition workload's clips."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
-from pipeline.types import TASKS, Task
 
 
 @dataclass(frozen=True)
@@ -86,135 +86,9 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-DEFAULT_WORKLOADS: dict[str, Workload] = {
-    "text-generation": Workload(batch_size=1, input_tokens=128, output_tokens=64),
-    "image-text-to-text": Workload(batch_size=1, input_tokens=64, output_tokens=32, image_size=224),
-    # Fixed sentences cut to exactly 128 tokens; latency at batch 1 and 32, throughput at 32 (issue 13).
-    "sentence-embeddings": Workload(batch_size=32, input_tokens=128, output_tokens=0, batch_sizes=(1, 32)),
-    # A fixed prompt, 20 denoising steps, batch 1; image_size is the fallback resolution (512 x 512) used when
-    # the pipeline names no default (the run records the resolution and steps it used; few-step models run 4).
-    "text-to-image": Workload(batch_size=1, input_tokens=77, output_tokens=0, image_size=512, steps=20),
-    # The project's clips (pipeline/clips), one at a time through the pipeline, at most 64 tokens of transcript
-    # each (greedy; a transcript may end sooner). input_tokens is what the decoder attends to: Whisper's encoder
-    # positions for its 30 s window (3000 log-mel frames, stride 2), which the planner sizes the cache by.
-    "automatic-speech-recognition": Workload(batch_size=1, input_tokens=1500, output_tokens=64, audio_clips=4),
-}
-assert set(DEFAULT_WORKLOADS) == set(TASKS)
-
-
-@dataclass(frozen=True)
-class TaskSource:
-    """Where a task's models come from on the Hub, and whether the benchmark child runs the task yet.
-
-    Args:
-        library: The Hub library a model must declare (``library_name``) to be eligible.
-        pipeline_tags: The Hub pipeline tags ranked for the task (several are merged into one ranking).
-        library_filter: Rank only models of ``library`` (the Hub's ``filter`` by library), and hold a model to
-            ``pipeline_tags`` too (the library spans tasks); False keeps the whole tag's ranking, the models of
-            other libraries listed as ineligible with their reason.
-        metrics: The record's metrics only this task carries (schema 1.2); a record has its task's and none
-            of another's.
-        base_model: The library loads the bare transformers model (``AutoModel``), so the planner counts that
-            and not the class ``architectures`` names. (A ``diffusers`` task's models are pipelines: the planner
-            counts their components, :mod:`pipeline.plan.diffusion`.)
-        cosine_field: The record's ``agreement`` field holding the cosine the answer check judges.
-        cosine_threshold: The cosine with the CPU float32 reference that grades an answer ``within tolerance``
-            (embeddings and text-to-image; generation records it as older records did, its grade decides).
-        answer: What the answer check compares, in words (the methodology and the failure message say it).
-        tensor_parallel: The library shards a model over several cores (transformers' ``tp_plan``); the others
-            run on one core, and an out-of-memory run is not retried on more.
-    """
-
-    library: str
-    pipeline_tags: tuple[str, ...]
-    library_filter: bool = False
-    metrics: tuple[str, ...] = ()
-    base_model: bool = False
-    cosine_field: str = "logits_cosine"
-    cosine_threshold: float = 0.98
-    answer: str = "teacher-forced logits"
-    tensor_parallel: bool = True
-
-
-TASK_SOURCES: dict[str, TaskSource] = {
-    "text-generation": TaskSource("transformers", ("text-generation",)),
-    "image-text-to-text": TaskSource("transformers", ("image-text-to-text",)),
-    # sentence-transformers models are tagged sentence-similarity or feature-extraction on the Hub; the two
-    # tags are full of plain transformers encoders too, so the ranking is of sentence-transformers models only.
-    "sentence-embeddings": TaskSource(
-        "sentence-transformers",
-        ("sentence-similarity", "feature-extraction"),
-        library_filter=True,
-        metrics=("sentences_per_s", "embedding_dim", "latency_by_batch_s"),
-        base_model=True,
-        cosine_field="embedding_cosine",
-        cosine_threshold=0.99,
-        answer="sentence embeddings",
-        tensor_parallel=False,
-    ),
-    "text-to-image": TaskSource(
-        "diffusers",
-        ("text-to-image",),
-        library_filter=True,
-        metrics=("seconds_per_image", "steps_per_s", "vae_decode_s"),
-        cosine_field="denoiser_cosine",
-        answer="second denoising step's update of the latents",
-        tensor_parallel=False,
-    ),
-    # The transformers pipeline of the task (Whisper-style encoder-decoders, CTC models, the decoder-style ASR
-    # models it takes). The answer check compares transcripts: the word error rate against the CPU float32
-    # reference's (pipeline.bench.wer), at most cosine_threshold (here a WER, lower is better).
-    "automatic-speech-recognition": TaskSource(
-        "transformers",
-        ("automatic-speech-recognition",),
-        metrics=("real_time_factor", "audio_seconds", "wer"),
-        cosine_field="transcript_wer",
-        cosine_threshold=0.02,
-        answer="transcripts of the clips",
-        tensor_parallel=False,
-    ),
-}
-assert set(TASK_SOURCES) == set(TASKS)
-
-
 def library_key(library: str) -> str:
     """The record's ``versions`` key of a library (``sentence-transformers`` -> ``sentence_transformers``)."""
     return library.replace("-", "_")
-
-
-def key_mask(task: Task | str) -> frozenset[str]:
-    """What does not decide a result of ``task`` in the queue's "already measured" key: the versions of the
-    other tasks' libraries, and for text-to-image the resolution, which each pipeline's own configs set (the
-    revision, which is in the key, decides it)."""
-    own = task_source(task).library
-    others = {library_key(s.library) for s in TASK_SOURCES.values() if s.library not in ("transformers", own)}
-    return frozenset(others | ({"image_size"} if task == "text-to-image" else set()))
-
-
-def check_task(task: object) -> None:
-    """Raises ConfigError naming the tasks when ``task`` is none of them (the one message for it everywhere)."""
-    if task not in TASKS:
-        raise ConfigError(f"unknown task {task!r}; choose from {', '.join(TASKS)}")
-
-
-def task_source(task: Task | str) -> TaskSource:
-    """The Hub facts of ``task``.
-
-    Raises:
-        ConfigError: unknown task.
-    """
-    check_task(task)
-    return TASK_SOURCES[task]
-
-
-def default_workload(task: Task | str) -> Workload:
-    """The catalog's fixed workload for ``task``.
-
-    Raises:
-        ConfigError: unknown task.
-    """
-    check_task(task)
-    return DEFAULT_WORKLOADS[task]
 
 
 #: The speech-recognition workload's clips and their transcripts (pipeline/clips/synthesise.sh made them).

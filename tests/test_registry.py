@@ -6,11 +6,11 @@ import pytest
 
 from pipeline.backends import REGISTRY as BACKENDS
 from pipeline.backends import get_backend
-from pipeline.bench.tasks import REGISTRY as TASK_REGISTRY
 from pipeline.bench.tasks import get_task
 from pipeline.records import load_schema
+from pipeline.taskspec import DEFAULT_WORKLOADS
+from pipeline.taskspec import REGISTRY as TASK_REGISTRY
 from pipeline.types import DEVICES, DTYPES, SOURCES, STAGES, STATUSES, TASKS
-from pipeline.workload import DEFAULT_WORKLOADS
 
 
 def test_registries_match_the_types() -> None:
@@ -52,7 +52,8 @@ def test_the_new_tasks_have_their_workloads_and_hub_sources() -> None:
     import pytest
 
     from pipeline.errors import ConfigError
-    from pipeline.workload import TASK_SOURCES, Workload, default_workload
+    from pipeline.taskspec import TASK_SOURCES, default_workload
+    from pipeline.workload import Workload
 
     assert tuple(TASK_SOURCES) == TASKS
     embeddings, image = default_workload("sentence-embeddings"), default_workload("text-to-image")
@@ -72,7 +73,8 @@ def test_the_new_tasks_have_their_workloads_and_hub_sources() -> None:
 
 def test_a_bench_spec_round_trips_the_workloads_of_every_task() -> None:
     from pipeline.bench.spec import BenchSpec
-    from pipeline.workload import DEFAULT_WORKLOADS, Workload
+    from pipeline.taskspec import DEFAULT_WORKLOADS
+    from pipeline.workload import Workload
 
     workloads = [*DEFAULT_WORKLOADS.items(), ("text-to-image", Workload(steps=4, guidance_scale=0.0, image_size=64))]
     for task, workload in workloads:
@@ -81,22 +83,22 @@ def test_a_bench_spec_round_trips_the_workloads_of_every_task() -> None:
 
 
 def test_each_task_metric_set_is_the_schema_s() -> None:
-    """The metrics only one task carries (TaskSource.metrics) are those the schema requires of that task."""
+    """The metrics only one task carries (its spec's) are those the schema requires of that task."""
     from pipeline.bench.harness import metric_fields
-    from pipeline.workload import TASK_SOURCES
+    from pipeline.taskspec import REGISTRY
 
     rules = load_schema()["allOf"]
-    for task, source in TASK_SOURCES.items():
+    for task, spec in REGISTRY.items():
         record_rules = [r for r in rules if "status" not in r["if"]["properties"]]
         own = [
             rule["then"]["properties"]["metrics"].get("required", [])
             for rule in record_rules
             if rule["if"]["properties"].get("task", {}).get("const") == task
         ]
-        assert (tuple(own[0]) if own else ()) == source.metrics, task
+        assert (tuple(own[0]) if own else ()) == spec.metric_fields, task
         fields = metric_fields(task)
-        assert set(source.metrics) <= set(fields) and "params" in fields
-        others = {m for other in TASK_SOURCES.values() if other is not source for m in other.metrics}
+        assert set(spec.metric_fields) <= set(fields) and "params" in fields
+        others = {m for other in REGISTRY.values() if other is not spec for m in other.metric_fields}
         assert not others & set(fields), task
 
 
@@ -104,7 +106,7 @@ def test_an_unknown_task_gets_one_message_wherever_it_comes_in() -> None:
     from pipeline.bench.spec import BenchSpec
     from pipeline.discover import check_task_view
     from pipeline.errors import ConfigError
-    from pipeline.workload import default_workload, task_source
+    from pipeline.taskspec import default_workload, task_source
 
     message = f"unknown task 'text-to-video'; choose from {', '.join(TASKS)}"
     for call in (

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from pipeline.errors import ConfigError
-from pipeline.workload import CLIP_RATE, CLIPS_DIR, default_workload, read_wav, speech_clips
+from pipeline.taskspec import default_workload
+from pipeline.workload import CLIP_RATE, CLIPS_DIR, read_wav, speech_clips
 
 
 def test_the_committed_clips_are_the_workload_with_their_transcripts() -> None:

@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pipeline.workload import task_source
+from pipeline.taskspec import task_source
 
 #: The first-step logit cosine older records were judged on (recorded still; the grade decides now).
 COSINE_THRESHOLD = task_source("text-generation").cosine_threshold

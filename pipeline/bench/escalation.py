@@ -20,7 +20,7 @@ from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
 from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
-from pipeline.workload import task_source
+from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
 

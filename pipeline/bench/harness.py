@@ -36,29 +36,27 @@ from pipeline.records import (
     printable,
     validate_record,
 )
+from pipeline.taskspec import REGISTRY, task_source, task_spec
 from pipeline.types import HOST_MEMORY_SHORT, STAGES
-from pipeline.workload import TASK_SOURCES, task_source
 
 logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
-_TASK_ONLY: frozenset[str] = frozenset(m for source in TASK_SOURCES.values() for m in source.metrics)
+_TASK_ONLY: frozenset[str] = frozenset(m for spec in REGISTRY.values() for m in spec.metric_fields)
 
 
 #: The figures of a finished run: a run that failed keeps none of them.
 SPEED_FIELDS = (
     "ttft_s", "latency_s", "decode_tokens_per_s", "roofline_fraction", "iterations",  # text generation
-    "sentences_per_s", "latency_by_batch_s",  # sentence embeddings
-    "seconds_per_image", "steps_per_s", "vae_decode_s",  # text-to-image
-    "real_time_factor", "wer",  # speech recognition
+    *(f.path[1] for spec in REGISTRY.values() for f in spec.fields if f.figure),  # each task's own (its spec)
 )  # fmt: skip
 
 
 def metric_fields(task: str) -> tuple[str, ...]:
     """The metrics a record of ``task`` always carries: the common ones and its own, no other task's (the
     :data:`~pipeline.records.OPTIONAL_METRICS` are added when measured)."""
-    own = set(task_source(task).metrics)
+    own = set(task_spec(task).metric_fields)
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
 
 

@@ -22,7 +22,8 @@ from pipeline.errors import BenchError, ConfigError
 from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
 from pipeline.plan import resolve_workload
 from pipeline.records import dump_record, validate_record
-from pipeline.workload import Workload, default_workload
+from pipeline.taskspec import default_workload
+from pipeline.workload import Workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
+from pipeline.taskspec import check_task
 from pipeline.types import DEVICES, DTYPES
-from pipeline.workload import Workload, check_task
+from pipeline.workload import Workload
 
 #: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound,
 #: raise, or perturb the captured answer (a model that runs but computes the wrong answer:

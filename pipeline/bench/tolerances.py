@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.workload import task_source
+from pipeline.taskspec import TASK_SOURCES
 
 VLLM_NEURON_DOC = "aws-neuron-sdk: vllm-neuron/docs/design/accuracy/logit_validation_design.md"
 VLLM_NEURON_CODE = "vllm-neuron: vllm_neuron/accuracy/logit_validation.py"
@@ -47,9 +47,10 @@ TOLERANCES: dict[str, Tolerance] = {
     "divergence_difference_tol": Tolerance(0.001, NXDI, "divergence_difference_tol: float = 0.001"),
     "bfloat16_mantissa_bits": Tolerance(7, VLLM_NEURON_CODE, "BF16 = 7, FP16 = 10, FP32 = 23"),
     "gsm8k_floor": Tolerance(0.90, INFERENCEX, "gsm8k: 0.90", used=False),
-    "embedding_cosine_min": Tolerance(task_source("sentence-embeddings").cosine_threshold, PROJECT, "0.99"),
-    "denoiser_cosine_min": Tolerance(task_source("text-to-image").cosine_threshold, PROJECT, "0.98"),
-    "transcript_wer_max": Tolerance(task_source("automatic-speech-recognition").cosine_threshold, PROJECT, "0.02"),
+    # each task's own (the generation tasks' logits cosine is recorded, their grade decides): its spec's threshold
+    **{f"{s.cosine_field}_{'min' if s.cosine_field.endswith('cosine') else 'max'}": Tolerance(
+        s.cosine_threshold, PROJECT, f"{s.cosine_threshold:g}") for s in TASK_SOURCES.values()
+       if s.cosine_field != "logits_cosine"},
 }  # fmt: skip
 
 #: The top-k groups of the rule, in the published order of strictness: (group, atol, rtol).

@@ -27,7 +27,7 @@ from pipeline.bench import agreement
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
-from pipeline.workload import task_source
+from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
 

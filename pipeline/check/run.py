@@ -30,7 +30,7 @@ from pipeline.ids import is_revision, validate_model_id
 from pipeline.models import MAX_FILE_BYTES, Family, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
 from pipeline.records import trainium_rows
-from pipeline.workload import check_task, task_source
+from pipeline.taskspec import check_task, task_source
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

@@ -230,7 +230,7 @@ def _plan(args: argparse.Namespace) -> int:
     import dataclasses
 
     from pipeline.plan import format_plan, plan_model
-    from pipeline.workload import default_workload
+    from pipeline.taskspec import default_workload
 
     workload = default_workload(args.task)
     changes = {

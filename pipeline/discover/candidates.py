@@ -17,8 +17,8 @@ from pipeline.discover.selection import Exclusion
 from pipeline.errors import ConfigError
 from pipeline.hub import ModelListing
 from pipeline.ids import architecture_name, base_model_ids, is_revision, model_id_problem, model_type_name
+from pipeline.taskspec import check_task, task_source
 from pipeline.types import TASKS, VIEWS
-from pipeline.workload import check_task, task_source
 
 IneligibleKind = Literal[
     "remote_code", "not_transformers", "gated", "low_priority", "incompatible", "not_found", "invalid"

@@ -34,8 +34,8 @@ from pipeline.discover.selection import Exclusion, Selection, load_exclusions, l
 from pipeline.errors import ConfigError, GatedRepoError, RepoNotFoundError
 from pipeline.hub import Hub, HubSort, ModelListing
 from pipeline.ids import model_id_problem
+from pipeline.taskspec import task_source
 from pipeline.types import TASKS, VIEWS
-from pipeline.workload import task_source
 
 logger = logging.getLogger(__name__)
 

@@ -17,16 +17,12 @@ from markupsafe import Markup, escape
 
 from pipeline.hardware import row_device
 from pipeline.page.task_columns import task_view
-from pipeline.workload import TASK_SOURCES, library_key
+from pipeline.taskspec import REGISTRY, TASK_SOURCES
+from pipeline.workload import library_key
 
 WIDTH, HEIGHT = 480, 300
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 58, 46
-TASK_COLORS = {
-    "text-generation": "#2563eb",
-    "image-text-to-text": "#ea580c",
-    "sentence-embeddings": "#16a34a",
-    "text-to-image": "#9333ea",
-}
+TASK_COLORS = {name: spec.color for name, spec in REGISTRY.items()}
 OTHER_COLOR = "#6b7280"
 #: Beyond this many points a scatter keeps an evenly spaced sample: 10,000 circles weigh on the page for no insight.
 MAX_POINTS = 1500

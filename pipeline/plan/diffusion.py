@@ -39,7 +39,8 @@ from pipeline.plan.diffusion_shapes import StageActivations, default_resolution,
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, HEADROOM_FRACTION, MAX_DEGREE, RUNTIME_RESERVE_BYTES, Need
 from pipeline.plan.quantization import describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
-from pipeline.workload import Workload, default_workload
+from pipeline.taskspec import default_workload
+from pipeline.workload import Workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

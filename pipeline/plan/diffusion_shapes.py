@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.plan.shapes import config_int, config_value
+from pipeline.taskspec import default_workload
 from pipeline.types import Task
-from pipeline.workload import Workload, default_workload
+from pipeline.workload import Workload
 
 #: diffusers' own default VAE scale factor, used by its pipelines when they have no VAE.
 DEFAULT_VAE_SCALE = 8

@@ -24,7 +24,8 @@ from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe
 from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
-from pipeline.workload import Workload, default_workload, task_source
+from pipeline.taskspec import default_workload, task_source
+from pipeline.workload import Workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub

@@ -40,8 +40,8 @@ from pipeline.queue.gpu import gpu_label, gpus_needed
 from pipeline.queue.planners import HubPlanner
 from pipeline.queue.serving import Contract, serving_jobs
 from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version, version_column
+from pipeline.taskspec import default_workload, key_mask, task_source
 from pipeline.types import HOST_MEMORY_SHORT
-from pipeline.workload import default_workload, key_mask, task_source
 
 __all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "matrix_order",
            "runner_cores"]  # fmt: skip

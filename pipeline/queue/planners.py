@@ -9,7 +9,7 @@ from pipeline.discover import Candidate
 from pipeline.hardware import DEFAULT_INSTANCE
 from pipeline.hub import Hub
 from pipeline.plan import Plan, normalize_dtype, plan_config, plan_model
-from pipeline.workload import default_workload, task_source
+from pipeline.taskspec import default_workload, task_source
 
 
 class HubPlanner:

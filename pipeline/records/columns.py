@@ -14,6 +14,8 @@ import json
 from typing import Any
 
 from pipeline.records.times import EARLIEST_YEAR, LATEST_YEAR, parse_time  # noqa: F401 (the years: validate's)
+from pipeline.taskspec import COST_COLUMNS
+from pipeline.taskspec import REGISTRY as TASK_SPECS
 
 
 def record_id(record: dict[str, Any]) -> str:
@@ -26,9 +28,9 @@ _STR, _INT, _FLOAT, _BOOL, _TIME = "string", "int64", "float64", "bool", "timest
 #: Nested columns: a list of ``{op, count}`` structs, and a list of strings.
 _OPS, _STRS = "ops", "strings"
 _ATTEMPTS, _LAYOUT = "attempts", "layout"
-#: Nested columns of schema 1.2: a list of ``{batch_size, p50, p90}`` structs, and a list of integers.
+#: Nested columns: a list of ``{batch_size, p50, p90}`` structs, and a list of integers.
 _BATCH_LATENCY, _INTS = "batch_latency", "ints"
-#: Nested column of schema 1.4, a list of the answer check's figures per top-k group (fields as the schema's).
+#: Nested column: a list of the answer check's figures per top-k group (fields as the schema's).
 _TOPK = "topk"
 _TOPK_FIELDS = (("k", _STR), *((n, _FLOAT) for n in ("atol", "rtol", "max_abs_error", "max_rel_error")), ("step", _INT))
 
@@ -101,7 +103,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("plan_tp_degree", ("plan", "tp_degree"), _INT),
     ("plan_total_bytes", ("plan", "total_bytes"), _INT),
     ("attempts", ("attempts",), _ATTEMPTS),
-    # schema 1.1
+    # the warm start, the CPU fallbacks and the answer check
     ("warm_start_s", ("metrics", "warm_start_s"), _FLOAT),
     ("cpu_fallback_ops", ("metrics", "cpu_fallback_ops"), _OPS),
     ("recompiles_during_timed", ("metrics", "recompiles_during_timed"), _INT),
@@ -114,25 +116,13 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("torchvision_version", ("versions", "torchvision"), _STR),
     ("notes", ("notes",), _STRS),
     ("layout_version", (), _LAYOUT),
-    # schema 1.2: the metric sets of sentence-embeddings and text-to-image
-    ("steps", ("workload", "steps"), _INT),
-    ("batch_sizes", ("workload", "batch_sizes"), _INTS),
-    ("sentences_per_s", ("metrics", "sentences_per_s"), _FLOAT),
-    ("embedding_dim", ("metrics", "embedding_dim"), _INT),
-    ("latency_by_batch_s", ("metrics", "latency_by_batch_s"), _BATCH_LATENCY),
-    ("seconds_per_image", ("metrics", "seconds_per_image"), _FLOAT),
-    ("steps_per_s", ("metrics", "steps_per_s"), _FLOAT),
-    ("vae_decode_s", ("metrics", "vae_decode_s"), _FLOAT),
-    ("agreement_embedding_cosine", ("agreement", "embedding_cosine"), _FLOAT),
-    ("sentence_transformers_version", ("versions", "sentence_transformers"), _STR),
-    ("diffusers_version", ("versions", "diffusers"), _STR),
-    ("guidance_scale", ("workload", "guidance_scale"), _FLOAT),
-    ("agreement_denoiser_cosine", ("agreement", "denoiser_cosine"), _FLOAT),
-    # schema 1.3: the model's family, what `trncat check` answers unmeasured models from
+    # each task's own fields, from its spec (pipeline.taskspec)
+    *((f.column, f.path, f.kind) for spec in TASK_SPECS.values() for f in spec.fields),
+    # the model's family, what `trncat check` answers unmeasured models from
     ("architecture", ("architecture",), _STR),
     ("model_type", ("model_type",), _STR),
     ("base_model", ("base_model",), _STRS),
-    # schema 1.3: the Neuron run's own figures, optional in the record
+    # the Neuron run's own figures, optional in the record
     ("neuronx_cc_s", ("metrics", "neuronx_cc_s"), _FLOAT),
     ("compiled_graphs", ("metrics", "compiled_graphs"), _INT),
     ("cached_graphs", ("metrics", "cached_graphs"), _INT),
@@ -141,7 +131,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("prefill_mode", ("metrics", "prefill_mode"), _STR),
     ("nki_version", ("versions", "nki"), _STR),
     ("emulated", ("hardware", "emulated"), _BOOL),
-    # schema 1.3: the compiled-cache bundle a passing CI neuron run ships, and why a run has none
+    # the compiled-cache bundle a passing CI neuron run ships, and why a run has none
     ("compiled_cache_repo_id", ("compiled_cache", "repo_id"), _STR),
     ("compiled_cache_revision", ("compiled_cache", "revision"), _STR),
     ("compiled_cache_path", ("compiled_cache", "path"), _STR),
@@ -156,45 +146,25 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("price_region", (), _STR),
     ("price_source", (), _STR),
     ("price_as_of", (), _STR),
-    ("cost_usd_per_million_tokens", (), _FLOAT),
-    ("cost_usd_per_thousand_images", (), _FLOAT),
-    ("cost_usd_per_million_sentences", (), _FLOAT),
-    # schema 1.4: the graded answer check, optional (an older record's grade is unknown)
+    *((name, (), _FLOAT) for name in COST_COLUMNS),
+    # the graded answer check, optional (a record without one has an unknown grade)
     *((f"agreement_{n}", ("agreement", n), k) for n, k in (
         ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
         ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
         ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
-    # schema 1.5: automatic-speech-recognition's own fields, and its cost per hour of audio (a build column)
-    ("audio_clips", ("workload", "audio_clips"), _INT),
-    ("real_time_factor", ("metrics", "real_time_factor"), _FLOAT),
-    ("audio_seconds", ("metrics", "audio_seconds"), _FLOAT),
-    ("wer", ("metrics", "wer"), _FLOAT),
-    ("agreement_transcript_wer", ("agreement", "transcript_wer"), _FLOAT),
-    ("agreement_noise_wer", ("agreement", "noise_wer"), _FLOAT),
-    ("cost_usd_per_audio_hour", (), _FLOAT),
 )  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
 BUILD_COLUMNS: tuple[str, ...] = tuple(
     name for name, path, _ in COLUMNS if not path and name not in ("record_id", "layout_version")
 )
-#: The columns schema 1.2 (and 1.5: speech recognition) added, by the task whose record carries the field (a record
-#: of another task, or of an older schema, has none of them, so its row gives none back).
-COLUMNS_SINCE_1_2: dict[str, frozenset[str]] = {
-    "sentence-embeddings": frozenset(
-        {"batch_sizes", "sentences_per_s", "embedding_dim", "latency_by_batch_s", "agreement_embedding_cosine",
-         "sentence_transformers_version"}
-    ),
-    "text-to-image": frozenset(
-        {"steps", "seconds_per_image", "steps_per_s", "vae_decode_s", "diffusers_version", "guidance_scale",
-         "agreement_denoiser_cosine"}
-    ),
-    "automatic-speech-recognition": frozenset(
-        {"audio_clips", "real_time_factor", "audio_seconds", "wer", "agreement_transcript_wer", "agreement_noise_wer"}
-    ),
-}  # fmt: skip
-_ALL_SINCE_1_2: frozenset[str] = frozenset().union(*COLUMNS_SINCE_1_2.values())
-#: The columns of schema 1.3's optional fields (and ``threads``, ``guidance_scale``): a record without the field
+#: The columns of the fields only one task carries, by task (a record of another task has none of them, so its
+#: row gives none back).
+TASK_ONLY_COLUMNS: dict[str, frozenset[str]] = {
+    name: frozenset(f.column for f in spec.fields) for name, spec in TASK_SPECS.items() if spec.fields
+}
+_ALL_TASK_ONLY: frozenset[str] = frozenset().union(*TASK_ONLY_COLUMNS.values())
+#: The columns of the optional fields (and ``threads``, ``guidance_scale``): a record without the field
 #: gives a null column, and a null column gives no field back.
 _SINCE_1_3 = (
     "architecture",
@@ -202,10 +172,10 @@ _SINCE_1_3 = (
     "base_model",
     *COLUMN_NAMES[COLUMN_NAMES.index("neuronx_cc_s") : COLUMN_NAMES.index("compiled_cache_skipped") + 1],
 )
-_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") : COLUMN_NAMES.index("audio_clips")]
-#: (a speech-recognition agreement without a bfloat16 run has no noise_wer, as a graded one has no sigma_ratio)
+_SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") :]
+#: (and a task's optional fields: a speech-recognition agreement without a bfloat16 run has no noise_wer)
 OPTIONAL_COLUMNS: frozenset[str] = frozenset(
-    {"threads", "guidance_scale", "agreement_noise_wer", *_SINCE_1_3, *_SINCE_1_4}
+    {"threads", *(f.column for s in TASK_SPECS.values() for f in s.fields if not f.required), *_SINCE_1_3, *_SINCE_1_4}
 )
 
 
@@ -318,7 +288,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool]
     """Each record field of :func:`unflatten` as (column, parent keys, key, conversion, carried by one task only,
     optional in the record)."""
     return tuple(
-        (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in _ALL_SINCE_1_2, name in OPTIONAL_COLUMNS)
+        (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in _ALL_TASK_ONLY, name in OPTIONAL_COLUMNS)
         for name, path, kind in COLUMNS
         if path
     )  # fmt: skip
@@ -327,7 +297,7 @@ def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool]
 def unflatten(row: dict[str, Any]) -> dict[str, Any]:
     """The record a flat row came from (the inverse of :func:`flatten`)."""
     record: dict[str, Any] = {}
-    task_columns = COLUMNS_SINCE_1_2.get(row.get("task") or "", frozenset())
+    task_columns = TASK_ONLY_COLUMNS.get(row.get("task") or "", frozenset())
     for name, parents, key, convert, task_only, optional in _unflatten_plan():
         if task_only and name not in task_columns:
             continue
@@ -337,7 +307,7 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             continue
         if value is None:
             if optional:
-                continue  # optional in the record: threads, guidance_scale, schema 1.3's fields
+                continue  # optional in the record: threads, guidance_scale and the optional metrics
         elif convert is not None:
             value = convert(value)
         target = record

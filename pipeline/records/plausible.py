@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from pipeline.taskspec import REGISTRY
+
 GiB = 1024**3
 #: The host memory of a trn2.48xlarge, the largest instance trncat benchmarks on: 2,048 GiB (Neuron docs, "Amazon
 #: EC2 Trn2 Architecture", Trn2 instance specifications; docs/neuron-facts.md). No run on it can peak above it.
@@ -19,9 +21,9 @@ MAX_HOST_MEMORY_BYTES = 2048 * GiB
 MAX_WALL_S = 86_400.0
 #: Speeds, as outputs per second: no run measures one output in longer than it ran, so below one per day
 #: (1 / MAX_WALL_S) a figure is no measurement (a 5e-324 once stopped every page build). Seconds per output are
-#: bounded the other way, by a day.
-SPEEDS_PER_S = ("decode_tokens_per_s", "sentences_per_s")
-SECONDS_EACH = ("seconds_per_image",)
+#: bounded the other way, by a day. Each task's speed is its cost's (:class:`pipeline.taskspec.Cost`).
+SPEEDS_PER_S = tuple(dict.fromkeys(s.cost.speed for s in REGISTRY.values() if not s.cost.seconds_each))
+SECONDS_EACH = tuple(dict.fromkeys(s.cost.speed for s in REGISTRY.values() if s.cost.seconds_each))
 MIN_PER_S = 1.0 / MAX_WALL_S
 
 

@@ -2,9 +2,48 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from pipeline.workload import task_source
+from pipeline.taskspec import REGISTRY, task_source
+
+#: The JSON Schema of a task field's value, by its column kind (:class:`pipeline.taskspec.Field`).
+_JSON: dict[str, dict[str, Any]] = {
+    "float64": {"type": ["number", "null"], "minimum": 0},
+    "int64": {"type": ["integer", "null"], "minimum": 0},
+    "string": {"type": ["string", "null"], "maxLength": 200},
+    "ints": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 1}},
+}
+
+
+def with_tasks(schema: dict[str, Any]) -> dict[str, Any]:
+    """The result schema with every task of :mod:`pipeline.taskspec` it does not name yet: the task's name, its
+    fields (typed from their kind), the fields its records carry and, in another task's record, none of them (a
+    schema without a task, the others', as it is)."""
+    known = schema["properties"]["task"]["enum"] if "task" in schema.get("properties", {}) else REGISTRY
+    added = [spec for name, spec in REGISTRY.items() if name not in known]
+    if not added:
+        return schema
+    schema = copy.deepcopy(schema)
+    props = schema["properties"]
+    props["task"]["enum"] = [*known, *(spec.name for spec in added)]
+    for spec in added:
+        own: dict[str, Any] = {}
+        others: dict[str, Any] = {}
+        for f in spec.fields:
+            section, key = f.path
+            props[section]["properties"][key] = {**_JSON[f.kind], "$comment": f"{spec.name}: {f.unit or f.column}"}
+            if f.required:
+                own.setdefault(section, {"required": []})["required"].append(key)
+            others.setdefault(section, {"properties": {}})["properties"][key] = False
+        task = {"properties": {"task": {"const": spec.name}}, "required": ["task"]}
+        schema["allOf"] += [
+            {"$comment": f"a {spec.name} record carries its own fields", "if": task, "then": {"properties": own}},
+            {"$comment": f"a record of another task carries none of {spec.name}'s fields",
+             "if": {"properties": {"task": {"not": {"const": spec.name}}}, "required": ["task"]},
+             "then": {"properties": others}},
+        ]  # fmt: skip
+    return schema
 
 
 def task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:

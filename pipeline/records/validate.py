@@ -26,7 +26,7 @@ from pipeline.ids import model_id_problem
 from pipeline.records.bundles import compiled_cache_problems
 from pipeline.records.columns import EARLIEST_YEAR, LATEST_YEAR, parse_time
 from pipeline.records.serving_checks import serving_problems
-from pipeline.records.task_checks import agreement_problems, task_metric_problems
+from pipeline.records.task_checks import agreement_problems, task_metric_problems, with_tasks
 
 SCHEMA_VERSION = "2.0"
 MAX_RECORD_BYTES = 1 << 20  # a record is a few KB; a megabyte is a broken or hostile file
@@ -50,8 +50,8 @@ def _schema_dir() -> Path:
 
 @functools.cache
 def load_schema(name: str = "result") -> dict[str, Any]:
-    """The parsed JSON Schema ``schemas/<name>.schema.json``."""
-    return json.loads((_schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8"))
+    """The parsed JSON Schema ``schemas/<name>.schema.json`` (the result's with every task: :func:`with_tasks`)."""
+    return with_tasks(json.loads((_schema_dir() / f"{name}.schema.json").read_text(encoding="utf-8")))
 
 
 @functools.cache

@@ -24,7 +24,7 @@ from pipeline.dataset import iter_results
 from pipeline.errors import ConfigError
 from pipeline.queue import as_pinned, load_toolchain, version_column
 from pipeline.release.watch import current_release
-from pipeline.workload import key_mask
+from pipeline.taskspec import REGISTRY, key_mask
 
 __all__ = ["DELTAS", "DIFF_KINDS", "ReleaseDiff", "diff_dataset", "diff_text", "load_side", "release_diff", "rows_at",
            "speed_of"]  # fmt: skip
@@ -47,12 +47,9 @@ DELTAS: Mapping[str, str] = {
     "speed_pct": "",
     "peak_memory_bytes": "peak_device_memory_bytes",
 }
-#: Each task's speed figure and whether more is faster.
+#: Each task's speed figure and whether more is faster (its spec's speed: a rate is faster when higher).
 SPEED: Mapping[str, tuple[str, bool]] = {
-    "text-generation": ("decode_tokens_per_s", True),
-    "image-text-to-text": ("decode_tokens_per_s", True),
-    "sentence-embeddings": ("sentences_per_s", True),
-    "text-to-image": ("seconds_per_image", False),
+    name: (spec.speed.column, spec.speed.fmt == "rate") for name, spec in REGISTRY.items() if spec.speed
 }
 _WHERE = ("device", "instance_type", "dtype", "batch_size", "input_tokens", "output_tokens", "image_size")
 #: The columns a diff reads of each results row.

@@ -21,7 +21,6 @@ from pipeline.registry import lazy_face
 if TYPE_CHECKING:
     from pipeline.render.card import card_counts, dataset_card
     from pipeline.render.scripts import (
-        RUN_TEMPLATES,
         install_commands,
         requirement_lines,
         requirements,
@@ -31,7 +30,6 @@ if TYPE_CHECKING:
     from pipeline.render.templating import environment, md_cell, py_literal, render, yaml_scalar
 
 __all__ = [
-    "RUN_TEMPLATES",
     "card_counts",
     "dataset_card",
     "environment",

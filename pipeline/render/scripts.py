@@ -9,7 +9,8 @@ from typing import Any
 
 from pipeline.errors import PipelineError
 from pipeline.render.templating import render
-from pipeline.workload import library_key, task_source
+from pipeline.taskspec import task_source, task_spec
+from pipeline.workload import library_key
 
 
 def torchvision_for(torch_version: str | None) -> str | None:
@@ -56,14 +57,6 @@ def _safe_requirement(line: str) -> str:
     return line
 
 
-#: The run.py template of each task but the generation tasks (they use run.py.j2).
-RUN_TEMPLATES = {
-    "sentence-embeddings": "run_sentence_embeddings.py.j2",
-    "text-to-image": "run_text_to_image.py.j2",
-    "automatic-speech-recognition": "run_automatic_speech_recognition.py.j2",
-}
-
-
 def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
     """The generated ``run.py`` for a record: runs the model unmodified with the benchmark's workload.
 
@@ -71,7 +64,7 @@ def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
     header says so instead of naming a benchmark result).
     """
     return render(
-        RUN_TEMPLATES.get(record["task"], "run.py.j2"),
+        task_spec(record["task"]).run_template,
         model_id=record["model_id"],
         revision=record["revision"],
         task=record["task"],

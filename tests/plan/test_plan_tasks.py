@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from pipeline.plan import plan_config
-from pipeline.workload import default_workload
+from pipeline.taskspec import default_workload
 from tests import FIXTURES
 
 ST = FIXTURES / "configs" / "sentence-transformers"

@@ -1,4 +1,4 @@
-"""The task registry: one module per task, one line here.
+"""The tasks' runners: one module per task, named by its spec (:mod:`pipeline.taskspec`, the registry).
 
 A task knows how to load the model and its processor, build the fixed workload's inputs and count tokens.
 
@@ -10,15 +10,7 @@ from __future__ import annotations
 
 from pipeline.bench.tasks.base import TaskRunner
 from pipeline.registry import load_entry
-
-#: name -> "module:Class". Adding a task = one module + one line here + tests.
-REGISTRY: dict[str, str] = {
-    "text-generation": "pipeline.bench.tasks.text_generation:TextGeneration",
-    "image-text-to-text": "pipeline.bench.tasks.image_text_to_text:ImageTextToText",
-    "sentence-embeddings": "pipeline.bench.tasks.sentence_embeddings:SentenceEmbeddings",
-    "text-to-image": "pipeline.bench.tasks.text_to_image:TextToImage",
-    "automatic-speech-recognition": "pipeline.bench.tasks.speech_recognition:SpeechRecognition",
-}
+from pipeline.taskspec import REGISTRY as TASK_SPECS
 
 
 def get_task(name: str) -> TaskRunner:
@@ -27,7 +19,8 @@ def get_task(name: str) -> TaskRunner:
     Raises:
         ConfigError: no such task.
     """
-    return load_entry(REGISTRY, name, what="task")()
+    runners = {task: spec.runner for task, spec in TASK_SPECS.items()}  # (a task module may be the one importing this)
+    return load_entry(runners, name, what="task")()
 
 
-__all__ = ["REGISTRY", "TaskRunner", "get_task"]
+__all__ = ["TaskRunner", "get_task"]

@@ -1,19 +1,57 @@
-"""What a cell of the catalog says: a cost, where it comes from, a compile time, the ops that fell back to the CPU, the
-one command that runs a model (each kept in step with ``templates/format.js``, which draws the same cells)."""
+"""What each cell of the catalog says, and its markup, made here only: a row of the table (:func:`row_html`), a
+model's details (:func:`detail_html`) and a task's header (:func:`head_html`).
+
+The first view (the template, read without JavaScript too) and every other view (the page's script, which only
+sorts, filters and pages, and places these texts as they are) show the same HTML. Every text is escaped here
+(``markupsafe.escape``): a model id, an error message or an exclusion reason from the Hub is never markup.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from markupsafe import escape
+
 from pipeline.backends import FRESH_VENV
+from pipeline.backends.neuron import dlami_venv
 from pipeline.page import plots
+from pipeline.page.task_columns import Metric, table_metrics, task_view
+from pipeline.page.warm import WARM_BADGES
+
+DASH = "\u2014"
+#: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
+DEMO_TITLE = (
+    "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an invented demo price; "
+    "not a Trainium2 or a GPU result"
+)
+DEVICE_LABELS = {"neuron": "Trainium2", "trainium3": "Trainium3", "cpu": "CPU", "cuda": "cuda"}
+STATUS_LABELS = {"pass": "runs", "fail": "fails", "error": "infra error", "unmeasured": "not yet measured"}
+#: The compile cell of a CPU row: nothing is compiled there, so no time is shown (0 ms would read as a fast compile).
+NOT_COMPILED = "\u2014, not compiled on CPU"
+#: Columns of one history line: the newest run per (hardware, toolchain); ``speed`` is the task's speed metric.
+HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
+
+
+def _e(value: Any) -> str:
+    return str(escape(value))
+
+
+def _number_text(value: Any) -> str:
+    if type(value) is not float:
+        return str(value)
+    text = repr(value)  # 64 and 85.964, never 64.0
+    return text[:-2] if text.endswith(".0") else text
+
+
+def _missing(value: Any) -> bool:
+    return value is None
 
 
 def usd_text(value: float | None) -> str:
-    """A cost as a cell shows it: ``$4.84``, ``$0.129``, ``< $0.01`` (keep in step with format.js ``usd``)."""
+    """A cost as a cell shows it: ``$4.84``, ``$0.129``, ``< $0.01``."""
     if value is None:
-        return "\u2014"
+        return DASH
     if value >= 100:
         return f"${value:.0f}"
     if value >= 1:
@@ -21,13 +59,24 @@ def usd_text(value: float | None) -> str:
     return f"${value:.3f}" if value >= 0.01 else "< $0.01"
 
 
-def _number_text(value: float) -> str:
-    text = repr(float(value))  # as the script's String(number) writes it: 64 and 85.964, never 64.0
-    return text[:-2] if text.endswith(".0") else text
+def seconds_text(value: float | None) -> str:
+    return DASH if value is None else plots.fmt_seconds(value)
+
+
+def bytes_text(value: float | None) -> str:
+    return DASH if value is None else plots.fmt_bytes(value)
+
+
+def params_text(value: float | None) -> str:
+    return DASH if value is None else plots.fmt_params(value)
+
+
+def rate_text(value: float | None) -> str:
+    return DASH if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
 
 
 def price_text(entry: Mapping[str, Any]) -> str:
-    """Where a row's cost comes from, for its cost cell's title (keep in step with format.js ``priceText``)."""
+    """Where a row's cost comes from, for its cost cell's title and its details."""
     if entry.get("usd") is None:
         if entry.get("device") == "cpu":
             return "No cost: a CPU row names no instance, so it has no price"
@@ -42,29 +91,345 @@ def price_text(entry: Mapping[str, Any]) -> str:
     return text
 
 
-#: The compile cell of a CPU row: nothing is compiled there, so no time is shown (0 ms would read as a fast compile).
-NOT_COMPILED = "\u2014, not compiled on CPU"
-
-
 def compile_text(entry: Mapping[str, Any]) -> str:
-    """A row's compile cell (keep in step with format.js ``compileText``)."""
-    if entry.get("device") == "cpu":
-        return NOT_COMPILED
-    value = entry.get("compile")
-    return "\u2014" if value is None else plots.fmt_seconds(value)
+    """A row's compile cell (a CPU row compiles nothing)."""
+    return NOT_COMPILED if entry.get("device") == "cpu" else seconds_text(entry.get("compile"))
 
 
 def fallback_text(fb: Sequence[Sequence[Any]]) -> str:
-    """``aten::topk ×3, aten::nonzero ×1`` (keep in step with format.js fallbackText)."""
+    """``aten::topk ×3, aten::nonzero ×1``."""
     return ", ".join(f"{op} \u00d7{count}" for op, count in fb)
+
+
+def metric_text(entry: Mapping[str, Any], metric: Metric | Any) -> str:
+    """A task metric's text."""
+    value = entry.get(metric.key)
+    if value is None:
+        return DASH
+    if metric.fmt == "secs":
+        return plots.fmt_seconds(value)
+    if metric.fmt == "rate":
+        return rate_text(value)
+    if metric.fmt == "res":
+        steps = entry.get("steps")
+        return f"{value}\u00b2" + ("" if steps is None else f" \u00b7 {steps} steps")
+    if metric.fmt == "usd":
+        return usd_text(value)
+    return _number_text(value)
 
 
 def command(entry: Mapping[str, Any]) -> str:
     """The one command that runs a model from its downloaded ``run.py`` and ``requirements.txt``."""
     cores = entry.get("cores") or entry.get("pc") or 1
     run = f"torchrun --nproc-per-node {int(cores)} run.py" if cores > 1 else "python run.py"
-    # run.py defaults to Trainium; a row measured elsewhere runs as it was measured (keep in step with the JS).
-    device = entry.get("device")
+    device = entry.get("device")  # run.py defaults to Trainium; a row measured elsewhere runs as it was measured
     if device in ("cpu", "cuda"):
         run += f" --device {device}"
     return f"{FRESH_VENV} && {run}"
+
+
+def dlami_command(entry: Mapping[str, Any]) -> str | None:
+    """The same command in the Neuron DLAMI's own environment (a Trainium2 row with a known torch-neuronx)."""
+    venv = dlami_venv(entry.get("tnx"))
+    if entry.get("device") != "neuron" or venv is None:
+        return None
+    return command(entry).replace(FRESH_VENV, f"source {venv}/bin/activate && pip install -r requirements.txt")
+
+
+def toolchain(entry: Mapping[str, Any], library: str | None = None) -> list[str]:
+    lines = [f"neuronx-cc {entry['cc']}"] if entry.get("cc") else []
+    if entry.get("tnx"):
+        lines.append(f"torch-neuronx {entry['tnx']}")
+    if not lines and entry.get("device"):
+        lines.append(str(entry["device"]))
+    if entry.get("tf"):
+        lines.append(f"transformers {entry['tf']}")
+    if library and entry.get("lib"):
+        lines.append(f"{library} {entry['lib']}")
+    return lines
+
+
+def _badge(cls: str, text: str, title: str | None = None) -> str:
+    return f'<span class="badge {cls}"' + (f' title="{_e(title)}"' if title else "") + f">{_e(text)}</span>"
+
+
+def _status_cell(e: Mapping[str, Any]) -> str:
+    status = e["st"]
+    shown = "excluded" if status == "unmeasured" and e.get("ek") else status
+    out = [_badge(f"b-{shown}", "excluded" if shown == "excluded" else STATUS_LABELS.get(shown, shown))]
+    device = e.get("device")
+    if device in ("cpu", "cuda", "trainium3"):
+        label = DEVICE_LABELS[device]
+        out.append(_badge("b-dev", label, f"measured on {label}, not on Trainium2"))
+    if status == "pass" and (e.get("gr") or e.get("cos") is not None):  # a diverging run is a fail, never "runs"
+        title = (
+            f"answer check against a CPU float32 reference: {e['gr']}"
+            if e.get("gr")
+            else "an older record: its answer was checked by cosine only, its grade is unknown"
+        )
+        out.append(_badge("b-grade", e.get("gr") or "grade unknown", title))
+    if e.get("fb"):
+        out.append(
+            _badge("b-fallback", "CPU fallback", f"ops run on the CPU, not the device: {fallback_text(e['fb'])}")
+        )
+    if e.get("rc"):
+        out.append(_badge("b-fallback", "recompiled", f"{e['rc']} graph(s) compiled during the timed calls: the "
+                                                     "speed figures include compilation"))  # fmt: skip
+    if e.get("demo"):
+        out.append(_badge("b-demo", "demo", DEMO_TITLE))
+    if e.get("wv") in WARM_BADGES:  # the bundle's second-machine warm check (pipeline/page/warm.py)
+        out.append(_badge(*WARM_BADGES[e["wv"]]))
+    if e.get("reg"):
+        out.append(_badge("b-reg", "regression"))
+    if e.get("src"):  # who measured it: the project's CI, or a community / local submission
+        ci = e["src"] == "ci"
+        out.append(f'<span class="source src-{"ci" if ci else "other"}">{"CI" if ci else _e(e["src"])}</span>')
+    if status in ("fail", "error"):
+        diverges = f"diverges at step {e.get('gst')}" if e.get("gr") == "diverges" else None
+        reason = " \u00b7 ".join(str(p) for p in (e.get("stage"), e.get("code"), diverges) if p)
+        if reason:
+            title = f' title="{_e(e["msg"])}"' if e.get("msg") else ""
+            out.append(f'<span class="reason"{title}>{_e(reason)}</span>')
+    if e.get("ek"):
+        if shown != "excluded":
+            out.append(_badge("b-excluded", "excluded"))
+        out.append(f'<span class="reason excluded-reason">{_e(e.get("er"))}</span>')
+    return '<td class="status">' + "".join(out) + "</td>"
+
+
+def _compile_cell(e: Mapping[str, Any]) -> str:
+    titles, spans = [], ""
+    if e.get("warm") is not None:
+        warm = plots.fmt_seconds(e["warm"])
+        titles.append(f"first run compiles in {seconds_text(e.get('compile'))}; later runs start in {warm}")
+        spans += f'<span class="warm">later runs start in {warm}</span>'
+    if e.get("ccb") is not None:  # issue 25: run.py starts warm from the project's compiled cache
+        size = plots.fmt_bytes(e["ccb"])
+        titles.append(f"run.py starts warm from the project's compiled cache ({size})")
+        spans += f'<span class="warm">compiled cache {size}</span>'
+    title = f' title="{_e("; ".join(titles))}"' if titles else ""
+    return f'<td class="num compile"{title}>{_e(compile_text(e))}{spans}</td>'
+
+
+def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
+    if m.cell_title:
+        title = e.get(m.cell_title)  # where the figure comes from
+    else:
+        title = price_text(e) if m.fmt == "usd" else None
+    title_attr = f' title="{_e(title)}"' if title else ""
+    return f'<td class="num"{title_attr}>{_e(metric_text(e, m))}</td>'
+
+
+def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
+    """An entry's row of the table: ``no`` its number within its task, ``rank`` its rank in the view shown (the
+    page's script writes it into the first cell of a row it places)."""
+    model_id = _e(e["id"])
+    if e.get("link"):
+        model = f'<a class="hub" href="https://huggingface.co/{model_id}" rel="noopener">{model_id}</a>'
+    else:
+        model = f'<span class="hub">{model_id}</span>'
+    more = (
+        f'<a class="more" href="scripts/{model_id}/run.py">details</a>'
+        if e.get("sc")
+        else '<a class="more js-only" href="#">details</a>'
+    )
+    if e["st"] == "pass":
+        cores = e.get("cores")
+    else:
+        cores = f"{e['pc']} (plan)" if e.get("pc") is not None else e.get("cores")
+    view = task_view(e["task"])
+    tools = "".join(f"<span>{_e(line)}</span>" for line in toolchain(e, view.library[0] if view.library else None))
+    return "".join(
+        (
+            f'<tr data-i="{no}"', ' class="regressed">' if e.get("reg") else ">",
+            f'<td class="rank">{"" if rank is None else rank}</td>',
+            f'<td class="model">{model}{more}</td>',
+            _status_cell(e),
+            f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
+            f'<td class="num">{_e(DASH if cores is None else cores)}</td>',
+            _compile_cell(e),
+            *(_metric_cell(e, m) for m in table_metrics(e["task"])),
+            f'<td class="num">{bytes_text(e.get("mem"))}</td>',
+            f'<td class="num">{params_text(e.get("params"))}</td>',
+            f'<td class="date">{_e(e.get("date") or DASH)}</td>',
+            f'<td class="toolchain">{tools}</td></tr>',
+        )
+    )  # fmt: skip
+
+
+#: The columns every task's table has, around its own (header label, sort field or None, class, title).
+_HEAD_BEFORE = (
+    ("#", "rank", "num", None), ("Model", "model_id", None, None), ("Status", None, None, None),
+    ("Device", "device", None, None),
+    ("Cores", "cores_needed", "num",
+     "NeuronCores the model ran on on Trainium2 (or the planner's estimate); CPU threads on CPU"),
+    ("Compile", "compile_s", "num", None),
+)  # fmt: skip
+_HEAD_AFTER = (
+    ("Peak device mem", "peak_device_memory_bytes", "num", None), ("Params", "params", "num", None),
+    ("Date", "date", None, None), ("Toolchain", None, None, None),
+)  # fmt: skip
+
+
+def head_html(task: str, field_name: Any) -> str:
+    """A task's header row; ``field_name`` names a metric's sort field (as the data files name its column)."""
+    own = tuple((m.label, field_name(m.key), "num", m.title) for m in table_metrics(task))
+    cells = []
+    for label, sort, cls, title in (*_HEAD_BEFORE, *own, *_HEAD_AFTER):
+        attrs = ' scope="col"' + (f' data-sort="{_e(sort)}"' if sort else "") + (f' class="{cls}"' if cls else "")
+        attrs += f' title="{_e(title)}"' if title else ""
+        cells.append(f"<th{attrs}>{_e(label)}</th>")
+    return "<tr>" + "".join(cells) + "</tr>"
+
+
+def head_count(task: str) -> int:
+    """How many columns a task's table has."""
+    return len(_HEAD_BEFORE) + len(table_metrics(task)) + len(_HEAD_AFTER)
+
+
+def _grade_text(e: Mapping[str, Any], measure: str, compared: str) -> str:
+    parts = []
+    if e.get("tk"):
+        groups = ", ".join(f"top-{k} {_number_text(err)} (tolerance {_number_text(tol)})" for k, err, tol in e["tk"])
+        parts.append(f"largest relative error {groups}")
+    if e.get("gm") is not None:
+        gd = e.get("gd")
+        parts.append(f"greedy tokens match at a rate of {_number_text(e['gm'])}" +
+                     ("" if gd is None else f", first parting at step {gd}"))  # fmt: skip
+    if e.get("cos") is not None and not e.get("tk"):
+        parts.append(f"{measure} {_number_text(e['cos'])}")
+    if e.get("sig") is not None:
+        parts.append(f"\u03c3-ratio {_number_text(e['sig'])} and Bhattacharyya {_number_text(e.get('bc'))} "
+                     "against a CPU bfloat16 run")  # fmt: skip
+    step = f" at step {e.get('gst')}" if e["gr"] == "diverges" else ""
+    return (f"Answer check: {e['gr']}{step}, {compared} against a CPU float32 reference of the same input" +
+            (": " + "; ".join(parts) if parts else "") + ".")  # fmt: skip
+
+
+def _notes(e: Mapping[str, Any]) -> list[tuple[str | None, str]]:
+    """(class, text) lines of the details: CPU fallback, recompiles, the warm start, the answer check."""
+    view = task_view(e["task"])
+    out: list[tuple[str | None, str]] = []
+    if e.get("fb"):
+        out.append(("fallback-note", "These ops ran on the CPU instead of the device (TorchNeuron's eager fallback; "
+                                     f"it still runs unmodified): {fallback_text(e['fb'])}."))  # fmt: skip
+    if e.get("rc"):
+        out.append(("fallback-note", f"{e['rc']} graph(s) compiled again during the timed calls: its speed figures "
+                                     "include compilation."))  # fmt: skip
+    compile_s = seconds_text(e.get("compile"))
+    if e.get("warm") is not None:
+        out.append((None, f"The first run compiles in {compile_s}; later runs start in {seconds_text(e['warm'])} "
+                          "from the compile cache."))  # fmt: skip
+    if e.get("ccb") is not None:  # the compiled-cache bundle run.py starts warm from (issue 25), or why there is none
+        out.append(
+            (
+                None,
+                f"Its run.py starts warm: it downloads the {bytes_text(e['ccb'])} NEFF cache this project's "
+                f"CI compiled (digest checked; --cold compiles instead) rather than compile for {compile_s}.",
+            )
+        )
+    elif e.get("ccs"):
+        out.append((None, f"No compiled cache ships with this row: {e['ccs']}"))
+    if e.get("pf") == "eager":
+        out.append((None, "The prompt ran eagerly (op by op, not through the compiled forward): its TTFT and first "
+                          "call include eager kernels."))  # fmt: skip
+    if e.get("usd") is not None:
+        out.append((None, f"Price: {price_text(e)}."))
+    if e.get("gr"):
+        out.append((None, _grade_text(e, view.measure, view.compared)))
+    elif e.get("cos") is not None:
+        threshold = "" if e.get("thr") is None else f" (a pass needs at least {_number_text(e['thr'])})"
+        out.append(
+            (
+                None,
+                f"Answer check: {view.measure} {_number_text(e['cos'])} between {view.compared} and a CPU "
+                f"float32 reference of the same input{threshold}; an older record: its grade is unknown.",
+            )
+        )
+    return out
+
+
+def _command_block(text: str) -> str:
+    return f'<div class="command"><code class="cmd">{_e(text)}</code>' \
+           '<button type="button" class="copy js-only">Copy command</button></div>'  # fmt: skip
+
+
+def _history(e: Mapping[str, Any]) -> str:
+    speed = task_view(e["task"]).speed
+    heads = ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile", *([speed.label] if speed else [])]
+    out = ['<table class="history"><thead><tr>', *(f"<th>{_e(h)}</th>" for h in heads), "</tr></thead><tbody>"]
+    for line in e["hist"]:
+        h = dict(zip(HISTORY_COLUMNS, line, strict=True))
+        status = STATUS_LABELS.get(h["st"], h["st"])
+        if h.get("code"):
+            status += " \u00b7 " + " \u00b7 ".join(str(p) for p in (h.get("stage"), h["code"]) if p)
+        reg = '<span class="badge b-reg">passed here, fails now</span>' if h.get("reg") else ""
+        hardware = f"{h['hw']}" + (f" ({h['device']})" if h.get("device") else "")
+        speed_cell = f'<td class="num">{_e(metric_text(h, speed_metric(speed.fmt)))}</td>' if speed else ""
+        out.append(
+            f"<tr{REGRESSION if h.get('reg') else ''}><td>{_e(h['date'])}</td><td>{_e(hardware)}</td>"
+            f'<td class="num">{_e(h.get("cores"))}</td><td>{_e(status)}{reg}</td>'
+            f'<td>{_e(" · ".join(toolchain(h)))}</td><td class="num">{_e(compile_text(h))}</td>{speed_cell}</tr>'
+        )
+    return "".join(out) + "</tbody></table>"
+
+
+REGRESSION = ' class="regression"'
+
+
+def speed_metric(fmt: str) -> Metric:
+    return Metric("speed", "", "", fmt)
+
+
+def detail_html(e: Mapping[str, Any]) -> str:
+    """An entry's details, shown under its row when opened: the failure, the task's metrics, the notes, the plan,
+    the command and the files (their boxes filled by the script: ``.files``), the history."""
+    out = [f"<h3>{_e(e['id'])} \u00b7 {_e(e['task'])}</h3>"]
+    status, hardware = e["st"], e.get("hw")
+    if status in ("fail", "error"):
+        lead = (
+            "Fails at stage "
+            if status == "fail"
+            else "Infrastructure error (retried, not an incompatibility) at stage "
+        )
+        code = f" ({e['code']})" if e.get("code") else ""
+        out.append(
+            f"<p>{_e(lead)}{_e(e.get('stage') or '?')}{_e(code)}{_e(f' on {hardware}' if hardware else '')}:</p>"
+        )
+        if e.get("msg"):
+            out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
+    elif status == "pass":
+        out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
+    shown = [m for m in task_view(e["task"]).metrics if e.get(m.key) is not None]
+    if shown:
+        cells = (f'<dt title="{_e(m.title)}">{_e(m.label)}</dt><dd>{_e(metric_text(e, m))}</dd>' for m in shown)
+        out.append('<dl class="metrics">' + "".join(cells) + "</dl>")
+    out += (f'<p class="{cls}">{_e(text)}</p>' if cls else f"<p>{_e(text)}</p>" for cls, text in _notes(e))
+    if e.get("reg"):
+        out.append('<p class="regression-note">Regression: it passed with an older toolchain and fails with the '
+                   "current one (see the history).</p>")  # fmt: skip
+    if e.get("ek"):
+        out.append(f'<p class="excluded-note">Excluded from the benchmark: {_e(e.get("er"))}</p>')
+    if e.get("pc") is not None:
+        plan = f"Planner: needs {e['pc']} NeuronCore" + ("s" if e["pc"] > 1 else "")
+        if e.get("tp") and e["tp"] > 1:
+            plan += f', tensor parallel degree {e["tp"]} (torchrun, tp_plan="auto")'
+        if e.get("fits") is False:
+            plan += "; does not fit the instance"
+        if e.get("advice"):
+            plan += f" {DASH} {e['advice']}"
+        out.append(f'<p class="plan">{_e(plan)}</p>')
+    if status == "unmeasured":
+        why = ("It is kept out of the benchmark for that reason, so it has no measurement and no script."
+               if e.get("ek") else "Not yet measured: no script yet.")  # fmt: skip
+        out.append(f"<p>{why}</p>")
+        return '<div class="detail-box">' + "".join(out) + "</div>"
+    out.append("<p>Run it: put run.py and requirements.txt in a folder, then</p>")
+    out.append(_command_block(command(e)))
+    dlami = dlami_command(e)
+    if dlami:
+        out.append("<p>or, on the Neuron DLAMI, in its own environment:</p>" + _command_block(dlami))
+    out.append(f'<div class="files" data-id="{_e(e["id"])}"{" data-sc" if e.get("sc") else ""}></div>')
+    if e["hist"]:
+        out.append("<h4>History across toolchains</h4>" + _history(e))
+    return '<div class="detail-box">' + "".join(out) + "</div>"

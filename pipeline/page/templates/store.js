@@ -3,18 +3,14 @@
 // sort columns and the entries in files beside the page, fetched from the page's own origin when a view, a search, a
 // sort or a page of rows needs them (index.js asks for the shown task's index early too, once the first view is painted
 // and the browser is idle).
-// Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
+// Entries are numbered per task in model-id order; each is [its row's HTML, its details' HTML], made on the server
+// (pipeline/page/cells.py); the index's columns are named in full. The plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};
-  function obj(cols, a) {
-    var o = {};
-    for (var k = 0; k < cols.length; k++) o[cols[k]] = a[k];
-    return o;
-  }
   function setIndex(t, cols, lists) {
     // the index is columnar: cols[field][entry number]; lid, the ids in lower case, is what a search scans
-    var lid = cols.id.map(function (id) { return String(id).toLowerCase(); });
+    var lid = cols.model_id.map(function (id) { return String(id).toLowerCase(); });
     t.index = {cols: cols, lid: lid, lists: lists};
     t.ids = new Set(lid);
   }
@@ -27,14 +23,14 @@ var TRNCAT_STORE = function (D) {
     var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null,
                        sorting: null, sorted: !!S.inline};
     if (S.inline) {
-      t.entries = t.meta.entries.map(function (a) { return obj(D.cols, a); });
+      t.entries = t.meta.entries;
       var cols = {};
-      D.cols.forEach(function (c, k) { cols[c] = t.meta.entries.map(function (a) { return a[k]; }); });
+      Object.keys(t.meta.cols).forEach(function (c) { cols[c] = column(t.meta.cols[c], t.meta.n); });
       setIndex(t, cols, t.meta.lists);
     }
   });
   if (D.first) {
-    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = obj(D.cols, D.first.entries[no]); });
+    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = D.first.entries[no]; });
   }
   function get(path) {
     return fetch(path, {credentials: "same-origin"}).then(function (r) {
@@ -89,7 +85,7 @@ var TRNCAT_STORE = function (D) {
     return Promise.all(chunks.map(function (k) {
       if (!t.pending[k]) {
         t.pending[k] = get(t.meta.chunks[k]).then(function (list) {
-          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = obj(D.cols, a); });
+          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = a; });
         }, function (err) { delete t.pending[k]; throw err; });
       }
       return t.pending[k];

@@ -8,6 +8,8 @@ sorts, filters and pages, and places these texts as they are) show the same HTML
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -33,8 +35,13 @@ NOT_COMPILED = "\u2014, not compiled on CPU"
 HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
 
 
+_SPECIAL = re.compile("[&<>\"']").search
+
+
 def _e(value: Any) -> str:
-    return str(escape(value))
+    """``value`` as HTML text (most need no escaping: a 100,000-row page escapes some 4 million texts)."""
+    text = value if type(value) is str else str(value)
+    return text if _SPECIAL(text) is None else str(escape(text))
 
 
 def _number_text(value: Any) -> str:
@@ -42,10 +49,6 @@ def _number_text(value: Any) -> str:
         return str(value)
     text = repr(value)  # 64 and 85.964, never 64.0
     return text[:-2] if text.endswith(".0") else text
-
-
-def _missing(value: Any) -> bool:
-    return value is None
 
 
 def usd_text(value: float | None) -> str:
@@ -220,6 +223,11 @@ def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
     return f'<td class="num"{title_attr}>{_e(metric_text(e, m))}</td>'
 
 
+@functools.cache
+def _table_metrics(task: str) -> tuple[Metric, ...]:
+    return tuple(table_metrics(task))
+
+
 def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
     """An entry's row of the table: ``no`` its number within its task, ``rank`` its rank in the view shown (the
     page's script writes it into the first cell of a row it places)."""
@@ -246,9 +254,9 @@ def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
             f'<td class="model">{model}{more}</td>',
             _status_cell(e),
             f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
-            f'<td class="num">{_e(DASH if cores is None else cores)}</td>',
+            f'<td class="num">{DASH if cores is None else _e(cores)}</td>',
             _compile_cell(e),
-            *(_metric_cell(e, m) for m in table_metrics(e["task"])),
+            *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
             f'<td class="num">{bytes_text(e.get("mem"))}</td>',
             f'<td class="num">{params_text(e.get("params"))}</td>',
             f'<td class="date">{_e(e.get("date") or DASH)}</td>',
@@ -354,10 +362,18 @@ def _command_block(text: str) -> str:
            '<button type="button" class="copy js-only">Copy command</button></div>'  # fmt: skip
 
 
-def _history(e: Mapping[str, Any]) -> str:
-    speed = task_view(e["task"]).speed
+@functools.cache
+def _history_head(task: str) -> tuple[str, Metric | None]:
+    """A task's history table's head, and its speed column as a metric of the history line."""
+    speed = task_view(task).speed
     heads = ["Date", "Hardware", "Cores", "Status", "Toolchain", "Compile", *([speed.label] if speed else [])]
-    out = ['<table class="history"><thead><tr>', *(f"<th>{_e(h)}</th>" for h in heads), "</tr></thead><tbody>"]
+    head = '<table class="history"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in heads) + "</tr></thead><tbody>"
+    return head, Metric("speed", "", "", speed.fmt) if speed else None
+
+
+def _history(e: Mapping[str, Any]) -> str:
+    head, speed = _history_head(e["task"])
+    out = [head]
     for line in e["hist"]:
         h = dict(zip(HISTORY_COLUMNS, line, strict=True))
         status = STATUS_LABELS.get(h["st"], h["st"])
@@ -365,11 +381,11 @@ def _history(e: Mapping[str, Any]) -> str:
             status += " \u00b7 " + " \u00b7 ".join(str(p) for p in (h.get("stage"), h["code"]) if p)
         reg = '<span class="badge b-reg">passed here, fails now</span>' if h.get("reg") else ""
         hardware = f"{h['hw']}" + (f" ({h['device']})" if h.get("device") else "")
-        speed_cell = f'<td class="num">{_e(metric_text(h, speed_metric(speed.fmt)))}</td>' if speed else ""
+        speed_cell = f'<td class="num">{metric_text(h, speed)}</td>' if speed else ""
         out.append(
             f"<tr{REGRESSION if h.get('reg') else ''}><td>{_e(h['date'])}</td><td>{_e(hardware)}</td>"
-            f'<td class="num">{_e(h.get("cores"))}</td><td>{_e(status)}{reg}</td>'
-            f'<td>{_e(" · ".join(toolchain(h)))}</td><td class="num">{_e(compile_text(h))}</td>{speed_cell}</tr>'
+            f'<td class="num">{h.get("cores")}</td><td>{_e(status)}{reg}</td>'
+            f'<td>{_e(" · ".join(toolchain(h)))}</td><td class="num">{compile_text(h)}</td>{speed_cell}</tr>'
         )
     return "".join(out) + "</tbody></table>"
 
@@ -377,8 +393,9 @@ def _history(e: Mapping[str, Any]) -> str:
 REGRESSION = ' class="regression"'
 
 
-def speed_metric(fmt: str) -> Metric:
-    return Metric("speed", "", "", fmt)
+@functools.cache
+def _term(metric: Metric) -> str:
+    return f'<dt title="{_e(metric.title)}">{_e(metric.label)}</dt>'
 
 
 def detail_html(e: Mapping[str, Any]) -> str:
@@ -402,7 +419,7 @@ def detail_html(e: Mapping[str, Any]) -> str:
         out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
     shown = [m for m in task_view(e["task"]).metrics if e.get(m.key) is not None]
     if shown:
-        cells = (f'<dt title="{_e(m.title)}">{_e(m.label)}</dt><dd>{_e(metric_text(e, m))}</dd>' for m in shown)
+        cells = (f"{_term(m)}<dd>{_e(metric_text(e, m))}</dd>" for m in shown)
         out.append('<dl class="metrics">' + "".join(cells) + "</dl>")
     out += (f'<p class="{cls}">{_e(text)}</p>' if cls else f"<p>{_e(text)}</p>" for cls, text in _notes(e))
     if e.get("reg"):

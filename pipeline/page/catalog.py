@@ -25,7 +25,8 @@ RANKED_VIEWS = ("selected", "trending", "downloads")
 PAGE_VIEWS = (*RANKED_VIEWS, "all")
 VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Downloads", "all": "All"}
 PAGE_SIZE = 100
-#: Columns of one entry in the inline JSON (arrays, not objects: 10,000 rows stay small).
+#: Columns of one entry, the fields :mod:`pipeline.page.cells` makes its row and details of (kept as a tuple; the data
+#: files name a field in full: :data:`FIELD_NAMES`).
 ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",

@@ -32,7 +32,8 @@ from typing import Any
 import orjson
 
 from pipeline.page.catalog import AT, ENTRY_COLUMNS, FIELD_NAMES, PAGE_VIEWS, device_shown, entry_fields
-from pipeline.page.cells import detail_html, row_html
+from pipeline.page.cells import row_html
+from pipeline.page.details import detail_html
 from pipeline.page.task_columns import table_metrics
 
 #: Data files: (path relative to the page, JSON text).

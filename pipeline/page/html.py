@@ -8,10 +8,12 @@ the data files beside the page, fetched as they are needed (:func:`render_site`,
 plots are fetched too, when shown and scrolled near, and the first view's task's are also inline in a ``noscript``).
 
 Text from the Hub or from error messages is untrusted everywhere: jinja2 autoescapes the HTML, the inline JSON
-escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the script only
-writes ``textContent`` (the one markup it inserts is a fetched plot: the server's SVG, every label escaped by
-:mod:`pipeline.page.plots`, parsed as XML by ``DOMParser``, whose scripts never run, and kept only if it is one
-well-formed ``<svg>``), and a Content-Security-Policy allows no script but the page's own (by hash).
+escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the rows, headers
+and details the script places are the server's HTML (:mod:`pipeline.page.cells`, every text escaped there), the
+script writes its own text with ``textContent``, a fetched plot (the server's SVG, every label escaped by
+:mod:`pipeline.page.plots`) is parsed as XML by ``DOMParser``, whose scripts never run, and kept only if it is one
+well-formed ``<svg>``, and a Content-Security-Policy allows no script but the page's own (by hash), so no handler in
+placed markup could run.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pipeline import page
 from pipeline.dataset import build, page_html
 from pipeline.page import html as page_module
 from pipeline.page.catalog import entry_fields
-from pipeline.page.cells import HISTORY_COLUMNS
+from pipeline.page.details import HISTORY_COLUMNS, command
 from pipeline.page.serving import slo_cells
 from pipeline.page.warm import warm_index
 from pipeline.records import flatten
@@ -291,9 +291,13 @@ def test_detail_data_carries_scripts_command_and_plan() -> None:
     big = next(e for e in data_of(html)["objects"] if e["id"] == "acme/big")
     assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
     venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
-    assert page.command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
-    assert page.command({"cores": 1}) == f"{venv} && python run.py"
-    assert page.command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
+    assert command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
+    assert command({"cores": 1}) == f"{venv} && python run.py"
+    assert command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
+    [detail] = [e["detail"] for e in inline_of(html)["text-generation"] if e["model_id"] == "acme/big"]
+    shown = f"{venv} && torchrun --nproc-per-node 4 run.py".replace("&", "&amp;")
+    assert f'<code class="cmd">{shown}</code>' in detail
+    assert "Planner: needs 4 NeuronCores, tensor parallel degree 4 (torchrun, tp_plan=&#34;auto&#34;)" in detail
     app = parse(html).scripts["app"]
     assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
     assert '<a class="more" href="scripts/acme/big/run.py">' in html

@@ -1,6 +1,6 @@
 """The page's warm starts (issue 32): "warm start verified" only after a real machine verified that row's bundle
 (model, revision and sha256), an emulated check labelled and never counted, and the catalog's hit-rate line, all
-escaped; the same badges in the server-rendered rows and in format.js."""
+escaped; the badges drawn in each row's HTML (pipeline/page/cells.py, the first view's and the data's)."""
 
 from __future__ import annotations
 

@@ -183,7 +183,7 @@
   }
   function idOf(tr) { return tr.querySelector("td.model .hub").textContent; }
   function openDetail(tr) {
-    // the entry's details as the server made them (pipeline/page/cells.py detail_html); the script adds its files
+    // the entry's details as the server made them (pipeline/page/details.py); the script adds its files
     var d = el("tr", "detail"), td = el("td");
     td.colSpan = NCOLS;
     td.innerHTML = STORE.entry(state.task, +tr.dataset.i)[1];

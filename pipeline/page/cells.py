@@ -44,9 +44,10 @@ _e = escaped
 
 
 def number_text(value: Any) -> str:
+    """A figure as HTML text: 64 and 85.964, never 64.0 (anything but a number escaped)."""
     if type(value) is not float:
-        return str(value)
-    text = repr(value)  # 64 and 85.964, never 64.0
+        return str(value) if type(value) is int else escaped(value)
+    text = repr(value)
     return text[:-2] if text.endswith(".0") else text
 
 
@@ -79,18 +80,22 @@ def rate_text(value: float | None) -> str:
 
 def price_text(entry: Mapping[str, Any]) -> str:
     """Where a row's cost comes from, for its cost cell's title and its details."""
-    if entry.get("usd") is None:
-        if entry.get("device") == "cpu":
+    get = entry.get
+    return _price_text(get("usd"), get("device") == "cpu", get("popt"), get("preg"), get("psrc"), get("pdate"),
+                       get("st") == "pass")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=4096)  # a catalog has few prices: 100,000 rows ask for the same few texts
+def _price_text(usd: Any, cpu: bool, option: Any, region: Any, source: Any, date: Any, passed: bool) -> str:
+    if usd is None:
+        if cpu:
             return "No cost: a CPU row names no instance, so it has no price"
         return "No cost: the price table has no price for this row's instance under the build's purchase option"
-    where = entry.get("preg") or "region not stated"
     text = (
-        f"At ${number_text(entry['usd'])} per instance-hour ({entry.get('popt')}, {where}; {entry.get('psrc')}; "
-        f"{entry.get('pdate') or 'undated'}), for the run's share of the instance"
+        f"At ${number_text(usd)} per instance-hour ({option}, {region or 'region not stated'}; {source}; "
+        f"{date or 'undated'}), for the run's share of the instance"
     )
-    if entry.get("st") != "pass":
-        text += "; no cost: the run did not pass"
-    return text
+    return text if passed else text + "; no cost: the run did not pass"
 
 
 def compile_text(entry: Mapping[str, Any]) -> str:
@@ -104,7 +109,7 @@ def fallback_text(fb: Sequence[Sequence[Any]]) -> str:
 
 
 def metric_text(entry: Mapping[str, Any], metric: Metric | Any) -> str:
-    """A task metric's text."""
+    """A task metric's text, as HTML text (no figure needs escaping)."""
     value = entry.get(metric.key)
     if value is None:
         return DASH
@@ -114,7 +119,7 @@ def metric_text(entry: Mapping[str, Any], metric: Metric | Any) -> str:
         return rate_text(value)
     if metric.fmt == "res":
         steps = entry.get("steps")
-        return f"{value}\u00b2" + ("" if steps is None else f" \u00b7 {steps} steps")
+        return f"{number_text(value)}\u00b2" + ("" if steps is None else f" \u00b7 {number_text(steps)} steps")
     if metric.fmt == "usd":
         return usd_text(value)
     return number_text(value)
@@ -201,7 +206,7 @@ def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
     else:
         title = price_text(e) if m.fmt == "usd" else None
     title_attr = f' title="{_e(title)}"' if title else ""
-    return f'<td class="num"{title_attr}>{_e(metric_text(e, m))}</td>'
+    return f'<td class="num"{title_attr}>{metric_text(e, m)}</td>'
 
 
 @functools.cache

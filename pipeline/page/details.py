@@ -172,7 +172,7 @@ def detail_html(e: Mapping[str, Any]) -> str:
         out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
     shown = [m for m in task_view(e["task"]).metrics if e.get(m.key) is not None]
     if shown:
-        cells = (f"{_term(m)}<dd>{_e(metric_text(e, m))}</dd>" for m in shown)
+        cells = (f"{_term(m)}<dd>{metric_text(e, m)}</dd>" for m in shown)
         out.append('<dl class="metrics">' + "".join(cells) + "</dl>")
     out += (f'<p class="{cls}">{_e(text)}</p>' if cls else f"<p>{_e(text)}</p>" for cls, text in _notes(e))
     if e.get("reg"):

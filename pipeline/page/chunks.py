@@ -12,8 +12,9 @@ and view's first page) and writes, per task, under :data:`DATA_DIR`:
   once its first view is painted and the browser is idle, so that a search typed at once finds it at hand;
 - the sort columns (the rest of :func:`index_columns`, from the task's table columns, so a column added in
   :mod:`pipeline.page.task_columns` is sortable without more), fetched when a table is first sorted by one;
-- the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
-  them;
+- the entries themselves, :data:`CHUNK_ENTRIES` to a file: their rows' HTML, fetched when a page of rows needs
+  them, and beside it their details' HTML, fetched when a model's details are opened (:mod:`pipeline.page.cells`
+  and :mod:`pipeline.page.details` make both, the only place either is made);
 - its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
@@ -177,7 +178,7 @@ def _runs(listing: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int) -> tuple[list[str], dict[str, Any]]:
-    """The default view's first page of rows (each row's HTML) and what the script
+    """The default view's first page of rows (each row's HTML, which the script reads too) and what the script
     needs to show it before any file is fetched: its items, entries, and the counts its pager says."""
     default = data["default"]
     listing = data["lists"][f"{default['task']}/{default['view']}"]
@@ -185,7 +186,7 @@ def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: i
     items: list[list[Any]] = []
     shown = hidden = 0
     device = AT["device"]
-    cells: dict[str, list[str]] = {}
+    cells: dict[str, str] = {}
     for position, rank in listing["items"]:
         values = data["entries"][position]
         if not device_shown({"device": values[device]}, default["device"]):
@@ -194,8 +195,8 @@ def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: i
         shown += 1
         if len(rows) < page_size:
             no = numbers[position]
-            cells[str(no)] = entry_cells(values, no, rank)
-            rows.append(cells[str(no)][0])
+            cells[str(no)] = row_html(entry_fields(values), no, rank)
+            rows.append(cells[str(no)])
             items.append([no, rank])
     first = {
         "items": items,
@@ -248,17 +249,20 @@ def page_store(
         index_path, sort_path = _name(task_no, "index", index), _name(task_no, "sort", sort)
         store.add(index_path, index)
         store.add(sort_path, sort)
-        chunk_paths = []
+        chunk_paths: list[str] = []
+        detail_paths: list[str] = []
         for start in range(0, len(positions), chunk):
-            text = _json([entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)])
-            path = _name(task_no, f"e{start // chunk}", text)
-            store.add(path, text)
-            chunk_paths.append(path)
+            made = [entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)]
+            for paths, kind, text in ((chunk_paths, "e", _json([r for r, _ in made])),
+                                      (detail_paths, "d", _json([d for _, d in made]))):  # fmt: skip
+                paths.append(_name(task_no, f"{kind}{start // chunk}", text))
+                store.add(paths[-1], text)
         summary = {
             view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()
         }
         tasks[task] = {
-            "n": len(positions), "index": index_path, "sort": sort_path, "chunks": chunk_paths, "lists": summary
+            "n": len(positions), "index": index_path, "sort": sort_path, "chunks": chunk_paths,
+            "details": detail_paths, "lists": summary,
         }  # fmt: skip
     return store
 

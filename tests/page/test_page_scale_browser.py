@@ -90,7 +90,10 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
     # Every entry of a task is in exactly one of its files (its row's and its details' HTML), in model-id order.
     first_task = inline["store"]["tasks"]["text-generation"]
-    entries = [e for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
+    files = dict(site.files)
+    rows_and_details = (first_task["chunks"], first_task["details"])
+    entries = [pair for files_of in zip(*rows_and_details, strict=True)
+               for pair in zip(*(json.loads(files[path]) for path in files_of), strict=True)]  # fmt: skip
     assert [int(re.search(r'^<tr data-i="(\d+)"', row)[1]) for row, _ in entries] == list(range(first_task["n"]))
     ids = [re.search(r'class="hub"[^>]*>([^<]*)<', row)[1] for row, _ in entries]  # type: ignore[index]
     assert len(ids) == first_task["n"] and ids == sorted(ids)
@@ -210,8 +213,8 @@ def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
 def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
     tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
-    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
-    the script writes from a fetched file is text, whatever the file holds."""
+    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: the rows
+    and details the script places from a fetched file show them as text (the server escaped every one)."""
     rows = browser.hostile_rows()
     # The same rows under a second task too: its plots (model ids and toolchains in their labels) are a fetched file.
     rows["latest"] += [dict(r, task="sentence-embeddings") for r in rows["latest"]]

@@ -43,7 +43,7 @@
   function rows(page) {
     // the page's rows as the server made them (pipeline/page/cells.py row_html), each with its rank in this view
     var box = document.createElement("tbody");
-    box.innerHTML = page.map(function (item) { return STORE.entry(state.task, item[0])[0]; }).join("");
+    box.innerHTML = page.map(function (item) { return STORE.entry(state.task, item[0]); }).join("");
     var frag = document.createDocumentFragment();
     Array.prototype.forEach.call(box.querySelectorAll("tr"), function (tr, k) {
       tr.cells[0].textContent = page[k][1] === null ? "" : page[k][1];
@@ -164,6 +164,12 @@
     $("next").disabled = state.page >= pages - 1;
     if (state.m) {
       var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return idOf(tr) === state.m; });
+      var more = open && STORE.details(state.task, +open.dataset.i);
+      if (more) {  // its details' file first
+        root.dataset.busy = "1";
+        more.then(function () { if (seq === SEQ) draw(seq); }, function (err) { if (seq === SEQ) failed(err); });
+        return;
+      }
       if (open) openDetail(open);
     }
     writeHash(false);
@@ -186,7 +192,7 @@
     // the entry's details as the server made them (pipeline/page/details.py); the script adds its files
     var d = el("tr", "detail"), td = el("td");
     td.colSpan = NCOLS;
-    td.innerHTML = STORE.entry(state.task, +tr.dataset.i)[1];
+    td.innerHTML = STORE.detail(state.task, +tr.dataset.i);
     var files = td.querySelector(".files");
     if (files) FILES.fill(files);
     d.appendChild(td);

@@ -39,6 +39,14 @@ script on the same dataset folder): 141 s CPU (42.8 user, 98.2 system: a write a
 The pandas pair, the same day (``--rows 100000 --runs 1``): ``read_parquet`` + ``to_html`` 22.7 s CPU, 1,430 MB,
 a 174 MB page, 8.66 MB transferred, first render 236 ms and no load event within 120 s (trncat in that run: a new
 Space 11.6 s CPU and 464 MB, a rebuild 7.5 s and 472 MB, first render 292 ms in its one run).
+
+Measured 2026-12-06 on the same 2-core machine under a load of about 6 (other builds running), ``--rows 100000
+--runs 1 --no-pandas``, side by side with the build before each cell was made once as HTML on the server (issue 51;
+that build at ac28bfd in the same hour): a rebuild 24.4 s CPU against 16.4 s, a new Space's first build 33.9 s
+against 24.4 s, peak 474 MB against 481 MB, data files 345 MB against 87 MB stored in all; first render 232 ms against
+544 ms, 0.14 MB against 0.13 MB transferred; search typed at once 375 ms against 358 ms, cold 494 ms against 843 ms,
+warm worst 360 ms against 483 ms; 20/20 ids found by both. Under that load neither met the search goal; the figures
+of 2026-12-04 above were on the machine at rest.
 """
 
 from __future__ import annotations

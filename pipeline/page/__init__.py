@@ -7,9 +7,10 @@
   lists of each task and view, the history lines;
 - :mod:`~pipeline.page.rows`: the latest rows a batch at a time (from Parquet, or a list), what the rest of the page
   gathers of each row as it passes, and the history kept packed;
-- :mod:`~pipeline.page.cells`: what a cell says (a cost, its price, a compile time, the fallback ops, the command);
-- :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check, defined
-  once for the server side and the page's script;
+- :mod:`~pipeline.page.cells`: each cell's text and HTML, made there only: an entry's row and a task's header (the
+  first view shows them; the page's script places the same, and only sorts, filters and pages);
+- :mod:`~pipeline.page.details`: a model's details (its failure, metrics, notes, command and history), likewise;
+- :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check;
 - :mod:`~pipeline.page.compare`: the Compare view, a model's Trainium2 row beside its GPU row (speed, memory, cost and
   their ratio), each as measured;
 - :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
@@ -40,10 +41,9 @@ if TYPE_CHECKING:
         catalog,
         exclusion_text,
     )
-    from pipeline.page.cells import command
     from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
     from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
-    from pipeline.page.task_columns import Metric, TaskView, page_tasks, table_metrics, task_view
+    from pipeline.page.task_columns import Metric, TaskView, table_metrics, task_view
 
 __all__ = [
     "CHUNK_ENTRIES",
@@ -58,10 +58,8 @@ __all__ = [
     "Site",
     "TaskView",
     "catalog",
-    "command",
     "exclusion_text",
     "index_columns",
-    "page_tasks",
     "render_page",
     "render_site",
     "script_json",

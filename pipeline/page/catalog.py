@@ -25,7 +25,8 @@ RANKED_VIEWS = ("selected", "trending", "downloads")
 PAGE_VIEWS = (*RANKED_VIEWS, "all")
 VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Downloads", "all": "All"}
 PAGE_SIZE = 100
-#: Columns of one entry in the inline JSON (arrays, not objects: 10,000 rows stay small).
+#: Columns of one entry, the fields :mod:`pipeline.page.cells` makes its row and details of (kept as a tuple; the data
+#: files name a field in full: :data:`FIELD_NAMES`).
 ENTRY_COLUMNS = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
@@ -33,18 +34,9 @@ ENTRY_COLUMNS = (
     "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
     "bc", "tk", "demo", "slo", "slou", "slop", "rtf", "lat", "wer", "wv",
 )  # fmt: skip
-#: What a demo row's badge says on hover (a row of ``pipeline.prices.DEMO_INSTANCE``).
-DEMO_TITLE = (
-    "a row of trncat's offline demo: a tiny model measured on this machine's CPU, priced at an invented demo price; "
-    "not a Trainium2 or a GPU result"
-)
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row; a Trainium3 row is
 #: its own device (``trainium3``, :func:`pipeline.hardware.row_device`), badged, never in the Trainium2 filter.
 DEVICE_FILTERS = ("neuron", "trainium3", "cpu", "cuda", "all")
-DEVICE_LABELS = {"neuron": "Trainium2", "trainium3": "Trainium3", "cpu": "CPU", "cuda": "cuda"}
-#: Columns of one history line: the newest run per (hardware, toolchain); ``speed`` is the task's speed metric
-#: (:attr:`pipeline.page.task_columns.TaskView.speed`).
-HISTORY_COLUMNS = ("date", "hw", "device", "cores", "st", "stage", "code", "cc", "tnx", "tf", "compile", "speed", "reg")
 HISTORY_READ = [
     "model_id", "task", "status", "failure_stage", "failure_code", "device", "hardware", "cores", "compile_s",
     "decode_tokens_per_s", "sentences_per_s", "seconds_per_image", "latency_p50_s", "neuronx_cc_version",
@@ -71,6 +63,14 @@ _ROUNDED_FIELDS = {
     "stps": ("steps_per_s", 2), "vae": ("vae_decode_s", 4), "gs": ("guidance_scale", 2),
     # automatic-speech-recognition (schema 1.5): real-time factor, seconds per clip, WER against the transcripts
     "rtf": ("real_time_factor", 4), "lat": ("latency_p50_s", 4), "wer": ("wer", 4),
+}  # fmt: skip
+#: Each entry field under a full name (the row column it comes from, where one does): the names of the data files'
+#: columns (:mod:`pipeline.page.chunks`) and of the page's sort fields.
+FIELD_NAMES = {
+    **_ROW_FIELDS, **{key: column for key, (column, _) in _ROUNDED_FIELDS.items()},
+    "id": "model_id", "st": "status", "reg": "regression", "ek": "excluded", "need": "cores_needed", "date": "date",
+    "l1": "latency_batch_1_p50_s", "l32": "latency_batch_32_p50_s", "cost": "cost_usd", "cos": "agreement_cosine",
+    "slo": "served_tokens_per_s_per_chip_at_slo", "slou": "usd_per_million_tokens_at_slo", "lib": "library_version",
 }  # fmt: skip
 _BLANK_ENTRY = dict.fromkeys(ENTRY_COLUMNS)
 #: An entry is a tuple of :data:`ENTRY_COLUMNS`' values (the JSON writes it as an array; 100,000 dicts of 71 keys

@@ -5,19 +5,21 @@ those numbers. A small catalog (at most :data:`INLINE_ENTRIES` entries) keeps ev
 one file that works opened from disk. A larger one keeps inline only what its first view shows (the default task
 and view's first page) and writes, per task, under :data:`DATA_DIR`:
 
-- an index: each entry's id and filter fields (:data:`SEARCH_FIELDS`), one array per field (a text field of few
+- an index: each entry's id and filter fields (:data:`SEARCH_FIELDS`), one array per field, named in full
+  (:data:`pipeline.page.catalog.FIELD_NAMES`) (a text field of few
   values as codes), which the search and the filters scan without making an object per entry, and each view's order
   with its ranks (the All view, whose order is the numbering, as runs of consecutive numbers); the page fetches it
   once its first view is painted and the browser is idle, so that a search typed at once finds it at hand;
 - the sort columns (the rest of :func:`index_columns`, from the task's table columns, so a column added in
   :mod:`pipeline.page.task_columns` is sortable without more), fetched when a table is first sorted by one;
-- the entries themselves, :data:`CHUNK_ENTRIES` to a file, fetched when a page of rows or a model's details needs
-  them;
+- the entries themselves, :data:`CHUNK_ENTRIES` to a file: their rows' HTML, fetched when a page of rows needs
+  them, and beside it their details' HTML, fetched when a model's details are opened (:mod:`pipeline.page.cells`
+  and :mod:`pipeline.page.details` make both, the only place either is made);
 - its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
 entries, and a rebuild that changed nothing rewrites nothing. The files are JSON read with ``fetch`` from the
-page's own origin (``connect-src 'self'``); the script writes their text with ``textContent`` only.
+page's own origin (``connect-src 'self'``); the script places the rows and details as the server escaped them.
 """
 
 from __future__ import annotations
@@ -30,18 +32,19 @@ from typing import Any
 
 import orjson
 
-from pipeline.page.catalog import AT, ENTRY_COLUMNS, PAGE_VIEWS, device_shown, entry_fields
+from pipeline.page.catalog import AT, ENTRY_COLUMNS, FIELD_NAMES, PAGE_VIEWS, device_shown, entry_fields
+from pipeline.page.cells import row_html
+from pipeline.page.details import detail_html
 from pipeline.page.task_columns import table_metrics
 
 #: Data files: (path relative to the page, JSON text).
 Files = list[tuple[str, str]]
 #: The folder beside ``index.html`` that holds the data files of a large catalog.
 DATA_DIR = "catalog-data"
-#: Entries per data file: about 640 bytes each, so a file is about 65 kB (7 kB gzip'd): a page of 100 rows in the
-#: All view needs one or two, and a search's page, whose rows may lie anywhere (20 files for a query that matches
-#: a model name in every organisation), parses 1.3 MB, not the 3.3 MB of 250-entry files.
+#: Entries per data file: a page of 100 rows in the All view needs one or two, and a search's page, whose rows may
+#: lie anywhere (20 files for a query that matches a model name in every organisation), parses 20 of them.
 CHUNK_ENTRIES = 100
-#: Up to this many entries (about 1.3 MB of JSON, 150 kB gzip'd) the page keeps them all inline.
+#: Up to this many entries the page keeps them all inline.
 INLINE_ENTRIES = 2000
 #: Fields of a task's index (what the search and the filters test): fetched before a search needs them.
 SEARCH_FIELDS = ("id", "st", "device", "reg", "ek", "need", "params")
@@ -49,15 +52,37 @@ SEARCH_FIELDS = ("id", "st", "device", "reg", "ek", "need", "params")
 _SORT_COMMON = ("date", "compile", "mem")
 
 
-def index_columns(task: str) -> list[str]:
-    """The entry fields the page reads of ``task`` without its entries: the filters' (:data:`SEARCH_FIELDS`, in its
-    index) and every sortable column's (its table metrics', in its sort file)."""
+def _index_keys(task: str) -> list[str]:
     keys = [*SEARCH_FIELDS, *_SORT_COMMON]
     keys += [m.key for m in table_metrics(task) if m.key not in keys]
     unknown = sorted(set(keys) - set(ENTRY_COLUMNS))
     if unknown:
         raise ValueError(f"task {task!r} sorts by {unknown}, which no entry carries (ENTRY_COLUMNS)")
     return keys
+
+
+def field_name(key: str) -> str:
+    """An entry field's name in the data files and the page's sort fields."""
+    return FIELD_NAMES.get(key, key)
+
+
+def index_columns(task: str) -> list[str]:
+    """The fields the page reads of ``task`` without its entries, by their full names: the filters'
+    (:data:`SEARCH_FIELDS`, in its index) and every sortable column's (its table metrics', in its sort file)."""
+    return [field_name(key) for key in _index_keys(task)]
+
+
+def entry_cells(values: tuple[Any, ...], no: int, rank: Any = None) -> list[str]:
+    """An entry as the page's script reads it: its row's HTML and its details' HTML."""
+    entry = entry_fields(values)
+    return [row_html(entry, no, rank), detail_html(entry)]
+
+
+def _columns(task: str, entries: list[tuple[Any, ...]]) -> dict[str, Any]:
+    keys = _index_keys(task)
+    fields = operator.itemgetter(*(AT[key] for key in keys))
+    by_column = zip(*map(fields, entries), strict=True) if entries else ([] for _ in keys)
+    return {field_name(key): _column(list(values)) for key, values in zip(keys, by_column, strict=True)}
 
 
 def _json(value: Any) -> str:
@@ -152,17 +177,16 @@ def _runs(listing: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"date": listing["date"], "runs": runs}
 
 
-def first_page(
-    data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The default view's first page of rows (each entry with its number ``i`` and ``rank``) and what the script
+def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int) -> tuple[list[str], dict[str, Any]]:
+    """The default view's first page of rows (each row's HTML, which the script reads too) and what the script
     needs to show it before any file is fetched: its items, entries, and the counts its pager says."""
     default = data["default"]
     listing = data["lists"][f"{default['task']}/{default['view']}"]
-    rows: list[dict[str, Any]] = []
+    rows: list[str] = []
+    items: list[list[Any]] = []
     shown = hidden = 0
     device = AT["device"]
-    arrays: dict[str, tuple[Any, ...]] = {}
+    cells: dict[str, str] = {}
     for position, rank in listing["items"]:
         values = data["entries"][position]
         if not device_shown({"device": values[device]}, default["device"]):
@@ -170,11 +194,13 @@ def first_page(
             continue
         shown += 1
         if len(rows) < page_size:
-            rows.append({**entry_fields(values), "i": numbers[position], "rank": rank})
-            arrays[str(numbers[position])] = values
+            no = numbers[position]
+            cells[str(no)] = row_html(entry_fields(values), no, rank)
+            rows.append(cells[str(no)])
+            items.append([no, rank])
     first = {
-        "items": [[e["i"], e["rank"]] for e in rows],
-        "entries": arrays,
+        "items": items,
+        "entries": cells,
         "shown": shown,
         "hidden": hidden,
         "total": len(listing["items"]),
@@ -208,14 +234,14 @@ def page_store(
     for task_no, task in enumerate(data["tasks"]):
         positions = grouped.get(task, [])
         lists = _lists(data, task, numbers)
+        columns = _columns(task, [entries[p] for p in positions])
         if inline:
-            tasks[task] = {"n": len(positions), "lists": lists, "entries": [entries[p] for p in positions]}
+            tasks[task] = {
+                "n": len(positions), "lists": lists, "cols": columns,
+                "entries": [entry_cells(entries[p], no) for no, p in enumerate(positions)],
+            }  # fmt: skip
             continue
-        names = index_columns(task)
-        fields = operator.itemgetter(*(AT[name] for name in names))
-        by_column = zip(*(fields(entries[p]) for p in positions), strict=True) if positions else ([] for _ in names)
-        columns = {name: _column(list(values)) for name, values in zip(names, by_column, strict=True)}
-        search = {name: columns.pop(name) for name in SEARCH_FIELDS}
+        search = {name: columns.pop(name) for name in map(field_name, SEARCH_FIELDS)}
         index = _json(
             {"n": len(positions), "cols": search, "lists": {v: _runs(listing) for v, listing in lists.items()}}
         )
@@ -223,17 +249,20 @@ def page_store(
         index_path, sort_path = _name(task_no, "index", index), _name(task_no, "sort", sort)
         store.add(index_path, index)
         store.add(sort_path, sort)
-        chunk_paths = []
+        chunk_paths: list[str] = []
+        detail_paths: list[str] = []
         for start in range(0, len(positions), chunk):
-            text = _json([entries[p] for p in positions[start : start + chunk]])
-            path = _name(task_no, f"e{start // chunk}", text)
-            store.add(path, text)
-            chunk_paths.append(path)
+            made = [entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)]
+            for paths, kind, text in ((chunk_paths, "e", _json([r for r, _ in made])),
+                                      (detail_paths, "d", _json([d for _, d in made]))):  # fmt: skip
+                paths.append(_name(task_no, f"{kind}{start // chunk}", text))
+                store.add(paths[-1], text)
         summary = {
             view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()
         }
         tasks[task] = {
-            "n": len(positions), "index": index_path, "sort": sort_path, "chunks": chunk_paths, "lists": summary
+            "n": len(positions), "index": index_path, "sort": sort_path, "chunks": chunk_paths,
+            "details": detail_paths, "lists": summary,
         }  # fmt: skip
     return store
 

@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.page import plots
-from pipeline.page.catalog import DEVICE_LABELS
-from pipeline.page.cells import price_text, usd_text
+from pipeline.page.cells import DEVICE_LABELS, price_text, usd_text
 from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import device_of, representative

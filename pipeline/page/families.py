@@ -12,9 +12,6 @@ from typing import Any
 
 from pipeline.records import FamilyStat, family_order, family_row, family_stats
 
-#: Columns of one family in the inline JSON (arrays, as the entries are).
-FAMILY_COLUMNS = ("arch", "mt", "task", "tc", "n", "pass", "fail", "cmin", "cmax", "codes", "else")
-
 
 def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One entry per family the latest rows hold, most measured on Trainium2 first."""
@@ -46,7 +43,7 @@ def _entry(s: FamilyStat) -> dict[str, Any]:
 
 
 def cores_text(entry: Mapping[str, Any]) -> str:
-    """``1`` or ``1–8`` (keep in step with families.js)."""
+    """``1`` or ``1–8``."""
     low, high = entry.get("cmin"), entry.get("cmax")
     if low is None:
         return "—"
@@ -54,5 +51,17 @@ def cores_text(entry: Mapping[str, Any]) -> str:
 
 
 def codes_text(entry: Mapping[str, Any]) -> str:
-    """``ncc_eoom001 ×2, compile_error ×1`` (keep in step with families.js)."""
+    """``ncc_eoom001 ×2, compile_error ×1``."""
     return ", ".join(f"{code} \u00d7{count}" for code, count in entry.get("codes") or ()) or "—"
+
+
+def family_line(entry: Mapping[str, Any], task_label: str) -> str:
+    """What the search box says of a family whose name a model without a row contains."""
+    name = f"{entry['arch']}" + (f" ({entry['mt']})" if entry.get("mt") else "") + f" \u00b7 {task_label}: "
+    if not entry["n"]:
+        others = entry["else"]
+        return f"{name}measured elsewhere only: CPU, cuda or Trainium3 ({others} model{'' if others == 1 else 's'}): " \
+            "no Trainium2 evidence"  # fmt: skip
+    fails = f" (fails: {codes_text(entry)})" if entry["fail"] else ""
+    cores = "" if entry.get("cmin") is None else f"; cores {cores_text(entry)}"
+    return f"{name}{entry['pass']} of {entry['n']} run on Trainium2{fails}{cores} \u00b7 {entry['tc']}"

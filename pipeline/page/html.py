@@ -8,10 +8,12 @@ the data files beside the page, fetched as they are needed (:func:`render_site`,
 plots are fetched too, when shown and scrolled near, and the first view's task's are also inline in a ``noscript``).
 
 Text from the Hub or from error messages is untrusted everywhere: jinja2 autoescapes the HTML, the inline JSON
-escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the script only
-writes ``textContent`` (the one markup it inserts is a fetched plot: the server's SVG, every label escaped by
-:mod:`pipeline.page.plots`, parsed as XML by ``DOMParser``, whose scripts never run, and kept only if it is one
-well-formed ``<svg>``), and a Content-Security-Policy allows no script but the page's own (by hash).
+escapes ``<``, ``>``, ``&``, U+2028 and U+2029 (so ``</script>`` in data cannot end the script), the rows, headers
+and details the script places are the server's HTML (:mod:`pipeline.page.cells`, every text escaped there), the
+script writes its own text with ``textContent``, a fetched plot (the server's SVG, every label escaped by
+:mod:`pipeline.page.plots`) is parsed as XML by ``DOMParser``, whose scripts never run, and kept only if it is one
+well-formed ``<svg>``, and a Content-Security-Policy allows no script but the page's own (by hash), so no handler in
+placed markup could run.
 """
 
 from __future__ import annotations
@@ -31,27 +33,16 @@ import jinja2
 from markupsafe import Markup
 
 from pipeline.page import plots
-from pipeline.page.catalog import (
-    AT,
-    DEMO_TITLE,
-    DEVICE_FILTERS,
-    DEVICE_LABELS,
-    ENTRY_COLUMNS,
-    HISTORY_COLUMNS,
-    PAGE_SIZE,
-    PAGE_VIEWS,
-    VIEW_LABELS,
-    catalog,
-)
-from pipeline.page.cells import compile_text, fallback_text, price_text, usd_text
-from pipeline.page.chunks import INLINE_ENTRIES, first_page, page_store, plot_files
+from pipeline.page.catalog import AT, DEVICE_FILTERS, PAGE_SIZE, PAGE_VIEWS, VIEW_LABELS, catalog
+from pipeline.page.cells import DEVICE_LABELS, head_count, head_html
+from pipeline.page.chunks import INLINE_ENTRIES, field_name, first_page, page_store, plot_files
 from pipeline.page.compare import compare_pairs, demo_pairs
-from pipeline.page.families import FAMILY_COLUMNS, codes_text, cores_text, grouped_family_table
+from pipeline.page.families import codes_text, cores_text, family_line, grouped_family_table
 from pipeline.page.releases import release_sections
 from pipeline.page.rows import Gathered, History, RowBatches
 from pipeline.page.serving import serving_section, slo_cells
-from pipeline.page.task_columns import Metric, page_tasks, table_metrics, task_view
-from pipeline.page.warm import WARM_BADGES, warm_index, warm_summary
+from pipeline.page.task_columns import task_view
+from pipeline.page.warm import warm_index, warm_summary
 
 logger = logging.getLogger(__name__)
 
@@ -121,27 +112,6 @@ def _inline_scripts(entries: Sequence[Sequence[Any]], scripts: Mapping[str, Mapp
     return {"texts": texts, "models": models}
 
 
-def _rate(value: float | None) -> str:
-    return "—" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
-
-
-def metric_text(entry: Mapping[str, Any], metric: Metric) -> str:
-    """A task metric's cell text (keep in step with format.js ``metric``)."""
-    value = entry.get(metric.key)
-    if value is None:
-        return "—"
-    if metric.fmt == "secs":
-        return plots.fmt_seconds(value)
-    if metric.fmt == "rate":
-        return _rate(value)
-    if metric.fmt == "res":
-        steps = entry.get("steps")
-        return f"{value}²" + ("" if steps is None else f" · {steps} steps")
-    if metric.fmt == "usd":
-        return usd_text(value)
-    return str(value)
-
-
 @functools.cache
 def _environment() -> jinja2.Environment:
     # pipeline.render autoescapes names ending in .html only; the page template is .html.j2, so it gets its own.
@@ -152,16 +122,6 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["seconds"] = lambda v: "—" if v is None else plots.fmt_seconds(v)
-    env.filters["bytes"] = lambda v: "—" if v is None else plots.fmt_bytes(v)
-    env.filters["params"] = lambda v: "—" if v is None else plots.fmt_params(v)
-    env.filters["rate"] = _rate
-    env.filters["metric"] = metric_text
-    env.globals["fallback_text"] = fallback_text
-    env.globals["price_text"] = price_text
-    env.globals["compile_text"] = compile_text
-    env.globals["demo_title"] = DEMO_TITLE
-    env.globals["warm_badges"] = WARM_BADGES
     env.filters["family_cores"] = cores_text
     env.filters["family_codes"] = codes_text
     env.filters["csp_hash"] = lambda text: (
@@ -317,11 +277,13 @@ def render_site(
     inline = inline_entries is None or len(data["entries"]) <= inline_entries
     store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
     rows, first = first_page(data, store.numbers, PAGE_SIZE)
+    labels = {task: task_view(task).label for task in data["tasks"]}
     payload = {
-        "cols": ENTRY_COLUMNS,
-        "hcols": HISTORY_COLUMNS,
         "tasks": data["tasks"],
-        "taskViews": page_tasks(data["tasks"]),
+        "taskViews": {
+            task: {"label": labels[task], "head": head_html(task, field_name), "ncols": head_count(task)}
+            for task in data["tasks"]
+        },
         "views": PAGE_VIEWS,
         "labels": VIEW_LABELS,
         "devices": DEVICE_LABELS,
@@ -329,8 +291,8 @@ def render_site(
         "pageSize": PAGE_SIZE,
         "store": store.meta,
         "first": None if inline else first,
-        "fcols": FAMILY_COLUMNS,
-        "fam": [[f[c] for c in FAMILY_COLUMNS] for f in families],
+        # the search box's guesses for a model with no row: each family's model type, architecture and line
+        "fam": [[f["mt"], f["arch"], family_line(f, labels.get(f["task"], f["task"]))] for f in families],
     }
     # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
     # are in the page too, for a reader without JavaScript.
@@ -343,24 +305,21 @@ def render_site(
     template = env.get_template("index.html.j2")
     html = template.render(
         app_js=Markup(
-            "".join(
-                _asset(env, name)
-                for name in ("format.js", "store.js", "tasks.js", "families.js", "files.js", "plots.js", "index.js")
-            )
+            "".join(_asset(env, name) for name in ("store.js", "families.js", "files.js", "plots.js", "index.js"))
         ),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
         # A page with data files leaves the scripts beside it too (the details fetch them; scripts/ is in the tree).
         scripts_json=script_json(_inline_scripts(data["entries"] if inline else [], scripts)),
         tasks=data["tasks"],
-        task_labels={task: task_view(task).label for task in data["tasks"]},
-        metrics=table_metrics(data["default"]["task"]),
-        library=task_view(data["default"]["task"]).library,
+        task_labels=labels,
+        head=Markup(head_html(data["default"]["task"], field_name)),
+        ncols=head_count(data["default"]["task"]),
         views=PAGE_VIEWS,
         view_labels=VIEW_LABELS,
         default=data["default"],
         default_list=data["lists"][f"{data['default']['task']}/{data['default']['view']}"],
-        rows=rows,
+        rows=[Markup(r) for r in rows],
         shown_total=first["shown"],
         device_filters=DEVICE_FILTERS,
         device_labels=DEVICE_LABELS,

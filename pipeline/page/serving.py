@@ -15,8 +15,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pipeline.page.catalog import DEVICE_LABELS
-from pipeline.page.cells import usd_text
+from pipeline.page.cells import DEVICE_LABELS, usd_text
 from pipeline.page.plots import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH
 
 #: One colour per device line (Trainium2 first, as the Compare view shows it).

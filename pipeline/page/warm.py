@@ -77,7 +77,7 @@ def warm_summary(
     }
 
 
-#: Each warm-start cell's badge: (CSS class, text, title); format.js draws the same (a test checks they agree).
+#: Each warm-start cell's badge: (CSS class, text, title), drawn by :mod:`pipeline.page.cells`.
 WARM_BADGES = {
     "verified": ("b-warm", "warm start verified",
                  "a second trn2 runner with an empty cache ran this row's run.py --require-warm: every graph came from "

@@ -19,6 +19,9 @@ from pipeline import page
 from pipeline.dataset import build, page_html
 from pipeline.page import html as page_module
 from pipeline.page.catalog import entry_fields
+from pipeline.page.details import HISTORY_COLUMNS, command
+from pipeline.page.serving import slo_cells
+from pipeline.page.warm import warm_index
 from pipeline.records import flatten
 from pipeline.testing.records import sample_community, sample_failure, sample_record
 from pipeline.types import TASKS
@@ -52,10 +55,16 @@ def ranking(task: str, view: str, date: str, *model_ids: str) -> list[dict[str, 
     ]
 
 
+#: The arguments each page of :func:`render` was made from, by its HTML (:func:`data_of` reads its entries).
+_RENDERED: dict[str, dict[str, Any]] = {}
+
+
 def render(**kwargs: Any) -> str:
     args: dict[str, Any] = {"latest": [], "rankings": [], "exclusions": [], "scripts": {}}
     args.update(kwargs)
-    return page.render_page(**args)
+    html = page.render_page(**args)
+    _RENDERED[html] = args
+    return html
 
 
 class _Page(HTMLParser):
@@ -110,21 +119,49 @@ def parse(html: str) -> _Page:
 
 
 def data_of(html: str) -> dict[str, Any]:
-    """The inline JSON of a one-file page, with every task's entries in one list (``entries``, ``objects``) and its
-    lists keyed ``task/view``, their items numbered into that list."""
+    """The inline JSON of a one-file page made by :func:`render`, and the entries its rows and details were made of
+    (:func:`pipeline.page.catalog`: ``entries``, ``objects`` as dicts, ``lists`` numbered into them, ``hcols``)."""
     blob = json.loads(parse(html).scripts["trncat-data"])
     assert blob["store"]["inline"] and blob["first"] is None
-    blob["entries"], blob["lists"] = [], {}
-    for task, part in blob["store"]["tasks"].items():
-        offset = len(blob["entries"])
-        blob["entries"] += part["entries"]
-        for view, listing in part["lists"].items():
-            blob["lists"][f"{task}/{view}"] = listing and {
-                "date": listing["date"],
-                "items": [[offset + no, rank] for no, rank in listing["items"]],
-            }
-    blob["objects"] = [dict(zip(blob["cols"], e, strict=True)) for e in blob["entries"]]
+    args = _RENDERED[html]
+    data = page.catalog(
+        latest=args["latest"],
+        history=args.get("history"),
+        rankings=args["rankings"],
+        exclusions=args["exclusions"],
+        slo=slo_cells(args.get("serving") or []),
+        warm=warm_index(args.get("warm_checks") or []),
+        scripts=args["scripts"],
+    )
+    assert sum(part["n"] for part in blob["store"]["tasks"].values()) == len(data["entries"])
+    blob.update(entries=data["entries"], lists=data["lists"], hcols=HISTORY_COLUMNS)
+    blob["objects"] = [entry_fields(e) for e in data["entries"]]
     return blob
+
+
+def _decoded(column: Any, n: int) -> list[Any]:
+    if column is None:
+        return [None] * n
+    return [None if k < 0 else column["v"][k] for k in column["i"]] if isinstance(column, dict) else column
+
+
+def inline_of(html: str) -> dict[str, list[dict[str, Any]]]:
+    """Per task, the inline entries of a one-file page as its script reads them: the index's columns (full names)
+    and each entry's ``row`` and ``detail`` HTML."""
+    blob = json.loads(parse(html).scripts["trncat-data"])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for task, part in blob["store"]["tasks"].items():
+        columns = {name: _decoded(c, part["n"]) for name, c in part["cols"].items()}
+        out[task] = [
+            {**{name: values[no] for name, values in columns.items()}, "row": cells[0], "detail": cells[1]}
+            for no, cells in enumerate(part["entries"])
+        ]
+    return out
+
+
+def details(html: str) -> str:
+    """Every inline entry's details, one text."""
+    return "".join(e["detail"] for entries in inline_of(html).values() for e in entries)
 
 
 def test_a_row_shows_the_measurements_and_toolchain() -> None:
@@ -134,7 +171,12 @@ def test_a_row_shows_the_measurements_and_toolchain() -> None:
         1:
     ]
     assert slo == slo_cost == "\u2014"  # no serving sweep of the model: nothing at the service level
-    assert model.startswith("acme/llama-1b") and status == "runs" and cores == "1" and device == "Trainium2"
+    assert (
+        model.startswith("acme/llama-1b")
+        and status == "runs grade unknown CI"
+        and cores == "1"
+        and device == "Trainium2"
+    )
     assert compile_s == "61.5 s later runs start in 9.8 s"  # a cold compile, and the warm start after it
     assert (ttft, tps, wall, mem, params) == ("31 ms", "77.1", "72.9 s", "2.9 GiB", "1.2B")
     assert cost == "\u2014"  # a row built without a price table has no cost
@@ -146,7 +188,7 @@ def test_a_row_shows_the_measurements_and_toolchain() -> None:
 def test_a_failure_shows_its_classified_reason_and_message() -> None:
     html = render(latest=[fail_row(stage="compile", code="NCC_EOOM001", message="compiler ran out of memory")])
     status = parse(html).rows[0][2]
-    assert status == "fails compile · NCC_EOOM001"
+    assert status == "fails CI compile · NCC_EOOM001"
     assert 'title="compiler ran out of memory"' in html
     (entry,) = data_of(html)["objects"]
     assert entry["msg"] == "compiler ran out of memory" and entry["st"] == "fail"
@@ -169,7 +211,7 @@ def test_untrusted_text_is_escaped_in_html_attributes_and_json() -> None:
     data = data_of(html)
     ids = {e[0] for e in data["entries"]}
     assert {PAYLOADS[0], PAYLOADS[1], PAYLOADS[3], "acme/broken"} <= ids
-    messages = [e[data["cols"].index("msg")] for e in data["entries"]]
+    messages = [e["msg"] for e in data["objects"]]
     assert "".join(PAYLOADS) in messages
     # An id that is not a Hub id is shown as text, never as a link.
     assert not [u for u in doc.urls if "__pwned" in u[2] or "<" in u[2] or ">" in u[2]]
@@ -232,7 +274,7 @@ def test_excluded_models_appear_marked_with_their_reason() -> None:
     assert {e["task"] for e in everywhere} == set(TASKS)  # an exclusion without a task applies to every task
     statuses = {r[1].split()[0]: r[2] for r in parse(html).rows}
     assert statuses["acme/remote"] == "excluded remote_code: needs trust_remote_code"
-    assert statuses["acme/a"] == "runs excluded low_priority: low priority for now"
+    assert statuses["acme/a"] == "runs grade unknown CI excluded low_priority: low priority for now"
 
 
 def test_detail_data_carries_scripts_command_and_plan() -> None:
@@ -249,9 +291,13 @@ def test_detail_data_carries_scripts_command_and_plan() -> None:
     big = next(e for e in data_of(html)["objects"] if e["id"] == "acme/big")
     assert (big["pc"], big["tp"], big["advice"]) == (4, 4, "shard over 4 cores")
     venv = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
-    assert page.command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
-    assert page.command({"cores": 1}) == f"{venv} && python run.py"
-    assert page.command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
+    assert command(big) == f"{venv} && torchrun --nproc-per-node 4 run.py"
+    assert command({"cores": 1}) == f"{venv} && python run.py"
+    assert command({"cores": 1, "device": "cpu"}).endswith("python run.py --device cpu")
+    [detail] = [e["detail"] for e in inline_of(html)["text-generation"] if e["model_id"] == "acme/big"]
+    shown = f"{venv} && torchrun --nproc-per-node 4 run.py".replace("&", "&amp;")
+    assert f'<code class="cmd">{shown}</code>' in detail
+    assert "Planner: needs 4 NeuronCores, tensor parallel degree 4 (torchrun, tp_plan=&#34;auto&#34;)" in detail
     app = parse(html).scripts["app"]
     assert "navigator.clipboard" in app and 'execCommand("copy")' in app and "data:text/plain" in app
     assert '<a class="more" href="scripts/acme/big/run.py">' in html
@@ -366,7 +412,7 @@ def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
     build([sample_record(model_id="acme/a", run=at(1))], out)
     build([sample_failure(model_id="acme/a", run=at(20), versions={"neuronx_cc": "2.22.0"})], out)
     without = build_page_html(out)
-    assert "acme/a" in without and data_of(without)["default"]["view"] == "all"
+    assert "acme/a" in without and json.loads(parse(without).scripts["trncat-data"])["default"]["view"] == "all"
     trending = "data/rankings/{}-text-generation-trending.parquet"
     _write(
         out / trending.format("2026-11-01"),
@@ -384,12 +430,16 @@ def test_build_page_reads_the_dataset_folder(tmp_path: Path) -> None:
         EXCLUSION_SCHEMA,
     )
     html = build_page_html(out)
-    data = data_of(html)
-    items = data["lists"]["text-generation/trending"]["items"]
-    assert [data["objects"][i]["id"] for i, _ in items] == ["acme/a", "acme/fresh"]
-    a = next(e for e in data["objects"] if e["id"] == "acme/a")
-    assert a["st"] == "fail" and a["reg"] is True and len(a["hist"]) == 2
-    assert any(e["id"] == "acme/gated" and e["ek"] == "gated" for e in data["objects"])
+    entries = inline_of(html)
+    generation = entries["text-generation"]
+    store = json.loads(parse(html).scripts["trncat-data"])["store"]
+    items = store["tasks"]["text-generation"]["lists"]["trending"]["items"]
+    assert [generation[no]["model_id"] for no, _ in items] == ["acme/a", "acme/fresh"]
+    a = next(e for e in generation if e["model_id"] == "acme/a")
+    assert a["status"] == "fail" and a["regression"] == 1
+    history = a["detail"].split('<table class="history">', 1)[1]
+    assert history.count("<tr") == 3  # the head and two lines
+    assert any(e["model_id"] == "acme/gated" and e["excluded"] == "gated" for e in generation)
     blob = json.loads(parse(html).scripts["trncat-scripts"])
     run_py = blob["texts"][blob["models"]["acme/a"][0]]
     assert "MODEL_ID = 'acme/a'" in run_py
@@ -445,8 +495,10 @@ def test_cpu_fallback_warm_start_and_the_answer_check_show_beside_the_verdict() 
     assert html.count(">CPU fallback</span>") == 1 and "aten::topk \u00d73" in html
     assert "later runs start in 41" in html
     assert rows["acme/fell"]["rc"] == 2 and html.count(">recompiled</span>") == 1
-    app = parse(html).scripts["app"]
-    assert "fallbackText" in app and "aws_neuronx_venv_torch_neuronx_" in app
+    text = details(html)  # the details say the ops and the DLAMI's own command
+    assert "These ops ran on the CPU instead of the device" in text and "aten::topk \u00d73." in text
+    assert "source /opt/aws_neuronx_venv_torch_neuronx_2_14_0/bin/activate" in text
+    assert "2 graph(s) compiled again during the timed calls" in text
 
 
 def test_every_row_says_its_source() -> None:
@@ -456,8 +508,10 @@ def test_every_row_says_its_source() -> None:
     data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
     sources = {e["id"]: e["src"] for e in map(entry_fields, data["entries"])}
     assert sources == {"acme/ci": "ci", "acme/community": "community"}
-    script = (Path(page_module.__file__).parent / "templates" / "index.js").read_text()
-    assert 'e.src === "ci" ? "CI" : e.src' in script  # the status cell shows it, as text (el sets textContent)
+    html = render(latest=rows)
+    assert '<span class="source src-ci">CI</span>' in html  # the status cell shows it
+    rows_html = [e["row"] for e in inline_of(html)["text-generation"]]
+    assert any('<span class="source src-other">community</span>' in r for r in rows_html)
 
 
 FIXTURES = TEST_FIXTURES / "valid"
@@ -494,7 +548,7 @@ def test_each_task_has_its_own_columns_and_never_another_tasks() -> None:
     assert [views[t]["label"] for t in TASKS] == [
         "Text generation", "Image-text-to-text", "Sentence embeddings", "Text-to-image", "Speech recognition",
     ]  # fmt: skip
-    labels = {t: [c["label"] for c in views[t]["cols"] if c["table"]] for t in TASKS}
+    labels = {t: re.findall(r'class="num" title="[^"]*">([^<]*)</th>', views[t]["head"])[1:] for t in TASKS}
     assert (
         labels["text-generation"]
         == labels["image-text-to-text"]
@@ -569,7 +623,7 @@ def test_a_task_without_rows_says_so_instead_of_an_empty_table() -> None:
     assert re.search(r'<p id="task-empty" class="task-empty">No text generation model measured', empty)
     assert '<div class="table-wrap" id="table-wrap" hidden>' in empty
     script = parse(html).scripts["app"]
-    assert "TASKS.empty(state.task)" in script and '$("table-wrap").hidden = $("pager").hidden = empty' in script
+    assert "empty(state.task)" in script and '$("table-wrap").hidden = $("pager").hidden = none' in script
 
 
 def test_new_tasks_text_is_escaped() -> None:
@@ -672,12 +726,11 @@ def test_the_table_by_architecture_counts_trainium_rows_and_sets_cpu_rows_apart(
     ]
     html = render(latest=latest)
     [family] = data_of(html)["fam"]
-    entry = dict(zip(data_of(html)["fcols"], family, strict=True))
-    assert (entry["arch"], entry["mt"], entry["task"], entry["n"], entry["pass"], entry["fail"]) == (
-        "LlamaForCausalLM", "llama", "text-generation", 3, 2, 1
-    )  # fmt: skip
-    assert (entry["cmin"], entry["cmax"], entry["codes"], entry["else"]) == (1, 8, [["ncc_eoom001", 1]], 1)
-    assert entry["tc"] == "neuronx-cc 2.21.0, torch-neuronx 2.14.0, transformers 5.0.0"
+    assert family == [
+        "llama", "LlamaForCausalLM",
+        "LlamaForCausalLM (llama) \u00b7 Text generation: 2 of 3 run on Trainium2 (fails: ncc_eoom001 \u00d71); "
+        "cores 1\u20138 \u00b7 neuronx-cc 2.21.0, torch-neuronx 2.14.0, transformers 5.0.0",
+    ]  # fmt: skip
     table = html.split('<table id="families">', 1)[1].split("</table>", 1)[0]
     assert "<td>LlamaForCausalLM</td><td>llama</td><td>Text generation</td>" in table
     assert '<td class="num">1–8</td><td>ncc_eoom001 ×1</td>' in table
@@ -699,7 +752,7 @@ def test_a_prompt_that_ran_eagerly_is_said_on_the_page() -> None:
     html = render(latest=[vlm, row("acme/llm", metrics={"prefill_mode": "compiled"})])
     entries = {e["id"]: e for e in data_of(html)["objects"]}
     assert entries["acme/vlm"]["pf"] == "eager" and entries["acme/llm"]["pf"] == "compiled"
-    assert "The prompt ran eagerly" in parse(html).scripts["app"]
+    assert details(html).count("The prompt ran eagerly") == 1
 
 
 def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -> None:
@@ -716,7 +769,8 @@ def test_the_compiled_cache_shows_beside_the_cold_compile_and_the_warm_start() -
     assert rows["acme/shipped"]["ccb"] == 3 * 1024**2 and rows["acme/skipped"]["ccs"] == hostile
     assert "compiled cache 3.0 MiB" in html and "later runs start in 9.5 s" in html
     assert "<img src=x" not in html  # the reason is text, escaped in the inline data
-    assert "Its run.py starts warm" in parse(html).scripts["app"]
+    assert "Its run.py starts warm: it downloads the 3.0 MiB NEFF cache" in details(html)
+    assert "No compiled cache ships with this row: &lt;img src=x" in details(html)
 
 
 # -- issue 37: the page's details ------------------------------------------------------------------------
@@ -747,9 +801,9 @@ def test_a_cpu_row_says_nothing_was_compiled_instead_of_0_ms() -> None:
     html = render(latest=[cpu])
     [cells] = parse(html).rows
     assert cells[5] == "—, not compiled on CPU" and "0 ms" not in cells[5]
-    # the script says the same (the table, and each history line, are rebuilt from the inline data)
-    assert '"\\u2014, not compiled on CPU"' in parse(html).scripts["app"]
-    assert "F.compileText(h)" in parse(html).scripts["app"]
+    # each history line says the same (the one renderer: pipeline/page/cells.py)
+    history = details(html).split('<table class="history">', 1)[1]
+    assert '<td class="num">—, not compiled on CPU</td>' in history
 
 
 def test_a_trainium2_rows_history_lists_no_cuda_or_cpu_row() -> None:
@@ -795,8 +849,8 @@ def test_the_demo_shows_compare_and_costs_with_a_demo_badge_on_both_sides_never_
     assert "not a GPU result" in sides[1][1] and "demo: the CPU run ÷ itself" in section and "×1.00" in section
     # The table: the row is badged demo and its cost shows, with the demo price's source on hover.
     [cells] = parse(html).rows
-    assert cells[2].startswith("runs CPU demo") and "$3.60" in cells
-    assert '"demo"' in parse(html).scripts["trncat-data"] and data_of(html)["objects"][0]["demo"] is True
+    assert cells[2].startswith("runs CPU") and " demo " in cells[2] and "$3.60" in cells
+    assert data_of(html)["objects"][0]["demo"] is True
 
 
 def test_a_real_cpu_or_gpu_row_is_never_a_demo_row() -> None:
@@ -881,4 +935,8 @@ def test_the_grade_shows_in_each_row_and_a_diverging_run_never_as_runs() -> None
         "fail", "diverges", 5,
     )  # fmt: skip
     # The page's script says so: the grade badge of a pass, "grade unknown" for an older one, a diverging fail's step.
-    assert "grade unknown" in html and "diverges at step " in html and "gradeText" in html
+    assert "grade unknown" in html and "diverges at step 5" in html
+    assert (
+        "Answer check: within tolerance, the teacher-forced logits against a CPU float32 reference of the same "
+        "input: largest relative error top-5 0.0055 (tolerance 0.011)"
+    ) in details(html)

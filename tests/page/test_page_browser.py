@@ -460,7 +460,7 @@ def test_each_task_tab_shows_its_own_columns(
     assert "diffusers 0.35.0" in cells[-1]
     assert page.locator(".plot-grid[data-task='text-to-image']").is_visible()
     assert "Seconds per image vs parameters" in page.locator(".plot-grid[data-task='text-to-image']").inner_text()
-    page.click("#catalog thead th[data-sort='spi']")  # its own columns sort
+    page.click("#catalog thead th[data-sort='seconds_per_image']")  # its own columns sort
     page.locator("#rows a.more").first.click()
     detail = page.locator("tr.detail").inner_text()
     assert "s / image" in detail and "520 ms" in detail and "Decode" not in detail

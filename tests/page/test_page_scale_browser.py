@@ -18,7 +18,6 @@ from xml.etree import ElementTree
 import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
-from pipeline.page.catalog import ENTRY_COLUMNS
 from pipeline.page.chunks import SEARCH_FIELDS
 from pipeline.testing.catalog_rows import catalog_rows
 from tests.page import test_page_browser as browser
@@ -60,9 +59,11 @@ def _data_requests(seen: dict[str, list[str]]) -> list[str]:
 def test_the_index_lists_what_the_filters_and_every_table_column_need() -> None:
     for task in ("text-generation", "sentence-embeddings", "text-to-image", "an-unknown-task"):
         columns = index_columns(task)
-        assert {"id", "st", "device", "need", "params", "ek", "reg"} <= set(columns)
+        assert {"model_id", "status", "device", "cores_needed", "params", "excluded", "regression"} <= set(columns)
         assert len(columns) == len(set(columns))
-    assert {"sps", "l1", "l32", "dim", "cost"} <= set(index_columns("sentence-embeddings"))
+    assert {"sentences_per_s", "latency_batch_1_p50_s", "latency_batch_32_p50_s", "embedding_dim", "cost_usd"} <= set(
+        index_columns("sentence-embeddings")
+    )
 
 
 def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> None:
@@ -87,16 +88,22 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     assert [p for p, _ in render_site(**changed, inline_entries=100, chunk=50).files] != names
     inline = json.loads(site.html.split('id="trncat-data">', 1)[1].split("</script>", 1)[0])
     assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
-    # Every entry of a task is in exactly one of its files, in model-id order.
+    # Every entry of a task is in exactly one of its files (its row's and its details' HTML), in model-id order.
     first_task = inline["store"]["tasks"]["text-generation"]
-    entries = [e for path in first_task["chunks"] for e in json.loads(dict(site.files)[path])]
-    ids = [e[0] for e in entries]
+    files = dict(site.files)
+    rows_and_details = (first_task["chunks"], first_task["details"])
+    entries = [pair for files_of in zip(*rows_and_details, strict=True)
+               for pair in zip(*(json.loads(files[path]) for path in files_of), strict=True)]  # fmt: skip
+    assert [int(re.search(r'^<tr data-i="(\d+)"', row)[1]) for row, _ in entries] == list(range(first_task["n"]))
+    ids = [re.search(r'class="hub"[^>]*>([^<]*)<', row)[1] for row, _ in entries]  # type: ignore[index]
     assert len(ids) == first_task["n"] and ids == sorted(ids)
+    boxes = (detail for _, detail in entries)
+    assert all(box.startswith(f'<div class="detail-box"><h3>{i} ') for i, box in zip(ids, boxes, strict=True))
     # The index is columnar, one array per field in entry order; a text field of few values is codes into them. It
     # holds what a search and the filters need; the sort columns are a file of their own, fetched on a first sort.
     index = json.loads(dict(site.files)[first_task["index"]])
     sort = json.loads(dict(site.files)[first_task["sort"]])
-    assert list(index["cols"]) == list(SEARCH_FIELDS) and index["n"] == len(ids)
+    assert list(index["cols"]) == index_columns("text-generation")[: len(SEARCH_FIELDS)] and index["n"] == len(ids)
     assert [*index["cols"], *sort["cols"]] == index_columns("text-generation")
     # The All view, numbered in its own order, is runs of consecutive entry numbers: every entry but the ranked ones
     # that nobody measured or excluded.
@@ -104,10 +111,12 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     numbers = [first + k for first, count in runs for k in range(count)]
     assert numbers == sorted(set(numbers)) and len(numbers) == first_task["lists"]["all"]["n"] <= len(ids)
     assert len(runs) < len(numbers) / 10
-    assert index["cols"]["id"] == ids
-    status = index["cols"]["st"]
-    assert [status["v"][k] for k in status["i"]] == [e[ENTRY_COLUMNS.index("st")] for e in entries]
-    assert len(status["v"]) < 5
+    assert index["cols"]["model_id"] == ids
+    status = index["cols"]["status"]
+    statuses = [status["v"][k] for k in status["i"]]
+    assert len(status["v"]) < 5 and "fail" in statuses
+    rows = (row for row, _ in entries)
+    assert all(('class="badge b-fail"' in row) == (st == "fail") for st, row in zip(statuses, rows, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +156,7 @@ def test_the_first_view_needs_no_data_file_and_the_rest_loads_on_demand(
     assert _models(page)[0] == max(generation, key=lambda r: r["params"])["model_id"]
     # Params is a filter field, in the index; peak memory is a sort column only: its file comes on the first such sort.
     assert not [u for u in _data_requests(seen) if "-sort-" in u]
-    page.click("#catalog th[data-sort='mem']")
+    page.click("#catalog th[data-sort='peak_device_memory_bytes']")
     _settled(page)
     assert len([u for u in _data_requests(seen) if "-sort-" in u]) == 1
     smallest = min((r for r in generation if r["peak_device_memory_bytes"] is not None),
@@ -204,8 +213,8 @@ def test_a_data_file_that_does_not_load_is_said_in_place_of_the_rows(
 def test_hostile_text_in_the_data_files_renders_as_text_and_no_script_runs(
     tmp_path: Path, launch: Callable[..., Any], serve: Callable[[Path], str]
 ) -> None:
-    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: what
-    the script writes from a fetched file is text, whatever the file holds."""
+    """The payloads of the one-file page's test, fetched from data files two entries each, without the CSP: the rows
+    and details the script places from a fetched file show them as text (the server escaped every one)."""
     rows = browser.hostile_rows()
     # The same rows under a second task too: its plots (model ids and toolchains in their labels) are a fetched file.
     rows["latest"] += [dict(r, task="sentence-embeddings") for r in rows["latest"]]

@@ -9,7 +9,7 @@ from pipeline import page
 from pipeline.page.catalog import entry_fields
 from pipeline.page.compare import compare_pairs
 from pipeline.records import representative
-from tests.page.test_page import _gpu_row, at, render, row
+from tests.page.test_page import _gpu_row, at, inline_of, render, row
 
 TRN3 = {"name": "trn3.48xlarge", "instance_type": "trn3.48xlarge", "accelerator": "trainium3"}
 
@@ -29,7 +29,8 @@ def test_a_trainium3_row_is_its_own_device_on_the_page() -> None:
     assert "1 models measured on Trainium2: 1 run, 0 fail." in html  # the Trainium3 row is not counted
     assert "1 row was measured on Trainium3 instead" in html
     # The first view shows Trainium2 rows; under the Trainium3 filter its rows carry the device badge.
-    assert 'e.device === "trainium3"' in html
+    (trn3,) = [e for e in inline_of(html)["text-generation"] if e["device"] == "trainium3"]
+    assert 'title="measured on Trainium3, not on Trainium2">Trainium3</span>' in trn3["row"]
     assert 'title="measured on Trainium3, not on Trainium2">Trainium3</span>' in render(latest=latest[1:])
 
 

@@ -1,27 +1,16 @@
-// The search box for a model with no row, and the table by architecture's data (pipeline/page/families.py, carried
-// by the inline JSON as D.fam): the family evidence `trncat check` answers from, guessed here from the name only.
-var TRNCAT_FAMILIES = function (D, hasRow, el, copyButton, taskLabel) {
+// The search box for a model with no row: the family evidence `trncat check` answers from, guessed here from the name
+// only. D.fam: per family, [model_type, architecture, its line as pipeline/page/families.py family_line says it].
+var TRNCAT_FAMILIES = function (D, hasRow, el, copyButton) {
   "use strict";
   // A Hub model id (pipeline/ids.py): only such text is ever put in a command to copy.
   var MODEL_ID = /^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?\/[A-Za-z0-9](?:[A-Za-z0-9._-]{0,94}[A-Za-z0-9])?$/;
-  var F = (D.fam || []).map(function (a) {
-    var o = {};
-    for (var k = 0; k < D.fcols.length; k++) o[D.fcols[k]] = a[k];
-    return o;
-  });
+  var F = D.fam || [];
   function norm(s) { return String(s || "").toLowerCase().replace(/[-_.\s]/g, ""); }
   function stem(arch) { return String(arch).replace(/(For[A-Z]\w*|Model|Pipeline)$/, ""); }
-  function keys(f) { return [f.mt, stem(f.arch)].map(norm).filter(function (k) { return k.length >= 3; }); }
+  function keys(f) { return [f[0], stem(f[1])].map(norm).filter(function (k) { return k.length >= 3; }); }
   function guesses(id) {
     var name = norm(id.split("/").pop());
     return F.filter(function (f) { return keys(f).some(function (k) { return name.indexOf(k) >= 0; }); });
-  }
-  function cores(f) { return f.cmin === null ? "" : "; cores " + (f.cmin === f.cmax ? f.cmin : f.cmin + "\u2013" + f.cmax); }
-  function codes(f) { return f.codes.map(function (c) { return c[0] + " \u00d7" + c[1]; }).join(", "); }
-  function line(f) {
-    var name = f.arch + (f.mt ? " (" + f.mt + ")" : "") + " \u00b7 " + taskLabel(f.task) + ": ";
-    if (!f.n) return name + "measured elsewhere only: CPU, cuda or Trainium3 (" + f["else"] + " model" + (f["else"] === 1 ? "" : "s") + "): no Trainium2 evidence";
-    return name + f.pass + " of " + f.n + " run on Trainium2" + (f.fail ? " (fails: " + codes(f) + ")" : "") + cores(f) + " \u00b7 " + f.tc;
   }
   var asked = null;
   function update(q) {
@@ -44,7 +33,7 @@ var TRNCAT_FAMILIES = function (D, hasRow, el, copyButton, taskLabel) {
     if (found.length) {
       frag.appendChild(el("p", null, "Families whose name it contains (a guess from the name alone; trncat check reads its config and card):"));
       var list = el("ul", "family-list");
-      found.slice(0, 6).forEach(function (f) { list.appendChild(el("li", null, line(f))); });
+      found.slice(0, 6).forEach(function (f) { list.appendChild(el("li", null, f[2])); });
       frag.appendChild(list);
     } else {
       frag.appendChild(el("p", null, "No measured family matches its name: trncat check reads its config and card to find its own."));

@@ -23,93 +23,33 @@
     if (text !== undefined && text !== null) n.textContent = String(text);
     return n;
   }
-  var secs = TRNCAT_FORMAT.secs, bytes = TRNCAT_FORMAT.bytes, params = TRNCAT_FORMAT.params;
-  var metric = TRNCAT_FORMAT.metric;
-  var TASKS = TRNCAT_TASKS(D, el, metric, STORE), taskView = TASKS.view, tableCols = TASKS.tableCols;
-  var NCOLS = TASKS.ncols(state.task);
-  var statusLabel = TRNCAT_FORMAT.statusLabel, command = TRNCAT_FORMAT.command, toolchain = TRNCAT_FORMAT.toolchain;
-  var dlamiCommand = TRNCAT_FORMAT.dlamiCommand, runBadges = TRNCAT_FORMAT.runBadges, runNotes = TRNCAT_FORMAT.runNotes;
-  var FILES = TRNCAT_FILES(el, TRNCAT_FORMAT.fallbackCopy), copyButton = FILES.copyButton;
+  function taskView(task) { return D.taskViews[task] || {label: task, head: "", ncols: 10}; }
+  var NCOLS = taskView(state.task).ncols, headTask = D.default.task;
+  var FILES = TRNCAT_FILES(el), copyButton = FILES.copyButton;
   var PLOTS = TRNCAT_PLOTS(STORE, el);
-  var FAMILIES = TRNCAT_FAMILIES(D, STORE.hasRow, el, copyButton, function (t) { return taskView(t).label; });
+  var FAMILIES = TRNCAT_FAMILIES(D, STORE.hasRow, el, copyButton);
 
   function deviceLabel(d) { return d ? (D.devices[d] || d) : "\u2014"; }
-  function statusCell(e) {
-    var td = el("td", "status");
-    var st = e.st === "unmeasured" && e.ek ? "excluded" : e.st;
-    td.appendChild(el("span", "badge b-" + st, st === "excluded" ? "excluded" : statusLabel(st)));
-    if (e.device === "cpu" || e.device === "cuda" || e.device === "trainium3") {
-      var dev = el("span", "badge b-dev", deviceLabel(e.device));
-      dev.title = "measured on " + deviceLabel(e.device) + ", not on Trainium2";
-      td.appendChild(dev);
-    }
-    // gr: the answer check's grade (issue 31); a diverging run is a fail, never shown as runs
-    if (e.st === "pass" && (e.gr || e.cos !== null && e.cos !== undefined)) {
-      var grade = el("span", "badge b-grade", e.gr || "grade unknown");
-      grade.title = e.gr ? "answer check against a CPU float32 reference: " + e.gr :
-        "an older record: its answer was checked by cosine only, its grade is unknown";
-      td.appendChild(grade);
-    }
-    runBadges(e).forEach(function (b) { var n = el("span", "badge " + b[0], b[1]); n.title = b[2]; td.appendChild(n); });
-    if (e.reg) td.appendChild(el("span", "badge b-reg", "regression"));
-    // Every measured row says who measured it: the project's CI, or a community / local submission.
-    if (e.src) td.appendChild(el("span", "source src-" + (e.src === "ci" ? "ci" : "other"), e.src === "ci" ? "CI" : e.src));
-    if (e.st === "fail" || e.st === "error") {
-      var reason = [e.stage, e.code, e.gr === "diverges" ? "diverges at step " + e.gst : null].filter(Boolean).join(" \u00b7 ");
-      if (reason) { var r = el("span", "reason", reason); if (e.msg) r.title = e.msg; td.appendChild(r); }
-    }
-    if (e.ek) {
-      if (st !== "excluded") td.appendChild(el("span", "badge b-excluded", "excluded"));
-      td.appendChild(el("span", "reason excluded-reason", e.er));
-    }
-    return td;
+  function header(task) {
+    // the task's header row, as the server made it (pipeline/page/cells.py head_html); sort clicks are delegated
+    if (headTask === task) return;
+    headTask = task;
+    document.querySelector("#catalog thead").innerHTML = taskView(task).head;
   }
-  function row(item) {
-    var e = STORE.entry(state.task, item[0]);
-    var tr = el("tr");
-    tr.dataset.i = item[0];
-    if (e.reg) tr.className = "regressed";
-    tr.appendChild(el("td", "rank", item[1] === null ? "" : item[1]));
-    var model = el("td", "model");
-    if (e.link) {
-      var a = el("a", "hub", e.id);
-      a.href = "https://huggingface.co/" + e.id;
-      a.rel = "noopener";
-      model.appendChild(a);
-    } else {
-      model.appendChild(el("span", "hub", e.id));
-    }
-    var more = el("a", "more", "details");
-    more.href = e.sc ? "scripts/" + e.id + "/run.py" : "#";
-    model.appendChild(more);
-    tr.appendChild(model);
-    tr.appendChild(statusCell(e));
-    tr.appendChild(el("td", "device", deviceLabel(e.device)));
-    var cores = e.st === "pass" ? e.cores : (e.pc !== null ? e.pc + " (plan)" : e.cores);
-    tr.appendChild(el("td", "num", cores === null || cores === undefined ? "\u2014" : cores));
-    var compile = el("td", "num compile", TRNCAT_FORMAT.compileText(e));
-    if (e.warm !== null && e.warm !== undefined) {
-      compile.appendChild(el("span", "warm", "later runs start in " + secs(e.warm)));
-      compile.title = "first run compiles in " + secs(e.compile) + "; later runs start in " + secs(e.warm);
-    }
-    if (e.ccb !== null && e.ccb !== undefined) {  // issue 25: run.py starts warm from the project's compiled cache
-      compile.appendChild(el("span", "warm", "compiled cache " + bytes(e.ccb)));
-      compile.title += "; run.py starts warm from the project's compiled cache (" + bytes(e.ccb) + ")";
-    }
-    tr.appendChild(compile);
-    tableCols(e.task).forEach(function (m) {
-      var td = el("td", "num", metric(e, m));
-      if (m.cell_title) { if (e[m.cell_title]) td.title = e[m.cell_title]; }  // where the figure comes from
-      else if (m.fmt === "usd") td.title = TRNCAT_FORMAT.priceText(e);
-      tr.appendChild(td);
+  function empty(task) {
+    // no model of the task measured, ranked or excluded yet: the page says so instead of showing an empty table
+    return D.views.every(function (v) { return !STORE.count(task, v); });
+  }
+  function rows(page) {
+    // the page's rows as the server made them (pipeline/page/cells.py row_html), each with its rank in this view
+    var box = document.createElement("tbody");
+    box.innerHTML = page.map(function (item) { return STORE.entry(state.task, item[0]); }).join("");
+    var frag = document.createDocumentFragment();
+    Array.prototype.forEach.call(box.querySelectorAll("tr"), function (tr, k) {
+      tr.cells[0].textContent = page[k][1] === null ? "" : page[k][1];
+      frag.appendChild(tr);
     });
-    tr.appendChild(el("td", "num", bytes(e.mem)));
-    tr.appendChild(el("td", "num", params(e.params)));
-    tr.appendChild(el("td", "date", e.date || "\u2014"));
-    var tc = el("td", "toolchain");
-    toolchain(e, taskView(e.task).lib).forEach(function (line) { tc.appendChild(el("span", null, line)); });
-    tr.appendChild(tc);
-    return tr;
+    return frag;
   }
 
   function deviceShown(device) { return state.device === "all" || !device || device === state.device; }
@@ -119,11 +59,11 @@
     if (q && ix.lid[no].indexOf(q) < 0) return false;
     if (!deviceShown(C.device[no])) return false;
     switch (state.status) {
-      case "pass": case "fail": case "error": case "unmeasured": if (C.st[no] !== state.status) return false; break;
-      case "reg": if (!C.reg[no]) return false; break;
-      case "excluded": if (!C.ek[no]) return false; break;
+      case "pass": case "fail": case "error": case "unmeasured": if (C.status[no] !== state.status) return false; break;
+      case "reg": if (!C.regression[no]) return false; break;
+      case "excluded": if (!C.excluded[no]) return false; break;
     }
-    var need = C.need[no], p = C.params[no];
+    var need = C.cores_needed[no], p = C.params[no];
     if (state.cores !== "any" && !(need !== null && need <= +state.cores)) return false;
     if (state.size !== "any") {
       var range = SIZES[state.size];
@@ -171,13 +111,14 @@
   }
   function draw(seq) {
     // the table as the state asks, once its data is at hand (fetched first, if need be; a newer render wins)
-    TASKS.header(state.task);
-    NCOLS = TASKS.ncols(state.task);
+    header(state.task);
+    NCOLS = taskView(state.task).ncols;
     if (state.sort && !document.querySelector('#catalog th[data-sort="' + state.sort + '"]')) state.sort = "";
-    var empty = TASKS.empty(state.task), date = STORE.date(state.task, state.view);
-    $("table-wrap").hidden = $("pager").hidden = empty;
-    $("task-empty").hidden = !empty;
-    $("task-empty").textContent = TASKS.emptyText(state.task);
+    var none = empty(state.task), date = STORE.date(state.task, state.view);
+    $("table-wrap").hidden = $("pager").hidden = none;
+    $("task-empty").hidden = !none;
+    $("task-empty").textContent = "No " + taskView(state.task).label.toLowerCase() + " model measured, ranked or " +
+      "excluded yet: this tab fills as the benchmark runs them.";
     $("caption").textContent = taskView(state.task).label + " \u00b7 " + D.labels[state.view] + (date ?
       " \u00b7 ranked by the snapshot of " + date : state.view === "all" ? " \u00b7 every measured or excluded model, by name" : "") +
       (state.device !== "all" ? " \u00b7 " + deviceLabel(state.device) + " rows" : "");
@@ -204,8 +145,7 @@
       wait.then(function () { if (seq === SEQ) draw(seq); }, function (err) { if (seq === SEQ) failed(err); });
       return;
     }
-    var frag = document.createDocumentFragment();
-    page.forEach(function (item) { frag.appendChild(row(item)); });
+    var frag = rows(page);
     if (!v.count) {
       var tr = el("tr", "empty"), td = el("td", null, v.hidden ? "No " + deviceLabel(state.device) + " row in this view; " +
         v.hidden + " measured on another device: choose \u201cevery device\u201d." :
@@ -223,7 +163,13 @@
     $("prev").disabled = state.page === 0;
     $("next").disabled = state.page >= pages - 1;
     if (state.m) {
-      var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return entryOf(tr).id === state.m; });
+      var open = Array.prototype.find.call(tbody.querySelectorAll("tr[data-i]"), function (tr) { return idOf(tr) === state.m; });
+      var more = open && STORE.details(state.task, +open.dataset.i);
+      if (more) {  // its details' file first
+        root.dataset.busy = "1";
+        more.then(function () { if (seq === SEQ) draw(seq); }, function (err) { if (seq === SEQ) failed(err); });
+        return;
+      }
       if (open) openDetail(open);
     }
     writeHash(false);
@@ -241,64 +187,20 @@
     tbody.replaceChildren(tr);
     $("info").textContent = "";
   }
-  function entryOf(tr) { return STORE.entry(state.task, +tr.dataset.i); }
-
-  function detail(e) {
-    var box = el("div", "detail-box");
-    box.appendChild(el("h3", null, e.id + " \u00b7 " + e.task));
-    if (e.st === "fail" || e.st === "error") {
-      box.appendChild(el("p", null, (e.st === "fail" ? "Fails at stage " : "Infrastructure error (retried, not an incompatibility) at stage ") +
-        (e.stage || "?") + (e.code ? " (" + e.code + ")" : "") + (e.hw ? " on " + e.hw : "") + ":"));
-      if (e.msg) box.appendChild(el("pre", "message", e.msg));
-    } else if (e.st === "pass") {
-      box.appendChild(el("p", null, "Runs unmodified on " + (e.hw || e.device) + " over " + e.cores + " core(s)."));
-    }
-    var dl = TASKS.metrics(e);
-    if (dl) box.appendChild(dl);
-    runNotes(e, taskView(e.task)).forEach(function (n) { box.appendChild(el("p", n[0], n[1])); });
-    if (e.reg) box.appendChild(el("p", "regression-note", "Regression: it passed with an older toolchain and fails with the current one (see the history)."));
-    if (e.ek) box.appendChild(el("p", "excluded-note", "Excluded from the benchmark: " + e.er));
-    if (e.pc !== null) {
-      var plan = "Planner: needs " + e.pc + " NeuronCore" + (e.pc > 1 ? "s" : "");
-      if (e.tp && e.tp > 1) plan += ", tensor parallel degree " + e.tp + " (torchrun, tp_plan=\"auto\")";
-      if (e.fits === false) plan += "; does not fit the instance";
-      box.appendChild(el("p", "plan", plan + (e.advice ? " \u2014 " + e.advice : "")));
-    }
-    if (e.st === "unmeasured") {
-      box.appendChild(el("p", null, e.ek ? "It is kept out of the benchmark for that reason, so it has no measurement and no script." :
-        "Not yet measured: no script yet."));
-      return box;
-    }
-    var files = FILES.scripts(e.id);
-    box.appendChild(el("p", null, "Run it: put run.py and requirements.txt in a folder, then"));
-    [command(e), dlamiCommand(e)].forEach(function (text, k) {
-      if (!text) return;
-      if (k) box.appendChild(el("p", null, "or, on the Neuron DLAMI, in its own environment:"));
-      var cmd = el("div", "command");
-      cmd.appendChild(el("code", "cmd", text));
-      cmd.appendChild(copyButton(function () { return text; }, "Copy command"));
-      box.appendChild(cmd);
-    });
-    var grid = el("div", "files");
-    grid.appendChild(FILES.fileBlock(e, "run.py", files[0]));
-    grid.appendChild(FILES.fileBlock(e, "requirements.txt", files[1]));
-    box.appendChild(grid);
-    if (e.hist.length) {
-      box.appendChild(el("h4", null, "History across toolchains"));
-      box.appendChild(TASKS.history(e));
-    }
-    return box;
-  }
+  function idOf(tr) { return tr.querySelector("td.model .hub").textContent; }
   function openDetail(tr) {
+    // the entry's details as the server made them (pipeline/page/details.py); the script adds its files
     var d = el("tr", "detail"), td = el("td");
     td.colSpan = NCOLS;
-    td.appendChild(detail(entryOf(tr)));
+    td.innerHTML = STORE.detail(state.task, +tr.dataset.i);
+    var files = td.querySelector(".files");
+    if (files) FILES.fill(files);
     d.appendChild(td);
     tr.after(d);
     tr.classList.add("open");
   }
   function toggle(tr) {
-    var id = entryOf(tr).id;
+    var id = idOf(tr);
     state.m = state.m === id ? "" : id;
     render(true);
   }
@@ -375,6 +277,8 @@
     render(false);
   });
   tbody.addEventListener("click", function (ev) {
+    var copy = ev.target.closest(".command button.copy");
+    if (copy) return FILES.copy(copy, copy.parentNode.querySelector("code").textContent);
     var more = ev.target.closest("a.more");
     if (!more) return;
     ev.preventDefault();

@@ -3,18 +3,15 @@
 // sort columns and the entries in files beside the page, fetched from the page's own origin when a view, a search, a
 // sort or a page of rows needs them (index.js asks for the shown task's index early too, once the first view is painted
 // and the browser is idle).
-// Entries are numbered per task in model-id order; the plots are files too (plots.js). index.js follows.
+// Entries are numbered per task in model-id order; each is its row's HTML and its details' HTML (in a large catalog,
+// files of their own, fetched when details are opened), made on the server (pipeline/page/cells.py, details.py); the
+// index's columns are named in full. The plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};
-  function obj(cols, a) {
-    var o = {};
-    for (var k = 0; k < cols.length; k++) o[cols[k]] = a[k];
-    return o;
-  }
   function setIndex(t, cols, lists) {
     // the index is columnar: cols[field][entry number]; lid, the ids in lower case, is what a search scans
-    var lid = cols.id.map(function (id) { return String(id).toLowerCase(); });
+    var lid = cols.model_id.map(function (id) { return String(id).toLowerCase(); });
     t.index = {cols: cols, lid: lid, lists: lists};
     t.ids = new Set(lid);
   }
@@ -24,17 +21,18 @@ var TRNCAT_STORE = function (D) {
     return Array.isArray(c) ? c : c.i.map(function (k) { return k < 0 ? null : c.v[k]; });
   }
   D.tasks.forEach(function (task) {
-    var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], pending: {}, loading: null,
+    var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], details: [], pending: {}, loading: null,
                        sorting: null, sorted: !!S.inline};
     if (S.inline) {
-      t.entries = t.meta.entries.map(function (a) { return obj(D.cols, a); });
+      t.entries = t.meta.entries.map(function (e) { return e[0]; });
+      t.details = t.meta.entries.map(function (e) { return e[1]; });
       var cols = {};
-      D.cols.forEach(function (c, k) { cols[c] = t.meta.entries.map(function (a) { return a[k]; }); });
+      Object.keys(t.meta.cols).forEach(function (c) { cols[c] = column(t.meta.cols[c], t.meta.n); });
       setIndex(t, cols, t.meta.lists);
     }
   });
   if (D.first) {
-    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = obj(D.cols, D.first.entries[no]); });
+    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = D.first.entries[no]; });
   }
   function get(path) {
     return fetch(path, {credentials: "same-origin"}).then(function (r) {
@@ -89,11 +87,22 @@ var TRNCAT_STORE = function (D) {
     return Promise.all(chunks.map(function (k) {
       if (!t.pending[k]) {
         t.pending[k] = get(t.meta.chunks[k]).then(function (list) {
-          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = obj(D.cols, a); });
+          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = a; });
         }, function (err) { delete t.pending[k]; throw err; });
       }
       return t.pending[k];
     }));
+  }
+  function details(task, no) {
+    // null when entry no's details are at hand, else a promise of the file that holds them
+    var t = T[task], k = Math.floor(no / S.chunk);
+    if (t.details[no] !== undefined) return null;
+    if (!t.pending["d" + k]) {
+      t.pending["d" + k] = get(t.meta.details[k]).then(function (list) {
+        list.forEach(function (d, j) { t.details[k * S.chunk + j] = d; });
+      }, function (err) { delete t.pending["d" + k]; throw err; });
+    }
+    return t.pending["d" + k];
   }
   function summary(task, view) { return T[task] ? T[task].meta.lists[view] : null; }
   function count(task, view) {
@@ -108,11 +117,12 @@ var TRNCAT_STORE = function (D) {
     return fetchAll && missing.length ? Promise.all(missing.map(index)) : false;
   }
   return {
-    index: index, entries: entries, hasRow: hasRow, count: count,
+    index: index, entries: entries, details: details, hasRow: hasRow, count: count,
     plots: function (path) { return get(path); },  // a task's plots (a list of SVG texts), fetched with its tab
     // the task's index, if at hand (and with its sort columns, when sort names one), else null
     loaded: function (task, sort) { var t = T[task]; return t && t.index && !sortable(t, sort) ? t.index : null; },
-    entry: function (task, no) { return T[task].entries[no]; },
+    entry: function (task, no) { return T[task].entries[no]; },  // its row's HTML
+    detail: function (task, no) { return T[task].details[no]; },  // its details' HTML, once details() has them
     date: function (task, view) { var l = summary(task, view); return l ? l.date : null; },
     listed: function (task, view) { return !!summary(task, view); }
   };

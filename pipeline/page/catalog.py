@@ -17,6 +17,7 @@ from pipeline.page.task_columns import batch_p50, task_view
 from pipeline.page.warm import warm_state
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import representative
+from pipeline.taskspec import REGISTRY
 from pipeline.types import TASKS
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Dow
 PAGE_SIZE = 100
 #: Columns of one entry, the fields :mod:`pipeline.page.cells` makes its row and details of (kept as a tuple; the data
 #: files name a field in full: :data:`FIELD_NAMES`).
-ENTRY_COLUMNS = (
+ENTRY_COLUMNS: tuple[str, ...] = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
     "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
     "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
@@ -48,7 +49,7 @@ _ROW_FIELDS = {
     "tp": "plan_tp_degree", "fits": "plan_fits", "advice": "plan_advice", "mem": "peak_device_memory_bytes",
     "params": "params", "cc": "neuronx_cc_version", "tnx": "torch_neuronx_version", "tf": "transformers_version",
     "device": "device", "hw": "hardware", "rc": "recompiles_during_timed", "src": "source",
-    "thr": "agreement_threshold", "dim": "embedding_dim", "isz": "image_size", "steps": "steps",
+    "thr": "agreement_threshold", "steps": "steps",
     "usd": "price_usd_per_hour", "popt": "price_option", "preg": "price_region", "psrc": "price_source",
     "pdate": "price_as_of",
     "pf": "prefill_mode",
@@ -57,13 +58,14 @@ _ROW_FIELDS = {
     # issue 31: the answer check's grade (null: an older row, grade unknown) and its figures
     "gr": "agreement_grade", "gst": "agreement_failed_step", "gd": "agreement_first_divergence_step",
 }  # fmt: skip
-_ROUNDED_FIELDS = {
-    "compile": ("compile_s", 4), "ttft": ("ttft_s", 4), "tps": ("decode_tokens_per_s", 2), "wall": ("wall_s", 4),
-    "warm": ("warm_start_s", 4), "sps": ("sentences_per_s", 2), "spi": ("seconds_per_image", 4),
-    "stps": ("steps_per_s", 2), "vae": ("vae_decode_s", 4), "gs": ("guidance_scale", 2),
-    # automatic-speech-recognition (schema 1.5): real-time factor, seconds per clip, WER against the transcripts
-    "rtf": ("real_time_factor", 4), "lat": ("latency_p50_s", 4), "wer": ("wer", 4),
-}  # fmt: skip
+_ROUNDED_FIELDS = {"compile": ("compile_s", 4), "wall": ("wall_s", 4), "warm": ("warm_start_s", 4)}
+# Each task's page metrics read from a row column (pipeline.taskspec): a sixth task's among them.
+for _metric in (m for spec in REGISTRY.values() for m in (*spec.metrics, *spec.page_extra) if m.column):
+    _fields: dict[str, Any] = _ROW_FIELDS if _metric.digits is None else _ROUNDED_FIELDS
+    _value = _metric.column if _metric.digits is None else (_metric.column, _metric.digits)
+    if _fields.setdefault(_metric.key, _value) != _value:
+        raise ValueError(f"page metric {_metric.key!r} is declared twice, as {_fields[_metric.key]} and {_value}")
+ENTRY_COLUMNS += tuple(k for k in (*_ROW_FIELDS, *_ROUNDED_FIELDS) if k not in ENTRY_COLUMNS)
 #: Each entry field under a full name (the row column it comes from, where one does): the names of the data files'
 #: columns (:mod:`pipeline.page.chunks`) and of the page's sort fields.
 FIELD_NAMES = {

@@ -43,13 +43,14 @@ from pipeline.page.rows import Gathered, History, RowBatches
 from pipeline.page.serving import serving_section, slo_cells
 from pipeline.page.task_columns import task_view
 from pipeline.page.warm import warm_index, warm_summary
+from pipeline.taskspec import REGISTRY
 
 logger = logging.getLogger(__name__)
 
 #: The latest columns the page reads (80 of 130, and ``history`` for the family rule), so a build reads only
 #: those (:func:`pipeline.dataset.read_latest_columns`). A test renders a catalog of every task from rows that
 #: answer nothing else, and fails on any other column the page reads.
-LATEST_READ = (
+LATEST_READ: tuple[str, ...] = (
     "accelerator", "agreement_bc", "agreement_denoiser_cosine", "agreement_embedding_cosine",
     "agreement_failed_step", "agreement_first_divergence_step", "agreement_grade", "agreement_greedy_match_rate",
     "agreement_logits_cosine", "agreement_sigma_ratio", "agreement_threshold", "agreement_topk",
@@ -66,6 +67,15 @@ LATEST_READ = (
     "sentences_per_s", "source", "status", "steps", "steps_per_s", "task", "torch_neuronx_version", "torch_version",
     "transformers_version", "ttft_s", "vae_decode_s", "wall_s", "warm_start_s", "wer", "history",
 )  # fmt: skip
+# ... and every task's own columns and cost column (pipeline.taskspec): a task added there is read too.
+LATEST_READ += tuple(
+    dict.fromkeys(
+        c
+        for spec in REGISTRY.values()
+        for c in (*(f.column for f in spec.fields), spec.cost.column)
+        if c not in LATEST_READ
+    )
+)
 
 #: A one-file page inlines scripts (for copy buttons that work offline) up to this many bytes in all; past it a model's
 #: files are fetched from beside the page (a Space, a checkout) when the details open, or linked. A page with data

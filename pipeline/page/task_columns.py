@@ -13,13 +13,13 @@ toolchain) stay in the template and the script; a task's own columns sit between
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.taskspec import REGISTRY, Metric, Speed, TaskSpec
 from pipeline.workload import library_key
 
-#: How a cell is written (pipeline/page/html.py ``metric`` and format.js ``metric``): seconds, a rate, an integer,
+#: How a cell is written (:func:`pipeline.page.cells.metric_text`): seconds, a rate, an integer,
 #: the text-to-image workload ("1024² · 4 steps", from the entry's ``isz`` and ``steps``), dollars (the cost,
 #: whose cell's title gives the price it came from: :func:`pipeline.page.catalog.price_text`), or a plain number
 #: as rounded (a ratio: the real-time factor, a word error rate).
@@ -60,26 +60,6 @@ def task_view(task: str) -> TaskView:
 def table_metrics(task: str) -> list[Metric]:
     """The metric columns of ``task``'s table, in order."""
     return [m for m in task_view(task).metrics if m.table]
-
-
-#: What a metric says to the Python side only (the entry's row column and rounding), not sent to the page's script.
-_SPEC_ONLY = ("column", "digits")
-
-
-def page_tasks(tasks: list[str]) -> dict[str, Any]:
-    """The per-task part of the page's inline JSON: label, columns, speed key and answer check of each task."""
-    out: dict[str, Any] = {}
-    for task in tasks:
-        view = task_view(task)
-        out[task] = {
-            "label": view.label,
-            "cols": [{k: v for k, v in asdict(m).items() if k not in _SPEC_ONLY} for m in view.metrics],
-            "speed": asdict(view.speed) if view.speed else None,
-            "compared": view.compared,
-            "lib": view.library[0] if view.library else None,
-            "cm": view.measure,
-        }
-    return out
 
 
 def batch_p50(latencies: Any, batch_size: int) -> float | None:

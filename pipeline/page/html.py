@@ -67,12 +67,12 @@ LATEST_READ: tuple[str, ...] = (
     "sentences_per_s", "source", "status", "steps", "steps_per_s", "task", "torch_neuronx_version", "torch_version",
     "transformers_version", "ttft_s", "vae_decode_s", "wall_s", "warm_start_s", "wer", "history",
 )  # fmt: skip
-# ... and every task's own columns and cost column (pipeline.taskspec): a task added there is read too.
+# ... and every task's metric columns and cost column (pipeline.taskspec): a task added there is read too.
 LATEST_READ += tuple(
     dict.fromkeys(
         c
         for spec in REGISTRY.values()
-        for c in (*(f.column for f in spec.fields), spec.cost.column)
+        for c in (*(m.column for m in (*spec.metrics, *spec.page_extra) if m.column), spec.cost.column)
         if c not in LATEST_READ
     )
 )

@@ -34,14 +34,11 @@ if TYPE_CHECKING:
         param_bucket,
     )
     from pipeline.queue.fleet import (
-        DEFAULT_INSTANCES,
         Estimate,
-        InstancePrices,
         estimate_sweep,
         format_estimate,
         format_partition,
         layout_fleet,
-        load_instances,
         parse_partition,
         recommend_fleet,
     )
@@ -64,7 +61,6 @@ if TYPE_CHECKING:
     from pipeline.queue.warm import MAX_WARM_ENTRIES, WarmQueue, warm_queue
 
 __all__ = [
-    "DEFAULT_INSTANCES",
     "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
@@ -76,7 +72,6 @@ __all__ = [
     "Estimate",
     "GPU_HEADROOM",
     "HubPlanner",
-    "InstancePrices",
     "Job",
     "Planner",
     "Prior",
@@ -91,7 +86,6 @@ __all__ = [
     "gpus_needed",
     "layout_fleet",
     "load_candidates",
-    "load_instances",
     "load_apt_pins",
     "load_toolchain",
     "as_pinned",

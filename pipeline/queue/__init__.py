@@ -57,11 +57,10 @@ if TYPE_CHECKING:
     from pipeline.queue.planners import HubPlanner
     from pipeline.queue.serving import serving_jobs, serving_seconds
     from pipeline.queue.sweep import Job, SweepResult, simulate
-    from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
+    from pipeline.queue.toolchain import as_pinned, load_apt_pins, load_toolchain, version_column
     from pipeline.queue.warm import MAX_WARM_ENTRIES, WarmQueue, warm_queue
 
 __all__ = [
-    "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
     "REMEASURE_ORDER",

@@ -200,7 +200,6 @@ def build_queue(
     device: str = "neuron",
     dtype: str = "bfloat16",
     instance: str = DEFAULT_INSTANCE,
-    durations: DurationModel | None = None,
     accelerators: Accelerators | None = None,
     only: Collection[tuple[str, str]] | None = None,
     serving: Contract | None = None,
@@ -220,7 +219,6 @@ def build_queue(
         device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
         dtype: Benchmark dtype.
         instance: Instance type plans are made for (with ``accelerators``: the GPU instance the runners are on).
-        durations: Predicts each job's seconds and host memory; None for one over ``dataset_root``'s history.
         accelerators: The GPUs of ``instance``: the queue is then for the GPU runner class (``device`` cuda),
             each job sized in GPUs (:func:`pipeline.queue.gpu.gpus_needed`) on a ``gpu-<N>g`` runner.
         only: (model id casefolded, task) the queue may take (the Selected list's ``gpu: true`` entries for the
@@ -259,7 +257,7 @@ def build_queue(
     history = _measured(root, pinned) if root is not None and root.is_dir() else {}
     earlier = _earlier(root) if root is not None and root.is_dir() else {}
     groups: dict[int, int] = {}
-    durations = durations or DurationModel.from_dataset(root, toolchain=pinned)
+    durations = DurationModel.from_dataset(root, toolchain=pinned)
     queue = Queue(toolchain=pinned)
     entries: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()

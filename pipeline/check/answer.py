@@ -32,8 +32,7 @@ JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "p
 class Answer:
     """The answer on one model. ``planned`` is the model the plan and ``run_py`` are of (the checked one, or the
     base it is an adapter or quantization of); ``plan_note`` says why there is no plan; ``routes`` are the
-    precompiled configurations optimum-neuron's cache holds; ``timings`` (seconds) and ``requests`` (per side:
-    ``model``, ``dataset``, ``cache``) are for the benchmarks."""
+    precompiled configurations optimum-neuron's cache holds."""
 
     model_id: str
     revision: str | None
@@ -47,7 +46,6 @@ class Answer:
     plan_note: str | None = None
     routes: list[CachedConfig] = field(default_factory=list)
     catalog: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
     #: Why the Hub has no such model (or no such revision of it); None when it has. ``trncat check`` exits
     #: :data:`NOT_FOUND_EXIT` then.
     missing: str | None = None

@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,31 +87,18 @@ def check_model(
     if revision is not None and (not (is_revision(revision) or REF_NAME.fullmatch(revision)) or ".." in revision):
         raise ConfigError(f"a revision is a 40-hex commit sha or a branch or tag name, got {revision[:80]!r}")
     validate_model_id(model_id)  # before any request
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-
-    def model() -> ModelFacts:
-        facts = read_model(hub, model_id, revision=revision)
-        timings["model"] = time.perf_counter() - start
-        return facts
 
     def dataset() -> Catalog:
-        catalog = from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
-        timings["dataset"] = time.perf_counter() - start
-        return catalog
+        return from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
 
     # The model's requests and the dataset's do not wait for each other: sent together, they overlap.
-    facts, catalog = together.results(model, dataset)
-    mark = time.perf_counter()
+    facts, catalog = together.results(functools.partial(read_model, hub, model_id, revision=revision), dataset)
     hops, known = _lineage(hub, facts, catalog, task)
     planned = facts if facts.runnable else _planned_base(hub, hops, known)
-    timings["bases"] = time.perf_counter() - mark
     # An adapter's listing often names no task: its base's does.
     bases = [b for b in (planned, *known.values()) if b is not None]
     task = task or infer_task(facts.listing) or next((t for b in bases if (t := infer_task(b.listing))), DEFAULT_TASK)
-    mark = time.perf_counter()
     plan, plan_note = _plan(planned, task=task, instance=instance) if planned else (None, _no_plan_note(facts))
-    timings["plan"] = time.perf_counter() - mark
     family = facts.family if facts.family.architecture else _base_family(hops, known, planned)
     wanted = [model_id, *(b.model_id for hop in hops for b in hop)]
     decision = decide(
@@ -131,9 +117,7 @@ def check_model(
     )
     reason, routes = decision.reason, []
     if decision.verdict not in RUNS and cache_repo and not facts.missing:
-        mark = time.perf_counter()
         routes = cached_configs(hub, [model_id, *(b.model_id for hop in hops for b in hop)], repo=cache_repo)
-        timings["cache"] = time.perf_counter() - mark
         if routes:
             reason = f"{reason}; {routes_text(routes, repo=cache_repo)}"
     warm = None
@@ -144,7 +128,6 @@ def check_model(
     run_py = (
         _run_py(decision, planned, plan, task=task, warm=warm) if facts.refusal is None and not facts.missing else None
     )
-    timings["total"] = time.perf_counter() - start
     return Answer(
         model_id=model_id,
         revision=facts.revision,
@@ -158,7 +141,6 @@ def check_model(
         plan_note=plan_note,
         routes=routes,
         catalog=catalog.source,
-        timings=timings,
         missing=facts.missing,
     )
 

@@ -225,17 +225,9 @@ def _plan(args: argparse.Namespace) -> int:
     from pipeline.plan import format_plan, plan_model
     from pipeline.workload import default_workload
 
-    workload = default_workload(args.task)
-    changes = {
-        k: v
-        for k, v in (
-            ("batch_size", args.batch_size),
-            ("input_tokens", args.input_tokens),
-            ("output_tokens", args.output_tokens),
-        )
-        if v is not None
-    }
-    workload = dataclasses.replace(workload, **changes)
+    sizes = ("batch_size", "input_tokens", "output_tokens")
+    changes = {k: getattr(args, k) for k in sizes if getattr(args, k) is not None}
+    workload = dataclasses.replace(default_workload(args.task), **changes)
     local = Path(_model_argument(args.model)).is_dir()
     plan = plan_model(
         Path(args.model) if local else args.model,

@@ -22,8 +22,6 @@ from pipeline.plan import resolve_workload
 if TYPE_CHECKING:
     from pipeline.hub import Hub
 
-__all__ = ["WarmBundle", "base_bundle", "warm_start"]
-
 #: The family row's columns that name a row's bundle, and the record's ``compiled_cache`` field each fills.
 BUNDLE_COLUMNS = {
     "compiled_cache_repo_id": "repo_id",

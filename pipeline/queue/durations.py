@@ -25,8 +25,6 @@ from pipeline.dataset import iter_results
 from pipeline.queue.toolchain import public_version
 from pipeline.types import DurationSource
 
-__all__ = ["HOST_MEMORY_PERCENTILE", "PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
-
 GiB = 1024**3
 #: Upper bounds (parameters) of the buckets history is grouped by; the last bucket is open.
 PARAM_BUCKETS: tuple[int, ...] = (1_000_000_000, 3_000_000_000, 10_000_000_000, 30_000_000_000, 100_000_000_000)

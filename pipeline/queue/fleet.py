@@ -23,16 +23,6 @@ from pipeline.prices import DEFAULT_OPTION, Price, Pricing
 from pipeline.queue.sweep import Job, SweepResult, simulate
 from pipeline.types import PRICE_KINDS
 
-__all__ = [
-    "Estimate",
-    "estimate_sweep",
-    "format_estimate",
-    "format_partition",
-    "layout_fleet",
-    "parse_partition",
-    "recommend_fleet",
-]
-
 _ENTRY = re.compile(r"^(?:(\d+)x(\d+)|(\d+)@(\d+))$")
 
 

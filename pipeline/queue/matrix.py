@@ -43,9 +43,6 @@ from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version,
 from pipeline.types import HOST_MEMORY_SHORT
 from pipeline.workload import default_workload, key_mask, task_source
 
-__all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "matrix_order",
-           "runner_cores"]  # fmt: skip
-
 logger = logging.getLogger(__name__)
 
 #: GitHub Actions generates at most 256 jobs from one matrix.

@@ -16,16 +16,6 @@ from pipeline import constants
 from pipeline.errors import ConfigError
 from pipeline.records import COLUMN_NAMES
 
-__all__ = [
-    "APT_SECTION",
-    "as_pinned",
-    "check_toolchain",
-    "load_apt_pins",
-    "load_toolchain",
-    "public_version",
-    "version_column",
-]
-
 #: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
 #: never compared with results.
 APT_SECTION = "apt"

@@ -26,9 +26,6 @@ from pipeline.queue import as_pinned, load_toolchain, version_column
 from pipeline.release.watch import current_release
 from pipeline.workload import key_mask
 
-__all__ = ["DELTAS", "DIFF_KINDS", "ReleaseDiff", "diff_dataset", "diff_text", "load_side", "release_diff", "rows_at",
-           "speed_of"]  # fmt: skip
-
 #: The kinds, in the order a diff lists them (regressions first), with their headings.
 DIFF_KINDS: tuple[tuple[str, str], ...] = (
     ("newly_failing", "Newly failing"),

@@ -340,12 +340,10 @@ def _entry(
         plan = planner(c)
     except PlanLimitError as exc:  # a config too large to build: never sent to a runner either
         return f"unplannable config: {exc}"
-    except HubError as exc:
-        if not isinstance(exc, RepoNotFoundError):
-            raise  # the Hub failing is no fact about the model
+    except (RepoNotFoundError, PlanError) as exc:
         problem = exc
-    except PlanError as exc:
-        problem = exc
+    except HubError:
+        raise  # the Hub failing is no fact about the model
     except Exception as exc:  # noqa: BLE001 - a hostile or odd config.json must not stop the whole queue
         logger.warning("planning %s failed unexpectedly", c.model_id, exc_info=True)
         problem = PlanError(f"{type(exc).__name__}: {exc}")

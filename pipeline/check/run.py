@@ -107,17 +107,17 @@ def check_model(
         task=task,
         # Only the rows the rules read (its own, its bases'), never the whole index; its family is counted over
         # the index's columns, only when the rules come to it.
-        rows=catalog.rows_of(wanted),
+        rows=catalog.index.select(model_ids=wanted),
         hops=hops,
         family=family,
         missing=facts.missing,
         refusal=facts.refusal,
         blocker=_blocker(plan),
-        stats=catalog.family_stat,
+        stats=catalog.index.family_stat,
     )
     reason, routes = decision.reason, []
     if decision.verdict not in RUNS and cache_repo and not facts.missing:
-        routes = cached_configs(hub, [model_id, *(b.model_id for hop in hops for b in hop)], repo=cache_repo)
+        routes = cached_configs(hub, wanted, repo=cache_repo)
         if routes:
             reason = f"{reason}; {routes_text(routes, repo=cache_repo)}"
     warm = None
@@ -146,7 +146,7 @@ def check_model(
 
 
 def _measured(catalog: Catalog, model_id: str, task: str | None) -> bool:
-    own = catalog.rows_of([model_id])
+    own = catalog.index.select(model_ids=[model_id])
     tasks = {task} if task else {str(r.get("task")) for r in own}
     return any(trainium_rows(own, task=t) for t in tasks)
 

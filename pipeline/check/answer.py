@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.check.neuron_cache import CachedConfig
+from pipeline.check.warm import WarmBundle
 from pipeline.render import run_script
 
 #: The exit code of ``trncat check`` when the Hub has no such model, or no such revision of it.
@@ -99,24 +100,24 @@ def render_run_py(
     cores: int,
     workload: dict[str, Any],
     versions: Mapping[str, Any],
-    compiled_cache: dict[str, Any] | None = None,
-    compiled_cache_of: str | None = None,
-    dtype: str | None = None,
+    warm: WarmBundle | None = None,
 ) -> str:
     """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``); with
-    ``compiled_cache``, the bundle of its base model ``compiled_cache_of`` (whose run had ``dtype``)."""
+    ``warm`` that hands a bundle over, its base model's bundle (and the dtype the base's run had)."""
     record = {
         "model_id": model_id,
         "revision": revision,
         "task": task,
-        "dtype": dtype or "bfloat16",
+        "dtype": "bfloat16",
         "cores": cores,
         "threads": None,
         "workload": workload,
         "device": "neuron",
         "status": "pass",
         "versions": dict(versions),
-        "compiled_cache": compiled_cache,
-        "compiled_cache_of": compiled_cache_of,
+        "compiled_cache": None,
+        "compiled_cache_of": None,
     }
+    if warm is not None and warm.compiled_cache:
+        record.update(compiled_cache=warm.compiled_cache, compiled_cache_of=warm.base, dtype=warm.dtype or "bfloat16")
     return run_script(record, checked=True)

@@ -257,14 +257,10 @@ def _run_py(
         return None
     row = decision.rows[0] if decision.rows else {}
     versions = {
-        "torch_neuronx": row.get("torch_neuronx_version"),
-        "neuronx_cc": row.get("neuronx_cc_version"),
-        "torch": row.get("torch_version"),
-        "transformers": row.get("transformers_version"),
-        "nki": row.get("nki_version"),
+        key: row.get(f"{key}_version") for key in ("torch_neuronx", "neuronx_cc", "torch", "transformers", "nki")
     }
     workload = resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict()
     return render_run_py(
         model_id=planned.model_id, revision=planned.revision, task=task, cores=plan.cores, workload=workload,
-        versions=versions, **(warm.render_args() if warm is not None and warm.compiled_cache else {}),
+        versions=versions, warm=warm,
     )  # fmt: skip

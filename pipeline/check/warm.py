@@ -43,10 +43,6 @@ class WarmBundle:
     dtype: str | None
     note: str
 
-    def render_args(self) -> dict[str, Any]:
-        """What :func:`pipeline.check.answer.render_run_py` takes to hand the bundle over."""
-        return {"compiled_cache": self.compiled_cache, "compiled_cache_of": self.base, "dtype": self.dtype}
-
 
 def _bundle(row: Mapping[str, Any]) -> dict[str, Any] | None:
     cache = {field: row.get(column) for column, field in BUNDLE_COLUMNS.items()}

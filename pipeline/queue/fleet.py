@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,9 +86,7 @@ def parse_partition(spec: str, *, instance: str = "trn2.48xlarge") -> list[tuple
 
 def format_partition(sizes: Iterable[int]) -> str:
     """``COUNTxSIZE`` entries for runner sizes, largest first (which keeps every runner chip-aligned)."""
-    counts: dict[int, int] = {}
-    for size in sizes:
-        counts[size] = counts.get(size, 0) + 1
+    counts = Counter(sizes)
     return ",".join(f"{counts[size]}x{size}" for size in sorted(counts, reverse=True))
 
 

@@ -28,36 +28,25 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT, Answer
-    from pipeline.check.catalog import Catalog, from_folder, from_repo
-    from pipeline.check.model import ModelFacts, infer_task, read_model
-    from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, CachedConfig, cached_configs, registry_entry
-    from pipeline.check.rules import VERDICTS, Base, Decision, Verdict, decide
-    from pipeline.check.run import MAX_HOPS, check_model
-    from pipeline.check.warm import WarmBundle, base_bundle
+    from pipeline.check.catalog import Catalog, from_folder
+    from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, registry_entry
+    from pipeline.check.rules import VERDICTS, Base, decide
+    from pipeline.check.run import check_model
+    from pipeline.check.warm import base_bundle
 
 __all__ = [
     "CACHE_REPO",
     "JSON_KEYS",
     "LOOKUP_COMMAND",
-    "MAX_HOPS",
     "NOT_FOUND_EXIT",
     "VERDICTS",
     "Answer",
     "Base",
-    "CachedConfig",
     "Catalog",
-    "Decision",
-    "ModelFacts",
-    "Verdict",
-    "WarmBundle",
     "base_bundle",
-    "cached_configs",
     "check_model",
     "decide",
     "from_folder",
-    "from_repo",
-    "infer_task",
-    "read_model",
     "registry_entry",
 ]
 

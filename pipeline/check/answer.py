@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.check.neuron_cache import CachedConfig
+from pipeline.check.warm import WarmBundle
 from pipeline.render import run_script
 
 #: The exit code of ``trncat check`` when the Hub has no such model, or no such revision of it.
@@ -32,8 +33,7 @@ JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "p
 class Answer:
     """The answer on one model. ``planned`` is the model the plan and ``run_py`` are of (the checked one, or the
     base it is an adapter or quantization of); ``plan_note`` says why there is no plan; ``routes`` are the
-    precompiled configurations optimum-neuron's cache holds; ``timings`` (seconds) and ``requests`` (per side:
-    ``model``, ``dataset``, ``cache``) are for the benchmarks."""
+    precompiled configurations optimum-neuron's cache holds."""
 
     model_id: str
     revision: str | None
@@ -47,7 +47,6 @@ class Answer:
     plan_note: str | None = None
     routes: list[CachedConfig] = field(default_factory=list)
     catalog: str = ""
-    timings: dict[str, float] = field(default_factory=dict)
     #: Why the Hub has no such model (or no such revision of it); None when it has. ``trncat check`` exits
     #: :data:`NOT_FOUND_EXIT` then.
     missing: str | None = None
@@ -101,24 +100,24 @@ def render_run_py(
     cores: int,
     workload: dict[str, Any],
     versions: Mapping[str, Any],
-    compiled_cache: dict[str, Any] | None = None,
-    compiled_cache_of: str | None = None,
-    dtype: str | None = None,
+    warm: WarmBundle | None = None,
 ) -> str:
     """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``); with
-    ``compiled_cache``, the bundle of its base model ``compiled_cache_of`` (whose run had ``dtype``)."""
+    ``warm`` that hands a bundle over, its base model's bundle (and the dtype the base's run had)."""
     record = {
         "model_id": model_id,
         "revision": revision,
         "task": task,
-        "dtype": dtype or "bfloat16",
+        "dtype": "bfloat16",
         "cores": cores,
         "threads": None,
         "workload": workload,
         "device": "neuron",
         "status": "pass",
         "versions": dict(versions),
-        "compiled_cache": compiled_cache,
-        "compiled_cache_of": compiled_cache_of,
+        "compiled_cache": None,
+        "compiled_cache_of": None,
     }
+    if warm is not None and warm.compiled_cache:
+        record.update(compiled_cache=warm.compiled_cache, compiled_cache_of=warm.base, dtype=warm.dtype or "bfloat16")
     return run_script(record, checked=True)

@@ -10,10 +10,9 @@ for the same files, and asked only for the rows a check needs (:class:`pipeline.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.dataset import FAMILIES_DIR, FamilyIndex, family_index_paths, folder_family_index
 from pipeline.errors import RepoNotFoundError
@@ -21,7 +20,6 @@ from pipeline.hub import together
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
-    from pipeline.records import FamilyStat
 
 
 @dataclass(frozen=True)
@@ -30,14 +28,6 @@ class Catalog:
 
     index: FamilyIndex
     source: str
-
-    def rows_of(self, model_ids: Iterable[str]) -> list[dict[str, Any]]:
-        """The family rows of ``model_ids`` (any task, ids without case)."""
-        return self.index.select(model_ids=model_ids)
-
-    def family_stat(self, architecture: str, model_type: str | None, task: str) -> FamilyStat:
-        """How a family fared, counted over the index's columns (the rules' ``stats``)."""
-        return self.index.family_stat(architecture, model_type, task)
 
 
 def from_folder(folder: Path) -> Catalog:

@@ -56,7 +56,6 @@ class ModelFacts:
     folder: Path | None = None
     family: Family = field(default_factory=Family)
     runnable: bool = False
-    requested: list[str] = field(default_factory=list)
     #: Small files not downloaded: over :data:`pipeline.models.MAX_FILE_BYTES` (or of no listed size).
     oversized: list[str] = field(default_factory=list)
 
@@ -156,12 +155,12 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
         # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
         sizes: dict[str, int] = {}
         _sizes(hub, model_id, listing, revision, wanted, sizes)
-        folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts), facts.requested)
+        folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts))
         if folder is not None:
             extra = _extra_files(folder, set(listing.files or ()))
             _sizes(hub, model_id, listing, revision, extra, sizes)
             extra = _bounded(extra, sizes, facts)
-            folder = _download(hub, model_id, listing.sha or revision, extra, facts.requested) or folder
+            folder = _download(hub, model_id, listing.sha or revision, extra) or folder
     except GatedRepoError:
         facts.refusal = ("gated", f"{gated_reason(listing)}; nor can this token read its files")
         return facts
@@ -210,12 +209,11 @@ def _bounded(names: list[str], sizes: dict[str, int], facts: ModelFacts) -> list
     return kept
 
 
-def _download(hub: Hub, model_id: str, revision: str | None, names: list[str], log: list[str]) -> Path | None:
+def _download(hub: Hub, model_id: str, revision: str | None, names: list[str]) -> Path | None:
     """Download ``names`` (small files the repo holds) at ``revision``, sent together; the snapshot folder they
     land in. At a commit the download cache holds them all (a second check of the model), they are taken from it
     without a download call (:meth:`pipeline.hub.Hub.download_all`)."""
     paths = hub.download_all(model_id, names, revision=revision)
-    log.extend(names)
     if not paths:
         return None
     root = paths[0]

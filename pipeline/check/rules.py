@@ -80,13 +80,8 @@ def _elsewhere(rows: Sequence[Mapping[str, Any]], task: str) -> list[Mapping[str
 
 def _trainium3_note(rows: Sequence[Mapping[str, Any]], task: str) -> str:
     """The model's own Trainium3 results, set beside its Trainium2 ones and never counted as them."""
-    trn3 = _sorted(trainium3_rows(rows, task=task))
+    trn3 = evidence_order(trainium3_rows(rows, task=task))
     return f"; on Trainium3 (kept apart): {'; '.join(row_text(r) for r in trn3)}" if trn3 else ""
-
-
-def _sorted(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Passes first, then by finish time (:func:`pipeline.records.evidence_order`)."""
-    return evidence_order(rows)
 
 
 #: How a family is counted: (architecture, model_type, task) -> its :class:`~pipeline.records.FamilyStat`.
@@ -123,7 +118,7 @@ def decide(
             ``rows``, which then hold the family's rows too.
     """
     own = rows_of(rows, model_id)
-    measured = _sorted(trainium_rows(own, task=task))
+    measured = evidence_order(trainium_rows(own, task=task))
     if measured:
         verdict: Verdict = "measured-pass" if any(r["status"] == "pass" for r in measured) else "measured-fail"
         revisions = {str(r.get("revision")) for r in measured}
@@ -141,7 +136,7 @@ def decide(
         return Decision("likely-fails" if kind == "remote_code" else "unknown", f"{kind}: {why}{cpu_note}")
     seen: list[str] = []
     for hop in hops:
-        found = [(base, _sorted(trainium_rows(rows_of(rows, base.model_id), task=task))) for base in hop]
+        found = [(base, evidence_order(trainium_rows(rows_of(rows, base.model_id), task=task))) for base in hop]
         found = [(base, base_rows) for base, base_rows in found if base_rows]
         seen.extend(base.model_id for base in hop)
         if not found:

@@ -13,7 +13,6 @@ import functools
 import json
 import logging
 import re
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,31 +87,18 @@ def check_model(
     if revision is not None and (not (is_revision(revision) or REF_NAME.fullmatch(revision)) or ".." in revision):
         raise ConfigError(f"a revision is a 40-hex commit sha or a branch or tag name, got {revision[:80]!r}")
     validate_model_id(model_id)  # before any request
-    timings: dict[str, float] = {}
-    start = time.perf_counter()
-
-    def model() -> ModelFacts:
-        facts = read_model(hub, model_id, revision=revision)
-        timings["model"] = time.perf_counter() - start
-        return facts
 
     def dataset() -> Catalog:
-        catalog = from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
-        timings["dataset"] = time.perf_counter() - start
-        return catalog
+        return from_folder(dataset_dir) if dataset_dir is not None else from_repo(hub, str(dataset_repo))
 
     # The model's requests and the dataset's do not wait for each other: sent together, they overlap.
-    facts, catalog = together.results(model, dataset)
-    mark = time.perf_counter()
+    facts, catalog = together.results(functools.partial(read_model, hub, model_id, revision=revision), dataset)
     hops, known = _lineage(hub, facts, catalog, task)
     planned = facts if facts.runnable else _planned_base(hub, hops, known)
-    timings["bases"] = time.perf_counter() - mark
     # An adapter's listing often names no task: its base's does.
     bases = [b for b in (planned, *known.values()) if b is not None]
     task = task or infer_task(facts.listing) or next((t for b in bases if (t := infer_task(b.listing))), DEFAULT_TASK)
-    mark = time.perf_counter()
     plan, plan_note = _plan(planned, task=task, instance=instance) if planned else (None, _no_plan_note(facts))
-    timings["plan"] = time.perf_counter() - mark
     family = facts.family if facts.family.architecture else _base_family(hops, known, planned)
     wanted = [model_id, *(b.model_id for hop in hops for b in hop)]
     decision = decide(
@@ -121,19 +107,17 @@ def check_model(
         task=task,
         # Only the rows the rules read (its own, its bases'), never the whole index; its family is counted over
         # the index's columns, only when the rules come to it.
-        rows=catalog.rows_of(wanted),
+        rows=catalog.index.select(model_ids=wanted),
         hops=hops,
         family=family,
         missing=facts.missing,
         refusal=facts.refusal,
         blocker=_blocker(plan),
-        stats=catalog.family_stat,
+        stats=catalog.index.family_stat,
     )
     reason, routes = decision.reason, []
     if decision.verdict not in RUNS and cache_repo and not facts.missing:
-        mark = time.perf_counter()
-        routes = cached_configs(hub, [model_id, *(b.model_id for hop in hops for b in hop)], repo=cache_repo)
-        timings["cache"] = time.perf_counter() - mark
+        routes = cached_configs(hub, wanted, repo=cache_repo)
         if routes:
             reason = f"{reason}; {routes_text(routes, repo=cache_repo)}"
     warm = None
@@ -144,7 +128,6 @@ def check_model(
     run_py = (
         _run_py(decision, planned, plan, task=task, warm=warm) if facts.refusal is None and not facts.missing else None
     )
-    timings["total"] = time.perf_counter() - start
     return Answer(
         model_id=model_id,
         revision=facts.revision,
@@ -158,13 +141,12 @@ def check_model(
         plan_note=plan_note,
         routes=routes,
         catalog=catalog.source,
-        timings=timings,
         missing=facts.missing,
     )
 
 
 def _measured(catalog: Catalog, model_id: str, task: str | None) -> bool:
-    own = catalog.rows_of([model_id])
+    own = catalog.index.select(model_ids=[model_id])
     tasks = {task} if task else {str(r.get("task")) for r in own}
     return any(trainium_rows(own, task=t) for t in tasks)
 
@@ -275,14 +257,10 @@ def _run_py(
         return None
     row = decision.rows[0] if decision.rows else {}
     versions = {
-        "torch_neuronx": row.get("torch_neuronx_version"),
-        "neuronx_cc": row.get("neuronx_cc_version"),
-        "torch": row.get("torch_version"),
-        "transformers": row.get("transformers_version"),
-        "nki": row.get("nki_version"),
+        key: row.get(f"{key}_version") for key in ("torch_neuronx", "neuronx_cc", "torch", "transformers", "nki")
     }
     workload = resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict()
     return render_run_py(
         model_id=planned.model_id, revision=planned.revision, task=task, cores=plan.cores, workload=workload,
-        versions=versions, **(warm.render_args() if warm is not None and warm.compiled_cache else {}),
+        versions=versions, warm=warm,
     )  # fmt: skip

@@ -22,8 +22,6 @@ from pipeline.plan import resolve_workload
 if TYPE_CHECKING:
     from pipeline.hub import Hub
 
-__all__ = ["WarmBundle", "base_bundle", "warm_start"]
-
 #: The family row's columns that name a row's bundle, and the record's ``compiled_cache`` field each fills.
 BUNDLE_COLUMNS = {
     "compiled_cache_repo_id": "repo_id",
@@ -44,10 +42,6 @@ class WarmBundle:
     base: str | None
     dtype: str | None
     note: str
-
-    def render_args(self) -> dict[str, Any]:
-        """What :func:`pipeline.check.answer.render_run_py` takes to hand the bundle over."""
-        return {"compiled_cache": self.compiled_cache, "compiled_cache_of": self.base, "dtype": self.dtype}
 
 
 def _bundle(row: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -7,7 +7,15 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, add_publish_target_args, command, make_hub, pricing_of, valid_records
+from pipeline.cli.registry import (
+    add_price_args,
+    add_publish_target_args,
+    command,
+    make_hub,
+    pricing_of,
+    say_set_aside,
+    valid_records,
+)
 
 # -- validate -------------------------------------------------------------------------------------------
 
@@ -72,8 +80,7 @@ def _build(args: argparse.Namespace) -> int:
         print("error: no valid record to build from", file=sys.stderr)
         return 1
     summary = build(records, args.out, pricing=pricing_of(args))
-    for name, field_name, message in summary.set_aside:
-        print(f"set aside: {name}: {field_name}: {message}", file=sys.stderr)
+    say_set_aside(summary.set_aside)
     if summary.changed:
         print(
             f"added {summary.added} row(s) to {args.out} ({summary.results_file}); "
@@ -111,8 +118,7 @@ def _collect(args: argparse.Namespace) -> int:
     from pipeline.records import collect_records
 
     collected = collect_records(args.downloaded, queue_file=args.queue, run_id=args.run_id, out=args.out)
-    for problem in collected.problems:
-        print(f"set aside: {problem}", file=sys.stderr)
+    say_set_aside(collected.problems)
     print(f"{len(collected.accepted)} record(s) accepted, {len(collected.problems)} set aside")
     return 1 if collected.problems else 0
 
@@ -157,11 +163,11 @@ def _publish(args: argparse.Namespace) -> int:
 
     report, _ = valid_records(args.results, label="set aside")
     misplaced = provenance_problems(report.records)
-    for problem in misplaced:
-        print(f"set aside: {problem}", file=sys.stderr)
+    say_set_aside(misplaced)
     report.problems.extend(misplaced)
     bad = {p.file for p in misplaced}
-    records = [record for name, record in report.records if name not in bad]
+    kept = [(name, record) for name, record in report.records if name not in bad]
+    records = [record for _, record in kept]
     if not records and not args.overlay:
         print("error: no valid record to publish", file=sys.stderr)
         return 1
@@ -179,16 +185,13 @@ def _publish(args: argparse.Namespace) -> int:
         if shipped := sum(1 for name, _ in report.records if bundle_beside(Path(name)).is_file()):
             print(f"note: {shipped} compiled-cache bundle(s) left out: only a Hub publish (--repo) uploads them",
                   file=sys.stderr)  # fmt: skip
-        for aside in drop_named_bundles([(n, r) for n, r in report.records if n not in bad]):
-            print(f"set aside: {aside}", file=sys.stderr)
+        say_set_aside(drop_named_bundles(kept))
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing, derived=derived)
     else:
         hub = make_hub()
         # The bundles first: each record then names the commit that holds its bundle, in the PR reviewed below.
-        kept = [(name, record) for name, record in report.records if name not in bad]
         bundles = publish_bundles(kept, hub=hub, repo=args.compiled_repo, dry_run=args.dry_run)
-        for aside in bundles.set_aside:  # the record goes on without its bundle
-            print(f"set aside: {aside}", file=sys.stderr)
+        say_set_aside(bundles.set_aside)  # the record goes on without its bundle
         if bundles.uploaded or bundles.reused:
             verb = "would upload" if args.dry_run else "uploaded"
             print(f"compiled caches: {verb} {len(bundles.uploaded)} to {args.compiled_repo}, "
@@ -203,10 +206,8 @@ def _publish(args: argparse.Namespace) -> int:
             pricing=pricing,
             derived=derived,
         )
-    for aside in result.set_aside:  # discovery's rows: reported, and the rest was published (no failure)
-        print(f"set aside: {aside}", file=sys.stderr)
-    for name, field_name, message in result.summary.set_aside:  # validated above: only a validator gap lands here
-        print(f"set aside: {name}: {field_name}: {message}", file=sys.stderr)
+    say_set_aside(result.set_aside)  # discovery's rows: reported, and the rest was published (no failure)
+    say_set_aside(result.summary.set_aside)  # validated above: only a validator gap lands here
     if result.dry_run:
         print(
             f"dry run: would commit {len(result.files)} file(s) to {result.repo}"

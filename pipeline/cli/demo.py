@@ -198,17 +198,13 @@ def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> Non
         # A pipeline's weights live in its component folders: the Hub counts every safetensors file.
         params = sum(safetensors_param_count(sub) or 0 for sub in (folder, *folder.iterdir()) if sub.is_dir())
         store.create_repo(repo_id, metadata={"library_name": "transformers", "safetensors": {"total": params}, **meta})
-        files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()}
-        store.commit_files(repo_id, files, message="upload tiny model")
+        store.commit_files(repo_id, _files(folder), message="upload tiny model")
     for repo_id, task, meta in KEPT_OUT:
         store.create_repo(repo_id, metadata={"pipeline_tag": task, "library_name": "transformers", **meta})
         store.commit_files(repo_id, {"config.json": b'{"model_type": "llama"}'}, message="config")
     store.create_repo(DATASET_REPO, repo_type="dataset")
     # What --out holds plays the dataset's and the Space's main branches: a second demo adds to them.
-    existing = _files(out / DATASET_DIR)
-    if not existing and (out / "data").is_dir():  # a demo-out/ of the layout before the Space: the dataset itself
-        existing = {p: f for p, f in _files(out).items() if p.split("/")[0] in {"data", "scripts", "README.md"}}
-    if existing:
+    if existing := _files(out / DATASET_DIR):
         store.commit_files(DATASET_REPO, existing, message="existing dataset", repo_type="dataset")
     store.create_repo(SPACE_REPO, repo_type="space", metadata={})
     if space := _files(out / SPACE_DIR):
@@ -364,8 +360,7 @@ def _check_fine_tune(store: Any, hub: Any, work: Path, echo: Callable[[str], Non
     echo(f"check: {FINE_TUNE}, a fine-tune of trncat-demo/tiny-llama the catalog has not measured")
     base = work / "models" / "tiny-llama"
     card = "---\nbase_model: trncat-demo/tiny-llama\nlicense: apache-2.0\n---\n# A fine-tune of the tiny Llama\n"
-    files: dict[str, Path | bytes] = {p.relative_to(base).as_posix(): p for p in base.rglob("*") if p.is_file()}
-    files["README.md"] = card.encode()
+    files: dict[str, Path | bytes] = {**_files(base), "README.md": card.encode()}
     store.create_repo(FINE_TUNE, metadata={"pipeline_tag": "text-generation", "library_name": "transformers"})
     store.commit_files(FINE_TUNE, files, message="fine-tune of trncat-demo/tiny-llama")
     # optimum-neuron's cache is not on the local hub: the demo does not look there.

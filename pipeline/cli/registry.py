@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,6 +61,12 @@ def valid_records(paths: Sequence[str | Path], *, label: str) -> tuple[Any, list
     for problem in report.problems:
         print(f"{label}: {problem}", file=sys.stderr)
     return report, [record for _, record in report.records]
+
+
+def say_set_aside(items: Iterable[Any]) -> None:
+    """Print each thing set aside as ``set aside: <it>`` on stderr (a (file, field, message) triple joined by ': ')."""
+    for item in items:
+        print(f"set aside: {': '.join(map(str, item)) if isinstance(item, tuple) else item}", file=sys.stderr)
 
 
 def add_publish_target_args(p: argparse.ArgumentParser) -> None:

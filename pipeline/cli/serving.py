@@ -10,7 +10,7 @@ import argparse
 import re
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, command, make_hub
+from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of
 from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, SERVING_WORKLOADS, SOURCES
 
@@ -105,7 +105,6 @@ def _sha256(text: str) -> str:
 def _serve(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from pipeline.prices import load_pricing
     from pipeline.serve import DEFAULT_SLO, ServeOptions, eval_task, serve_hub_model, serving_workload
 
     if (args.warm_from is None) != (args.sha256 is None):
@@ -136,7 +135,7 @@ def _serve(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             lnc=args.lnc,
             slo=slo,
-            pricing=load_pricing(args.prices, option=args.price_option),
+            pricing=pricing_of(args),
             instance_chips=args.instance_chips,
             instance_type=args.instance_type,
             group=args.group,

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, command, make_hub
+from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of
 from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TASKS, VIEWS
 
@@ -137,14 +137,14 @@ def _queue(args: argparse.Namespace) -> int:
     for path in args.candidates:
         files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
     instance, accelerators, only = args.instance or "trn2.48xlarge", None, None
+    pricing = pricing_of(args)
     if args.device == "cuda":  # the GPU runner class: the Selected list's gpu models, sized in the instance's GPUs
         from pipeline.discover import load_selected
-        from pipeline.queue import load_instances
 
         if args.estimate:
             raise ConfigError("--estimate recommends Trainium fleets (runner partitions): a cuda queue has none")
         instance = args.instance or GPU_INSTANCE
-        known = load_instances(args.prices).get(instance)
+        known = pricing.table.get(instance)
         if known is None or known.accelerators is None:
             raise ConfigError(f"--instance {instance}: the price table names no GPUs for it (its `accelerators`)")
         accelerators = known.accelerators
@@ -178,17 +178,10 @@ def _queue(args: argparse.Namespace) -> int:
     if args.estimate:
         import json
 
-        from pipeline.queue import DEFAULT_INSTANCES, estimate_sweep, format_estimate, load_instances
+        from pipeline.queue import estimate_sweep, format_estimate
 
-        estimate = estimate_sweep(
-            queue.entries,
-            instance=instance,
-            prices=load_instances(args.prices),
-            target_hours=args.target_hours,
-            sources=queue.duration_sources,
-            option=args.price_option,
-            prices_file=args.prices or DEFAULT_INSTANCES,
-        )
+        estimate = estimate_sweep(queue.entries, instance=instance, pricing=pricing, target_hours=args.target_hours,
+                                  sources=queue.duration_sources)  # fmt: skip
         markdown = format_estimate(estimate)
         if queue.remeasure.get("passed") or queue.remeasure.get("compile_failure"):  # a new toolchain: its order
             r = queue.remeasure
@@ -232,17 +225,9 @@ def _plan(args: argparse.Namespace) -> int:
     from pipeline.plan import format_plan, plan_model
     from pipeline.taskspec import default_workload
 
-    workload = default_workload(args.task)
-    changes = {
-        k: v
-        for k, v in (
-            ("batch_size", args.batch_size),
-            ("input_tokens", args.input_tokens),
-            ("output_tokens", args.output_tokens),
-        )
-        if v is not None
-    }
-    workload = dataclasses.replace(workload, **changes)
+    sizes = ("batch_size", "input_tokens", "output_tokens")
+    changes = {k: getattr(args, k) for k in sizes if getattr(args, k) is not None}
+    workload = dataclasses.replace(default_workload(args.task), **changes)
     local = Path(_model_argument(args.model)).is_dir()
     plan = plan_model(
         Path(args.model) if local else args.model,

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_publish_target_args, command, make_hub, valid_records
+from pipeline.cli.registry import add_publish_target_args, command, make_hub, say_set_aside, valid_records
 from pipeline.errors import ConfigError
 
 #: What warm-queue writes into its ``--out`` folder: the matrix, and one record per entry under records/.
@@ -123,8 +123,7 @@ def _warm_publish(args: argparse.Namespace) -> int:
     from pipeline.publish import collect_warm_checks, publish_warm_checks, warm_checks_to_folder
 
     collected = collect_warm_checks(args.downloaded, queue_file=args.queue)
-    for problem in collected.problems:
-        print(f"set aside: {problem}", file=sys.stderr)
+    say_set_aside(collected.problems)
     if not collected.accepted:
         print("error: no valid warm check to publish", file=sys.stderr)
         return 1

@@ -19,56 +19,28 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.discover.candidates import (
-        DISCOVERED_KINDS,
         REMOTE_CODE_REASON,
         Candidate,
         Discovery,
-        IneligibleKind,
         check_task_view,
-        exclusion_index,
         gated_reason,
-        identity_problem,
         judge,
     )
-    from pipeline.discover.rankings import (
-        MAX_LIMIT,
-        SELECTED_LISTING_LIMIT,
-        discover,
-        discover_all,
-        exclusion_rows,
-        snapshot_rows,
-        write_outputs,
-    )
-    from pipeline.discover.selection import (
-        DEFAULT_EXCLUSIONS,
-        DEFAULT_SELECTED,
-        Exclusion,
-        ExclusionKind,
-        Selection,
-        load_exclusions,
-        load_selected,
-    )
+    from pipeline.discover.rankings import discover, discover_all, exclusion_rows, snapshot_rows, write_outputs
+    from pipeline.discover.selection import Exclusion, ExclusionKind, Selection, load_exclusions, load_selected
 
 __all__ = [
-    "DEFAULT_EXCLUSIONS",
-    "DEFAULT_SELECTED",
-    "DISCOVERED_KINDS",
-    "MAX_LIMIT",
     "REMOTE_CODE_REASON",
-    "SELECTED_LISTING_LIMIT",
     "Candidate",
     "Discovery",
     "Exclusion",
     "ExclusionKind",
-    "IneligibleKind",
     "Selection",
     "check_task_view",
     "discover",
     "discover_all",
-    "exclusion_index",
     "exclusion_rows",
     "gated_reason",
-    "identity_problem",
     "judge",
     "load_exclusions",
     "load_selected",

@@ -25,6 +25,9 @@ IneligibleKind = Literal[
 ]
 #: Kinds discovery finds on the Hub (the hand-kept ones come from exclusions.yaml itself).
 DISCOVERED_KINDS: frozenset[str] = frozenset({"remote_code", "not_transformers", "gated", "not_found", "invalid"})
+#: The fields a candidate takes from its listing as they are (a listing's attribute of the same name).
+_FROM_LISTING = ("sha", "params", "tags", "library_name", "pipeline_tag", "downloads", "likes", "trending_score",
+                 "architecture", "model_type", "base_model")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -92,28 +95,9 @@ class Candidate:
             The candidate.
         """
         kind, reason = judge(listing, task, excluded or {}, allow_gated)
-        return cls(
-            model_id=listing.id,
-            task=task,
-            view=view,
-            rank=rank,
-            sha=listing.sha,
-            params=listing.params,
-            gated=bool(listing.gated),
-            tags=listing.tags,
-            library_name=listing.library_name,
-            pipeline_tag=listing.pipeline_tag,
-            downloads=listing.downloads,
-            likes=listing.likes,
-            trending_score=listing.trending_score,
-            eligible=kind is None,
-            kind=kind,
-            reason=reason,
-            note=note,
-            architecture=listing.architecture,
-            model_type=listing.model_type,
-            base_model=listing.base_model,
-        )
+        fields = {name: getattr(listing, name) for name in _FROM_LISTING}
+        return cls(listing.id, task, view, rank, gated=bool(listing.gated), eligible=kind is None, kind=kind,
+                   reason=reason, note=note, **fields)  # fmt: skip
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Candidate:

@@ -20,16 +20,6 @@ from pipeline.errors import ConfigError
 from pipeline.ids import model_id_problem
 from pipeline.records import load_schema
 
-__all__ = [
-    "DEFAULT_EXCLUSIONS",
-    "DEFAULT_SELECTED",
-    "Exclusion",
-    "ExclusionKind",
-    "Selection",
-    "load_exclusions",
-    "load_selected",
-]
-
 DEFAULT_SELECTED = REPO_ROOT / "dataset" / "selected.yaml"
 DEFAULT_EXCLUSIONS = REPO_ROOT / "dataset" / "exclusions.yaml"
 MAX_FILE_BYTES = 1 << 20  # hand-kept lists are a few KB

@@ -26,39 +26,25 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.publish.bundles import BundlesPublished, drop_named_bundles, publish_bundles
+    from pipeline.publish.bundles import drop_named_bundles, publish_bundles
     from pipeline.publish.description import describe
-    from pipeline.publish.pr import NOTHING_TO_PUBLISH, PR_TITLE_PREFIX, PublishResult, publish, publish_to_folder
-    from pipeline.publish.prepare import Derived, Prepared, checked_overlay, prepare_folder, provenance_problems
-    from pipeline.publish.warm import (
-        WARM_ARTIFACT_PREFIX,
-        WarmCollected,
-        collect_warm_checks,
-        publish_warm_checks,
-        warm_checks_to_folder,
-    )
+    from pipeline.publish.pr import PR_TITLE_PREFIX, publish, publish_to_folder
+    from pipeline.publish.prepare import Derived, provenance_problems
+    from pipeline.publish.warm import collect_warm_checks, publish_warm_checks, warm_checks_to_folder
     from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
 __all__ = [
-    "BundlesPublished",
     "Derived",
-    "NOTHING_TO_PUBLISH",
     "PR_TITLE_PREFIX",
-    "Prepared",
-    "PublishResult",
     "WarmCheck",
-    "checked_overlay",
     "describe",
     "drop_named_bundles",
-    "prepare_folder",
     "provenance_problems",
     "publish",
     "publish_bundles",
     "publish_to_folder",
     "parse_run_output",
     "warm_check",
-    "WARM_ARTIFACT_PREFIX",
-    "WarmCollected",
     "collect_warm_checks",
     "publish_warm_checks",
     "warm_checks_to_folder",

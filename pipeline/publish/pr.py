@@ -101,6 +101,7 @@ def publish_to_folder(
     )
 
 
+@dataclass
 class _Publication:
     """One publish to a Hub dataset: the mirrors prepared so far, each built on the parent commit it names.
 
@@ -108,27 +109,15 @@ class _Publication:
     then rebuilt on a fresh mirror of the new head.
     """
 
-    def __init__(
-        self,
-        *,
-        hub: Hub,
-        repo: str,
-        records: list[dict[str, Any]],
-        overlay: Path | None,
-        work: Path,
-        space: str,
-        pricing: Pricing | None = None,
-        derived: Derived | None = None,
-    ) -> None:
-        self.hub = hub
-        self.pricing = pricing
-        self.derived = derived
-        self.repo = repo
-        self.names = CardNames(repo=repo, space=space)
-        self.records = records
-        self.overlay = overlay
-        self.work = work
-        self.prepared: list[Prepared] = []
+    hub: Hub
+    repo: str
+    records: list[dict[str, Any]]
+    overlay: Path | None
+    work: Path
+    names: CardNames
+    pricing: Pricing | None
+    derived: Derived | None
+    prepared: list[Prepared] = field(default_factory=list)
 
     @property
     def latest(self) -> Prepared:
@@ -213,21 +202,12 @@ def publish(
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
         space = space or constants.TRNCAT_SPACE
         validate_model_id(space)
-        publication = _Publication(
-            hub=hub,
-            repo=repo,
-            records=records,
-            overlay=overlay,
-            work=Path(tmp),
-            space=space,
-            pricing=pricing,
-            derived=derived,
-        )
+        names = CardNames(repo=repo, space=space)
+        publication = _Publication(hub, repo, records, overlay, Path(tmp), names, pricing, derived)
         parent = main_head if pr_num is None else hub.head_sha(repo, repo_type="dataset", revision=revision)
         first = publication.prepare_at(parent)
         files = first.files
-        description = describe(first.summary, files=files, invalid=invalid, set_aside=len(first.set_aside),
-                               notes=first.notes)  # fmt: skip
+        description = _describe(first, invalid=invalid)
         if dry_run or first.empty:
             if first.empty:
                 description = NOTHING_TO_PUBLISH
@@ -250,8 +230,7 @@ def publish(
             return PublishResult(repo=repo, files=[], summary=last.summary, pr_num=pr_num,
                                  description=NOTHING_TO_PUBLISH, set_aside=last.set_aside)  # fmt: skip
         files = last.files
-        description = describe(last.summary, files=files, invalid=invalid, set_aside=len(last.set_aside),
-                               notes=last.notes)  # fmt: skip
+        description = _describe(last, invalid=invalid)
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
             hub.comment(repo, pr_num, description, repo_type="dataset")
         elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
@@ -269,6 +248,12 @@ def publish(
             commit=result.sha,
             set_aside=last.set_aside,
         )
+
+
+def _describe(prepared: Prepared, *, invalid: int) -> str:
+    """The PR description of what ``prepared`` adds."""
+    return describe(prepared.summary, files=prepared.files, invalid=invalid, set_aside=len(prepared.set_aside),
+                    notes=prepared.notes)  # fmt: skip
 
 
 def _fold_into_an_older_pr(
@@ -297,8 +282,7 @@ def _fold_into_an_older_pr(
                         description=f"Folded in from #{ours}.", revision=f"refs/pr/{into}")  # fmt: skip
     last = publication.latest
     if folded.created and not last.empty:
-        note = describe(last.summary, files=last.files, invalid=invalid, set_aside=len(last.set_aside),
-                        notes=last.notes)  # fmt: skip
+        note = _describe(last, invalid=invalid)
         hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
     hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")
     hub.close_pr(repo, ours)

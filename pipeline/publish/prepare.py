@@ -85,7 +85,7 @@ def prepare_folder(
     remote_files: Callable[[str | None], list[str]],
     parent: str | None = None,
     names: CardNames | None = None,
-    blob_ids: Callable[[list[str]], dict[str, str]] | None = None,
+    blob_ids: Callable[[list[str]], dict[str, str]],
     pricing: Pricing | None = None,
     derived: Derived | None = None,
 ) -> Prepared:
@@ -103,88 +103,63 @@ def prepare_folder(
         derived: A file derived from the results once the records are in (its inputs mirrored first).
     """
     with fsatomic.scratch(folder):
-        return _prepare(
-            records,
-            folder=folder,
-            overlay=overlay,
-            fetch=fetch,
-            remote_files=remote_files,
-            parent=parent,
-            names=names,
-            blob_ids=blob_ids,
-            pricing=pricing,
-            derived=derived,
+        overlay_map, set_aside = checked_overlay(overlay)
+        # Records are valid here, so every finish time parses.
+        since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
+        folder.mkdir(parents=True, exist_ok=True)
+        # Together: the summary, the results files that could hold the records, the scripts' and card's git ids.
+        # data/serving.json too when a serving record comes: build merges into it (a path the repo lacks is skipped)
+        first = [SUMMARY_FILE, SERVING_FILE] if any(r.get("serving") for r in records) else [SUMMARY_FILE]
+        calls: list[Callable[[], Any]] = [lambda: fetch(first, folder)]
+        calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None or derived is not None else list)
+        if records:
+            calls.append(lambda: blob_ids(held_paths(records)))
+        _, results, *ids = together.results(*calls)
+        counts = read_summary(folder)
+        everything: list[str] | None = None
+        if counts is not None:
+            wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
+        else:  # a dataset from before the summary file: its whole latest view, once
+            everything = remote_files(None)
+            wanted = publish_paths(everything, extra=overlay_map, since=since)
+        if derived is not None:  # what the derived file reads (the results history, say), and the file itself
+            wanted = sorted({*wanted, *derived.paths(list(results))})
+        if wanted:
+            fetch(wanted, folder)
+        # The family index is never mirrored: each family shard is written from its latest shard.
+        held_index = counts is not None and "families" in counts["configs"]
+        before = tree_digests(folder)
+        for path_in_repo, data in overlay_map.items():
+            fsatomic.write_bytes(folder / path_in_repo, data)
+        overlay_changed = bool(overlay_map) and tree_digests(folder) != before
+        held: Callable[[str, bytes], bool] | None = (
+            (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
         )
-
-
-def _prepare(
-    records: list[dict[str, Any]],
-    *,
-    folder: Path,
-    overlay: Path | None,
-    fetch: Callable[[list[str], Path], None],
-    remote_files: Callable[[str | None], list[str]],
-    parent: str | None,
-    names: CardNames | None,
-    blob_ids: Callable[[list[str]], dict[str, str]] | None,
-    pricing: Pricing | None,
-    derived: Derived | None,
-) -> Prepared:
-    overlay_map, set_aside = checked_overlay(overlay)
-    # Records are valid here, so every finish time parses.
-    since = min((parse_time(r["run"]["finished_at"]) for r in records), default=None)  # type: ignore[type-var]
-    folder.mkdir(parents=True, exist_ok=True)
-    # Together: the summary, the results files that could hold the records, the scripts' and card's git ids.
-    # data/serving.json too when a serving record comes: build merges into it (a path the repo lacks is skipped)
-    first = [SUMMARY_FILE, SERVING_FILE] if any(r.get("serving") for r in records) else [SUMMARY_FILE]
-    calls: list[Callable[[], Any]] = [lambda: fetch(first, folder)]
-    calls.append((lambda: remote_files(RESULTS_DIR)) if since is not None or derived is not None else list)
-    if blob_ids is not None and records:
-        calls.append(lambda: blob_ids(held_paths(records)))
-    _, results, *ids = together.results(*calls)
-    counts = read_summary(folder)
-    everything: list[str] | None = None
-    if counts is not None:
-        wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
-    else:  # a dataset from before the summary file: its whole latest view, once
-        everything = remote_files(None)
-        wanted = publish_paths(everything, extra=overlay_map, since=since)
-    if derived is not None:  # what the derived file reads (the results history, say), and the file itself
-        wanted = sorted({*wanted, *derived.paths(list(results))})
-    if wanted:
-        fetch(wanted, folder)
-    # The family index is never mirrored: each family shard is written from its latest shard.
-    held_index = counts is not None and "families" in counts["configs"]
-    before = tree_digests(folder)
-    for path_in_repo, data in overlay_map.items():
-        fsatomic.write_bytes(folder / path_in_repo, data)
-    overlay_changed = bool(overlay_map) and tree_digests(folder) != before
-    held: Callable[[str, bytes], bool] | None = (
-        (lambda path, data, known=ids[0]: known.get(path) == git_blob_id(data)) if ids else None
-    )
-    summary = build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
-    if not summary.changed and overlay_changed:
-        refresh_card(folder, names=names)
-    note = derived.write(folder) if derived is not None else None
-    after = tree_digests(folder)
-    changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
-    # A latest shard split in sixteen: its file and its family rows' file leave the repo. The shard was mirrored;
-    # its family file (never mirrored) is in the repo when the listing, or the card's views, say so.
-    listed = set(everything) if everything is not None else set()
-    deleted = sorted(
-        path
-        for path in summary.removed
-        if path not in after and (path in before or path in listed or (held_index and is_family_path(path)))
-    )
-    return Prepared(
-        parent=parent,
-        folder=folder,
-        changed=changed,
-        deleted=deleted,
-        summary=summary,
-        set_aside=set_aside,
-        notes=[note] if note else [],
-    )
+        summary = (
+            build(records, folder, page=False, names=names, held=held, pricing=pricing) if records else BuildSummary()
+        )
+        if not summary.changed and overlay_changed:
+            refresh_card(folder, names=names)
+        note = derived.write(folder) if derived is not None else None
+        after = tree_digests(folder)
+        changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
+        # A latest shard split in sixteen: its file and its family rows' file leave the repo. The shard was mirrored;
+        # its family file (never mirrored) is in the repo when the listing, or the card's views, say so.
+        listed = set(everything) if everything is not None else set()
+        deleted = sorted(
+            path
+            for path in summary.removed
+            if path not in after and (path in before or path in listed or (held_index and is_family_path(path)))
+        )
+        return Prepared(
+            parent=parent,
+            folder=folder,
+            changed=changed,
+            deleted=deleted,
+            summary=summary,
+            set_aside=set_aside,
+            notes=[note] if note else [],
+        )
 
 
 def checked_overlay(overlay: Path | None) -> tuple[dict[str, bytes], list[str]]:

@@ -25,8 +25,6 @@ from pipeline.records import WarmCheck, WarmStatus
 from pipeline.render import run_script
 from pipeline.workload import CLIPS_DIR, speech_clips
 
-__all__ = ["WarmCheck", "parse_run_output", "warm_check"]
-
 _COUNTS = re.compile(r"^warm_start\s+hits=(\d+) misses=(\d+) first_call_s=([\d.]+)$", re.M)
 _STRICT = re.compile(r"^require-warm: (refused|failed): (.*)$", re.M)
 

@@ -24,59 +24,36 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.queue.durations import (
-        HOST_MEMORY_PERCENTILE,
-        PARAM_BUCKETS,
-        PRIOR,
-        Duration,
-        DurationModel,
-        Prior,
-        param_bucket,
-    )
+    from pipeline.queue.durations import HOST_MEMORY_PERCENTILE, PRIOR, DurationModel, Prior, param_bucket
     from pipeline.queue.fleet import (
-        DEFAULT_INSTANCES,
-        Estimate,
-        InstancePrices,
         estimate_sweep,
         format_estimate,
         format_partition,
         layout_fleet,
-        load_instances,
         parse_partition,
         recommend_fleet,
     )
-    from pipeline.queue.gpu import GPU_HEADROOM, gpu_label, gpus_needed
     from pipeline.queue.matrix import (
         MAX_CHUNK,
-        REMEASURE_ORDER,
         Planner,
         Queue,
         build_queue,
         fetch_results,
         load_candidates,
         matrix_order,
-        runner_cores,
     )
     from pipeline.queue.planners import HubPlanner
     from pipeline.queue.serving import serving_jobs, serving_seconds
     from pipeline.queue.sweep import Job, SweepResult, simulate
-    from pipeline.queue.toolchain import DEFAULT_TOOLCHAIN, as_pinned, load_apt_pins, load_toolchain, version_column
-    from pipeline.queue.warm import MAX_WARM_ENTRIES, WarmQueue, warm_queue
+    from pipeline.queue.toolchain import as_pinned, load_apt_pins, load_toolchain, version_column
+    from pipeline.queue.warm import MAX_WARM_ENTRIES, warm_queue
 
 __all__ = [
-    "DEFAULT_INSTANCES",
-    "DEFAULT_TOOLCHAIN",
     "HOST_MEMORY_PERCENTILE",
     "MAX_CHUNK",
-    "REMEASURE_ORDER",
-    "PARAM_BUCKETS",
     "PRIOR",
-    "Duration",
     "DurationModel",
-    "Estimate",
-    "GPU_HEADROOM",
     "HubPlanner",
-    "InstancePrices",
     "Job",
     "Planner",
     "Prior",
@@ -87,11 +64,8 @@ __all__ = [
     "fetch_results",
     "format_estimate",
     "format_partition",
-    "gpu_label",
-    "gpus_needed",
     "layout_fleet",
     "load_candidates",
-    "load_instances",
     "load_apt_pins",
     "load_toolchain",
     "as_pinned",
@@ -100,12 +74,10 @@ __all__ = [
     "param_bucket",
     "parse_partition",
     "recommend_fleet",
-    "runner_cores",
     "serving_jobs",
     "serving_seconds",
     "simulate",
     "MAX_WARM_ENTRIES",
-    "WarmQueue",
     "warm_queue",
 ]
 

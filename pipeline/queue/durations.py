@@ -25,8 +25,6 @@ from pipeline.dataset import iter_results
 from pipeline.queue.toolchain import public_version
 from pipeline.types import DurationSource
 
-__all__ = ["HOST_MEMORY_PERCENTILE", "PARAM_BUCKETS", "PRIOR", "Duration", "DurationModel", "Prior", "param_bucket"]
-
 GiB = 1024**3
 #: Upper bounds (parameters) of the buckets history is grouped by; the last bucket is open.
 PARAM_BUCKETS: tuple[int, ...] = (1_000_000_000, 3_000_000_000, 10_000_000_000, 30_000_000_000, 100_000_000_000)
@@ -114,17 +112,11 @@ class DurationModel:
     Args:
         rows: Result rows with at least the columns of :data:`_HISTORY_COLUMNS` (other rows are ignored).
         toolchain: The pinned versions; ``neuronx_cc`` says which rows are "at the current toolchain".
-        prior: The fallback when no row matches.
+
+    When no row matches, :data:`PRIOR` predicts.
     """
 
-    def __init__(
-        self,
-        rows: Iterable[Mapping[str, Any]] = (),
-        *,
-        toolchain: Mapping[str, str] | None = None,
-        prior: Prior = PRIOR,
-    ) -> None:
-        self.prior = prior
+    def __init__(self, rows: Iterable[Mapping[str, Any]] = (), *, toolchain: Mapping[str, str] | None = None) -> None:
         current = public_version((toolchain or {}).get("neuronx_cc"))
         self._groups: dict[tuple[bool, str, int, int], list[Mapping[str, Any]]] = {}
         for row in rows:
@@ -140,15 +132,15 @@ class DurationModel:
             self._groups.setdefault((at_current, str(row["task"]), *key), []).append(row)
 
     @classmethod
-    def from_dataset(cls, root: Path | None, *, toolchain: Mapping[str, str], prior: Prior = PRIOR) -> DurationModel:
+    def from_dataset(cls, root: Path | None, *, toolchain: Mapping[str, str]) -> DurationModel:
         """The model over every results file of the dataset folder ``root`` (prior only when None or missing).
 
         Raises:
             DatasetError: an unreadable results file.
         """
         if root is None or not Path(root).is_dir():
-            return cls((), toolchain=toolchain, prior=prior)
-        return cls(iter_results(Path(root), _HISTORY_COLUMNS), toolchain=toolchain, prior=prior)
+            return cls((), toolchain=toolchain)
+        return cls(iter_results(Path(root), _HISTORY_COLUMNS), toolchain=toolchain)
 
     @property
     def history_rows(self) -> int:
@@ -156,7 +148,7 @@ class DurationModel:
 
     def predict(self, *, task: str, cores: int, params: int | None) -> Duration:
         """The predicted job of ``task`` on ``cores`` cores for a model of ``params`` parameters."""
-        prior = self.prior.duration(params=params, cores=cores)
+        prior = PRIOR.duration(params=params, cores=cores)
         sources: tuple[tuple[bool, DurationSource], ...] = ((True, "history"), (False, "older-toolchain"))
         for at_current, source in sources:
             rows = self._groups.get((at_current, task, cores, param_bucket(params)))

@@ -13,40 +13,18 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.hardware import get_instance
-from pipeline.prices import DEFAULT_OPTION, DEFAULT_PRICES, InstancePrices, Price, check_option, load_prices
+from pipeline.prices import DEFAULT_OPTION, Price, Pricing
 from pipeline.queue.sweep import Job, SweepResult, simulate
 from pipeline.types import PRICE_KINDS
 
-__all__ = [
-    "Estimate",
-    "InstancePrices",
-    "estimate_sweep",
-    "format_estimate",
-    "format_partition",
-    "layout_fleet",
-    "load_instances",
-    "parse_partition",
-    "recommend_fleet",
-]
-
-DEFAULT_INSTANCES = DEFAULT_PRICES
 _ENTRY = re.compile(r"^(?:(\d+)x(\d+)|(\d+)@(\d+))$")
-
-
-def load_instances(path: Path | None = None) -> dict[str, InstancePrices]:
-    """The instance types of ``runners/instances.yaml`` (or ``path``): :func:`pipeline.prices.load_prices`.
-
-    Raises:
-        ConfigError: see :func:`pipeline.prices.load_prices`.
-    """
-    return load_prices(path)
 
 
 # -- partitions -----------------------------------------------------------------------------------------
@@ -108,9 +86,7 @@ def parse_partition(spec: str, *, instance: str = "trn2.48xlarge") -> list[tuple
 
 def format_partition(sizes: Iterable[int]) -> str:
     """``COUNTxSIZE`` entries for runner sizes, largest first (which keeps every runner chip-aligned)."""
-    counts: dict[int, int] = {}
-    for size in sizes:
-        counts[size] = counts.get(size, 0) + 1
+    counts = Counter(sizes)
     return ",".join(f"{counts[size]}x{size}" for size in sorted(counts, reverse=True))
 
 
@@ -250,27 +226,25 @@ def estimate_sweep(
     entries: Sequence[Mapping[str, Any]],
     *,
     instance: str = "trn2.48xlarge",
-    prices: Mapping[str, InstancePrices] | None = None,
+    pricing: Pricing | None = None,
     target_hours: float = 24.0,
     sources: Mapping[str, int] | None = None,
-    option: str = DEFAULT_OPTION,
-    prices_file: Path | None = None,
 ) -> Estimate:
     """The cost of running the queue's ``entries`` (each with ``runner`` and ``predicted_s``) and the fleet.
 
     Args:
         entries: Matrix entries from :func:`pipeline.queue.matrix.build_queue`.
         instance: Instance type of the fleet.
-        prices: From :func:`load_instances`; None or an instance missing from it: money unknown.
+        pricing: The price table, the purchase option the estimate is priced at (the others are listed too) and
+            the file named when a price is missing (:func:`pipeline.prices.load_pricing`); None, or an instance
+            missing from it: money unknown.
         target_hours: The sweep should finish within this many hours.
         sources: How many predictions came from history, older toolchains and the prior (for the report).
-        option: The purchase option the estimate is priced at (the others are listed too).
-        prices_file: Where ``prices`` came from, named when a price is missing.
 
     Raises:
-        ConfigError: an entry without a runner label or prediction, a bad target or an unknown option.
+        ConfigError: an entry without a runner label or prediction, or a bad target.
     """
-    check_option(option)
+    pricing = pricing or Pricing()
     jobs: list[Job] = []
     by_size: dict[int, dict[str, float]] = {}
     serving_jobs, serving_core_hours = 0, 0.0
@@ -287,7 +261,7 @@ def estimate_sweep(
         if entry.get("mode") == "serving":
             serving_jobs, serving_core_hours = serving_jobs + 1, serving_core_hours + size * seconds / 3600
     layouts, result = recommend_fleet(jobs, instance=instance, target_hours=target_hours)
-    known = (prices or {}).get(instance)
+    known = pricing.table.get(instance)
     return Estimate(
         instance=instance,
         jobs=len(jobs),
@@ -298,9 +272,9 @@ def estimate_sweep(
         simulated=result,
         prices=dict(known.price_per_hour) if known else dict.fromkeys(PRICE_KINDS),
         sources=dict(sources or {}),
-        option=option,
-        price=known.price(option) if known else None,
-        prices_file=str(prices_file) if prices_file is not None else None,
+        option=pricing.option,
+        price=pricing.price(instance),
+        prices_file=str(pricing.path) if pricing.path is not None else None,
         serving_jobs=serving_jobs,
         serving_core_hours=serving_core_hours,
     )

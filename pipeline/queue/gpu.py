@@ -12,8 +12,6 @@ import math
 from pipeline.plan import Plan
 from pipeline.prices import Accelerators
 
-__all__ = ["GPU_HEADROOM", "gpu_label", "gpus_needed"]
-
 #: The weights and KV cache over one GPU's memory, times this: the CUDA context, activations and the caching
 #: allocator's slack take the rest (a model that needs more shards over more GPUs, tp_plan="auto").
 GPU_HEADROOM = 1.25

@@ -43,9 +43,6 @@ from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version,
 from pipeline.taskspec import default_workload, key_mask, task_source
 from pipeline.types import HOST_MEMORY_SHORT
 
-__all__ = ["Planner", "Queue", "build_queue", "fetch_results", "load_candidates", "matrix_order",
-           "runner_cores"]  # fmt: skip
-
 logger = logging.getLogger(__name__)
 
 #: GitHub Actions generates at most 256 jobs from one matrix.
@@ -122,8 +119,12 @@ class Queue:
 _Key = tuple[Any, ...]
 
 
-def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[str]]:
-    """Status counts per key over the CI rows of every results file (only the key's columns are read).
+def _history(
+    root: Path, toolchain: Mapping[str, str]
+) -> tuple[dict[_Key, Counter[str]], dict[tuple[str, str, str], str]]:
+    """One pass over the CI rows of every results file (only the columns read here): the status counts per key, and
+    per (model id without case, task, device) the re-measure group of its newest pass or fail, whatever its
+    toolchain or revision (a queued model was not measured at its key, so that row is an earlier one).
 
     Only the project's own runs count as "measured": a community or local record (``source`` other than
     ``ci``) never keeps a model from the project's runners.
@@ -131,7 +132,8 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
     versions = [version_column(k) for k in toolchain]
     columns = ["model_id", "revision", "task", "device", "dtype", *_WORKLOAD_COLUMNS, *versions, "status"]
     history: dict[_Key, Counter[str]] = {}
-    for row in iter_results(root, [*columns, "failure_code", "source", "hardware"]):
+    newest: dict[tuple[str, str, str], tuple[Any, str]] = {}
+    for row in iter_results(root, [*columns, "failure_code", "failure_stage", "finished_at", "source", "hardware"]):
         if row["source"] != "ci":  # only the project's own runs count as measured (a community fail is no verdict)
             continue
         # A Trainium3 row keys as `trainium3`: a Trainium2 pass never keeps a model from the Trainium3 queue.
@@ -142,24 +144,15 @@ def _measured(root: Path, toolchain: Mapping[str, str]) -> dict[_Key, Counter[st
         # A run the host refused for lack of memory says nothing about the model: it is retried, uncounted.
         if row["failure_code"] != HOST_MEMORY_SHORT:
             counts[row["status"]] += 1
-    return history
-
-
-def _earlier(root: Path) -> dict[tuple[str, str, str], str]:
-    """(model id without case, task, device) -> the re-measure group of its newest CI pass or fail, whatever its
-    toolchain or revision (a queued model was not measured at this key, so that row is an earlier one)."""
-    newest: dict[tuple[str, str, str], tuple[Any, str]] = {}
-    columns = ["model_id", "task", "device", "status", "failure_stage", "finished_at", "source", "hardware"]
-    for row in iter_results(root, columns):
-        if row["source"] != "ci" or row["status"] not in ("pass", "fail"):
+        if row["status"] not in ("pass", "fail"):
             continue
-        key = (str(row["model_id"]).casefold(), row["task"], str(row_device(row["device"], hardware=row["hardware"])))
+        model = (str(row["model_id"]).casefold(), row["task"], str(row["device"]))
         group = (
             "passed" if row["status"] == "pass" else "compile_failure" if row["failure_stage"] == "compile" else "rest"
         )
-        if key not in newest or row["finished_at"] > newest[key][0]:
-            newest[key] = (row["finished_at"], group)
-    return {key: group for key, (_, group) in newest.items()}
+        if model not in newest or row["finished_at"] > newest[model][0]:
+            newest[model] = (row["finished_at"], group)
+    return history, {model: group for model, (_, group) in newest.items()}
 
 
 def fetch_results(hub: Hub, repo: str, *, into: Path) -> Path:
@@ -200,7 +193,6 @@ def build_queue(
     device: str = "neuron",
     dtype: str = "bfloat16",
     instance: str = DEFAULT_INSTANCE,
-    durations: DurationModel | None = None,
     accelerators: Accelerators | None = None,
     only: Collection[tuple[str, str]] | None = None,
     serving: Contract | None = None,
@@ -220,7 +212,6 @@ def build_queue(
         device: Device the runners bench on (``neuron``; ``cpu`` for the offline demo).
         dtype: Benchmark dtype.
         instance: Instance type plans are made for (with ``accelerators``: the GPU instance the runners are on).
-        durations: Predicts each job's seconds and host memory; None for one over ``dataset_root``'s history.
         accelerators: The GPUs of ``instance``: the queue is then for the GPU runner class (``device`` cuda),
             each job sized in GPUs (:func:`pipeline.queue.gpu.gpus_needed`) on a ``gpu-<N>g`` runner.
         only: (model id casefolded, task) the queue may take (the Selected list's ``gpu: true`` entries for the
@@ -256,10 +247,9 @@ def build_queue(
     plan_one = planner or HubPlanner(hub=hub, dtype=dtype, instance=plan_instance)  # type: ignore[arg-type]
     allowed = None if only is None else {(m.casefold(), t) for m, t in only}
     root = Path(dataset_root) if dataset_root is not None else None
-    history = _measured(root, pinned) if root is not None and root.is_dir() else {}
-    earlier = _earlier(root) if root is not None and root.is_dir() else {}
+    history, earlier = _history(root, pinned) if root is not None and root.is_dir() else ({}, {})
     groups: dict[int, int] = {}
-    durations = durations or DurationModel.from_dataset(root, toolchain=pinned)
+    durations = DurationModel.from_dataset(root, toolchain=pinned)
     queue = Queue(toolchain=pinned)
     entries: list[dict[str, Any]] = []
     seen: set[tuple[str, str]] = set()
@@ -345,12 +335,10 @@ def _entry(
         plan = planner(c)
     except PlanLimitError as exc:  # a config too large to build: never sent to a runner either
         return f"unplannable config: {exc}"
-    except HubError as exc:
-        if not isinstance(exc, RepoNotFoundError):
-            raise  # the Hub failing is no fact about the model
+    except (RepoNotFoundError, PlanError) as exc:
         problem = exc
-    except PlanError as exc:
-        problem = exc
+    except HubError:
+        raise  # the Hub failing is no fact about the model
     except Exception as exc:  # noqa: BLE001 - a hostile or odd config.json must not stop the whole queue
         logger.warning("planning %s failed unexpectedly", c.model_id, exc_info=True)
         problem = PlanError(f"{type(exc).__name__}: {exc}")

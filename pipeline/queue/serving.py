@@ -60,7 +60,8 @@ def servable(row: Mapping[str, Any]) -> bool:
     return row.get("task") == "image-text-to-text" and row.get("architecture") in VLLM_NEURON_IMAGE_ARCHITECTURES
 
 
-def _served(records: Iterable[Mapping[str, Any]], workload: str, harness: str) -> set[tuple[str, str]]:
+def _served(records: Iterable[Mapping[str, Any]], workload: str) -> set[tuple[str, str]]:
+    """(model id without case, hardware) of the serving rows of ``workload`` this harness version made."""
     done = set()
     for record in records:
         serving = record.get("serving") or {}
@@ -68,7 +69,7 @@ def _served(records: Iterable[Mapping[str, Any]], workload: str, harness: str) -
         if (
             same
             and record.get("status") in ("pass", "fail")
-            and (record.get("versions") or {}).get("pipeline") == harness
+            and (record.get("versions") or {}).get("pipeline") == pipeline.__version__
         ):
             done.add((str(record["model_id"]).casefold(), str(record["hardware"]["name"])))
     return done
@@ -82,7 +83,6 @@ def serving_jobs(
     workload: Contract,
     instance: str,
     family: str = "trn2",
-    harness: str = pipeline.__version__,
     image_workload: Contract | None = None,
 ) -> list[dict[str, Any]]:
     """The serving jobs of the queue's device: one per passing text-generation row without its serving row, and
@@ -95,14 +95,13 @@ def serving_jobs(
         workload: The serving workload the jobs run.
         instance: The instance the runners are on (recorded in the entry).
         family: The Trainium runner family (``trn2``) of a neuron job's label.
-        harness: The harness version a serving row must have been made with to count as done.
         image_workload: The image serving workload an image-text-to-text row's job runs (None: no such jobs).
     """
     serving = list(serving)
     contracts = {"text-generation": workload}
     if image_workload is not None:
         contracts["image-text-to-text"] = image_workload
-    done = {task: _served(serving, c.name, harness) for task, c in contracts.items()}
+    done = {task: _served(serving, c.name) for task, c in contracts.items()}
     jobs = []
     for row in latest:
         task = str(row.get("task"))
@@ -134,7 +133,7 @@ def serving_jobs(
                 "runner": runner,
                 "instance": instance,
                 "artifact": f"{org}--{name}--serving--{revision[:12]}" + ("--cuda" if device == "cuda" else ""),
-                "note": f"serving sweep ({contract.name}) of a passing row; harness {harness}",
+                "note": f"serving sweep ({contract.name}) of a passing row; harness {pipeline.__version__}",
                 "predicted_s": round(serving_seconds(contract, device=device)),
             }
         )

@@ -15,8 +15,6 @@ import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Job", "SweepResult", "simulate"]
-
 
 @dataclass(frozen=True)
 class Job:

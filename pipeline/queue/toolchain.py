@@ -13,22 +13,9 @@ from typing import Any
 import yaml
 
 from pipeline import constants
-from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
 from pipeline.records import COLUMN_NAMES
 
-__all__ = [
-    "APT_SECTION",
-    "DEFAULT_TOOLCHAIN",
-    "as_pinned",
-    "check_toolchain",
-    "load_apt_pins",
-    "load_toolchain",
-    "public_version",
-    "version_column",
-]
-
-DEFAULT_TOOLCHAIN = REPO_ROOT / "runners" / "toolchain.yaml"
 #: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
 #: never compared with results.
 APT_SECTION = "apt"

@@ -37,10 +37,7 @@ class WarmQueue:
 
 def runner_label(cores: int) -> str:
     """The trn2 runner label that holds ``cores`` NeuronCores (the next power of two: trn2-1c ... trn2-64c)."""
-    size = 1
-    while size < cores:
-        size *= 2
-    return f"trn2-{size}c"
+    return f"trn2-{1 << (cores - 1).bit_length()}c"
 
 
 def _skip_reason(row: Mapping[str, Any], verified: set[tuple[str, str, str, bool]]) -> str | None:
@@ -78,15 +75,18 @@ def warm_queue(
     verified = {warm_key(c) for c in stored if counts_as_trainium2(c)}
     tried = {warm_key(c) for c in stored if not c.get("emulated")}
     queue = WarmQueue()
+
+    def skip(row: Mapping[str, Any], reason: str) -> None:
+        queue.skipped.append({"model_id": str(row.get("model_id")), "task": str(row.get("task")), "reason": reason})
+
     picked: list[tuple[bool, dict[str, Any], dict[str, Any]]] = []
     for row in latest:
         if reason := _skip_reason(row, verified):
-            queue.skipped.append({"model_id": str(row.get("model_id")), "task": str(row.get("task")), "reason": reason})
+            skip(row, reason)
             continue
         record = unflatten(dict(row))
         if problems := validate_record(record):
-            queue.skipped.append({"model_id": str(row["model_id"]), "task": str(row.get("task")),
-                                  "reason": f"its record does not validate: {problems[0]}"})  # fmt: skip
+            skip(row, f"its record does not validate: {problems[0]}")
             continue
         org, model = slug(str(row["model_id"]))
         sha256 = str(row["compiled_cache_sha256"])
@@ -110,8 +110,7 @@ def warm_queue(
     picked.sort(key=lambda p: (p[0], p[1]["model_id"].lower(), p[1]["task"]))
     for _, entry, record in picked:
         if len(queue.entries) >= limit:
-            queue.skipped.append({"model_id": entry["model_id"], "task": entry["task"],
-                                  "reason": f"over this run's limit of {limit} check(s)"})  # fmt: skip
+            skip(entry, f"over this run's limit of {limit} check(s)")
             continue
         queue.entries.append(entry)
         queue.records[entry["artifact"]] = record

@@ -18,29 +18,13 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.release.diff import (
-        DELTAS,
-        DIFF_KINDS,
-        ReleaseDiff,
-        diff_dataset,
-        diff_text,
-        load_side,
-        release_diff,
-        rows_at,
-        speed_of,
-    )
-    from pipeline.release.manifest import INSTANCE, Manifest, Release, parse_manifest, version_key
-    from pipeline.release.watch import APT_PACKAGES, PYTHON_PINS, TOOLCHAIN_FILE, Bump, Pin, current_release, plan_bump
+    from pipeline.release.diff import ReleaseDiff, diff_dataset, diff_text, load_side, release_diff, rows_at
+    from pipeline.release.manifest import INSTANCE, Release, parse_manifest
+    from pipeline.release.watch import TOOLCHAIN_FILE, Pin, current_release, plan_bump
 
 __all__ = [
-    "APT_PACKAGES",
-    "DELTAS",
-    "DIFF_KINDS",
     "INSTANCE",
-    "PYTHON_PINS",
     "TOOLCHAIN_FILE",
-    "Bump",
-    "Manifest",
     "Pin",
     "Release",
     "ReleaseDiff",
@@ -52,8 +36,6 @@ __all__ = [
     "plan_bump",
     "release_diff",
     "rows_at",
-    "speed_of",
-    "version_key",
 ]
 
 lazy_face(__name__)

@@ -26,9 +26,6 @@ from pipeline.queue import as_pinned, load_toolchain, version_column
 from pipeline.release.watch import current_release
 from pipeline.taskspec import REGISTRY, key_mask
 
-__all__ = ["DELTAS", "DIFF_KINDS", "ReleaseDiff", "diff_dataset", "diff_text", "load_side", "release_diff", "rows_at",
-           "speed_of"]  # fmt: skip
-
 #: The kinds, in the order a diff lists them (regressions first), with their headings.
 DIFF_KINDS: tuple[tuple[str, str], ...] = (
     ("newly_failing", "Newly failing"),
@@ -52,10 +49,13 @@ SPEED: Mapping[str, tuple[str, bool]] = {
     name: (spec.speed.column, spec.speed.fmt == "rate") for name, spec in REGISTRY.items() if spec.speed
 }
 _WHERE = ("device", "instance_type", "dtype", "batch_size", "input_tokens", "output_tokens", "image_size")
+#: An entry's field of each side (``old_<field>``, ``new_<field>``) -> the row column it is.
+_SIDE = {"status": "status", "failure_stage": "failure_stage", "failure_code": "failure_code",
+         "finished_at": "finished_at", "device": "device", "instance": "instance_type"}  # fmt: skip
 #: The columns a diff reads of each results row.
 READ_COLUMNS = (
     "model_id", "task", "status", "failure_stage", "failure_code", "finished_at", "source", "revision",
-    *_WHERE[:1], *_WHERE[1:], "neuronx_cc_s", "compile_s", "peak_device_memory_bytes",
+    *_WHERE, "neuronx_cc_s", "compile_s", "peak_device_memory_bytes",
     *sorted({column for column, _ in SPEED.values()}),
 )  # fmt: skip
 
@@ -115,10 +115,6 @@ def _kind(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str:
     return "still_failing" if old.get("failure_code") == new.get("failure_code") else "code_changed"
 
 
-def _date(row: Mapping[str, Any] | None) -> dt.datetime | None:
-    return None if row is None else row["finished_at"]
-
-
 @dataclass
 class ReleaseDiff:
     """A release diff: its two toolchains' names and pins, one entry per model and task, the summary."""
@@ -158,12 +154,8 @@ def _entry(key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any]
     assert either is not None
     entry: dict[str, Any] = {"model_id": either["model_id"], "task": key[1], "kind": kind}
     for side, row in (("old", old), ("new", new)):
-        entry[f"{side}_status"] = None if row is None else row["status"]
-        entry[f"{side}_failure_stage"] = None if row is None else row.get("failure_stage")
-        entry[f"{side}_failure_code"] = None if row is None else row.get("failure_code")
-        entry[f"{side}_finished_at"] = _date(row)
-        entry[f"{side}_device"] = None if row is None else row.get("device")
-        entry[f"{side}_instance"] = None if row is None else row.get("instance_type")
+        for name, column in _SIDE.items():
+            entry[f"{side}_{name}"] = None if row is None else row.get(column)
         for name, column in DELTAS.items():
             value = None if row is None else (speed_of(row) if name == "speed_pct" else row.get(column))
             entry[f"{side}_{name.removesuffix('_pct')}"] = None if value is None else float(value)

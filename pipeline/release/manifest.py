@@ -18,8 +18,6 @@ from typing import Any
 
 from pipeline.errors import ConfigError
 
-__all__ = ["INSTANCE", "Manifest", "Release", "parse_manifest", "version_key"]
-
 #: The instance family trncat's runners are (the manifest lists Trn2 packages under ``trn2``).
 INSTANCE = "trn2"
 #: A release or package version as the manifest writes them (``2.28.7631.0``, ``14.09.x``, ``0.29.0.1.2.0``).

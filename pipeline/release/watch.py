@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pipeline.errors import ConfigError
 from pipeline.release.manifest import INSTANCE, Manifest, Release, version_key
 
-__all__ = ["APT_PACKAGES", "Bump", "Pin", "PYTHON_PINS", "TOOLCHAIN_FILE", "current_release", "plan_bump"]
-
 TOOLCHAIN_FILE, DOCKERFILE, ARC_VALUES = "runners/toolchain.yaml", "runners/Dockerfile", "runners/arc-values.yaml"
 #: toolchain.yaml key -> the manifest's package name.
 PYTHON_PINS: Mapping[str, str] = {

@@ -39,7 +39,7 @@ def test_a_same_shape_fine_tune_gets_its_bases_bundle_and_is_told_so() -> None:
     assert f"starts warm from {BASE}'s compiled cache" in warm.note
     script = render_run_py(model_id="someone/tiny-llama-tuned", revision="d" * 40, task="text-generation", cores=1,
                            workload=WORKLOAD, versions={"torch_neuronx": "2.14.3.0", "neuronx_cc": "2.28.7631.0",
-                           "torch": "2.14.0", "transformers": "5.0.0"}, **warm.render_args())  # fmt: skip
+                           "torch": "2.14.0", "transformers": "5.0.0"}, warm=warm)  # fmt: skip
     namespace: dict[str, Any] = {"__name__": "run"}
     exec(compile(script, "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
     assert namespace["COMPILED_CACHE"]["sha256"] == "c" * 64 and namespace["BUNDLE_OF"] == BASE

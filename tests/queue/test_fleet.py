@@ -11,6 +11,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.dataset import build
 from pipeline.errors import ConfigError
+from pipeline.prices import Pricing, load_prices, load_pricing
 from pipeline.queue import (
     PRIOR,
     DurationModel,
@@ -18,7 +19,6 @@ from pipeline.queue import (
     estimate_sweep,
     format_estimate,
     layout_fleet,
-    load_instances,
     param_bucket,
     parse_partition,
     simulate,
@@ -133,7 +133,7 @@ def test_estimate_reports_hours_money_and_a_fleet(tmp_path: Path) -> None:
     prices = tmp_path / "instances.yaml"
     prices.write_text(PRICED)
     entries = _entries(200, "trn2-1c", 1800) + _entries(10, "trn2-16c", 3600)
-    estimate = estimate_sweep(entries, prices=load_instances(prices), target_hours=4, prices_file=prices)
+    estimate = estimate_sweep(entries, pricing=load_pricing(prices), target_hours=4)
     data = estimate.to_dict()
     assert data["by_size"]["1"]["jobs"] == 200 and data["by_size"]["16"]["core_hours"] == 160.0
     assert data["core_hours"] == 260.0 and data["makespan_hours"] <= 4
@@ -148,20 +148,19 @@ def test_estimate_reports_hours_money_and_a_fleet(tmp_path: Path) -> None:
     dollars = f"${round(10.0 * estimate.instance_hours, 2):,.2f}"
     assert f"Cost (on_demand): {dollars} = " in text and "$10/h (us-east-2; a test's own figure; 2026-01-02)" in text
     # No price under the option asked for: "unknown", naming the option, the instance and the file; never $0.
-    blocks = estimate_sweep(entries, prices=load_instances(prices), target_hours=4, option="capacity_block",
-                            prices_file=prices)  # fmt: skip
+    blocks = estimate_sweep(entries, pricing=load_pricing(prices, option="capacity_block"), target_hours=4)
     assert f"Cost (capacity_block): unknown (no capacity_block price for trn2.48xlarge in {prices})" in format_estimate(
         blocks
     )
     assert "At the other options: on_demand $" in format_estimate(blocks) and blocks.to_dict()["price"] is None
-    unpriced = estimate_sweep(entries, prices=None, target_hours=4)
+    unpriced = estimate_sweep(entries, pricing=None, target_hours=4)
     assert "Cost (on_demand): unknown" in format_estimate(unpriced) and "$0" not in format_estimate(unpriced)
     with pytest.raises(ConfigError, match="unknown price option"):
-        estimate_sweep(entries, prices=None, option="spot")
+        estimate_sweep(entries, pricing=Pricing(option="spot"))
 
 
 def test_instances_file_is_checked(tmp_path: Path) -> None:
-    shipped = load_instances()
+    shipped = load_prices()
     assert shipped["trn2.48xlarge"].price_per_hour == {"on_demand": 85.964, "capacity_block": None, "reserved": None}
     bad = tmp_path / "bad.yaml"
     for text, message in [
@@ -172,7 +171,7 @@ def test_instances_file_is_checked(tmp_path: Path) -> None:
     ]:
         bad.write_text(text)
         with pytest.raises(ConfigError, match=message):
-            load_instances(bad)
+            load_prices(bad)
 
 
 def test_queue_estimate_on_a_dataset_with_and_without_history(history: Path, tmp_path: Path, capsys) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pipeline
 from pipeline.dataset import build, read_latest
-from pipeline.prices import load_prices
+from pipeline.prices import load_pricing
 from pipeline.queue import estimate_sweep, format_estimate, serving_jobs, serving_seconds
 from pipeline.serve import serving_workload
 from pipeline.testing.records import sample_failure, sample_record, sample_serving
@@ -51,7 +51,7 @@ def test_the_estimate_counts_serving_hours_and_dollars() -> None:
            "device": "neuron", "hardware": "trn2.48xlarge", "cores": 4}  # fmt: skip
     jobs = serving_jobs([row], [], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge")
     bench = {"model_id": "acme/y", "task": "text-generation", "runner": "trn2-1c", "predicted_s": 600}
-    estimate = estimate_sweep([*jobs, bench], prices=load_prices())
+    estimate = estimate_sweep([*jobs, bench], pricing=load_pricing())
     serving = estimate.to_dict()["serving"]
     hours = 4 * jobs[0]["predicted_s"] / 3600
     assert serving["jobs"] == 1 and serving["core_hours"] == round(hours, 2)

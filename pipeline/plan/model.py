@@ -31,8 +31,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ParamSource", "Plan", "format_plan", "normalize_dtype", "plan_config", "plan_model", "runner_label"]
-
 
 def plan_config(
     config: Mapping[str, Any],

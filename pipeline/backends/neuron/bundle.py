@@ -38,20 +38,6 @@ from typing import IO, Any
 from pipeline.backends.neuron.deflate import LEVEL, GzipWriter
 from pipeline.errors import BundleError
 
-__all__ = [
-    "BUNDLE_SUFFIX",
-    "MAX_BUNDLE_BYTES",
-    "MAX_UNPACKED_BYTES",
-    "BundleInfo",
-    "bundle_beside",
-    "bundle_rule",
-    "check_bundle",
-    "member_problem",
-    "pack_cache",
-    "sha256_file",
-    "unpack_bundle",
-]
-
 #: The bundle file beside its record: ``<record stem>.neff-cache.tar.gz``.
 BUNDLE_SUFFIX = ".neff-cache.tar.gz"
 #: The largest bundle published. 2 GiB downloads in about 20 s at 100 MB/s, far less than the minutes of the

@@ -84,12 +84,11 @@ class DiscussionStore:
             if d["status"] not in {"open", "draft"}:
                 raise StoreError(f"Pull request {num} is {d['status']}, not open", status=400)
             head = repo.refs[f"refs/pr/{num}"]
-            base = d.get("base") or _fork_point(repo, head)
+            base = d["base"]
             base_tree = repo.commits[base]["tree"]
             pr_tree, main_tree = repo.commits[head]["tree"], repo.commits[repo.refs["main"]]["tree"]
             changes: dict[str, dict[str, Any] | None] = {}
-            changed = _changed_since(repo, head, base)
-            for path in set(base_tree) | set(pr_tree) if changed is None else changed:
+            for path in _changed_since(repo, head, base):
                 ours, theirs, was = pr_tree.get(path), main_tree.get(path), base_tree.get(path)
                 if ours == was:
                     continue
@@ -148,26 +147,11 @@ class DiscussionStore:
             return event
 
 
-def _fork_point(repo: Repo, head: str) -> str:
-    """The newest commit of ``head``'s history that main's history holds (PRs opened before bases were kept)."""
-    on_main, sha = set(), repo.refs["main"]
-    while sha is not None:
-        on_main.add(sha)
-        sha = repo.commits[sha]["parent"]
-    sha = head
-    while sha not in on_main:
-        sha = repo.commits[sha]["parent"]
-    return sha
-
-
-def _changed_since(repo: Repo, head: str, base: str) -> set[str] | None:
-    """The paths the commits from ``base`` (excluded) to ``head`` changed; None when a commit on the way does not
-    say (a root written before commits kept their changes): then the whole trees are compared."""
+def _changed_since(repo: Repo, head: str, base: str) -> set[str]:
+    """The paths the commits from ``base`` (excluded) to ``head`` changed."""
     paths: set[str] = set()
-    sha: str | None = head
+    sha = head
     while sha != base:
-        if sha is None or repo.commits[sha].get("changes") is None:
-            return None
         paths.update(repo.commits[sha]["changes"])
         sha = repo.commits[sha]["parent"]
     return paths

@@ -12,7 +12,7 @@ from typing import Any
 from pipeline.localhub.files import now
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok
 from pipeline.localhub.repo import Repo
-from pipeline.localhub.storage import LocalHubStore, is_lfs_path
+from pipeline.localhub.storage import LocalHubStore, check_sha256, is_lfs_path
 
 DISCUSSIONS_PAGE = 50
 
@@ -52,8 +52,7 @@ _LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 
 
 def lfs_upload(store: LocalHubStore, req: Request, oid: str) -> Response:
-    if not re.fullmatch(r"[0-9a-f]{64}", oid):
-        return error(400, f"Bad oid {oid}")
+    check_sha256(oid)  # before anything is written: an oid names the blob's file
     tmp_dir = store.root / "tmp"
     tmp_dir.mkdir(exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=tmp_dir, delete=False) as handle:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.errors import StoreError
 from pipeline.localhub.files import now, write_json
+from pipeline.localhub.messages import USER
 from pipeline.localhub.repo import Repo
 
 
@@ -58,12 +59,20 @@ class DiscussionStore:
             self.discussion(repo, num)["events"].append(event)
             self._save_discussions(repo)
 
-    def set_discussion_status(self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset") -> None:
-        """Close, merge or reopen a discussion (what a maintainer does on the Hub)."""
+    def set_discussion_status(
+        self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset", author: str = USER
+    ) -> dict[str, Any]:
+        """Close, merge or reopen a discussion (what a maintainer does on the Hub); returns its status-change
+        event."""
         with self.lock:
             repo = self.get(repo_id, repo_type=repo_type)
-            self.discussion(repo, num)["status"] = status
+            d = self.discussion(repo, num)
+            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
+            event |= {"author": {"name": author}, "data": {"status": status}}
+            d["events"].append(event)
+            d["status"] = status
             self._save_discussions(repo)
+            return event
 
     def merge_pull_request(self, repo: Repo, num: int, *, author: str, comment: str | None = None) -> dict[str, Any]:
         """Merge PR ``num`` into main as the Hub does: one commit on main with the PR's changes since it branched.
@@ -105,12 +114,7 @@ class DiscussionStore:
             )
             if comment:
                 d["events"].append(self._comment_event(comment, author))
-            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
-            event |= {"author": {"name": author}, "data": {"status": "merged"}}
-            d["events"].append(event)
-            d["status"] = "merged"
-            self._save_discussions(repo)
-            return event
+            return self.set_discussion_status(repo.repo_id, num, "merged", repo_type=repo.repo_type, author=author)
 
     def _next_id(self) -> int:
         self._counter += 1

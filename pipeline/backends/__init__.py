@@ -47,7 +47,7 @@ def get_backend(name: str) -> Backend:
     Raises:
         ConfigError: no such backend.
     """
-    return load_entry(REGISTRY, name, what="device")()
+    return backend_class(name)()
 
 
 __all__ = [

@@ -204,11 +204,6 @@ class Backend:
         """The files in a compile cache directory (what :meth:`compile_cache_hit` compares)."""
         return set()
 
-    def pack_compile_cache(self, cache_dir: Path, out: Path, *, key: dict[str, Any] | None = None) -> str | None:
-        """Pack a passing run's compile cache into the bundle ``out`` (with its key manifest ``key`` inside); the
-        reason when there is none, else None."""
-        return f"the {self.name} backend ships no compiled cache"
-
     def bundle_compile_cache(
         self,
         cache_dir: Path,
@@ -222,33 +217,30 @@ class Backend:
     ) -> tuple[str | None, dict[str, Any] | None]:
         """Pack a pass's compile cache into the bundle ``out`` with its key manifest inside: (why there is no
         bundle, or None; the key manifest when there is one)."""
-        key = self.compile_cache_key(cache_dir, model_dir=model_dir, task=task, dtype=dtype, workload=workload,
-                                     cores=cores)  # fmt: skip
-        skipped = self.pack_compile_cache(cache_dir, out, key=key)
-        return skipped, (key if skipped is None else None)
-
-    def compile_cache_key(
-        self, cache_dir: Path, *, model_dir: Path, task: str, dtype: str, workload: dict[str, Any], cores: int
-    ) -> dict[str, Any] | None:
-        """What a passing run's compiled cache is keyed by (the bundle's key manifest), or None: no such cache."""
-        return None
+        return f"the {self.name} backend ships no compiled cache", None
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
         """The command that runs ``python -m <module_args>`` on ``cores`` cores: plain python on one core or on a
-        backend that does not shard, torchrun with one process per core otherwise.
+        backend that does not shard, ``torch.distributed.run`` (torchrun) on one node with one process per core
+        otherwise (``--standalone`` picks a free rendezvous port). An argument list, never a shell string.
 
         Args:
             cores: Cores the model is sharded over.
-            module_args: Module name followed by its arguments.
+            module_args: Module name followed by its arguments, e.g.
+                ``["pipeline.bench.child", "--spec", "spec.json"]``.
 
         Returns:
             The argument list for ``subprocess``.
-        """
-        if cores > 1 and self.shards_over_cores:
-            from pipeline.backends.launch import torchrun_command
 
-            return torchrun_command(nproc=cores, module_args=module_args)
-        return [python_executable(), "-m", *module_args]
+        Raises:
+            ConfigError: ``module_args`` does not start with a module name.
+        """
+        if not module_args or not module_args[0] or module_args[0].startswith("-"):
+            raise ConfigError("module_args must start with the module name to run")
+        if cores > 1 and self.shards_over_cores:
+            torchrun = ["torch.distributed.run", "--standalone", "--nproc-per-node", str(cores), "-m"]
+            return [sys.executable, "-m", *torchrun, *module_args]
+        return [sys.executable, "-m", *module_args]
 
     def versions(self) -> dict[str, str | None]:
         """Versions recorded in every result of this backend (package metadata, no imports)."""
@@ -329,9 +321,8 @@ class Backend:
         if world_of()[2] == 1:  # under tp_plan transformers has already placed the shards
             model = model.to(self.device())
         if compile and self.compile_backend is not None:
-            enable_generate_compile(
-                model, backend=self.compile_backend, fullgraph=fullgraph, prefill_chunk=prefill_chunk
-            )
+            enable_generate_compile(model, backend=self.compile_backend, fullgraph=fullgraph, mode=self.compile_mode,
+                                    prefill_chunk=prefill_chunk)  # fmt: skip
         return model
 
     #: ``torch.compile`` mode of :meth:`compile_module` (None: torch's default).
@@ -378,8 +369,3 @@ class Backend:
             return None
         grown = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
         return [{"op": op, "count": n} for op, n in sorted(grown.items())]
-
-
-def python_executable() -> str:
-    """The interpreter the benchmark child runs with (the parent's own)."""
-    return sys.executable

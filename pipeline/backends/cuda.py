@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants
-from pipeline.backends.base import Backend, python_executable, sum_across_ranks, world_of
+from pipeline.backends.base import Backend, sum_across_ranks, world_of
 from pipeline.errors import BackendUnavailableError, ConfigError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the
@@ -56,7 +56,7 @@ def probe_gpus(timeout_s: float = 120.0) -> dict[str, Any]:
     """Count, name and memory of the GPUs, from a child python (torch stays out of the parent)."""
     try:
         done = subprocess.run(
-            [python_executable(), "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s, check=False
+            [sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=timeout_s, check=False
         )
         return json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"count": 0}
     except (OSError, subprocess.TimeoutExpired, ValueError, IndexError):

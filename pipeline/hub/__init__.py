@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pipeline.hub.card import front_matter
     from pipeline.hub.client import Hub
     from pipeline.hub.endpoint import point_client_at, quiet_progress_bars
-    from pipeline.hub.listing import CommitResult, HubSort, ModelListing, RepoType
+    from pipeline.hub.listing import CommitResult, HubSort, ModelListing
     from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
     from pipeline.hub.retry import deadline
 
@@ -40,7 +40,6 @@ __all__ = [
     "Hub",
     "HubSort",
     "ModelListing",
-    "RepoType",
     "deadline",
     "file_additions",
     "file_deletions",

@@ -143,32 +143,28 @@ class RepoFiles:
 
         return self._call(f"listing {under} of {repo_id}", listing)
 
+    def _repo_files(self, repo_id: str, *, revision: str, repo_type: RepoType) -> list[RepoFile]:
+        """Every file of a repo at ``revision``, from one recursive tree listing (no file downloaded)."""
+
+        def listing() -> list[RepoFile]:
+            entries = self._api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=repo_type)
+            return [e for e in entries if isinstance(e, RepoFile)]
+
+        return self._call(f"listing files of {repo_id}", listing)
+
     def file_ids(
         self, repo_id: str, *, revision: str, repo_type: RepoType = "model"
     ) -> dict[str, tuple[str | None, str]]:
         """Every file of a repo at ``revision``: its LFS sha256 (None for a regular file) and its git blob id, from
         one recursive tree listing, no file downloaded: what a rebuilt tree is compared against (a regular file by
         :func:`pipeline.hub.operations.git_blob_id` of its bytes, an LFS file by its sha256)."""
-
-        def listing() -> dict[str, tuple[str | None, str]]:
-            entries = self._api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=repo_type)
-            return {
-                e.path: (e.lfs.sha256 if e.lfs is not None else None, e.blob_id)
-                for e in entries
-                if isinstance(e, RepoFile)
-            }
-
-        return self._call(f"listing files of {repo_id}", listing)
+        files = self._repo_files(repo_id, revision=revision, repo_type=repo_type)
+        return {e.path: (e.lfs.sha256 if e.lfs is not None else None, e.blob_id) for e in files}
 
     def file_sizes(self, repo_id: str, *, revision: str, repo_type: RepoType = "model") -> dict[str, int]:
         """Every file of a repo at ``revision`` with its size in bytes (one recursive tree listing; an LFS file's
         size is its content's), what a download is checked against before it starts."""
-
-        def listing() -> dict[str, int]:
-            entries = self._api.list_repo_tree(repo_id, recursive=True, revision=revision, repo_type=repo_type)
-            return {e.path: int(e.size or 0) for e in entries if isinstance(e, RepoFile)}
-
-        return self._call(f"listing files of {repo_id}", listing)
+        return {e.path: int(e.size or 0) for e in self._repo_files(repo_id, revision=revision, repo_type=repo_type)}
 
     def cache_free_bytes(self) -> int:
         """Free bytes on the disk downloads go to (the cache folder, or the nearest folder above it that exists)."""
@@ -215,38 +211,38 @@ class RepoFiles:
         found = all_results(*(functools.partial(fetch, path) for path in paths))
         return [path for path, here in zip(paths, found, strict=True) if here]
 
-    def held_files(
-        self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "model"
-    ) -> dict[str, tuple[str | None, str, str | None]]:
-        """Of ``paths``, each the repo holds at ``revision``: its LFS sha256 (None for a regular file), its git blob
-        id and the last commit that changed it (``paths-info`` with ``expand``, one POST per
-        :data:`PATHS_INFO_BATCH` paths)."""
-        found: dict[str, tuple[str | None, str, str | None]] = {}
+    def _paths_info(
+        self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType, expand: bool = False
+    ) -> list[RepoFile]:
+        """The files among ``paths`` the repo holds at ``revision`` (``paths-info``, one POST per
+        :data:`PATHS_INFO_BATCH` paths, each on its own retry budget; ``expand`` adds each file's last commit)."""
+        files: list[RepoFile] = []
         for start in range(0, len(paths), PATHS_INFO_BATCH):
             batch = paths[start : start + PATHS_INFO_BATCH]
 
             def info(batch: list[str] = batch) -> list[Any]:
-                return self._api.get_paths_info(repo_id, batch, revision=revision, repo_type=repo_type, expand=True)
+                return self._api.get_paths_info(repo_id, batch, revision=revision, repo_type=repo_type, expand=expand)
 
-            for item in self._call(f"reading {len(batch)} path(s) of {repo_id}@{revision}", info):
-                if isinstance(item, RepoFile):
-                    last = item.last_commit.oid if item.last_commit is not None else None
-                    found[item.path] = (item.lfs.sha256 if item.lfs is not None else None, item.blob_id, last)
+            infos = self._call(f"reading {len(batch)} path(s) of {repo_id}@{revision}", info)
+            files.extend(i for i in infos if isinstance(i, RepoFile))
+        return files
+
+    def held_files(
+        self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "model"
+    ) -> dict[str, tuple[str | None, str, str | None]]:
+        """Of ``paths``, each the repo holds at ``revision``: its LFS sha256 (None for a regular file), its git blob
+        id and the last commit that changed it (``paths-info`` with ``expand``)."""
+        found: dict[str, tuple[str | None, str, str | None]] = {}
+        for item in self._paths_info(repo_id, paths, revision=revision, repo_type=repo_type, expand=True):
+            last = item.last_commit.oid if item.last_commit is not None else None
+            found[item.path] = (item.lfs.sha256 if item.lfs is not None else None, item.blob_id, last)
         return found
 
     def blob_ids(
         self, repo_id: str, paths: list[str], *, revision: str, repo_type: RepoType = "dataset"
     ) -> dict[str, str]:
         """The git blob id of each of ``paths`` the repo holds at ``revision`` as a regular (not LFS) file, from
-        ``paths-info`` (one POST per :data:`PATHS_INFO_BATCH` paths); a path it lacks is left out. Compare with
-        :func:`pipeline.hub.operations.git_blob_id` of a local file to tell one the repo already holds."""
-        ids: dict[str, str] = {}
-        for start in range(0, len(paths), PATHS_INFO_BATCH):
-            batch = paths[start : start + PATHS_INFO_BATCH]
-
-            def info(batch: list[str] = batch) -> list[Any]:
-                return self._api.get_paths_info(repo_id, batch, revision=revision, repo_type=repo_type)
-
-            infos = self._call(f"reading {len(batch)} path(s) of {repo_id}@{revision}", info)
-            ids.update((i.path, i.blob_id) for i in infos if isinstance(i, RepoFile) and i.lfs is None)
-        return ids
+        ``paths-info``; a path it lacks is left out. Compare with :func:`pipeline.hub.operations.git_blob_id` of a
+        local file to tell one the repo already holds."""
+        files = self._paths_info(repo_id, paths, revision=revision, repo_type=repo_type)
+        return {i.path: i.blob_id for i in files if i.lfs is None}

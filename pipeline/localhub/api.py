@@ -74,7 +74,7 @@ def _repo_api(store: LocalHubStore, req: Request, repo: Repo, rest: list[str]) -
     if (not rest or rest[:1] == ["revision"]) and m == "GET":
         sha = repo.resolve("/".join(rest[1:]) if rest else "main")
         blobs = req.arg("blobs") in {"1", "true", "True"}
-        return ok(repo_json(repo, sha, req, blobs=blobs, expand=req.args("expand") or None, store=store))
+        return ok(repo_json(store, repo, sha, blobs=blobs, expand=req.args("expand") or None))
     if rest[:1] == ["tree"] and m == "GET":
         rev, path = split_rev(rest[1:])
         return _tree(req, repo, rev, "/".join(path))
@@ -105,7 +105,7 @@ def _one_rev(rest: list[str]) -> bool:
 
 # -- repos and listing -------------------------------------------------------------------------------
 def repo_json(
-    repo: Repo, sha: str, req: Request | None, *, blobs: bool = False, expand=None, store: LocalHubStore | None = None
+    store: LocalHubStore, repo: Repo, sha: str, *, blobs: bool = False, expand: list[str] | None = None
 ) -> dict[str, Any]:
     """The info document huggingface_hub parses into ModelInfo / DatasetInfo.
 
@@ -132,7 +132,7 @@ def repo_json(
         "cardData": meta.get("cardData", {}),
     }
     wanted = expand is None or "cardData" in expand or "config" in expand
-    if store is not None and wanted:
+    if wanted:
         card, config = card_and_config(commit["tree"], store.blob_path)
         if card is not None:
             out["cardData"] = card
@@ -199,7 +199,7 @@ def _listing(store: LocalHubStore, req: Request, repo_type: str) -> Response:
     if expand is None:
         expand = ["modelId", "likes", "downloads", "trendingScore", "private", "tags", "pipeline_tag"]
         expand += ["library_name", "createdAt"]
-    return ok([repo_json(r, r.refs["main"], req, expand=expand, store=store) for r in page], headers=headers)
+    return ok([repo_json(store, r, r.refs["main"], expand=expand) for r in page], headers=headers)
 
 
 def _create_repo(store: LocalHubStore, req: Request) -> Response:

@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.errors import StoreError
 from pipeline.localhub.files import now, write_json
+from pipeline.localhub.messages import USER
 from pipeline.localhub.repo import Repo
 
 
@@ -58,12 +59,20 @@ class DiscussionStore:
             self.discussion(repo, num)["events"].append(event)
             self._save_discussions(repo)
 
-    def set_discussion_status(self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset") -> None:
-        """Close, merge or reopen a discussion (what a maintainer does on the Hub)."""
+    def set_discussion_status(
+        self, repo_id: str, num: int, status: str, *, repo_type: str = "dataset", author: str = USER
+    ) -> dict[str, Any]:
+        """Close, merge or reopen a discussion (what a maintainer does on the Hub); returns its status-change
+        event."""
         with self.lock:
             repo = self.get(repo_id, repo_type=repo_type)
-            self.discussion(repo, num)["status"] = status
+            d = self.discussion(repo, num)
+            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
+            event |= {"author": {"name": author}, "data": {"status": status}}
+            d["events"].append(event)
+            d["status"] = status
             self._save_discussions(repo)
+            return event
 
     def merge_pull_request(self, repo: Repo, num: int, *, author: str, comment: str | None = None) -> dict[str, Any]:
         """Merge PR ``num`` into main as the Hub does: one commit on main with the PR's changes since it branched.
@@ -84,12 +93,11 @@ class DiscussionStore:
             if d["status"] not in {"open", "draft"}:
                 raise StoreError(f"Pull request {num} is {d['status']}, not open", status=400)
             head = repo.refs[f"refs/pr/{num}"]
-            base = d.get("base") or _fork_point(repo, head)
+            base = d["base"]
             base_tree = repo.commits[base]["tree"]
             pr_tree, main_tree = repo.commits[head]["tree"], repo.commits[repo.refs["main"]]["tree"]
             changes: dict[str, dict[str, Any] | None] = {}
-            changed = _changed_since(repo, head, base)
-            for path in set(base_tree) | set(pr_tree) if changed is None else changed:
+            for path in _changed_since(repo, head, base):
                 ours, theirs, was = pr_tree.get(path), main_tree.get(path), base_tree.get(path)
                 if ours == was:
                     continue
@@ -106,12 +114,7 @@ class DiscussionStore:
             )
             if comment:
                 d["events"].append(self._comment_event(comment, author))
-            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
-            event |= {"author": {"name": author}, "data": {"status": "merged"}}
-            d["events"].append(event)
-            d["status"] = "merged"
-            self._save_discussions(repo)
-            return event
+            return self.set_discussion_status(repo.repo_id, num, "merged", repo_type=repo.repo_type, author=author)
 
     def _next_id(self) -> int:
         self._counter += 1
@@ -148,26 +151,11 @@ class DiscussionStore:
             return event
 
 
-def _fork_point(repo: Repo, head: str) -> str:
-    """The newest commit of ``head``'s history that main's history holds (PRs opened before bases were kept)."""
-    on_main, sha = set(), repo.refs["main"]
-    while sha is not None:
-        on_main.add(sha)
-        sha = repo.commits[sha]["parent"]
-    sha = head
-    while sha not in on_main:
-        sha = repo.commits[sha]["parent"]
-    return sha
-
-
-def _changed_since(repo: Repo, head: str, base: str) -> set[str] | None:
-    """The paths the commits from ``base`` (excluded) to ``head`` changed; None when a commit on the way does not
-    say (a root written before commits kept their changes): then the whole trees are compared."""
+def _changed_since(repo: Repo, head: str, base: str) -> set[str]:
+    """The paths the commits from ``base`` (excluded) to ``head`` changed."""
     paths: set[str] = set()
-    sha: str | None = head
+    sha = head
     while sha != base:
-        if sha is None or repo.commits[sha].get("changes") is None:
-            return None
         paths.update(repo.commits[sha]["changes"])
         sha = repo.commits[sha]["parent"]
     return paths

@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -63,12 +63,6 @@ class Hook:
     hits: int = 0
 
 
-@dataclass
-class _State:
-    faults: list[Fault] = field(default_factory=list)
-    hooks: list[Hook] = field(default_factory=list)
-
-
 class LocalHubServer(ThreadingHTTPServer):
     """ThreadingHTTPServer bound to a store; records every request and can misbehave on purpose.
 
@@ -76,7 +70,6 @@ class LocalHubServer(ThreadingHTTPServer):
         store: Where repos live.
         address: (host, port); port 0 picks a free one.
         tokens: Tokens allowed to write (``Authorization: Bearer``); None (default) lets every request write.
-        max_body: Largest request body accepted; a larger one is answered 413 and the connection closed.
         latency_s: Hold each answer this long before sending it, as a round trip to the real Hub takes (tens
             to hundreds of milliseconds): requests made one after another then add up, concurrent ones
             overlap. 0 (default) answers at once, what the tests want.
@@ -91,7 +84,6 @@ class LocalHubServer(ThreadingHTTPServer):
         address: tuple[str, int] = ("127.0.0.1", 0),
         *,
         tokens: Iterable[str] | None = None,
-        max_body: int = MAX_BODY_BYTES,
         latency_s: float = 0.0,
     ) -> None:
         super().__init__(address, _Handler)
@@ -100,14 +92,17 @@ class LocalHubServer(ThreadingHTTPServer):
         self.timeout_s = REQUEST_TIMEOUT_S
         self.store = store
         self.gate = Gate(tokens)
-        self.max_body = max_body
+        #: The largest request body accepted; a larger one is answered 413 and the connection closed (tests
+        #: shorten it).
+        self.max_body = MAX_BODY_BYTES
         #: (method, path with query) of every request, in arrival order; benchmarks count these.
         self.requests: list[tuple[str, str]] = []
         #: Body bytes sent in answer to each request, in the order answered; benchmarks sum these.
         self.sent_bytes: list[int] = []
         #: Body bytes of each request read (uploads), in the order read; benchmarks sum these.
         self.received_bytes: list[int] = []
-        self._state = _State()
+        self._faults: list[Fault] = []
+        self._hooks: list[Hook] = []
         self._lock = threading.Lock()
 
     @property
@@ -143,7 +138,7 @@ class LocalHubServer(ThreadingHTTPServer):
         """
         fault = Fault(path_regex, method.upper(), tuple(statuses), count, forever, retry_after)
         with self._lock:
-            self._state.faults.append(fault)
+            self._faults.append(fault)
         return fault
 
     def on_request(
@@ -152,7 +147,7 @@ class LocalHubServer(ThreadingHTTPServer):
         """Run ``callback(server)`` before serving the next ``count`` matching requests."""
         hook = Hook(path_regex, method.upper(), callback, count)
         with self._lock:
-            self._state.hooks.append(hook)
+            self._hooks.append(hook)
         return hook
 
     def move_branch_before_commit(
@@ -180,7 +175,8 @@ class LocalHubServer(ThreadingHTTPServer):
     def clear_faults(self) -> None:
         """Remove every fault and hook."""
         with self._lock:
-            self._state = _State()
+            self._faults.clear()
+            self._hooks.clear()
 
     def count_requests(self, path_regex: str = "", method: str = "*") -> int:
         """How many logged requests match."""
@@ -195,11 +191,11 @@ class LocalHubServer(ThreadingHTTPServer):
         with self._lock:
             self.requests.append((method, path))
             hooks = []
-            for hook in self._state.hooks:
+            for hook in self._hooks:
                 if hook.hits < hook.count and hook.method in {"*", method} and re.search(hook.path_regex, path):
                     hook.hits += 1
                     hooks.append(hook)
-            for fault in self._state.faults:
+            for fault in self._faults:
                 status = fault.take(method, path)
                 if status is not None:
                     extra = {"Retry-After": f"{fault.retry_after:g}"} if fault.retry_after is not None else None

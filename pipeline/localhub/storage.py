@@ -11,7 +11,6 @@ Layout under ``root``::
 A commit stores what it changed (an entry per added or replaced path, null per deleted one), never the whole
 tree: in memory each commit's tree (:class:`~pipeline.localhub.tree.Tree`) is its parent's with those changes,
 sharing every chunk of paths they do not touch, so a commit costs what it changes whatever the repo's size.
-(A root written before stored each commit's whole ``tree``; it still loads.)
 
 One process owns a root. Reads are served from memory (a 5,000-model listing must not read 5,000 files per
 request); every write goes to disk first, atomically, then to memory.
@@ -350,18 +349,14 @@ class LocalHubStore(DiscussionStore):
 
 
 def _build_trees(commits: dict[str, dict[str, Any]]) -> None:
-    """Give each loaded commit its tree, parents first: its parent's with its changes, or the whole tree a root
-    written before stored."""
+    """Give each loaded commit its tree, parents first: its parent's with its changes."""
     for sha in commits:
         chain, at = [], sha
-        while at is not None and not isinstance(commits[at].get("tree"), Tree):
+        while at is not None and "tree" not in commits[at]:
             chain.append(at)
             at = commits[at]["parent"]
         for at in reversed(chain):
             commit = commits[at]
-            if isinstance(commit.get("tree"), dict):
-                commit["tree"] = Tree(commit["tree"])
-            else:
-                parent = commit["parent"]
-                base = commits[parent]["tree"] if parent is not None else Tree()
-                commit["tree"] = base.changed(commit["changes"])
+            parent = commit["parent"]
+            base = commits[parent]["tree"] if parent is not None else Tree()
+            commit["tree"] = base.changed(commit["changes"])

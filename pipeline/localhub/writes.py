@@ -9,10 +9,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pipeline.localhub.files import now
 from pipeline.localhub.messages import PREFIX, USER, Request, Response, error, ok
 from pipeline.localhub.repo import Repo
-from pipeline.localhub.storage import LocalHubStore, is_lfs_path
+from pipeline.localhub.storage import LocalHubStore, check_sha256, is_lfs_path
 
 DISCUSSIONS_PAGE = 50
 
@@ -52,8 +51,7 @@ _LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
 
 
 def lfs_upload(store: LocalHubStore, req: Request, oid: str) -> Response:
-    if not re.fullmatch(r"[0-9a-f]{64}", oid):
-        return error(400, f"Bad oid {oid}")
+    check_sha256(oid)  # before anything is written: an oid names the blob's file
     tmp_dir = store.root / "tmp"
     tmp_dir.mkdir(exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=tmp_dir, delete=False) as handle:
@@ -118,11 +116,6 @@ def commit(store: LocalHubStore, req: Request, repo: Repo, rev: str) -> Response
 
 
 # -- discussions --------------------------------------------------------------------------------------
-def sha_like(store: LocalHubStore) -> str:
-    """A fresh 24-hex event id."""
-    return f"{store._next_id():024x}"
-
-
 def refs(repo: Repo, req: Request) -> Response:
     """``GET .../refs[?include_prs=1]``: branches, tags, converts and (asked for) PR refs, as the Hub lists them."""
 
@@ -176,9 +169,6 @@ def discussions(store: LocalHubStore, req: Request, repo: Repo, rest: list[str])
         body = req.json()
         if body.get("status") not in {"open", "closed"}:
             return error(400, "status must be open or closed")
-        event: dict[str, Any] = {"id": sha_like(store), "type": "status-change", "createdAt": now()}
-        event |= {"author": {"name": USER}, "data": {"status": body["status"]}}
-        store.set_discussion_status(repo.repo_id, num, body["status"], repo_type=repo.repo_type)
-        store.add_discussion_event(repo, num, event)
+        event = store.set_discussion_status(repo.repo_id, num, body["status"], repo_type=repo.repo_type)
         return ok({"newStatus": event})
     return error(404, f"No route for {req.method} {req.path}")

@@ -46,7 +46,9 @@ class Family:
         return out
 
 
-def _json(path: Path) -> Any:
+def read_small_json(path: Path) -> Any:
+    """A small JSON file's value (bounded by :data:`MAX_FILE_BYTES`: untrusted), or None when absent, too large or
+    unreadable."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             return None
@@ -109,16 +111,16 @@ def folder_family(folder: Path) -> Family:
     """
     architecture: str | None = None
     model_type: str | None = None
-    index = _json(folder / "model_index.json")
+    index = read_small_json(folder / "model_index.json")
     if isinstance(index, dict) and not (folder / "config.json").is_file():
         architecture = architecture_name(index.get("_class_name"))
     else:
-        inner = transformer_config_path(_json(folder / "modules.json")) or "config.json"
-        config = _json(folder / inner)
+        inner = transformer_config_path(read_small_json(folder / "modules.json")) or "config.json"
+        config = read_small_json(folder / inner)
         if isinstance(config, dict):
             architecture, model_type = config_family(config)
     bases = list(card_base_models(folder))
-    adapter = adapter_base(_json(folder / ADAPTER_CONFIG))
+    adapter = adapter_base(read_small_json(folder / ADAPTER_CONFIG))
     if adapter and adapter not in bases:
         bases.append(adapter)
     return Family(architecture=architecture, model_type=model_type, base_model=tuple(bases))

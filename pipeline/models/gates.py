@@ -21,18 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.errors import RemoteCodeRefused
-from pipeline.models.family import MAX_FILE_BYTES
+from pipeline.models.family import MAX_FILE_BYTES, read_small_json
 
 
 def read_config(folder: Path) -> dict:
     """config.json of a model folder, or {} when absent or unreadable (loading then fails with its own error)."""
-    path = folder / "config.json"
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:  # untrusted: never parsed whole past the small files' bound
-            return {}
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_small_json(folder / "config.json")
     return data if isinstance(data, dict) else {}
 
 

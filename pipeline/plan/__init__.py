@@ -29,12 +29,12 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.plan.components import index_entries, weight_files
-    from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline, plan_pipeline_model
-    from pipeline.plan.diffusion_shapes import FEW_STEPS, default_resolution, resolve_workload
+    from pipeline.plan.diffusion import plan_pipeline, plan_pipeline_model
+    from pipeline.plan.diffusion_shapes import FEW_STEPS, resolve_workload
     from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
     from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label
     from pipeline.plan.params import config_hash, describe
-    from pipeline.plan.result import Plan, count_text, normalize_dtype
+    from pipeline.plan.result import Plan, normalize_dtype
 
 __all__ = [
     "FEW_STEPS",
@@ -44,10 +44,7 @@ __all__ = [
     "Plan",
     "config_hash",
     "config_problem",
-    "count_text",
-    "default_resolution",
     "describe",
-    "format_pipeline_plan",
     "format_plan",
     "index_entries",
     "normalize_dtype",

@@ -9,7 +9,6 @@ the VAE decoder), so the peak is the largest of the three, not their sum.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
 from collections.abc import Mapping
@@ -17,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.models import read_config
 from pipeline.plan.shapes import config_int, config_value
 from pipeline.taskspec import default_workload
 from pipeline.types import Task
@@ -187,20 +187,12 @@ FEW_STEP_NAME = re.compile(r"turbo|schnell|lightning|\blcm\b|hyper-?sd", re.IGNO
 FEW_STEPS = 4
 
 
-def _json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def pipeline_resolution(folder: Path) -> int | None:
     """A diffusers pipeline's default image side from its configs (the rule the planner uses too:
     :func:`default_resolution`); None when they do not say."""
-    vae = _json(folder / "vae" / "config.json")
+    vae = read_config(folder / "vae")
     for name in ("unet", "transformer"):
-        if size := default_resolution(_json(folder / name / "config.json"), vae):
+        if size := default_resolution(read_config(folder / name), vae):
             return size
     return None
 

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ParamSource", "Plan", "format_plan", "normalize_dtype", "plan_config", "plan_model", "runner_label"]
-
 
 def plan_config(
     config: Mapping[str, Any],
@@ -237,7 +235,7 @@ def plan_model(
     if not local and (str(model).startswith((".", "/", "~")) or str(model).count("/") > 1):
         raise PlanError(f"cannot plan {model}: no such folder, and not a Hub id")
     if local:
-        config = _read_local_config(path)
+        config = LocalFiles(path).json("config.json")  # read as a pipeline's component configs are
     else:
         if hub is None:
             raise ConfigError(f"cannot plan {model}: a Hub id needs a Hub client")
@@ -267,11 +265,6 @@ def plan_model(
         task=task,
     )
     return replace(plan, model=str(model), revision=None if local else revision)
-
-
-def _read_local_config(folder: Path) -> dict[str, Any]:
-    """config.json of a local folder, a JSON object (a pipeline's component configs are read the same way)."""
-    return LocalFiles(folder).json("config.json")
 
 
 def runner_label(plan: Plan) -> str:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
-from pipeline.backends.launch import torchrun_command
+from pipeline.backends.neuron import NeuronBackend
 from pipeline.backends.neuron.launch import (
     NEFF_CACHE_VARIABLE,
     choose_cores,
@@ -290,32 +291,20 @@ def test_trncat_and_the_emulated_runtime_read_visible_cores_alike(value):
     assert (ours is not None) == (value in DOCUMENTED_VISIBLE)
 
 
-def test_torchrun_command_is_a_list_torchrun_accepts():
+def test_the_launcher_is_a_list_torchrun_accepts():
     from torch.distributed.run import get_args_parser
 
-    cmd = torchrun_command(nproc=4, module_args=["pipeline.bench.child", "--spec", "s.json"], python="/py")
-    assert cmd[:4] == ["/py", "-m", "torch.distributed.run", "--standalone"]
+    cmd = NeuronBackend().launcher(cores=4, module_args=["pipeline.bench.child", "--spec", "s.json"])
+    assert cmd[:4] == [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     args = get_args_parser().parse_args(cmd[3:])
     assert (args.nproc_per_node, args.module, args.standalone) == ("4", True, True)
     assert (args.training_script, args.training_script_args) == ("pipeline.bench.child", ["--spec", "s.json"])
 
-    fixed = torchrun_command(nproc=2, module_args=["m"], master_port=29500)
-    args = get_args_parser().parse_args(fixed[3:])
-    assert (args.standalone, args.rdzv_endpoint, args.nnodes) == (False, "127.0.0.1:29500", "1")
 
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [
-        dict(nproc=0, module_args=["m"]),
-        dict(nproc=1, module_args=[]),
-        dict(nproc=1, module_args=["--flag"]),
-        dict(nproc=1, module_args=["m"], master_port=70000),
-    ],
-)
-def test_torchrun_command_rejects_bad_input(kwargs):
-    with pytest.raises(ConfigError):
-        torchrun_command(**kwargs)
+@pytest.mark.parametrize("module_args", [[], [""], ["--flag"]])
+def test_the_launcher_rejects_arguments_without_a_module(module_args):
+    with pytest.raises(ConfigError, match="module name"):
+        NeuronBackend().launcher(cores=2, module_args=module_args)
 
 
 def test_a_run_stays_inside_the_runners_core_range() -> None:

@@ -302,6 +302,9 @@ def test_an_lfs_oid_never_becomes_a_path_outside_the_hub_root(localhub, tmp_path
         batch = _post(f"{localhub.url}/org/victim.git/info/lfs/objects/batch",
                       json.dumps({"operation": "upload", "objects": [{"oid": oid, "size": 1}]}).encode())  # fmt: skip
         assert batch.status_code == 400, oid
+    upload = httpx2.put(f"{localhub.url}/lfs-upload/{'A' * 64}", content=b"x", timeout=10)
+    assert upload.status_code == 400 and "64 hex" in upload.json()["error"]
+    assert not any((localhub.store.root / "tmp").glob("*"))  # refused before anything is written
     with pytest.raises(StoreError):
         localhub.store.blob_path("../x")
 

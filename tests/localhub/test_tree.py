@@ -53,20 +53,14 @@ def test_a_commit_stores_what_it_changes_not_the_whole_tree(tmp_path):
     assert dict(reopened.tree(sha)) == dict(tree) and dict(reopened.tree(repo.commits[sha]["parent"])) == dict(parent)
 
 
-def test_a_root_that_stored_whole_trees_still_loads_and_merges(tmp_path):
+def test_a_reopened_root_merges_a_pr_beside_main_s_own_changes(tmp_path):
     store = LocalHubStore(tmp_path)
     store.create_repo("org/ds", repo_type="dataset")
-    repo = store.get("org/ds", repo_type="dataset")
-    (initial,) = repo.commits
-    old = json.loads((repo.path / "commits" / f"{initial}.json").read_text())
-    old["tree"] = dict(repo.commits[initial]["tree"])
-    del old["changes"]  # the layout a root had before commits kept their changes
-    (repo.path / "commits" / f"{initial}.json").write_text(json.dumps(old))
-    reopened = LocalHubStore(tmp_path)
+    num = store.open_pull_request(store.get("org/ds", repo_type="dataset"), title="t", author="a")
+    store.commit_files("org/ds", {"a.txt": b"pr"}, repo_type="dataset", branch=f"refs/pr/{num}")
+    reopened = LocalHubStore(tmp_path)  # the trees rebuilt from each commit's changes, the PR's base kept
     assert set(reopened.get("org/ds", repo_type="dataset").tree("main")) == {".gitattributes"}
     repo = reopened.get("org/ds", repo_type="dataset")
-    num = reopened.open_pull_request(repo, title="t", author="a")
-    reopened.commit_files("org/ds", {"a.txt": b"pr"}, repo_type="dataset", branch=f"refs/pr/{num}")
     reopened.commit_files("org/ds", {"b.txt": b"main"}, repo_type="dataset")
     reopened.merge_pull_request(repo, num, author="a")
     assert set(repo.tree("main")) == {".gitattributes", "a.txt", "b.txt"}

@@ -26,7 +26,6 @@ from pipeline.backends.neuron.backend import (
     NEURON_INDEX_URL,
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
-    dlami_venv,
     dpkg_version,
     inventory_json,
 )
@@ -50,7 +49,6 @@ from pipeline.backends.neuron.launch import (
 )
 from pipeline.backends.neuron.measure import choose_peak, compile_figures, count_ops
 from pipeline.backends.neuron.tools import (
-    NeuronInventory,
     driver_version,
     parse_neuron_ls,
     sysfs_memory_layout,
@@ -77,12 +75,10 @@ __all__ = [
     "NEURON_INDEX_URL",
     "TORCH_CPU_INDEX_URL",
     "NeuronBackend",
-    "NeuronInventory",
     "choose_cores",
     "choose_peak",
     "compile_figures",
     "count_ops",
-    "dlami_venv",
     "dpkg_version",
     "driver_version",
     "format_visible_cores",

@@ -304,11 +304,19 @@ class NeuronBackend(NeuronChildSide, Backend):
     def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
         return neuron_launch.compile_cache_hit(cache_dir, before)
 
-    def compile_cache_key(
-        self, cache_dir: Path, *, model_dir: Path, task: str, dtype: str, workload: dict[str, Any], cores: int
-    ) -> dict[str, Any] | None:
+    def bundle_compile_cache(
+        self,
+        cache_dir: Path,
+        out: Path,
+        *,
+        model_dir: Path,
+        task: str,
+        dtype: str,
+        workload: dict[str, Any],
+        cores: int,
+    ) -> tuple[str | None, dict[str, Any] | None]:
         versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
-        return neuron_cachekey.build_key(
+        key = neuron_cachekey.build_key(
             cache_dir=cache_dir,
             config=neuron_cachekey.read_config(model_dir, task),
             task=task,
@@ -320,8 +328,12 @@ class NeuronBackend(NeuronChildSide, Backend):
             lnc=self.lnc,
             cores=cores,
         )
+        skipped = self.pack_compile_cache(cache_dir, out, key=key)
+        return skipped, (key if skipped is None else None)
 
     def pack_compile_cache(self, cache_dir: Path, out: Path, *, key: dict[str, Any] | None = None) -> str | None:
+        """Pack a passing run's compile cache into the bundle ``out`` (with its key manifest ``key`` inside); the
+        reason when there is none, else None."""
         try:
             if key is not None and cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):
                 # The manifest travels inside the bundle (data, like the cache's own JSON): run.py reads it there.

@@ -14,7 +14,7 @@ a cache holding anything else gives no bundle, and the record says why.
 
 The packing is deterministic (sorted members, zero times and owners, gzip without a time, :mod:`.deflate`'s block
 edges), so a run that compiled the same graphs gives the same bytes, and the same sha256: what publish deduplicates
-by. Reading is one pass over one open file (:func:`read_bundle`): the digest, every member's rule and its bytes, in
+by. Reading is one pass over one open file (:func:`check_bundle`): the digest, every member's rule and its bytes, in
 :data:`CHUNK_BYTES` pieces (a member is never held whole, but a JSON file of at most :data:`MAX_METADATA_BYTES`);
 unpacking writes into a private folder beside its place, renamed in only once the digest and every member passed.
 """
@@ -37,20 +37,6 @@ from typing import IO, Any
 
 from pipeline.backends.neuron.deflate import LEVEL, GzipWriter
 from pipeline.errors import BundleError
-
-__all__ = [
-    "BUNDLE_SUFFIX",
-    "MAX_BUNDLE_BYTES",
-    "MAX_UNPACKED_BYTES",
-    "BundleInfo",
-    "bundle_beside",
-    "bundle_rule",
-    "check_bundle",
-    "member_problem",
-    "pack_cache",
-    "sha256_file",
-    "unpack_bundle",
-]
 
 #: The bundle file beside its record: ``<record stem>.neff-cache.tar.gz``.
 BUNDLE_SUFFIX = ".neff-cache.tar.gz"
@@ -322,11 +308,12 @@ def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, label: str, sink: Sink 
             out.close()
 
 
-def read_bundle(
+def check_bundle(
     path: Path, *, sha256: str | None = None, max_bytes: int = MAX_BUNDLE_BYTES, sink: Sink | None = None
 ) -> BundleInfo:
-    """Read a bundle once: its size, every member under the rule (with ``sink``, each written as it is read) and
-    its digest, from one open file, in :data:`CHUNK_BYTES` pieces.
+    """Check a bundle in one read: its size, every member under the rule (with ``sink``, each written as it is
+    read; without, nothing is written) and its digest (when given), from one open file, in :data:`CHUNK_BYTES`
+    pieces.
 
     Raises:
         BundleError: over ``max_bytes``, a digest other than ``sha256``, no member, or a member the rule refuses.
@@ -350,15 +337,6 @@ def read_bundle(
     return BundleInfo(sha256=digest, bytes=reader.size, files=count)
 
 
-def check_bundle(path: Path, *, sha256: str | None = None, max_bytes: int = MAX_BUNDLE_BYTES) -> BundleInfo:
-    """Check a bundle file (one read, nothing written): its digest (when given), its size and every member.
-
-    Raises:
-        BundleError: a digest other than ``sha256``, over ``max_bytes``, no member, or a member the rule refuses.
-    """
-    return read_bundle(path, sha256=sha256, max_bytes=max_bytes)
-
-
 def _create(root: Path, name: str) -> IO[bytes]:
     """A new file at ``name`` under the private folder ``root``: never an existing file, never through a link."""
     target = root.joinpath(*name.split("/"))
@@ -374,14 +352,14 @@ def unpack_bundle(path: Path, into: Path, *, sha256: str) -> BundleInfo:
     leaves nothing, and a reader never sees half a cache.
 
     Raises:
-        BundleError: what :func:`read_bundle` refuses; ``into`` exists already.
+        BundleError: what :func:`check_bundle` refuses; ``into`` exists already.
     """
     if into.exists() or into.is_symlink():
         raise BundleError(f"{into} exists: a bundle is unpacked into a folder of its own, never over one")
     into.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{into.name}.", suffix=".partial", dir=into.parent))
     try:
-        info = read_bundle(path, sha256=sha256, sink=lambda name: _create(work, name))
+        info = check_bundle(path, sha256=sha256, sink=lambda name: _create(work, name))
         try:
             os.rename(work, into)  # refused when another unpack made it meanwhile (a folder that is not empty)
         except OSError as exc:

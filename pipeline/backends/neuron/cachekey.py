@@ -22,17 +22,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "KEY_FILE",
-    "KEY_PARTS",
-    "SHAPE_FIELDS",
-    "build_key",
-    "config_shapes",
-    "key_differences",
-    "key_rule",
-    "read_config",
-]
-
 #: The manifest's file inside the bundle (at its root, beside the cache's ``ab/`` folders): JSON, data only.
 KEY_FILE = "trncat-cache-key.json"
 #: The manifest's own layout version.

@@ -3,7 +3,7 @@
 :class:`NeuronChildSide` is the half of :class:`~pipeline.backends.neuron.backend.NeuronBackend` that runs in
 the benchmark child (and in each torchrun rank): the rank's own core before torch starts, the ``neuron``
 process group before the model is sharded, the device, synchronize, device memory (TorchNeuron's allocator,
-cross-checked with sysfs), the CPU fallback, TorchNeuron's compile figures and the generate() compile set-up.
+cross-checked with sysfs), the CPU fallback, and TorchNeuron's compile figures.
 The parent side (neuron-ls, versions, hardware, the launch environment) is in ``backend.py``.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import constants
-from pipeline.backends.base import enable_generate_compile, gather_across_ranks, sum_across_ranks, world_of
+from pipeline.backends.base import gather_across_ranks, sum_across_ranks, world_of
 from pipeline.backends.neuron import launch as neuron_launch
 from pipeline.backends.neuron import measure
 from pipeline.backends.neuron import tools as neuron_tools
@@ -188,14 +188,3 @@ class NeuronChildSide:
 
     def run_notes(self) -> list[str]:
         return list(self._notes)
-
-    def prepare(
-        self, model: Any, *, compile: bool = True, fullgraph: bool = True, prefill_chunk: int | None = None
-    ) -> Any:
-        if world_of()[2] == 1:
-            model = model.to(self.device())
-        if compile:
-            # TorchNeuron supports only the default torch.compile mode (others warn and are ignored).
-            enable_generate_compile(model, backend="neuron", fullgraph=fullgraph, mode="default",
-                                    prefill_chunk=prefill_chunk)  # fmt: skip
-        return model

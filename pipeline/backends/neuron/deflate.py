@@ -16,8 +16,6 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
-__all__ = ["BLOCK_BYTES", "LEVEL", "GzipWriter"]
-
 #: The deflate level, chosen by measurement (``benchmarks/compiled_cache.py --levels 1,6,9``, docs/methodology.md):
 #: on the synthetic cache levels 6 and 9 took 10-20 % more CPU for a bundle 0.2 % of the cache smaller.
 LEVEL = 1

@@ -15,21 +15,6 @@ from pipeline.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
-__all__ = [
-    "LNC_VALUES",
-    "NEFF_CACHE_VARIABLE",
-    "NEFF_LOCK_VARIABLE",
-    "RUN_CORES_VARIABLE",
-    "choose_cores",
-    "compile_cache_hit",
-    "format_visible_cores",
-    "neuron_env",
-    "parse_visible_cores",
-    "rank_core",
-    "snapshot_cache",
-    "sysfs_core_indices",
-]
-
 #: Logical NeuronCore settings the runtime accepts (trn2 defaults to 2; trn1/inf2 have no LNC).
 LNC_VALUES = (1, 2)
 #: Where TorchNeuron caches compiled NEFFs, and its default (docs/neuron-facts.md).

@@ -33,20 +33,6 @@ from typing import Any
 
 from pipeline.errors import BenchError
 
-__all__ = [
-    "CoreMemory",
-    "NeuronDevice",
-    "NeuronInventory",
-    "driver_version",
-    "parse_neuron_ls",
-    "peak_delta",
-    "device_core_counts",
-    "read_device_memory",
-    "reset_peaks",
-    "sysfs_memory_layout",
-    "visible_devices",
-]
-
 logger = logging.getLogger(__name__)
 
 NEURON_SYSFS = Path("devices/virtual/neuron_device")

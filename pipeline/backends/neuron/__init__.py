@@ -26,6 +26,7 @@ from pipeline.backends.neuron.backend import (
     NEURON_INDEX_URL,
     TORCH_CPU_INDEX_URL,
     NeuronBackend,
+    dlami_venv,
     dpkg_version,
     inventory_json,
 )
@@ -77,6 +78,7 @@ __all__ = [
     "NeuronBackend",
     "choose_cores",
     "choose_peak",
+    "dlami_venv",
     "compile_figures",
     "count_ops",
     "dpkg_version",

@@ -71,8 +71,7 @@ class Workload:
 
     def to_dict(self) -> dict[str, Any]:
         """The record's ``workload``: the generation fields always; ``steps``, ``batch_sizes`` and
-        ``guidance_scale`` when set (schema 1.2), ``audio_clips`` when set (schema 1.5), so that a generation
-        task's workload is the same object it was under schema 1.1."""
+        ``guidance_scale`` and ``audio_clips`` only when set, so that a task's workload holds only its own fields."""
         out: dict[str, Any] = asdict(self)
         for name in ("steps", "batch_sizes", "guidance_scale", "audio_clips"):
             if out[name] is None:

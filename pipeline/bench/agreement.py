@@ -41,7 +41,7 @@ NOISE_DTYPE = "bfloat16"
 #: The capture's format, part of the cache key: a reference cached in an older format (version 1: the first
 #: step's logits only) is never compared with a newer capture.
 CAPTURE_FORMAT = 2
-#: The graded check's fields (schema 1.4, optional): a record holds the ones with a value (as a row gives them back).
+#: The graded check's fields (optional): a record holds the ones with a value (as a row gives them back).
 GRADED_FIELDS = (
     "grade", "failed_step", "steps", "teacher_forced", "greedy_match_rate", "first_divergence_step", "topk",
     "sigma_ratio", "bc", "noise_reference", "noise_skipped", "noise_wer",

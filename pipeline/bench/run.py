@@ -73,7 +73,7 @@ def checkpoint_bytes(model: str, *, revision: str | None, hub: Hub, task: str | 
 
 
 def family_of(resolved: ResolvedModel) -> Family:
-    """The record's family (schema 1.3): from the fetched folder's files, and the base models the Hub's card
+    """The record's family: from the fetched folder's files, and the base models the Hub's card
     metadata names when the folder holds no card (a Hub download fetches none)."""
     if resolved.error is not None:  # nothing was fetched: the family is unknown, not the working directory's
         return Family(base_model=resolved.base_model)

@@ -1,5 +1,5 @@
 """``trncat serve``: serve one model (a folder, or a Hub id at a revision) on this machine's device, sweep it
-with the load generator, write its serving record (schema 1.4) and serve.sh.
+with the load generator, write its serving record and serve.sh.
 
 :func:`concurrencies` is the one parser of a sweep's ``--concurrency`` (benchmarks/cuda_serving.py uses it too).
 """
@@ -65,7 +65,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--eval",
         choices=EVAL_TASK_NAMES,
-        help="also score the served model with lm-eval on this pinned task after the sweep (schema 1.5)",
+        help="also score the served model with lm-eval on this pinned task after the sweep",
     )
     p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")
     p.add_argument(

@@ -49,7 +49,7 @@ SUMMARY_FILE = "data/summary.json"
 FAMILIES_DIR = "data/families"
 #: The family index of a dataset whose latest view is one shard (``all``).
 FAMILIES_FILE = f"{FAMILIES_DIR}/all.parquet"
-#: The latest serving records (schema 1.4, pipeline/dataset/serving.py): JSON, whole records.
+#: The latest serving records (pipeline/dataset/serving.py): JSON, whole records.
 SERVING_FILE = "data/serving.json"
 #: The second-machine warm checks of the published compiled-cache bundles (pipeline/dataset/warm.py).
 WARM_CHECKS_FILE = "data/warm_checks.parquet"

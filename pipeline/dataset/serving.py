@@ -1,7 +1,7 @@
 """The dataset's serving records: ``data/serving.json``, the latest serving record per (model, hardware,
 workload), a CI record before any other, then the newest (the rule of the latest view, :mod:`shards`).
 
-Serving records (schema 1.4, a ``serving`` section) are kept apart from the results' Parquet: a serving run of a
+Serving records (a ``serving`` section) are kept apart from the results' Parquet: a serving run of a
 model is not another run of its batch-1 row (their latest keys would collide), and the page reads them whole
 (the curve needs every point). The file holds whole, validated records, at most :data:`MAX_SERVING` of them.
 """

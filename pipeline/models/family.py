@@ -38,7 +38,7 @@ class Family:
     base_model: tuple[str, ...] = ()
 
     def record_fields(self) -> dict[str, Any]:
-        """The record's schema 1.3 fields: only those known (an unknown one is absent, not null)."""
+        """The record's family fields: only those known (an unknown one is absent, not null)."""
         out: dict[str, Any] = {"architecture": self.architecture, "model_type": self.model_type}
         out = {key: value for key, value in out.items() if value is not None}
         if self.base_model:

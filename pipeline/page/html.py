@@ -231,7 +231,7 @@ def render_site(
         feed: the Atom feed's address, linked from the page.
         dataset_repo: the dataset's repo id, linked as where the data lives.
         releases: release diffs (``{"old", "new", "entries"}``, newest first; ``data/releases/``), one section each.
-        serving: serving records (schema 1.4, validated): their curves, table and Compare pairs.
+        serving: serving records (validated): their curves, table and Compare pairs.
         warm_checks: the second-machine warm checks (``data/warm_checks.parquet``, validated): each row's badge and
             the catalog's warm-start line.
         inline_entries: past this many entries (model and task) the page inlines only its first view and writes the

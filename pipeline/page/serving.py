@@ -2,7 +2,7 @@
 one line per device, as InferenceX draws it), the serving table's "served tok/s per chip at SLO" and
 "$ / 1M tokens at SLO" columns, and the Compare view's serving pair with its Trainium2 ÷ GPU ratios.
 
-Its input is serving records (schema 1.4, a ``serving`` section; validated before they reach the page). Every
+Its input is serving records (a ``serving`` section; validated before they reach the page). Every
 text is escaped (the SVG here with :func:`markupsafe.escape`, the table by the template's autoescape). A CPU or
 emulated row keeps its label: it is never Trainium2 evidence.
 """

@@ -1,4 +1,4 @@
-"""A record's compiled-cache bundle (schema 1.3 ``compiled_cache``): where it lives on the Hub, and who may name one.
+"""A record's compiled-cache bundle (its ``compiled_cache``): where it lives on the Hub, and who may name one.
 
 The bundle itself (what it may hold, its packing and unpacking) belongs to :mod:`pipeline.backends.neuron`; this
 module says where publish puts it in the compiled-cache repo and what a record naming one must satisfy: only the

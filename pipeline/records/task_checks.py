@@ -1,4 +1,4 @@
-"""Semantic checks of a record that depend on its task: the metric sets of schema 1.2 and the answer check."""
+"""Semantic checks of a record that depend on its task: each task's metric set and the answer check."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def with_tasks(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """The schema 1.2 metric sets: latency per batch size ordered and at the workload's batch sizes, the VAE
+    """The metric sets: latency per batch size ordered and at the workload's batch sizes, the VAE
     decode within one image. Returns ``(field, problem)`` pairs."""
     out: list[tuple[str, str]] = []
     metrics = record["metrics"]
@@ -66,7 +66,7 @@ def task_metric_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
 
 
 def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """A pass agrees with its reference: by its grade (schema 1.4: never ``diverges``), or, in an older record
+    """A pass agrees with its reference: by its grade (never ``diverges``), or, in an older record
     without one, by the task's cosine; a failure at stage accuracy carries the agreement that failed (graded
     ``diverges`` when graded), or a served model's task score below its floor; a skipped check has no grade."""
     out: list[tuple[str, str]] = []
@@ -87,7 +87,7 @@ def agreement_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
         if agreement["skipped"] is None and grade is None and record["status"] == "pass":
             out.append(("agreement.grade", "a compared answer has a grade"))
     failure = record["failure"]
-    # a served model's task score below its floor (schema 1.5, serving.eval) is the accuracy that failed there
+    # a served model's task score below its floor (serving.eval) is the accuracy that failed there
     scored = ((record.get("serving") or {}).get("eval") or {}).get("passed") is False
     if failure and failure["stage"] == "accuracy" and not agreement and not scored:
         out.append(("agreement", "a failure at stage accuracy carries the agreement that failed"))

@@ -1,5 +1,5 @@
 """Serving measurements: a model served by an OpenAI-compatible engine and driven by a real load generator
-through a concurrency sweep on one workload contract, recorded as a schema 1.4 result record with a ``serving``
+through a concurrency sweep on one workload contract, recorded as a result record with a ``serving``
 section (every point as the load generator reported it, its cost, the headline at a service level).
 
 - :mod:`~pipeline.serve.workload`: the workload contract (InferenceX's) and the service level (MLPerf's default);
@@ -8,7 +8,7 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.loadgen`: guidellm's scenario and its JSON report read into points;
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
 - :mod:`~pipeline.serve.evals`: the task score (lm-eval against the engine's completions endpoint, a pinned task
-  and subset, a per-model floor), taken on the same engine after the sweep (schema 1.5, ``serving.eval``);
+  and subset, a per-model floor), taken on the same engine after the sweep (``serving.eval``);
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by

@@ -76,12 +76,21 @@ PACKAGES = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_fi
 
 
 def _public_names(face: str) -> set[str]:
-    """The names a package's face lists in ``__all__``."""
-    for node in ast.parse(MODULES[face].read_text(encoding="utf-8")).body:
+    """The names a package's face makes public: what it imports from its own modules (under ``if TYPE_CHECKING:``, as
+    a lazy face lists them, or plainly), the one list of its names; a face that also defines names of its own, or
+    passes on another package's, lists them all in ``__all__`` instead."""
+    body = ast.parse(MODULES[face].read_text(encoding="utf-8")).body
+    for node in body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
             assert isinstance(node.value, ast.List | ast.Tuple), f"{face}.__all__ is not a literal list"
             return {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
-    return set()
+    typing_blocks = [n.body for n in body if isinstance(n, ast.If) and getattr(n.test, "id", None) == "TYPE_CHECKING"]
+    return {
+        alias.asname or alias.name
+        for node in (*body, *(n for block in typing_blocks for n in block))
+        if isinstance(node, ast.ImportFrom) and node.module and (node.module + ".").startswith(face + ".")
+        for alias in node.names
+    }
 
 
 PUBLIC = {face: _public_names(face) for face in FACES}
@@ -220,12 +229,12 @@ def test_other_packages_use_only_a_package_s_public_names() -> None:
             if target not in FACES:
                 offenders.append(f"{module} imports the module {target} (use its package's face)")
             elif name is not None and name not in PUBLIC[target]:
-                offenders.append(f"{module} imports {target}.{name}, which {target}.__all__ does not list")
+                offenders.append(f"{module} imports {target}.{name}, which {target}'s face does not make public")
     assert offenders == []
 
 
 def test_every_public_name_of_a_face_exists() -> None:
-    """Each name in a face's ``__all__`` resolves (a lazy face imports its module on that first use) to what its
+    """Each public name of a face resolves (a lazy face imports its module on that first use) to what its
     module defines: never the same-named submodule, unless the face lists that submodule itself."""
     missing: list[str] = []
     for face in sorted(FACES):

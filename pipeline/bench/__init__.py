@@ -29,17 +29,5 @@ if TYPE_CHECKING:
     from pipeline.bench.run import BenchOptions, bench_model, plan_summary, resolve
     from pipeline.bench.smoke import smoke, smoke_line
 
-__all__ = [
-    "BenchOptions",
-    "Check",
-    "Report",
-    "bench_model",
-    "plan_summary",
-    "reap_orphans",
-    "resolve",
-    "run_checks",
-    "smoke",
-    "smoke_line",
-]
 
 lazy_face(__name__)

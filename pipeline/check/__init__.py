@@ -34,20 +34,5 @@ if TYPE_CHECKING:
     from pipeline.check.run import check_model
     from pipeline.check.warm import base_bundle
 
-__all__ = [
-    "CACHE_REPO",
-    "JSON_KEYS",
-    "LOOKUP_COMMAND",
-    "NOT_FOUND_EXIT",
-    "VERDICTS",
-    "Answer",
-    "Base",
-    "Catalog",
-    "base_bundle",
-    "check_model",
-    "decide",
-    "from_folder",
-    "registry_entry",
-]
 
 lazy_face(__name__)

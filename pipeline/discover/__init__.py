@@ -29,23 +29,5 @@ if TYPE_CHECKING:
     from pipeline.discover.rankings import discover, discover_all, exclusion_rows, snapshot_rows, write_outputs
     from pipeline.discover.selection import Exclusion, ExclusionKind, Selection, load_exclusions, load_selected
 
-__all__ = [
-    "REMOTE_CODE_REASON",
-    "Candidate",
-    "Discovery",
-    "Exclusion",
-    "ExclusionKind",
-    "Selection",
-    "check_task_view",
-    "discover",
-    "discover_all",
-    "exclusion_rows",
-    "gated_reason",
-    "judge",
-    "load_exclusions",
-    "load_selected",
-    "snapshot_rows",
-    "write_outputs",
-]
 
 lazy_face(__name__)

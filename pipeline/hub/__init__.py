@@ -35,19 +35,5 @@ if TYPE_CHECKING:
     from pipeline.hub.operations import file_additions, file_deletions, git_blob_id
     from pipeline.hub.retry import deadline
 
-__all__ = [
-    "CommitResult",
-    "Hub",
-    "HubSort",
-    "ModelListing",
-    "deadline",
-    "file_additions",
-    "file_deletions",
-    "front_matter",
-    "git_blob_id",
-    "point_client_at",
-    "quiet_progress_bars",
-    "together",
-]
 
 lazy_face(__name__)

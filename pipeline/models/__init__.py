@@ -46,26 +46,5 @@ if TYPE_CHECKING:
     )
     from pipeline.models.safetensors import safetensors_bytes, safetensors_param_count
 
-__all__ = [
-    "ADAPTER_CONFIG",
-    "FAMILY_FILES",
-    "MAX_FILE_BYTES",
-    "Family",
-    "ResolvedModel",
-    "adapter_base",
-    "check_model_index",
-    "check_pipeline_classes",
-    "check_remote_code",
-    "check_sentence_modules",
-    "folder_family",
-    "known_model_types",
-    "read_config",
-    "read_model_index",
-    "resolve_hub",
-    "resolve_local",
-    "safetensors_bytes",
-    "safetensors_param_count",
-    "transformer_config_path",
-]
 
 lazy_face(__name__)

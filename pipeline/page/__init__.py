@@ -45,26 +45,5 @@ if TYPE_CHECKING:
     from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
     from pipeline.page.task_columns import Metric, TaskView, table_metrics, task_view
 
-__all__ = [
-    "CHUNK_ENTRIES",
-    "DATA_DIR",
-    "HISTORY_READ",
-    "INLINE_ENTRIES",
-    "LATEST_READ",
-    "PAGE_SIZE",
-    "PAGE_VIEWS",
-    "RANKED_VIEWS",
-    "Metric",
-    "Site",
-    "TaskView",
-    "catalog",
-    "exclusion_text",
-    "index_columns",
-    "render_page",
-    "render_site",
-    "script_json",
-    "table_metrics",
-    "task_view",
-]
 
 lazy_face(__name__)

@@ -36,25 +36,5 @@ if TYPE_CHECKING:
     from pipeline.plan.params import config_hash, describe
     from pipeline.plan.result import Plan, normalize_dtype
 
-__all__ = [
-    "FEW_STEPS",
-    "MAX_EXPERTS",
-    "MAX_HEADS",
-    "MAX_LAYERS",
-    "Plan",
-    "config_hash",
-    "config_problem",
-    "describe",
-    "format_plan",
-    "index_entries",
-    "normalize_dtype",
-    "plan_config",
-    "plan_model",
-    "plan_pipeline",
-    "plan_pipeline_model",
-    "resolve_workload",
-    "runner_label",
-    "weight_files",
-]
 
 lazy_face(__name__)

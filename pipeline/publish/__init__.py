@@ -33,21 +33,5 @@ if TYPE_CHECKING:
     from pipeline.publish.warm import collect_warm_checks, publish_warm_checks, warm_checks_to_folder
     from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
-__all__ = [
-    "Derived",
-    "PR_TITLE_PREFIX",
-    "WarmCheck",
-    "describe",
-    "drop_named_bundles",
-    "provenance_problems",
-    "publish",
-    "publish_bundles",
-    "publish_to_folder",
-    "parse_run_output",
-    "warm_check",
-    "collect_warm_checks",
-    "publish_warm_checks",
-    "warm_checks_to_folder",
-]
 
 lazy_face(__name__)

@@ -48,37 +48,5 @@ if TYPE_CHECKING:
     from pipeline.queue.toolchain import as_pinned, load_apt_pins, load_toolchain, version_column
     from pipeline.queue.warm import MAX_WARM_ENTRIES, warm_queue
 
-__all__ = [
-    "HOST_MEMORY_PERCENTILE",
-    "MAX_CHUNK",
-    "PRIOR",
-    "DurationModel",
-    "HubPlanner",
-    "Job",
-    "Planner",
-    "Prior",
-    "Queue",
-    "SweepResult",
-    "build_queue",
-    "estimate_sweep",
-    "fetch_results",
-    "format_estimate",
-    "format_partition",
-    "layout_fleet",
-    "load_candidates",
-    "load_apt_pins",
-    "load_toolchain",
-    "as_pinned",
-    "version_column",
-    "matrix_order",
-    "param_bucket",
-    "parse_partition",
-    "recommend_fleet",
-    "serving_jobs",
-    "serving_seconds",
-    "simulate",
-    "MAX_WARM_ENTRIES",
-    "warm_queue",
-]
 
 lazy_face(__name__)

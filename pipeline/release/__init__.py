@@ -22,20 +22,5 @@ if TYPE_CHECKING:
     from pipeline.release.manifest import INSTANCE, Release, parse_manifest
     from pipeline.release.watch import TOOLCHAIN_FILE, Pin, current_release, plan_bump
 
-__all__ = [
-    "INSTANCE",
-    "TOOLCHAIN_FILE",
-    "Pin",
-    "Release",
-    "ReleaseDiff",
-    "current_release",
-    "diff_dataset",
-    "diff_text",
-    "load_side",
-    "parse_manifest",
-    "plan_bump",
-    "release_diff",
-    "rows_at",
-]
 
 lazy_face(__name__)

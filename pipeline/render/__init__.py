@@ -29,19 +29,5 @@ if TYPE_CHECKING:
     )
     from pipeline.render.templating import environment, md_cell, py_literal, render, yaml_scalar
 
-__all__ = [
-    "card_counts",
-    "dataset_card",
-    "environment",
-    "install_commands",
-    "md_cell",
-    "py_literal",
-    "render",
-    "requirement_lines",
-    "requirements",
-    "run_script",
-    "torchvision_for",
-    "yaml_scalar",
-]
 
 lazy_face(__name__)

@@ -28,19 +28,5 @@ if TYPE_CHECKING:
         write_site,
     )
 
-__all__ = [
-    "ATOM",
-    "DATASET_PATTERNS",
-    "FEED_ENTRIES",
-    "FEED_FILE",
-    "SPACE_CARD",
-    "SPACE_PAGE",
-    "SiteNames",
-    "SpaceResult",
-    "build_space",
-    "feed_xml",
-    "publish_space",
-    "write_site",
-]
 
 lazy_face(__name__)

@@ -24,14 +24,3 @@ from pipeline.testing.tiny import (
     build_unknown_architecture,
 )
 from pipeline.testing.tiny_speech import build_tiny_whisper
-
-__all__ = [
-    "build_remote_code_model",
-    "build_tiny_llama",
-    "build_tiny_llava",
-    "build_tiny_sentence_bert",
-    "build_tiny_stable_diffusion",
-    "build_tiny_whisper",
-    "build_tokenizer",
-    "build_unknown_architecture",
-]

@@ -21,5 +21,3 @@ from __future__ import annotations
 
 from pipeline.testing.neuron.machine import EMULATOR, INSTANCES, PACKAGES, PROFILES, Machine, build, environment
 from pipeline.testing.neuron.rules import RULES, Rule, rule
-
-__all__ = ["EMULATOR", "INSTANCES", "PACKAGES", "PROFILES", "RULES", "Machine", "Rule", "build", "environment", "rule"]

@@ -27,13 +27,12 @@ PAGE_VIEWS = (*RANKED_VIEWS, "all")
 VIEW_LABELS = {"selected": "Selected", "trending": "Trending", "downloads": "Downloads", "all": "All"}
 PAGE_SIZE = 100
 #: Columns of one entry, the fields :mod:`pipeline.page.cells` makes its row and details of (kept as a tuple; the data
-#: files name a field in full: :data:`FIELD_NAMES`).
+#: files name a field in full: :data:`FIELD_NAMES`). Each task's metric fields follow, from its spec (below).
 ENTRY_COLUMNS: tuple[str, ...] = (
-    "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "ttft",
-    "tps", "wall", "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc",
-    "hist", "warm", "fb", "cos", "rc", "src", "thr", "lib", "sps", "l1", "l32", "dim", "spi", "stps", "vae", "isz",
-    "steps", "gs", "usd", "popt", "preg", "psrc", "pdate", "cost", "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig",
-    "bc", "tk", "demo", "slo", "slou", "slop", "rtf", "lat", "wer", "wv",
+    "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "wall",
+    "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc", "hist", "warm",
+    "fb", "cos", "rc", "src", "thr", "lib", "l1", "l32", "steps", "usd", "popt", "preg", "psrc", "pdate", "cost",
+    "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig", "bc", "tk", "demo", "slo", "slou", "slop", "wv",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row; a Trainium3 row is
 #: its own device (``trainium3``, :func:`pipeline.hardware.row_device`), badged, never in the Trainium2 filter.
@@ -61,10 +60,11 @@ _ROW_FIELDS = {
 _ROUNDED_FIELDS = {"compile": ("compile_s", 4), "wall": ("wall_s", 4), "warm": ("warm_start_s", 4)}
 # Each task's page metrics read from a row column (pipeline.taskspec): a sixth task's among them.
 for _metric in (m for spec in REGISTRY.values() for m in (*spec.metrics, *spec.page_extra) if m.column):
-    _fields: dict[str, Any] = _ROW_FIELDS if _metric.digits is None else _ROUNDED_FIELDS
-    _value = _metric.column if _metric.digits is None else (_metric.column, _metric.digits)
-    if _fields.setdefault(_metric.key, _value) != _value:
-        raise ValueError(f"page metric {_metric.key!r} is declared twice, as {_fields[_metric.key]} and {_value}")
+    _value: Any = _metric.column if _metric.digits is None else (_metric.column, _metric.digits)
+    _known = _ROW_FIELDS.get(_metric.key, _ROUNDED_FIELDS.get(_metric.key, _value))
+    if _known != _value:  # two tasks (or a task and the fixed fields) read one key from different columns
+        raise ValueError(f"page metric {_metric.key!r} is declared twice, as {_known} and {_value}")
+    (_ROW_FIELDS if _metric.digits is None else _ROUNDED_FIELDS)[_metric.key] = _value
 ENTRY_COLUMNS += tuple(k for k in (*_ROW_FIELDS, *_ROUNDED_FIELDS) if k not in ENTRY_COLUMNS)
 #: Each entry field under a full name (the row column it comes from, where one does): the names of the data files'
 #: columns (:mod:`pipeline.page.chunks`) and of the page's sort fields.

@@ -93,7 +93,7 @@ def _architecture(index: int, architectures: int) -> tuple[str, str]:
 
 
 def records(rows: int, architectures: int) -> list[dict]:
-    from pipeline.testing.records import fake_revision, sample_failure, sample_record
+    from tests.support.records import fake_revision, sample_failure, sample_record
 
     out = []
     for i in range(rows):

@@ -83,7 +83,7 @@ def _shell(command: str) -> None:
 def bundle_costs(*, mib: int, files: int, repeat: int, levels: list[int]) -> None:
     from pipeline.backends.neuron import deflate
     from pipeline.render import run_script
-    from pipeline.testing.records import sample_record
+    from tests.support.records import sample_record
 
     with tempfile.TemporaryDirectory(prefix="trncat-bundle-bench-") as tmp:
         root = Path(tmp)

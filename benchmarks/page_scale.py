@@ -1,7 +1,7 @@
 """The catalog Space at Hub scale: build it from a dataset of 100,000 models and load it in headless Chromium, beside
 pandas.
 
-The dataset is seeded once, in a child process, from :mod:`pipeline.testing.catalog_rows` (drawn in columns with
+The dataset is seeded once, in a child process, from :mod:`tests.support.catalog_rows` (drawn in columns with
 Arrow: every task, passes, failures and infrastructure errors, a history, rankings per task and view, exclusions, a
 run.py and requirements.txt per model), laid out as a build lays it out (latest shards by the build's own writer).
 Each build then runs in a child of its own: trncat's is :func:`pipeline.space.write_site`, the Space's whole tree as
@@ -81,8 +81,8 @@ from pipeline.dataset.shards import write_shard  # noqa: E402
 from pipeline.page import DATA_DIR, LATEST_READ  # noqa: E402
 from pipeline.records import arrow_schema  # noqa: E402
 from pipeline.space import SiteNames, write_site  # noqa: E402
-from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from pipeline.testing.catalog_rows import catalog_rows  # noqa: E402
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.support.catalog_rows import catalog_rows  # noqa: E402
 
 PAINT_JS = "performance.getEntriesByName('first-contentful-paint').map(e => e.startTime)[0] || null"
 #: How long the load event of a page is waited for before it is reported as later than that.

@@ -86,7 +86,7 @@ from pipeline.hub import Hub, point_client_at  # noqa: E402
 from pipeline.localhub import LocalHub  # noqa: E402
 from pipeline.publish import publish  # noqa: E402
 from pipeline.records import arrow_schema, flatten  # noqa: E402
-from pipeline.testing.records import sample_record  # noqa: E402
+from tests.support.records import sample_record  # noqa: E402
 
 REPO = "bench/results"
 PUSH_REPO = "bench/pushed"

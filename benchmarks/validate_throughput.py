@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.records import dump_record, parse_record, validate_record
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 INVALID_EVERY = 5  # one record in five is invalid
 GOAL_US = 5.0

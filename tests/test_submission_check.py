@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.records import sample_community, sample_record
 from pipeline.testing.tiny import build_tiny_llama
 from tests import ROOT
+from tests.support.records import sample_community, sample_record
 from tests.test_workflow_steps import step_env
 from tests.test_workflows import step
 

@@ -17,8 +17,8 @@ import pytest
 
 from pipeline.queue import warm_queue
 from pipeline.records import flatten
-from pipeline.testing.records import sample_record
 from tests.expressions import holds
+from tests.support.records import sample_record
 from tests.test_workflows import WARM, _context, is_self_hosted, jobs, load, runs_on_labels, step, triggers
 from tests.warm_rows import with_bundle
 

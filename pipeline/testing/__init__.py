@@ -1,12 +1,11 @@
-"""Offline fixtures shared by the tests, the demo and the benchmarks: tiny models and sample records.
+"""Offline fixtures shared by the tests, the demo and the benchmarks: tiny models built locally.
 
 - :mod:`~pipeline.testing.tiny`: tiny real models built locally (a 2-layer Llama, a tiny LLaVA, a BERT wrapped as a
   sentence-transformers model, a Stable-Diffusion-shaped pipeline) and hostile ones for the gates' tests;
 - :mod:`~pipeline.testing.tiny_speech`: a tiny Whisper (the speech-recognition task's model);
-- :mod:`~pipeline.testing.records`: sample records of each kind;
-- :mod:`~pipeline.testing.browser`: Debian's Chromium for the page's browser tests;
-- :mod:`~pipeline.testing.mutation`: the mutation check of the Neuron path (``python -m pipeline.testing.mutation``,
-  its bugs in ``neuron_mutants.yaml``; imported by nothing but its test).
+- :mod:`~pipeline.testing.neuron`: the Neuron emulator.
+
+The sample records, the browser settings and the mutation check are the tests' own (``tests/support/``).
 
 Nothing here downloads anything. May import: the top-level modules only. Imported by: the demo (the CLI),
 ``trncat doctor --smoke`` (:mod:`pipeline.bench`), the tests and the benchmarks.

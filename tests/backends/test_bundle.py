@@ -154,7 +154,7 @@ def test_a_bundle_that_is_not_a_gzip_tar_or_unpacks_too_large_is_refused(tmp_pat
 def _run_py(**names: object) -> dict[str, Any]:
     """The generated run.py's functions (it defines only), with ``names`` replaced."""
     from pipeline.render import run_script
-    from pipeline.testing.records import sample_record
+    from tests.support.records import sample_record
 
     namespace: dict[str, Any] = {"__name__": "run"}
     exec(compile(run_script(sample_record()), "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only

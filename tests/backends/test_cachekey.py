@@ -10,7 +10,7 @@ from typing import Any
 from pipeline.backends.neuron import KEY_FILE, build_key, config_shapes, key_differences, read_config
 from pipeline.records import validate_record
 from pipeline.render import run_script
-from pipeline.testing.records import sample_record
+from tests.support.records import sample_record
 
 LLAMA = {
     "architectures": ["LlamaForCausalLM"],

@@ -4,7 +4,7 @@ Quicker than a benchmark (one process per machine) and aimed at what a benchmark
 neuron-ls flags of Neuron 2.34, the synchronize before each figure (the emulated allocator publishes at a
 synchronize only), the compile settings TorchNeuron supports, the CPU fallback count, and the sysfs reads on
 both trees: the one driver 2.31 moved (Neuron 2.33's driver, 2.31.7.0) and the pre-2.31 one. The mutation check
-(``python -m pipeline.testing.mutation``) names these tests for the mutants they must kill.
+(``python -m tests.support.mutation``) names these tests for the mutants they must kill.
 """
 
 from __future__ import annotations

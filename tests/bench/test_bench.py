@@ -225,7 +225,7 @@ def test_the_thread_count_follows_cores_and_the_processes_sharing_them() -> None
 
 def test_the_generated_run_py_sets_threads_before_torch_starts(tmp_path: Path) -> None:
     from pipeline.render import run_script
-    from pipeline.testing.records import sample_record
+    from tests.support.records import sample_record
 
     script = run_script(sample_record(threads=3, cores=3))
     assert "THREADS = 3" in script

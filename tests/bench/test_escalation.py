@@ -15,7 +15,7 @@ from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
 from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 MODEL = ResolvedModel(path=Path("."), model_id="acme/big", revision="a" * 40)
 OOM = {"stage": "oom", "code": "device_oom", "message": "NRT_RESOURCE: out of device memory"}

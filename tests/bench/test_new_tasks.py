@@ -144,7 +144,7 @@ def test_a_library_without_tensor_parallelism_is_not_escalated_to_more_cores(
     from pipeline.bench.escalation import run_with_escalation
     from pipeline.bench.spec import BenchSpec
     from pipeline.models import resolve_local
-    from pipeline.testing.records import sample_failure
+    from tests.support.records import sample_failure
 
     calls: list[int] = []
 

@@ -27,8 +27,8 @@ from pipeline.bench import run as bench_run
 from pipeline.cli import main
 from pipeline.errors import BenchError
 from pipeline.records import parse_record, validate_record
-from pipeline.testing.records import sample_record
 from tests import ROOT
+from tests.support.records import sample_record
 
 #: A bench whose child hangs before loading anything (``fault="hang"``), ended by the test.
 SCRIPT = """

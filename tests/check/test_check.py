@@ -13,8 +13,8 @@ import pytest
 from pipeline.check import JSON_KEYS, VERDICTS, check_model
 from pipeline.cli import main
 from pipeline.dataset import FAMILIES_FILE, build
-from pipeline.testing.records import fake_revision, sample_failure, sample_record
 from tests import FIXTURES
+from tests.support.records import fake_revision, sample_failure, sample_record
 
 DATASET = "trncat/results"
 LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}

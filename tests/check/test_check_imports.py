@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pipeline.dataset import build
-from pipeline.testing.records import fake_revision, sample_record
 from tests import FIXTURES
+from tests.support.records import fake_revision, sample_record
 
 DATASET = "trncat/results"
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.dataset import RESULTS_DIR, SUMMARY_FILE, build
-from pipeline.testing.records import sample_record
 from tests import FIXTURES
+from tests.support.records import sample_record
 
 
 def _tree(root: Path) -> dict[str, str]:

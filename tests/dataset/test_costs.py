@@ -11,7 +11,7 @@ from pipeline.cli import main
 from pipeline.dataset import LATEST_DIR, RESULTS_DIR, build, read_latest
 from pipeline.prices import COST_COLUMNS, PRICE_COLUMNS, load_pricing
 from pipeline.records import COLUMN_NAMES, dump_record
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 PRICES = """instances:
   trn2.48xlarge:

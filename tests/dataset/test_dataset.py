@@ -19,8 +19,8 @@ import pytest
 from pipeline.dataset import HISTORY_COLUMN, LATEST_DIR, RESULTS_DIR, build, earlier_runs, read_latest
 from pipeline.dataset.layout import FAMILIES_FILE, families_schema, latest_schema
 from pipeline.records import COLUMN_NAMES, arrow_schema
-from pipeline.testing.records import sample_community, sample_failure, sample_record
 from tests import FIXTURES, ROOT
+from tests.support.records import sample_community, sample_failure, sample_record
 
 
 def _records() -> list[dict]:
@@ -261,7 +261,7 @@ def test_the_summary_file_follows_every_build(tmp_path: Path) -> None:
     """data/summary.json, updated from each build's changes, always equals a count of the whole latest view."""
     from pipeline.dataset import read_summary
     from pipeline.dataset.front import summarize
-    from pipeline.testing.records import sample_failure
+    from tests.support.records import sample_failure
 
     out = tmp_path / "ds"
     later = {"started_at": "2026-11-29T10:00:00+00:00", "finished_at": "2026-11-29T10:05:00+00:00"}

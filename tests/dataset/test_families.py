@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.dataset import build, family_rows, read_families, read_latest
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 

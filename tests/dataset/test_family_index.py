@@ -19,7 +19,7 @@ from pipeline.dataset import (
 )
 from pipeline.errors import DatasetError
 from pipeline.records import family_stat, rows_of
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}
 MISTRAL = {"architecture": "MistralForCausalLM", "model_type": "mistral"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline.dataset import SERVING_FILE, build, read_latest, read_serving
 from pipeline.space import SiteNames, write_site
-from pipeline.testing.records import sample_record, sample_serving
+from tests.support.records import sample_record, sample_serving
 
 
 def test_a_serving_record_is_kept_apart_from_the_batch_1_row(tmp_path: Path) -> None:

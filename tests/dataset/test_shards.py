@@ -24,7 +24,7 @@ from pipeline.dataset import (
     read_summary,
 )
 from pipeline.errors import DatasetError
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 shards = importlib.import_module("pipeline.dataset.shards")
 

@@ -24,7 +24,7 @@ from pipeline.dataset import build, refresh_card, write_exclusions, write_rankin
 from pipeline.publish import publish
 from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
 from pipeline.space import ATOM, FEED_FILE, publish_space
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 REPO, SPACE = "trncat/results", "trncat/catalog"
 

@@ -12,7 +12,7 @@ import pytest
 from pipeline.dataset import WARM_CHECKS_FILE, add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 from pipeline.errors import DatasetError
 from pipeline.records import WARM_FIELDS
-from pipeline.testing.records import sample_warm_check
+from tests.support.records import sample_warm_check
 
 
 def test_round_trip_with_pandas_and_duckdb(tmp_path: Path) -> None:

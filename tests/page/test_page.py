@@ -23,9 +23,9 @@ from pipeline.page.details import HISTORY_COLUMNS, command
 from pipeline.page.serving import slo_cells
 from pipeline.page.warm import warm_index
 from pipeline.records import flatten
-from pipeline.testing.records import sample_community, sample_failure, sample_record
 from pipeline.types import TASKS
 from tests import FIXTURES as TEST_FIXTURES
+from tests.support.records import sample_community, sample_failure, sample_record
 
 PAYLOADS = (
     '<img src=x onerror="window.__pwned=1">',

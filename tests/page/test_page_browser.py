@@ -25,10 +25,10 @@ import pytest
 from pipeline.page import render_page
 from pipeline.records import flatten
 from pipeline.space import SiteNames, write_site
-from pipeline.testing.browser import CHROMIUM, CHROMIUM_ARGS
-from pipeline.testing.records import sample_failure, sample_record
 from tests import FIXTURES, ROOT
 from tests.conftest import DemoRun
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.support.records import sample_failure, sample_record
 
 ARTIFACTS = ROOT / "test-artifacts"
 
@@ -604,7 +604,7 @@ def test_the_release_section_lists_counts_regressions_first_and_a_delta_plot(
     entry of its feed."""
     from pipeline.dataset import build, write_release_diff
     from pipeline.release import diff_dataset
-    from pipeline.testing.records import fake_revision
+    from tests.support.records import fake_revision
 
     old, new = {"neuronx_cc": "1.0.0"}, {"neuronx_cc": "2.0.0"}
 

@@ -15,9 +15,9 @@ from pipeline.page.catalog import AT, catalog
 from pipeline.page.families import family_table, grouped_family_table
 from pipeline.page.rows import Gathered
 from pipeline.records import COLUMN_NAMES, flatten
-from pipeline.testing.catalog_rows import catalog_rows
-from pipeline.testing.records import sample_failure, sample_record, sample_speech_record
 from tests.page.test_page import at, fixture_row
+from tests.support.catalog_rows import catalog_rows
+from tests.support.records import sample_failure, sample_record, sample_speech_record
 from tests.warm_rows import with_bundle
 
 

@@ -2,7 +2,7 @@
 
 In headless Chromium (Debian's, as tests/page/test_page_browser.py starts it). The small catalog here is split into
 many files on purpose (50 entries each) so that a page of rows, a search and a sort each need several; the 100,000-row
-test builds its catalog with Arrow (:mod:`pipeline.testing.catalog_rows`).
+test builds its catalog with Arrow (:mod:`tests.support.catalog_rows`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
 from pipeline.page.chunks import SEARCH_FIELDS
-from pipeline.testing.catalog_rows import catalog_rows
 from tests.page import test_page_browser as browser
+from tests.support.catalog_rows import catalog_rows
 
 _models, _open = browser._models, browser._open
 #: The browser tests' fixtures: a loopback server for a folder, headless Chromium.

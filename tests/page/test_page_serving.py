@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline.page.serving import serving_curve, serving_entries, serving_pairs, serving_section
-from pipeline.testing.records import sample_serving
+from tests.support.records import sample_serving
 
 
 def test_every_label_in_the_curve_is_escaped() -> None:
@@ -59,7 +59,7 @@ def test_the_main_table_shows_the_sweep_at_the_slo_on_the_rows_own_hardware_only
     a record's text reaches the title escaped."""
     from pipeline.page import render_page
     from pipeline.records import flatten
-    from pipeline.testing.records import sample_record
+    from tests.support.records import sample_record
 
     served = flatten(sample_record(model_id="trncat-demo/tiny-llama"))
     gpu_only = flatten(sample_record(model_id="acme/gpu-only"))

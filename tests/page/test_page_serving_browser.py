@@ -10,8 +10,8 @@ from typing import Any
 
 from pipeline.page import render_page
 from pipeline.records import flatten
-from pipeline.testing.records import sample_record, sample_serving
 from tests.page.test_page_browser import ARTIFACTS, _open, launch, serve  # noqa: F401  (fixtures)
+from tests.support.records import sample_record, sample_serving
 
 
 def test_the_serving_curve_columns_and_compare_pair(

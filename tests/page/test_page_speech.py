@@ -6,7 +6,7 @@ from pipeline import page
 from pipeline.page import table_metrics, task_view
 from pipeline.prices import load_pricing, row_costs
 from pipeline.records import flatten
-from pipeline.testing.records import sample_speech_record
+from tests.support.records import sample_speech_record
 
 ASR = "automatic-speech-recognition"
 

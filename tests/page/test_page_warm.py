@@ -11,8 +11,8 @@ from typing import Any
 from pipeline.dataset import add_warm_checks, build, page_html
 from pipeline.page import warm as page_warm
 from pipeline.records import flatten
-from pipeline.testing.records import sample_failure, sample_record, sample_warm_check
 from tests.page.test_page import PAYLOADS, inline_of, parse, render
+from tests.support.records import sample_failure, sample_record, sample_warm_check
 from tests.warm_rows import with_bundle
 
 TEMPLATES = Path(page_warm.__file__).parent / "templates"

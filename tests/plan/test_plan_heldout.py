@@ -18,8 +18,8 @@ from pipeline.discover import Candidate
 from pipeline.hardware import GiB
 from pipeline.plan import Plan, plan_config, plan_model, runner_label
 from pipeline.queue import build_queue
-from pipeline.testing.records import fake_revision
 from tests import FIXTURES
+from tests.support.records import fake_revision
 
 CONFIGS = FIXTURES / "configs"
 HELD_OUT: dict[str, dict[str, Any]] = yaml.safe_load((CONFIGS / "SOURCES.yaml").read_text())

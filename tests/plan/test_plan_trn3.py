@@ -17,8 +17,8 @@ from pipeline.discover import Candidate
 from pipeline.hardware import GiB
 from pipeline.plan import Plan, plan_config, runner_label
 from pipeline.queue import build_queue
-from pipeline.testing.records import fake_revision
 from tests import FIXTURES
+from tests.support.records import fake_revision
 
 CONFIGS = FIXTURES / "configs"
 TRN3, TRN2 = "trn3.48xlarge", "trn2.48xlarge"

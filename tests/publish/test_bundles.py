@@ -17,7 +17,7 @@ from pipeline.cli import main
 from pipeline.errors import StoreError
 from pipeline.publish import publish_bundles
 from pipeline.records import validate_record
-from pipeline.testing.records import sample_community, sample_record
+from tests.support.records import sample_community, sample_record
 
 COMPILED = "trncat/trncat-compiled"
 DATASET = "trncat/results"

@@ -14,7 +14,7 @@ from pipeline import constants
 from pipeline.cli import main
 from pipeline.errors import HubServerError
 from pipeline.publish import publish
-from pipeline.testing.records import sample_community, sample_failure, sample_record
+from tests.support.records import sample_community, sample_failure, sample_record
 
 REPO = "trncat/results"
 

@@ -20,7 +20,7 @@ from pipeline.hub import Hub, point_client_at
 from pipeline.localhub import FAULT_KINDS, FaultKind, FaultProxy, LocalHub, LocalHubStore
 from pipeline.localhub.pytest_plugin import PROXY_READ_TIMEOUT_S
 from pipeline.publish import publish
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 REPO = "trncat/results"
 

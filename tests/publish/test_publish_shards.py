@@ -15,7 +15,7 @@ import yaml
 
 from pipeline.dataset import FAMILIES_DIR, LATEST_DIR, build, family_index_paths, read_summary
 from pipeline.publish import publish
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 REPO = "trncat/results"
 shards = importlib.import_module("pipeline.dataset.shards")

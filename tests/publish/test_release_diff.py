@@ -14,7 +14,7 @@ import pytest
 from pipeline import constants
 from pipeline.cli import main
 from pipeline.dataset import read_release_diffs
-from pipeline.testing.records import fake_revision, sample_failure, sample_record
+from tests.support.records import fake_revision, sample_failure, sample_record
 
 REPO = "trncat/results"
 RELEASE = "data/releases/2.33.0--2.34.0.parquet"

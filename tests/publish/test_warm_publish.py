@@ -16,7 +16,7 @@ from pipeline.errors import RecordError
 from pipeline.publish import collect_warm_checks
 from pipeline.queue import warm_queue
 from pipeline.records import flatten
-from pipeline.testing.records import sample_record, sample_warm_check
+from tests.support.records import sample_record, sample_warm_check
 from tests.warm_rows import with_bundle
 
 DATASET = "trncat/results"

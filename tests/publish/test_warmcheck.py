@@ -12,7 +12,7 @@ from pipeline import constants
 from pipeline.cli import main
 from pipeline.publish import parse_run_output
 from pipeline.records import bundle_path
-from pipeline.testing.records import sample_record
+from tests.support.records import sample_record
 
 
 def test_only_every_graph_served_is_verified() -> None:
@@ -65,8 +65,8 @@ def test_a_speech_row_s_check_transcribes_the_workload_s_clips(monkeypatch: pyte
     import subprocess
 
     from pipeline.publish import warmcheck
-    from pipeline.testing.records import sample_speech_record
     from pipeline.workload import CLIPS_DIR, speech_clips
+    from tests.support.records import sample_speech_record
 
     seen: dict[str, object] = {}
 

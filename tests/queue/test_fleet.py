@@ -23,8 +23,8 @@ from pipeline.queue import (
     parse_partition,
     simulate,
 )
-from pipeline.testing.records import fake_revision, sample_record
 from tests import FIXTURES
+from tests.support.records import fake_revision, sample_record
 
 TOOLCHAIN = {"neuronx_cc": "2.21.0", "torch_neuronx": "2.14.0", "transformers": "5.0.0"}
 

@@ -14,8 +14,8 @@ from pipeline.discover import Candidate, Discovery
 from pipeline.errors import ConfigError, HubServerError, PlanError
 from pipeline.plan import Plan, plan_config
 from pipeline.queue import PRIOR, HubPlanner, Queue, build_queue, load_candidates, load_toolchain, matrix_order
-from pipeline.testing.records import as_community, fake_revision, sample_failure, sample_record
 from tests import FIXTURES
+from tests.support.records import as_community, fake_revision, sample_failure, sample_record
 
 TG, ITT = "text-generation", "image-text-to-text"
 CONFIGS = FIXTURES / "configs"

@@ -10,7 +10,7 @@ from pipeline.dataset import build, read_latest
 from pipeline.prices import load_pricing
 from pipeline.queue import estimate_sweep, format_estimate, serving_jobs, serving_seconds
 from pipeline.serve import serving_workload
-from pipeline.testing.records import sample_failure, sample_record, sample_serving
+from tests.support.records import sample_failure, sample_record, sample_serving
 
 WORKLOAD = serving_workload("1k/1k")
 

@@ -14,7 +14,7 @@ from pipeline.dataset import add_warm_checks, build
 from pipeline.queue import MAX_WARM_ENTRIES, warm_queue
 from pipeline.queue.warm import runner_label
 from pipeline.records import flatten, validate_record
-from pipeline.testing.records import sample_record, sample_warm_check
+from tests.support.records import sample_record, sample_warm_check
 from tests.warm_rows import with_bundle
 
 REV = "0123456789abcdef0123456789abcdef01234567"

@@ -10,7 +10,7 @@ import pytest
 from pipeline.cli import main
 from pipeline.errors import RecordError
 from pipeline.records import collect_records
-from pipeline.testing.records import sample_community, sample_record
+from tests.support.records import sample_community, sample_record
 
 RUN_ID = "1234567890"  # what sample_record's run names
 
@@ -127,7 +127,7 @@ def test_a_bundle_beside_a_neuron_pass_is_collected_and_a_hostile_or_misplaced_o
     import tarfile
 
     from pipeline.backends.neuron import pack_cache
-    from pipeline.testing.records import sample_failure
+    from tests.support.records import sample_failure
 
     queue, downloaded, (good, hostile, failed) = _setup(tmp_path, ["acme/good", "acme/hostile", "acme/failed"])
     cache = tmp_path / "cache" / "ab" / "cd"

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.records import bundle_folder, bundle_path, flatten, unflatten, validate_record
-from pipeline.testing.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record
 
 DIGEST = "3f" * 32
 
@@ -132,7 +132,7 @@ def test_the_schema_states_the_bundle_rule_s_own_limits() -> None:
 def test_a_serving_run_s_bundle_folder_is_keyed_by_its_engine_options() -> None:
     # vLLM Neuron compiles a bucket per max_num_seqs and max_model_len: two engines' caches never share a folder,
     # and a serving bundle never lands in its model's batch-1 folder
-    from pipeline.testing.records import sample_serving
+    from tests.support.records import sample_serving
 
     served = sample_serving()
     other = copy.deepcopy(served)

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pipeline.records import check_file, dump_record, parse_record
-from pipeline.testing.records import sample_record
+from tests.support.records import sample_record
 
 
 @pytest.mark.parametrize(

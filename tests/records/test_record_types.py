@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.records import OPTIONAL_METRICS, ResultRecord, RunInfo, Serving, WarmCheck, load_schema, validate_record
 from pipeline.records.types import has_default
-from pipeline.testing.records import sample_record, sample_serving
+from tests.support.records import sample_record, sample_serving
 
 #: Which class each schema, and each section of it, is.
 SCHEMA_CLASSES: dict[tuple[str, tuple[str, ...]], type] = {

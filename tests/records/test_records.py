@@ -27,8 +27,8 @@ from pipeline.records import (
     validate_paths,
     validate_record,
 )
-from pipeline.testing.records import sample_failure, sample_record
 from tests import FIXTURES
+from tests.support.records import sample_failure, sample_record
 
 VALID_DIR = FIXTURES / "valid"
 INVALID_DIR = FIXTURES / "invalid"

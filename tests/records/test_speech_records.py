@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.prices import load_pricing, row_costs
 from pipeline.records import flatten, unflatten, validate_record
-from pipeline.testing.records import sample_failure, sample_record, sample_speech_record
+from tests.support.records import sample_failure, sample_record, sample_speech_record
 
 ASR = "automatic-speech-recognition"
 

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.publish import WarmCheck
 from pipeline.records import WARM_FIELDS, WARM_STATUSES, counts_as_trainium2, load_schema, warm_check_problems
-from pipeline.testing.records import sample_warm_check
+from tests.support.records import sample_warm_check
 
 
 def _fields(**overrides: Any) -> set[str]:

@@ -11,7 +11,7 @@ import pytest
 from pipeline.dataset import build, read_release_diffs, write_release_diff
 from pipeline.errors import ConfigError
 from pipeline.release import diff_dataset, diff_text, release_diff
-from pipeline.testing.records import fake_revision, sample_failure, sample_record
+from tests.support.records import fake_revision, sample_failure, sample_record
 
 OLD = {"neuronx_cc": "1.0.0", "torch_neuronx": "1.0.0"}
 NEW = {"neuronx_cc": "2.0.0", "torch_neuronx": "1.0.0"}

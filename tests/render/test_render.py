@@ -14,8 +14,8 @@ from pipeline import render
 from pipeline.backends.neuron import KEY_FILE
 from pipeline.dataset import build
 from pipeline.errors import PipelineError
-from pipeline.testing.records import sample_failure, sample_record
 from tests import GOLDEN
+from tests.support.records import sample_failure, sample_record
 
 UPDATE = os.environ.get("TRNCAT_UPDATE_GOLDEN") == "1"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pipeline import render
 from pipeline.testing import build_tiny_whisper
-from pipeline.testing.records import sample_speech_record
 from pipeline.workload import CLIPS_DIR
+from tests.support.records import sample_speech_record
 
 
 def test_generated_run_py_transcribes_wav_files_and_reports_the_task_figures(tmp_path: Path) -> None:

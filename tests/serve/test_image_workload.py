@@ -23,7 +23,7 @@ from pipeline.serve import (
     transformers_serve,
     vllm_serve,
 )
-from pipeline.testing.records import sample_serving
+from tests.support.records import sample_serving
 
 
 def test_the_image_workload_is_the_text_contract_plus_one_fixed_image() -> None:

@@ -18,8 +18,8 @@ from pipeline.serve import (
     transformers_serve,
     vllm_serve,
 )
-from pipeline.testing.records import sample_serving
 from tests.serve.conftest import REPORT, report_of
+from tests.support.records import sample_serving
 
 
 @pytest.mark.parametrize("levels", [[1, 2, 4], list(FULL_CONCURRENCIES)])

@@ -98,7 +98,7 @@ def test_a_tampered_bundle_leaves_no_root(tmp_path: Path) -> None:
 
 
 def _neuron_serving(cache: dict | None) -> dict:
-    from pipeline.testing.records import sample_serving
+    from tests.support.records import sample_serving
 
     record = sample_serving(device="neuron")
     engine = record["serving"]["engine"]

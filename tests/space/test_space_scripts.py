@@ -13,7 +13,7 @@ import pytest
 from pipeline import fsatomic
 from pipeline.dataset import ScriptTexts, build, script_files
 from pipeline.space import SiteNames, write_site
-from pipeline.testing.records import sample_record
+from tests.support.records import sample_record
 
 NAMES = SiteNames(dataset_repo="trncat/results", space_repo="trncat/catalog")
 

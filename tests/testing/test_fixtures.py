@@ -11,7 +11,7 @@ import pytest
 from pipeline.models import check_remote_code
 from pipeline.records import validate_record
 from pipeline.testing import build_remote_code_model, build_unknown_architecture
-from pipeline.testing.records import as_community, fake_revision, sample_community, sample_failure, sample_record
+from tests.support.records import as_community, fake_revision, sample_community, sample_failure, sample_record
 
 EXPECTED = {
     "text-generation": ("config.json", "LlamaForCausalLM"),

@@ -1,6 +1,6 @@
-"""The mutation check's list (pipeline/testing/neuron_mutants.yaml) stays true to the code, and its runner tells a
+"""The mutation check's list (tests/support/neuron_mutants.yaml) stays true to the code, and its runner tells a
 killed mutant from a surviving one. The mutants themselves run on demand and in the scheduled ``mutation``
-workflow (``python -m pipeline.testing.mutation``), never here: each one runs emulated tests."""
+workflow (``python -m tests.support.mutation``), never here: each one runs emulated tests."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing import mutation
 from pipeline.testing.neuron import RULES
 from tests import ROOT
+from tests.support import mutation
 
 MUTANTS = mutation.load()
 
 
 def test_every_mutant_patches_text_that_is_in_its_file_once() -> None:
     stale = {m.id: mutation.occurrences(m) for m in MUTANTS if mutation.occurrences(m) != 1}
-    assert stale == {}, "the code moved: update pipeline/testing/neuron_mutants.yaml"
+    assert stale == {}, "the code moved: update tests/support/neuron_mutants.yaml"
     assert len({m.id for m in MUTANTS}) == len(MUTANTS) and all(m.before != m.after for m in MUTANTS)
 
 

@@ -3,7 +3,7 @@
 Every task (half text-generation, a fifth image-text-to-text, the rest sentence-embeddings and text-to-image with
 their own metrics), passes, failures and infrastructure errors, sizes from 100M to 400B parameters, a history with
 an older toolchain for a third of the models, rankings per task and view, exclusions, and a short run.py per model.
-The versions and hardware are the sample record's (:func:`pipeline.testing.records.sample_record`). 100,000 rows
+The versions and hardware are the sample record's (:func:`tests.support.records.sample_record`). 100,000 rows
 take about a second: the columns are drawn as arrays and turned into rows by Arrow, not row by row in Python.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.testing.records import sample_record
+from tests.support.records import sample_record
 
 #: Task of row i by i % 20: 10 text-generation, 4 image-text-to-text, 3 sentence-embeddings, 3 text-to-image.
 TASK_MIX = (

@@ -13,7 +13,7 @@ Semantic bugs (a call moved, a synchronize dropped, a flag the next release remo
 a generic mutation tool's operators (mutmut, cosmic-ray: swapped operators, changed constants) do not write
 them, and one of its runs per operator over these emulated tests would take hours, so none is used here.
 
-``python -m pipeline.testing.mutation`` runs every mutant (``--only ID`` some of them) in a scratch copy of the
+``python -m tests.support.mutation`` runs every mutant (``--only ID`` some of them) in a scratch copy of the
 checkout (the files git tracks or would track, never the working tree itself), after one baseline run of the
 tests on the unmutated copy (a test that already fails would "kill" everything); ``--jobs N`` tries N mutants at
 once, each in its own copy (default: one per CPU); ``--report FILE`` writes the JSON report. Run on demand and by
@@ -196,7 +196,7 @@ def report(outcomes: list[Outcome], *, wall_s: float, baseline_ok: bool, jobs: i
 
 def main(argv: list[str] | None = None) -> int:
     """Run the mutants; exit 1 when one survives, is stale or broken, or the baseline fails."""
-    parser = argparse.ArgumentParser(prog="python -m pipeline.testing.mutation", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tests.support.mutation", description=__doc__.split("\n")[0])
     parser.add_argument("--only", action="append", default=[], help="a mutant id (repeatable); default: all")
     parser.add_argument("--kind", choices=KINDS, help="only the mutants of one kind")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-pytest_plugins = ["pipeline.localhub.pytest_plugin"]
+pytest_plugins = ["tests.support.localhub_fixtures"]
 
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 

@@ -11,40 +11,62 @@ Usage::
         ...
         restore()
 
-May import: the top-level modules, and :mod:`pipeline.hub` (its pytest plugin points a ``Hub`` at it; the card
-metadata it answers is read with the Hub's own front-matter rule).
+May import: the top-level modules, and :mod:`pipeline.hub` (the card metadata it answers is read with the Hub's
+own front-matter rule).
 Imported by: the CLI (``trncat localhub serve``, the demo) and the tests.
 
-:mod:`~pipeline.localhub.proxy` is a faulty network in front of one (:class:`FaultProxy`): requests the server
-applied whose answers are lost (a dropped connection, a stall past the client's timeout), 429s and 503s.
+The tests' faulty network in front of one, and their pytest fixtures, are the tests' own
+(``tests/support/fault_proxy.py``, ``tests/support/localhub_fixtures.py``).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterable
+from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Self
 
 from pipeline.errors import StoreError
-from pipeline.localhub.proxy import FAULT_KINDS, FaultKind, FaultProxy, InBackground, ProxyFault
 from pipeline.localhub.server import Fault, Hook, LocalHubServer
 from pipeline.localhub.storage import LocalHubStore
 
 __all__ = [
-    "FAULT_KINDS",
     "Fault",
-    "FaultKind",
-    "FaultProxy",
     "Hook",
+    "InBackground",
     "LocalHub",
     "LocalHubServer",
     "LocalHubStore",
-    "ProxyFault",
     "StoreError",
     "serve",
 ]
 
 logger = logging.getLogger(__name__)
+
+
+class InBackground:
+    """An HTTP server served from a daemon thread until :meth:`stop`; a context manager that stops it."""
+
+    def _serve(self, server: ThreadingHTTPServer, name: str) -> None:
+        self._http = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._http.shutdown()
+        self._http.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
 
 
 class LocalHub(InBackground):

@@ -18,7 +18,7 @@ from pipeline.errors import (
 )
 from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, validate_model_id
-from pipeline.localhub import pytest_plugin
+from tests.support import localhub_fixtures as pytest_plugin
 
 localhub = pytest_plugin.localhub
 

@@ -1,4 +1,4 @@
-"""pipeline.hub behind a faulty network (pipeline.localhub.FaultProxy): answers lost after the Hub acted, stalls.
+"""pipeline.hub behind a faulty network (tests.support.fault_proxy): answers lost after the Hub acted, stalls.
 
 Issue 29.14: the retry loop repeated non-idempotent calls blindly (a lost answer to create_commit(create_pr=True)
 opened a second PR, a lost answer to a comment posted it twice). Issue 29.15: the client had no timeout, so a Hub
@@ -13,7 +13,7 @@ from huggingface_hub import CommitOperationAdd
 from pipeline import constants
 from pipeline.errors import HubDeadlineError
 from pipeline.hub import deadline
-from pipeline.localhub import FaultKind
+from tests.support.fault_proxy import FaultKind
 
 REPO = "org/results"
 

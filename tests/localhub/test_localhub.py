@@ -14,8 +14,9 @@ from huggingface_hub import errors as hf_errors
 
 from pipeline.errors import StoreError
 from pipeline.hub import point_client_at
-from pipeline.localhub import LocalHub, LocalHubStore, pytest_plugin
+from pipeline.localhub import LocalHub, LocalHubStore
 from pipeline.localhub.storage import git_blob_sha
+from tests.support import localhub_fixtures as pytest_plugin
 
 localhub = pytest_plugin.localhub
 

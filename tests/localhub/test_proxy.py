@@ -1,4 +1,4 @@
-"""The faulty network in front of a local hub (pipeline.localhub.FaultProxy): what each fault does to a request."""
+"""The faulty network in front of a local hub (tests.support.fault_proxy): what each fault does to a request."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.localhub import FaultProxy, LocalHub
+from pipeline.localhub import LocalHub
+from tests.support.fault_proxy import FaultProxy
 
 REPO = "org/data"
 

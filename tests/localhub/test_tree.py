@@ -8,7 +8,8 @@ import random
 import httpx2
 from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
-from pipeline.localhub import LocalHubStore, pytest_plugin
+from pipeline.localhub import LocalHubStore
+from tests.support import localhub_fixtures as pytest_plugin
 
 localhub = pytest_plugin.localhub
 

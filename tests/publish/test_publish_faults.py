@@ -17,9 +17,10 @@ import pytest
 
 from pipeline import constants
 from pipeline.hub import Hub, point_client_at
-from pipeline.localhub import FAULT_KINDS, FaultKind, FaultProxy, LocalHub, LocalHubStore
-from pipeline.localhub.pytest_plugin import PROXY_READ_TIMEOUT_S
+from pipeline.localhub import LocalHub, LocalHubStore
 from pipeline.publish import publish
+from tests.support.fault_proxy import FAULT_KINDS, FaultKind, FaultProxy
+from tests.support.localhub_fixtures import PROXY_READ_TIMEOUT_S
 from tests.support.records import sample_failure, sample_record
 
 REPO = "trncat/results"

@@ -1,7 +1,6 @@
 """pytest fixtures ``localhub`` (a running local hub and a :class:`pipeline.hub.Hub` pointed at it) and
-``localhub_proxy`` (a :class:`~pipeline.localhub.FaultProxy` in front of it, and a Hub pointed at the proxy).
-
-Enable with ``pytest_plugins = ["pipeline.localhub.pytest_plugin"]`` in ``tests/conftest.py``.
+``localhub_proxy`` (a :class:`~tests.support.fault_proxy.FaultProxy` in front of it, and a Hub pointed at the
+proxy), enabled by ``pytest_plugins`` in ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -14,7 +13,8 @@ import pytest
 
 from pipeline import constants
 from pipeline.hub import Hub, point_client_at
-from pipeline.localhub import FaultProxy, LocalHub, LocalHubServer, LocalHubStore
+from pipeline.localhub import LocalHub, LocalHubServer, LocalHubStore
+from tests.support.fault_proxy import FaultProxy
 
 #: The read timeout (seconds) of a client behind ``localhub_proxy``: a stalled answer costs this long.
 PROXY_READ_TIMEOUT_S = 1.0

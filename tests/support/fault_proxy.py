@@ -26,8 +26,10 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Literal, Self
+from typing import Literal
 from urllib.parse import urlsplit
+
+from pipeline.localhub import InBackground
 
 FaultKind = Literal["429", "503", "drop", "stall"]
 FAULT_KINDS: tuple[FaultKind, ...] = ("429", "503", "drop", "stall")
@@ -55,29 +57,6 @@ class ProxyFault:
             hit = matches and self.hits < self.count
         self.hits += hit
         return hit
-
-
-class InBackground:
-    """An HTTP server served from a daemon thread until :meth:`stop`; a context manager that stops it."""
-
-    def _serve(self, server: ThreadingHTTPServer, name: str) -> None:
-        self._http = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name=name, daemon=True
-        )
-        self._thread.start()
-
-    def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._http.shutdown()
-        self._http.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
 
 class FaultProxy(InBackground):

@@ -315,8 +315,6 @@ def register(spec: TaskSpec) -> None:
 for _module in filter(None, (m.strip() for m in constants.TRNCAT_TASK_MODULES.split(","))):
     register(importlib.import_module(_module).SPEC)
 
-#: Every task's name, in registry order (the built-in ones are :data:`pipeline.types.TASKS`).
-TASK_NAMES: tuple[str, ...] = tuple(REGISTRY)
 TASK_SOURCES: dict[str, TaskSource] = {name: spec.source for name, spec in REGISTRY.items()}
 DEFAULT_WORKLOADS: dict[str, Workload] = {name: spec.workload for name, spec in REGISTRY.items()}
 

@@ -22,9 +22,6 @@ QuantSupport = Literal["dequantized", "unsupported", "unverified"]
 DurationSource = Literal["history", "older-toolchain", "prior"]
 #: How an instance is paid for (runners/instances.yaml).
 PriceKind = Literal["on_demand", "capacity_block", "reserved"]
-#: How close a run's answer is to the CPU float32 reference, best first (pipeline.bench.grading); ``diverges`` is
-#: a fail at stage ``accuracy``.
-Grade = Literal["exact", "within tolerance", "bfloat16 noise", "diverges"]
 #: A serving row's workload (pipeline.serve.WORKLOADS).
 ServingWorkloadName = Literal["1k/1k", "8k/1k", "1k/1k-image", "cpu-tiny", "cpu-tiny-image"]
 #: A pinned lm-eval task a served model is scored on (pipeline.serve.EVAL_TASKS).
@@ -39,9 +36,7 @@ TASKS: tuple[str, ...] = get_args(Task)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)
-QUANT_SUPPORTS: tuple[str, ...] = get_args(QuantSupport)
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
-GRADES: tuple[str, ...] = get_args(Grade)
 SERVING_WORKLOADS: tuple[str, ...] = get_args(ServingWorkloadName)
 EVAL_TASK_NAMES: tuple[str, ...] = get_args(EvalTaskName)
 LNCS: tuple[int, ...] = get_args(Lnc)

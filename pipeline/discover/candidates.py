@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from pipeline.dataset import MAX_REASON_CHARS
 from pipeline.discover.selection import Exclusion
@@ -20,9 +20,6 @@ from pipeline.ids import architecture_name, base_model_ids, is_revision, model_i
 from pipeline.taskspec import check_task, task_source
 from pipeline.types import TASKS, VIEWS
 
-IneligibleKind = Literal[
-    "remote_code", "not_transformers", "gated", "low_priority", "incompatible", "not_found", "invalid"
-]
 #: Kinds discovery finds on the Hub (the hand-kept ones come from exclusions.yaml itself).
 DISCOVERED_KINDS: frozenset[str] = frozenset({"remote_code", "not_transformers", "gated", "not_found", "invalid"})
 #: The fields a candidate takes from its listing as they are (a listing's attribute of the same name).

@@ -42,31 +42,33 @@ class Point:
     label: str
 
 
-def fmt_params(value: float) -> str:
-    """1_235_814_400 -> '1.2B'."""
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+def _scaled(value: float, units: Sequence[tuple[float, str]], *, whole_from: float, strip: bool, last: str) -> str:
+    """``value`` in the largest of ``units`` it reaches: whole from ``whole_from`` up, else one decimal (a trailing
+    ``.0`` dropped where ``strip``); ``last`` follows a value below them all."""
+    for scale, suffix in units:
         if value >= scale:
             number = value / scale
-            return f"{number:.0f}{suffix}" if number >= 10 else f"{number:.1f}{suffix}".replace(".0", "")
-    return f"{value:.0f}"
+            text = f"{number:.0f}" if number >= whole_from else f"{number:.1f}"
+            return (text.removesuffix(".0") if strip else text) + suffix
+    return f"{value:.0f}{last}"
+
+
+def fmt_params(value: float) -> str:
+    """1_235_814_400 -> '1.2B'."""
+    return _scaled(value, ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")), whole_from=10, strip=True, last="")
 
 
 def fmt_bytes(value: float) -> str:
     """Bytes in binary units: 3_100_000_000 -> '2.9 GiB'."""
-    for scale, suffix in ((1 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if value >= scale:
-            number = value / scale
-            return f"{number:.0f} {suffix}" if number >= 100 else f"{number:.1f} {suffix}"
-    return f"{value:.0f} B"
+    units = ((1 << 40, " TiB"), (1 << 30, " GiB"), (1 << 20, " MiB"), (1 << 10, " KiB"))
+    return _scaled(value, units, whole_from=100, strip=False, last=" B")
 
 
 def fmt_si_bytes(value: float) -> str:
     """Bytes in decimal units, for log axes whose ticks fall on powers of ten: 3_100_000_000 -> '3.1 GB'."""
-    for scale, suffix in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if value >= scale:
-            number = value / scale
-            return f"{number:.0f} {suffix}" if number >= 10 else f"{number:.1f} {suffix}".replace(".0 ", " ")
-    return f"{value:.0f} B"
+    return _scaled(
+        value, ((1e12, " TB"), (1e9, " GB"), (1e6, " MB"), (1e3, " kB")), whole_from=10, strip=True, last=" B"
+    )
 
 
 def fmt_seconds(value: float) -> str:
@@ -307,14 +309,6 @@ def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Itera
     note = "device: " + ", ".join(sorted(shown)) if shown else ""
     passes = passing[0] if seen[0] else passing[1]
     del passing
-    memory = [
-        Point(float(r["params"]), float(r["peak_device_memory_bytes"]), r["task"], r["model_id"])
-        for r in passes
-        if r.get("peak_device_memory_bytes")
-    ]
-    compile_points = [
-        Point(float(r["params"]), float(r["compile_s"]), r["task"], r["model_id"]) for r in passes if r.get("compile_s")
-    ]
     newest: dict[tuple[Any, ...], tuple[Any, bool]] = {}  # (finished_at, passed): what is counted, not the row
     for row in history:
         if row.get("status") not in ("pass", "fail"):
@@ -340,46 +334,30 @@ def catalog_plots(*, task: str, latest: Iterable[dict[str, Any]], history: Itera
         return f"{len(passes)} passing row(s), none with {what} (not measured on {devices})"
 
     speed = task_view(task).speed
-    speed_plots = []
-    if speed is not None:
-        speed_points = [
-            Point(float(r["params"]), float(r[speed.column]), r["task"], r["model_id"])
-            for r in passes
-            if r.get(speed.column)
-        ]
-        speed_plots.append(
-            scatter(
-                title=f"{speed.label} vs parameters",
-                points=speed_points,
-                x_label="parameters",
-                y_label=speed.label.lower(),
-                x_fmt=fmt_params,
-                y_fmt=fmt_seconds if speed.fmt == "secs" else _rate_tick,
-                note=note,
-                empty=empty(speed.label.lower()),
-            )
-        )
+    # (row column, y axis label, its format, what a row without it lacks): the speed metric first, where it has one
+    plotted: list[tuple[str, str, Callable[[float], str], str | None]] = [
+        ("peak_device_memory_bytes", "Peak device memory", fmt_si_bytes, None),
+        ("compile_s", "Compile time", fmt_seconds, "a compile time"),
+    ]
+    if speed:
+        plotted.insert(0, (speed.column, speed.label, fmt_seconds if speed.fmt == "secs" else _rate_tick, None))
     return [
-        *speed_plots,
-        scatter(
-            title="Peak device memory vs parameters",
-            points=memory,
-            x_label="parameters",
-            y_label="peak device memory",
-            x_fmt=fmt_params,
-            y_fmt=fmt_si_bytes,
-            note=note,
-            empty=empty("peak device memory"),
-        ),
-        scatter(
-            title="Compile time vs parameters",
-            points=compile_points,
-            x_label="parameters",
-            y_label="compile time",
-            x_fmt=fmt_params,
-            y_fmt=fmt_seconds,
-            note=note,
-            empty=empty("a compile time"),
+        *(
+            scatter(
+                title=f"{label} vs parameters",
+                points=[
+                    Point(float(r["params"]), float(r[column]), r["task"], r["model_id"])
+                    for r in passes
+                    if r.get(column)
+                ],
+                x_label="parameters",
+                y_label=label.lower(),
+                x_fmt=fmt_params,
+                y_fmt=y_fmt,
+                note=note,
+                empty=empty(missing or label.lower()),
+            )
+            for column, label, y_fmt, missing in plotted
         ),
         pass_rate(
             title="Pass rate per toolchain (newest first)",

@@ -116,11 +116,6 @@ def _decades(values: Sequence[float]) -> tuple[int, int]:
     return (low, high) if high > low else (low, low + 1)
 
 
-def _shown(value: float) -> bool:
-    """Whether a log axis can show the figure: finite and positive."""
-    return math.isfinite(value) and value > 0
-
-
 _POINT_ORDER = operator.attrgetter("x", "y", "label")
 
 
@@ -151,7 +146,7 @@ def scatter(
     Returns:
         The ``<svg>`` element.
     """
-    # 0 < v < inf is _shown (NaN compares false), inline: a scatter may be handed 100,000 points.
+    # Finite and positive (NaN compares false), what a log axis can show: a scatter may be handed 100,000 points.
     kept = sorted((p for p in points if 0 < p.x < math.inf and 0 < p.y < math.inf), key=_POINT_ORDER)
     if len(kept) > MAX_POINTS:
         step = len(kept) / MAX_POINTS

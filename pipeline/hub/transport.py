@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import httpx2
-from huggingface_hub import get_session, set_client_factory
+from huggingface_hub import set_client_factory
 from huggingface_hub.utils._http import hf_request_event_hook
 
 from pipeline import constants
@@ -114,9 +114,3 @@ def install() -> None:
     if not _installed:
         set_client_factory(client_factory)
         _installed = True
-
-
-def session_transport() -> httpx2.BaseTransport | None:
-    """The transport of huggingface_hub's shared client (what the adapter's test checks)."""
-    transport = getattr(get_session(), "_transport", None)
-    return transport if isinstance(transport, httpx2.BaseTransport) else None

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from pipeline.backends.neuron import BundleInfo, check_bundle, pack_cache, unpack_bundle
-from pipeline.backends.neuron.bundle import MAX_MEMBER_BYTES, MAX_UNPACKED_BYTES, sha256_file
+from pipeline.backends.neuron.bundle import MAX_MEMBER_BYTES, MAX_UNPACKED_BYTES
 from pipeline.errors import BundleError
+from tests.support import sha256_file
 
 NEFF = b"EMULATED-NEFF trncat Neuron emulator\n" + b"\x00\x01" * 64
 

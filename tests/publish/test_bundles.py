@@ -12,11 +12,11 @@ import pytest
 
 from pipeline import constants
 from pipeline.backends.neuron import bundle_beside, pack_cache
-from pipeline.backends.neuron.bundle import sha256_file
 from pipeline.cli import main
 from pipeline.errors import StoreError
 from pipeline.publish import publish_bundles
 from pipeline.records import validate_record
+from tests.support import sha256_file
 from tests.support.records import sample_community, sample_record
 
 COMPILED = "trncat/trncat-compiled"

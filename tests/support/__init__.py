@@ -6,3 +6,14 @@
 - :mod:`~tests.support.mutation`: the mutation check of the Neuron path (``python -m tests.support.mutation``,
   its bugs in ``neuron_mutants.yaml``).
 """
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def sha256_file(path: Path) -> str:
+    """The sha256 (hex) of a file (a bundle's, as its record names it)."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -136,15 +136,6 @@ def content_problem(name: str, data: bytes, *, whole: bool = True) -> str | None
     return None
 
 
-def sha256_file(path: Path) -> str:
-    """The sha256 (hex) of a file, read in 1 MiB pieces."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for piece in iter(lambda: handle.read(CHUNK_BYTES), b""):
-            digest.update(piece)
-    return digest.hexdigest()
-
-
 #: The member types of a bundle: plain regular files (a sparse, contiguous or linked entry is none).
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE)
 _EXTENDED = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,

@@ -345,7 +345,7 @@ def test_partition_validator_refuses_overlaps_straddles_and_totals_over_64(
     tmp_path: Path, spec: str, message: str
 ) -> None:
     from pipeline.errors import ConfigError
-    from pipeline.queue import parse_partition
+    from tests.support.partitions import parse_partition
 
     result = _install_partition(tmp_path, "--partition", spec)
     assert result.returncode == 2 and message in result.stderr, result.stderr

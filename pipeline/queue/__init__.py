@@ -30,7 +30,6 @@ if TYPE_CHECKING:
         format_estimate,
         format_partition,
         layout_fleet,
-        parse_partition,
         recommend_fleet,
     )
     from pipeline.queue.matrix import (

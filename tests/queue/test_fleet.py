@@ -20,10 +20,10 @@ from pipeline.queue import (
     format_estimate,
     layout_fleet,
     param_bucket,
-    parse_partition,
     simulate,
 )
 from tests import FIXTURES
+from tests.support.partitions import parse_partition
 from tests.support.records import fake_revision, sample_record
 
 TOOLCHAIN = {"neuronx_cc": "2.21.0", "torch_neuronx": "2.14.0", "transformers": "5.0.0"}

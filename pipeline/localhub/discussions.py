@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from pipeline.errors import StoreError
@@ -17,20 +18,9 @@ class DiscussionStore:
     lock: threading.RLock
     _counter: int
 
-    def get(self, repo_id: str, *, repo_type: str = "model") -> Repo:
-        raise NotImplementedError
-
-    def _add_commit(
-        self,
-        repo: Repo,
-        ref: str,
-        *,
-        parent: str | None,
-        changes: dict[str, dict[str, Any] | None],
-        message: str,
-        description="",
-    ) -> str:
-        raise NotImplementedError
+    # The store's own (pipeline.localhub.storage.LocalHubStore), which this half calls.
+    get: Callable[..., Repo]
+    _add_commit: Callable[..., str]
 
     def open_pull_request(self, repo: Repo, *, title: str, author: str, description: str = "") -> int:
         """Create refs/pr/N from main and its discussion; returns N."""

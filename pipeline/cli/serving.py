@@ -53,7 +53,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     add_price_args(p, what="the row's price and cost")
     p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
-    p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
+    p.add_argument(
+        "--group", type=int, help="points per load-generator run (default 1; more: a crash loses the whole group)"
+    )
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument("--model-id", help="the id a local folder is recorded under (default: local/<folder name>)")
     p.add_argument(

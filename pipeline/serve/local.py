@@ -143,7 +143,8 @@ class ServeOptions:
         pricing / instance_type / instance_chips: The price table, the instance and its chips: the share of the
             instance a cost is charged is ``chips`` of ``instance_chips`` (default: the instance's own, from
             :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a GPU one).
-        group: Points per guidellm run (default: every point on the CPU, else 1).
+        group: Points per guidellm run (default 1: each point's report is kept as it is measured, so an engine
+            that dies mid-sweep loses only the point in flight; more: less start-up, a crash loses the group).
         warm_restart: Time a second start of the engine after a pass.
         source: The record's ``run.source``.
         eval_task: The task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
@@ -258,8 +259,7 @@ def serve_folder(
         weight_dtype=dtype,
         slo=options.slo,
         pricing=options.pricing,
-        # on the CPU one guidellm run sweeps every point (its start-up dominates a tiny model's points)
-        group=options.group or (len(workload.concurrencies) if device == "cpu" else 1),
+        group=options.group or 1,  # one point per guidellm run: a crash loses the point in flight only
         warm_restart=options.warm_restart,
         engine_versions={
             "vllm": package_version("vllm"),

@@ -17,6 +17,7 @@ engine (SIGKILL, from outside) at concurrency 2 and crash with no report, as gui
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import http.server
 import json
@@ -29,7 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-REPORT = Path(__file__).resolve().parent.parent / "fixtures" / "guidellm-report.json"
+ROOT = Path(__file__).resolve().parent.parent.parent
+REPORT = ROOT / "tests" / "fixtures" / "guidellm-report.json"
 WORKER = "import time; time.sleep(600)"
 
 
@@ -149,6 +151,63 @@ def loadgen(argv: list[str]) -> None:
 def evaluate() -> None:
     _note("evaluator")
     _at("evaluating")
+
+
+# -- the test side ------------------------------------------------------------------------------------------
+def model_folder(root: Path) -> Path:
+    """A model folder the stand-in engine serves (no weights: nothing reads them)."""
+    folder = root / "tiny-model"
+    folder.mkdir(exist_ok=True)
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+def start_serve(tmp: Path, stage: str, sig: str, *args: str, folder: Path | None = None) -> subprocess.Popen[bytes]:
+    """``trncat serve`` of a stand-in model at concurrency 1 and 2 with the stand-ins, its processes noted in
+    ``tmp/pids``, its record at ``tmp/out/record.json``, its register under ``tmp`` (``TMPDIR``)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), "STANDIN_PIDS": str(tmp / "pids")}
+    env |= {"STANDIN_STAGE": stage, "STANDIN_SIGNAL": sig}
+    argv = [sys.executable, "-m", "tests.serve.standins", "serve", str(folder or model_folder(tmp))]
+    argv += ["--out", str(tmp / "out" / "record.json"), "--work", str(tmp / "work"), "--concurrency", "1,2"]
+    argv += ["--no-warm-restart", *(["--eval", "trncat-tiny-arith"] if stage == "evaluating" else []), *args]
+    return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def started(tmp: Path) -> list[tuple[str, int, int]]:
+    """Every process the stand-ins started: (role, pid, process group)."""
+    path = tmp / "pids"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return [(role, int(pid), int(pgid)) for role, pid, pgid in (line.split() for line in lines)]
+
+
+def alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def left(processes: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
+    """The processes (by PID) and groups (by process group id) still alive."""
+    from pipeline.backends import group_members
+
+    groups = {pgid for _, _, pgid in processes}
+    return [p for p in processes if alive(p[1])] + [("group", 0, g) for g in groups if group_members(g)]
+
+
+def end(processes: list[tuple[str, int, int]]) -> None:
+    """End what a failed test left: each group of its own, else each process (never this test's own group)."""
+    from pipeline.backends import group_members
+
+    for _, pid, pgid in processes:
+        with contextlib.suppress(ProcessLookupError):
+            if pgid != os.getpgid(0) and group_members(pgid):
+                os.killpg(pgid, signal.SIGKILL)
+            elif alive(pid):
+                os.kill(pid, signal.SIGKILL)
 
 
 def serve(argv: list[str]) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -24,6 +25,7 @@ from pipeline.serve import (
 from pipeline.serve import sweep as sweep_module
 from pipeline.serve.loadgen import LoadRun
 from tests.serve.conftest import fake_engine_argv, report_of
+from tests.serve.standins import end, left, start_serve, started
 
 if TYPE_CHECKING:
     from guidellm.benchmark import GenerativeBenchmarksReport
@@ -179,3 +181,19 @@ def test_a_load_generator_that_measures_nothing_is_an_infra_error(
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("run", "loadgen_failed")
     assert "Invalid value" in record["failure"]["message"]
     assert validate_record(record) == []
+
+
+@pytest.mark.slow
+def test_an_engine_killed_mid_sweep_loses_only_the_point_in_flight_and_the_record_says_which(tmp_path: Path) -> None:
+    """Issue 48.3: on the CPU one guidellm run swept every point, and an engine killed at concurrency 2 lost all."""
+    serve = start_serve(tmp_path, "engine-dies", "TERM")  # `trncat serve` as a user runs it: the default grouping
+    try:
+        output = serve.communicate(timeout=120)[0].decode()
+        record = json.loads((tmp_path / "out" / "record.json").read_text(encoding="utf-8"))
+        assert [p["concurrency"] for p in record["serving"]["points"]] == [1], output  # measured before it died
+        assert "at concurrency 2" in record["serving"]["stopped"] and "at concurrency 2" in record["failure"]["message"]
+        assert validate_record(record) == []
+        assert left(started(tmp_path)) == []
+    finally:
+        serve.kill()
+        end(started(tmp_path))

@@ -10,11 +10,9 @@ the real guidellm.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -29,6 +27,7 @@ from pipeline.backends import group_members
 from pipeline.cli import main
 from pipeline.records import validate_record
 from tests import ROOT
+from tests.serve.standins import alive, end, left, start_serve, started
 
 #: The stages a stand-in signals at, and what the record says of each: where, the record's stage, points kept.
 STAGES: dict[str, tuple[str, str, list[int]]] = {
@@ -45,63 +44,6 @@ ROLES = {
     "between": {"engine", "loadgen"},
     "evaluating": {"engine", "loadgen", "evaluator"},
 }
-
-
-def model_folder(root: Path) -> Path:
-    """A model folder the stand-in engine serves (no weights: nothing reads them)."""
-    folder = root / "tiny-model"
-    folder.mkdir(exist_ok=True)
-    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"]}
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    return folder
-
-
-def start_serve(tmp: Path, stage: str, sig: str, *args: str, folder: Path | None = None) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), "STANDIN_PIDS": str(tmp / "pids")}
-    env |= {"STANDIN_STAGE": stage, "STANDIN_SIGNAL": sig}
-    argv = [sys.executable, "-m", "tests.serve.standins", "serve", str(folder or model_folder(tmp))]
-    argv += [
-        "--out",
-        str(tmp / "out" / "record.json"),
-        "--work",
-        str(tmp / "work"),
-        "--concurrency",
-        "1,2",
-        "--group",
-        "1",
-    ]
-    argv += ["--no-warm-restart", *(["--eval", "trncat-tiny-arith"] if stage == "evaluating" else []), *args]
-    return subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def started(tmp: Path) -> list[tuple[str, int, int]]:
-    """Every process the stand-ins started: (role, pid, process group)."""
-    path = tmp / "pids"
-    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
-    return [(role, int(pid), int(pgid)) for role, pid, pgid in (line.split() for line in lines)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def left(processes: list[tuple[str, int, int]]) -> list[tuple[str, int, int]]:
-    """The processes (by PID) and groups (by process group id) still alive."""
-    groups = {pgid for _, _, pgid in processes}
-    return [p for p in processes if _alive(p[1])] + [("group", 0, g) for g in groups if group_members(g)]
-
-
-def end(processes: list[tuple[str, int, int]]) -> None:
-    """End what a failed test left: each group of its own, else each process (never this test's own group)."""
-    for _, pid, pgid in processes:
-        with contextlib.suppress(ProcessLookupError):
-            if pgid != os.getpgid(0) and group_members(pgid):
-                os.killpg(pgid, signal.SIGKILL)
-            elif _alive(pid):
-                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.slow
@@ -202,7 +144,7 @@ def test_guidellm_killed_leaves_none_of_its_workers(tmp_path: Path, tokenizer_mo
         load = run_guidellm(doc, tmp_path, timeout_s=300, name="points")
         killer.join()
     assert load.returncode != 0 and len(guidellm) >= 3
-    assert [pid for pid in guidellm if _alive(pid)] == []  # by PID: its workers went with it
+    assert [pid for pid in guidellm if alive(pid)] == []  # by PID: its workers went with it
 
 
 @pytest.mark.slow
@@ -222,7 +164,7 @@ def test_sigint_to_serve_under_guidellm_leaves_none_of_guidellm_s_processes(
         serve.send_signal(signal.SIGINT)
         output = serve.communicate(timeout=120)[0].decode()
         assert serve.returncode == 128 + signal.SIGINT, output
-        assert [pid for pid in guidellm if _alive(pid)] == [] and group_members(leader.pid) == []
+        assert [pid for pid in guidellm if alive(pid)] == [] and group_members(leader.pid) == []
         assert left(started(tmp_path)) == []  # the engine's group too
         record = json.loads((tmp_path / "out" / "record.json").read_text(encoding="utf-8"))
         assert record["failure"]["code"] == "interrupted"

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import owned_group
+import psutil
+
+from pipeline.backends import group_members, owned_group
 from pipeline.errors import BenchError
 
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
@@ -262,6 +264,17 @@ class Engine:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def holds_port(self) -> bool:
+        """Whether a process of the engine's group listens on its port (and not some other server)."""
+        for pid in group_members(self.process.pid) if self.process is not None else []:
+            try:
+                sockets = psutil.Process(pid).net_connections(kind="tcp")
+            except psutil.Error:
+                continue
+            if any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == self.spec.port for s in sockets):
+                return True
+        return False
+
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
         try:
             text = self.log_path.read_bytes()[-chars * 2 :].decode("utf-8", errors="replace")
@@ -287,6 +300,10 @@ class Engine:
                 message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
                 raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
+                if not self.holds_port():  # another server took the port after the check, and answers on it
+                    message = (f"port {self.spec.port} answers on loopback, but no process of the engine's group "
+                               "listens on it: another server took it after the check")  # fmt: skip
+                    raise EngineStartError("port_in_use", message, self.log_tail())
                 self.ready_s = time.monotonic() - self._started
                 return self.ready_s
             if clock() > deadline:

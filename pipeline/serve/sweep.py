@@ -2,15 +2,18 @@
 warm restart, and write one record (its ``serving`` section).
 
 Faults, each with a verdict and a reason: an engine that never becomes ready is an ``error`` record (infra) with
-its log tail; a port in use, an out-of-memory at start and a model the engine refuses each name their code; a
-point whose requests fail is kept with its success rate and ends the sweep; an engine that dies mid-sweep keeps
-the points measured, says so, and its whole process group is stopped (no server process is left behind).
+its log tail; an engine that stops, at start or mid-sweep, is classified by ``trncat bench``'s rules on its exit
+status and log (killed from outside, a taken port, a full disk: ``error``; a broken config, an out-of-memory, a
+model it refuses: ``fail``); a point whose requests fail is kept with its success rate and ends the sweep; an
+engine that dies mid-sweep keeps the points measured, says at which concurrency, and its whole process group is
+stopped (no server process is left behind).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -19,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends import Stopped, stopped_by
-from pipeline.bench import INTERRUPTED
+from pipeline.bench import INTERRUPTED, classify
 from pipeline.prices import Pricing
 from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
@@ -30,7 +33,20 @@ from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel,
 
 logger = logging.getLogger(__name__)
 
-_STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
+#: The last line of a Python traceback: the exception's type.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): ", re.MULTILINE)
+
+
+def _engine_failure(engine: Engine, message: str, log: str, *, stage: str) -> tuple[str, dict[str, str]]:
+    """The verdict on an engine that stopped (at start, or under load): the rules ``trncat bench`` classifies its
+    child with (:func:`pipeline.bench.classify`, on the engine's exit status and log), so that one event is one
+    verdict in both: killed from outside an ``error`` (retried), a taken port, a full disk ``error``s, a broken
+    config or an out-of-memory the model's ``fail``."""
+    returncode = engine.process.returncode if engine.process is not None else None
+    raised = _RAISED.findall(log)  # the exception its traceback ended with, as bench's child reports its own
+    found = classify(exc_type=raised[-1] if raised else None, exit_code=returncode, message=f"{message}\n{log}",
+                     stage_hint=stage)  # fmt: skip
+    return found.status, _failure(found.stage, found.code, message)
 
 
 @dataclass
@@ -111,8 +127,9 @@ def _sweep(
 ) -> tuple[str | None, str | None]:
     """Sweep, keeping each point in ``progress`` as it is measured; returns why the sweep stopped early (None: it
     ran to the end) and a failure code: ``engine_died`` (the engine exited under load: the points measured before
-    are kept), ``loadgen_failed`` (guidellm measured nothing of a group while the engine was up: infra). A stop
-    asked for from outside (:func:`pipeline.backends.stopped_by`) ends it after the point in flight."""
+    are kept; its verdict is :func:`_engine_failure`'s), ``loadgen_failed`` (guidellm measured nothing of a group
+    while the engine was up: infra). A stop asked for from outside (:func:`pipeline.backends.stopped_by`) ends it
+    after the point in flight."""
     points, commands = progress.points, progress.commands
     levels = list(workload.concurrencies)
     progress.stage = "run"
@@ -130,7 +147,8 @@ def _sweep(
             return None, None
         if not engine.alive():  # first: its requests failing after it died says nothing about the load it took
             points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
-            reason = f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}"
+            code = engine.process.returncode if engine.process is not None else None
+            reason = f"the engine exited with {code} under load at concurrency {group[0]}: {engine.log_tail(400)}"
             return reason, "engine_died"
         for point in measured:
             points.append(point)
@@ -188,7 +206,7 @@ def serve_model(
                 ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
                 stopped, died = _sweep(engine, spec, workload, run, folder, progress)
                 if died == "engine_died":
-                    status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+                    status, failure = _engine_failure(engine, stopped or "", engine.log_tail(), stage="run")
                 elif died:  # the load generator, not the model: an infra error
                     status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
                     log_tail = engine.log_tail()
@@ -200,9 +218,11 @@ def serve_model(
         except Stopped:
             pass  # a stop asked for before a tool started: the verdict below
         except EngineStartError as exc:
-            status = "error"
-            failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
             log_tail = exc.log_tail or engine.log_tail()
+            if exc.code == "not_ready":  # alive but never ready in the time given
+                status, failure = "error", _failure("timeout", "engine_not_ready", str(exc))
+            else:
+                status, failure = _engine_failure(engine, str(exc), log_tail, stage="load")
         if (signum := stopped_by()) is not None:
             status, failure = "error", _interrupted(signum, progress)
             evaluation = evaluation if evaluation and evaluation["score"] is not None else None

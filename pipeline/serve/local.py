@@ -146,6 +146,7 @@ class ServeOptions:
         group: Points per guidellm run (default 1: each point's report is kept as it is measured, so an engine
             that dies mid-sweep loses only the point in flight; more: less start-up, a crash loses the group).
         warm_restart: Time a second start of the engine after a pass.
+        ready_timeout_s: Seconds the engine has to answer ``/health`` (each start); then the run is an ``error``.
         source: The record's ``run.source``.
         eval_task: The task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
         warm_from / require_warm: On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under
@@ -167,6 +168,7 @@ class ServeOptions:
     instance_type: str | None = None
     group: int | None = None
     warm_restart: bool = True
+    ready_timeout_s: float = 900.0
     source: str = "local"
     work: Path | None = None
     eval_task: EvalTask | None = None
@@ -261,6 +263,7 @@ def serve_folder(
         pricing=options.pricing,
         group=options.group or 1,  # one point per guidellm run: a crash loses the point in flight only
         warm_restart=options.warm_restart,
+        ready_timeout_s=options.ready_timeout_s,
         engine_versions={
             "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),

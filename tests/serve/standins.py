@@ -10,8 +10,9 @@ so a test can check by PID and process group that nothing of a run is left.
 ``$STANDIN_STAGE`` names the stage at which a stand-in sends ``$STANDIN_SIGNAL`` (TERM, INT, KILL) to its parent,
 ``trncat serve``, and then holds on: ``starting`` (the engine, before it answers), ``warm-up`` and ``mid-point``
 (the load generator, after its first warm-up or measured request), ``between`` (the load generator, once the first
-point's report is written), ``evaluating`` (the evaluator). ``engine-dies`` makes the load generator kill the
-engine (SIGKILL, from outside) at concurrency 2 and crash with no report, as guidellm does.
+point's report is written), ``evaluating`` (the evaluator); at ``never-ready`` the engine never answers.
+``engine-dies`` makes the load generator kill the engine (SIGKILL, from outside) at concurrency 2 and crash with
+no report, as guidellm does.
 ``$STANDIN_ENGINE=guidellm-mock`` serves with guidellm's own mock server instead (for the real guidellm).
 """
 
@@ -83,6 +84,8 @@ def engine(port: int) -> None:
     _note("engine")
     print("stand-in engine: starting", flush=True)
     _at("starting")
+    if os.environ.get("STANDIN_STAGE") == "never-ready":
+        time.sleep(600)
     if os.environ.get("STANDIN_ENGINE") == "guidellm-mock":
         from guidellm.mock_server import MockServer
         from guidellm.schemas.mock_server import MockServerConfig

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -258,3 +259,30 @@ class _Answers(__import__("http.server").server.BaseHTTPRequestHandler):
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_ready_timeout_that_is_no_positive_number_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "/nonexistent", "--ready-timeout", value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--ready-timeout" in err and "above 0" in err and "Traceback" not in err
+
+
+def test_the_ready_timeout_is_settable_and_an_engine_never_ready_ends_in_it(tmp_path: Path) -> None:
+    """Issue 48.6: an engine that never became ready held the run for 900 s, which the CLI could not set."""
+    started_at = time.monotonic()
+    serve = start_serve(tmp_path, "never-ready", "TERM", "--ready-timeout", "2")
+    try:
+        output = serve.communicate(timeout=120)[0].decode()
+        assert serve.returncode == 1, output
+        record = json.loads((tmp_path / "out" / "record.json").read_text(encoding="utf-8"))
+        assert (record["status"], record["failure"]["code"]) == ("error", "engine_not_ready")
+        assert "not ready after 2 s" in record["failure"]["message"]
+        assert time.monotonic() - started_at < 60 and left(started(tmp_path)) == []
+    finally:
+        serve.kill()
+        end(started(tmp_path))

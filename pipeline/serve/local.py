@@ -289,7 +289,7 @@ def serve_folder(
             (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
         stop = stopped_by()
     if stop is not None:  # the record says so; the command ends as a stopped one does
-        error = BenchError(f"stopped by {signal.Signals(stop).name}: the error record is at {out}")
+        error = BenchError(f"stopped by {signal.Signals(stop).name}: the record of what was measured is at {out}")
         error.exit_code = 128 + stop
         raise error
     return record

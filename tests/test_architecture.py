@@ -42,8 +42,9 @@ ALLOWED: dict[str, set[str]] = {
     "render": {"backends"},
     "page": {"backends", "records"},
     # serve drives an engine with a load generator and writes a record (hardware from backends, checks from records;
-    # the serving smoke's tiny model from testing; a Hub model's files and the remote-code gate from models).
-    "serve": {"backends", "hub", "models", "records", "testing"},
+    # the serving smoke's tiny model from testing; a Hub model's files and the remote-code gate from models; the one
+    # failure classification from bench, so that one event is one verdict in both).
+    "serve": {"backends", "bench", "hub", "models", "records", "testing"},
     "dataset": {"page", "records", "render"},
     "discover": {"dataset", "hub", "records"},
     "queue": {"dataset", "discover", "hub", "plan", "records"},

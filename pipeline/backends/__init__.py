@@ -3,8 +3,8 @@
 A backend knows its device: the device string, how to synchronize, whether and how to compile, its peak
 memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
 is shared (``tests/backends/test_backends.py`` checks that swapping the backend is the only difference).
-:mod:`~pipeline.backends.groups` ends the process group a device's run leads (the benchmark child's, a serving
-engine's): the one stop both use.
+:mod:`~pipeline.backends.groups` owns the process group a device's run leads (the benchmark child's, a serving
+engine's, its load generator's): the one stop, signal handler and ``trncat reap`` register both use.
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
 Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipeline.serve` (the engine's stop),
@@ -17,7 +17,16 @@ from __future__ import annotations
 import functools
 
 from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
-from pipeline.backends.groups import group_members, stop_group
+from pipeline.backends.groups import (
+    Stopped,
+    group_members,
+    owned_group,
+    reap_orphans,
+    registered,
+    stop_group,
+    stopped_by,
+    stopping_on_signals,
+)
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
@@ -56,8 +65,14 @@ __all__ = [
     "Backend",
     "backend_class",
     "get_backend",
+    "Stopped",
     "group_members",
+    "owned_group",
     "package_version",
+    "reap_orphans",
+    "registered",
     "stop_group",
+    "stopped_by",
+    "stopping_on_signals",
     "world_of",
 ]

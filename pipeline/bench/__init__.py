@@ -14,7 +14,8 @@
 May import: the top-level modules, :mod:`pipeline.backends` (the device), :mod:`pipeline.models` (fetch and
 gates), :mod:`pipeline.plan` (sizing and the workload a run gets), :mod:`pipeline.records`, :mod:`pipeline.hub`
 (typing; the caller passes the ``Hub``) and :mod:`pipeline.testing` (the smoke's tiny model). Imported by: the
-CLI (``trncat bench``, ``trncat doctor``, ``trncat reap``, the demo).
+CLI (``trncat bench``, ``trncat doctor``, the demo) and :mod:`pipeline.serve` (the one classification of a
+failure: an engine's, as a benchmark child's).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.bench.doctor import Check, Report, run_checks
-    from pipeline.bench.process import reap_orphans
+    from pipeline.bench.failures import INTERRUPTED, Classification, classify
     from pipeline.bench.run import BenchOptions, bench_model, plan_summary, resolve
     from pipeline.bench.smoke import smoke, smoke_line
 

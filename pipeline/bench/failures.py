@@ -8,7 +8,8 @@ wins**, so the order is part of the contract:
 1. ``timeout`` -- the harness's timeout fired; whatever the child printed while being killed is noise.
 2. ``remote_code`` -- our own ``RemoteCodeRefused``: the model needs ``trust_remote_code``.
 3. Infrastructure, status ``error`` (retried, never published as an incompatibility): disk full (first: a
-   download that fills the disk surfaces as a Hub error), Neuron device not found, NeuronCores busy, Neuron
+   download that fills the disk surfaces as a Hub error), a port another server holds (a serving engine's),
+   Neuron device not found, NeuronCores busy, Neuron
    runtime init failure, network/download error. They come before the model rules because their symptoms
    surface inside load or compile errors (a tokenizer that "cannot be loaded" because the Hub was unreachable
    is not a missing tokenizer).
@@ -52,12 +53,17 @@ from pipeline.types import STAGES, STATUSES
 
 __all__ = [
     "HOST_OOM_HINT",
+    "INTERRUPTED",
     "RULES",
     "Classification",
     "MatchContext",
     "Rule",
     "classify",
 ]
+
+#: The failure code of a run stopped by a signal to ``trncat bench`` or ``trncat serve`` (status ``error``:
+#: retried, never published): set by the caller, which knows it asked for the stop, before any rule is tried.
+INTERRUPTED = "interrupted"
 
 #: Phrase the harness puts in the message when its own memory watchdog kills a child, so that a SIGKILL
 #: with this hint is classified as host OOM rather than a crash.
@@ -227,6 +233,10 @@ RULES: tuple[Rule, ...] = (
     # A full disk first: a download that fills it surfaces as a Hub error, which the network rule would take.
     Rule("disk_full", "error", "load", "disk_full", stage_from_hint=True,
          pattern=_any(r"No space left on device", r"\[Errno 28\]", r"\bENOSPC\b", r"Disk quota exceeded")),
+    # A port another server holds (a serving engine's bind, or trncat's own check of who answers on it).
+    Rule("port_in_use", "error", "load", "port_in_use", stage_from_hint=True,
+         pattern=_any(r"address already in use", r"\[Errno 98\]", r"\bEADDRINUSE\b",
+                      r"\bport \d+ (?:is in use|answers) on loopback")),
     Rule("device_not_found", "error", "load", "device_not_found", stage_from_hint=True,
          pattern=_any(r"no neuron devices? (?:found|available)", r"instance has no neuron devices",
                       r"failed to discover neuron devices", r"Could not open the (?:nd\d+|device index)",

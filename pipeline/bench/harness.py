@@ -20,7 +20,7 @@ import psutil
 from pipeline import constants
 from pipeline.backends import Backend, package_version
 from pipeline.bench import agreement, verify
-from pipeline.bench.failures import HOST_OOM_HINT, classify
+from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchSpec
@@ -58,10 +58,6 @@ def metric_fields(task: str) -> tuple[str, ...]:
     :data:`~pipeline.records.OPTIONAL_METRICS` are added when measured)."""
     own = set(task_spec(task).metric_fields)
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
-
-
-#: The failure code of a run stopped by a signal to ``trncat bench`` (status ``error``: retried, never published).
-INTERRUPTED = "interrupted"
 
 
 def interrupted(signum: int, stage: str) -> dict[str, str]:

@@ -6,9 +6,9 @@ parent reads it while waiting (to show progress) and once the child is gone (to 
 The child runs in its own session, so nothing aimed at the parent reaches it. Inside :func:`stopping_on_signals`
 a SIGTERM, SIGINT or SIGHUP to the parent ends the running child's process group, starts no other child, and
 the caller writes an ``error`` record (:func:`stopped_by` says which signal). A parent killed outright (SIGKILL)
-cannot: each child is registered in :func:`children_dir` while it runs, and :func:`reap_orphans` (run before
-every bench, and by ``trncat reap`` in the benchmark job's cleanup) ends the group of every registered child
-whose parent is gone.
+cannot: each child is registered while it runs, and :func:`reap_orphans` (run before every bench, and by ``trncat
+reap`` in the benchmark job's cleanup) ends the group of every registered child whose parent is gone. The signal
+handler and the register are :mod:`pipeline.backends.groups`'s, which ``trncat serve`` shares.
 """
 
 from __future__ import annotations
@@ -18,20 +18,18 @@ import datetime as dt
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from pipeline.backends import stop_group
+from pipeline.backends import registered, stop_group, stopped_by
 from pipeline.bench.spec import BenchSpec
 
 logger = logging.getLogger(__name__)
@@ -70,116 +68,6 @@ def _tree_rss(process: psutil.Process) -> int:
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     """End the child's whole process group at once and reap the child (its exit status is the record's)."""
     stop_group(proc, grace_s=None, ask_first=False)
-
-
-# -- a stop asked for from outside ----------------------------------------------------------------------
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-_stop: list[int] = []  # the signal received inside stopping_on_signals, if any
-
-
-def stopped_by() -> int | None:
-    """The signal that asked this bench to stop (inside :func:`stopping_on_signals`), or None."""
-    return _stop[0] if _stop else None
-
-
-@contextlib.contextmanager
-def stopping_on_signals() -> Iterator[None]:
-    """Within the block, SIGTERM, SIGINT and SIGHUP do not end the process: they end the running child's process
-    group (:func:`run_child` polls for it), no other child starts, and :func:`stopped_by` names the signal, so
-    that the caller still writes a record. Outside the main thread (no handler can be set there) it does
-    nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def handle(signum: int, _frame: object) -> None:
-        if not _stop:
-            _stop.append(signum)
-            logger.warning("%s received: ending the benchmark child, then writing an error record",
-                           signal.Signals(signum).name)  # fmt: skip
-
-    previous = {sig: signal.signal(sig, handle) for sig in STOP_SIGNALS}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        _stop.clear()
-
-
-# -- children a killed parent left behind ---------------------------------------------------------------
-def children_dir() -> Path:
-    """This user's folder of running benchmark children (one file per child's process group)."""
-    return Path(tempfile.gettempdir()) / f"trncat-children-{os.getuid()}"
-
-
-def _own_dir() -> Path | None:
-    """:func:`children_dir`, made private to this user; None when another user owns it or it is a link."""
-    folder = children_dir()
-    try:
-        folder.mkdir(mode=0o700, exist_ok=True)
-        info = folder.lstat()
-    except OSError:
-        return None
-    if folder.is_symlink() or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        logger.warning("%s is not this user's private folder: benchmark children are not registered", folder)
-        return None
-    return folder
-
-
-def _started(pid: int) -> float | None:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return None
-
-
-@contextlib.contextmanager
-def registered(pid: int) -> Iterator[None]:
-    """Register the child ``pid`` (its process group's id) while the block runs, for :func:`reap_orphans`."""
-    folder = _own_dir()
-    entry = folder / f"{pid}.json" if folder is not None else None
-    if entry is not None:
-        me = {"pgid": pid, "child_started": _started(pid), "parent": os.getpid()}
-        me["parent_started"] = _started(os.getpid())
-        with contextlib.suppress(OSError):
-            entry.write_text(json.dumps(me), encoding="utf-8")
-    try:
-        yield
-    finally:
-        if entry is not None:
-            entry.unlink(missing_ok=True)
-
-
-def reap_orphans() -> list[int]:
-    """End the process group of every registered child whose parent is gone (killed outright); returns them.
-
-    A group is ended only while its leader is the registered process (the same start time), or gone with
-    members of its group left: a reused pid is never taken for a child of ours.
-    """
-    folder = _own_dir()
-    if folder is None:
-        return []
-    ended: list[int] = []
-    for entry in sorted(folder.glob("*.json")):
-        try:
-            me = json.loads(entry.read_text(encoding="utf-8"))
-            pgid, parent = int(me["pgid"]), int(me["parent"])
-        except (OSError, ValueError, TypeError, KeyError):
-            entry.unlink(missing_ok=True)
-            continue
-        if me.get("parent_started") is not None and _started(parent) == me["parent_started"]:
-            continue  # its bench is still running
-        leader = _started(pgid)
-        if leader is None or leader == me.get("child_started"):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-                ended.append(pgid)
-                logger.warning("ended the process group %d of a benchmark child whose trncat bench was killed", pgid)
-            except (ProcessLookupError, PermissionError):
-                pass
-        entry.unlink(missing_ok=True)
-    return ended
 
 
 _STAGE_WORDS = {"load": "loading the model", "compile": "first call (compiling)", "run": "timed runs"}

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import fsatomic
-from pipeline.backends import Backend
+from pipeline.backends import Backend, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
-from pipeline.bench.process import reap_orphans, stopped_by, stopping_on_signals
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import Family, ResolvedModel, folder_family, resolve_local

@@ -53,8 +53,17 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     add_price_args(p, what="the row's price and cost")
     p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
-    p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
+    p.add_argument(
+        "--group", type=int, help="points per load-generator run (default 1; more: a crash loses the whole group)"
+    )
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
+    p.add_argument(
+        "--ready-timeout",
+        type=_seconds,
+        default=900.0,
+        metavar="S",
+        help="seconds the engine has to answer /health before the run is an error (default: %(default)g)",
+    )
     p.add_argument("--model-id", help="the id a local folder is recorded under (default: local/<folder name>)")
     p.add_argument(
         "--revision",
@@ -87,6 +96,16 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         type=Path,
         help="where the engine's logs, guidellm's reports and serve.sh go (default: beside --out)",
     )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, not {text[:80]!r}")
+    return value
 
 
 def _sha256(text: str) -> str:
@@ -140,6 +159,7 @@ def _serve(args: argparse.Namespace) -> int:
             instance_type=args.instance_type,
             group=args.group,
             warm_restart=not args.no_warm_restart,
+            ready_timeout_s=args.ready_timeout,
             source=args.source,
             work=args.work,
             eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,

@@ -77,15 +77,16 @@ def _reap_args(p: argparse.ArgumentParser) -> None:
 
 @command(
     "reap",
-    help="End the benchmark children a killed trncat bench left running (the benchmark job's cleanup step).",
+    help="End what a killed trncat bench or serve left running: its benchmark child, engine, load generator "
+    "(the benchmark job's cleanup step).",
     example="trncat reap",
     arguments=_reap_args,
 )
 def _reap(args: argparse.Namespace) -> int:
-    from pipeline.bench import reap_orphans
+    from pipeline.backends import reap_orphans
 
     ended = reap_orphans()
-    print(f"ended {len(ended)} process group(s) of benchmark children whose trncat bench was killed", flush=True)
+    print(f"ended {len(ended)} process group(s) of children whose trncat bench or serve was killed", flush=True)
     return 0
 
 

@@ -17,7 +17,8 @@ section (every point as the load generator reported it, its cost, the headline a
 
 May import: :mod:`pipeline.backends` (a record's hardware and versions), :mod:`pipeline.records` (its checks),
 :mod:`pipeline.models` (a Hub model's files, no code file; the remote-code gate), :mod:`pipeline.hub` (typing),
-:mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s) and the top-level modules.
+:mod:`pipeline.testing` (the serving smoke's tiny model, as ``trncat doctor --smoke``'s), :mod:`pipeline.bench`
+(the one failure classification: an engine's fault is classified as a benchmark child's) and the top-level modules.
 Imported by: the CLI (``trncat serve``, the demo) and the benchmarks.
 """
 

@@ -11,6 +11,7 @@ Three engines, one contract (an HTTP server on loopback with ``/health`` and ``/
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -28,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import stop_group
+import psutil
+
+from pipeline.backends import group_members, owned_group
 from pipeline.errors import BenchError
 
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
@@ -238,21 +241,20 @@ class Engine:
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_s: float | None = None
+        self._owned = contextlib.ExitStack()
 
     def __enter__(self) -> Engine:
+        """Start the engine in a process group of its own, registered for ``trncat reap``
+        (:func:`pipeline.backends.owned_group`).
+
+        Raises:
+            EngineStartError: the port is taken already.
+            Stopped: a stop was asked for before the engine started.
+        """
         if port_in_use(self.spec.port):
             raise EngineStartError("port_in_use", f"port {self.spec.port} is in use on loopback before the start")
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **self.spec.env}
-        with self.log_path.open("wb") as log:
-            self.process = subprocess.Popen(  # noqa: S603 - argv built above, no shell
-                list(self.spec.argv),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                start_new_session=True,
-            )
+        self.process = self._owned.enter_context(owned_group(self.spec.argv, log=self.log_path, env=env))
         self._started = time.monotonic()
         return self
 
@@ -261,6 +263,17 @@ class Engine:
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    def holds_port(self) -> bool:
+        """Whether a process of the engine's group listens on its port (and not some other server)."""
+        for pid in group_members(self.process.pid) if self.process is not None else []:
+            try:
+                sockets = psutil.Process(pid).net_connections(kind="tcp")
+            except psutil.Error:
+                continue
+            if any(s.status == psutil.CONN_LISTEN and s.laddr and s.laddr.port == self.spec.port for s in sockets):
+                return True
+        return False
 
     def log_tail(self, chars: int = LOG_TAIL_CHARS) -> str:
         try:
@@ -287,6 +300,10 @@ class Engine:
                 message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
                 raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
+                if not self.holds_port():  # another server took the port after the check, and answers on it
+                    message = (f"port {self.spec.port} answers on loopback, but no process of the engine's group "
+                               "listens on it: another server took it after the check")  # fmt: skip
+                    raise EngineStartError("port_in_use", message, self.log_tail())
                 self.ready_s = time.monotonic() - self._started
                 return self.ready_s
             if clock() > deadline:
@@ -295,11 +312,10 @@ class Engine:
                 raise EngineStartError(code, f"{self.spec.engine} was not ready after {timeout_s:g} s", tail)
             time.sleep(poll_s)
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after ``grace_s``
-        (the workers that outlived their parent too), until no live process of the group remains."""
-        if self.process is not None:
-            stop_group(self.process, grace_s=grace_s)
+    def stop(self) -> None:
+        """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after 10 s (the workers
+        that outlived their parent too), until no live process of the group remains; then deregister it."""
+        self._owned.close()
 
 
 def _healthy(base_url: str) -> bool:

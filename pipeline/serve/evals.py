@@ -27,6 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends import owned_group
 from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
 
 TOOL = "lm-eval"
@@ -165,13 +166,15 @@ def run_eval(spec: EngineSpec, task: EvalTask, work: Path, *, tokenizer: Path, t
     env = {**os.environ, "HF_DATASETS_CACHE": str(work / "datasets-cache"), "HF_ALLOW_CODE_EVAL": "0"}
     if task.local:  # the shipped task reads only its own JSONL
         env |= {**OFFLINE_ENV, "HF_DATASETS_OFFLINE": "1"}
-    try:
-        done = subprocess.run(  # noqa: S603 - argv built above, no shell
-            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL
-        )
-        tail, code = (done.stdout + done.stderr)[-1500:], done.returncode
-    except subprocess.TimeoutExpired as exc:
-        tail, code = f"lm-eval ran past {timeout_s:g} s: {str(exc.stderr or '')[-1200:]}", None
+    log = work / "lm-eval.log"
+    with owned_group(argv, log=log, env=env, cwd=cwd) as process:  # its own group, registered for `trncat reap`
+        try:
+            code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+    tail = log.read_bytes()[-1500:].decode("utf-8", errors="replace")
+    if code is None:
+        tail = f"lm-eval ran past {timeout_s:g} s: {tail[-1200:]}"
     score, stderr = _score(out, task)
     return {
         "tool": {"name": TOOL, "version": lm_eval_version() or "unknown"},

@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.backends import owned_group
 from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
 from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
 
@@ -134,7 +135,11 @@ class LoadRun:
 
 
 def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
-    """Run guidellm on one scenario (written to ``folder``) and read its JSON report."""
+    """Run guidellm on one scenario (written to ``folder``) in a process group of its own, and read its JSON report.
+
+    Raises:
+        Stopped: a stop was asked for before guidellm started (:func:`pipeline.backends.stopping_on_signals`).
+    """
     folder.mkdir(parents=True, exist_ok=True)
     scenario_path = folder / f"{name}.scenario.json"
     scenario_path.write_text(json.dumps(scenario_doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
@@ -143,14 +148,12 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
     argv = (*guidellm_command(), "run", "--scenario", str(scenario_path), "--disable-console-interactive")
     env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
     log_path = folder / f"{name}.guidellm.log"
-    try:
-        with log_path.open("wb") as log:
-            done = subprocess.run(  # noqa: S603 - our argv, no shell
-                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, timeout=timeout_s
-            )
-        returncode = done.returncode
-    except subprocess.TimeoutExpired:
-        returncode = 124
+    # its own process group, registered for `trncat reap`: leaving the block ends guidellm's workers too
+    with owned_group(argv, log=log_path, env=env, grace_s=5.0) as process:
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = 124
     tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
     return LoadRun(read_report(report_path), returncode, tail, argv)
 

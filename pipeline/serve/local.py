@@ -11,13 +11,14 @@ model is the record's verdict, and no engine is started for it.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import constants
-from pipeline.backends import get_backend, package_version
+from pipeline.backends import get_backend, package_version, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.neuron import bundle_beside
-from pipeline.errors import ConfigError, RemoteCodeRefused
+from pipeline.errors import BenchError, ConfigError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
 from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local, safetensors_param_count
 from pipeline.prices import Pricing
@@ -142,8 +143,10 @@ class ServeOptions:
         pricing / instance_type / instance_chips: The price table, the instance and its chips: the share of the
             instance a cost is charged is ``chips`` of ``instance_chips`` (default: the instance's own, from
             :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a GPU one).
-        group: Points per guidellm run (default: every point on the CPU, else 1).
+        group: Points per guidellm run (default 1: each point's report is kept as it is measured, so an engine
+            that dies mid-sweep loses only the point in flight; more: less start-up, a crash loses the group).
         warm_restart: Time a second start of the engine after a pass.
+        ready_timeout_s: Seconds the engine has to answer ``/health`` (each start); then the run is an ``error``.
         source: The record's ``run.source``.
         eval_task: The task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
         warm_from / require_warm: On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under
@@ -165,6 +168,7 @@ class ServeOptions:
     instance_type: str | None = None
     group: int | None = None
     warm_restart: bool = True
+    ready_timeout_s: float = 900.0
     source: str = "local"
     work: Path | None = None
     eval_task: EvalTask | None = None
@@ -198,9 +202,14 @@ def serve_folder(
     """Serve ``folder`` as ``options`` say, sweep it, write the record to ``options.out``. A model that needs its
     own code, or whose fetch failed (``fetch_error``), gets its record with no engine started.
 
+    The engine, guidellm and lm-eval each run in a process group of their own, registered for ``trncat reap``; a
+    SIGTERM, SIGINT or SIGHUP ends them all and writes the record of what was measured (an ``error``, code
+    ``interrupted``: where the run was, and the points kept).
+
     Raises:
         ConfigError: the folder is not a model folder, the device has no engine, or a warm start is asked off
             Trainium2.
+        BenchError: stopped by a signal (its ``exit_code`` is 128 + the signal), after the record was written.
         BundleError: ``warm_from``'s bundle is not the one its sha256 names, or breaks the bundle's rule.
     """
     device, workload, out, chips, work = options.device, options.workload, options.out, options.chips, options.work
@@ -208,6 +217,7 @@ def serve_folder(
     instance_chips = options.instance_chips
     if (warm_from or require_warm) and device != "neuron":
         raise ConfigError("a serving bundle holds vLLM Neuron's compile cache: a warm start needs --device neuron")
+    reap_orphans()  # the engines a killed trncat left would hold the device, its memory and maybe the port
     refusal = _refusal(folder, fetch_error)
     if instance_chips is None and instance_type:
         instance_chips = _instance_chips(device, instance_type, options.pricing)
@@ -251,9 +261,9 @@ def serve_folder(
         weight_dtype=dtype,
         slo=options.slo,
         pricing=options.pricing,
-        # on the CPU one guidellm run sweeps every point (its start-up dominates a tiny model's points)
-        group=options.group or (len(workload.concurrencies) if device == "cpu" else 1),
+        group=options.group or 1,  # one point per guidellm run: a crash loses the point in flight only
         warm_restart=options.warm_restart,
+        ready_timeout_s=options.ready_timeout_s,
         engine_versions={
             "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),
@@ -265,17 +275,23 @@ def serve_folder(
         if options.source == "ci"
         else None,
     )
-    record = serve_model(spec, workload, run, work, restart=lambda: engine(free_port()), refusal=refusal)
-    if cache_root is not None:
-        _bundle(record, cache_root, out, warm_from=warm_from, strict=require_warm)
-    problems = validate_record(record, allow_emulated=True)
-    if problems:
-        record.setdefault("notes", []).append("invalid: " + "; ".join(f"{f}: {m}" for f, m in problems)[:480])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(dump_record(record), encoding="utf-8")
-    if record.get("serving") and record["serving"]["points"]:
-        script_dir.mkdir(parents=True, exist_ok=True)
-        (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
+    with stopping_on_signals():  # a SIGTERM, SIGINT or SIGHUP ends the engine and guidellm, and still writes
+        record = serve_model(spec, workload, run, work, restart=lambda: engine(free_port()), refusal=refusal)
+        if cache_root is not None:
+            _bundle(record, cache_root, out, warm_from=warm_from, strict=require_warm)
+        problems = validate_record(record, allow_emulated=True)
+        if problems:
+            record.setdefault("notes", []).append("invalid: " + "; ".join(f"{f}: {m}" for f, m in problems)[:480])
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(dump_record(record), encoding="utf-8")
+        if record.get("serving") and record["serving"]["points"]:
+            script_dir.mkdir(parents=True, exist_ok=True)
+            (script_dir / f"{out.stem}.serve.sh").write_text(serve_script(record), encoding="utf-8")
+        stop = stopped_by()
+    if stop is not None:  # the record says so; the command ends as a stopped one does
+        error = BenchError(f"stopped by {signal.Signals(stop).name}: the record of what was measured is at {out}")
+        error.exit_code = 128 + stop
+        raise error
     return record
 
 

@@ -2,21 +2,27 @@
 warm restart, and write one record (its ``serving`` section).
 
 Faults, each with a verdict and a reason: an engine that never becomes ready is an ``error`` record (infra) with
-its log tail; a port in use, an out-of-memory at start and a model the engine refuses each name their code; a
-point whose requests fail is kept with its success rate and ends the sweep; an engine that dies mid-sweep keeps
-the points measured, says so, and its whole process group is stopped (no server process is left behind).
+its log tail; an engine that stops, at start or mid-sweep, is classified by ``trncat bench``'s rules on its exit
+status and log (killed from outside, a taken port, a full disk: ``error``; a broken config, an out-of-memory, a
+model it refuses: ``fail``); a point whose requests fail is kept with its success rate and ends the sweep; an
+engine that dies mid-sweep keeps the points measured, says at which concurrency, and its whole process group is
+stopped (no server process is left behind).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends import Stopped, stopped_by
+from pipeline.bench import INTERRUPTED, classify
 from pipeline.prices import Pricing
 from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
@@ -27,7 +33,20 @@ from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel,
 
 logger = logging.getLogger(__name__)
 
-_STAGE_OF_START = {"oom": "oom", "not_ready": "timeout"}
+#: The last line of a Python traceback: the exception's type.
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception)): ", re.MULTILINE)
+
+
+def _engine_failure(engine: Engine, message: str, log: str, *, stage: str) -> tuple[str, dict[str, str]]:
+    """The verdict on an engine that stopped (at start, or under load): the rules ``trncat bench`` classifies its
+    child with (:func:`pipeline.bench.classify`, on the engine's exit status and log), so that one event is one
+    verdict in both: killed from outside an ``error`` (retried), a taken port, a full disk ``error``s, a broken
+    config or an out-of-memory the model's ``fail``."""
+    returncode = engine.process.returncode if engine.process is not None else None
+    raised = _RAISED.findall(log)  # the exception its traceback ended with, as bench's child reports its own
+    found = classify(exc_type=raised[-1] if raised else None, exit_code=returncode, message=f"{message}\n{log}",
+                     stage_hint=stage)  # fmt: skip
+    return found.status, _failure(found.stage, found.code, message)
 
 
 @dataclass
@@ -83,36 +102,66 @@ def _cost_points(points: list[dict[str, Any]], run: ServingRun, usd: float | Non
         point["usd_per_million_tokens"] = usd_per_million(point, usd_per_hour=usd, share=share)
 
 
+@dataclass
+class _Progress:
+    """What a run measured so far and where it is: a run stopped from outside records both."""
+
+    points: list[dict[str, Any]] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
+    stage: str = "load"
+    where: str = "while the engine was starting"
+
+
+def _interrupted(signum: int, progress: _Progress) -> dict[str, str]:
+    """The failure of a run stopped by ``signum`` (the ``interrupted`` of ``trncat bench``: an ``error``)."""
+    kept = ", ".join(str(p["concurrency"]) for p in progress.points) or "none"
+    message = (
+        f"trncat serve was stopped by {signal.Signals(signum).name} {progress.where}: the engine's and the load "
+        f"generator's process groups were ended; the points kept: concurrency {kept}"
+    )
+    return _failure(progress.stage, INTERRUPTED, message)
+
+
 def _sweep(
-    engine: Engine, spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path
-) -> tuple[list[dict[str, Any]], str | None, list[str], str | None]:
-    """The points measured, why the sweep stopped early (None: it ran to the end), the load generator's
-    commands, and a failure code: ``engine_died`` (the engine exited under load: the points measured before are
-    kept), ``loadgen_failed`` (guidellm measured nothing of a group while the engine was up: infra)."""
-    points: list[dict[str, Any]] = []
-    commands: list[str] = []
+    engine: Engine, spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path, progress: _Progress
+) -> tuple[str | None, str | None]:
+    """Sweep, keeping each point in ``progress`` as it is measured; returns why the sweep stopped early (None: it
+    ran to the end) and a failure code: ``engine_died`` (the engine exited under load: the points measured before
+    are kept; its verdict is :func:`_engine_failure`'s), ``loadgen_failed`` (guidellm measured nothing of a group
+    while the engine was up: infra). A stop asked for from outside (:func:`pipeline.backends.stopped_by`) ends it
+    after the point in flight."""
+    points, commands = progress.points, progress.commands
     levels = list(workload.concurrencies)
+    progress.stage = "run"
     for start in range(0, len(levels), max(1, run.group)):
         group = levels[start : start + max(1, run.group)]
+        progress.where = f"at concurrency {group[0]}, before it was measured"
         doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
         load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
         commands.append(" ".join(load.argv))
         measured = points_of(load.report) if load.report else []
+        if stopped_by() is not None:  # its report, when one was written, was whole: guidellm writes it at the end
+            points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
+            if points:
+                progress.where = f"after concurrency {points[-1]['concurrency']}"
+            return None, None
         if not engine.alive():  # first: its requests failing after it died says nothing about the load it took
             points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
-            reason = f"the engine exited under load at concurrency {group[0]}: {engine.log_tail(400)}"
-            return points, reason, commands, "engine_died"
+            code = engine.process.returncode if engine.process is not None else None
+            reason = f"the engine exited with {code} under load at concurrency {group[0]}: {engine.log_tail(400)}"
+            return reason, "engine_died"
         for point in measured:
             points.append(point)
+            progress.where = f"after concurrency {point['concurrency']}"
             if point["success_rate"] < MIN_SUCCESS_RATE:
-                return points, _low_success(point), commands, None
+                return _low_success(point), None
         if not measured:
             reason = f"{TOOL} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
-            return points, reason, commands, "loadgen_failed"
+            return reason, "loadgen_failed"
         if len(measured) < len(group):
             reason = f"{TOOL} exited with {load.returncode} at concurrency {group[len(measured)]}: "
-            return points, reason + load.output_tail[-600:], commands, None
-    return points, None, commands, None
+            return reason + load.output_tail[-600:], None
+    return None, None
 
 
 def _low_success(point: dict[str, Any]) -> str:
@@ -141,9 +190,9 @@ def serve_model(
     share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
     usd = price.usd if price else None
     status, failure = "pass", None
-    points: list[dict[str, Any]] = []
+    progress = _Progress()
+    points, commands = progress.points, progress.commands
     stopped: str | None = None
-    commands: list[str] = []
     ready_s: float | None = None
     warm_ready_s: float | None = None
     log_tail: str | None = None
@@ -155,20 +204,29 @@ def serve_model(
         try:
             with engine:
                 ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
-                points, stopped, commands, died = _sweep(engine, spec, workload, run, folder)
+                stopped, died = _sweep(engine, spec, workload, run, folder, progress)
                 if died == "engine_died":
-                    status, failure = "fail", _failure("crash", died, stopped or "the engine died")
+                    status, failure = _engine_failure(engine, stopped or "", engine.log_tail(), stage="run")
                 elif died:  # the load generator, not the model: an infra error
                     status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
                     log_tail = engine.log_tail()
-                if run.eval_task is not None and not died and engine.alive():
+                if run.eval_task is not None and not died and engine.alive() and stopped_by() is None:
+                    progress.where = "after the sweep, while the task score was taken"
                     evaluation = run_eval(
                         spec, run.eval_task, folder / "eval", tokenizer=run.tokenizer, timeout_s=run.eval_timeout_s
                     )
+        except Stopped:
+            pass  # a stop asked for before a tool started: the verdict below
         except EngineStartError as exc:
-            status = "error"
-            failure = _failure(_STAGE_OF_START.get(exc.code, "load"), f"engine_{exc.code}", str(exc))
             log_tail = exc.log_tail or engine.log_tail()
+            if exc.code == "not_ready":  # alive but never ready in the time given
+                status, failure = "error", _failure("timeout", "engine_not_ready", str(exc))
+            else:
+                status, failure = _engine_failure(engine, str(exc), log_tail, stage="load")
+        if (signum := stopped_by()) is not None:
+            status, failure = "error", _interrupted(signum, progress)
+            evaluation = evaluation if evaluation and evaluation["score"] is not None else None
+            log_tail = log_tail or engine.log_tail()
         if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
             status = "fail"
             failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
@@ -182,11 +240,17 @@ def serve_model(
             )
     if status == "pass" and run.warm_restart:
         warm_spec = restart() if restart else spec
+        progress.stage, progress.where = "load", "after the sweep, while the warm restart started"
         try:
             with Engine(warm_spec, folder / "engine-warm.log") as warm:
                 warm_ready_s = warm.wait_ready(timeout_s=run.ready_timeout_s)
+        except Stopped:
+            pass
         except EngineStartError as exc:
-            stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
+            if stopped_by() is None:
+                stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
+        if (signum := stopped_by()) is not None:
+            status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
     _cost_points(points, run, usd, share)
     serving = Serving(
         tool={"name": TOOL, "version": tool_version() or "unknown", "commands": commands},

@@ -122,7 +122,7 @@ def test_a_child_whose_bench_was_killed_outright_is_reaped(tiny_models, tmp_path
 
 
 def test_the_reaper_leaves_a_running_bench_s_child_and_a_reused_pid_alone(tmp_path, monkeypatch) -> None:
-    from pipeline.bench.process import reap_orphans
+    from pipeline.backends import reap_orphans
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     folder = tmp_path / f"trncat-children-{os.getuid()}"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests import FIXTURES
+from tests.serve.standins import report_doc
 
 if TYPE_CHECKING:
     from guidellm.benchmark import GenerativeBenchmarksReport
@@ -62,28 +61,7 @@ def report_of(*points: tuple[int, int, int, float]) -> GenerativeBenchmarksRepor
     """A guidellm report: (concurrency, successful, errored, output tok/s) per benchmark, each 3 s long."""
     from guidellm.benchmark import GenerativeBenchmarksReport
 
-    doc = json.loads(REPORT.read_text(encoding="utf-8"))
-    template = doc["benchmarks"][0]
-    doc["benchmarks"] = []
-    for concurrency, ok, errored, speed in points:
-        benchmark = copy.deepcopy(template)
-        benchmark["config"]["strategy"]["streams"] = concurrency
-        times = benchmark["scheduler_metrics"]
-        times["measure_end_time"] = times["measure_start_time"] + 3.0
-        metrics = benchmark["metrics"]
-        metrics["request_totals"] = {"successful": ok, "errored": errored, "incomplete": 0, "total": ok + errored}
-        metrics["output_tokens_per_second"]["total"]["mean"] = speed
-        for name, values in (
-            ("time_to_first_token_ms", {"p50": 100.0, "p90": 150.0, "p99": 190.0}),
-            ("time_per_output_token_ms", {"p50": 20.0, "p90": 25.0, "p99": 40.0}),
-            ("inter_token_latency_ms", {"p50": 19.0, "p90": 24.0, "p99": 39.0}),
-            ("request_latency", {"p50": 1.0, "p90": 1.2, "p99": 1.5}),
-        ):
-            successful = metrics[name]["successful"]
-            successful["count"] = ok
-            successful["percentiles"].update(values)
-        doc["benchmarks"].append(benchmark)
-    return GenerativeBenchmarksReport.model_validate(doc)
+    return GenerativeBenchmarksReport.model_validate(report_doc(list(points)))
 
 
 def engines_left(record: dict[str, Any]) -> list[int]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ from pipeline.serve import (
 from pipeline.serve import sweep as sweep_module
 from pipeline.serve.loadgen import LoadRun
 from tests.serve.conftest import fake_engine_argv, report_of
+from tests.serve.standins import end, left, start_serve, started
 
 if TYPE_CHECKING:
     from guidellm.benchmark import GenerativeBenchmarksReport
@@ -72,7 +75,7 @@ def test_a_port_in_use_is_an_error_record_that_says_so(tmp_path: Path) -> None:
         port = held.getsockname()[1]
         record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
     assert record["status"] == "error"
-    assert record["failure"]["code"] == "engine_port_in_use"
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "port_in_use")
     assert str(port) in record["failure"]["message"]
     assert validate_record(record) == []
 
@@ -88,20 +91,39 @@ def test_an_engine_that_never_becomes_ready_is_an_infra_error_with_its_log_tail(
     assert validate_record(record) == []
 
 
+def _as_bench_records_it(log: str, returncode: int, stage: str) -> tuple[str, str, str]:
+    """What ``trncat bench`` records for a child that printed ``log`` at ``stage`` and exited with ``returncode``."""
+    from pipeline.bench.harness import _failure_from
+    from pipeline.bench.process import ChildOutcome
+
+    outcome = ChildOutcome({"stage": stage, "metrics": {}, "done": False}, returncode, False, False, log)
+    found = _failure_from(outcome, timeout_s=60)
+    assert found is not None
+    return found[0], found[1]["stage"], found[1]["code"]
+
+
 @pytest.mark.parametrize(
-    ("log", "code", "stage"),
+    ("log", "verdict"),
     [
-        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "engine_oom", "oom"),
-        ("ValueError: the checkpoint has model type `nope`, which is not supported", "engine_model_refused", "load"),
-        ("ERROR: [Errno 98] error while attempting to bind: address already in use", "engine_port_in_use", "load"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", ("fail", "oom", "device_oom")),
+        ("ValueError: The checkpoint you are trying to load has model type `nope` but Transformers does not "
+         "recognize this architecture.", ("fail", "load", "unknown_architecture")),
+        ("ERROR: [Errno 98] error while attempting to bind: address already in use", ("error", "load", "port_in_use")),
+        ("ValueError: The hidden size (10) is not a multiple of the number of attention heads (3)",
+         ("fail", "load", "bad_config")),
+        ("OSError: [Errno 28] No space left on device", ("error", "load", "disk_full")),
     ],
 )  # fmt: skip
-def test_an_engine_that_exits_at_start_names_why(tmp_path: Path, log: str, code: str, stage: str) -> None:
+def test_an_engine_that_exits_at_start_is_classified_as_bench_classifies_its_child(
+    tmp_path: Path, log: str, verdict: tuple[str, str, str]
+) -> None:
+    """Issue 48.4: one event, one verdict: a broken config was `error` from serve and `fail` from bench."""
     argv = (sys.executable, "-c", f"import sys; print({log!r}, file=sys.stderr); sys.exit(1)")
     record = serve_model(_spec(argv, free_port()), WORKLOAD, _run(), tmp_path)
-    assert record["status"] == "error"
-    assert (record["failure"]["code"], record["failure"]["stage"]) == (code, stage)
+    assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == verdict
+    assert _as_bench_records_it(log, 1, "load") == verdict  # the same stage, code and retry rule
     assert log[:30] in record["serving"]["engine"]["log_tail"]
+    assert validate_record(record) == []
 
 
 def test_start_failure_codes() -> None:
@@ -158,10 +180,11 @@ def test_an_engine_that_dies_mid_sweep_keeps_its_points_and_leaves_no_process(
     monkeypatch.setattr(sweep_module, "run_guidellm", _fake_load([report_of((1, 6, 0, 40.0))], kill_engine))
     port = free_port()
     record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
-    assert record["status"] == "fail"
-    assert (record["failure"]["stage"], record["failure"]["code"]) == ("crash", "engine_died")
+    # killed from outside: an error (retried), as bench records its child killed so (issue 48.4), never a `fail`
+    verdict = (record["status"], record["failure"]["stage"], record["failure"]["code"])
+    assert verdict == ("error", "run", "killed_sigkill") == _as_bench_records_it("", -signal.SIGKILL, "run")
     assert [p["concurrency"] for p in record["serving"]["points"]] == [1]
-    assert "exited under load at concurrency 1" in record["serving"]["stopped"]
+    assert "exited with -9 under load at concurrency 1" in record["serving"]["stopped"]
     assert _gone(engines[0].process.pid)
     assert validate_record(record) == []
 
@@ -179,3 +202,87 @@ def test_a_load_generator_that_measures_nothing_is_an_infra_error(
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("run", "loadgen_failed")
     assert "Invalid value" in record["failure"]["message"]
     assert validate_record(record) == []
+
+
+@pytest.mark.slow
+def test_an_engine_killed_mid_sweep_loses_only_the_point_in_flight_and_the_record_says_which(tmp_path: Path) -> None:
+    """Issue 48.3: on the CPU one guidellm run swept every point, and an engine killed at concurrency 2 lost all."""
+    serve = start_serve(tmp_path, "engine-dies", "TERM")  # `trncat serve` as a user runs it: the default grouping
+    try:
+        output = serve.communicate(timeout=120)[0].decode()
+        record = json.loads((tmp_path / "out" / "record.json").read_text(encoding="utf-8"))
+        assert [p["concurrency"] for p in record["serving"]["points"]] == [1], output  # measured before it died
+        assert "at concurrency 2" in record["serving"]["stopped"] and "at concurrency 2" in record["failure"]["message"]
+        assert validate_record(record) == []
+        assert left(started(tmp_path)) == []
+    finally:
+        serve.kill()
+        end(started(tmp_path))
+
+
+def test_a_port_taken_after_the_check_by_a_server_that_answers_is_an_error_not_the_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48.4: another server bound the port between trncat's check and the engine's bind, and answered
+    /health: the sweep measured it, and the engine's exit was filed as the model's `fail`."""
+    import http.server
+    import threading
+
+    from pipeline.serve import engine as engine_module
+
+    port = free_port()
+    servers: list[http.server.HTTPServer] = []
+    real_check = engine_module.port_in_use
+
+    def taken_after_the_check(checked: int) -> bool:
+        free = real_check(checked)
+        servers.append(http.server.HTTPServer(("127.0.0.1", checked), _Answers))
+        threading.Thread(target=servers[-1].serve_forever, daemon=True).start()
+        return free
+
+    monkeypatch.setattr(engine_module, "port_in_use", taken_after_the_check)
+    monkeypatch.setattr(sweep_module, "run_guidellm", _fake_load([report_of((1, 6, 0, 40.0))] * 3))
+    try:
+        record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    finally:
+        for server in servers:
+            server.shutdown()
+    verdict = (record["status"], record["failure"]["stage"], record["failure"]["code"])
+    assert verdict == ("error", "load", "port_in_use"), record["failure"]
+    assert record["serving"]["points"] == [] and validate_record(record) == []
+
+
+class _Answers(__import__("http.server").server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
+def test_a_ready_timeout_that_is_no_positive_number_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["serve", "/nonexistent", "--ready-timeout", value])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "--ready-timeout" in err and "above 0" in err and "Traceback" not in err
+
+
+def test_the_ready_timeout_is_settable_and_an_engine_never_ready_ends_in_it(tmp_path: Path) -> None:
+    """Issue 48.6: an engine that never became ready held the run for 900 s, which the CLI could not set."""
+    started_at = time.monotonic()
+    serve = start_serve(tmp_path, "never-ready", "TERM", "--ready-timeout", "2")
+    try:
+        output = serve.communicate(timeout=120)[0].decode()
+        assert serve.returncode == 1, output
+        record = json.loads((tmp_path / "out" / "record.json").read_text(encoding="utf-8"))
+        assert (record["status"], record["failure"]["code"]) == ("error", "engine_not_ready")
+        assert "not ready after 2 s" in record["failure"]["message"]
+        assert time.monotonic() - started_at < 60 and left(started(tmp_path)) == []
+    finally:
+        serve.kill()
+        end(started(tmp_path))

@@ -6,7 +6,7 @@ model is not another run of its batch-1 row (their latest keys would collide), a
 (the curve needs every point). The file holds whole, validated records, at most :data:`MAX_SERVING` of them.
 
 From the same records, rewritten whenever the file changes, two Parquet views a subscriber queries like the others
-(docs/dataset.md, "Serving configs"): ``data/serving_points.parquet`` (the ``serving`` config, one row per point:
+(docs/methodology.md, "Serving as data"): ``data/serving_points.parquet`` (the ``serving`` config, one row per point:
 :func:`point_rows`) and ``data/inferencex.parquet`` (the ``inferencex`` config, each point in the keys of
 InferenceX's aggregated results, ``utils/process_result.py``: :func:`inferencex_rows`).
 """

@@ -178,6 +178,8 @@ def point_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
 def _hw(record: dict[str, Any]) -> str:
     """InferenceX's ``hw`` (a runner type: ``h100``, ``mi300x``): the Trainium family (``trn2``), the GPU's name
     without its vendor (``l40s``), or ``cpu``."""
+    if record["device"] == "cpu":  # the accelerator field names the host's processor
+        return "cpu"
     accelerator = str(record["hardware"].get("accelerator") or record["device"])
     family = FAMILY_OF_ACCELERATOR.get(accelerator.lower())
     if family:

@@ -70,6 +70,9 @@ def test_a_gpu_twin_is_keyed_by_its_gpu_and_a_point_without_the_input_rate_has_n
     assert (first["hw"], first["tp"], first["framework"], first["image"]) == ("l40s", 1, "vllm", "vllm")
     assert first["tput_per_gpu"] is None and first["input_tput_per_gpu"] is None
     assert first["output_tput_per_gpu"] == pytest.approx(60.0)  # 40 x 1.5 tok/s on 1 GPU
+    cpu = sample_serving(device="neuron")
+    cpu["device"], cpu["hardware"]["accelerator"] = "cpu", "Intel(R) Xeon(R) Processor @ 2.80GHz"
+    assert inferencex_rows(cpu)[0]["hw"] == "cpu"
 
 
 def test_one_serving_row_per_point_with_its_tool_and_engine() -> None:

@@ -2,8 +2,9 @@
 (``vllm.entrypoints.launchers.cli_args.make_arg_parser`` on ``vllm.utils.argparse_utils.FlexibleArgumentParser``,
 then ``validate_parsed_serve_args``): a flag vLLM does not know, or a value it refuses, fails the test with the
 flag and the command. Abbreviations are off (``allow_abbrev=False``): argparse would take ``--max-num-seq`` for
-``--max-num-seqs``, and a later vLLM with a second flag of that prefix would refuse it, so only full names pass. vLLM lives in its own environment (``vllm_commands.vllm_python``); one subprocess parses
-every command (vLLM imports slowly). Without that environment the test is skipped, except under ``CI=true``,
+``--max-num-seqs``, and a later vLLM with a second flag of that prefix would refuse it, so only full names pass.
+vLLM lives in its own environment (``vllm_commands.vllm_python``); one subprocess parses every command (vLLM
+imports slowly). Without that environment the test is skipped, except under ``CI=true``,
 where CI builds it."""
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ for case in json.load(sys.stdin):
     err = io.StringIO()
     try:
         with contextlib.redirect_stderr(err):
-            args = make_arg_parser(FlexibleArgumentParser(prog="vllm serve", allow_abbrev=False)).parse_args(case["args"])
+            parser = make_arg_parser(FlexibleArgumentParser(prog="vllm serve", allow_abbrev=False))
+            args = parser.parse_args(case["args"])
             validate_parsed_serve_args(args)
     except SystemExit:
         lines = [line for line in err.getvalue().splitlines() if line.strip()]

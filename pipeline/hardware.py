@@ -57,6 +57,9 @@ _BY_DEVICES: dict[tuple[str, int], str] = {("trn2", 1): "trn2.3xlarge", ("trn2",
                                            ("trn1", 1): "trn1.2xlarge", ("trn1", 16): "trn1.32xlarge",
                                            ("trn3", 16): "trn3.48xlarge"}  # fmt: skip
 
+#: The family of each accelerator name (a record's ``hardware.accelerator``).
+FAMILY_OF_ACCELERATOR: dict[str, str] = {name: family for family, name in _ACCELERATOR.items()}
+
 INSTANCE_NAMES: tuple[str, ...] = tuple(_INSTANCES)
 DEFAULT_INSTANCE = "trn2.48xlarge"
 

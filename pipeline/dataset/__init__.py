@@ -15,7 +15,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
   object per row (:class:`FamilyIndex`); :mod:`~pipeline.dataset.family_arrow` counts a family over its columns;
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
-  workload (the page's serving curves);
+  workload (the page's serving curves), and its points as two Parquet configs: ``serving`` (one row per point)
+  and ``inferencex`` (InferenceX's aggregated result keys);
 - :mod:`~pipeline.dataset.warm`: ``data/warm_checks.parquet``, the newest second-machine warm check per bundle
   (the queue of checks, the page's "warm start verified").
 
@@ -42,11 +43,13 @@ if TYPE_CHECKING:
         FAMILIES_FILE,
         FRONT_FILES,
         HISTORY_COLUMN,
+        INFERENCEX_FILE,
         LATEST_DIR,
         RANKINGS_DIR,
         RESULTS_DIR,
         SCRIPTS_DIR,
         SERVING_FILE,
+        SERVING_POINTS_FILE,
         SUMMARY_FILE,
         WARM_CHECKS_FILE,
         earlier_runs,
@@ -75,7 +78,7 @@ if TYPE_CHECKING:
         script_files,
     )
     from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
-    from pipeline.dataset.serving import add_serving, read_serving
+    from pipeline.dataset.serving import add_serving, inferencex_rows, point_rows, read_serving
     from pipeline.dataset.shards import family_index_paths, family_rows, is_family_path, latest_key, read_families
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 

@@ -253,6 +253,8 @@ def build(
             summary.changes.extend(changes)
             touched[shard] = (rest, current)
     if not new_rows:
+        if summary.serving:  # the serving configs may be new: the card lists them
+            refresh_card(out, names=names)
         logger.info("nothing new to add to %s", out)
         return summary
     new_rows.sort(key=lambda r: (r["model_id"], r["task"], r["hardware"], r["finished_at"]))

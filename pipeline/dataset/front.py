@@ -23,10 +23,12 @@ from pipeline.dataset.layout import (
     CHANGES_DIR,
     EXCLUSIONS_FILE,
     FAMILIES_DIR,
+    INFERENCEX_FILE,
     LATEST_DIR,
     PAGE_FILE,
     RANKINGS_DIR,
     RESULTS_DIR,
+    SERVING_POINTS_FILE,
     SUMMARY_FILE,
 )
 from pipeline.dataset.read import (
@@ -54,6 +56,8 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         ("exclusions", EXCLUSIONS_FILE),
         ("changes", f"{CHANGES_DIR}/*.parquet"),
         ("families", f"{FAMILIES_DIR}/*.parquet"),
+        ("serving", SERVING_POINTS_FILE),
+        ("inferencex", INFERENCEX_FILE),
     ):
         if name in known or any(root.glob(glob)):
             configs.append((name, glob))

@@ -13,6 +13,8 @@ Layout::
     data/changes/<run>.parquet                what each publish changed (new models, passes, failures, regressions)
     data/summary.json                         the card's counts and the latest view's shard layout
     data/serving.json                         the latest serving records, whole (pipeline/dataset/serving.py)
+    data/serving_points.parquet               their points, one row each (the `serving` config)
+    data/inferencex.parquet                   their points in InferenceX's result keys (the `inferencex` config)
     data/warm_checks.parquet                  the newest second-machine warm check per bundle (pipeline/dataset/warm.py)
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
@@ -51,6 +53,9 @@ FAMILIES_DIR = "data/families"
 FAMILIES_FILE = f"{FAMILIES_DIR}/all.parquet"
 #: The latest serving records (pipeline/dataset/serving.py): JSON, whole records.
 SERVING_FILE = "data/serving.json"
+#: Their points, one row each, and the same points in InferenceX's aggregated result keys (Parquet views).
+SERVING_POINTS_FILE = "data/serving_points.parquet"
+INFERENCEX_FILE = "data/inferencex.parquet"
 #: The second-machine warm checks of the published compiled-cache bundles (pipeline/dataset/warm.py).
 WARM_CHECKS_FILE = "data/warm_checks.parquet"
 SCRIPTS_DIR = "scripts"

@@ -196,6 +196,7 @@ def point_of(benchmark: GenerativeBenchmark) -> dict[str, Any]:
         "requests": requests,
         "success_rate": (totals.successful / requests) if requests else 0.0,
         "output_tok_s": metrics.output_tokens_per_second.total.mean if totals.successful else None,
+        "input_tok_s": getattr(metrics.prompt_tokens_per_second.total, "mean", None) if totals.successful else None,
         "tok_s_per_user": (1000.0 / tpot["p50"]) if tpot["p50"] else None,
         "ttft_s": _percentiles(metrics.time_to_first_token_ms, 1e-3),
         "tpot_ms": tpot,

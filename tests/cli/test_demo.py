@@ -75,6 +75,7 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(
     assert 'class="serving-line" data-device="cpu"' in page and "trncat-demo/tiny-llama: served throughput" in page
     assert '<span class="badge b-dev">CPU</span>' in page
     assert (out / "data" / "serving.json").is_file() and "served (CPU)" in table
+    assert (out / "data" / "serving_points.parquet").is_file() and (out / "data" / "inferencex.parquet").is_file()
     assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
     assert "DiffusionPipeline" in (out / "scripts/trncat-demo/tiny-sd/run.py").read_text(encoding="utf-8")
     requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")

@@ -24,7 +24,7 @@ from pipeline.dataset import build, refresh_card, write_exclusions, write_rankin
 from pipeline.publish import publish
 from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
 from pipeline.space import ATOM, FEED_FILE, publish_space
-from tests.support.records import sample_failure, sample_record
+from tests.support.records import sample_failure, sample_record, sample_serving
 
 REPO, SPACE = "trncat/results", "trncat/catalog"
 
@@ -60,7 +60,7 @@ def _new_runs() -> list[dict[str, Any]]:
     new["attempts"] = [{"cores": 1, "status": "fail", "stage": "oom", "code": "oom"}]
     new["cores"], new["threads"] = 2, 2
     regressed = sample_failure(model_id="acme/old-pass", run=late, versions={"neuronx_cc": "2.23.0"})
-    return [new, regressed]
+    return [new, regressed, sample_serving(device="neuron")]
 
 
 @pytest.fixture
@@ -98,7 +98,16 @@ def test_every_config_loads_with_one_column_set_across_publishes(
 
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
-    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
+    assert set(configs) == {
+        "latest",
+        "results",
+        "rankings",
+        "exclusions",
+        "changes",
+        "families",
+        "serving",
+        "inferencex",
+    }
     for path in sorted((folder / "data/results").glob("*.parquet")):
         assert pq.read_schema(path).remove_metadata() == arrow_schema(), path.name
     assert len(list((folder / "data/results").glob("*.parquet"))) == 3  # two before, one new: none lost
@@ -123,6 +132,12 @@ def test_every_config_loads_with_one_column_set_across_publishes(
     regressed = frame[frame.model_id == "acme/old-pass"].iloc[0]
     history = regressed["history"]
     assert [h["neuronx_cc_version"] for h in history] == ["2.22.0", "2.21.0"]
+    assert loaded["serving"].num_rows == 4 and loaded["inferencex"].num_rows == 4  # one row per point
+    assert loaded["inferencex"].features["median_intvty"] == datasets.Value("float64")
+    serving = pd.read_parquet(f"hf://datasets/{REPO}/data/serving_points.parquet", dtype_backend="pyarrow")
+    assert list(serving["concurrency"]) == [1, 2, 4, 8] and set(serving["tool"]) == {"guidellm"}
+    inferencex = pd.read_parquet(f"hf://datasets/{REPO}/data/inferencex.parquet")
+    assert set(inferencex["hw"]) == {"trn2"} and list(inferencex["conc"]) == [1, 2, 4, 8]
     rankings = pd.read_parquet(f"hf://datasets/{REPO}/data/rankings/")
     assert rankings["date"].iloc[0] == dt.date(2026, 11, 28)
 
@@ -136,13 +151,17 @@ def test_duckdb_reads_the_nested_columns(published: dict[str, Any], tmp_path: Pa
         f"SELECT model_id, h.status FROM read_parquet('{folder}/data/latest/*.parquet'), UNNEST(history) AS t(h)"
     ).fetchall()
     assert ("acme/old-pass", "pass") in rows
+    points = duckdb.sql(
+        f"SELECT hw, conc, median_intvty FROM read_parquet('{folder}/data/inferencex.parquet') ORDER BY conc"
+    ).fetchall()
+    assert [(hw, conc) for hw, conc, _ in points] == [("trn2", c) for c in (1, 2, 4, 8)]
 
 
 def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: Any) -> None:
     card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
     assert f"This is the dataset `{REPO}`" in card and f"https://huggingface.co/spaces/{SPACE}" in card
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
-    assert len(blocks) == 2
+    assert len(blocks) == 3  # the latest view, the results' nested column, the serving points in InferenceX's keys
     printed: list[str] = []
     for block in blocks:
         out = io.StringIO()
@@ -150,7 +169,7 @@ def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: 
             exec(compile(block, "<card>", "exec"), {})  # noqa: S102 - our own card, as a reader pastes it
         assert out.getvalue().strip()
         printed.append(out.getvalue())
-    assert "acme/new-pass" in printed[0] and "List(" in printed[1]
+    assert "acme/new-pass" in printed[0] and "List(" in printed[1] and "trn2" in printed[2]
 
 
 def test_the_card_sql_runs_in_duckdb(published: dict[str, Any], localhub: Any, tmp_path: Path) -> None:
@@ -241,7 +260,16 @@ def test_every_config_loads_in_every_reader_after_publishes_that_change_nothing(
     # the first build's and the PR's; none for a no-op (the second build, the two reruns)
     assert len(changes) == 2 and all(pq.read_metadata(p).num_rows > 0 for p in changes)
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
-    assert set(configs) == {"latest", "results", "rankings", "exclusions", "changes", "families"}
+    assert set(configs) == {
+        "latest",
+        "results",
+        "rankings",
+        "exclusions",
+        "changes",
+        "families",
+        "serving",
+        "inferencex",
+    }
     for name, pattern in configs.items():
         ds = datasets.load_dataset(REPO, name, split="train", cache_dir=str(tmp_path / "ds-cache"))
         files = sorted(folder.glob(pattern))

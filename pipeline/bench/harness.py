@@ -209,6 +209,20 @@ def run_versions(backend: Backend, task: str, notes: list[str] | None = None) ->
     return versions
 
 
+#: The address space (``RLIMIT_AS``, ``ulimit -v``) below which a benchmark cannot even start: the bench's own
+#: import of transformers and torch maps 0.9 GiB (VmPeak, measured on the CPU image), and under a 1 GiB limit
+#: OpenBLAS's thread start-up retried its failed allocations for ever, with no record (issue 48.6).
+MIN_ADDRESS_SPACE_BYTES = 2 * 1024**3
+
+
+def address_space_short() -> int | None:
+    """This process's address-space limit when it is below :data:`MIN_ADDRESS_SPACE_BYTES`; else None."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    return limit if limit != resource.RLIM_INFINITY and limit < MIN_ADDRESS_SPACE_BYTES else None
+
+
 def host_memory_short(
     need_bytes: int | None,
     *,
@@ -312,9 +326,17 @@ def bench_once(
             )
             host_memory_bytes = share
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
+    limited = address_space_short()
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"
         failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+    elif limited is not None:  # no child could start: out of memory before a model loads, said so at once
+        status = "error"
+        message = (
+            f"out of memory: the address-space limit (ulimit -v) is {limited / 1024**3:.2f} GiB, below the "
+            f"{MIN_ADDRESS_SPACE_BYTES / 1024**3:.0f} GiB a benchmark needs to start; refused before loading"
+        )
+        failure = {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}  # fmt: skip
     elif short is not None:
         gib = 1024**3
         status = "error"

@@ -206,7 +206,7 @@ def bench_model(
     dtype = o.dtype or backend.default_dtype
     resolved = resolve(model, model_id=o.model_id, revision=o.revision, hub=o.hub, task=task)
     plan = o.plan
-    if plan is None and resolved.error is None:
+    if plan is None and resolved.error is None and harness.address_space_short() is None:  # else: record at once
         plan = plan_summary(resolved.path, task=task, dtype=dtype)
     spec = BenchSpec(
         path=str(resolved.path),

@@ -22,7 +22,7 @@ from pipeline.backends import Backend, package_version
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.process import ChildOutcome, now_iso, run_child, stopped_by
+from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
@@ -209,20 +209,6 @@ def run_versions(backend: Backend, task: str, notes: list[str] | None = None) ->
     return versions
 
 
-#: The address space (``RLIMIT_AS``, ``ulimit -v``) below which a benchmark cannot even start: the bench's own
-#: import of transformers and torch maps 0.9 GiB (VmPeak, measured on the CPU image), and under a 1 GiB limit
-#: OpenBLAS's thread start-up retried its failed allocations for ever, with no record (issue 48.6).
-MIN_ADDRESS_SPACE_BYTES = 2 * 1024**3
-
-
-def address_space_short() -> int | None:
-    """This process's address-space limit when it is below :data:`MIN_ADDRESS_SPACE_BYTES`; else None."""
-    import resource
-
-    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
-    return limit if limit != resource.RLIM_INFINITY and limit < MIN_ADDRESS_SPACE_BYTES else None
-
-
 def host_memory_short(
     need_bytes: int | None,
     *,
@@ -326,17 +312,12 @@ def bench_once(
             )
             host_memory_bytes = share
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
-    limited = address_space_short()
+    limited = address_space_short()  # no child could start: out of memory before a model loads, said at once
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"
         failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
-    elif limited is not None:  # no child could start: out of memory before a model loads, said so at once
-        status = "error"
-        message = (
-            f"out of memory: the address-space limit (ulimit -v) is {limited / 1024**3:.2f} GiB, below the "
-            f"{MIN_ADDRESS_SPACE_BYTES / 1024**3:.0f} GiB a benchmark needs to start; refused before loading"
-        )
-        failure = {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}  # fmt: skip
+    elif limited is not None:
+        status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": limited}
     elif short is not None:
         gib = 1024**3
         status = "error"

@@ -31,9 +31,7 @@ from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TA
 def _discover_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="all", choices=[*TASKS, "all"], help="default: %(default)s")
     p.add_argument("--view", default="all", choices=[*VIEWS, "all"], help="default: %(default)s")
-    p.add_argument(
-        "--limit", type=count(1, 10_000), default=100, help="top models per ranked view (default: %(default)s)"
-    )
+    p.add_argument("--limit", type=count(), default=100, help="top models per ranked view (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the candidates as JSON")
     p.add_argument(
         "--out-dir",
@@ -269,9 +267,7 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="Hub model id (org/name) or a local folder with config.json")  # fmt: skip
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--device", default="neuron", choices=DEVICES, help="default: %(default)s")
-    p.add_argument(
-        "--cores", type=count(1, 1024), default=None, help="cores to shard over (default: the plan's, else 1)"
-    )
+    p.add_argument("--cores", type=count(), default=None, help="cores to shard over (default: the plan's, else 1)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
     p.add_argument("--out", required=True, type=out_file, metavar="FILE", help="where to write the record (JSON)")
     p.add_argument("--model-id", default=None, help="record this Hub id for a local folder")

@@ -22,7 +22,7 @@ from pipeline.backends import Backend, package_version
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.process import ChildOutcome, now_iso, run_child, stopped_by
+from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
@@ -308,9 +308,12 @@ def bench_once(
             )
             host_memory_bytes = share
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
+    limited = address_space_short()  # no child could start: out of memory before a model loads, said at once
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status = "error"
         failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+    elif limited is not None:
+        status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": limited}
     elif short is not None:
         gib = 1024**3
         status = "error"

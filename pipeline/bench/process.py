@@ -157,3 +157,22 @@ def run_child(
             report = {"stage": "load", "metrics": {}, "error": None, "done": False}
         log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
     return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail, stopped_by=stopped)
+
+
+#: The address space (``RLIMIT_AS``, ``ulimit -v``) below which a benchmark cannot even start: the bench's own
+#: import of transformers and torch maps 0.9 GiB (VmPeak, measured on the CPU image), and under a 1 GiB limit
+#: OpenBLAS's thread start-up retried its failed allocations for ever, with no record (issue 48.6).
+MIN_ADDRESS_SPACE_BYTES = 2 * 1024**3
+
+
+def address_space_short() -> str | None:
+    """Why this process cannot start a benchmark: its address-space limit is below :data:`MIN_ADDRESS_SPACE_BYTES`
+    (a record's failure message: out of memory); None when it is not."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY or limit >= MIN_ADDRESS_SPACE_BYTES:
+        return None
+    gib = 1024**3
+    return (f"out of memory: the address-space limit (ulimit -v) is {limit / gib:.2f} GiB, below the "
+            f"{MIN_ADDRESS_SPACE_BYTES / gib:.0f} GiB a benchmark needs to start; refused before loading")  # fmt: skip

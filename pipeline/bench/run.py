@@ -16,6 +16,7 @@ from pipeline import fsatomic
 from pipeline.backends import Backend, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
+from pipeline.bench.process import address_space_short
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
@@ -205,7 +206,7 @@ def bench_model(
     dtype = o.dtype or backend.default_dtype
     resolved = resolve(model, model_id=o.model_id, revision=o.revision, hub=o.hub, task=task)
     plan = o.plan
-    if plan is None and resolved.error is None:
+    if plan is None and resolved.error is None and address_space_short() is None:  # else: record at once
         plan = plan_summary(resolved.path, task=task, dtype=dtype)
     spec = BenchSpec(
         path=str(resolved.path),

@@ -21,7 +21,7 @@ from typing import Any
 
 from pipeline import __version__
 from pipeline.cli import check, data, release, serving, stages, tools, warm  # noqa: F401  (importing them registers their commands)
-from pipeline.cli.registry import COMMANDS
+from pipeline.cli.registry import COMMANDS, Parser
 from pipeline.errors import PipelineError
 
 logger = logging.getLogger("pipeline")
@@ -30,7 +30,7 @@ logger = logging.getLogger("pipeline")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="trncat",
         description="Which Hugging Face models run unmodified on AWS Trainium2, and how well.",
         epilog="Run 'trncat COMMAND --help' for a command's options and an example.",
@@ -87,19 +87,27 @@ def _configure_logging(*, verbose: bool, quiet: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    _configure_logging(verbose=args.verbose, quiet=args.quiet)
     try:
+        args = parser.parse_args(argv)  # every argument checked here, before any work (pipeline.cli.registry)
+        _configure_logging(verbose=args.verbose, quiet=args.quiet)
         return int(args.handler(args))
     except PipelineError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except RecursionError:  # a JSON or YAML file nested deeper than its reader recurses
+        print("error: an input file is nested too deeply to read (a JSON or YAML file of thousands of levels)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    except OSError as exc:  # what the arguments' checks cannot see ahead: a disk that fills, a file removed meanwhile
+        if isinstance(exc, BrokenPipeError):  # e.g. `trncat plan ... --json | head`
+            sys.stderr.close()
+            return 0
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # e.g. `trncat plan ... --json | head`
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":

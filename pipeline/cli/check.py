@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub
+from pipeline.cli.registry import command, dataset_folder, hub_id, make_hub, out_file
 from pipeline.types import TASKS
 
 
@@ -14,7 +13,9 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     from pipeline import constants
     from pipeline.check import CACHE_REPO
 
-    p.add_argument("model", metavar="MODEL_ID", help="a Hub model id (a fine-tune, adapter, quantization, ...)")
+    p.add_argument(
+        "model", type=hub_id, metavar="MODEL_ID", help="a Hub model id (a fine-tune, adapter, quantization, ...)"
+    )
     p.add_argument("--revision", default=None, metavar="REV", help="the model's revision (default: main's head)")
     p.add_argument("--task", choices=TASKS, default=None, help="default: from its library and pipeline tag")
     source = p.add_mutually_exclusive_group()
@@ -22,13 +23,13 @@ def _check_args(p: argparse.ArgumentParser) -> None:
         "--dataset", metavar="REPO_ID", default=None,
         help=f"the Hub dataset whose merged main is read (default: TRNCAT_DATASET, else {constants.TRNCAT_DATASET})",
     )  # fmt: skip
-    source.add_argument("--dataset-dir", type=Path, metavar="DIR", help="a local dataset folder instead")
+    source.add_argument("--dataset-dir", type=dataset_folder, metavar="DIR", help="a local dataset folder instead")
     p.add_argument("--instance", default="trn2.48xlarge", metavar="NAME", help="the instance the plan sizes for")
     p.add_argument("--cache-repo", default=CACHE_REPO, metavar="ORG/NAME", help="optimum-neuron's cache repo")
     p.add_argument("--no-cache", action="store_true", help="do not look for precompiled configurations")
     p.add_argument("--json", action="store_true", help="print the answer as one JSON object (run.py included)")
     shown = p.add_mutually_exclusive_group()
-    shown.add_argument("--run-py", type=Path, metavar="FILE", help="write the run.py to try into FILE")
+    shown.add_argument("--run-py", type=out_file, metavar="FILE", help="write the run.py to try into FILE")
     shown.add_argument("--show-run-py", action="store_true", help="print the run.py to try after the answer")
 
 

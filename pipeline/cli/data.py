@@ -11,7 +11,10 @@ from pipeline.cli.registry import (
     add_price_args,
     add_publish_target_args,
     command,
+    in_file,
+    in_folder,
     make_hub,
+    out_folder,
     pricing_of,
     say_set_aside,
     valid_records,
@@ -62,7 +65,9 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _build_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders")
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="the dataset folder (created if needed)")
+    p.add_argument(
+        "--out", required=True, type=out_folder, metavar="DIR", help="the dataset folder (created if needed)"
+    )
     add_price_args(p, what="the new rows' price and cost columns")
 
 
@@ -95,17 +100,17 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _collect_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded record-* artifact")
+    p.add_argument("downloaded", type=in_folder, metavar="DIR", help="one folder per downloaded record-* artifact")
     p.add_argument(
         "--queue",
         required=True,
-        type=Path,
+        type=in_file,
         nargs="+",
         metavar="FILE",
         help="the run's queue.json (and the GPU runners' queue-gpu.json)",
     )
     p.add_argument("--run-id", required=True, metavar="ID", help="the run whose records these must be")
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help="where the accepted records go")
+    p.add_argument("--out", required=True, type=out_folder, metavar="DIR", help="where the accepted records go")
 
 
 @command(
@@ -132,7 +137,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULT", help="record files or folders (validated again here)")
     add_publish_target_args(p)
     p.add_argument(
-        "--overlay", type=Path, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
+        "--overlay", type=in_folder, metavar="DIR", help="discovery outputs to include (data/rankings, exclusions)"
     )
     p.add_argument(
         "--compiled-repo",
@@ -144,7 +149,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--release-diff",
         nargs=2,
-        type=Path,
+        type=in_file,
         metavar=("OLD", "NEW"),
         help="two toolchain files (before and after a Neuron bump): when records measured on NEW's pins come, also "
         "write data/releases/<old>--<new>.parquet (trncat diff --toolchain OLD NEW --write) into the same commit",
@@ -239,7 +244,7 @@ def _page_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--site-url", default="", metavar="URL", help="the page's address (default: the Space's page)")
     p.add_argument(
         "--out",
-        type=Path,
+        type=out_folder,
         metavar="DIR",
         help="also keep the built tree here (--from-folder: required); a script the Space already holds as the "
         "dataset has it is not fetched, so not in it",
@@ -298,8 +303,8 @@ def _page(args: argparse.Namespace) -> int:
 
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
-    p.add_argument("--work", type=Path, default=None, metavar="DIR", help="keep models and records here")
+    p.add_argument("--out", type=out_folder, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
+    p.add_argument("--work", type=out_folder, default=None, metavar="DIR", help="keep models and records here")
 
 
 @command(

@@ -9,17 +9,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pipeline.cli.registry import command
+from pipeline.cli.registry import command, dataset_folder, in_file, in_folder, out_file
 from pipeline.errors import ConfigError
 
 # -- release-watch --------------------------------------------------------------------------------------
 
 
 def _watch_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--manifest", type=Path, required=True, metavar="FILE", help="the Neuron release manifest (JSON)")
+    p.add_argument("--manifest", type=in_file, required=True, metavar="FILE", help="the Neuron release manifest (JSON)")
     p.add_argument("--source", required=True, metavar="URL", help="where the manifest was read from (named in the PR)")
-    p.add_argument("--root", type=Path, default=Path("."), metavar="DIR", help="the repository (default: .)")
-    p.add_argument("--body", type=Path, metavar="FILE", help="write the pull request's description here")
+    p.add_argument("--root", type=in_folder, default=Path("."), metavar="DIR", help="the repository (default: .)")
+    p.add_argument("--body", type=out_file, metavar="FILE", help="write the pull request's description here")
     p.add_argument("--json", action="store_true", help="print {new, old, title, branch, files} (or {new: null})")
 
 
@@ -77,9 +77,11 @@ def _release_watch(args: argparse.Namespace) -> int:
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--toolchain", nargs=2, type=Path, required=True, metavar=("OLD", "NEW"),
+    p.add_argument("--toolchain", nargs=2, type=in_file, required=True, metavar=("OLD", "NEW"),
                    help="the two toolchain files (runners/toolchain.yaml before and after a bump)")  # fmt: skip
-    p.add_argument("--dataset", type=Path, required=True, metavar="DIR", help="a dataset folder (its data/results)")
+    p.add_argument(
+        "--dataset", type=dataset_folder, required=True, metavar="DIR", help="a dataset folder (its data/results)"
+    )
     p.add_argument("--write", action="store_true", help="keep it as DIR/data/releases/<old>--<new>.parquet")
     p.add_argument("--json", action="store_true", help="print the summary and the entries as JSON")
 

@@ -7,15 +7,37 @@ with the load generator, write its serving record and serve.sh.
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of
+from pipeline.cli.registry import (
+    add_price_args,
+    command,
+    count,
+    in_file,
+    make_hub,
+    model_argument,
+    number,
+    out_file,
+    out_folder,
+    pricing_of,
+    sha256,
+)
 from pipeline.errors import ConfigError
+from pipeline.hardware import INSTANCE_NAMES, get_instance
 from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, SERVING_WORKLOADS, SOURCES
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
+#: The most chips (Trainium chips, GPUs) one engine may hold: the largest instance's (16 on a trn2.48xlarge).
+MAX_CHIPS = max(get_instance(name).chips for name in INSTANCE_NAMES)
+
+
+def _vllm_installed() -> bool:
+    """Whether the ``vllm`` command the engine runs is there (beside this Python, else on PATH)."""
+    import shutil
+    import sys
+
+    return Path(sys.executable).with_name("vllm").is_file() or shutil.which("vllm") is not None
 
 
 def concurrencies(text: str) -> tuple[int, ...]:
@@ -38,6 +60,7 @@ def concurrencies(text: str) -> tuple[int, ...]:
 def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model",
+        type=model_argument,
         help="a model folder (its own files), or a Hub id fetched at --revision without any code file",
     )
     p.add_argument("--device", choices=DEVICES, default="cpu", help="default: %(default)s")
@@ -45,21 +68,26 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency", type=concurrencies, help="the sweep, comma-separated and ascending (default: the workload's)"
     )
-    p.add_argument("--chips", type=int, default=1, help="Trainium2 chips or GPUs the engine holds (default 1)")
+    p.add_argument("--chips", type=count(1, MAX_CHIPS), default=1,
+                   help=f"Trainium2 chips or GPUs the engine holds, 1 to {MAX_CHIPS} (default 1)")  # fmt: skip
     p.add_argument("--instance-type", help="the instance the row is priced at (default: the backend's)")
-    p.add_argument("--instance-chips", type=int, help="the instance's chips (the share a cost is charged)")
+    p.add_argument(
+        "--instance-chips", type=count(1, MAX_CHIPS), help="the instance's chips (the share a cost is charged)"
+    )
     p.add_argument("--lnc", type=int, choices=LNCS, help="logical NeuronCore config on Trainium2 (default 2)")
     p.add_argument("--dtype", choices=DTYPES, help="weights dtype (default float32 on the CPU, else bfloat16)")
     add_price_args(p, what="the row's price and cost")
-    p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
-    p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
+    p.add_argument("--ttft-s", type=number(), help="the service level's TTFT limit (default 2 s at p99)")
+    p.add_argument("--tok-s-per-user", type=number(), help="the service level's per-user speed (default 10 tok/s)")
     p.add_argument(
-        "--group", type=int, help="points per load-generator run (default 1; more: a crash loses the whole group)"
+        "--group",
+        type=count(1, MAX_CONCURRENCY),
+        help="points per load-generator run (default 1; more: a crash loses the whole group)",
     )
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument(
         "--ready-timeout",
-        type=_seconds,
+        type=number(),
         default=900.0,
         metavar="S",
         help="seconds the engine has to answer /health before the run is an error (default: %(default)g)",
@@ -76,42 +104,28 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         choices=EVAL_TASK_NAMES,
         help="also score the served model with lm-eval on this pinned task after the sweep",
     )
-    p.add_argument("--eval-floor", type=float, help="the model's floor for --eval (default: the task's)")
+    p.add_argument(
+        "--eval-floor", type=number(0.0, 1.0, above=False), help="the model's floor for --eval (default: the task's)"
+    )
     p.add_argument(
         "--warm-from",
-        type=Path,
+        type=in_file,
         metavar="BUNDLE",
         help="on Trainium2: start the engine from this serving bundle's compile cache (a row's published "
         "<record>.neff-cache.tar.gz; needs --sha256)",
     )
-    p.add_argument("--sha256", type=_sha256, help="the bundle's sha256 (its row's compiled_cache.sha256)")
+    p.add_argument("--sha256", type=sha256, help="the bundle's sha256 (its row's compiled_cache.sha256)")
     p.add_argument(
         "--require-warm",
         action="store_true",
         help="with --warm-from: a cache miss is fatal (VLLM_NEURON_DISABLE_WARMUP_COMPILE=1), never a compile",
     )
-    p.add_argument("--out", type=Path, default=Path("serving.json"))
+    p.add_argument("--out", type=out_file, default=Path("serving.json"), help="the record (default: %(default)s)")
     p.add_argument(
         "--work",
-        type=Path,
+        type=out_folder,
         help="where the engine's logs, guidellm's reports and serve.sh go (default: beside --out)",
     )
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"give a number of seconds above 0, not {text[:80]!r}")
-    return value
-
-
-def _sha256(text: str) -> str:
-    if not re.fullmatch(r"[0-9a-f]{64}", text):
-        raise argparse.ArgumentTypeError(f"a sha256 is 64 lowercase hex digits, not {text[:80]!r}")
-    return text
 
 
 @command(
@@ -124,12 +138,20 @@ def _sha256(text: str) -> str:
 def _serve(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from pipeline.ids import is_revision
     from pipeline.serve import DEFAULT_SLO, ServeOptions, eval_task, serve_hub_model, serving_workload
 
     if (args.warm_from is None) != (args.sha256 is None):
         raise ConfigError("--warm-from and --sha256 go together: a bundle is unpacked only when its digest matches")
     if args.require_warm and args.warm_from is None:
         raise ConfigError("--require-warm needs --warm-from: a bundle to start warm from")
+    if args.instance_chips is not None and args.instance_chips < args.chips:
+        raise ConfigError(f"--chips {args.chips} is more than the instance's --instance-chips {args.instance_chips}")
+    if args.revision is not None and not is_revision(args.revision):
+        raise ConfigError(f"--revision {args.revision[:60]!r}: a revision is a 40-hex commit")
+    if args.device != "cpu" and not _vllm_installed():
+        raise ConfigError(f"--device {args.device} serves with vLLM: no `vllm` command beside this Python or on PATH "
+                          "(install vllm, and vllm-neuron on Trainium2)")  # fmt: skip
     workload = serving_workload(args.workload)
     if args.concurrency:
         workload = dataclasses.replace(workload, concurrencies=args.concurrency)

@@ -4,10 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of
+from pipeline.cli.registry import (
+    add_price_args,
+    command,
+    count,
+    in_file,
+    in_folder,
+    in_path,
+    make_hub,
+    model_argument,
+    number,
+    out_file,
+    out_folder,
+    pricing_of,
+)
 from pipeline.errors import ConfigError
 from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TASKS, VIEWS
 
@@ -17,16 +31,16 @@ from pipeline.types import DEVICES, DTYPES, LNCS, SERVING_WORKLOADS, SOURCES, TA
 def _discover_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", default="all", choices=[*TASKS, "all"], help="default: %(default)s")
     p.add_argument("--view", default="all", choices=[*VIEWS, "all"], help="default: %(default)s")
-    p.add_argument("--limit", type=int, default=100, help="top models per ranked view (default: %(default)s)")
+    p.add_argument("--limit", type=count(), default=100, help="top models per ranked view (default: %(default)s)")
     p.add_argument("--json", action="store_true", help="print the candidates as JSON")
     p.add_argument(
         "--out-dir",
-        type=Path,
+        type=out_folder,
         metavar="DIR",
         help="write DIR/candidates/<task>-<view>.json, DIR/data/rankings/*.parquet, DIR/data/exclusions.parquet",
     )
-    p.add_argument("--selected", type=Path, metavar="FILE", help="default: dataset/selected.yaml")
-    p.add_argument("--exclusions", type=Path, metavar="FILE", help="default: dataset/exclusions.yaml")
+    p.add_argument("--selected", type=in_file, metavar="FILE", help="default: dataset/selected.yaml")
+    p.add_argument("--exclusions", type=in_file, metavar="FILE", help="default: dataset/exclusions.yaml")
     p.add_argument("--allow-gated", action="store_true", help="keep gated models (the runners' token must have access)")
 
 
@@ -74,16 +88,16 @@ GPU_INSTANCE = "p5en.48xlarge"
 def _queue_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--candidates",
-        type=Path,
+        type=in_path,
         nargs="+",
         required=True,
         metavar="PATH",
         help="discovery JSON files or folders of them (trncat discover --out-dir DIR: DIR/candidates)",
     )
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--dataset", type=Path, metavar="DIR", help="a local dataset folder (data/results)")
+    source.add_argument("--dataset", type=in_folder, metavar="DIR", help="a local dataset folder (data/results)")
     source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset (its data/results is read)")
-    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--toolchain", type=in_file, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
     p.add_argument(
         "--device",
         choices=DEVICES,
@@ -96,19 +110,19 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help=f"default: trn2.48xlarge; with --device cuda a GPU instance of the price table, default {GPU_INSTANCE}",
     )
-    p.add_argument("--selected", type=Path, default=None, metavar="FILE", help="default: dataset/selected.yaml")
-    p.add_argument("--max-error-retries", type=int, default=2)
-    p.add_argument("--chunk-size", type=int, default=256)
-    p.add_argument("--chunk", type=int, default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
-    p.add_argument("--out", type=Path, default=None, metavar="FILE", help="default: print to stdout")
+    p.add_argument("--selected", type=in_file, default=None, metavar="FILE", help="default: dataset/selected.yaml")
+    p.add_argument("--max-error-retries", type=count(0, 1000), default=2)
+    p.add_argument("--chunk-size", type=count(), default=256)
+    p.add_argument("--chunk", type=count(0), default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
+    p.add_argument("--out", type=out_file, default=None, metavar="FILE", help="default: print to stdout")
     p.add_argument(
         "--estimate",
-        type=Path,
+        type=out_file,
         default=None,
         metavar="FILE",
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
-    p.add_argument("--target-hours", type=float, default=24.0, help="the sweep should end within (default 24)")
+    p.add_argument("--target-hours", type=number(), default=24.0, help="the sweep should end within (default 24)")
     p.add_argument(
         "--serving",
         metavar="WORKLOAD",
@@ -196,7 +210,9 @@ def _queue(args: argparse.Namespace) -> int:
 
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="Hub model id or a local folder with config.json")
+    p.add_argument(
+        "model", type=model_argument, metavar="MODEL", help="Hub model id or a local folder with config.json"
+    )
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
     p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
     p.add_argument("--lnc", type=int, choices=LNCS, default=None, help="logical core config (trn2 default 2)")
@@ -207,9 +223,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
         default="text-generation",
         help="the task it runs under: its workload, and the model class counted",
     )
-    p.add_argument("--batch-size", type=int, default=None)
-    p.add_argument("--input-tokens", type=int, default=None)
-    p.add_argument("--output-tokens", type=int, default=None)
+    p.add_argument("--batch-size", type=count(), default=None)
+    p.add_argument("--input-tokens", type=count(), default=None)
+    p.add_argument("--output-tokens", type=count(), default=None)
     p.add_argument("--json", action="store_true")
 
 
@@ -228,7 +244,7 @@ def _plan(args: argparse.Namespace) -> int:
     sizes = ("batch_size", "input_tokens", "output_tokens")
     changes = {k: getattr(args, k) for k in sizes if getattr(args, k) is not None}
     workload = dataclasses.replace(default_workload(args.task), **changes)
-    local = Path(_model_argument(args.model)).is_dir()
+    local = Path(args.model).is_dir()
     plan = plan_model(
         Path(args.model) if local else args.model,
         revision=args.revision,
@@ -246,57 +262,48 @@ def _plan(args: argparse.Namespace) -> int:
 # -- bench ----------------------------------------------------------------------------------------------
 
 
-def _model_argument(text: str) -> str:
-    """``text`` when it is a local folder or could be a Hub id; a path to nothing is said to be one.
-
-    ``./x``, ``../x``, ``/x``, ``~/x`` and anything that exists are paths, never Hub ids: a missing one is a
-    missing folder, not a bad model id.
-
-    Raises:
-        ConfigError: a path that is no folder.
-    """
-    path = Path(text).expanduser()
-    if path.is_dir():
-        return text
-    if path.exists():
-        raise ConfigError(f"{text}: a file, not a model folder (a folder with config.json, or a Hub id org/name)")
-    if text.startswith(("./", "../", "/", "~")) or text in (".", ".."):
-        raise ConfigError(f"{text}: no such folder (a local model is a folder with config.json)")
-    return text
-
-
 def _bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL", help="Hub model id (org/name) or a local folder with config.json")
+    p.add_argument("model", type=model_argument, metavar="MODEL",
+                   help="Hub model id (org/name) or a local folder with config.json")  # fmt: skip
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--device", default="neuron", choices=DEVICES, help="default: %(default)s")
-    p.add_argument("--cores", type=int, default=None, help="cores to shard over (default: the plan's, else 1)")
+    p.add_argument("--cores", type=count(), default=None, help="cores to shard over (default: the plan's, else 1)")
     p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
-    p.add_argument("--out", required=True, type=Path, metavar="FILE", help="where to write the record (JSON)")
+    p.add_argument("--out", required=True, type=out_file, metavar="FILE", help="where to write the record (JSON)")
     p.add_argument("--model-id", default=None, help="record this Hub id for a local folder")
     p.add_argument("--revision", default=None, help="40-hex commit (Hub: default the main branch's head)")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="S", help="seconds before the run is killed")
-    p.add_argument("--memory-limit-gb", type=float, default=None, help="kill the run past this host memory")
-    p.add_argument("--iterations", type=int, default=5, help="timed calls (default: %(default)s)")
-    p.add_argument("--warmup", type=int, default=1, help="untimed calls after the first (default: %(default)s)")
+    p.add_argument("--timeout", type=number(), default=1800.0, metavar="S", help="seconds before the run is killed")
+    p.add_argument("--memory-limit-gb", type=number(), default=None, help="kill the run past this host memory")
+    p.add_argument("--iterations", type=count(), default=5, help="timed calls (default: %(default)s)")
+    p.add_argument("--warmup", type=count(0), default=1, help="untimed calls after the first (default: %(default)s)")
     p.add_argument("--source", default="local", choices=SOURCES, help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")
     p.add_argument(
         "--host-memory-bytes",
-        type=int,
+        type=count(0, 2**62),
         default=None,
         metavar="N",
         help="host memory the compile needs (the queue's host_memory_bytes); short of it, the run is refused "
         "with an error record that a later queue retries",
     )
-    p.add_argument("--host-memory-wait", type=float, default=0.0, metavar="S", help="wait this long for it first")
+    p.add_argument(
+        "--host-memory-wait", type=number(above=False), default=0.0, metavar="S", help="wait this long for it first"
+    )
     p.add_argument(
         "--workload",
         action="append",
+        type=_key_value,
         default=[],
         metavar="KEY=VALUE",
         help="change a field of the task's fixed workload for a smaller run, e.g. --workload input_tokens=16 "
         "(the record carries the workload it ran)",
     )
+
+
+def _key_value(text: str) -> str:
+    if not re.fullmatch(r"[a-z_]+=\S+", text):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: give KEY=VALUE, such as input_tokens=16")
+    return text
 
 
 @command(
@@ -310,7 +317,6 @@ def _bench(args: argparse.Namespace) -> int:
     from pipeline.bench import BenchOptions, bench_model
 
     changes = dict(item.partition("=")[::2] for item in args.workload)
-    _model_argument(args.model)
     record = bench_model(
         args.model,
         task=args.task,

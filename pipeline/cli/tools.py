@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import command, make_hub
+from pipeline.cli.registry import command, count, in_file, make_hub, out_folder
 from pipeline.errors import ConfigError
 
 # -- localhub -------------------------------------------------------------------------------------------
@@ -16,9 +16,9 @@ from pipeline.errors import ConfigError
 
 def _localhub_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["serve"])
-    p.add_argument("--root", type=Path, required=True, metavar="DIR", help="where repos are stored")
+    p.add_argument("--root", type=out_folder, required=True, metavar="DIR", help="where repos are stored")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    p.add_argument("--port", type=count(0, 65535), default=0, help="0 picks a free port (default)")
     p.add_argument(
         "--tokens-file",
         type=Path,
@@ -101,9 +101,9 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also serve the tiny model with vLLM Neuron and sweep it with guidellm (what a first serving run settles)",
     )
-    p.add_argument("--cores", type=int, default=None, metavar="N", help="check that a run of N cores fits here")
+    p.add_argument("--cores", type=count(), default=None, metavar="N", help="check that a run of N cores fits here")
     p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
-    p.add_argument("--toolchain", type=Path, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--toolchain", type=in_file, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
 
 
 @command(

@@ -8,7 +8,20 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.cli.registry import add_publish_target_args, command, make_hub, say_set_aside, valid_records
+from pipeline.cli.registry import (
+    add_publish_target_args,
+    command,
+    count,
+    dataset_folder,
+    in_file,
+    in_folder,
+    make_hub,
+    model_argument,
+    out_file,
+    out_folder,
+    say_set_aside,
+    sha256,
+)
 from pipeline.errors import ConfigError
 
 #: What warm-queue writes into its ``--out`` folder: the matrix, and one record per entry under records/.
@@ -22,10 +35,10 @@ def _warm_queue_args(p: argparse.ArgumentParser) -> None:
 
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset, read from its main (no token)")
-    source.add_argument("--dataset", type=Path, metavar="DIR", help="offline: a local dataset folder instead")
+    source.add_argument("--dataset", type=dataset_folder, metavar="DIR", help="offline: a local dataset folder instead")
     said = f"writes DIR/{QUEUE_FILE} (the matrix) and DIR/records/<artifact>.json (their records)"
-    p.add_argument("--out", required=True, type=Path, metavar="DIR", help=said)
-    p.add_argument("--limit", type=int, default=64, metavar="N",
+    p.add_argument("--out", required=True, type=out_folder, metavar="DIR", help=said)
+    p.add_argument("--limit", type=count(1, MAX_WARM_ENTRIES), default=64, metavar="N",
                    help=f"at most N checks this run (at most {MAX_WARM_ENTRIES}; default %(default)s)")  # fmt: skip
 
 
@@ -66,10 +79,18 @@ def _warm_queue(args: argparse.Namespace) -> int:
 
 
 def _warm_check_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("record", type=Path, metavar="RECORD", help="the published row's record (it names its bundle)")
-    p.add_argument("--model", required=True, metavar="MODEL", help="the model to load: its folder or its Hub id")
-    p.add_argument("--sha256", metavar="HEX", help="refuse unless the record's bundle has this digest (the queue's)")
-    p.add_argument("--out", type=Path, metavar="FILE", help="write the check as JSON")
+    p.add_argument("record", type=in_file, metavar="RECORD", help="the published row's record (it names its bundle)")
+    p.add_argument(
+        "--model",
+        required=True,
+        type=model_argument,
+        metavar="MODEL",
+        help="the model to load: its folder or its Hub id",
+    )
+    p.add_argument(
+        "--sha256", type=sha256, metavar="HEX", help="refuse unless the record's bundle has this digest (the queue's)"
+    )
+    p.add_argument("--out", type=out_file, metavar="FILE", help="write the check as JSON")
 
 
 @command(
@@ -83,10 +104,14 @@ def _warm_check(args: argparse.Namespace) -> int:
     from pipeline import constants, fsatomic
     from pipeline.backends import backend_class
     from pipeline.publish import warm_check
+    from pipeline.records import validate_paths
 
-    _, records = valid_records([args.record], label="warm-check")
+    report = validate_paths([args.record])
+    records = [record for _, record in report.records]
     if len(records) != 1 or not records[0].get("compiled_cache"):
-        raise ConfigError(f"{args.record}: one valid record that names its compiled-cache bundle is needed")
+        more = f" (and {len(report.problems) - 1} more)" if len(report.problems) > 1 else ""
+        needed = f"{args.record}: one valid record that names its compiled-cache bundle is needed"
+        raise ConfigError(f"{report.problems[0]}{more}" if report.problems else needed)
     record = records[0]
     if args.sha256 is not None and record["compiled_cache"].get("sha256") != args.sha256:
         raise ConfigError(f"{args.record}: its bundle is not {args.sha256[:64]!r}")
@@ -107,8 +132,8 @@ def _warm_check(args: argparse.Namespace) -> int:
 
 
 def _warm_publish_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("downloaded", type=Path, metavar="DIR", help="one folder per downloaded warm-* artifact")
-    p.add_argument("--queue", required=True, type=Path, metavar="FILE", help=f"the run's {QUEUE_FILE}")
+    p.add_argument("downloaded", type=in_folder, metavar="DIR", help="one folder per downloaded warm-* artifact")
+    p.add_argument("--queue", required=True, type=in_file, metavar="FILE", help=f"the run's {QUEUE_FILE}")
     add_publish_target_args(p)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from huggingface_hub import HfApi
-from huggingface_hub.community import DiscussionComment
+from huggingface_hub.community import DiscussionComment, DiscussionCommit
 
 from pipeline.errors import HubError
 from pipeline.hub.listing import CommitResult, RepoType
@@ -105,6 +105,13 @@ class PullRequests:
                 if info.sha:
                     return CommitResult(sha=info.sha, pr_num=d.num, pr_url=details.url)
         return None
+
+    def pr_events(self, repo_id: str, pr_num: int, *, repo_type: RepoType = "dataset") -> tuple[list[str], list[str]]:
+        """A PR's commits (their shas, oldest first) and its comments' texts, as its discussion lists them."""
+        what = f"reading {repo_id}#{pr_num}"
+        events = self._call(what, lambda: self._api.get_discussion_details(repo_id, pr_num, repo_type=repo_type)).events
+        commits = [e.oid for e in events if isinstance(e, DiscussionCommit)]
+        return commits, [e.content for e in events if isinstance(e, DiscussionComment)]
 
     def comment(self, repo_id: str, pr_num: int, text: str, *, repo_type: RepoType = "dataset") -> None:
         """Comment on a discussion or PR, once: a retry first looks for the comment by its marker."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Iterator
 
 import httpx2
@@ -58,8 +59,15 @@ def network_error(exc: BaseException) -> BaseException | None:
     return next((e for e in causes(exc) if isinstance(e, (httpx2.TransportError, ConnectionError))), None)
 
 
+def disk_full(exc: BaseException) -> OSError | None:
+    """The full disk (ENOSPC, or a quota: EDQUOT) behind ``exc``: a download's write, not the network."""
+    return next((e for e in causes(exc) if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)), None)
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """Whether trying again may help: a retryable answer, or a network error."""
+    """Whether trying again may help: a retryable answer, or a network error (never a full disk)."""
+    if disk_full(exc) is not None:
+        return False
     status, _ = http_status(exc)
     return status in RETRYABLE or (status is None and network_error(exc) is not None)
 
@@ -81,6 +89,8 @@ def translate(exc: BaseException, what: str, *, attempts: int) -> HubError:
         The error to raise.
     """
     tries = f" after {attempts} attempts" if attempts > 1 else ""
+    if (full := disk_full(exc)) is not None:  # said as itself: docs/failures.md's disk_full reads this text
+        return HubError(f"{what}: OSError: [Errno {full.errno}] {full.strerror or 'No space left on device'}")
     chain = list(causes(exc))
     status, _ = http_status(exc)
     if any(isinstance(e, hf_errors.GatedRepoError) for e in chain):

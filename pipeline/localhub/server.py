@@ -77,6 +77,8 @@ class LocalHubServer(ThreadingHTTPServer):
 
     daemon_threads = True
     allow_reuse_address = True
+    #: The listen backlog: socketserver's 5 timed out connections when a test's 100 clients came at once.
+    request_queue_size = 128
 
     def __init__(
         self,

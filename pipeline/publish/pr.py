@@ -50,6 +50,9 @@ logger = logging.getLogger(__name__)
 
 PR_TITLE_PREFIX = "[trncat] benchmark results"
 NOTHING_TO_PUBLISH = "nothing to publish: the dataset already holds these results"
+#: What a comment on a commit of the bot PR names it by (``<!-- trncat-commit SHA -->``): a run that finds the PR's
+#: last commit named by no comment posts the one a run before it could not (issue 48.6).
+COMMIT_KEY = "trncat-commit"
 
 
 @dataclass
@@ -211,6 +214,8 @@ def publish(
         if dry_run or first.empty:
             if first.empty:
                 description = NOTHING_TO_PUBLISH
+                if not dry_run and pr_num is not None:
+                    _post_a_lost_comment(hub, repo, pr_num, publication, main_head, invalid=invalid)
             return PublishResult(repo=repo, files=files, summary=first.summary, pr_num=pr_num, dry_run=dry_run,
                                  description=description, set_aside=first.set_aside)  # fmt: skip
 
@@ -232,7 +237,7 @@ def publish(
         files = last.files
         description = _describe(last, invalid=invalid)
         if pr_num is not None:  # an update to the open bot PR: say what this commit adds
-            hub.comment(repo, pr_num, description, repo_type="dataset")
+            hub.comment(repo, pr_num, _keyed(description, result.sha), repo_type="dataset")
         elif result.pr_num is not None:  # a new PR: another publish may have opened one at the same time
             result = _fold_into_an_older_pr(hub, repo, publication, result, author=author, title=title, invalid=invalid)
             last = publication.latest
@@ -248,6 +253,27 @@ def publish(
             commit=result.sha,
             set_aside=last.set_aside,
         )
+
+
+def _keyed(text: str, sha: str) -> str:
+    """A comment on a commit of the PR, naming it: the next run knows by it that the comment was posted."""
+    return f"{text}\n\n<!-- {COMMIT_KEY} {sha} -->"
+
+
+def _post_a_lost_comment(hub: Hub, repo: str, pr_num: int, publication: _Publication, main_head: str, *,
+                         invalid: int) -> None:  # fmt: skip
+    """The comment an earlier run could not post after its commit (the Hub went away between the two), posted by
+    this run of results the PR already holds, once: each update's comment names its commit (:func:`_keyed`), so
+    the PR's last commit after the one that opened it, with no comment naming it, is owed one."""
+    commits, comments = hub.pr_events(repo, pr_num, repo_type="dataset")
+    if len(commits) < 2 or any(f"{COMMIT_KEY} {commits[-1]}" in text for text in comments):
+        return
+    sha = commits[-1]
+    logger.warning("%s#%d: commit %s has no comment (a run could not post it): posting it now", repo, pr_num, sha)
+    note = _describe(publication.prepare_at(main_head), invalid=invalid)
+    said = (f"The comment on commit {sha[:12]} could not be posted when it was made (the Hub went away); a later "
+            f"publish of the same results posts it. What they add to main:\n\n{note}")  # fmt: skip
+    hub.comment(repo, pr_num, _keyed(said, sha), repo_type="dataset")
 
 
 def _describe(prepared: Prepared, *, invalid: int) -> str:
@@ -283,7 +309,8 @@ def _fold_into_an_older_pr(
     last = publication.latest
     if folded.created and not last.empty:
         note = _describe(last, invalid=invalid)
-        hub.comment(repo, into, f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}")
+        said = f"Folded in from #{ours} (opened by a publish at the same time):\n\n{note}"
+        hub.comment(repo, into, _keyed(said, folded.sha))
     hub.comment(repo, ours, f"Folded into #{into}, which another publish opened at the same time: its rows are there.")
     hub.close_pr(repo, ours)
     url = re.sub(r"/discussions/\d+$", f"/discussions/{into}", opened.pr_url) if opened.pr_url else None

@@ -66,8 +66,8 @@ def _read(path: Path | None) -> tuple[Path, Any]:
     path = constants.TRNCAT_TOOLCHAIN if path is None else Path(path)
     try:
         return path, yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: unreadable toolchain file: {exc}") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:  # ValueError: a 5,000-digit number
+        raise ConfigError(f"{path}: unreadable toolchain file: {' '.join(str(exc).split())[:300]}") from None
 
 
 def check_toolchain(toolchain: Mapping[str, Any]) -> dict[str, str]:

@@ -172,3 +172,27 @@ def test_a_full_out_disk_writes_the_record_to_a_fallback_and_says_where(tmp_path
     assert str(kept) in str(caught.value) and kept.name.startswith("record.") and kept.suffix == ".json"
     assert validate_record(parse_record(kept.read_text(encoding="utf-8")), allow_emulated=True) == []
     assert not out.exists()
+
+
+def test_a_bench_under_a_1_gib_address_space_limit_ends_with_an_out_of_memory_record(tmp_path) -> None:
+    """Issue 48.6: under ``ulimit -v`` 1 GiB the bench hung for ever (OpenBLAS's thread start-up, imported with
+    transformers, retried its failed allocations) and wrote no record. It ends at once with an error record that
+    says out of memory, never started a child."""
+    import resource
+
+    from pipeline.testing import build_tiny_llama
+
+    model, out = build_tiny_llama(tmp_path / "tiny"), tmp_path / "r.json"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1024**3, 1024**3))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline", "bench", str(model), "--task", "text-generation",
+         "--device", "cpu", "--out", str(out), "--timeout", "60"],
+        preexec_fn=limit, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    record = parse_record(out.read_text())
+    assert done.returncode == 0 and record["status"] == "error", done.stderr[-2000:]
+    assert record["failure"]["code"] == "host_memory_short" and "out of memory" in record["failure"]["message"]
+    assert "address-space limit" in record["failure"]["message"]

@@ -343,8 +343,11 @@ def test_a_missing_or_empty_dataset_dir_is_an_error(catalog, capsys, monkeypatch
     for folder, words in ((tmp_path / "nope", "no such dataset folder"), (tmp_path / "empty", "holds no dataset")):
         assert main(["check", "acme/ft", "--dataset-dir", str(folder), "--no-cache"]) == 2
         captured = capsys.readouterr()
-        assert captured.out == "" and captured.err.strip() == f"error: {folder}: {words}" + (
-            "" if words.startswith("no such") else " (no data/latest/*.parquet, no data/families/*.parquet)"
+        assert (
+            captured.out == ""
+            and captured.err.strip()
+            == f"error: trncat check: argument --dataset-dir: {folder}: {words}"
+            + ("" if words.startswith("no such") else " (no data/latest/*.parquet, no data/families/*.parquet)")
         )
 
 

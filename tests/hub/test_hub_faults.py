@@ -86,3 +86,32 @@ def test_a_hub_that_never_answers_ends_at_the_deadline(localhub_proxy, monkeypat
     with pytest.raises(HubDeadlineError, match="deadline"), deadline(1.0):
         client.head_sha(repo)
     assert proxy.settle() >= 2, "tried again after each timeout, until the deadline"
+
+
+def test_a_disk_that_fills_during_a_download_is_disk_full_never_a_network_error() -> None:
+    """Issue 48.6: a download whose write hits ENOSPC while the response stream breaks (the OSError's context a
+    transport error) was said "cannot reach the Hub" and recorded ``network_error``, and retried with backoff. A full
+    disk is said as itself, is not retried, and the benchmark's classification reads it as ``disk_full``."""
+    import errno
+
+    import httpx2
+
+    from pipeline.bench.failures import classify
+    from pipeline.hub.translate import is_retryable, translate
+
+    def full_disk_in_a_broken_stream() -> OSError:
+        try:
+            try:
+                raise httpx2.ReadError("peer closed connection")
+            except httpx2.ReadError:
+                raise OSError(errno.ENOSPC, "No space left on device") from None
+        except OSError as exc:
+            exc.__context__ = httpx2.ReadError("peer closed connection")
+            return exc
+
+    exc = full_disk_in_a_broken_stream()
+    assert not is_retryable(exc)
+    said = translate(exc, "downloading acme/m", attempts=1)
+    assert "No space left on device" in str(said) and "cannot reach" not in str(said)
+    verdict = classify(exc_type=type(said).__name__, message=f"download failed: {said}", stage_hint="load")
+    assert (verdict.status, verdict.stage, verdict.code) == ("error", "load", "disk_full")

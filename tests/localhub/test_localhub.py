@@ -546,3 +546,23 @@ def test_an_hf_path_read_after_another_local_hub_lists_the_new_hubs_files(tmp_pa
             finally:
                 restore()
     assert [frame.hub.tolist() for frame in frames] == [[0], [1]]
+
+
+def test_a_hundred_clients_connecting_at_once_are_all_let_in(tmp_path: Path) -> None:
+    """Issue 48.6: a listen backlog of 5 (socketserver's) timed out connections at 100 clients. Nothing accepts
+    here (the server is bound, not serving): every connection the kernel completes is one the backlog holds."""
+    from pipeline.localhub import LocalHubServer
+
+    server = LocalHubServer(LocalHubStore(tmp_path))
+    clients: list[socket.socket] = []
+    try:
+        for _ in range(100):
+            client = socket.socket()
+            clients.append(client)
+            client.settimeout(1.0)
+            client.connect(server.server_address)  # a backlog of 5: the 7th times out
+    finally:
+        for client in clients:
+            client.close()
+        server.server_close()
+    assert len(clients) == 100

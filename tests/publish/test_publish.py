@@ -412,3 +412,29 @@ def test_requests_that_need_no_answer_of_another_are_sent_together(dataset_repo,
     group(r"/resolve/[0-9a-f]{40}/data/summary\.json", rf"^/api/datasets/{REPO}/tree/", r"/paths-info/")
     result = publish(_batch(5, 29), repo=REPO, hub=hub)
     assert result.published and not alone, alone
+
+
+def test_a_comment_the_hub_lost_after_the_commit_is_posted_by_the_next_run_once(dataset_repo) -> None:
+    """Issue 48.6: the Hub went away right after an update's commit: its PR comment was never posted, and a re-run
+    (everything already on the PR) did not post it either. The next run posts it, naming the commit; a run after
+    that posts nothing more."""
+    hub, server = dataset_repo.client, dataset_repo.server
+    assert publish(_records(), repo=REPO, hub=hub).pr_num == 1
+    update = [_later(metrics={"decode_tokens_per_s": 123.0})]
+    server.inject(r"/discussions/1/comment", "POST", statuses=(503,), forever=True)
+    with pytest.raises(HubServerError):
+        publish(update, repo=REPO, hub=hub)
+    server.clear_faults()
+    sha = dataset_repo.store.get(REPO, repo_type="dataset").resolve("refs/pr/1")
+
+    def comments() -> list[str]:
+        events = hub._api.get_discussion_details(REPO, 1, repo_type="dataset").events
+        return [e.content for e in events if getattr(e, "type", "") == "comment"][1:]  # after the description
+
+    assert not [c for c in comments() if sha in c]
+    again = publish(update, repo=REPO, hub=hub)
+    assert not again.published
+    owed = [c for c in comments() if sha in c]
+    assert len(owed) == 1 and "could not be posted" in owed[0], owed
+    publish(update, repo=REPO, hub=hub)
+    assert len([c for c in comments() if sha in c]) == 1, "never twice"

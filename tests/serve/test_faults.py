@@ -262,13 +262,16 @@ class _Answers(__import__("http.server").server.BaseHTTPRequestHandler):
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
-def test_a_ready_timeout_that_is_no_positive_number_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_ready_timeout_that_is_no_positive_number_is_one_line(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pipeline.cli import main
 
-    with pytest.raises(SystemExit) as stop:
-        main(["serve", "/nonexistent", "--ready-timeout", value])
-    assert stop.value.code == 2
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    argv = ["serve", str(tmp_path), "--device", "cpu", "--out", str(tmp_path / "r.json"), "--ready-timeout", value]
+    assert main(argv) == 2
     err = capsys.readouterr().err
+    assert err.count("\n") == 1
     assert "--ready-timeout" in err and "above 0" in err and "Traceback" not in err
 
 

@@ -53,6 +53,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     add_price_args(p, what="the row's price and cost")
     p.add_argument("--ttft-s", type=float, help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
+    p.add_argument(
+        "--load-generator",
+        choices=("guidellm", "vllm-bench"),
+        default="guidellm",
+        help="guidellm (any engine, image workloads too) or vllm-bench (`vllm bench serve` on InferenceX's flags, "
+        "a vLLM engine and a text workload; from the vLLM environment, `make .venv-vllm`). Default: %(default)s",
+    )
     p.add_argument("--group", type=int, help="points per load-generator run (default: all on the CPU, else 1)")
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument("--model-id", help="the id a local folder is recorded under (default: local/<folder name>)")
@@ -145,6 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
             eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
             warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
             require_warm=args.require_warm,
+            load_generator=args.load_generator,
         ),
     )
     serving = record["serving"]

@@ -145,7 +145,9 @@ def _measure(
         return measured, bench, vllmbench.recorded(args, local=local)
     doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
     load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
-    return (points_of(load.report) if load.report else []), load, " ".join(load.argv)
+    # the command by name, its scenario by file name: no path of this machine in the record
+    command = ["guidellm", *(Path(a).name if a.startswith(str(folder)) else a for a in load.argv[1:])]
+    return (points_of(load.report) if load.report else []), load, " ".join(command)
 
 
 def _low_success(point: dict[str, Any]) -> str:

@@ -26,9 +26,10 @@ VLLM_INSTALL = "make .venv-vllm"
 #: (``PackageNotFoundError: No package metadata was found for vllm``: it asks for the distribution ``vllm``), and
 #: ``vllm serve`` runs this same server (docs/neuron-facts.md, "vLLM on the CPU").
 VLLM_SERVER_MODULE = "vllm.entrypoints.openai.api_server"
-#: The head dimensions vLLM's CPU attention runs (``Unsupported CPU attention configuration: head_dim=16``: the
-#: engine answers ``/health`` and dies on the first request; docs/neuron-facts.md, "vLLM on the CPU").
-VLLM_CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256)
+#: The head dimensions vLLM's CPU attention runs (``get_supported_head_sizes`` of vllm-cpu 0.32.0's
+#: ``vllm/v1/attention/backends/cpu_attn.py``). Another one starts, answers ``/health`` and dies on the first request
+#: (``Unsupported CPU attention configuration: head_dim=16``; docs/neuron-facts.md, "vLLM on the CPU").
+VLLM_CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 
 @dataclass(frozen=True)

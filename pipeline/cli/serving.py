@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline.cli.registry import add_price_args, command, make_hub, pricing_of
 from pipeline.errors import ConfigError
-from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, SERVING_WORKLOADS, SOURCES
+from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, LOAD_GENERATOR_NAMES, SERVING_WORKLOADS, SOURCES
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
@@ -55,7 +55,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tok-s-per-user", type=float, help="the service level's per-user speed (default 10 tok/s)")
     p.add_argument(
         "--load-generator",
-        choices=("guidellm", "vllm-bench"),
+        choices=LOAD_GENERATOR_NAMES,
         default="guidellm",
         help="guidellm (any engine, image workloads too) or vllm-bench (`vllm bench serve` on InferenceX's flags, "
         "a vLLM engine and a text workload; from the vLLM environment, `make .venv-vllm`). Default: %(default)s",

@@ -364,7 +364,7 @@ _WRAPPERS = ("EngineDeadError", "EngineCore encountered an issue", "APIServer", 
 def first_completion(spec: EngineSpec, *, timeout_s: float) -> str | None:
     """Send one short completion to ``spec``'s engine: None when it came back with text, else what went wrong
     (its HTTP status and body, or the connection's error)."""
-    body = {"model": spec.model_name, "prompt": "Hello", "max_tokens": FIRST_COMPLETION_TOKENS, "temperature": 0}
+    body = {"model": spec.model_name, "prompt": "Hello", "max_tokens": FIRST_COMPLETION_TOKENS}
     request = urllib.request.Request(  # noqa: S310 - loopback only
         f"{spec.base_url}/v1/completions",
         data=json.dumps(body).encode("utf-8"),

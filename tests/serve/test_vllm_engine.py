@@ -92,6 +92,10 @@ def test_no_vllm_environment_is_one_line_naming_the_install(
     err = capsys.readouterr().err
     assert code != 0 and "make .venv-vllm" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "s.json").exists()
+    # the demo serves with vLLM too: it says so before it builds anything
+    assert main(["demo", "--out", str(tmp_path / "demo-out")]) == 2
+    err = capsys.readouterr().err
+    assert "make .venv-vllm" in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "demo-out").exists()
 
 
 #: A stand-in for vLLM on a model its CPU attention cannot run: /health says 200, every request gets vLLM's HTTP 500,

@@ -328,6 +328,7 @@ class Engine:
                 tail = self.log_tail()
                 code = start_failure_code(tail, self.process.returncode)
                 last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+                last = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or last
                 message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
                 raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
@@ -358,6 +359,8 @@ FIRST_COMPLETION_TOKENS = 4
 REASON_SEARCH_CHARS = 40_000
 #: What names an engine's failure in its log: an exception's line; vLLM's wrappers around it say less.
 _REASON = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)): (.+)")
+#: pydantic's line for a validator's ValueError (vLLM's config checks: an architecture it does not know).
+_PYDANTIC = re.compile(r"^\s*()Value error, (.+)")
 _WRAPPERS = ("EngineDeadError", "EngineCore encountered an issue", "APIServer", "Traceback")
 
 
@@ -386,9 +389,9 @@ def engine_reason(log: str) -> str | None:
     ``EngineDeadError`` wraps the ``RuntimeError`` that says why), or None."""
     found = None
     for line in log.splitlines():
-        match = _REASON.search(line)
+        match = _REASON.search(line) or _PYDANTIC.search(line)
         if match and not any(w in line for w in _WRAPPERS):
-            found = f"{match.group(1)}: {match.group(2).strip()}"
+            found = f"{match.group(1) or 'ValueError'}: {match.group(2).strip()}"
     return found
 
 

@@ -115,12 +115,12 @@ def kv_cache_gib(folder: Path, tokens: int, dtype: str) -> int:
 
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return 1  # no model folder: the engine says so
-    text = config.get("text_config") or config
-    heads = int(text["num_attention_heads"])
-    head_dim = int(text.get("head_dim") or text["hidden_size"] // heads)
-    per_token = 2 * int(text["num_hidden_layers"]) * int(text.get("num_key_value_heads") or heads) * head_dim
+        text = config.get("text_config") or config
+        heads = int(text["num_attention_heads"])
+        head_dim = int(text.get("head_dim") or text["hidden_size"] // heads)
+        per_token = 2 * int(text["num_hidden_layers"]) * int(text.get("num_key_value_heads") or heads) * head_dim
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return 1  # not a config this reads: the engine says what is wrong with the model
     return max(1, -(-per_token * tokens * (4 if dtype == "float32" else 2) // 2**30))
 
 

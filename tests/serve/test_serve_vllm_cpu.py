@@ -19,8 +19,19 @@ from typing import Any
 import pytest
 
 from pipeline.records import validate_record
-from pipeline.serve import Engine, EngineSpec, ServingRun, engine_for, free_port, serve_model, serving_workload
+from pipeline.serve import (
+    Engine,
+    EngineSpec,
+    ServeOptions,
+    ServingRun,
+    engine_for,
+    free_port,
+    serve_folder,
+    serve_model,
+    serving_workload,
+)
 from pipeline.serve.vllmenv import VLLM_INSTALL, vllm_environment
+from tests.serve.conftest import engines_left
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
@@ -140,3 +151,27 @@ def test_an_engine_that_answers_health_then_dies_is_an_engine_failure_with_vllms
     assert "answered /health, then failed its first completion" in str(raised.value)
     assert "Unsupported CPU attention configuration: head_dim=16" in str(raised.value)
     assert not engine.alive()
+
+
+def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(vllm_python: str, tmp_path: Path) -> None:
+    """vLLM refuses an architecture it does not know: an error record, vLLM's reason in it, no engine left."""
+    from pipeline.testing import build_unknown_architecture
+
+    folder = build_unknown_architecture(tmp_path / "unknown")
+    record = serve_folder(
+        folder,
+        model_id="acme/unknown",
+        revision="0" * 40,
+        options=ServeOptions(
+            device="cpu", workload=serving_workload("cpu-tiny"), out=tmp_path / "refused.json", warm_restart=False
+        ),
+    )
+    assert record["status"] == "error" and record["serving"]["points"] == []
+    assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "engine_model_refused")
+    assert record["serving"]["engine"]["name"] == "vllm"
+    assert (
+        "ValueError: The checkpoint you are trying to load has model type `trncat-nonexistent`"
+        in (record["failure"]["message"])
+    )
+    assert "trncat-nonexistent" in record["serving"]["engine"]["log_tail"] and engines_left(record) == []
+    assert validate_record(record) == []

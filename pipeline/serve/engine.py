@@ -52,8 +52,7 @@ class EngineSpec:
     model_name: str
     env: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
-    #: The command as anyone runs it, as the record keeps it: programs by name, the model by Hub id and revision, no
-    #: path of this machine (empty: ``argv``).
+    #: The command as the record keeps it: programs by name, the model by Hub id and revision (empty: ``argv``).
     command: tuple[str, ...] = ()
 
     @property
@@ -327,8 +326,8 @@ class Engine:
                 assert self.process is not None
                 tail = self.log_tail()
                 code = start_failure_code(tail, self.process.returncode)
-                last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
-                last = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or last
+                last = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or next(
+                    (line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")  # fmt: skip
                 message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
                 raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
@@ -353,13 +352,11 @@ class Engine:
             stop_group(self.process, grace_s=grace_s)
 
 
-#: The first completion's length: enough to run a decode step after the prefill, short on any device.
-FIRST_COMPLETION_TOKENS = 4
-#: How much of the engine's log is searched for its own reason of a failure (a traceback runs long).
-REASON_SEARCH_CHARS = 40_000
-#: What names an engine's failure in its log: an exception's line; vLLM's wrappers around it say less.
+#: The first completion's length (a decode step after the prefill); how much of a log is searched for a reason.
+FIRST_COMPLETION_TOKENS, REASON_SEARCH_CHARS = 4, 40_000
+#: What names an engine's failure in its log: an exception's line, or pydantic's for a validator's ValueError
+#: (vLLM's config checks: an architecture it does not know); vLLM's wrappers around them say less.
 _REASON = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)): (.+)")
-#: pydantic's line for a validator's ValueError (vLLM's config checks: an architecture it does not know).
 _PYDANTIC = re.compile(r"^\s*()Value error, (.+)")
 _WRAPPERS = ("EngineDeadError", "EngineCore encountered an issue", "APIServer", "Traceback")
 

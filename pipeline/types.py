@@ -24,6 +24,8 @@ DurationSource = Literal["history", "older-toolchain", "prior"]
 PriceKind = Literal["on_demand", "capacity_block", "reserved"]
 #: A serving row's workload (pipeline.serve.WORKLOADS).
 ServingWorkloadName = Literal["1k/1k", "8k/1k", "1k/1k-image", "cpu-tiny", "cpu-tiny-image"]
+#: A serving run's load generator (pipeline.serve.LOAD_GENERATORS): guidellm or ``vllm bench serve``.
+LoadGenerator = Literal["guidellm", "vllm-bench"]
 #: A pinned lm-eval task a served model is scored on (pipeline.serve.EVAL_TASKS).
 EvalTaskName = Literal["gsm8k", "trncat-tiny-arith"]
 #: Trainium2's logical NeuronCore config: physical cores per logical core.
@@ -39,6 +41,7 @@ VIEWS: tuple[str, ...] = get_args(View)
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
 SERVING_WORKLOADS: tuple[str, ...] = get_args(ServingWorkloadName)
 EVAL_TASK_NAMES: tuple[str, ...] = get_args(EvalTaskName)
+LOAD_GENERATOR_NAMES: tuple[str, ...] = get_args(LoadGenerator)
 LNCS: tuple[int, ...] = get_args(Lnc)
 
 #: The failure code of a run refused because the host lacked the memory its compile needs (status ``error``;

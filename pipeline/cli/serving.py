@@ -24,7 +24,7 @@ from pipeline.cli.registry import (
 )
 from pipeline.errors import ConfigError
 from pipeline.hardware import INSTANCE_NAMES, get_instance
-from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, SERVING_WORKLOADS, SOURCES
+from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, LOAD_GENERATOR_NAMES, SERVING_WORKLOADS, SOURCES
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
@@ -79,6 +79,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     add_price_args(p, what="the row's price and cost")
     p.add_argument("--ttft-s", type=number(), help="the service level's TTFT limit (default 2 s at p99)")
     p.add_argument("--tok-s-per-user", type=number(), help="the service level's per-user speed (default 10 tok/s)")
+    p.add_argument(
+        "--load-generator",
+        choices=LOAD_GENERATOR_NAMES,
+        default="guidellm",
+        help="guidellm (any engine, image workloads too) or vllm-bench (`vllm bench serve` on InferenceX's flags, "
+        "a vLLM engine and a text workload; from the vLLM environment, `make .venv-vllm`). Default: %(default)s",
+    )
     p.add_argument(
         "--group",
         type=count(1, MAX_CONCURRENCY),
@@ -187,6 +194,7 @@ def _serve(args: argparse.Namespace) -> int:
             eval_task=eval_task(args.eval, floor=args.eval_floor) if args.eval else None,
             warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
             require_warm=args.require_warm,
+            load_generator=args.load_generator,
         ),
     )
     serving = record["serving"]

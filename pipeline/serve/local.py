@@ -24,10 +24,17 @@ from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resol
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
 from pipeline.serve.cache import pack_serving_cache, run_cache_root, warm_cache_root, warm_environment
-from pipeline.serve.engine import EngineSpec, free_port, transformers_serve, vllm_serve
+from pipeline.serve.engine import (
+    EngineSpec,
+    free_port,
+    transformers_serve,
+    vllm_serve,
+)
 from pipeline.serve.evals import EvalTask
 from pipeline.serve.script import serve_script
-from pipeline.serve.sweep import ServingRun, serve_model
+from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
+from pipeline.serve.vllmbench import bench_args
+from pipeline.serve.vllmenv import require_vllm, vllm_cpu_refusal, vllm_environment
 from pipeline.serve.workload import DEFAULT_SLO, ServiceLevel, ServingWorkload
 
 if TYPE_CHECKING:
@@ -45,16 +52,34 @@ def engine_for(
     max_model_len: int,
     max_streams: int = 256,
     images_per_prompt: int = 0,
+    model_id: str | None = None,
+    revision: str | None = None,
 ) -> EngineSpec:
-    """The device's engine command for ``folder`` (``max_streams``: the sweep's highest concurrency; on the CPU
-    the KV cache is sized for that many sequences of ``max_model_len``, twice over). ``images_per_prompt``: an
-    image workload's images per request (vLLM's limit; on the CPU, ``transformers serve`` without continuous
-    batching, which it has for text-only models alone)."""
+    """The device's engine command for ``folder`` (``max_streams``: the sweep's highest concurrency; the record's
+    command names the model ``model_id`` at ``revision``). ``images_per_prompt``: an image workload's images per
+    request (vLLM's limit).
+
+    vLLM on every device, through the one :func:`~pipeline.serve.engine.vllm_serve`; on the CPU its KV cache is
+    sized for ``max_streams`` sequences of ``max_model_len``, twice over. Where vLLM cannot serve on the CPU
+    (:func:`~pipeline.serve.engine.vllm_cpu_refusal`: an image model, a head_dim its attention refuses),
+    ``transformers serve`` does, without continuous batching for an image model (it batches text-only models
+    alone), and the record's options say why (``vllm_refused``).
+
+    Raises:
+        ConfigError: no engine for ``device``, or vLLM is needed on the CPU and not installed (the line says how).
+    """
     if device == "cpu":
         kv_tokens = 2 * max_streams * max_model_len
-        return transformers_serve(
-            folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens, continuous_batching=not images_per_prompt
-        )
+        refused = vllm_cpu_refusal(folder, images_per_prompt=images_per_prompt)
+        if refused is None:
+            return vllm_serve(folder, port=port, cpu=True, dtype=dtype, max_model_len=max_model_len,
+                              max_num_seqs=max_streams, kv_cache_gib=kv_cache_gib(folder, kv_tokens, dtype),
+                              model_id=model_id, revision=revision)  # fmt: skip
+        spec = transformers_serve(folder, port=port, device="cpu", dtype=dtype, kv_tokens=kv_tokens,
+                                  continuous_batching=not images_per_prompt, model_id=model_id,
+                                  revision=revision)  # fmt: skip
+        spec.options["vllm_refused"] = refused
+        return spec
     if device == "cuda":
         return vllm_serve(
             folder,
@@ -64,6 +89,8 @@ def engine_for(
             dtype=dtype,
             max_model_len=max_model_len,
             images_per_prompt=images_per_prompt,
+            model_id=model_id,
+            revision=revision,
         )
     if device == "neuron":
         trn2 = get_instance(DEFAULT_INSTANCE, lnc=lnc)  # vllm-neuron serves on Trainium2
@@ -76,8 +103,26 @@ def engine_for(
             lnc=trn2.lnc,
             max_model_len=max_model_len,
             images_per_prompt=images_per_prompt,
+            model_id=model_id,
+            revision=revision,
         )
     raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
+
+
+def kv_cache_gib(folder: Path, tokens: int, dtype: str) -> int:
+    """The whole GiB of KV cache ``tokens`` tokens take in ``folder``'s model (2 x layers x KV heads x head_dim
+    values a token, at ``dtype``), at least 1: vLLM's ``VLLM_CPU_KVCACHE_SPACE``."""
+    import json
+
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        text = config.get("text_config") or config
+        heads = int(text["num_attention_heads"])
+        head_dim = int(text.get("head_dim") or text["hidden_size"] // heads)
+        per_token = 2 * int(text["num_hidden_layers"]) * int(text.get("num_key_value_heads") or heads) * head_dim
+    except (OSError, ValueError, KeyError, TypeError, ZeroDivisionError):
+        return 1  # not a config this reads: the engine says what is wrong with the model
+    return max(1, -(-per_token * tokens * (4 if dtype == "float32" else 2) // 2**30))
 
 
 def resolve_served(
@@ -154,6 +199,8 @@ class ServeOptions:
             else ``compiled_cache_skipped`` says why); ``warm_from`` (a bundle and its sha256) starts the engine
             from that bundle's cache instead, and ``require_warm`` makes a cache miss fatal (vLLM Neuron's
             ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
+        load_generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve`` on InferenceX's flags,
+            :mod:`pipeline.serve.vllmbench`: a vLLM engine and a text workload only).
     """
 
     device: str
@@ -174,6 +221,7 @@ class ServeOptions:
     eval_task: EvalTask | None = None
     warm_from: tuple[Path, str] | None = None
     require_warm: bool = False
+    load_generator: str = "guidellm"
 
 
 def serve_hub_model(
@@ -239,10 +287,17 @@ def serve_folder(
         """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""
         spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=options.lnc,
                           max_model_len=max_model_len, max_streams=streams,
-                          images_per_prompt=workload.images_per_request)  # fmt: skip
+                          images_per_prompt=workload.images_per_request, model_id=model_id,
+                          revision=revision)  # fmt: skip
         return _with_cache(spec, cache_root, strict=require_warm) if cache_root else spec
 
     spec = engine(free_port())
+    if options.load_generator not in LOAD_GENERATORS:
+        raise ConfigError(f"unknown load generator {options.load_generator!r} ({', '.join(LOAD_GENERATORS)})")
+    if refusal is None and spec.options.get("launcher"):
+        require_vllm()  # vLLM on the CPU: its environment, or the one line that says how to make it
+    if options.load_generator == "vllm-bench" and refusal is None:
+        bench_args(spec, workload, 1, tokenizer=folder, result=work / "check.json")  # its refusals, before a start
     hardware = backend.hardware(cores=chips)
     if instance_type:
         hardware["instance_type"] = instance_type
@@ -268,9 +323,11 @@ def serve_folder(
             "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
+            **_vllm_cpu_version(spec),
         },
         source=options.source,
         eval_task=options.eval_task,
+        load_generator=options.load_generator,
         ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA)
         if options.source == "ci"
         else None,
@@ -293,6 +350,13 @@ def serve_folder(
         error.exit_code = 128 + stop
         raise error
     return record
+
+
+def _vllm_cpu_version(spec: EngineSpec) -> dict[str, str]:
+    """vLLM's version as the CPU engine runs it, from its own environment, under its distribution's name
+    (``vllm_cpu``: a rebuild of upstream vLLM at the same version number; serve.sh pins no ``vllm`` from it)."""
+    found = vllm_environment() if spec.options.get("device") == "cpu" else None
+    return {found.distribution.replace("-", "_"): found.version} if found else {}
 
 
 def _with_cache(spec: EngineSpec, cache_root: Path, *, strict: bool) -> EngineSpec:

@@ -11,6 +11,7 @@ stopped (no server process is left behind).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import re
@@ -25,10 +26,12 @@ from pipeline.backends import Stopped, stopped_by
 from pipeline.bench import INTERRUPTED, classify
 from pipeline.prices import Pricing
 from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving
+from pipeline.serve import vllmbench
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
 from pipeline.serve.evals import EvalTask, run_eval
-from pipeline.serve.loadgen import TOOL, points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.loadgen import TOOL as GUIDELLM
+from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
 
 logger = logging.getLogger(__name__)
@@ -86,6 +89,19 @@ class ServingRun:
     #: The task score taken after the sweep, on the same engine (:mod:`pipeline.serve.evals`); None: none.
     eval_task: EvalTask | None = None
     eval_timeout_s: float = 3600.0
+    #: The load generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve``, :mod:`pipeline.serve.vllmbench`).
+    load_generator: str = "guidellm"
+
+
+#: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it.
+LOAD_GENERATORS = {"guidellm": GUIDELLM, "vllm-bench": vllmbench.TOOL}
+
+
+def _tool(run: ServingRun) -> tuple[str, str | None]:
+    """The run's load generator as the record names it, and its version."""
+    if run.load_generator == "vllm-bench":
+        return vllmbench.TOOL, vllmbench.tool_version()
+    return GUIDELLM, tool_version()
 
 
 def _now() -> str:
@@ -133,13 +149,13 @@ def _sweep(
     points, commands = progress.points, progress.commands
     levels = list(workload.concurrencies)
     progress.stage = "run"
-    for start in range(0, len(levels), max(1, run.group)):
-        group = levels[start : start + max(1, run.group)]
+    size = 1 if run.load_generator == "vllm-bench" else max(1, run.group)  # vllm bench serve: a run per point
+    tool = _tool(run)[0]
+    for start in range(0, len(levels), size):
+        group = levels[start : start + size]
         progress.where = f"at concurrency {group[0]}, before it was measured"
-        doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
-        load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
-        commands.append(" ".join(load.argv))
-        measured = points_of(load.report) if load.report else []
+        measured, load, command = _measure(spec, workload, run, folder, group)
+        commands.append(command)
         if stopped_by() is not None:  # its report, when one was written, was whole: guidellm writes it at the end
             points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
             if points:
@@ -156,12 +172,31 @@ def _sweep(
             if point["success_rate"] < MIN_SUCCESS_RATE:
                 return _low_success(point), None
         if not measured:
-            reason = f"{TOOL} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
+            reason = f"{tool} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
             return reason, "loadgen_failed"
         if len(measured) < len(group):
-            reason = f"{TOOL} exited with {load.returncode} at concurrency {group[len(measured)]}: "
+            reason = f"{tool} exited with {load.returncode} at concurrency {group[len(measured)]}: "
             return reason + load.output_tail[-600:], None
     return None, None
+
+
+def _measure(
+    spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path, group: list[int]
+) -> tuple[list[dict[str, Any]], Any, str]:
+    """One run of the load generator over ``group``: the points it measured, the run (its ``returncode`` and
+    ``output_tail``) and its command as the record keeps it."""
+    if run.load_generator == "vllm-bench":
+        result = folder / f"vllm-bench-{group[0]}.json"
+        args = vllmbench.bench_args(spec, workload, group[0], tokenizer=run.tokenizer, result=result)
+        bench = vllmbench.run_vllm_bench(args, folder, timeout_s=run.point_timeout_s, name=f"point-{group[0]}")
+        local = {str(run.tokenizer): run.model_id, spec.model_name: run.model_id, str(folder): "."}
+        measured = [vllmbench.point_of(bench.result)] if bench.result else []
+        return measured, bench, vllmbench.recorded(args, local=local)
+    doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
+    load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
+    # the command by name, its scenario by file name: no path of this machine in the record
+    command = ["guidellm", *(Path(a).name if a.startswith(str(folder)) else a for a in load.argv[1:])]
+    return (points_of(load.report) if load.report else []), load, " ".join(command)
 
 
 def _low_success(point: dict[str, Any]) -> str:
@@ -179,12 +214,15 @@ def serve_model(
     *,
     restart: Callable[[], EngineSpec] | None = None,
     refusal: tuple[str, dict[str, str]] | None = None,
+    running: Engine | None = None,
 ) -> dict[str, Any]:
     """Run the whole serving measurement and return its record (never raises for an engine's or the load
     generator's fault: those are the record's verdict). ``restart`` gives the spec of the warm restart (the
     same command; a fresh port when the first one is still held). ``refusal`` (a status and its failure: the
-    model was refused or not fetched) is recorded as it is, and no engine starts."""
+    model was refused or not fetched) is recorded as it is, and no engine starts. ``running``: sweep an engine the
+    caller started and made ready (several load generators against one server), and leave it running."""
     started, wall0 = _now(), time.monotonic()
+    tool, version = _tool(run)
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
     share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
@@ -197,18 +235,18 @@ def serve_model(
     warm_ready_s: float | None = None
     log_tail: str | None = None
     evaluation: dict[str, Any] | None = None
-    engine = Engine(spec, folder / "engine.log")
+    engine = running or Engine(spec, folder / "engine.log")  # running: the caller's, ready, started and stopped by it
     if refusal is not None:
         status, failure = refusal[0], dict(refusal[1])
     else:
         try:
-            with engine:
-                ready_s = engine.wait_ready(timeout_s=run.ready_timeout_s)
+            with contextlib.nullcontext(engine) if running else engine:
+                ready_s = running.ready_s if running else engine.wait_ready(timeout_s=run.ready_timeout_s)
                 stopped, died = _sweep(engine, spec, workload, run, folder, progress)
                 if died == "engine_died":
                     status, failure = _engine_failure(engine, stopped or "", engine.log_tail(), stage="run")
                 elif died:  # the load generator, not the model: an infra error
-                    status, failure = "error", _failure("run", died, stopped or f"{TOOL} failed")
+                    status, failure = "error", _failure("run", died, stopped or f"{tool} failed")
                     log_tail = engine.log_tail()
                 if run.eval_task is not None and not died and engine.alive() and stopped_by() is None:
                     progress.where = "after the sweep, while the task score was taken"
@@ -221,6 +259,8 @@ def serve_model(
             log_tail = exc.log_tail or engine.log_tail()
             if exc.code == "not_ready":  # alive but never ready in the time given
                 status, failure = "error", _failure("timeout", "engine_not_ready", str(exc))
+            elif exc.code == "dead_after_health":  # it runs, but not this model: the model's verdict on this engine
+                status, failure = "fail", _failure("load", "engine_dead_after_health", str(exc))
             else:
                 status, failure = _engine_failure(engine, str(exc), log_tail, stage="load")
         if (signum := stopped_by()) is not None:
@@ -229,7 +269,7 @@ def serve_model(
             log_tail = log_tail or engine.log_tail()
         if status == "pass" and not any(p["success_rate"] >= MIN_SUCCESS_RATE for p in points):
             status = "fail"
-            failure = _failure("run", "requests_failed", stopped or f"{TOOL} measured no point")
+            failure = _failure("run", "requests_failed", stopped or f"{tool} measured no point")
         if status == "pass" and evaluation is not None and evaluation["passed"] is False:
             status = "fail"
             failure = _failure(
@@ -238,7 +278,7 @@ def serve_model(
                 f"{evaluation['task']} {evaluation['metric']} {evaluation['score']:.4f} is below the floor "
                 f"{evaluation['floor']} ({evaluation['floor_source']})",
             )
-    if status == "pass" and run.warm_restart:
+    if status == "pass" and run.warm_restart and running is None:
         warm_spec = restart() if restart else spec
         progress.stage, progress.where = "load", "after the sweep, while the warm restart started"
         try:
@@ -253,7 +293,7 @@ def serve_model(
             status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
     _cost_points(points, run, usd, share)
     serving = Serving(
-        tool={"name": TOOL, "version": tool_version() or "unknown", "commands": commands},
+        tool={"name": tool, "version": version or "unknown", "commands": commands},
         engine={
             "name": spec.engine,
             "command": spec.shell(),
@@ -262,11 +302,13 @@ def serve_model(
             "warm_ready_s": warm_ready_s,
             "log_tail": log_tail,
         },
-        workload=workload.to_record(),
+        workload=workload.to_record() | (vllmbench.WORKLOAD if tool == vllmbench.TOOL else {}),
         chips=run.chips,
         weight_dtype=run.weight_dtype,
         kv_dtype=run.kv_dtype or run.weight_dtype,
-        versions={"guidellm": tool_version(), **run.engine_versions},
+        versions={"guidellm": tool_version(), **run.engine_versions}
+        if tool == GUIDELLM
+        else {"vllm_bench": version, **run.engine_versions},
         points=points,
         stopped=stopped,
         slo=run.slo.to_record(),
@@ -289,11 +331,12 @@ def _record(
     ready_s: float | None,
 ) -> dict[str, Any]:
     first = next((p for p in serving.points if p["success_rate"] >= MIN_SUCCESS_RATE), None)
-    notes = [f"serving: {spec.engine} driven by {TOOL}, {workload.name} workload"]
+    tool = serving.tool["name"]
+    notes = [f"serving: {spec.engine} driven by {tool}, {workload.name} workload"]
     if workload.images_per_request:
         notes.append(
             f"{workload.images_per_request} synthetic {workload.image_width} x {workload.image_height} image(s) per "
-            f"request, sent by {TOOL} as image_url content parts of /v1/chat/completions"
+            f"request, sent by {tool} as image_url content parts of /v1/chat/completions"
         )
     if serving.stopped:
         notes.append(f"the sweep stopped early: {serving.stopped[:400]}")

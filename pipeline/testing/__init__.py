@@ -14,6 +14,7 @@ Nothing here downloads anything. May import: the top-level modules only. Importe
 from __future__ import annotations
 
 from pipeline.testing.tiny import (
+    VLLM_HIDDEN_SIZE,
     build_remote_code_model,
     build_tiny_llama,
     build_tiny_llava,

@@ -95,6 +95,11 @@ def _generation_config(tokenizer: Any) -> Any:
     )
 
 
+#: The tiny Llama's hidden size where vLLM serves it on the CPU (the demo's, the vLLM serving test's): 4 heads of
+#: 64. The default 64 gives a head_dim of 16, which vLLM's CPU attention refuses (docs/neuron-facts.md).
+VLLM_HIDDEN_SIZE = 256
+
+
 def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int = 64, seed: int = 0) -> Path:
     """Save a 2-layer Llama causal LM (about 100k parameters) with its tokenizer into ``folder``.
 

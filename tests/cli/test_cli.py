@@ -17,6 +17,7 @@ from pipeline.types import (
     DTYPES,
     EVAL_TASK_NAMES,
     LNCS,
+    LOAD_GENERATOR_NAMES,
     PRICE_KINDS,
     SERVING_WORKLOADS,
     SOURCES,
@@ -81,6 +82,7 @@ CHOSEN_FROM = {
     "eval": EVAL_TASK_NAMES,
     "serving": SERVING_WORKLOADS,
     "workload": SERVING_WORKLOADS,
+    "load_generator": LOAD_GENERATOR_NAMES,
 }
 #: Options named like one of the above that take something else, and the one positional verb: (command, dest).
 NOT_A_CHOICE = {("bench", "workload"), ("release-watch", "source"), ("localhub", "action")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -71,11 +72,19 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(
     assert "No Trainium2 results yet." in page and 'href="feed.xml"' in page
     assert '<section id="compare">' in page and 'id="compare-demo"' in page and "b-trn" not in page.split("<main>")[1]
 
-    # the tiny Llama served on the CPU (transformers serve, swept by guidellm): its curve, labelled CPU
+    # the tiny Llama served on the CPU by vLLM (swept by guidellm): its curve, labelled CPU
     assert 'class="serving-line" data-device="cpu"' in page and "trncat-demo/tiny-llama: served throughput" in page
     assert '<span class="badge b-dev">CPU</span>' in page
     assert (out / "data" / "serving.json").is_file() and "served (CPU)" in table
     assert (out / "data" / "serving_points.parquet").is_file() and (out / "data" / "inferencex.parquet").is_file()
+    published = (out / "data" / "serving.json").read_text(encoding="utf-8")
+    served = next(r for r in json.loads(published) if r["model_id"] == "trncat-demo/tiny-llama")
+    assert served["serving"]["engine"]["name"] == "vllm" and served["status"] == "pass"
+    assert [p["concurrency"] for p in served["serving"]["points"]] == [1, 2, 4]
+    # its command reproduces the run anywhere: vllm serve, the Hub id at its revision, no path of this machine
+    command = served["serving"]["engine"]["command"]
+    assert f"vllm serve trncat-demo/tiny-llama --revision {served['revision']} " in command
+    assert str(work) not in published and "venv" not in published and "/tmp/" not in command
     assert (space / "feed.xml").is_file() and (space / "scripts/trncat-demo/tiny-llama/run.py").is_file()
     assert "DiffusionPipeline" in (out / "scripts/trncat-demo/tiny-sd/run.py").read_text(encoding="utf-8")
     requirements = (out / "scripts/trncat-demo/tiny-sentence-bert/requirements.txt").read_text(encoding="utf-8")

@@ -36,6 +36,8 @@ subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         self.send_response(200); self.end_headers(); self.wfile.write(b"{}")
+    def do_POST(self):  # the first completion readiness asks for
+        self.send_response(200); self.end_headers(); self.wfile.write(b'{"choices": [{"text": "hi"}]}')
     def log_message(self, *a): pass
 http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
 """

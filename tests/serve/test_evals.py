@@ -38,7 +38,8 @@ class H(http.server.BaseHTTPRequestHandler):
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         choices = []
         for i, prompt in enumerate(prompts):
-            a, b = map(int, re.findall(r"What is (\d+) plus (\d+)\?", prompt)[-1])
+            found = re.findall(r"What is (\d+) plus (\d+)\?", prompt) or [("0", "0")]  # readiness: "Hello"
+            a, b = map(int, found[-1])
             choices.append({"index": i, "text": f" {a + b + WRONG}\n", "finish_reason": "stop", "logprobs": None})
         out = json.dumps({"id": "x", "object": "text_completion", "model": body["model"], "choices": choices}).encode()
         self.send_response(200); self.send_header("Content-Type", "application/json")

@@ -21,7 +21,6 @@ from pipeline.serve import (
     free_port,
     group_members,
     serve_model,
-    start_failure_code,
 )
 from pipeline.serve import sweep as sweep_module
 from pipeline.serve.loadgen import LoadRun
@@ -124,12 +123,6 @@ def test_an_engine_that_exits_at_start_is_classified_as_bench_classifies_its_chi
     assert _as_bench_records_it(log, 1, "load") == verdict  # the same stage, code and retry rule
     assert log[:30] in record["serving"]["engine"]["log_tail"]
     assert validate_record(record) == []
-
-
-def test_start_failure_codes() -> None:
-    assert start_failure_code("", -signal.SIGKILL) == "oom"  # the kernel's OOM killer
-    assert start_failure_code("Traceback: KeyError", 1) == "exited"
-    assert start_failure_code("", None) == "not_ready"
 
 
 def _fake_load(reports: list[GenerativeBenchmarksReport], on_call: Any = None) -> Any:

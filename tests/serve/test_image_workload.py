@@ -109,6 +109,8 @@ def test_the_engines_get_what_image_serving_needs(tmp_path: Path) -> None:
                      images_per_prompt=1)  # fmt: skip
     assert "--continuous-batching" not in cpu.argv and "--cb-num-blocks" not in cpu.argv
     assert cpu.options["continuous_batching"] is False and "sequential" in cpu.options["continuous_batching_off"]
+    # a text model vLLM cannot serve on the CPU (head_dim 16): transformers serve, with continuous batching
+    (tmp_path / "config.json").write_text('{"hidden_size": 64, "num_attention_heads": 4}', encoding="utf-8")
     text = engine_for("cpu", tmp_path, port=1, chips=1, dtype="float32", lnc=None, max_model_len=64)
     assert "--continuous-batching" in text.argv and "continuous_batching_off" not in text.options
     for device in ("cuda", "neuron"):

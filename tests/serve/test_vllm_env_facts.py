@@ -47,12 +47,25 @@ def engine_variables() -> dict[str, set[str]]:
         for variable in spec.env:
             if ENGINE_VARIABLE.match(variable):
                 found.setdefault(variable, set()).add(f"the command of: {name}")
-    for folder in ("serve", "backends"):
-        for path in sorted((ROOT / "pipeline" / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    for variable in VLLM_NAME.findall(node.value):
-                        found.setdefault(variable, set()).add(str(path.relative_to(ROOT)))
+    trees = {
+        path: ast.parse(path.read_text(encoding="utf-8"))
+        for folder in ("serve", "backends")
+        for path in sorted((ROOT / "pipeline" / folder).rglob("*.py"))
+    }
+    # trncat's own constants named VLLM_* (VLLM_INSTALL, ...) are no variables of vLLM's, wherever a string names them
+    ours = {
+        target.id
+        for tree in trees.values()
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    for path, tree in trees.items():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                for variable in set(VLLM_NAME.findall(node.value)) - ours:
+                    found.setdefault(variable, set()).add(str(path.relative_to(ROOT)))
     return found
 
 

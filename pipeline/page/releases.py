@@ -54,7 +54,7 @@ def _day(value: Any) -> str:
 
 
 def _title(old: str, new: str) -> str:
-    both = _VERSION.match(old) and _VERSION.match(new)
+    both = _VERSION.fullmatch(old) and _VERSION.fullmatch(new)
     return f"Neuron {old} → {new}" if both else f"{old} → {new}"
 
 

@@ -26,6 +26,7 @@ _SIDE = (
     ("status", pa.string()), ("failure_stage", pa.string()), ("failure_code", pa.string()),
     ("finished_at", _TIME), ("device", pa.string()), ("instance", pa.string()), ("compile_s", pa.float64()),
     ("first_call_s", pa.float64()), ("speed", pa.float64()), ("peak_memory_bytes", pa.float64()),
+    ("source", pa.string()),
 )  # fmt: skip
 RELEASE_SCHEMA = pa.schema(
     [

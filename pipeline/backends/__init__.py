@@ -4,7 +4,8 @@ A backend knows its device: the device string, how to synchronize, whether and h
 memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
 is shared (``tests/backends/test_backends.py`` checks that swapping the backend is the only difference).
 :mod:`~pipeline.backends.groups` ends the process group a device's run leads (the benchmark child's, a serving
-engine's): the one stop both use.
+engine's): the one stop both use. :mod:`~pipeline.backends.machine` says which machine a run is on (the instance
+id, else the host name): what a second-machine warm check compares.
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
 Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipeline.serve` (the engine's stop),
@@ -18,6 +19,7 @@ import functools
 
 from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
 from pipeline.backends.groups import group_members, stop_group
+from pipeline.backends.machine import machine_identity, this_machine
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
@@ -57,7 +59,9 @@ __all__ = [
     "backend_class",
     "get_backend",
     "group_members",
+    "machine_identity",
     "package_version",
     "stop_group",
+    "this_machine",
     "world_of",
 ]

@@ -44,6 +44,9 @@ GITHUB_RUN_ID: str | None = os.environ.get("GITHUB_RUN_ID") or None
 GITHUB_SHA: str | None = os.environ.get("GITHUB_SHA") or None
 GITHUB_ACTIONS: bool = _bool("GITHUB_ACTIONS")
 RUNNER_NAME: str | None = os.environ.get("RUNNER_NAME") or None
+#: The machine's name where no instance id or host name tells machines apart: the Neuron emulator's machines on one
+#: host (``pipeline.backends.this_machine``; recorded as ``host:<name>``).
+TRNCAT_MACHINE: str | None = os.environ.get("TRNCAT_MACHINE") or None
 #: Where the schemas live when running from a checkout.
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 #: Neuron settings, recorded by the neuron backend.

@@ -184,7 +184,7 @@ def _price(where: str, value: Any) -> Price | None:
     as_of = value["as_of"]
     if as_of is not None:
         as_of = str(as_of)  # YAML reads 2025-10-17 as a date
-        if not _AS_OF.match(as_of):
+        if not _AS_OF.fullmatch(as_of):
             raise ConfigError(f"{where}: as_of must be YYYY-MM-DD, YYYY-MM or YYYY (undated: null), got {as_of!r}")
     third = value.get("third_party", False)
     if not isinstance(third, bool):
@@ -238,7 +238,7 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
     out: dict[str, InstancePrices] = {}
     for name, spec in data["instances"].items():
         name = str(name)
-        if not _INSTANCE_NAME.match(name):
+        if not _INSTANCE_NAME.fullmatch(name):
             raise ConfigError(f"{path}: {name!r} is not an EC2 instance type (family.size, e.g. trn2.48xlarge)")
         spec = spec or {}
         if not isinstance(spec, dict):

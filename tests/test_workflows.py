@@ -667,13 +667,10 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
     import subprocess
     import sys
 
-    workflow = yaml.safe_load((ROOT / ".github/workflows/publish.yml").read_text())
-    install = next(s for s in workflow["jobs"]["publish"]["steps"] if s.get("name") == "install")["run"]
-    pip_lines = [line.strip() for line in install.splitlines() if "pip install" in line]
-    assert pip_lines == [
-        "python -m pip install --quiet --require-hashes --no-deps -r .github/publish-requirements.txt",
-        "python -m pip install --quiet --no-deps --no-build-isolation .",
-    ]
+    for name, job in (("publish", "publish"), ("page", "page")):
+        install = next(s for s in jobs(name)[job]["steps"] if s.get("name") == "install")["run"]
+        pip_lines = [line.strip() for line in install.splitlines() if "pip install" in line]
+        assert pip_lines == list(LOCKED_INSTALL), name
     lock = (ROOT / ".github/publish-requirements.txt").read_text()
     pinned = {m[1].lower().replace("_", "-") for m in re.finditer(r"^([A-Za-z0-9._-]+)==\S+ \\$", lock, re.M)}
     assert "torch" not in pinned and "transformers" not in pinned
@@ -681,10 +678,11 @@ def test_the_publish_job_installs_only_hash_pinned_packages_it_imports() -> None
     entries = re.findall(r"^[A-Za-z0-9._-]+==\S+ \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock, re.M)
     assert len(entries) == len(pinned) > 10  # every pin carries hashes
     # Every third-party package the publish job's commands import is in the lock (and warm-check.yml's queue job's:
-    # `trncat warm-queue` imports the queue).
+    # `trncat warm-queue` imports the queue; and page.yml's page job's, issue 47.3: `trncat page` builds the Space).
     code = (
-        "import sys, json; import pipeline.cli, pipeline.publish, pipeline.records,"
-        " pipeline.dataset, pipeline.queue; print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
+        "import sys, json; import pipeline.cli, pipeline.publish, pipeline.records, pipeline.dataset, pipeline.queue,"
+        " pipeline.space.tree, pipeline.space.commit, pipeline.page.html, pipeline.page.chunks;"
+        " print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))"
     )
     modules = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout)
     from importlib.metadata import packages_distributions
@@ -712,11 +710,102 @@ def test_workflow_task_choices_follow_the_task_registry() -> None:
 def test_release_watch_opens_a_pull_request_only_for_a_new_release() -> None:
     """Issue 30: the watch runs daily and on demand on a GitHub-hosted runner, holds no secret but the job's own
     token (contents and pull requests only), and opens its pull request only when `trncat release-watch` found a
-    release newer than runners/toolchain.yaml's."""
+    release newer than runners/toolchain.yaml's. Issue 47.3: the job that installs the project computes the bump
+    with a read-only token; the job that pushes and opens the pull request installs nothing and takes only the
+    bump's three files from the artifact."""
     assert triggers("release-watch") == {"schedule", "workflow_dispatch"}
-    [job] = jobs("release-watch").values()
-    assert job["permissions"] == {"contents": "write", "pull-requests": "write"}
-    assert runs_on_labels(job) == ["ubuntu-24.04"] and "secrets." not in json.dumps(job)
+    watch, pr = jobs("release-watch")["watch"], jobs("release-watch")["pr"]
+    assert watch["permissions"] == {"contents": "read"}
+    assert pr["permissions"] == {"contents": "write", "pull-requests": "write"} and pr["needs"] == "watch"
+    for job in (watch, pr):
+        assert runs_on_labels(job) == ["ubuntu-24.04"] and "secrets." not in json.dumps(job)
     assert "trncat release-watch --manifest manifest.json" in step("release-watch", "watch", "bump")["run"]
-    assert step("release-watch", "watch", "pr")["if"] == "${{ steps.bump.outputs.new != '' }}"
-    assert "gh pr create" in step("release-watch", "watch", "pr")["run"]
+    assert pr["if"] == "${{ needs.watch.outputs.new != '' }}"
+    assert "gh pr create" in step("release-watch", "pr", "pr")["run"]
+    assert not any("pip install" in s.get("run", "") or "python" in s.get("uses", "") for s in pr["steps"])
+    assert "git push" not in json.dumps(watch) and "GH_TOKEN" not in json.dumps(watch)
+
+
+#: What a job holding a write scope or a secret may install: the hash-pinned lock, then this checkout without its
+#: dependencies (publish.yml's publish job set the pattern).
+LOCKED_INSTALL = (
+    "python -m pip install --quiet --require-hashes --no-deps -r .github/publish-requirements.txt",
+    "python -m pip install --quiet --no-deps --no-build-isolation .",
+)
+_INSTALL = re.compile(
+    r"\bpip3? +install\b|(^|[;&|(]\s*)(sudo +)?(make|npm|npx|yarn|pnpm|uv|pipx|apt-get|apt|gem|cargo)\b"
+)
+
+
+def _holds_power(job: dict[str, Any]) -> bool:
+    """A write scope of the job's token, or a secret anywhere in the job."""
+    permissions = job.get("permissions") or {}
+    write = permissions == "write-all" or (isinstance(permissions, dict) and "write" in permissions.values())
+    return write or "secrets." in json.dumps(job)
+
+
+def test_no_job_holding_a_write_scope_or_a_secret_installs_anything_unpinned() -> None:
+    """Issue 47.3: release-watch.yml's one job held contents and pull-requests write and installed torch and the
+    project unpinned before it pushed; page.yml's did the same with the Space token. One compromised package (or a
+    shim on $GITHUB_PATH) took the token. Now every job with a write scope or a secret installs nothing but the
+    hash-pinned lock, runs no make, npm or the like, and uses actions pinned to a full SHA; a job whose token is
+    read-only uses it before any install."""
+    powerful = set()
+    for name in NAMES:
+        for job_id, job in jobs(name).items():
+            holds = _holds_power(job)
+            powerful |= {f"{name}/{job_id}"} if holds else set()
+            installed = False
+            for s in job.get("steps", []):
+                if "uses" in s and holds:
+                    match = REMOTE_USES.match(s["uses"])
+                    assert match and re.fullmatch(r"[0-9a-f]{40}", match["ref"]), f"{name}/{job_id}: {s['uses']}"
+                if "github.token" in json.dumps(s) or "secrets." in json.dumps(s):
+                    assert not installed, f"{name}/{job_id}: step {s.get('name')!r} holds a token after an install"
+                for line in s.get("run", "").splitlines():
+                    line = line.strip()
+                    if line.startswith("#") or not _INSTALL.search(line):
+                        continue
+                    installed |= line not in LOCKED_INSTALL
+                    assert not holds or line in LOCKED_INSTALL, f"{name}/{job_id} holds a token and runs {line!r}"
+    assert {"publish/publish", "warm-check/publish", "page/page", "release-watch/pr"} <= powerful
+    assert "release-watch/watch" not in powerful
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)")
+@pytest.mark.parametrize(
+    ("hostile", "said"),
+    [
+        (None, ""),
+        ("extra", "files it may not change"),
+        ("link", "not a regular file"),
+        ("version", "names no release version"),
+    ],
+)
+def test_the_pr_job_takes_only_the_bump_s_three_regular_files(tmp_path: Path, hostile: str | None, said: str) -> None:
+    """Issue 47.3: release-watch.yml's pr job (it holds the write token) reads the artifact a job of unpinned installs
+    made: only runners/toolchain.yaml, Dockerfile and arc-values.yaml, regular files, and a release version."""
+    checkout, bump = tmp_path / "checkout", tmp_path / "bump"
+    (checkout / "runners").mkdir(parents=True)
+    (bump / "files" / "runners").mkdir(parents=True)
+    (bump / "bump.json").write_text(json.dumps({"new": "2.34.0", "old": "2.33.0"}))
+    (bump / "files" / "runners" / "toolchain.yaml").write_text("# Neuron SDK 2.34.0\n")
+    if hostile == "extra":
+        (bump / "files" / ".github" / "workflows").mkdir(parents=True)
+        (bump / "files" / ".github" / "workflows" / "evil.yml").write_text("on: push\n")
+    elif hostile == "link":
+        (bump / "files" / "runners" / "Dockerfile").symlink_to("/etc/passwd")
+    output = tmp_path / "output"
+    output.write_text("")
+    env = {"PATH": os.environ["PATH"], "NEW": "2.34.0; curl evil" if hostile == "version" else "2.34.0",
+           "BUMP": str(bump), "GITHUB_OUTPUT": str(output)}  # fmt: skip
+    done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c",
+                           step("release-watch", "pr", "apply")["run"]], cwd=checkout, env=env, capture_output=True,
+                          text=True)  # fmt: skip
+    if hostile is None:
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert (checkout / "runners" / "toolchain.yaml").read_text() == "# Neuron SDK 2.34.0\n"
+        assert output.read_text() == "branch=release-watch/neuron-2.34.0\n"
+    else:
+        assert done.returncode != 0 and said in done.stdout, done.stdout + done.stderr
+        assert "branch=" not in output.read_text() and not (checkout / "runners" / "Dockerfile").exists()

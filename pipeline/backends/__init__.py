@@ -5,6 +5,8 @@ memory, its memory per core, its versions and the environment for N cores. Every
 is shared (``tests/backends/test_backends.py`` checks that swapping the backend is the only difference).
 :mod:`~pipeline.backends.groups` owns the process group a device's run leads (the benchmark child's, a serving
 engine's, its load generator's): the one stop, signal handler and ``trncat reap`` register both use.
+:mod:`~pipeline.backends.machine` says which machine a run is on (the instance id, else the host name): what a
+second-machine warm check compares.
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
 Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipeline.serve` (the engine's stop),
@@ -27,6 +29,7 @@ from pipeline.backends.groups import (
     stopped_by,
     stopping_on_signals,
 )
+from pipeline.backends.machine import machine_identity, this_machine
 from pipeline.registry import load_entry
 
 #: name -> "module:Class". Adding a backend = one module + one line here + tests.
@@ -68,11 +71,13 @@ __all__ = [
     "Stopped",
     "group_members",
     "owned_group",
+    "machine_identity",
     "package_version",
     "reap_orphans",
     "registered",
     "stop_group",
     "stopped_by",
     "stopping_on_signals",
+    "this_machine",
     "world_of",
 ]

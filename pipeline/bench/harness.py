@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 
 from pipeline import constants
-from pipeline.backends import Backend, package_version
+from pipeline.backends import Backend, package_version, this_machine
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
@@ -373,6 +373,7 @@ def bench_once(
             github_run_id=constants.GITHUB_RUN_ID if ci else None,
             github_sha=constants.GITHUB_SHA if ci else None,
             source=source,
+            machine=this_machine() if ci else None,  # what a second-machine warm check compares (issue 47.4)
         ),
         attempts=[],
         plan=plan,

@@ -56,6 +56,7 @@ def _release_watch(args: argparse.Namespace) -> int:
         return 0
     for relative, text in bump.files.items():
         fsatomic.write_text(args.root / relative, text)
+    _load_back(args.root, bump, files)
     if args.body is not None:
         fsatomic.write_text(args.body, bump.body)
     if args.json:
@@ -71,6 +72,32 @@ def _release_watch(args: argparse.Namespace) -> int:
         print(bump.title)
         print(bump.body)
     return 0
+
+
+def _load_back(root: Path, bump: Any, before: dict[str, str]) -> None:
+    """Load the toolchain file the bump wrote (issue 47.6): it must parse as YAML and name the new release and each
+    new pin; otherwise every file is put back as it was and the watch stops before its pull request."""
+    import yaml
+
+    from pipeline import fsatomic
+    from pipeline.release import TOOLCHAIN_FILE, current_release
+
+    path = root / TOOLCHAIN_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+        if not isinstance(data, dict) or not isinstance(data.get("apt", {}), dict):
+            raise ConfigError("not a mapping of pins with an apt: mapping")
+        got = {**data, **{f"apt.{k}": v for k, v in data.get("apt", {}).items()}}
+        wanted = {p.key: p.new for p in bump.pins if p.file == TOOLCHAIN_FILE}
+        wrong = sorted(k for k, v in wanted.items() if got.get(k) != v)
+        if current_release(text) != bump.new or wrong:
+            raise ConfigError(f"the release or the pins {', '.join(wrong) or '(none)'} read back otherwise")
+    except (ConfigError, yaml.YAMLError) as exc:
+        for relative in bump.files:
+            fsatomic.write_text(root / relative, before[relative])
+        why = str(exc)[:200]
+        raise ConfigError(f"{TOOLCHAIN_FILE} as bumped does not load back ({why}): nothing written") from None
 
 
 # -- diff -----------------------------------------------------------------------------------------------

@@ -102,7 +102,7 @@ def _warm_check_args(p: argparse.ArgumentParser) -> None:
 )
 def _warm_check(args: argparse.Namespace) -> int:
     from pipeline import constants, fsatomic
-    from pipeline.backends import backend_class
+    from pipeline.backends import backend_class, this_machine
     from pipeline.publish import warm_check
     from pipeline.records import validate_paths
 
@@ -115,13 +115,17 @@ def _warm_check(args: argparse.Namespace) -> int:
     record = records[0]
     if args.sha256 is not None and record["compiled_cache"].get("sha256") != args.sha256:
         raise ConfigError(f"{args.record}: its bundle is not {args.sha256[:64]!r}")
-    if constants.RUNNER_NAME and constants.RUNNER_NAME == (record.get("run") or {}).get("runner"):
-        raise ConfigError(f"runner {constants.RUNNER_NAME} made this bundle: the check runs on another machine")
+    # Runner names are per job (a JIT runner is <host>-<label>-<index>-<epoch>): the machines are compared.
+    made_on, here = (record.get("run") or {}).get("machine"), this_machine()
+    if not made_on:
+        raise ConfigError(f"{args.record}: it names no machine that made its bundle: another one cannot be told apart")
+    if made_on == here:
+        raise ConfigError(f"this machine ({here}) made this bundle: the check runs on another machine")
     # validate refuses an emulated record, so what is checked here is a real row's bundle; the machine may still be
     # the Neuron emulator (its neuron-ls says so), and the check says it.
     inventory = backend_class("neuron")().inventory  # type: ignore[attr-defined]
     emulated = bool(inventory is not None and inventory.emulated)
-    checked = warm_check(record, model=args.model, runner=constants.RUNNER_NAME, emulated=emulated)
+    checked = warm_check(record, model=args.model, runner=constants.RUNNER_NAME, machine=here, emulated=emulated)
     if args.out:
         fsatomic.write_text(args.out, json.dumps(checked.to_dict(), indent=2) + "\n")
     print(f"{checked.model_id}: {checked.status}: {checked.message}" + (" (emulated)" if emulated else ""))

@@ -26,6 +26,7 @@ _SIDE = (
     ("status", pa.string()), ("failure_stage", pa.string()), ("failure_code", pa.string()),
     ("finished_at", _TIME), ("device", pa.string()), ("instance", pa.string()), ("compile_s", pa.float64()),
     ("first_call_s", pa.float64()), ("speed", pa.float64()), ("peak_memory_bytes", pa.float64()),
+    ("source", pa.string()),
 )  # fmt: skip
 RELEASE_SCHEMA = pa.schema(
     [
@@ -52,7 +53,7 @@ def release_path(old: str, new: str) -> str:
         ConfigError: a name that cannot be part of a file name.
     """
     for name in (old, new):
-        if not _NAME.match(name) or "--" in name:
+        if not _NAME.fullmatch(name) or "--" in name:
             raise ConfigError(f"toolchain name {name[:50]!r} cannot name a release diff file")
     return f"{RELEASES_DIR}/{old}--{new}.parquet"
 

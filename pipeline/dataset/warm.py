@@ -29,7 +29,7 @@ WARM_SCHEMA = pa.schema(
     [
         ("model_id", pa.string()), ("revision", pa.string()), ("sha256", pa.string()), ("status", pa.string()),
         ("hits", pa.int64()), ("misses", pa.int64()), ("first_call_s", pa.float64()), ("message", pa.string()),
-        ("runner", pa.string()), ("emulated", pa.bool_()), ("checked_at", pa.string()),
+        ("runner", pa.string()), ("emulated", pa.bool_()), ("checked_at", pa.string()), ("machine", pa.string()),
     ]
 )  # fmt: skip
 assert tuple(WARM_SCHEMA.names) == WARM_FIELDS

@@ -90,7 +90,7 @@ def pipeline_folders(hub: Hub, model_id: str, sha: str) -> list[str] | None:
         return None
     index = read_model_index(index_path.parent) or {}
     return [name for name, value in index.items() if not name.startswith("_") and isinstance(value, list)
-            and value != [None, None] and IDENTIFIER.match(name)]  # fmt: skip
+            and value != [None, None] and IDENTIFIER.fullmatch(name)]  # fmt: skip
 
 
 def resolve_hub(

@@ -68,7 +68,7 @@ def diffusers_pipeline_module(name: str) -> bool:
     """
     import importlib.util
 
-    if not IDENTIFIER.match(name):
+    if not IDENTIFIER.fullmatch(name):
         return False
     try:
         spec = importlib.util.find_spec("diffusers")
@@ -136,7 +136,7 @@ def check_model_index(index: dict, *, pipeline_module: Callable[[str], bool] = d
         RemoteCodeRefused: as :func:`check_pipeline_classes`.
     """
     class_name = index.get("_class_name")
-    if not isinstance(class_name, str) or not IDENTIFIER.match(class_name):
+    if not isinstance(class_name, str) or not IDENTIFIER.fullmatch(class_name):
         raise RemoteCodeRefused(
             f"model_index.json names the pipeline class {str(class_name)[:80]!r}, not a diffusers class name "
             "(a [file, class] pair is a custom pipeline read from the repo); trncat never runs remote code"
@@ -147,7 +147,7 @@ def check_model_index(index: dict, *, pipeline_module: Callable[[str], bool] = d
             continue  # metadata (_diffusers_version, ...) and plain settings (requires_safety_checker, ...)
         if value == [None, None]:
             continue  # an absent optional component: diffusers loads nothing for it
-        if len(value) != 2 or not all(isinstance(v, str) and IDENTIFIER.match(v) for v in value):
+        if len(value) != 2 or not all(isinstance(v, str) and IDENTIFIER.fullmatch(v) for v in value):
             raise RemoteCodeRefused(
                 f"model_index.json: component {component[:60]!r} is {str(value)[:80]}, not [library, class] of "
                 "plain names; trncat never runs remote code"

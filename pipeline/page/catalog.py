@@ -170,7 +170,7 @@ def _entry(
     row: dict[str, Any] | None,
     exclusion: dict[str, Any] | None,
     hist: list[dict[str, Any]],
-    slo: Mapping[tuple[str, str], Mapping[str, Any]],
+    slo: Mapping[tuple[str, str, str], Mapping[str, Any]],
     warm: Mapping[Any, Any],
     script: bool,
 ) -> tuple[Any, ...]:
@@ -220,9 +220,10 @@ def _entry(
 
 
 def _slo_cells(
-    slo: Mapping[tuple[str, str], Mapping[str, Any]], model_id: str, task: str, row: Mapping[str, Any]
+    slo: Mapping[tuple[str, str, str], Mapping[str, Any]], model_id: str, task: str, row: Mapping[str, Any]
 ) -> dict[str, Any]:
-    cells = slo.get((model_id.casefold(), str(row.get("hardware") or ""))) if task == "text-generation" else None
+    key = (model_id.casefold(), str(row.get("hardware") or ""), str(row.get("source")))  # its own source's only
+    cells = slo.get(key) if task == "text-generation" else None
     if not cells:
         return {"slo": None, "slou": None, "slop": None}
     return {"slo": _num(cells.get("slo"), 4), "slou": _num(cells.get("slou"), 6), "slop": cells.get("slop")}
@@ -248,7 +249,7 @@ def catalog(
     history: Sequence[dict[str, Any]] | History | None,
     rankings: Sequence[dict[str, Any]],
     exclusions: Sequence[dict[str, Any]],
-    slo: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    slo: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
     warm: Mapping[Any, Any] | None = None,
     scripts: Container[str] = (),
     gathered: Gathered | None = None,
@@ -262,7 +263,7 @@ def catalog(
             (:class:`pipeline.page.rows.History`); None uses ``latest`` (a sequence).
         rankings: rows ``date, task, view, rank, model_id`` of every snapshot (the latest per task and view counts).
         exclusions: rows ``model_id, task (None: every task), reason, kind``.
-        slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware)
+        slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware, source)
             (:func:`pipeline.page.serving.slo_cells`); None: no serving record.
         warm: the second-machine warm checks by bundle (:func:`pipeline.page.warm.warm_index`); None: none.
         scripts: the model ids that have scripts (an entry links them: ``sc``).

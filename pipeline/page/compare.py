@@ -1,7 +1,9 @@
 """The Compare view: per model and task, its Trainium2 row beside its GPU (cuda) row, and beside its Trainium3 row.
 
 Each side is one latest row exactly as it was measured (speed, peak device memory, cost, its device badge and
-its hardware); the ratio line divides the Trainium2 figure by the other side's, only where both runs passed. Rows
+its hardware, its source: ``ci`` or a community submission's); the ratio line divides the Trainium2 figure by the
+other side's, only where both runs passed and both are of one source (issue 47.1: a community row never divided by a
+CI one). Rows
 are never merged, averaged or relabelled: a model with several GPU rows (an L40S, an H100) gets one pair per GPU,
 and its Trainium3 row is its own pair (a Trainium3 row is never a Trainium2 side, nor a GPU one).
 The offline demo, which has neither, gets :func:`demo_pairs`: its CPU rows shown in both places, badged "demo".
@@ -61,6 +63,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
     }
     return {
         "device": device,
+        "source": str(row.get("source")),
         "demo": None,
         "badge": DEVICE_LABELS.get(device, device),
         "hw": row.get("hardware"),
@@ -101,14 +104,14 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         trainium = [r for r in rows if device_of(r) == "neuron"]  # a Trainium3 row is never the Trainium2 side
         others = sorted(
             (r for r in rows if device_of(r) in OTHER),
-            key=lambda r: (device_of(r) != "cuda", str(r.get("hardware"))),
+            key=lambda r: (device_of(r) != "cuda", str(r.get("hardware")), r.get("source") != "ci"),
         )
         if not trainium or not others:
             continue
         trn = representative([dict(r) for r in trainium])
         view = task_view(task)
         for other in others:
-            both = trn.get("status") == "pass" and other.get("status") == "pass"
+            both = trn.get("status") == other.get("status") == "pass" and trn.get("source") == other.get("source")
             a, b = _figures(task, trn), _figures(task, other)
             pairs.append(
                 {

@@ -54,7 +54,7 @@ def _day(value: Any) -> str:
 
 
 def _title(old: str, new: str) -> str:
-    both = _VERSION.match(old) and _VERSION.match(new)
+    both = _VERSION.fullmatch(old) and _VERSION.fullmatch(new)
     return f"Neuron {old} → {new}" if both else f"{old} → {new}"
 
 
@@ -90,12 +90,18 @@ def delta_plot(entries: Sequence[Mapping[str, Any]], *, title: str) -> Markup:
     return Markup("".join(parts) + "</svg>")
 
 
+def counted_apart(entry: Mapping[str, Any]) -> bool:
+    """Whether an entry stands on a community row, either side (issue 47.2): listed with its source, never counted
+    with the project's own in a section's or the feed's counts."""
+    return "community" in (entry.get("old_source"), entry.get("new_source"))
+
+
 def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The template's data of each diff (``{"old", "new", "entries"}``, newest first)."""
     sections = []
     for diff in diffs:
         entries = list(diff["entries"])
-        counts = {kind: sum(e["kind"] == kind for e in entries) for kind, _ in KIND_LABELS}
+        counts = {kind: sum(e["kind"] == kind and not counted_apart(e) for e in entries) for kind, _ in KIND_LABELS}
         order = {kind: i for i, (kind, _) in enumerate(KIND_LABELS)}
         entries.sort(key=lambda e: (order.get(e["kind"], len(order)), str(e["model_id"]).casefold(), e["task"]))
         devices = {e.get("new_device") or e.get("old_device") for e in entries}
@@ -110,6 +116,7 @@ def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                 "dates": f"{_day(e.get('old_finished_at'))} → {_day(e.get('new_finished_at'))}",
                 "deltas": {name: delta_text(name, e.get(name)) for name in _DELTAS},
                 "cpu": (e.get("new_device") or e.get("old_device")) == "cpu",
+                "src": f"{e.get('old_source') or '—'} → {e.get('new_source') or '—'}" if counted_apart(e) else None,
             })  # fmt: skip
         medians = {}
         for name in _DELTAS:
@@ -121,7 +128,8 @@ def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
         sections.append({
             "title": title, "old": diff["old"], "new": diff["new"], "rows": rows, "total": len(entries),
             "counts": [(kind, label, counts[kind]) for kind, label in KIND_LABELS if counts[kind]],
-            "regressions": sum(counts[k] for k in REGRESSIONS), "medians": medians, "cpu": "cpu" in devices,
+            "regressions": sum(counts[k] for k in REGRESSIONS),
+            "apart": sum(map(counted_apart, entries)), "medians": medians, "cpu": "cpu" in devices,
             "plot": delta_plot([e for e in entries if e["kind"] == "still_passing"], title=f"Speed change, {title}"),
         })  # fmt: skip
     return sections

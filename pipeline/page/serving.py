@@ -2,7 +2,9 @@
 one line per device, as InferenceX draws it), the serving table's "served tok/s per chip at SLO" and
 "$ / 1M tokens at SLO" columns, and the Compare view's serving pair with its Trainium2 ÷ GPU ratios.
 
-Its input is serving records (a ``serving`` section; validated before they reach the page). Every
+Its input is serving records (a ``serving`` section; validated before they reach the page). Each entry, cell, pair
+side and hover text carries its record's source (``ci``, ``community``, ``local``): a CI row ranks first, a CI row's
+cells are filled from CI sweeps only, and a ratio divides two rows of one source only (issue 47.1). Every
 text is escaped (the SVG here with :func:`markupsafe.escape`, the table by the template's autoescape). A CPU or
 emulated row keeps its label: it is never Trainium2 evidence.
 """
@@ -31,11 +33,19 @@ def _rate(value: float | None) -> str:
     return "\u2014" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
 
 
+def source_of(record: Mapping[str, Any]) -> str:
+    """Whose measurement a record is: its ``run.source`` (``ci``: the project's own)."""
+    return str((record.get("run") or {}).get("source"))
+
+
 def badge(record: Mapping[str, Any]) -> str:
-    """The device label a serving row shows: an emulated neuron row says so (never "Trainium2" alone)."""
+    """The device label a serving row shows: an emulated neuron row says so (never "Trainium2" alone), and a row
+    not measured by the project's CI names its source ("Trainium2, community")."""
     device = str(record.get("device"))
     label = DEVICE_LABELS.get(device, device)
-    return f"{label} (emulated)" if (record.get("hardware") or {}).get("emulated") else label
+    label = f"{label} (emulated)" if (record.get("hardware") or {}).get("emulated") else label
+    source = source_of(record)
+    return label if source == "ci" else f"{label}, {source}"
 
 
 def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -59,6 +69,7 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             {
                 "id": str(record.get("model_id")),
                 "device": str(record.get("device")),
+                "source": source_of(record),
                 "badge": badge(record),
                 "emulated": bool((record.get("hardware") or {}).get("emulated")),
                 "hw": str((record.get("hardware") or {}).get("name") or ""),
@@ -84,23 +95,24 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
                 "stopped": serving.get("stopped"),
             }
         )
-    return sorted(out, key=lambda e: (e["id"].lower(), e["device"] != "neuron", e["hw"]))
+    return sorted(out, key=lambda e: (e["id"].lower(), e["device"] != "neuron", e["source"] != "ci", e["hw"]))
 
 
-def slo_cells(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """The main table's at-SLO cells of each text-generation row, by (model id casefolded, hardware name): the
-    serving record's headline (served tok/s per chip, $ / 1M tokens) and where it comes from (its cells' title).
+def slo_cells(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The main table's at-SLO cells of each text-generation row, by (model id casefolded, hardware name, source):
+    the serving record's headline (served tok/s per chip, $ / 1M tokens) and where it comes from (its cells' title).
 
-    A row gets the cells of a serving record of its own model on its own hardware only (a GPU sweep never fills a
-    Trainium2 row); of several, the 1k/1k workload's, then the newest.
+    A row gets the cells of a serving record of its own model on its own hardware and of its own source only (a GPU
+    sweep never fills a Trainium2 row, a community sweep never a CI row); of several, the 1k/1k workload's, then
+    the newest.
     """
-    chosen: dict[tuple[str, str], Mapping[str, Any]] = {}
+    chosen: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for record in records:
         serving = record.get("serving")
         hardware = record.get("hardware")
         if record.get("task") != "text-generation" or not isinstance(serving, Mapping):
             continue
-        key = (str(record.get("model_id")).casefold(), str((hardware or {}).get("name") or ""))
+        key = (str(record.get("model_id")).casefold(), str((hardware or {}).get("name") or ""), source_of(record))
         held = chosen.get(key)
         if held is None or _rank(record) > _rank(held):
             chosen[key] = record
@@ -111,7 +123,8 @@ def slo_cells(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], dic
         cells[key] = {
             "slo": entry["at_slo"],
             "slou": entry["usd_at_slo"],
-            "slop": f"{entry['workload']} served by {entry['engine']}, swept by {entry['tool']} on {entry['hw']} "
+            "slop": ("" if entry["source"] == "ci" else f"a {entry['source']} sweep, not the project's CI: ")
+            + f"{entry['workload']} served by {entry['engine']}, swept by {entry['tool']} on {entry['hw']} "
             f"({entry['chips']} chip(s)); at {entry['slo']}; {entry['price']}"
             + ("" if entry["st"] == "pass" else f"; the sweep's verdict: {entry['st']}")
             + stopped[:300],
@@ -202,19 +215,21 @@ def _ratio(trn: float | None, gpu: float | None) -> str:
 
 def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The Compare view's serving pairs: a model's Trainium2 serving row (a measured one before an emulated
-    one) beside each of its GPU serving rows; ratios Trainium2 ÷ GPU of tok/s per chip and $/1M at the SLO,
-    only where both passed and neither is emulated."""
+    one, a CI one before another source's) beside each of its GPU serving rows (CI ones first); ratios
+    Trainium2 ÷ GPU of tok/s per chip and $/1M at the SLO, only where both passed, neither is emulated and both
+    are of one source (a community row is never divided by a CI one)."""
     pairs = []
     for model_id in dict.fromkeys(e["id"] for e in entries):
         rows = [e for e in entries if e["id"] == model_id]
         trainium = sorted(
-            (e for e in rows if e["device"] == "neuron"), key=lambda e: (e["emulated"], e["st"] != "pass")
+            (e for e in rows if e["device"] == "neuron"),
+            key=lambda e: (e["emulated"], e["source"] != "ci", e["st"] != "pass"),
         )
-        for gpu in (e for e in rows if e["device"] == "cuda"):
+        for gpu in sorted((e for e in rows if e["device"] == "cuda"), key=lambda e: e["source"] != "ci"):
             if not trainium:
                 break
             trn = trainium[0]
-            both = trn["st"] == gpu["st"] == "pass" and not trn["emulated"]
+            both = trn["st"] == gpu["st"] == "pass" and not trn["emulated"] and trn["source"] == gpu["source"]
             pairs.append(
                 {
                     "id": model_id,

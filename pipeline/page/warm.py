@@ -30,6 +30,8 @@ def warm_index(checks: Iterable[Mapping[str, Any]]) -> dict[BundleKey, dict[bool
     for check in checks:
         kinds = out.setdefault(_bundle(check["model_id"], check["revision"], check["sha256"]), {})
         emulated = check.get("emulated") is not False  # anything but a plain False is no real machine's
+        if not emulated and not check.get("machine"):
+            continue  # no machine compared with the bundle's (issue 47.4): no second-machine claim
         if emulated not in kinds or str(check["checked_at"]) > str(kinds[emulated]["checked_at"]):
             kinds[emulated] = check
     return out

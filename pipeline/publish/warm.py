@@ -5,7 +5,8 @@ Each ``warm-<artifact>`` artifact a self-hosted runner uploaded is untrusted inp
 artifact name is one the run's queue (``warm-queue.json``, written by the GitHub-hosted queue job) planned, it holds
 exactly one file ``<artifact>.json`` of at most :data:`pipeline.records.MAX_WARM_CHECK_BYTES`, the check passes the
 schema and the semantic rules (:func:`pipeline.records.warm_check_problems`), names the queue entry's model,
-revision and bundle sha256, comes from a machine other than the one that made the bundle, and is not emulated (the
+revision and bundle sha256, names the machine it ran on and that machine is not the one that made the bundle (the
+queue's ``made_on``: the machines are compared, never the per-job runner names), and is not emulated (the
 workflow runs on trn2 runners: an emulated check there is no Trainium2 evidence). Everything else is set aside
 with its reason. The merge (:func:`pipeline.dataset.add_warm_checks`) keeps the newest check per key, so a retried
 publish writes the same bytes and commits nothing.
@@ -65,8 +66,11 @@ def _check_of(folder: Path, artifact: str, entry: Mapping[str, Any]) -> tuple[di
         return None, problems
     out = [Problem(name, key, f"{check[key]!r} is not the queue's {entry.get(key)!r}")
            for key in _MATCHED if check[key] != entry.get(key)]  # fmt: skip
-    if check["runner"] is None or check["runner"] == entry.get("made_by"):
-        out.append(Problem(name, "runner", "the check must name its runner, another than the one that made the bundle"))
+    if check["runner"] is None:
+        out.append(Problem(name, "runner", "the check must name its runner"))
+    if not check.get("machine") or not entry.get("made_on") or check["machine"] == entry["made_on"]:
+        said = f"{check.get('machine')!r} against the bundle's {entry.get('made_on')!r}"
+        out.append(Problem(name, "machine", f"the check must run on another machine than the bundle's: {said}"))
     if check["emulated"]:
         out.append(Problem(name, "emulated", "an emulated check is no Trainium2 evidence: the workflow checks on trn2"))
     return (None if out else check), out

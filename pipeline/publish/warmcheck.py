@@ -49,6 +49,7 @@ def warm_check(
     *,
     model: str,
     runner: str | None = None,
+    machine: str | None = None,
     emulated: bool = False,
     env: Mapping[str, str] | None = None,
     timeout_s: float = 3600,
@@ -58,7 +59,9 @@ def warm_check(
     Args:
         record: the published row's record (it names its bundle: ``compiled_cache``).
         model: the model to load (its folder, or the Hub id).
-        runner: this runner's name, recorded (it must not be the one that made the bundle).
+        runner: this runner's name, recorded.
+        machine: this machine's identity (:func:`pipeline.backends.this_machine`), recorded: publish compares it
+            with the machine that made the bundle.
         emulated: whether this machine is the Neuron emulator.
         env: the process's environment (default: this process's).
         timeout_s: how long run.py may take.
@@ -84,4 +87,5 @@ def warm_check(
         model_id=str(record["model_id"]), revision=str(record["revision"]), sha256=str(cache.get("sha256") or ""),
         status=status, hits=hits, misses=misses, first_call_s=first, message=message, runner=runner,
         emulated=emulated, checked_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        machine=machine,
     )  # fmt: skip

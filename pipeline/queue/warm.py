@@ -55,6 +55,8 @@ def _skip_reason(row: Mapping[str, Any], verified: set[tuple[str, str, str, bool
         return "no compiled-cache bundle"
     if model_id_problem(str(row.get("model_id"))) is not None:
         return "not a valid model id"
+    if not row.get("machine"):
+        return "its record names no machine that made the bundle: a second machine cannot be told apart"
     if (str(row["model_id"]).lower(), str(row.get("revision")), str(sha256), False) in verified:
         return "its bundle is already verified on a second machine"
     return None
@@ -103,6 +105,8 @@ def warm_queue(
             "mode": "warm",
             # The runner that made the bundle: `trncat warm-check` refuses to check it there.
             "made_by": str(row.get("runner") or ""),
+            # The machine that made it: publish sets aside a check that ran there (runner names are per job).
+            "made_on": str(row["machine"]),
             "artifact": f"{org}--{model}--{row['task']}--{sha256[:12]}",
         }
         picked.append((key in tried, entry, record))

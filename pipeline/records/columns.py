@@ -96,6 +96,7 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("github_run_id", ("run", "github_run_id"), _STR),
     ("github_sha", ("run", "github_sha"), _STR),
     ("source", ("run", "source"), _STR),
+    ("machine", ("run", "machine"), _STR),
     ("plan_cores", ("plan", "cores"), _INT),
     ("plan_fits", ("plan", "fits"), _BOOL),
     ("plan_advice", ("plan", "advice"), _STR),
@@ -175,7 +176,13 @@ _SINCE_1_3 = (
 _SINCE_1_4 = COLUMN_NAMES[COLUMN_NAMES.index("agreement_grade") :]
 #: (and a task's optional fields: a speech-recognition agreement without a bfloat16 run has no noise_wer)
 OPTIONAL_COLUMNS: frozenset[str] = frozenset(
-    {"threads", *(f.column for s in TASK_SPECS.values() for f in s.fields if not f.required), *_SINCE_1_3, *_SINCE_1_4}
+    {
+        "threads",
+        "machine",
+        *(f.column for s in TASK_SPECS.values() for f in s.fields if not f.required),
+        *_SINCE_1_3,
+        *_SINCE_1_4,
+    }
 )
 
 

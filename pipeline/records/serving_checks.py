@@ -1,14 +1,18 @@
 """Semantic checks of a serving record (its ``serving`` section) that a schema cannot express: the sweep's points
 ascend in concurrency, each point's percentiles are ordered, a point's tok/s per chip is its output tok/s over the
-record's chips, and the headline is one of the points; a task score (``serving.eval``) passes exactly when it
-reaches its floor, and never stands below it beside a pass; an image workload (``serving.workload.images``) is the
-image-text-to-text task's, and only its."""
+record's chips and at most what its users could receive (:data:`USERS_SLACK`), and the headline is one of the
+points; a task score (``serving.eval``) passes exactly when it reaches its floor, and never stands below it beside a
+pass; an image workload (``serving.workload.images``) is the image-text-to-text task's, and only its."""
 
 from __future__ import annotations
 
 from typing import Any
 
 _PERCENTILE_FIELDS = ("ttft_s", "tpot_ms", "itl_ms", "e2e_s")
+#: A point's output tok/s is what its ``concurrency`` users received, each at about ``tok_s_per_user`` (1 / median
+#: TPOT; prefill and ramp-up only lower the total): a total above twice that was never measured (issue 47.1: a
+#: community record's tok/s per chip inflated alone).
+USERS_SLACK = 2.0
 
 
 def _close(a: float, b: float) -> bool:
@@ -37,6 +41,10 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
         speed, per_chip = point["output_tok_s"], point["tok_s_per_chip"]
         if (speed is None) != (per_chip is None) or (speed is not None and not _close(speed / chips, per_chip)):
             out.append((f"serving.points.{index}.tok_s_per_chip", f"{per_chip} is not output_tok_s / {chips} chips"))
+        user = point["tok_s_per_user"]
+        if speed is not None and user is not None and speed > point["concurrency"] * user * USERS_SLACK:
+            out.append((f"serving.points.{index}.output_tok_s", f"{speed} tok/s: more than {point['concurrency']} "
+                        f"user(s) at {user} tok/s each could receive"))  # fmt: skip
     best = serving["headline"]
     if best["concurrency"] is not None:
         match = [p for p in points if p["concurrency"] == best["concurrency"]]

@@ -67,6 +67,9 @@ class RunInfo:
     github_run_id: str | None
     github_sha: str | None
     source: str
+    #: The machine that ran it (the EC2 instance id, else ``host:<name>``; CI only): what a second-machine warm
+    #: check compares, since runner names are per job (issue 47.4). None: not recorded.
+    machine: str | None = None
 
 
 @dataclass
@@ -141,6 +144,8 @@ class WarmCheck(_Json):
     runner: str | None
     emulated: bool
     checked_at: str
+    #: The machine the check ran on (as :attr:`RunInfo.machine`): publish compares it with the bundle's maker's.
+    machine: str | None = None
 
     @property
     def verified(self) -> bool:

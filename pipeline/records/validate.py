@@ -141,7 +141,7 @@ def _times_problems(started_text: str, finished_text: str) -> list[tuple[str, st
 
 #: How far in the future a record may say it finished (clock skew), and the run fields only CI may fill.
 MAX_FUTURE = dt.timedelta(days=1)
-CI_ONLY_RUN_FIELDS = ("runner", "github_run_id", "github_sha")
+CI_ONLY_RUN_FIELDS = ("runner", "github_run_id", "github_sha", "machine")
 
 
 def _provenance_problems(run: dict[str, Any]) -> list[tuple[str, str]]:
@@ -158,7 +158,7 @@ def _provenance_problems(run: dict[str, Any]) -> list[tuple[str, str]]:
         out.extend(
             (f"run.{name}", f"a {run['source']} record must not carry the CI-only field {name} (set it to null)")
             for name in CI_ONLY_RUN_FIELDS
-            if run[name] is not None
+            if run.get(name) is not None
         )
     return out
 

@@ -1,14 +1,16 @@
 """The release diff: what a toolchain change did, model by model (``trncat diff --toolchain OLD NEW``).
 
-Each side is the newest row per (model, task) measured at that side's pins (a row is at a toolchain when each of
-its versions is the pin, as the queue compares them: :func:`pipeline.queue.as_pinned`; a task ignores the other
-tasks' libraries). A model on both sides is one of: newly passing, newly failing (with the new failure's code),
-still failing with a changed code, still failing, still passing; a model on one side only is not yet re-measured
-(old only) or new (new only). Two rows measured on different hardware, devices or workloads compare nothing: the
-entry is ``not_comparable`` and says what differs. Each compared entry carries the change in compile time
-(neuronx-cc's seconds, ``neuronx_cc_s``), first-call time (``compile_s``, the first call's overhead), speed (the
-task's speed figure, in percent, higher is faster) and peak device memory, with both rows' dates; the summary
-gives the count of each kind and the median of each delta.
+Each side is the newest row per (model, task) measured at that side's pins (a row is at a toolchain when each of its
+versions is the pin, as the queue compares them: :func:`pipeline.queue.as_pinned`; a task ignores the other tasks'
+libraries; a CI row before a row of any other source). A model on both sides is one of: newly passing, newly failing
+(with the new failure's code), still failing with a changed code, still failing, still passing; a model on one side
+only is not yet re-measured (old only) or new (new only). Two rows of different sources (a CI row and a community
+one), hardware, devices or workloads compare nothing: the entry is ``not_comparable`` and says what differs; each
+side keeps its source, and the page and feed count an entry of community rows apart
+(:func:`pipeline.page.releases.counted_apart`). Each compared entry carries the change in compile time (neuronx-cc's
+seconds, ``neuronx_cc_s``), first-call time (``compile_s``, the first call's overhead), speed (the task's speed
+figure, in percent, higher is faster) and peak device memory, with both rows' dates; the summary gives the count of
+each kind and the median of each delta.
 """
 
 from __future__ import annotations
@@ -48,13 +50,14 @@ DELTAS: Mapping[str, str] = {
 SPEED: Mapping[str, tuple[str, bool]] = {
     name: (spec.speed.column, spec.speed.fmt == "rate") for name, spec in REGISTRY.items() if spec.speed
 }
-_WHERE = ("device", "instance_type", "dtype", "batch_size", "input_tokens", "output_tokens", "image_size")
+#: What two rows must share to be compared. ``source`` first (issue 47.2): a community row never judges a CI one.
+_WHERE = ("source", "device", "instance_type", "dtype", "batch_size", "input_tokens", "output_tokens", "image_size")
 #: An entry's field of each side (``old_<field>``, ``new_<field>``) -> the row column it is.
 _SIDE = {"status": "status", "failure_stage": "failure_stage", "failure_code": "failure_code",
-         "finished_at": "finished_at", "device": "device", "instance": "instance_type"}  # fmt: skip
+         "finished_at": "finished_at", "device": "device", "instance": "instance_type", "source": "source"}  # fmt: skip
 #: The columns a diff reads of each results row.
 READ_COLUMNS = (
-    "model_id", "task", "status", "failure_stage", "failure_code", "finished_at", "source", "revision",
+    "model_id", "task", "status", "failure_stage", "failure_code", "finished_at", "revision",
     *_WHERE, "neuronx_cc_s", "compile_s", "peak_device_memory_bytes",
     *sorted({column for column, _ in SPEED.values()}),
 )  # fmt: skip
@@ -245,6 +248,8 @@ def diff_text(diff: ReleaseDiff) -> str:
         dates = f"{_day(e['old_finished_at'])} -> {_day(e['new_finished_at'])}"
         deltas = ", ".join(f"{name} {_fmt(e[name], name)}" for name in DELTAS if e[name] is not None)
         note = f" ({e['note']})" if e["note"] else ""
+        if "community" in (e["old_source"], e["new_source"]):
+            note += f" [{e['old_source'] or '-'} -> {e['new_source'] or '-'} rows]"
         lines.append(f"{e['kind']:<15} {e['model_id']} ({e['task']}){codes} [{dates}] {deltas}{note}".rstrip())
     return "\n".join(lines)
 

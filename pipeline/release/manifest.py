@@ -71,7 +71,7 @@ class Manifest:
 
 
 def _version(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not _VERSION.match(value):
+    if not isinstance(value, str) or not _VERSION.fullmatch(value):
         raise ConfigError(f"Neuron manifest: {what} is not a version: {str(value)[:60]!r}")
     return value
 
@@ -111,7 +111,7 @@ def parse_manifest(text: str, *, instance: str = INSTANCE) -> Manifest:
             if not isinstance(package, dict):
                 raise ConfigError(f"Neuron manifest: release {version} has a package that is not an object")
             name, instances = package.get("name"), package.get("supported_instances")
-            if not isinstance(name, str) or not _NAME.match(name):
+            if not isinstance(name, str) or not _NAME.fullmatch(name):
                 raise ConfigError(f"Neuron manifest: release {version} has a bad package name: {str(name)[:60]!r}")
             if not isinstance(instances, list):
                 raise ConfigError(f"Neuron manifest: {name} {version}: supported_instances is not a list")

@@ -1,16 +1,19 @@
 """serve.sh, run.py's sibling: the exact commands that reproduce a serving row, pinned like requirements.txt.
 
-It is made from the record alone (every value shell-quoted: a record is untrusted): the pinned installs, the
-engine's command as the run started it, a wait for ``/health``, and the load generator's command per group of
-points with the scenario the run used, written next to it.
+It is made from the record alone (a record is untrusted: every value shell-quoted, every text in a comment
+JSON-quoted): the pinned installs, the engine's command rebuilt from its name and recorded options (never the
+recorded program), a wait for ``/health``, and the load generator's commands (guidellm with the scenario the run
+used, written next to it, or ``vllm bench serve`` per concurrency).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from typing import Any
 
+from pipeline.errors import RecordError
 from pipeline.serve.workload import ServingWorkload
 
 _PINNED = ("guidellm", "transformers", "torch", "vllm", "vllm_neuron", "libtorch_neuronx_lite")
@@ -27,56 +30,133 @@ def _pins(record: dict[str, Any]) -> list[str]:
     return out
 
 
+#: Each engine's program and subcommand by name (the schema's enum): serve.sh never runs the program a record's
+#: ``engine.command`` names, nor any word of it (issue 47.7); its line is rebuilt from the engine's options.
+_PROGRAMS = {"transformers-serve": "transformers serve", "vllm": "vllm serve", "vllm-neuron": "vllm serve"}
+#: The environment every engine line starts with: nothing reaches the Hub, nothing phones home.
+_OFFLINE = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TRANSFORMERS_OFFLINE=1"
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: The record's option -> the engine's flag, for the options that are numbers (vLLM's, then transformers serve's).
+_VLLM_FLAGS = (("tensor_parallel", "--tensor-parallel-size"), ("max_num_seqs", "--max-num-seqs"),
+               ("max_model_len", "--max-model-len"))  # fmt: skip
+
+
+def _text(value: Any) -> str:
+    """A record's text as serve.sh's comments name it: JSON-quoted (a newline cannot end the comment)."""
+    return json.dumps(str(value), ensure_ascii=True)
+
+
 def serve_script(record: dict[str, Any]) -> str:
     """The text of serve.sh for a serving record."""
     serving = record["serving"]
     engine = serving["engine"]
     workload = serving["workload"]
+    tool = serving["tool"]
     contract = ServingWorkload.from_record(workload)
     lines = [
         "#!/usr/bin/env bash",
-        f"# Reproduces the serving row of {record['model_id']} at {record['revision']} on {record['device']}",
-        f"# ({serving['tool']['name']} {serving['tool']['version']}, {engine['name']}, workload {contract.name}).",
+        f"# Reproduces the serving row of {_text(record['model_id'])} at {_text(record['revision'])} on "
+        f"{_text(record['device'])}",
+        f"# ({_text(tool['name'])} {_text(tool['version'])}, {_text(engine['name'])}, "
+        f"workload {_text(contract.name)}).",
         "# MODEL: the model's folder (downloaded at that revision). The engine listens on loopback only.",
         "set -euo pipefail",
         'MODEL="${MODEL:?set MODEL to the model folder}"',
         "PORT=${PORT:-8000}",
         "python -m pip install " + " ".join(shlex.quote(p) for p in _pins(record)),
-        *_cache_lines(record, str(engine["command"])),
-        "# the engine, as the run started it (its model path and port replaced by $MODEL and $PORT)",
-        _engine_line(str(engine["command"])) + " &",
+        *_cache_lines(record),
+        "# the engine, rebuilt from its name and the options the run recorded (loopback, $MODEL, $PORT)",
+        _engine_line(str(engine["name"]), engine.get("options") or {}) + " &",
         "ENGINE=$!",
         "trap 'kill $ENGINE' EXIT",
         'until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do sleep 2; done',
-        "# the load generator: the scenario the run used (its synthetic images too), one guidellm run over the sweep",
-        "cat > scenario.json <<'SCENARIO'",
-        json.dumps(_scenario_template(engine["name"], contract), indent=2, sort_keys=True),
-        "SCENARIO",
-        'sed -i "s|@MODEL@|$MODEL|g; s|@PORT@|$PORT|g" scenario.json',
-        "guidellm run --scenario scenario.json --disable-console-interactive",
+        *_load_lines(str(tool["name"]), str(engine["name"]), contract),
         "",
     ]
     return "\n".join(lines)
 
 
-def _engine_line(command: str) -> str:
-    """The engine's command with its console script by name, the model (the word after ``serve``) as ``$MODEL``
-    and its port as ``$PORT``; every other word quoted."""
-    words = shlex.split(command)
-    at = words.index("serve") if "serve" in words else -1
-    out = []
-    for index, word in enumerate(words):
-        if index < at and word.startswith("VLLM_CACHE_ROOT="):
-            out.append('VLLM_CACHE_ROOT="$CACHE_ROOT"')  # the run's own folder: this machine's is set above
-        elif index == at + 1 and at >= 0:
-            out.append('"$MODEL"')
-        elif index and words[index - 1] == "--port":
-            out.append('"$PORT"')
-        elif index == at - 1:
-            out.append(shlex.quote(word.rsplit("/", 1)[-1]))  # the console script by name, not this machine's path
-        else:
-            out.append(shlex.quote(word))
-    return " ".join(out)
+def _word(value: Any) -> str:
+    """A text option (a dtype, a device) as one plain word, else :class:`RecordError`: never a line of shell."""
+    if not isinstance(value, str) or not _WORD.fullmatch(value):
+        raise RecordError(f"serve.sh: the engine option {str(value)[:40]!r} is not a plain word")
+    return value
+
+
+def _number(options: dict[str, Any], key: str) -> int | None:
+    value = options.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _engine_line(name: str, options: dict[str, Any]) -> str:
+    """The engine's command from its name (:data:`_PROGRAMS`) and the record's options, each value quoted: the
+    model as ``$MODEL``, the port as ``$PORT``, loopback only; never ``--trust-remote-code``."""
+    if name not in _PROGRAMS:
+        raise ValueError(f"serve.sh: no engine {name[:40]!r}")
+    env, words = [_OFFLINE], [_PROGRAMS[name], '"$MODEL"']
+
+    def flag(option: str, value: Any) -> None:
+        words.extend((option, shlex.quote(str(value))))
+
+    if name == "transformers-serve":
+        batching = options.get("continuous_batching") is True
+        words += ["--continuous-batching"] if batching else []
+        flag("--device", _word(options.get("device") or "cpu"))
+        flag("--dtype", _word(options.get("dtype") or "auto"))
+        words += ["--host", "127.0.0.1", "--port", '"$PORT"', "--log-level", "info"]
+        if batching and (blocks := _number(options, "cb_num_blocks")):
+            flag("--cb-block-size", _number(options, "cb_block_size") or 32)
+            flag("--cb-num-blocks", blocks)
+        return " ".join([*env, *words])
+    words += ["--host", "127.0.0.1", "--port", '"$PORT"']
+    for key, option in _VLLM_FLAGS:
+        if (value := _number(options, key)) is not None:
+            flag(option, value)
+    if options.get("dtype") is not None:
+        flag("--dtype", _word(options["dtype"]))
+    if (parallel := _number(options, "data_parallel")) and parallel > 1:
+        flag("--data-parallel-size", parallel)
+    if images := _number(options, "limit_mm_per_prompt_image"):
+        flag("--limit-mm-per-prompt", json.dumps({"image": images}))
+    if options.get("enforce_eager") is True:
+        words.append("--enforce-eager")
+    if name == "vllm-neuron":
+        if (lnc := _number(options, "lnc")) is not None:
+            env.append(f"NEURON_LOGICAL_NC_CONFIG={lnc}")
+        env.append('VLLM_CACHE_ROOT="$CACHE_ROOT"')  # set above: the row's bundle, or this machine's cache
+    if options.get("device") == "cpu" and (space := _number(options, "cpu_kvcache_space_gib")) is not None:
+        env.append(f"VLLM_CPU_KVCACHE_SPACE={space}")
+    return " ".join([*env, *words])
+
+
+def _load_lines(tool: str, engine: str, contract: ServingWorkload) -> list[str]:
+    """The load generator's commands: guidellm's one run over the sweep with the run's scenario, or ``vllm bench
+    serve`` once per concurrency (the schema's two tools)."""
+    if tool == "guidellm":
+        return [
+            "# the load generator: the scenario the run used (its synthetic images too), one guidellm run over the "
+            "sweep",
+            "cat > scenario.json <<'SCENARIO'",
+            json.dumps(_scenario_template(engine, contract), indent=2, sort_keys=True),
+            "SCENARIO",
+            'sed -i "s|@MODEL@|$MODEL|g; s|@PORT@|$PORT|g" scenario.json',
+            "guidellm run --scenario scenario.json --disable-console-interactive",
+        ]
+    if tool != "vllm bench serve":
+        raise ValueError(f"serve.sh: no load generator {tool[:40]!r}")
+    ratio = shlex.quote(json.dumps({"input": contract.range_ratio, "output": 0.0}))
+    lines = ["# the load generator: vllm bench serve, once per concurrency of the sweep"]
+    for level in contract.concurrencies:
+        concurrency = int(level)
+        lines.append(
+            'vllm bench serve --backend vllm --base-url "http://127.0.0.1:$PORT" --model "$MODEL" '
+            f"--dataset-name random --random-input-len {int(contract.input_tokens)} "
+            f"--random-output-len {int(contract.output_tokens)} --random-range-ratio {ratio} "
+            f"--num-prompts {int(contract.measured_per_stream) * concurrency} --max-concurrency {concurrency} "
+            f"--request-rate inf --ignore-eos --num-warmups {int(contract.warmup_per_stream) * concurrency} "
+            f"--seed {int(contract.seed)} --save-result --result-filename c{concurrency}.json"
+        )
+    return lines
 
 
 def _scenario_template(engine: str, workload: ServingWorkload) -> dict[str, Any]:
@@ -91,39 +171,55 @@ def _scenario_template(engine: str, workload: ServingWorkload) -> dict[str, Any]
     return doc
 
 
-#: serve.sh's fetch of a row's serving bundle: the file at its commit, its sha256 checked before anything is read,
-#: regular NEFF and JSON members only (the bundle's rule, checked by publish too), unpacked where vLLM Neuron looks.
+#: serve.sh's fetch of a row's serving bundle: the file at its commit, opened once; the digest is of the bytes tarfile
+#: reads from that one open file (issue 47.7: a file hashed then opened again could be another), regular NEFF and JSON
+#: members only (the bundle's rule, checked by publish too), staged in a private folder that becomes the cache vLLM
+#: Neuron reads only once the digest matched.
 _FETCH = """\
-import hashlib, sys, tarfile
+import hashlib, shutil, sys, tarfile, tempfile
 from pathlib import Path
 from huggingface_hub import hf_hub_download
 repo, revision, path, sha256 = {values}
 bundle = hf_hub_download(repo, path, revision=revision)
-digest = hashlib.sha256()
-with open(bundle, "rb") as f:
-    for piece in iter(lambda: f.read(1 << 20), b""):
-        digest.update(piece)
-if digest.hexdigest() != sha256:
-    sys.exit(f"{{bundle}}: sha256 {{digest.hexdigest()}}, not the row's {{sha256}}: not unpacked")
-with tarfile.open(bundle) as tar:
-    for member in tar.getmembers():
-        if not member.isfile() or not member.name.endswith((".neff", ".json")):
-            sys.exit(f"{{member.name}}: not a NEFF or JSON file: the bundle is not unpacked")
-    tar.extractall(Path(sys.argv[1]) / "neuron" / "compile_cache", filter="data")
+target = Path(sys.argv[1]) / "neuron" / "compile_cache"
+class Digesting:
+    def __init__(self, raw):
+        self.raw, self.digest = raw, hashlib.sha256()
+    def read(self, size=-1):
+        data = self.raw.read(size)
+        self.digest.update(data)
+        return data
+staging = Path(tempfile.mkdtemp(dir=sys.argv[1], prefix=".bundle-"))
+try:
+    with open(bundle, "rb") as raw:
+        reader = Digesting(raw)
+        with tarfile.open(fileobj=reader, mode="r|*") as tar:
+            for member in tar:
+                if not member.isfile() or not member.name.endswith((".neff", ".json")):
+                    sys.exit(f"{{member.name}}: not a NEFF or JSON file: the bundle is not unpacked")
+                tar.extract(member, staging, filter="data")
+        while reader.read(1 << 20):
+            pass
+    if reader.digest.hexdigest() != sha256:
+        sys.exit(f"{{bundle}}: sha256 {{reader.digest.hexdigest()}}, not the row's {{sha256}}: not unpacked")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging.rename(target)
+finally:
+    shutil.rmtree(staging, ignore_errors=True)
 """
 
 
-def _cache_lines(record: dict[str, Any], command: str) -> list[str]:
+def _cache_lines(record: dict[str, Any]) -> list[str]:
     """Where vLLM Neuron's compile cache goes: the row's serving bundle unpacked into a fresh folder when the row
     has one (the engine starts warm), else ``$VLLM_CACHE_ROOT`` or vLLM's default. Nothing for another engine."""
-    if "VLLM_CACHE_ROOT=" not in command:
+    if record["serving"]["engine"]["name"] != "vllm-neuron":
         return []
     cache = record.get("compiled_cache")
     if not cache:
         return ['CACHE_ROOT="${VLLM_CACHE_ROOT:-$HOME/.cache/vllm}"  # no serving bundle was published for this row']
     values = (cache["repo_id"], cache["revision"], cache["path"], cache["sha256"])  # schema-checked patterns
     return [
-        f"# the compile cache this row's run made ({cache['sha256'][:16]}, {cache['files']} files): the engine "
+        f"# the compile cache this row's run made ({cache['sha256'][:16]}, {int(cache['files'])} files): the engine "
         "starts warm from it",
         'CACHE_ROOT="$(mktemp -d)"',
         "python - \"$CACHE_ROOT\" <<'BUNDLE'",

@@ -34,7 +34,7 @@ from pipeline.dataset import (
     read_warm_checks,
     script_files,
 )
-from pipeline.page import HISTORY_READ, LATEST_READ, render_site
+from pipeline.page import HISTORY_READ, LATEST_READ, counted_apart, render_site
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -111,7 +111,9 @@ def entry_summary(row: dict[str, Any]) -> str:
 def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
     """A release diff's one feed entry: its title, summary, time (its newest row's) and the page's section."""
     entries = diff["entries"]
-    count = {kind: sum(e["kind"] == kind for e in entries) for kind in {e["kind"] for e in entries}}
+    count = {
+        kind: sum(e["kind"] == kind and not counted_apart(e) for e in entries) for kind in {e["kind"] for e in entries}
+    }
     both = all(re.fullmatch(r"\d+\.\d+(\.\d+)*", str(n)) for n in (diff["old"], diff["new"]))
     title = f"{'Neuron ' if both else ''}{diff['old']} → {diff['new']}"
     parts = [
@@ -122,6 +124,8 @@ def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
     ]
     if count.get("not_comparable"):
         parts.append(f"{count['not_comparable']} not comparable (another instance or workload)")
+    if apart := sum(map(counted_apart, entries)):
+        parts.append(f"{apart} from community rows, counted apart")
     if any((e.get("new_device") or e.get("old_device")) == "cpu" for e in entries):
         parts.append("CPU rows: not Trainium2 results")
     dates = [d for e in entries for d in (e.get("new_finished_at"), e.get("old_finished_at")) if d is not None]

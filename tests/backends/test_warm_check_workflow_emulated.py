@@ -76,7 +76,7 @@ def test_warm_check_steps_queue_check_on_another_machine_and_publish(
     # benchmark.yml's warm-check step on machine B: another emulated trn2, another runner, empty caches.
     machine = build_machine(tmp_path / "machine-b", Machine.of("trn2.48xlarge"))
     check_env = {**base, **environment(machine, {"PATH": base["PATH"], "HOME": str(tmp_path)}),
-                 "RUNNER_NAME": "trn2-emulated-b"}  # fmt: skip
+                 "RUNNER_NAME": "trn2-emulated-b", "TRNCAT_MACHINE": "trn2-emulated-b"}  # fmt: skip
     Runner(workspace, check_env)(
         "benchmark", "bench", "warm-check",
         MODEL_ID=str(emulated_llama_bench.model), SHA256=entry["sha256"], ARTIFACT=entry["artifact"],

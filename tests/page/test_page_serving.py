@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from pipeline.page.serving import serving_curve, serving_entries, serving_pairs, serving_section
 from tests.support.records import sample_serving
 
@@ -76,3 +78,58 @@ def test_the_main_table_shows_the_sweep_at_the_slo_on_the_rows_own_hardware_only
     assert tiny[at][1] and "guidellm 0.8.1" in tiny[at][1] and "trn2.48xlarge" in tiny[at][1]
     assert (other[at][0], other[usd][0]) == ("\u2014", "\u2014") and other[at][1] is None
     assert "<script>window.pwned" not in html and "&lt;script&gt;window.pwned" in html
+
+
+def test_a_community_serving_row_never_speaks_as_the_projects_own() -> None:
+    """Issue 47.1: a merged community serving record of a model the project measured on the same hardware. It must
+    not fill the at-SLO cells of the project's CI row, nor be divided against a CI GPU row, and every entry, pair
+    side and hover text says whose it is; the CI serving row ranks first wherever both are."""
+    from pipeline.page import render_page
+    from pipeline.page.compare import compare_pairs
+    from pipeline.page.serving import slo_cells
+    from pipeline.records import flatten
+    from tests.support.records import as_community, sample_record
+
+    ci_row = flatten(sample_record(model_id="trncat-demo/tiny-llama"))
+    community = as_community(sample_serving(device="neuron"))
+    # its tok/s per chip inflated alone (x10, with output_tok_s to match): more than its users could receive, refused
+    from pipeline.records import validate_record
+
+    inflated = copy.deepcopy(community)
+    for point in inflated["serving"]["points"]:
+        point["output_tok_s"] *= 10
+        point["tok_s_per_chip"] *= 10
+    inflated["serving"]["headline"]["tok_s_per_chip"] = inflated["serving"]["points"][-1]["tok_s_per_chip"]
+    assert any("could receive" in why for _, why in validate_record(inflated))
+    assert validate_record(community) == []
+    ci_gpu = sample_serving(device="cuda")
+    entries = serving_entries([ci_gpu, community])
+    by_device = {e["device"]: e for e in entries}
+    assert (by_device["neuron"]["source"], by_device["cuda"]["source"]) == ("community", "ci")
+    assert "community" in by_device["neuron"]["badge"]
+    (pair,) = serving_pairs(entries)
+    assert pair["ratios"] == {"at_slo": "\u2014", "usd": "\u2014"}  # a community side is never divided by a CI one
+    assert [s["source"] for s in pair["sides"]] == ["community", "ci"]
+    # the CI row's at-SLO cells: never the community sweep's
+    assert slo_cells([community]).get(("trncat-demo/tiny-llama", "trn2.48xlarge", "ci")) is None
+    html = render_page(latest=[ci_row], rankings=[], exclusions=[], scripts={}, serving=[community, ci_gpu])
+    headers, rows = _main_table(html)
+    at = headers.index("Served tok/s per chip at SLO")
+    (tiny,) = [row for row in rows if row[1][0].startswith("trncat-demo/tiny-llama")]
+    assert tiny[at] == ("\u2014", None)
+    curve = str(serving_curve("trncat-demo/tiny-llama", entries))
+    assert "community" in curve
+    # with a CI Trainium2 sweep too, it is the one paired and it fills the CI row
+    ci_trn = sample_serving(device="neuron")
+    (pair,) = serving_pairs(serving_entries([community, ci_gpu, ci_trn]))
+    assert [s["source"] for s in pair["sides"]] == ["ci", "ci"] and pair["ratios"]["at_slo"] == "\u00d70.67"
+    assert slo_cells([ci_trn, community])[("trncat-demo/tiny-llama", "trn2.48xlarge", "ci")]["slo"] == 280.0
+    # the batch-1 Compare view: a community Trainium2 row beside a CI GPU row carries its source, and no ratio
+    trn_row = flatten(as_community(sample_record(model_id="acme/m")))
+    gpu_record = sample_record(model_id="acme/m", device="cuda")
+    gpu_record["hardware"] = {**gpu_record["hardware"], "name": "nvidia-l40s", "instance_type": "g6e.xlarge",
+                              "accelerator": "NVIDIA L40S", "core_config": None, "memory_per_core_bytes": None,
+                              "cores_available": 1}  # fmt: skip
+    (pair,) = compare_pairs([trn_row, flatten(gpu_record)])
+    assert [s["source"] for s in pair["sides"]] == ["community", "ci"]
+    assert set(pair["ratios"].values()) == {"\u2014"}

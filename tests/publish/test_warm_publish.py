@@ -62,7 +62,7 @@ def test_only_the_queued_valid_checks_are_accepted(tmp_path: Path) -> None:
         (None, "../evil.json", "not exactly"),
         ("x" * 20_000, None, "larger than"),
         ({"emulated": True}, None, "no Trainium2 evidence"),
-        ({"runner": "trn2-runner-1"}, None, "another than the one that made the bundle"),
+        ({"machine": "i-0123456789abcdef1"}, None, "another machine than the bundle's"),
         ({"runner": None}, None, "must name its runner"),
         ({"model_id": "acme/<script>"}, None, "does not match"),
     ],

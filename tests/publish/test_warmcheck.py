@@ -30,7 +30,8 @@ def test_only_every_graph_served_is_verified() -> None:
 
 
 def _record(tmp_path: Path, *, runner: str = "trn2-runner-1", cache: bool = True) -> Path:
-    record = sample_record(run={"runner": runner, "source": "ci", "github_run_id": "1", "github_sha": "a" * 40})
+    record = sample_record(run={"runner": runner, "source": "ci", "github_run_id": "1", "github_sha": "a" * 40,
+                                "machine": "i-0123456789abcdef1"})  # fmt: skip
     if cache:
         record["compiled_cache"] = {"repo_id": "trncat/trncat-compiled", "revision": "e" * 40, "sha256": "f" * 64,
                                     "path": bundle_path(record, "f" * 64), "bytes": 1024, "files": 3}  # fmt: skip
@@ -43,6 +44,7 @@ def test_warm_check_refuses_the_runner_that_made_the_bundle_and_a_row_without_on
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(constants, "RUNNER_NAME", "trn2-runner-1")
+    monkeypatch.setattr("pipeline.backends.this_machine", lambda: "i-0123456789abcdef1")  # the maker's machine
     assert main(["warm-check", str(_record(tmp_path)), "--model", str(tmp_path)]) != 0
     assert "made this bundle: the check runs on another machine" in capsys.readouterr().err
     assert main(["warm-check", str(_record(tmp_path, cache=False)), "--model", str(tmp_path)]) != 0

@@ -57,6 +57,7 @@ def test_picks_unverified_ci_trainium2_bundles_and_says_why_it_skips_the_rest() 
     fresh = next(e for e in queue.entries if e["model_id"] == "acme/fresh")
     assert fresh == {"model_id": "acme/fresh", "revision": REV, "task": "text-generation", "sha256": "a" * 64,
                      "cores": 1, "runner": "trn2-1c", "dtype": "bfloat16", "mode": "warm", "made_by": "trn2-runner-1",
+                     "made_on": "i-0123456789abcdef1",
                      "artifact": f"acme--fresh--text-generation--{'a' * 12}"}  # fmt: skip
     # Each entry's record is a valid record naming that bundle (what `trncat warm-check` renders run.py from).
     for entry in queue.entries:

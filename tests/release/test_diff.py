@@ -159,3 +159,35 @@ def test_trncat_diff_reads_two_toolchain_files_and_writes_the_release_file(
     assert [d["new"] for d in read_release_diffs(dataset)] == ["2.34.0"]
     assert main(["diff", "--toolchain", str(old), str(old), "--dataset", str(dataset)]) != 0
     assert "pin the same versions" in capsys.readouterr().err
+
+
+def test_a_community_fail_never_makes_a_ci_pass_newly_failing(tmp_path: Path) -> None:
+    """Issue 47.2: the new toolchain's only row of org/a is a merged community fail; the old one's is the project's
+    CI pass. The diff, its Parquet file, the page's section and the feed must not call org/a newly failing: rows of
+    two sources compare nothing, each side says its source, and a pair of community rows is counted apart."""
+    from pipeline.page import render_page
+    from pipeline.space import SiteNames, feed_xml
+    from tests.support.records import as_community
+
+    m = {"neuronx_cc_s": 100.0, "compile_s": 61.5, "decode_tokens_per_s": 77.1}
+    records = [
+        _pass("org/a", OLD, 20, **m),
+        as_community(_fail("org/a", NEW, 28, "ncc_evrf007")),
+        as_community(_pass("org/c", OLD, 20, **m)),
+        as_community(_fail("org/c", NEW, 28, "ncc_evrf007")),
+    ]
+    root = tmp_path / "dataset"
+    assert not build(records, root, page=False).set_aside
+    diff = diff_dataset(root, old="2.33.0", new="2.34.0", old_pins=OLD, new_pins=NEW)
+    write_release_diff(root, old="2.33.0", new="2.34.0", entries=diff.entries)
+    [stored] = read_release_diffs(root)
+    by = {e["model_id"]: e for e in stored["entries"]}
+    a, c = by["org/a"], by["org/c"]
+    assert a["kind"] == "not_comparable" and (a["old_source"], a["new_source"]) == ("ci", "community")
+    assert "source" in a["note"]
+    assert c["kind"] == "newly_failing" and c["new_source"] == c["old_source"] == "community"
+    feed = feed_xml([], names=SiteNames(dataset_repo="acme/results", space_repo="acme/catalog"), releases=[stored])
+    assert "0 newly failing" in feed and "2 from community rows, counted apart" in feed
+    html = render_page(latest=[], rankings=[], exclusions=[], scripts={}, releases=[stored])
+    section = html[html.index('id="release-2.33.0--2.34.0"') :]
+    assert "community" in section[: section.index("</section>")]

@@ -166,3 +166,39 @@ def test_the_command_rewrites_the_files_writes_the_body_and_then_finds_nothing_n
     before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert main(args) == 0 and json.loads(capsys.readouterr().out) == {"new": None}
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before  # nothing new: nothing written
+
+
+def test_a_version_ending_in_a_newline_is_refused_and_the_watch_loads_what_it_wrote(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 47.6: ``$`` matches before a final newline, so ``"2.99.0\\n"`` passed as a version and the bump wrote a
+    toolchain.yaml that no longer loads. The manifest refuses it; and a bump whose output does not load back (here a
+    manifest parsed by hand, past the check) is refused and the toolchain file is left as it was."""
+    from pipeline.cli import main
+    from pipeline.release.manifest import Manifest, Release
+
+    data = json.loads(MANIFEST.read_text(encoding="utf-8"))
+    data["latest_release"] = [{"instance": "trn2", "version": "2.99.0\n"}]
+    with pytest.raises(ConfigError, match="not a version"):
+        parse_manifest(json.dumps(data))
+    good = parse_manifest(MANIFEST.read_text(encoding="utf-8"))
+    release = good.latest_release()
+    bad_release = Release("2.99.0\nnki: [", release.packages)
+    bad = Manifest(good.manifest_version, None, {"trn2": bad_release.version}, {bad_release.version: bad_release})
+    bump = plan_bump(_files(_at_232(REAL)), bad, source=SOURCE)
+    assert bump is not None  # the plan alone does not see it: the command must load what it wrote
+    for relative, text in _files(_at_232(REAL)).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    manifest_file = tmp_path / "m.json"
+    manifest_file.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["release-watch", "--manifest", str(manifest_file), "--source", SOURCE, "--root", str(tmp_path)]) != 0
+    assert "not a version" in capsys.readouterr().err
+    monkeypatch.setattr("pipeline.release.parse_manifest", lambda text, **_: bad)
+    code = main(["release-watch", "--manifest", str(MANIFEST), "--source", SOURCE, "--root", str(tmp_path)])
+    assert code != 0 and "does not load back" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == {
+        **before,
+        manifest_file: manifest_file.read_bytes(),
+    }

@@ -133,6 +133,9 @@ def image_record() -> dict[str, Any]:
     record = sample_serving(device="neuron", task="image-text-to-text")
     record["serving"]["workload"] = serving_workload("1k/1k-image").to_record()
     record["serving"]["engine"]["command"] = shlex_join_vllm()
+    record["serving"]["engine"]["options"] = vllm_serve(
+        Path("/data/m"), port=8000, neuron=True, tensor_parallel=4, lnc=2, images_per_prompt=1
+    ).options
     return record
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline.errors import RecordError
 from pipeline.serve import (
     FULL_CONCURRENCIES,
     ServeOptions,
@@ -77,8 +78,12 @@ def test_serve_sh_pins_and_quotes() -> None:
     )
     text = serve_script(record)
     assert "guidellm==0.8.1" in text and "transformers==5.0.0" in text
-    assert 'vllm serve "$MODEL" --port "$PORT" --dtype \'$(rm -rf /)\'' in text
-    assert "/opt/venv" not in text
+    # the engine line is rebuilt from the engine's name and options (issue 47.7): no word of the recorded command
+    assert 'vllm serve "$MODEL" --host 127.0.0.1 --port "$PORT" --tensor-parallel-size 1' in text
+    assert "/opt/venv" not in text and "rm -rf" not in text and "VLLM_X" not in text
+    record["serving"]["engine"]["options"]["dtype"] = "$(rm -rf /)"
+    with pytest.raises(RecordError, match="not a plain word"):
+        serve_script(record)
 
 
 def test_the_serving_smoke_summarises_what_a_first_run_settles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

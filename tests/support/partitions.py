@@ -30,7 +30,7 @@ def parse_partition(spec: str, *, instance: str = "trn2.48xlarge") -> list[tuple
     runners: list[tuple[int, int]] = []
     cursor = 0
     for entry in (part.strip() for part in spec.split(",")):
-        match = _ENTRY.match(entry)
+        match = _ENTRY.fullmatch(entry)
         if match is None:
             raise ConfigError(f"partition entry {entry!r}: want COUNTxSIZE (e.g. 4x4) or SIZE@FIRST (e.g. 8@56)")
         if match[1] is not None:

@@ -289,6 +289,7 @@ def sample_warm_check(**overrides: Any) -> dict[str, Any]:
         "model_id": _BASE["model_id"], "revision": _BASE["revision"], "sha256": "f" * 64, "status": "verified",
         "hits": 2, "misses": 0, "first_call_s": 0.41, "message": "2 of 2 graph(s) served by the cache",
         "runner": "trn2-runner-2", "emulated": False, "checked_at": "2026-11-29T08:00:00+00:00",
+        "machine": "i-0123456789abcdef2",
     }  # fmt: skip
     check.update(overrides)
     return check

@@ -117,7 +117,7 @@ def test_no_engine_process_is_left_behind(served: tuple[dict[str, Any], Path]) -
 
 
 def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(tmp_path: Path) -> None:
-    from pipeline.testing import build_unknown_architecture
+    from tests.support.hostile import build_unknown_architecture
 
     folder = build_unknown_architecture(tmp_path / "unknown")
     record = serve_folder(

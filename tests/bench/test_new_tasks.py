@@ -148,21 +148,14 @@ def test_a_library_without_tensor_parallelism_is_not_escalated_to_more_cores(
 
     calls: list[int] = []
 
-    def out_of_memory(spec: BenchSpec, resolved, **_) -> dict:
+    def out_of_memory(spec: BenchSpec) -> dict:
         calls.append(spec.cores)
         return sample_failure(status="fail", stage="oom", code="device_oom", cores=spec.cores)
 
     spec = BenchSpec(path=str(tiny_models[T2I]), task=T2I, device="cpu", dtype="float32", workload=WORKLOADS[T2I])
+    model_id = resolve_local(tiny_models[T2I]).model_id
     record = run_with_escalation(
-        spec,
-        resolve_local(tiny_models[T2I]),
-        backend=get_backend("cpu"),
-        timeout_s=60,
-        memory_limit_bytes=None,
-        source="local",
-        plan=None,
-        max_cores=8,
-        attempt=out_of_memory,
+        spec, attempt=out_of_memory, backend=get_backend("cpu"), model_id=model_id, max_cores=8
     )
     assert calls == [1] and record["failure"]["code"] == "device_oom"
 

@@ -28,8 +28,6 @@ from typing import Any
 
 from pipeline.taskspec import task_source
 
-#: The first-step logit cosine older records were judged on (recorded still; the grade decides now).
-COSINE_THRESHOLD = task_source("text-generation").cosine_threshold
 #: The reference runs the whole model in float32 on the host: skipped (with the reason in the record) when its
 #: weights alone would take more than this many bytes (64 GiB: 16B parameters).
 REFERENCE_MAX_BYTES = 64 * 1024**3

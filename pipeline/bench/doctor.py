@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
 from pipeline import constants
 from pipeline.backends.neuron import (
     DEFAULT_NEFF_CACHE_DIR,
@@ -96,23 +98,12 @@ class Report:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "smoke": self.smoke, "facts": self.facts}
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in text.strip().split(".") if p.isdigit())
-
-
 def python_allowed(requires: str, python: tuple[int, int]) -> bool:
     """Whether ``python`` meets a ``Requires-Python`` (``>=3.12``, ``>=3.12,<3.15``, ...) of package metadata."""
-    for clause in (c.strip() for c in requires.split(",") if c.strip()):
-        op = next((o for o in (">=", "<=", "==", "!=", ">", "<", "~=") if clause.startswith(o)), None)
-        if op is None:
-            continue
-        want = _version(clause[len(op) :].rstrip(".*"))
-        have = tuple(python[: len(want)]) if want else tuple(python)
-        passed = {">=": have >= want, "<=": have <= want, ">": have > want, "<": have < want,
-                  "==": have == want, "!=": have != want, "~=": have >= want}[op]  # fmt: skip
-        if not passed:
-            return False
-    return True
+    try:
+        return SpecifierSet(requires).contains(f"{python[0]}.{python[1]}")
+    except InvalidSpecifier:  # metadata no pip could read: it decides nothing
+        return True
 
 
 def _os_python(os_release: Path, python: tuple[int, int], requires: str | None = None) -> list[Check]:

@@ -14,17 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.backends import Backend
-from pipeline.bench import harness
 from pipeline.bench.failures import Classification
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
-from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
 from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
 
-RunFn = Callable[..., dict[str, Any]]
+RunFn = Callable[[BenchSpec], dict[str, Any]]
 #: Failure codes that more cores can fix: device memory split over more cores. A host OOM is not one:
 #: more ranks need more host memory, not less.
 ESCALATING_CODES = frozenset({"compiler_oom", "device_oom"})
@@ -76,29 +74,21 @@ def instance_cores(backend: Backend, spec: BenchSpec) -> int:
 
 def run_with_escalation(
     spec: BenchSpec,
-    resolved: ResolvedModel,
     *,
+    attempt: RunFn,
     backend: Backend,
-    timeout_s: float,
-    memory_limit_bytes: int | None,
-    source: str,
-    plan: dict[str, Any] | None,
+    model_id: str,
     max_cores: int | None = None,
-    attempt: RunFn = harness.bench_once,
 ) -> dict[str, Any]:
-    """Benchmark ``resolved`` starting at ``spec.cores``, doubling the cores after each device/compiler OOM.
+    """Benchmark starting at ``spec.cores``, doubling the cores after each device/compiler OOM.
 
     Args:
         spec: The first attempt (its ``cores`` is the planner's count, or 1).
-        resolved: The model.
-        backend: The backend of ``spec.device``.
-        timeout_s: Per attempt.
-        memory_limit_bytes: Per attempt.
-        source: The record's ``run.source``.
-        plan: The planner's advice, recorded as is.
+        attempt: Runs one attempt of a spec and returns its record (:func:`pipeline.bench.harness.bench_once`
+            with the model and the run's options bound; tests inject one).
+        backend: The backend of ``spec.device`` (asked for the instance's cores).
+        model_id: The model, as the log and an error name it.
         max_cores: Cores of the instance; asked of the backend when None.
-        attempt: Runs one attempt and returns its record (:func:`pipeline.bench.harness.bench_once`; tests
-            inject one).
 
     Returns:
         The last attempt's record, with ``attempts`` listing the failed attempts before it and
@@ -114,15 +104,7 @@ def run_with_escalation(
     started_at: str | None = None
     current = spec
     while True:
-        record = attempt(
-            current,
-            resolved,
-            backend=backend,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-            source=source,
-            plan=plan,
-        )
+        record = attempt(current)
         started_at = started_at or record["run"]["started_at"]
         verdict = _classification(record)
         if verdict is None:
@@ -130,7 +112,7 @@ def run_with_escalation(
         following = next_cores(current.cores, verdict, limit)
         if following is None or len(earlier) >= 15:  # the schema keeps at most 16 attempts
             break
-        logger.info("%s: %s on %d core(s); retrying on %d", resolved.model_id, verdict.code, current.cores, following)
+        logger.info("%s: %s on %d core(s); retrying on %d", model_id, verdict.code, current.cores, following)
         earlier.append(attempt_of(record))
         current = dataclasses.replace(current, cores=following)
     record["attempts"] = earlier
@@ -138,5 +120,5 @@ def run_with_escalation(
     problems = validate_record(record, allow_emulated=True)  # the harness's own check (see bench_once)
     if problems:
         details = "; ".join(f"{field}: {message}" for field, message in problems)
-        raise BenchError(f"escalation built an invalid record for {resolved.model_id}: {details}")
+        raise BenchError(f"escalation built an invalid record for {model_id}: {details}")
     return record

@@ -229,24 +229,15 @@ def bench_model(
     if bundle is not None:
         bundle.unlink(missing_ok=True)
 
-    def once(
-        current: BenchSpec,
-        model: ResolvedModel,
-        *,
-        backend: Backend,
-        timeout_s: float,
-        memory_limit_bytes: int | None,
-        source: str,
-        plan: dict[str, Any] | None,
-    ) -> dict[str, Any]:
+    def once(current: BenchSpec) -> dict[str, Any]:
         """One attempt: the harness, with this bench's bundle and host memory guard."""
         return harness.bench_once(
             current,
-            model,
+            resolved,
             backend=backend,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-            source=source,
+            timeout_s=o.timeout_s,
+            memory_limit_bytes=o.memory_limit_bytes,
+            source=o.source,
             plan=plan,
             bundle_out=bundle,
             host_memory_bytes=o.host_memory_bytes,
@@ -256,12 +247,9 @@ def bench_model(
 
     with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
         if o.escalate:  # attempt after attempt, doubling the cores after each out-of-memory
-            record = run_with_escalation(
-                spec, resolved, backend=backend, timeout_s=o.timeout_s, memory_limit_bytes=o.memory_limit_bytes,
-                source=o.source, plan=plan, attempt=once)  # fmt: skip
+            record = run_with_escalation(spec, attempt=once, backend=backend, model_id=resolved.model_id)
         else:
-            record = once(spec, resolved, backend=backend, timeout_s=o.timeout_s,
-                          memory_limit_bytes=o.memory_limit_bytes, source=o.source, plan=plan)  # fmt: skip
+            record = once(spec)
         stop = stopped_by()
     record.update(family_of(resolved).record_fields())
     # The harness writes emulated records too (the Neuron emulator's); trncat validate refuses them downstream.

@@ -15,11 +15,10 @@ Results are cached per (library, class, config hash), as :mod:`pipeline.plan.par
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -193,25 +192,12 @@ def _build(cls: type, config: dict[str, Any]) -> Any:
     from diffusers import ModelMixin
     from transformers import PreTrainedModel
 
-    with torch.device("meta"), no_torch_init(), quiet(), _quiet_diffusers():
+    with torch.device("meta"), no_torch_init(), quiet("diffusers"):
         if issubclass(cls, ModelMixin):
             return cls.from_config(config)
         if issubclass(cls, PreTrainedModel) and cls.config_class is not None:
             return cls._from_config(cls.config_class.from_dict(config))
     raise TypeError(f"{cls.__name__} is neither a diffusers nor a transformers model class")
-
-
-@contextlib.contextmanager
-def _quiet_diffusers() -> Iterator[None]:
-    """Silence diffusers' per-instantiation warnings (config keys the installed version does not know, ...)."""
-    from diffusers.utils import logging as diffusers_logging
-
-    previous = diffusers_logging.get_verbosity()
-    diffusers_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        diffusers_logging.set_verbosity(previous)
 
 
 def weight_files(names: list[str]) -> list[str]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import re
@@ -304,18 +305,20 @@ def _count(model: Any, hf_config: Any, quantization: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Silence transformers' per-instantiation warnings (unused config keys, default dtypes, ...)."""
-    from transformers.utils import logging as hf_logging
-
-    previous = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
+def quiet(*libraries: str) -> Iterator[None]:
+    """Silence the per-instantiation warnings of transformers and ``libraries`` (``diffusers``): unused or unknown
+    config keys, default dtypes, ..."""
+    loggers = [importlib.import_module(f"{name}.utils.logging") for name in ("transformers", *libraries)]
+    previous = [module.get_verbosity() for module in loggers]
+    for module in loggers:
+        module.set_verbosity_error()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
     finally:
-        hf_logging.set_verbosity(previous)
+        for module, level in zip(loggers, previous, strict=True):
+            module.set_verbosity(level)
 
 
 @contextlib.contextmanager

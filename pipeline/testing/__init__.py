@@ -1,7 +1,7 @@
 """Offline fixtures shared by the tests, the demo and the benchmarks: tiny models built locally.
 
 - :mod:`~pipeline.testing.tiny`: tiny real models built locally (a 2-layer Llama, a tiny LLaVA, a BERT wrapped as a
-  sentence-transformers model, a Stable-Diffusion-shaped pipeline) and hostile ones for the gates' tests;
+  sentence-transformers model, a Stable-Diffusion-shaped pipeline);
 - :mod:`~pipeline.testing.tiny_speech`: a tiny Whisper (the speech-recognition task's model);
 - :mod:`~pipeline.testing.neuron`: the Neuron emulator.
 
@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from pipeline.testing.tiny import (
     VLLM_HIDDEN_SIZE,
-    build_remote_code_model,
     build_tiny_llama,
     build_tiny_llava,
     build_tiny_sentence_bert,
     build_tiny_stable_diffusion,
     build_tokenizer,
-    build_unknown_architecture,
 )
 from pipeline.testing.tiny_speech import build_tiny_whisper

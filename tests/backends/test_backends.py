@@ -22,7 +22,7 @@ from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench import child, harness
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import generation
-from pipeline.bench.tasks.base import model_load_kwargs
+from pipeline.bench.tasks.base import model_load_kwargs, percentile
 from pipeline.cli import main
 from pipeline.errors import BackendUnavailableError, ConfigError
 from pipeline.models import resolve_local
@@ -450,3 +450,10 @@ def test_a_neuron_run_that_fails_packs_no_bundle(machine: Path, tiny_models: dic
     )
     assert record["status"] != "pass" and not bundle.exists() and "compiled_cache_skipped" not in record
     assert backend.pack_compile_cache(machine / "nothing", bundle) is not None  # an empty cache: a reason
+
+
+def test_a_percentile_interpolates_linearly_between_the_sorted_values() -> None:
+    assert percentile([3.0], 90) == 3.0
+    assert percentile([4.0, 1.0, 2.0, 3.0], 50) == 2.5
+    assert percentile([10.0, 0.0], 90) == pytest.approx(9.0)
+    assert (percentile([5.0, 1.0, 9.0], 0), percentile([5.0, 1.0, 9.0], 100)) == (1.0, 9.0)

@@ -13,6 +13,7 @@ from pipeline.cli import main
 from pipeline.records import parse_record, validate_record
 from pipeline.testing import tiny
 from pipeline.workload import Workload
+from tests.support import hostile
 
 SMALL = Workload(batch_size=1, input_tokens=16, output_tokens=8)
 SMALL_VLM = Workload(batch_size=1, input_tokens=16, output_tokens=8, image_size=64)
@@ -72,27 +73,27 @@ def _assert_failure(record: dict, status: str, stage: str, code: str) -> None:
 
 
 def test_unknown_architecture(tmp_path: Path) -> None:
-    record = _bench(tiny.build_unknown_architecture(tmp_path / "unknown"), tmp_path)
+    record = _bench(hostile.build_unknown_architecture(tmp_path / "unknown"), tmp_path)
     _assert_failure(record, "fail", "load", "unknown_architecture")
 
 
 def test_corrupt_weights(tiny_models: dict[str, Path], tmp_path: Path) -> None:
     folder = tmp_path / "corrupt"
     tiny.build_tiny_llama(folder)
-    record = _bench(tiny.corrupt_weights(folder), tmp_path)
+    record = _bench(hostile.corrupt_weights(folder), tmp_path)
     _assert_failure(record, "fail", "load", "corrupt_weights")
 
 
 def test_missing_tokenizer(tmp_path: Path) -> None:
     folder = tmp_path / "no-tokenizer"
     tiny.build_tiny_llama(folder)
-    record = _bench(tiny.remove_tokenizer(folder), tmp_path)
+    record = _bench(hostile.remove_tokenizer(folder), tmp_path)
     _assert_failure(record, "fail", "load", "missing_tokenizer")
 
 
 def test_remote_code_is_refused_before_any_import(tmp_path: Path) -> None:
     sentinel = tmp_path / "remote-code-ran"
-    folder = tiny.build_remote_code_model(tmp_path / "remote", sentinel=sentinel)
+    folder = hostile.build_remote_code_model(tmp_path / "remote", sentinel=sentinel)
     record = _bench(folder, tmp_path)
     _assert_failure(record, "fail", "load", "remote_code")
     assert not sentinel.exists()
@@ -141,7 +142,7 @@ def test_exception_in_child_is_classified_with_its_stage(tiny_models: dict[str, 
 
 
 def test_cli_bench_exits_zero_on_a_fail_record_and_goes_on(tiny_models: dict[str, Path], tmp_path: Path) -> None:
-    broken = tiny.build_unknown_architecture(tmp_path / "broken")
+    broken = hostile.build_unknown_architecture(tmp_path / "broken")
     out_broken, out_good = tmp_path / "broken.json", tmp_path / "good.json"
     common = ["--task", "text-generation", "--device", "cpu", "--iterations", "1", "--warmup", "0"]
     assert main(["bench", str(broken), *common, "--out", str(out_broken)]) == 0

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import constants
 from pipeline.backends.neuron import NeuronBackend
-from pipeline.bench.doctor import Check, run_checks
+from pipeline.bench.doctor import Check, python_allowed, run_checks
 from pipeline.cli import main
 from tests.backends.test_backends import FAKE_PACKAGES, TRN2_3XL, _write_core
 
@@ -91,6 +91,13 @@ def test_old_python_and_other_os_are_reported(trn2: Path) -> None:
     assert checks["python"].status == "fail" and "3.12-3.14" in checks["python"].detail
     assert checks["os"].status == "warn" and checks["memory"].status == "warn"
     assert not report.ok
+
+
+def test_the_installed_torch_neuronx_requires_python_is_read_as_pip_reads_it() -> None:
+    assert python_allowed(">=3.12,<3.15", (3, 12)) and python_allowed(">=3.12,<3.15", (3, 14))
+    assert not python_allowed(">=3.12,<3.15", (3, 11)) and not python_allowed(">=3.12,<3.15", (3, 15))
+    assert python_allowed("==3.12.*", (3, 12)) and not python_allowed("!=3.12.*", (3, 12))
+    assert python_allowed("not a specifier", (3, 11))  # unreadable metadata decides nothing
 
 
 def test_a_short_disk_warns_and_never_prints_the_missed_threshold(trn2: Path, monkeypatch: pytest.MonkeyPatch) -> None:

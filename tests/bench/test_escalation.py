@@ -13,11 +13,10 @@ from pipeline.bench.escalation import attempt_of, next_cores, run_with_escalatio
 from pipeline.bench.failures import classify
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
-from pipeline.models import ResolvedModel
 from pipeline.records import validate_record
 from tests.support.records import sample_failure, sample_record
 
-MODEL = ResolvedModel(path=Path("."), model_id="acme/big", revision="a" * 40)
+MODEL_ID = "acme/big"
 OOM = {"stage": "oom", "code": "device_oom", "message": "NRT_RESOURCE: out of device memory"}
 COMPILER_OOM = {"stage": "oom", "code": "compiler_oom", "message": "NCC_EOOM001"}
 
@@ -29,8 +28,7 @@ class FakeHarness:
         self.outcomes = outcomes
         self.calls: list[int] = []
 
-    def __call__(self, spec: BenchSpec, resolved: ResolvedModel, **kwargs: Any) -> dict[str, Any]:
-        assert set(kwargs) == {"backend", "timeout_s", "memory_limit_bytes", "source", "plan"}
+    def __call__(self, spec: BenchSpec) -> dict[str, Any]:
         self.calls.append(spec.cores)
         minute = len(self.calls)
         run = {"started_at": f"2026-11-28T10:0{minute}:00+00:00", "finished_at": f"2026-11-28T10:0{minute}:30+00:00"}
@@ -45,15 +43,7 @@ def _escalate(
 ) -> dict[str, Any]:
     spec = BenchSpec(path=".", task="text-generation", device="neuron", dtype="bfloat16", cores=start)
     return run_with_escalation(
-        spec,
-        MODEL,
-        backend=backend or NeuronBackend(),
-        timeout_s=60,
-        memory_limit_bytes=None,
-        source="ci",
-        plan=None,
-        max_cores=max_cores,
-        attempt=fake,
+        spec, attempt=fake, backend=backend or NeuronBackend(), model_id=MODEL_ID, max_cores=max_cores
     )
 
 
@@ -120,7 +110,7 @@ def test_attempt_of_a_pass() -> None:
 
 
 def test_an_invalid_record_is_a_harness_error() -> None:
-    def broken(spec: BenchSpec, resolved: ResolvedModel, **kwargs: Any) -> dict[str, Any]:
+    def broken(spec: BenchSpec) -> dict[str, Any]:
         return sample_record(cores=spec.cores, status="fail")  # a fail without a failure
 
     with pytest.raises(BenchError, match="invalid record"):

@@ -17,8 +17,8 @@ from pipeline.backends import get_backend
 from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.plan import FEW_STEPS, resolve_workload
 from pipeline.records import parse_record, validate_record
-from pipeline.testing import tiny
 from pipeline.workload import Workload
+from tests.support import hostile
 
 SE, T2I = "sentence-embeddings", "text-to-image"
 #: Small workloads of the tests (the catalog's are 128 tokens at batch 1 and 32; 20 steps).
@@ -99,7 +99,7 @@ def test_the_answer_check_compares_with_the_cpu_float32_reference(
 def test_a_broken_config_fails_at_load_with_a_classified_reason(
     task: str, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    folder = tiny.break_config(shutil.copytree(tiny_models[task], tmp_path / "broken"))
+    folder = hostile.break_config(shutil.copytree(tiny_models[task], tmp_path / "broken"))
     record = _bench(folder, tmp_path, task)
     assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == ("fail", "load", "bad_config")
     speed = {SE: "sentences_per_s", T2I: "seconds_per_image"}[task]
@@ -148,21 +148,14 @@ def test_a_library_without_tensor_parallelism_is_not_escalated_to_more_cores(
 
     calls: list[int] = []
 
-    def out_of_memory(spec: BenchSpec, resolved, **_) -> dict:
+    def out_of_memory(spec: BenchSpec) -> dict:
         calls.append(spec.cores)
         return sample_failure(status="fail", stage="oom", code="device_oom", cores=spec.cores)
 
     spec = BenchSpec(path=str(tiny_models[T2I]), task=T2I, device="cpu", dtype="float32", workload=WORKLOADS[T2I])
+    model_id = resolve_local(tiny_models[T2I]).model_id
     record = run_with_escalation(
-        spec,
-        resolve_local(tiny_models[T2I]),
-        backend=get_backend("cpu"),
-        timeout_s=60,
-        memory_limit_bytes=None,
-        source="local",
-        plan=None,
-        max_cores=8,
-        attempt=out_of_memory,
+        spec, attempt=out_of_memory, backend=get_backend("cpu"), model_id=model_id, max_cores=8
     )
     assert calls == [1] and record["failure"]["code"] == "device_oom"
 
@@ -191,8 +184,8 @@ def test_a_hub_pipeline_fetches_only_its_components_default_weights(
     )
 
     # A pipeline naming the repo's own code is judged from model_index.json alone: no weight is downloaded.
-    hostile = tiny.add_hostile_pipeline_index(tmp_path / "hostile-src", sentinel=tmp_path / "ran")
-    files["model_index.json"] = (hostile / "model_index.json").read_bytes()
+    hostile_src = hostile.add_hostile_pipeline_index(tmp_path / "hostile-src", sentinel=tmp_path / "ran")
+    files["model_index.json"] = (hostile_src / "model_index.json").read_bytes()
     localhub.store.create_repo("acme/hostile", metadata={"pipeline_tag": T2I, "library_name": "diffusers"})
     localhub.store.commit_files("acme/hostile", files, message="upload")
     refused = resolve_hub("acme/hostile", hub=localhub.client, task=T2I)

@@ -16,8 +16,9 @@ import pytest
 from pipeline.backends import get_backend
 from pipeline.bench.run import BenchOptions, bench_model
 from pipeline.records import parse_record, validate_record
-from pipeline.testing import build_tiny_whisper, tiny
+from pipeline.testing import build_tiny_whisper
 from pipeline.workload import Workload, speech_clips
+from tests.support import hostile
 
 ASR = "automatic-speech-recognition"
 #: The catalog's workload with fewer tokens per clip (64 there): the same clips, the same shapes into the encoder.
@@ -79,7 +80,7 @@ def test_the_answer_check_grades_the_transcripts_against_the_cpu_reference(whisp
 
 
 def test_a_broken_config_fails_at_load_with_a_classified_reason(whisper: Path, tmp_path: Path) -> None:
-    folder = tiny.break_config(shutil.copytree(whisper, tmp_path / "broken"))
+    folder = hostile.break_config(shutil.copytree(whisper, tmp_path / "broken"))
     record = _bench(folder, tmp_path)
     assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == ("fail", "load", "bad_config")
     assert record["metrics"]["real_time_factor"] is None and record["metrics"]["wer"] is None

@@ -19,6 +19,7 @@ from pipeline.errors import RemoteCodeRefused
 from pipeline.models import check_pipeline_classes
 from pipeline.testing import tiny
 from tests import FIXTURES
+from tests.support import hostile
 
 PIPELINES = FIXTURES / "pipelines"
 #: diffusers' pipeline modules these tests name (what ``hasattr(diffusers.pipelines, name)`` answers).
@@ -92,7 +93,7 @@ def test_an_unreadable_model_index_is_refused(tmp_path: Path, text: str) -> None
 def test_the_gate_refuses_before_any_import(tmp_path: Path) -> None:
     """In a fresh interpreter with the folder on sys.path: refused, the repo's module never ran, nothing heavy."""
     sentinel = tmp_path / "hostile-code-ran"
-    folder = tiny.add_hostile_pipeline_index(tmp_path / "hostile", sentinel=sentinel)
+    folder = hostile.add_hostile_pipeline_index(tmp_path / "hostile", sentinel=sentinel)
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(folder)!r})\n"
@@ -122,7 +123,7 @@ def test_the_benchmark_records_a_hostile_pipeline_as_a_load_failure(tmp_path: Pa
     sentinel = tmp_path / "hostile-code-ran"
     folder = tmp_path / "hostile"
     tiny.build_tiny_llama(folder)
-    tiny.add_hostile_pipeline_index(folder, sentinel=sentinel)
+    hostile.add_hostile_pipeline_index(folder, sentinel=sentinel)
     record = bench_model(
         str(folder),
         task="text-generation",

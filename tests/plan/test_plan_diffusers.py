@@ -363,3 +363,15 @@ def test_plan_pipeline_is_pure_and_takes_the_configs() -> None:
         plan_pipeline(index, {k: v for k, v in configs.items() if k != "text_encoder_2"})
     with pytest.raises(PlanError, match="comes from 'unet_hostile'"):  # judged before any class is looked up
         plan_pipeline(index | {"unet": ["unet_hostile", "HostileUNet"]}, configs)
+
+
+def test_instantiating_a_component_quiets_both_libraries_and_restores_their_verbosity() -> None:
+    from diffusers.utils import logging as diffusers_logging
+    from transformers.utils import logging as hf_logging
+
+    from pipeline.plan.params import quiet
+
+    before = (hf_logging.get_verbosity(), diffusers_logging.get_verbosity())
+    with quiet("diffusers"):
+        assert hf_logging.get_verbosity() == diffusers_logging.get_verbosity() == hf_logging.ERROR
+    assert (hf_logging.get_verbosity(), diffusers_logging.get_verbosity()) == before

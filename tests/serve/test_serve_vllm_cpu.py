@@ -155,7 +155,7 @@ def test_an_engine_that_answers_health_then_dies_is_an_engine_failure_with_vllms
 
 def test_a_model_the_real_engine_refuses_is_an_error_that_says_why(vllm_python: str, tmp_path: Path) -> None:
     """vLLM refuses an architecture it does not know: an error record, vLLM's reason in it, no engine left."""
-    from pipeline.testing import build_unknown_architecture
+    from tests.support.hostile import build_unknown_architecture
 
     folder = build_unknown_architecture(tmp_path / "unknown")
     record = serve_folder(

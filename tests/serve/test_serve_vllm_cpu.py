@@ -151,9 +151,9 @@ def test_the_real_vllm_refuses_a_request_without_the_run_s_key_and_the_key_is_ke
     engine, spec, _ = server
     assert spec.api_key and len(spec.api_key) >= 32
 
-    def status(headers: dict[str, str]) -> int:
+    def status(headers: dict[str, str], route: str = "/v1/completions") -> int:
         body = json.dumps({"model": spec.model_name, "prompt": "Hello", "max_tokens": 2}).encode()
-        ask = urllib.request.Request(f"{spec.base_url}/v1/completions", body, {"Content-Type": "application/json",
+        ask = urllib.request.Request(f"{spec.base_url}{route}", body, {"Content-Type": "application/json",
                                      **headers})  # fmt: skip
         try:
             with urllib.request.urlopen(ask, timeout=120) as answer:  # noqa: S310 - loopback
@@ -164,6 +164,8 @@ def test_the_real_vllm_refuses_a_request_without_the_run_s_key_and_the_key_is_ke
     assert status({}) == 401
     assert status({"Authorization": "Bearer not-the-key"}) == 401
     assert status(spec.auth()) == 200
+    # vLLM's own limit (docs/threat-model.md): /invocations is not guarded by the key
+    assert status({}, "/invocations") != 401
     assert engine.process is not None
     for pid in group_members(engine.process.pid):
         with contextlib.suppress(psutil.Error):

@@ -113,12 +113,11 @@ class BenchRun:
     argv: tuple[str, ...]
 
 
-def run_vllm_bench(
-    args: list[str], folder: Path, *, timeout_s: float, name: str, api_key: str | None = None
-) -> BenchRun:
+def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str, api_key: str | None) -> BenchRun:
     """Run ``vllm bench serve`` with ``args`` in the vLLM environment, in a process group of its own (stopped whole
-    on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON. ``api_key``: the engine's,
-    by ``OPENAI_API_KEY`` (vLLM 0.32's benchmark sends it as a bearer token; it has no flag for it)."""
+    on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON. ``api_key``: the engine's
+    (``EngineSpec.api_key``; required: without it a keyed engine answers 401), by ``OPENAI_API_KEY`` (vLLM 0.32's
+    benchmark sends it as a bearer token; it has no flag for it)."""
     folder.mkdir(parents=True, exist_ok=True)
     result_path = Path(args[args.index("--result-dir") + 1]) / args[args.index("--result-filename") + 1]
     result_path.unlink(missing_ok=True)

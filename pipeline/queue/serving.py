@@ -18,12 +18,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 import pipeline
+from pipeline.errors import ConfigError
+from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
 
 #: The prior: seconds an engine takes to be ready (vLLM Neuron compiles its buckets at start), and per token.
 PRIOR_START_S = {"neuron": 1800.0, "cuda": 300.0, "cpu": 60.0}
 PRIOR_TPOT_S = 0.03
-#: Trainium2 NeuronCores per chip at LNC=2 (docs/neuron-facts.md): a serving job holds whole chips.
-CORES_PER_CHIP = 4
 #: The image-text-to-text architectures vLLM Neuron documents serving with image input: its "Feature and model
 #: compatibility matrix" marks "Multimodal (image input)" for Qwen3-VL alone (GPT-OSS: no), and its Qwen3-VL
 #: (Dense) recipe names the Qwen3-VL-8B/32B Instruct/Thinking checkpoints on Trn2 and Trn3; the class is
@@ -75,6 +75,18 @@ def _served(records: Iterable[Mapping[str, Any]], workload: str) -> set[tuple[st
     return done
 
 
+def _cores_per_chip(instance: str, core_config: Any) -> int:
+    """NeuronCores per chip of ``instance`` (the default trn2's when unknown) at the LNC of a row's ``core_config``
+    (``lnc=N``; None: the family's default): 8 at LNC=1, 4 at LNC=2 on trn2 (docs/neuron-facts.md)."""
+    text = str(core_config or "")
+    lnc = int(text[4:]) if text.startswith("lnc=") and text[4:].isdigit() else None
+    known = instance if instance in INSTANCE_NAMES else DEFAULT_INSTANCE
+    try:
+        return get_instance(known, lnc=lnc).cores_per_chip
+    except ConfigError:  # an LNC the family does not have: its default's
+        return get_instance(known).cores_per_chip
+
+
 def serving_jobs(
     latest: Iterable[Mapping[str, Any]],
     serving: Iterable[Mapping[str, Any]],
@@ -111,9 +123,10 @@ def serving_jobs(
         if (str(row["model_id"]).casefold(), str(row["hardware"])) in done[task]:
             continue
         cores = int(row.get("cores") or 1)
-        if device == "neuron":
-            cores = max(CORES_PER_CHIP, -(-cores // CORES_PER_CHIP) * CORES_PER_CHIP)
-            runner, chips = f"{family}-{1 << (cores - 1).bit_length()}c", cores // CORES_PER_CHIP
+        if device == "neuron":  # whole chips: the row's cores at its LNC; the engine's at serve's (the default)
+            chips = max(1, -(-cores // _cores_per_chip(instance, row.get("core_config"))))
+            cores = chips * _cores_per_chip(instance, None)
+            runner = f"{family}-{1 << (cores - 1).bit_length()}c"
         else:
             runner, chips = f"gpu-{cores}g", cores
         org, name = str(row["model_id"]).split("/")

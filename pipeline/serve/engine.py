@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import socket
@@ -40,6 +41,9 @@ from pipeline.serve.vllmenv import VLLM_SERVER_MODULE, vllm_environment
 ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
 #: How much of the engine's log an error record keeps.
 LOG_TAIL_CHARS = 2000
+#: vLLM's ``--api-key`` by environment (vLLM 0.32 reads it when the flag is absent: docs/neuron-facts.md), so the
+#: key is in no process's argv; its clients read theirs from ``OPENAI_API_KEY`` (vllm bench serve, lm-eval).
+API_KEY_ENV, CLIENT_KEY_ENV = "VLLM_API_KEY", "OPENAI_API_KEY"
 #: The environment no engine run may miss: nothing reaches the Hub, nothing phones home.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "HF_HUB_DISABLE_TELEMETRY": "1", "TRANSFORMERS_OFFLINE": "1"}
 
@@ -56,10 +60,15 @@ class EngineSpec:
     options: dict[str, Any] = field(default_factory=dict)
     #: The command as the record keeps it: programs by name, the model by Hub id and revision (empty: ``argv``).
     command: tuple[str, ...] = ()
+    #: vLLM's per-start API key (:data:`API_KEY_ENV`): never in argv, ``env``, ``command`` or the record.
+    api_key: str | None = field(default=None, repr=False)
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def auth(self) -> dict[str, str]:  # the header each client of the engine sends (none without a key)
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def shell(self) -> str:
         """The command as one shell line (environment first), as the record and serve.sh keep it."""
@@ -220,8 +229,9 @@ def vllm_serve(
         options |= {"device": "cpu", "launcher": VLLM_SERVER_MODULE, "cpu_kvcache_space_gib": kv_cache_gib}
     if "--enforce-eager" in rest:
         options["enforce_eager"] = True
-    engine = "vllm-neuron" if neuron else "vllm"
-    return EngineSpec(engine, tuple(argv), port, str(model), env, options, ("vllm", "serve", *named, *rest))
+    options["api_key"] = f"a fresh random key per start, by {API_KEY_ENV} (never recorded)"
+    engine, command = "vllm-neuron" if neuron else "vllm", ("vllm", "serve", *named, *rest)
+    return EngineSpec(engine, tuple(argv), port, str(model), env, options, command, secrets.token_urlsafe(32))
 
 
 def port_in_use(port: int) -> bool:
@@ -268,7 +278,7 @@ class Engine:
         """
         if port_in_use(self.spec.port):
             raise EngineStartError("port_in_use", f"port {self.spec.port} is in use on loopback before the start")
-        env = {**os.environ, **self.spec.env}
+        env = {**os.environ, **self.spec.env, **({API_KEY_ENV: self.spec.api_key} if self.spec.api_key else {})}
         self.process = self._owned.enter_context(owned_group(self.spec.argv, log=self.log_path, env=env))
         self._started = time.monotonic()
         return self
@@ -332,9 +342,8 @@ class Engine:
                 message = f"{self.spec.engine} answered /health, then failed its first completion: {reason}"
                 raise EngineStartError("dead_after_health", message[:1000], self.log_tail())
             if clock() > deadline:
-                tail = self.log_tail()
-                code = "not_ready"
-                raise EngineStartError(code, f"{self.spec.engine} was not ready after {timeout_s:g} s", tail)
+                message = f"{self.spec.engine} was not ready after {timeout_s:g} s"
+                raise EngineStartError("not_ready", message, self.log_tail())
             time.sleep(poll_s)
 
     def stop(self) -> None:
@@ -359,7 +368,7 @@ def first_completion(spec: EngineSpec, *, timeout_s: float) -> str | None:
     request = urllib.request.Request(  # noqa: S310 - loopback only
         f"{spec.base_url}/v1/completions",
         data=json.dumps(body).encode("utf-8"),
-        headers={"Content-Type": "application/json"},
+        headers={"Content-Type": "application/json", **spec.auth()},
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 - loopback only

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends import owned_group
-from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
 
 TOOL = "lm-eval"
 #: The tasks shipped with the repository (the tests' task), run from a copy of this folder.
@@ -180,6 +180,8 @@ def run_eval(
     out = work / "lm-eval-results"
     argv = lm_eval_argv(spec, task, tokenizer=tokenizer, out=out)
     env = {**os.environ, "HF_DATASETS_CACHE": str(work / "datasets-cache"), "HF_ALLOW_CODE_EVAL": "0"}
+    if spec.api_key:  # lm-eval's local-completions sends OPENAI_API_KEY as its bearer token
+        env[CLIENT_KEY_ENV] = spec.api_key
     if task.local:  # the shipped task reads only its own JSONL
         env |= {**OFFLINE_ENV, "HF_DATASETS_OFFLINE": "1"}
     log = work / "lm-eval.log"

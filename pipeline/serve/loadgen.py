@@ -63,6 +63,8 @@ def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[st
         "request_format": "/v1/completions",
         "timeout": 600,
     }
+    if spec.api_key:  # guidellm 0.8.1 takes the key as a backend argument only (its scenario, never its argv)
+        backend["api_key"] = spec.api_key
     data: dict[str, Any] = {
         "kind": "synthetic_text",
         "prompt_tokens": workload.input_tokens,
@@ -142,7 +144,8 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
     """
     folder.mkdir(parents=True, exist_ok=True)
     scenario_path = folder / f"{name}.scenario.json"
-    scenario_path.write_text(json.dumps(scenario_doc, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    key = scenario_doc["spec"]["backend"].get("api_key")
+    _write_private(scenario_path, scenario_doc)  # the engine's key: the owner's alone while guidellm runs
     report_path = Path(scenario_doc["spec"]["outputs"][0]["path"])
     report_path.unlink(missing_ok=True)
     argv = (*guidellm_command(), "run", "--scenario", str(scenario_path), "--disable-console-interactive")
@@ -154,8 +157,21 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
             returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             returncode = 124
+    if key:  # the scenario kept is the run's without the key
+        _write_private(scenario_path, _without_key(scenario_doc))
     tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
     return LoadRun(read_report(report_path), returncode, tail, argv)
+
+
+def _without_key(doc: dict[str, Any]) -> dict[str, Any]:
+    backend = {**doc["spec"]["backend"], "api_key": "(the engine's per-start key, not kept)"}
+    return {**doc, "spec": {**doc["spec"], "backend": backend}}
+
+
+def _write_private(path: Path, doc: dict[str, Any]) -> None:
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
+        file.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
 def read_report(path: Path) -> GenerativeBenchmarksReport | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline import constants
 from pipeline.backends import get_backend, package_version, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.neuron import bundle_beside
+from pipeline.bench import classify
 from pipeline.errors import BenchError, ConfigError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
 from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local, safetensors_param_count
@@ -152,11 +153,13 @@ def resolve_served(
 
 
 def _refusal(folder: Path, fetch_error: str | None) -> tuple[str, dict[str, str]] | None:
-    """Why no engine may start for ``folder``: the fetch failed (``error``) or the model needs its own code
+    """Why no engine may start for ``folder``: the download was refused (``download_refused``), the fetch failed
+    (classified as ``trncat bench`` classifies it: ``disk_full``, ``network_error``) or the model needs its own code
     (``fail``, as ``trncat bench`` records it); None when it may start."""
     if fetch_error is not None:
-        code = "download_refused" if fetch_error.startswith("download refused") else "download_failed"
-        return "error", {"stage": "load", "code": code, "message": fetch_error[:2000]}
+        found = classify(exc_type="HubError", message=fetch_error, stage_hint="load")
+        code = "download_refused" if fetch_error.startswith("download refused") else found.code
+        return found.status, {"stage": found.stage, "code": code, "message": fetch_error[:2000]}
     try:
         check_remote_code(folder)
     except RemoteCodeRefused as exc:

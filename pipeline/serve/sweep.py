@@ -188,7 +188,8 @@ def _measure(
     if run.load_generator == "vllm-bench":
         result = folder / f"vllm-bench-{group[0]}.json"
         args = vllmbench.bench_args(spec, workload, group[0], tokenizer=run.tokenizer, result=result)
-        bench = vllmbench.run_vllm_bench(args, folder, timeout_s=run.point_timeout_s, name=f"point-{group[0]}")
+        bench = vllmbench.run_vllm_bench(args, folder, timeout_s=run.point_timeout_s, name=f"point-{group[0]}",
+                                         api_key=spec.api_key)  # fmt: skip
         local = {str(run.tokenizer): run.model_id, spec.model_name: run.model_id, str(folder): "."}
         measured = [vllmbench.point_of(bench.result)] if bench.result else []
         return measured, bench, vllmbench.recorded(args, local=local)

@@ -27,7 +27,7 @@ from typing import Any
 
 from pipeline.backends import stop_group
 from pipeline.errors import ConfigError
-from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
 from pipeline.serve.vllmenv import require_vllm, vllm_environment
 from pipeline.serve.workload import ServingWorkload
 
@@ -113,14 +113,21 @@ class BenchRun:
     argv: tuple[str, ...]
 
 
-def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str) -> BenchRun:
+def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str, api_key: str | None) -> BenchRun:
     """Run ``vllm bench serve`` with ``args`` in the vLLM environment, in a process group of its own (stopped whole
-    on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON."""
+    on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON. ``api_key``: the engine's
+    (``EngineSpec.api_key``; required: without it a keyed engine answers 401), by ``OPENAI_API_KEY`` (vLLM 0.32's
+    benchmark sends it as a bearer token; it has no flag for it)."""
     folder.mkdir(parents=True, exist_ok=True)
     result_path = Path(args[args.index("--result-dir") + 1]) / args[args.index("--result-filename") + 1]
     result_path.unlink(missing_ok=True)
     argv = (require_vllm().python, "-c", BENCH_ENTRY, *args)
-    env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+    env = {
+        **os.environ,
+        **OFFLINE_ENV,
+        "TOKENIZERS_PARALLELISM": "false",
+        **({CLIENT_KEY_ENV: api_key} if api_key else {}),
+    }
     log_path = folder / f"{name}.vllm-bench.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(  # noqa: S603 - our argv, no shell

@@ -37,6 +37,18 @@ def test_a_passing_row_without_its_serving_row_gets_a_serving_job(tmp_path: Path
     assert {j["model_id"] for j in again} == {"acme/served-not-yet", "acme/done"}
 
 
+def test_a_serving_job_counts_chips_at_the_row_s_lnc(tmp_path: Path) -> None:
+    """A row at LNC=1 has 8 NeuronCores a trn2 chip: its 128 cores are the 16 chips of a trn2.48xlarge, never 32
+    (4 a chip whatever the LNC); at LNC=2 its 8 cores are 2 chips. The engine runs at serve's LNC (2): 4 a chip."""
+    lnc1 = sample_record(model_id="acme/whole-instance", cores=128)
+    lnc1["hardware"] |= {"core_config": "lnc=1", "cores_available": 128, "memory_per_core_bytes": 12 * 2**30}
+    lnc2 = sample_record(model_id="acme/two-chips", cores=8)
+    build([lnc1, lnc2], tmp_path)
+    jobs = serving_jobs(read_latest(tmp_path), [], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge")
+    got = {j["model_id"]: (j["chips"], j["cores"], j["runner"]) for j in jobs}
+    assert got == {"acme/whole-instance": (16, 64, "trn2-64c"), "acme/two-chips": (2, 8, "trn2-8c")}
+
+
 def test_the_gpu_twin_comes_from_the_passing_gpu_row() -> None:
     gpu_row = {"model_id": "acme/both", "revision": "a" * 40, "task": "text-generation", "status": "pass",
                "device": "cuda", "hardware": "nvidia-l40s", "cores": 1}  # fmt: skip

@@ -108,6 +108,12 @@ def engine(port: int) -> None:
 
         def do_POST(self) -> None:  # noqa: N802
             self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            key = os.environ.get("VLLM_API_KEY")  # vLLM's rule: with a key, /v1 answers 401 to a request without it
+            if key and self.headers.get("Authorization") != f"Bearer {key}":
+                self.send_response(401)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
             usage = {"prompt_tokens": 16, "completion_tokens": 4, "total_tokens": 20}
             self._answer({"id": "c", "object": "text_completion", "choices": [{"text": " a b c d", "index": 0,
                           "finish_reason": "length"}], "usage": usage})  # fmt: skip
@@ -118,9 +124,10 @@ def engine(port: int) -> None:
     http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
 
 
-def _request(target: str) -> None:
+def _request(target: str, key: str | None = None) -> None:
     body = json.dumps({"prompt": "hello", "max_tokens": 4}).encode()
-    ask = urllib.request.Request(f"{target}/v1/completions", body, {"Content-Type": "application/json"})
+    auth = {"Authorization": f"Bearer {key}"} if key else {}  # as guidellm sends its backend's api_key
+    ask = urllib.request.Request(f"{target}/v1/completions", body, {"Content-Type": "application/json", **auth})
     with urllib.request.urlopen(ask, timeout=30) as answer:  # noqa: S310 - loopback
         answer.read()
 
@@ -128,15 +135,15 @@ def _request(target: str) -> None:
 def loadgen(argv: list[str]) -> None:
     scenario = json.loads(Path(argv[argv.index("--scenario") + 1]).read_text(encoding="utf-8"))
     _note("loadgen")
-    target = scenario["spec"]["backend"]["target"]
+    target, key = scenario["spec"]["backend"]["target"], scenario["spec"]["backend"].get("api_key")
     points = []
     for benchmark in scenario["benchmarks"]:
         concurrency = benchmark["profile.streams"]
         print(f"stand-in loadgen: warm-up at concurrency {concurrency}", flush=True)
-        _request(target)
+        _request(target, key)
         _at("warm-up")
         print(f"stand-in loadgen: measuring concurrency {concurrency}", flush=True)
-        _request(target)
+        _request(target, key)
         _at("mid-point")
         if os.environ.get("STANDIN_STAGE") == "engine-dies" and concurrency == 2:
             for line in Path(os.environ["STANDIN_PIDS"]).read_text(encoding="utf-8").splitlines():

@@ -94,6 +94,26 @@ def test_a_refused_download_is_an_error_record_and_fetches_nothing(
     assert localhub.server.count_requests(r"/resolve/[^/]+/model\.safetensors$", "GET") == 0
 
 
+def test_a_disk_that_fills_during_the_download_is_disk_full_as_bench_records_it(
+    localhub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A download that fills the disk was ``download_failed`` from serve and ``disk_full`` from bench: serve's
+    fetch failure is classified by bench's rule (docs/failures.md), a refused download stays ``download_refused``."""
+    import errno
+
+    from pipeline.hub.translate import translate
+
+    sha = _seed(localhub, "acme/full", tiny.build_tiny_llama(tmp_path / "tiny"))
+
+    def snapshot(self, model_id: str, **_: object) -> Path:
+        raise translate(OSError(errno.ENOSPC, "No space left on device"), f"downloading {model_id}", attempts=1)
+
+    monkeypatch.setattr(type(localhub.client), "snapshot", snapshot)
+    record = _serve("acme/full", localhub.client, tmp_path / "serving.json", revision=sha)
+    assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == ("error", "load", "disk_full")
+    assert "No space left on device" in record["failure"]["message"] and validate_record(record) == []
+
+
 @pytest.mark.parametrize("text", ["", "a", "1,,x", "0,1", "4,2", "1,1", "-1", "70000", "1.5"])
 def test_the_sweep_parser_refuses_what_is_no_ascending_list_of_stream_counts(text: str) -> None:
     with pytest.raises(argparse.ArgumentTypeError):

@@ -11,6 +11,7 @@ two busy cores. Skipped, with the reason, where the vLLM environment is absent; 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -149,6 +150,47 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
             assert words[words.index("--tokenizer") + 1] == MODEL_ID
             _no_local_path(command_line, model)
     assert engine.alive()  # the caller's server: left running for the next sweep
+
+
+def test_the_real_vllm_refuses_a_request_without_the_run_s_key_and_the_key_is_kept_nowhere(
+    server: tuple[Engine, EngineSpec, Path], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Issue 47.5: the engine serves with a per-start key (``VLLM_API_KEY``): a request without it, or with another
+    key, gets vLLM's 401; the key is in no argv of the engine's group; and no file the module's runs left (engine
+    log, guidellm's scenario, report and log, vllm bench serve's result and log: run after the sweeps above) holds
+    it. ``/health`` stays open (vLLM guards /v1 alone): readiness also checks the port's owner (``holds_port``)."""
+    import urllib.error
+    import urllib.request
+
+    import psutil
+
+    from pipeline.backends import group_members
+
+    engine, spec, _ = server
+    assert spec.api_key and len(spec.api_key) >= 32
+
+    def status(headers: dict[str, str], route: str = "/v1/completions") -> int:
+        body = json.dumps({"model": spec.model_name, "prompt": "Hello", "max_tokens": 2}).encode()
+        ask = urllib.request.Request(f"{spec.base_url}{route}", body, {"Content-Type": "application/json",
+                                     **headers})  # fmt: skip
+        try:
+            with urllib.request.urlopen(ask, timeout=120) as answer:  # noqa: S310 - loopback
+                return int(answer.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert status({}) == 401
+    assert status({"Authorization": "Bearer not-the-key"}) == 401
+    assert status(spec.auth()) == 200
+    # vLLM's own limit (docs/threat-model.md): /invocations is not guarded by the key
+    assert status({}, "/invocations") != 401
+    assert engine.process is not None
+    for pid in group_members(engine.process.pid):
+        with contextlib.suppress(psutil.Error):
+            assert spec.api_key not in " ".join(psutil.Process(pid).cmdline())
+    leaked = [p for p in tmp_path_factory.getbasetemp().rglob("*") if p.is_file() and spec.api_key.encode() in
+              p.read_bytes()]  # fmt: skip
+    assert leaked == []
 
 
 def test_an_engine_that_answers_health_then_dies_is_an_engine_failure_with_vllms_reason(

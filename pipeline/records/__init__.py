@@ -71,6 +71,7 @@ if TYPE_CHECKING:
         VERDICTS,
         median_interval,
         record_spread,
+        remeasured,
         scaled,
         verdict,
         verdict_counts,

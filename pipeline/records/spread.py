@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pipeline.records.rows import toolchain_label
 from pipeline.taskspec import task_spec
 
 #: The interval's coverage, its fewest repeats, and the smallest relative change called a change.
@@ -128,3 +129,34 @@ def record_spread(
     if figure and base > 0 and decode is not None and decode[0] > 0:
         out["speed_low"], out["speed_high"] = scaled(float(figure), base, decode, rate=fmt == "rate")
     return out
+
+
+#: What a re-measurement shares with the row it repeats, beside its toolchain (compared by its label).
+SAME_STACK = (
+    "revision",
+    "device",
+    "instance_type",
+    "dtype",
+    "batch_size",
+    "input_tokens",
+    "output_tokens",
+    "image_size",
+)
+
+
+def remeasured(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> str | None:
+    """Repeat-to-verify: ``reproduced`` when ``after`` (a flat row) passes on the same stack as the pass ``before`` and
+    its speed is within noise of it (:func:`verdict`), ``disagrees`` when it changed (flagged for a maintainer; both
+    rows stay in the history); None for another stack, a status change, or no interval to tell by."""
+    if before is None or before["status"] != "pass" or after["status"] != "pass" or not (speed := _speed(after)):
+        return None
+    if any(before.get(c) != after.get(c) for c in SAME_STACK) or toolchain_label(before) != toolchain_label(after):
+        return None
+    intervals = [(row.get("speed_low"), row.get("speed_high")) for row in (before, after)]
+    said = verdict(before.get(speed), after.get(speed), *intervals, floor=FLOORS.get(after["device"], FLOOR))
+    return {"within_noise": "reproduced", "changed": "disagrees"}.get(said or "")
+
+
+def _speed(row: Mapping[str, Any]) -> str | None:
+    spec = task_spec(row["task"]).speed
+    return spec.column if spec else None

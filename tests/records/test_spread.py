@@ -83,3 +83,26 @@ def test_the_record_spread_of_a_text_generation() -> None:
     assert (
         record_spread("text-generation", 1, metrics, {"latencies_s": latencies[:5]}, {}) is None
     )  # five repeats: no interval
+
+
+def _row(speed: float, low: float | None, high: float | None, **changes: object) -> dict[str, object]:
+    from pipeline.records import flatten
+    from tests.support.records import sample_record
+
+    metrics = {"decode_tokens_per_s": speed}
+    if low is not None:
+        metrics["spread"] = {"repeats": 10, "latency_low_s": 1.0, "latency_high_s": 1.2, "speed_low": low,
+                             "speed_high": high}  # fmt: skip
+    return {**flatten(sample_record(metrics=metrics)), **changes}
+
+
+def test_a_pass_measured_again_on_the_same_stack_is_reproduced_or_flagged() -> None:
+    from pipeline.records import remeasured
+
+    first = _row(100.0, 95.0, 105.0)
+    assert remeasured(first, _row(103.0, 98.0, 108.0)) == "reproduced"  # intervals overlap
+    assert remeasured(first, _row(50.0, 47.5, 52.5)) == "disagrees"  # twice as slow, intervals apart
+    assert remeasured(first, _row(50.0, None, None)) is None  # no interval: cannot tell
+    assert remeasured(first, _row(50.0, 47.5, 52.5, revision="f" * 40)) is None  # another revision: not a repeat
+    assert remeasured(first, _row(50.0, 47.5, 52.5, neuronx_cc_version="9.9.9")) is None  # another toolchain
+    assert remeasured(None, first) is None and remeasured({**first, "status": "fail"}, first) is None

@@ -125,6 +125,38 @@ def test_every_count_and_delta_by_hand(dataset: Path) -> None:
     assert "speed_pct +3.8% (no interval: cannot tell)" in text
 
 
+#: One run's ten call times (shuffled 0.10 .. 0.19 s, their median 0.145 s): its interval (pipeline/records/spread.py).
+_TIMES = [0.14, 0.11, 0.19, 0.10, 0.16, 0.12, 0.18, 0.13, 0.17, 0.15]
+
+
+def _timed(model: str, pins: dict[str, str], day: int, slower: float = 1.0) -> dict[str, Any]:
+    """A pass whose figures come from :data:`_TIMES` made ``slower`` (injected: no timed test)."""
+    times = sorted(t * slower for t in _TIMES)
+    speed = 10 / (0.145 * slower)  # ten tokens per median call
+    spread = {"repeats": 10, "latency_low_s": times[1], "latency_high_s": times[8],
+              "speed_low": 10 / times[8], "speed_high": 10 / times[1]}  # fmt: skip
+    return _pass(model, pins, day, decode_tokens_per_s=speed, compile_s=0.0, spread=spread)
+
+
+def test_the_same_stack_twice_is_within_noise_and_twice_as_slow_is_a_change() -> None:
+    old = [flatten(_timed("org/a", OLD, 20)), flatten(_timed("org/b", OLD, 20))]
+    # the second measurement of the same stack: a wobble inside the interval (+10 % on a, -8 % on b)
+    same = [flatten(_timed("org/a", NEW, 28, slower=1 / 1.1)), flatten(_timed("org/b", NEW, 28, slower=1.08))]
+    diff = release_diff(old, same, old="cpu-first-run", new="cpu-second-run")
+    assert [e["speed_pct_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]
+    assert [e["first_call_s_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]  # 0 s -> 0 s
+    text = diff_text(diff)
+    assert "  speed_pct: 2 unchanged (within noise)" in text and "medians of the changes: " in text
+    assert "speed_pct unchanged (within noise)" in text and "%" not in text.split("\n", 3)[3]
+    slowed = [flatten(_timed("org/a", NEW, 28, slower=2.0)), flatten(_timed("org/b", NEW, 28))]
+    diff = release_diff(old, slowed, old="old", new="new")
+    by = {e["model_id"]: e for e in diff.entries}
+    assert (by["org/a"]["speed_pct"], by["org/a"]["speed_pct_verdict"]) == (-50.0, "changed")
+    assert by["org/b"]["speed_pct_verdict"] == "within_noise"
+    assert diff.medians["speed_pct"] == -50.0
+    assert "speed_pct -50.0% (changed)" in diff_text(diff)
+
+
 def test_the_diff_file_round_trips_and_the_same_pins_compare_nothing(dataset: Path, tmp_path: Path) -> None:
     diff = diff_dataset(dataset, old="2.33.0", new="2.34.0", old_pins=OLD, new_pins=NEW)
     path = write_release_diff(tmp_path, old="2.33.0", new="2.34.0", entries=diff.entries)
@@ -164,35 +196,3 @@ def test_trncat_diff_reads_two_toolchain_files_and_writes_the_release_file(
     assert [d["new"] for d in read_release_diffs(dataset)] == ["2.34.0"]
     assert main(["diff", "--toolchain", str(old), str(old), "--dataset", str(dataset)]) != 0
     assert "pin the same versions" in capsys.readouterr().err
-
-
-#: One run's ten call times (shuffled 0.10 .. 0.19 s, their median 0.145 s): its interval (pipeline/records/spread.py).
-_TIMES = [0.14, 0.11, 0.19, 0.10, 0.16, 0.12, 0.18, 0.13, 0.17, 0.15]
-
-
-def _timed(model: str, pins: dict[str, str], day: int, slower: float = 1.0) -> dict[str, Any]:
-    """A pass whose figures come from :data:`_TIMES` made ``slower`` (injected: no timed test)."""
-    times = sorted(t * slower for t in _TIMES)
-    speed = 10 / (0.145 * slower)  # ten tokens per median call
-    spread = {"repeats": 10, "latency_low_s": times[1], "latency_high_s": times[8],
-              "speed_low": 10 / times[8], "speed_high": 10 / times[1]}  # fmt: skip
-    return _pass(model, pins, day, decode_tokens_per_s=speed, compile_s=0.0, spread=spread)
-
-
-def test_the_same_stack_twice_is_within_noise_and_twice_as_slow_is_a_change() -> None:
-    old = [flatten(_timed("org/a", OLD, 20)), flatten(_timed("org/b", OLD, 20))]
-    # the second measurement of the same stack: a wobble inside the interval (+10 % on a, -8 % on b)
-    same = [flatten(_timed("org/a", NEW, 28, slower=1 / 1.1)), flatten(_timed("org/b", NEW, 28, slower=1.08))]
-    diff = release_diff(old, same, old="cpu-first-run", new="cpu-second-run")
-    assert [e["speed_pct_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]
-    assert [e["first_call_s_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]  # 0 s -> 0 s
-    text = diff_text(diff)
-    assert "  speed_pct: 2 unchanged (within noise)" in text and "medians of the changes: " in text
-    assert "speed_pct unchanged (within noise)" in text and "%" not in text.split("\n", 3)[3]
-    slowed = [flatten(_timed("org/a", NEW, 28, slower=2.0)), flatten(_timed("org/b", NEW, 28))]
-    diff = release_diff(old, slowed, old="old", new="new")
-    by = {e["model_id"]: e for e in diff.entries}
-    assert (by["org/a"]["speed_pct"], by["org/a"]["speed_pct_verdict"]) == (-50.0, "changed")
-    assert by["org/b"]["speed_pct_verdict"] == "within_noise"
-    assert diff.medians["speed_pct"] == -50.0
-    assert "speed_pct -50.0% (changed)" in diff_text(diff)

@@ -131,6 +131,17 @@ def record_spread(
     return out
 
 
+def ratio_interval(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[float, float] | None:
+    """The interval of the ratio of two rows' speed figures (``old`` ÷ ``new``, flat rows): the far ends of their
+    intervals divided (it holds the true ratio whenever both intervals hold theirs: at least 0.95² = 90.25 % when
+    the runs are independent); None when a row has none."""
+    a, b = (row.get("speed_low") for row in (old, new)), (row.get("speed_high") for row in (old, new))
+    (a_low, b_low), (a_high, b_high) = a, b
+    if None in (a_low, b_low, a_high, b_high) or not b_low or not b_high:
+        return None
+    return a_low / b_high, a_high / b_low
+
+
 #: What a re-measurement shares with the row it repeats, beside its toolchain (compared by its label).
 SAME_STACK = (
     "revision",

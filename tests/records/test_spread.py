@@ -5,6 +5,7 @@ times."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +107,33 @@ def test_a_pass_measured_again_on_the_same_stack_is_reproduced_or_flagged() -> N
     assert remeasured(first, _row(50.0, 47.5, 52.5, revision="f" * 40)) is None  # another revision: not a repeat
     assert remeasured(first, _row(50.0, 47.5, 52.5, neuronx_cc_version="9.9.9")) is None  # another toolchain
     assert remeasured(None, first) is None and remeasured({**first, "status": "fail"}, first) is None
+
+
+def test_a_compare_ratio_carries_its_interval_and_is_too_close_to_call_across_one() -> None:
+    from pipeline.page.compare import speed_ratio
+    from pipeline.records import ratio_interval
+
+    trn = {"speed_low": 140.0, "speed_high": 160.0}
+    gpu = {"speed_low": 90.0, "speed_high": 110.0}
+    # 140 / 110 = 1.27 .. 160 / 90 = 1.78: the far ends divided
+    assert ratio_interval(trn, gpu) == pytest.approx((140 / 110, 160 / 90))
+    assert speed_ratio(trn, gpu, "×1.50") == "×1.50 (1.27–1.78)"
+    close = {"speed_low": 130.0, "speed_high": 170.0}
+    assert speed_ratio(close, {"speed_low": 120.0, "speed_high": 150.0}, "×1.11") == "×1.11, too close to call"
+    assert speed_ratio(trn, {}, "×1.50") == "×1.50"  # no interval: the ratio alone
+    assert speed_ratio(trn, gpu, "—") == "—"  # no ratio (a side failed, or another source)
+
+
+def test_the_page_reads_a_latest_shard_written_before_the_spread_columns(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from pipeline.dataset.layout import LATEST_DIR
+    from pipeline.dataset.read import LatestBatches
+
+    (tmp_path / LATEST_DIR).mkdir(parents=True)
+    pq.write_table(pa.table({"model_id": ["org/a"], "status": ["pass"]}), tmp_path / LATEST_DIR / "old.parquet")
+    batches = LatestBatches(tmp_path, ["model_id", "speed_low"])
+    assert [row for part in batches for row in part] == [{"model_id": "org/a"}]
+    with pytest.raises(KeyError):  # a required column missing still fails
+        list(LatestBatches(tmp_path, ["model_id", "task"]))

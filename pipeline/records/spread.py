@@ -57,11 +57,6 @@ def median_interval(values: Sequence[float], level: float = LEVEL) -> tuple[floa
     return ordered[k - 1], ordered[n - k]
 
 
-def coverage(n: int, k: int) -> float:
-    """The coverage of ``[x(k), x(n+1-k)]`` for the median of ``n`` repeats: ``1 - 2 P(B <= k-1)``."""
-    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-
-
 def scaled(figure: float, median: float, interval: tuple[float, float], *, rate: bool) -> tuple[float, float]:
     """The interval of a figure made from a median call time (``figure`` proportional to it, or to its inverse when
     ``rate``): the call time's interval carried through, relative to ``median``."""

@@ -11,13 +11,18 @@ import pytest
 
 from pipeline.records.spread import (
     MIN_REPEATS,
-    coverage,
     median_interval,
     record_spread,
     scaled,
     verdict,
     verdict_counts,
 )
+
+
+def coverage(n: int, k: int) -> float:
+    """The coverage of ``[x(k), x(n+1-k)]`` for the median of ``n`` repeats: ``1 - 2 P(B <= k-1)``."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+
 
 #: Ten call times, shuffled: sorted they are 0.10, 0.11, ..., 0.19.
 TEN = [0.14, 0.11, 0.19, 0.10, 0.16, 0.12, 0.18, 0.13, 0.17, 0.15]

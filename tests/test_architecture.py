@@ -54,9 +54,9 @@ ALLOWED: dict[str, set[str]] = {
     # check answers for models the catalog has not measured: it reads what discover, the planner and the dataset
     # know (and renders run.py), and nothing imports it but the CLI.
     "check": {"backends", "dataset", "discover", "hub", "models", "plan", "records", "render"},
-    "space": {"dataset", "hub", "page", "render"},
+    "space": {"dataset", "hub", "page", "records", "render"},
     # release watches for Neuron releases and diffs two toolchains' rows: the pins (queue), the results (dataset).
-    "release": {"dataset", "queue"},
+    "release": {"dataset", "queue", "records"},
     "cli": {
         "backends", "bench", "check", "dataset", "discover", "hub", "localhub", "models", "page", "plan",
         "publish", "queue", "records", "release", "render", "serve", "space", "testing",

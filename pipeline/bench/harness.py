@@ -34,6 +34,7 @@ from pipeline.records import (
     RunInfo,
     load_schema,
     printable,
+    record_spread,
     validate_record,
 )
 from pipeline.taskspec import REGISTRY, task_source, task_spec
@@ -123,6 +124,9 @@ def _run_and_verify(
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in metrics})
     metrics.update({k: v for k, v in reported.items() if k in OPTIONAL_METRICS and v is not None})
+    extra = outcome.report.get("extra") or {}
+    if (spread := record_spread(spec.task, spec.workload.batch_size, metrics, reported, extra)) is not None:
+        metrics["spread"] = spread
     observed["threads"] = outcome.report.get("extra", {}).get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
     found = _failure_from(outcome, timeout_s=timeout_s)
@@ -183,6 +187,7 @@ def _run_and_verify(
 
 def _drop_speed(metrics: dict[str, Any]) -> None:
     metrics.update({name: None for name in SPEED_FIELDS if name in metrics})
+    metrics.pop("spread", None)
 
 
 def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str], None]:

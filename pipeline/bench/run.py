@@ -168,7 +168,7 @@ class BenchOptions:
     workload_changes: Mapping[str, str] | None = None
     timeout_s: float = 1800.0
     memory_limit_bytes: int | None = None
-    iterations: int = 5
+    iterations: int = 10
     warmup: int = 1
     source: str = "local"
     escalate: bool = False

@@ -54,7 +54,7 @@ class BenchSpec:
     cores: int = 1
     workload: Workload = field(default_factory=Workload)
     warmup: int = 1
-    iterations: int = 5
+    iterations: int = 10
     fault: str | None = None
     compile: bool | None = None
     fullgraph: bool = True

@@ -274,7 +274,9 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", default=None, help="40-hex commit (Hub: default the main branch's head)")
     p.add_argument("--timeout", type=number(), default=1800.0, metavar="S", help="seconds before the run is killed")
     p.add_argument("--memory-limit-gb", type=number(), default=None, help="kill the run past this host memory")
-    p.add_argument("--iterations", type=count(), default=5, help="timed calls (default: %(default)s)")
+    p.add_argument(
+        "--iterations", type=count(), default=10, help="timed calls, 6 at least for an interval (default: %(default)s)"
+    )
     p.add_argument("--warmup", type=count(0), default=1, help="untimed calls after the first (default: %(default)s)")
     p.add_argument("--source", default="local", choices=SOURCES, help="provenance to record")
     p.add_argument("--escalate", action="store_true", help="on out-of-memory, retry on twice the cores")

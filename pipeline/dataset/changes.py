@@ -2,8 +2,10 @@
 
 A change of the latest row of a (model, task, hardware) key is one or more of: a new model (the key had no
 row), a new pass (it did not pass before), a new failure (it fails now and did not fail before, and is no
-regression) and a regression (it passed before and fails now). The PR description and the feed read the same
-kinds from :func:`change_kinds`, so they always agree.
+regression), a regression (it passed before and fails now), and for a pass measured again on the same stack
+(repeat-to-verify, :func:`pipeline.records.remeasured`): reproduced (its speed within the noise of the row before)
+or disagrees (outside it: for a maintainer; the row before stays in the history). The PR description and the feed
+read the same kinds from :func:`change_kinds`, so they always agree.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.dataset.layout import CHANGES_DIR, read_rows
-from pipeline.records import toolchain_label
+from pipeline.records import remeasured, toolchain_label
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ CHANGE_KINDS: tuple[tuple[str, str], ...] = (
     ("new_pass", "New passes"),
     ("new_failure", "New failures"),
     ("regression", "Regressions"),
+    ("disagrees", "Measured again on the same stack, and disagrees (for a maintainer)"),
+    ("reproduced", "Reproduced (measured again on the same stack, within noise)"),
 )
 CHANGES_SCHEMA = pa.schema(
     [
@@ -76,6 +80,8 @@ def change_kinds(change: Change) -> list[str]:
         kinds.append("new_failure")
     if change.is_regression:
         kinds.append("regression")
+    if again := remeasured(before, after):
+        kinds.append(again)
     return kinds
 
 

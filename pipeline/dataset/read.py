@@ -27,7 +27,7 @@ from pipeline.dataset.layout import (
 )
 from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError, ModelIdError
-from pipeline.records import MEASURED
+from pipeline.records import MEASURED, OPTIONAL_COLUMNS
 
 RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
 EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
@@ -104,7 +104,10 @@ class LatestBatches:
         wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
         for path in self._paths():
             for batch in _batches(path, wanted):
-                part = _rows(batch.select(flat), texts)
+                # an optional column newer than a shard is absent from its rows (a required one still fails)
+                part = _rows(
+                    batch.select([c for c in flat if c in batch.schema.names or c not in OPTIONAL_COLUMNS]), texts
+                )
                 if history:
                     for row in part:
                         row[HISTORY_COLUMN] = None

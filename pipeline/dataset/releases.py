@@ -23,6 +23,7 @@ RELEASES_DIR = "data/releases"
 _NAME = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._+-]{0,39}$")
 _TIME = pa.timestamp("us", tz="UTC")
 _SIDE = (
+    ("speed_low", pa.float64()), ("speed_high", pa.float64()),  # the speed's 95 % interval (pipeline/records/spread.py)
     ("status", pa.string()), ("failure_stage", pa.string()), ("failure_code", pa.string()),
     ("finished_at", _TIME), ("device", pa.string()), ("instance", pa.string()), ("compile_s", pa.float64()),
     ("first_call_s", pa.float64()), ("speed", pa.float64()), ("peak_memory_bytes", pa.float64()),
@@ -42,6 +43,8 @@ RELEASE_SCHEMA = pa.schema(
         ("speed_pct", pa.float64()),
         ("peak_memory_bytes", pa.float64()),
         ("note", pa.string()),
+        # each delta's verdict: changed, within_noise, no_interval (pipeline.records.spread.verdict)
+        *((f"{name}_verdict", pa.string()) for name in ("compile_s", "first_call_s", "speed_pct", "peak_memory_bytes")),
     ]
 )
 

@@ -18,7 +18,7 @@ from pipeline.page import plots
 from pipeline.page.cells import DEVICE_LABELS, price_text, usd_text
 from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
-from pipeline.records import device_of, representative
+from pipeline.records import device_of, ratio_interval, representative
 
 #: The devices a pair's sides come from (:func:`pipeline.records.device_of`): Trainium2 first, then the other.
 SIDES = ("neuron", "cuda", "trainium3")
@@ -81,6 +81,15 @@ def _ratio(trn: float | None, gpu: float | None) -> str:
     return "\u2014" if trn is None or gpu is None or trn <= 0 or gpu <= 0 else f"\u00d7{trn / gpu:.2f}"
 
 
+def speed_ratio(trn: Mapping[str, Any], other: Mapping[str, Any], text: str) -> str:
+    """The speed ratio's text with its interval (:func:`pipeline.records.ratio_interval`): ``×1.52 (1.31–1.77)``,
+    ``×1.04, too close to call`` where the interval spans 1; the bare ratio where a row has no interval."""
+    span = ratio_interval(trn, other) if text != "\u2014" else None
+    if span is None:
+        return text
+    return f"{text}, too close to call" if span[0] <= 1 <= span[1] else f"{text} ({span[0]:.2f}\u2013{span[1]:.2f})"
+
+
 def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """The Compare view's pairs: every (model, task) with a Trainium2 row and a GPU or Trainium3 row in ``latest``.
 
@@ -125,6 +134,7 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "demo": False,
                 }
             )
+            pairs[-1]["ratios"]["speed"] = speed_ratio(trn, other, pairs[-1]["ratios"]["speed"])  # issue 50
     return pairs
 
 

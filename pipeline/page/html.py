@@ -73,6 +73,7 @@ LATEST_READ += tuple(
         if c not in LATEST_READ
     )
 )
+LATEST_READ += ("speed_low", "speed_high")  # the speed's 95 % interval: Compare's ratio with its own (issue 50)
 
 #: A one-file page inlines scripts (for copy buttons that work offline) up to this many bytes in all; past it a model's
 #: files are fetched from beside the page (a Space, a checkout) when the details open, or linked. A page with data

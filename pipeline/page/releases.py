@@ -2,8 +2,11 @@
 
 Each shows the count of every kind, the entries with the regressions first (newly failing, then still failing with
 another code), each with both rows' dates, the medians of the deltas, and a delta plot: each compared model's speed
-change in percent (a bar left of the axis is slower). Names and codes come from the dataset: escaped like every
-other text of the page. Rows measured on a CPU are badged so: the demo's diffs are of CPU rows, never Trainium2.
+change in percent (a bar left of the axis is slower). A delta shows its verdict (:mod:`pipeline.records.spread`):
+"unchanged (within noise)" where the two rows' intervals overlap or the change is under the device's floor, "no
+interval: cannot tell" beside a value whose rows have no interval; the medians are of the changes only. Names and
+codes come from the dataset: escaped like every other text of the page. Rows measured on a CPU are badged so: the
+demo's diffs are of CPU rows, never Trainium2.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from pipeline.page.plots import fmt_bytes, fmt_seconds
+from pipeline.records import VERDICTS, verdict_counts, verdict_of
 
 #: The kinds a section lists, regressions first, with their headings (the diff's own order).
 KIND_LABELS: tuple[tuple[str, str], ...] = (
@@ -47,6 +51,16 @@ def delta_text(name: str, value: float | None) -> str:
     if name == "peak_memory_bytes":
         return ("+" if value >= 0 else "−") + fmt_bytes(abs(value))
     return _signed_seconds(value)
+
+
+def said(entry: Mapping[str, Any], name: str) -> str:
+    """A delta as a section's row says it: ``−31.0%``, ``unchanged (within noise)``, ``+12 s (no interval: cannot
+    tell)``."""
+    verdict = verdict_of(entry, name)
+    if verdict == "within_noise":
+        return VERDICTS[verdict]
+    text = delta_text(name, entry.get(name))
+    return f"{text} ({VERDICTS[verdict]})" if verdict == "no_interval" else text
 
 
 def _day(value: Any) -> str:
@@ -83,7 +97,8 @@ def delta_plot(entries: Sequence[Mapping[str, Any]], *, title: str) -> Markup:
         name = str(e["model_id"])
         short = name if len(name) <= 28 else name[:27] + "…"
         klass = "plot-bar" if value >= 0 else "plot-bar slower"
-        tip = f"{name} ({e['task']}): speed {delta_text('speed_pct', e['speed_pct'])}"
+        klass += "" if verdict_of(e, "speed_pct") == "changed" else " noise"
+        tip = f"{name} ({e['task']}): speed {said(e, 'speed_pct')}"
         parts.append(f'<text x="8" y="{y + 11}" class="plot-tick">{escape(short)}<title>{escape(tip)}</title></text>')
         parts.append(f'<rect x="{x:.1f}" y="{y + 2}" width="{max(length, 1):.1f}" height="11" class="{klass}">'
                      f"<title>{escape(tip)}</title></rect>")  # fmt: skip
@@ -114,16 +129,16 @@ def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
                 "id": e["model_id"], "task": e["task"], "kind": e["kind"], "label": dict(KIND_LABELS).get(e["kind"]),
                 "regression": e["kind"] in REGRESSIONS, "code": code, "note": e.get("note"),
                 "dates": f"{_day(e.get('old_finished_at'))} → {_day(e.get('new_finished_at'))}",
-                "deltas": {name: delta_text(name, e.get(name)) for name in _DELTAS},
+                "deltas": {name: said(e, name) for name in _DELTAS},
                 "cpu": (e.get("new_device") or e.get("old_device")) == "cpu",
                 "src": f"{e.get('old_source') or '—'} → {e.get('new_source') or '—'}" if counted_apart(e) else None,
             })  # fmt: skip
         medians = {}
         for name in _DELTAS:
-            values = sorted(float(e[name]) for e in entries if e.get(name) is not None)
+            values = sorted(float(e[name]) for e in entries if verdict_of(e, name) == "changed")
             mid = len(values) // 2
             median = None if not values else values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
-            medians[name] = delta_text(name, median)
+            medians[name] = f"{delta_text(name, median)} ({verdict_counts(entries, name)})"
         title = _title(str(diff["old"]), str(diff["new"]))
         sections.append({
             "title": title, "old": diff["old"], "new": diff["new"], "rows": rows, "total": len(entries),

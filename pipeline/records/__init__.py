@@ -14,12 +14,14 @@
 - :mod:`~pipeline.records.plausible`: the figures no real run can have (the submission check's extra rules);
 - :mod:`~pipeline.records.types`: the record kinds as classes (result record, its serving and run sections, warm
   check), serialised to the JSON their schemas describe;
+- :mod:`~pipeline.records.spread`: a timed figure's 95 % interval from its repeats, and whether two figures differ
+  (the release diff's verdicts);
 - :mod:`~pipeline.records.warm`: the second-machine warm check's schema and semantic rules (what a publish stores).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
 compiled-cache bundle's rule is the Neuron backend's).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
-page, the CLI).
+page, release, space, the CLI).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
         COLUMN_NAMES,
         COLUMNS,
         LAYOUT_VERSION,
+        OPTIONAL_COLUMNS,
         column_value,
         flatten,
         parse_time,
@@ -62,6 +65,20 @@ if TYPE_CHECKING:
     )
     from pipeline.records.plausible import plausibility_problems
     from pipeline.records.rows import representative, toolchain_label
+    from pipeline.records.spread import (
+        FLOOR,
+        FLOORS,
+        MIN_REPEATS,
+        VERDICTS,
+        median_interval,
+        ratio_interval,
+        record_spread,
+        remeasured,
+        scaled,
+        verdict,
+        verdict_counts,
+        verdict_of,
+    )
     from pipeline.records.types import (
         OPTIONAL_METRICS,
         ResultRecord,

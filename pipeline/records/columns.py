@@ -153,6 +153,13 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
         ("grade", _STR), ("failed_step", _INT), ("steps", _INT), ("teacher_forced", _BOOL),
         ("greedy_match_rate", _FLOAT), ("first_divergence_step", _INT), ("topk", _TOPK), ("sigma_ratio", _FLOAT),
         ("bc", _FLOAT), ("noise_reference", _STR), ("noise_skipped", _STR))),
+    # the timed calls' spread, optional (pipeline/records/spread.py): their count, the 95 % intervals of the median call
+    # time and of the task's speed figure
+    ("spread_repeats", ("metrics", "spread", "repeats"), _INT),
+    ("latency_p50_low_s", ("metrics", "spread", "latency_low_s"), _FLOAT),
+    ("latency_p50_high_s", ("metrics", "spread", "latency_high_s"), _FLOAT),
+    ("speed_low", ("metrics", "spread", "speed_low"), _FLOAT),
+    ("speed_high", ("metrics", "spread", "speed_high"), _FLOAT),
 )  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
 #: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).

@@ -26,6 +26,7 @@ OptionalMetric = Literal[
     "warm_start_cached_graphs",
     "peak_device_memory_reserved_bytes",
     "prefill_mode",
+    "spread",
 ]
 OPTIONAL_METRICS: frozenset[str] = frozenset(get_args(OptionalMetric))
 

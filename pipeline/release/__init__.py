@@ -8,7 +8,8 @@
   (``trncat diff --toolchain OLD NEW``), kept as ``data/releases/<old>--<new>.parquet`` by :mod:`pipeline.dataset`.
 
 May import: the top-level modules, :mod:`pipeline.queue` (the pins and how a row's version compares with one) and
-:mod:`pipeline.dataset` (the results a diff reads). Imported by: the CLI.
+:mod:`pipeline.dataset` (the results a diff reads), :mod:`pipeline.records` (whether two rows' figures differ:
+its spread). Imported by: the CLI.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from typing import Any
 from pipeline.dataset import iter_results
 from pipeline.errors import ConfigError
 from pipeline.queue import as_pinned, load_toolchain, version_column
+from pipeline.records import FLOOR, FLOORS, VERDICTS, verdict, verdict_counts
 from pipeline.release.watch import current_release
 from pipeline.taskspec import REGISTRY, key_mask
 
@@ -46,6 +47,8 @@ DELTAS: Mapping[str, str] = {
     "speed_pct": "",
     "peak_memory_bytes": "peak_device_memory_bytes",
 }
+#: An entry's interval of each side (``old_speed_low``, ...) -> the row column it is (pipeline/records/spread.py).
+_INTERVAL = {"speed_low": "speed_low", "speed_high": "speed_high"}
 #: Each task's speed figure and whether more is faster (its spec's speed: a rate is faster when higher).
 SPEED: Mapping[str, tuple[str, bool]] = {
     name: (spec.speed.column, spec.speed.fmt == "rate") for name, spec in REGISTRY.items() if spec.speed
@@ -134,10 +137,10 @@ class ReleaseDiff:
 
     @property
     def medians(self) -> dict[str, float | None]:
-        """The median of each delta over the entries that have one (None when none has)."""
+        """The median of each delta over the entries whose delta is a change (None when none is)."""
         out: dict[str, float | None] = {}
         for name in DELTAS:
-            values = [e[name] for e in self.entries if e[name] is not None]
+            values = [e[name] for e in self.entries if e[f"{name}_verdict"] == "changed"]
             out[name] = round(statistics.median(values), 6) if values else None
         return out
 
@@ -162,12 +165,28 @@ def _entry(key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any]
         for name, column in DELTAS.items():
             value = None if row is None else (speed_of(row) if name == "speed_pct" else row.get(column))
             entry[f"{side}_{name.removesuffix('_pct')}"] = None if value is None else float(value)
+        for name, column in _INTERVAL.items():
+            entry[f"{side}_{name}"] = None if row is None else row.get(column)
     comparable = kind not in ("not_comparable", "old_only", "new_only")
     for name in DELTAS:
         entry[name] = _delta(old, new, name) if comparable and old and new else None
+        entry[f"{name}_verdict"] = _verdict(entry, name) if entry[name] is not None else None
     differs = [c for c in _WHERE if old and new and old.get(c) != new.get(c)]
     entry["note"] = "compares nothing: measured with another " + ", ".join(differs) if differs else None
     return entry
+
+
+def _verdict(entry: Mapping[str, Any], name: str) -> str | None:
+    """The entry's ``<delta>_verdict`` (:func:`pipeline.records.verdict`, issue 50): ``changed`` only when the two rows'
+    95 % intervals do not overlap and the change exceeds the device's floor (5 %; 2.5x on a CPU host), else
+    ``within_noise``; ``no_interval`` where a row has none (compile time, first call and memory are measured once per
+    run) and the values differ. Status stays exact."""
+    side = name.removesuffix("_pct")
+    if side != "speed":  # measured once per run: no interval
+        return verdict(entry[f"old_{side}"], entry[f"new_{side}"], None, None)
+    old, new = ((entry[f"{s}_speed_low"], entry[f"{s}_speed_high"]) for s in ("old", "new"))
+    floor = FLOORS.get(entry["new_device"], FLOOR)  # a compared entry's rows share their device
+    return verdict(entry["old_speed"], entry["new_speed"], old, new, floor=floor)
 
 
 _ORDER = {kind: i for i, (kind, _) in enumerate(DIFF_KINDS)}
@@ -228,7 +247,7 @@ def diff_dataset(
     if dict(old_pins) == dict(new_pins):
         raise ConfigError(f"{old} and {new} pin the same versions: a release diff compares two toolchains")
     versions = sorted({version_column(k) for k in (*old_pins, *new_pins)})
-    rows = list(iter_results(root, [*READ_COLUMNS, *versions]))
+    rows = list(iter_results(root, [*READ_COLUMNS, *_INTERVAL.values(), *versions]))
     return release_diff(
         rows_at(rows, old_pins), rows_at(rows, new_pins), old=old, new=new, old_pins=old_pins, new_pins=new_pins
     )
@@ -240,18 +259,27 @@ def diff_text(diff: ReleaseDiff) -> str:
     lines = [f"{diff.old} -> {diff.new}: {len(diff.entries)} model(s) and task(s), {diff.compared} compared"]
     lines += [f"  {label}: {counts[kind]}" for kind, label in DIFF_KINDS if counts[kind]]
     shown = ", ".join(f"{name} {_fmt(medians[name], name)}" for name in DELTAS)
-    lines.append(f"  medians: {shown}")
+    lines.append(f"  medians of the changes: {shown}")
+    lines += [f"  {name}: {said}" for name in DELTAS if (said := verdict_counts(diff.entries, name)) != "—"]
     for e in diff.entries:
         codes = ""
         if e["kind"] in ("newly_failing", "code_changed", "still_failing"):
             codes = f" {e['old_failure_code'] or '-'} -> {e['new_failure_code'] or '-'}"
         dates = f"{_day(e['old_finished_at'])} -> {_day(e['new_finished_at'])}"
-        deltas = ", ".join(f"{name} {_fmt(e[name], name)}" for name in DELTAS if e[name] is not None)
+        deltas = ", ".join(_said(e, name) for name in DELTAS if e[name] is not None)
         note = f" ({e['note']})" if e["note"] else ""
         if "community" in (e["old_source"], e["new_source"]):
             note += f" [{e['old_source'] or '-'} -> {e['new_source'] or '-'} rows]"
         lines.append(f"{e['kind']:<15} {e['model_id']} ({e['task']}){codes} [{dates}] {deltas}{note}".rstrip())
     return "\n".join(lines)
+
+
+def _said(entry: Mapping[str, Any], name: str) -> str:
+    """A delta with its verdict: ``speed_pct +31.0% (changed)``, ``speed_pct unchanged (within noise)``."""
+    said = entry.get(f"{name}_verdict")
+    if said == "within_noise":
+        return f"{name} {VERDICTS[said]}"
+    return f"{name} {_fmt(entry[name], name)}" + (f" ({VERDICTS[said]})" if said else "")
 
 
 def _fmt(value: float | None, name: str) -> str:

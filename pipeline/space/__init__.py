@@ -6,7 +6,8 @@
   to the Space only the files that changed.
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.dataset` (the snapshot read back),
-:mod:`pipeline.page` and :mod:`pipeline.render` (the Space card). Imported by: the CLI.
+:mod:`pipeline.page`, :mod:`pipeline.records` (the feed's verdicts on a release diff) and :mod:`pipeline.render`
+(the Space card). Imported by: the CLI.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ _KIND_TITLES = {
     "new_pass": "New pass",
     "new_failure": "New failure",
     "regression": "Regression",
+    "disagrees": "Measured again, disagrees",
+    "reproduced": "Reproduced",
 }
 
 
@@ -105,6 +107,8 @@ def entry_summary(row: dict[str, Any]) -> str:
         text += f": fails at {row.get('failure_stage') or '?'} ({row.get('failure_code') or '?'})"
     if row["kind"] == "regression" and row.get("previous_toolchain"):
         text += f"; passed with {row['previous_toolchain']}"
+    if row["kind"] == "disagrees":
+        text += ": its speed is outside the noise of the row before, on the same stack (flagged for a maintainer)"
     return text + "."
 
 
@@ -128,6 +132,9 @@ def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
         parts.append(f"{apart} from community rows, counted apart")
     if any((e.get("new_device") or e.get("old_device")) == "cpu" for e in entries):
         parts.append("CPU rows: not Trainium2 results")
+    from pipeline.records import verdict_counts  # the verdicts' one wording (issue 50)
+
+    parts.append(f"speed: {verdict_counts(entries, 'speed_pct')}")
     dates = [d for e in entries for d in (e.get("new_finished_at"), e.get("old_finished_at")) if d is not None]
     return {
         "title": f"Release diff: {title}",

@@ -33,7 +33,9 @@ def test_a_section_lists_regressions_first_and_escapes_every_text() -> None:
     [section] = release_sections([diff])
     assert section["title"] == "Neuron 2.33.0 → 2.34.0" and section["regressions"] == 2 and not section["cpu"]
     assert [r["id"] for r in section["rows"]] == ["a/broke", "a/<script>alert(1)</script>", "a/passes", "a/moved"]
-    assert section["medians"]["speed_pct"] == "−3.5%" and section["medians"]["compile_s"] == "+12.0 s"
+    # a diff written before verdicts (or of rows without intervals) tells no change: no median, each delta so marked
+    assert section["medians"]["speed_pct"] == "— (1 no interval: cannot tell)"
+    assert section["rows"][2]["deltas"]["speed_pct"] == "−3.5% (no interval: cannot tell)"
     html = render_page(latest=[], rankings=[], exclusions=[], scripts={}, releases=[diff])
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;i&gt;y&lt;/i&gt;" in html and 'id="release-2.33.0--2.34.0"' in html
@@ -57,3 +59,17 @@ def test_deltas_read_as_signed_figures() -> None:
     assert delta_text("speed_pct", 4.25) == "+4.2%" and delta_text("speed_pct", -20.0) == "−20.0%"
     assert delta_text("compile_s", None) == "—"
     assert delta_text("peak_memory_bytes", 0.0).startswith("+")
+
+
+def test_a_section_and_the_feed_say_within_noise_and_changed() -> None:
+    from pipeline.space.tree import release_entry
+
+    entries = [
+        _entry("a/same", "still_passing", speed_pct=12.0, speed_pct_verdict="within_noise"),
+        _entry("a/slow", "still_passing", speed_pct=-50.0, speed_pct_verdict="changed"),
+    ]
+    [section] = release_sections([{"old": "2.33.0", "new": "2.34.0", "entries": entries}])
+    assert [r["deltas"]["speed_pct"] for r in section["rows"]] == ["unchanged (within noise)", "−50.0%"]
+    assert section["medians"]["speed_pct"] == "−50.0% (1 changed, 1 unchanged (within noise))"
+    feed = release_entry({"old": "2.33.0", "new": "2.34.0", "entries": entries})
+    assert "speed: 1 changed, 1 unchanged (within noise)" in feed["summary"]

@@ -10,6 +10,7 @@ import pytest
 
 from pipeline.dataset import build, read_release_diffs, write_release_diff
 from pipeline.errors import ConfigError
+from pipeline.records import flatten
 from pipeline.release import diff_dataset, diff_text, release_diff
 from tests.support.records import fake_revision, sample_failure, sample_record
 
@@ -105,9 +106,10 @@ def test_every_count_and_delta_by_hand(dataset: Path) -> None:
         -20.0, -10.0, 500_000_000.0
     )  # fmt: skip
     assert (by["org/j"]["speed_pct"], by["org/j"]["first_call_s"], by["org/j"]["peak_memory_bytes"]) == (25.0, 2.0, 0.0)
-    # medians over the three that passed on both: speed {3.76, -20, 25}, first call {8.5, -10, 2}, compile {30, 0, 0},
-    # memory {1e8, 5e8, 0}
-    assert diff.medians == {"compile_s": 0.0, "first_call_s": 2.0, "speed_pct": 3.76, "peak_memory_bytes": 1e8}
+    # no row has an interval: no delta is a change (issue 50), the medians are of none; equal values are unchanged
+    assert diff.medians == {"compile_s": None, "first_call_s": None, "speed_pct": None, "peak_memory_bytes": None}
+    assert (a["speed_pct_verdict"], a["compile_s_verdict"]) == ("no_interval", "no_interval")
+    assert (by["org/j"]["compile_s_verdict"], by["org/j"]["peak_memory_bytes_verdict"]) == ("within_noise",) * 2
     h = by["org/h"]
     assert h["kind"] == "not_comparable" and h["note"] == "compares nothing: measured with another instance_type"
     assert h["speed_pct"] is None and h["compile_s"] is None
@@ -117,7 +119,42 @@ def test_every_count_and_delta_by_hand(dataset: Path) -> None:
     assert text.splitlines()[0] == "old -> new: 10 model(s) and task(s), 7 compared"
     assert "newly_failing   org/b (text-generation) ncc_evrf001 -> ncc_evrf007" not in text  # a pass has no code
     assert "newly_failing   org/b (text-generation) - -> ncc_evrf007 [2026-11-20 -> 2026-11-28]" in text
-    assert "medians: compile_s +0.00 s, first_call_s +2.00 s, speed_pct +3.8%, peak_memory_bytes +95.4 MiB" in text
+    assert "medians of the changes: compile_s -, first_call_s -, speed_pct -, peak_memory_bytes -" in text
+    assert "  speed_pct: 3 no interval: cannot tell" in text
+    assert "  compile_s: 2 unchanged (within noise), 1 no interval: cannot tell" in text
+    assert "speed_pct +3.8% (no interval: cannot tell)" in text
+
+
+#: One run's ten call times (shuffled 0.10 .. 0.19 s, their median 0.145 s): its interval (pipeline/records/spread.py).
+_TIMES = [0.14, 0.11, 0.19, 0.10, 0.16, 0.12, 0.18, 0.13, 0.17, 0.15]
+
+
+def _timed(model: str, pins: dict[str, str], day: int, slower: float = 1.0) -> dict[str, Any]:
+    """A pass whose figures come from :data:`_TIMES` made ``slower`` (injected: no timed test)."""
+    times = sorted(t * slower for t in _TIMES)
+    speed = 10 / (0.145 * slower)  # ten tokens per median call
+    spread = {"repeats": 10, "latency_low_s": times[1], "latency_high_s": times[8],
+              "speed_low": 10 / times[8], "speed_high": 10 / times[1]}  # fmt: skip
+    return _pass(model, pins, day, decode_tokens_per_s=speed, compile_s=0.0, spread=spread)
+
+
+def test_the_same_stack_twice_is_within_noise_and_twice_as_slow_is_a_change() -> None:
+    old = [flatten(_timed("org/a", OLD, 20)), flatten(_timed("org/b", OLD, 20))]
+    # the second measurement of the same stack: a wobble inside the interval (+10 % on a, -8 % on b)
+    same = [flatten(_timed("org/a", NEW, 28, slower=1 / 1.1)), flatten(_timed("org/b", NEW, 28, slower=1.08))]
+    diff = release_diff(old, same, old="cpu-first-run", new="cpu-second-run")
+    assert [e["speed_pct_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]
+    assert [e["first_call_s_verdict"] for e in diff.entries] == ["within_noise", "within_noise"]  # 0 s -> 0 s
+    text = diff_text(diff)
+    assert "  speed_pct: 2 unchanged (within noise)" in text and "medians of the changes: " in text
+    assert "speed_pct unchanged (within noise)" in text and "%" not in text.split("\n", 3)[3]
+    slowed = [flatten(_timed("org/a", NEW, 28, slower=2.0)), flatten(_timed("org/b", NEW, 28))]
+    diff = release_diff(old, slowed, old="old", new="new")
+    by = {e["model_id"]: e for e in diff.entries}
+    assert (by["org/a"]["speed_pct"], by["org/a"]["speed_pct_verdict"]) == (-50.0, "changed")
+    assert by["org/b"]["speed_pct_verdict"] == "within_noise"
+    assert diff.medians["speed_pct"] == -50.0
+    assert "speed_pct -50.0% (changed)" in diff_text(diff)
 
 
 def test_the_diff_file_round_trips_and_the_same_pins_compare_nothing(dataset: Path, tmp_path: Path) -> None:

@@ -35,7 +35,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
         model_id="trncat-demo/tiny-llava",
         revision="0" * 40,
         options=ServeOptions(
-            device="cpu", workload=serving_workload("cpu-tiny-image"), out=folder / "serving.json", work=work
+            device="cpu",
+            workload=serving_workload("cpu-tiny-image"),
+            out=folder / "serving.json",
+            work=work,
+            group=3,  # one guidellm run over the sweep (one report): a point per run is test_faults.py's
         ),
     )
     return record, work, model

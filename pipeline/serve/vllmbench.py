@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import stop_group
+from pipeline.backends import owned_group
 from pipeline.errors import ConfigError
 from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
 from pipeline.serve.vllmenv import require_vllm, vllm_environment
@@ -129,16 +129,12 @@ def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str
         **({CLIENT_KEY_ENV: api_key} if api_key else {}),
     }
     log_path = folder / f"{name}.vllm-bench.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(  # noqa: S603 - our argv, no shell
-            list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-        )
+    # its own group, registered for `trncat reap`, ended by serve's signal handler and whenever the block is left
+    with owned_group(list(argv), log=log_path, env=env, grace_s=5.0) as process:
         try:
             returncode = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             returncode = 124
-        finally:
-            stop_group(process, grace_s=5.0)
     tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
     return BenchRun(read_result(result_path), returncode, tail, argv)
 

@@ -6,6 +6,7 @@ fails every request, and ``vllm bench serve``'s own result JSON read into a poin
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from collections.abc import Iterator
@@ -172,3 +173,34 @@ def test_vllm_bench_takes_inferencexs_flags_and_refuses_what_it_cannot_drive(tmp
                              tokenizer=tmp_path, result=tmp_path / "r.json")  # fmt: skip
     with pytest.raises(ConfigError, match="image workload"):
         vllmbench.bench_args(spec, serving_workload("cpu-tiny-image"), 1, tokenizer=tmp_path, result=tmp_path / "r")
+
+
+def test_vllm_bench_runs_in_an_owned_group_that_a_stop_of_serve_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 48: the second load generator is owned like guidellm (``owned_group``): a SIGTERM to ``trncat serve``
+    ends it at once (and ``trncat reap`` finds it after a SIGKILL), where before it ran on to its own end."""
+    import signal
+    import threading
+    from types import SimpleNamespace
+
+    from pipeline.backends import stopping_on_signals
+    from pipeline.serve import vllmbench
+
+    up = tmp_path / "up"
+    sleeper = "import pathlib, sys, time; pathlib.Path(sys.argv[-1]).write_text('up'); time.sleep(20)"
+    monkeypatch.setattr(vllmbench, "BENCH_ENTRY", sleeper)
+    monkeypatch.setattr(vllmbench, "require_vllm", lambda: SimpleNamespace(python=sys.executable))
+    args = ["--result-dir", str(tmp_path), "--result-filename", "r.json", str(up)]
+
+    def stop_when_up() -> None:
+        for _ in range(600):
+            if up.exists():
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            threading.Event().wait(0.05)
+
+    with stopping_on_signals():
+        threading.Thread(target=stop_when_up, daemon=True).start()
+        run = vllmbench.run_vllm_bench(args, tmp_path, timeout_s=120, name="point-1", api_key=None)
+    assert up.exists() and run.returncode == -signal.SIGTERM and run.result is None

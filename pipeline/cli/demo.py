@@ -277,7 +277,6 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                             pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
                             instance_type=DEMO_INSTANCE,
                             warm_restart=False,
-                            group=3,  # one guidellm run over the three points: its start-up is most of a tiny point
                             work=work / "serving",  # guidellm's reports are JSON too: not beside the records
                         ),
                     )

@@ -42,7 +42,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
             pricing=load_pricing(prices),
             instance_type="c7i.xlarge",
             eval_task=EVAL_TASKS["trncat-tiny-arith"],
-            group=3,  # one guidellm run over the sweep (its start-up is most of a tiny point): per point, test_faults
         ),
     )
     return record, out

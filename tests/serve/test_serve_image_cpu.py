@@ -39,7 +39,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
             workload=serving_workload("cpu-tiny-image"),
             out=folder / "serving.json",
             work=work,
-            group=3,  # one guidellm run over the sweep (one report): a point per run is test_faults.py's
         ),
     )
     return record, work, model
@@ -73,11 +72,11 @@ def test_every_request_carried_its_image_and_the_engine_counted_it(served: tuple
     64 x 48 JPEG; the engine's usage counts exactly the image's 16 tokens on top of the templated text's."""
     from transformers import AutoTokenizer
 
-    _, work, model = served
+    record, work, model = served
     tokenizer = AutoTokenizer.from_pretrained(model)
-    (report_path,) = work.glob("report-*.json")
-    report = json.loads(report_path.read_text(encoding="utf-8"))
-    requests = [r for b in report["benchmarks"] for r in b["requests"]["successful"]]
+    reports = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(work.glob("report-*.json"))]
+    assert len(reports) == len(record["serving"]["points"])  # a guidellm run, and its report, per point
+    requests = [r for report in reports for b in report["benchmarks"] for r in b["requests"]["successful"]]
     assert len(requests) >= 3  # at least one measured request per stream at each point
     for request in requests:
         body = json.loads(request["request_args"])["body"]

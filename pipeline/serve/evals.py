@@ -138,8 +138,9 @@ def _recorded(argv: list[str], local: dict[str, str]) -> list[str]:
     start = 3 if argv[1:3] == ["-m", "lm_eval"] else 1
     words = []
     for word in argv[start:]:
+        word = local.get(word, word)
         for path, name in local.items():
-            word = word.replace(f"={path},", f"={name},") if f"={path}," in word else local.get(word, word)
+            word = word.replace(f"={path},", f"={name},")
         words.append(word)
     return ["lm-eval", *words]
 

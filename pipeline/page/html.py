@@ -35,15 +35,7 @@ from markupsafe import Markup
 from pipeline.page import plots
 from pipeline.page.catalog import AT, DEVICE_FILTERS, PAGE_SIZE, PAGE_VIEWS, VIEW_LABELS, catalog
 from pipeline.page.cells import DEVICE_LABELS, head_count, head_html
-from pipeline.page.chunks import (
-    CHUNK_ENTRIES,
-    INLINE_ENTRIES,
-    data_name,
-    field_name,
-    first_page,
-    page_store,
-    plot_files,
-)
+from pipeline.page.chunks import CHUNK_ENTRIES, INLINE_ENTRIES, field_name, first_page, page_store, plot_files
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import codes_text, cores_text, family_line, grouped_family_table
 from pipeline.page.matrix import MATRIX_HEAD, documented_fails, fails_title, matrix_store
@@ -242,8 +234,8 @@ def render_site(
         serving: serving records (validated): their curves, table and Compare pairs.
         warm_checks: the second-machine warm checks (``data/warm_checks.parquet``, validated): each row's badge and
             the catalog's warm-start line.
-        matrix_rows: the stage matrix's rows (``data/matrix.parquet``, the keys of its row contract in docs/page.md):
-            the matrix view, and the "documented but fails" badge on a catalog row.
+        matrix_rows: the stage matrix's rows (``data/matrix.parquet``, the keys of ``MATRIX_SCHEMA`` in
+            pipeline/dataset/matrix.py): the matrix view, and the "documented but fails" badge on a catalog row.
         inline_entries: past this many entries (model and task) the page inlines only its first view and writes the
             rest as data files (:mod:`pipeline.page.chunks`); None: always one file.
         chunk: entries per data file (default :data:`pipeline.page.chunks.CHUNK_ENTRIES`).
@@ -301,7 +293,7 @@ def render_site(
     inline = inline_entries is None or len(data["entries"]) <= inline_entries
     store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
     rows, first = first_page(data, store.numbers, PAGE_SIZE)
-    matrix = matrix_store(matrix_rows, inline=inline, chunk=chunk or CHUNK_ENTRIES, add=store.add, name=data_name)
+    matrix = matrix_store(matrix_rows, inline=inline, chunk=chunk or CHUNK_ENTRIES, add=store.add)
     labels = {task: task_view(task).label for task in data["tasks"]}
     payload = {
         "tasks": data["tasks"],

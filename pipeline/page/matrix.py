@@ -1,13 +1,13 @@
 """The stage matrix on the page (issue 49): per task and device class, one row per model, one cell per stage and
 feature, each with its state, the record that decided it and what the docs promise beside it.
 
-The rows are the dataset's ``matrix`` config (``docs/page.md``, the row contract: one per model x task x device class x
-item). Each model's row is HTML made here, every text escaped (a model id or a detail from the Hub is untrusted), as
-:mod:`pipeline.page.cells` makes the catalog's; the page's script only filters and pages them. Beside the rows, each
-model has a short state string (one letter per item, then ``!`` for "documented but fails" and ``?`` for "not yet
-measured") that the state filter scans. A small catalog keeps both inline; a large one writes per task and device class
-an index file (the state strings and the chunk paths) and the rows in chunks (:func:`pipeline.page.chunks` names them),
-all fetched when the matrix is scrolled near or asked for.
+The rows are the dataset's ``matrix`` config (its row contract: ``MATRIX_SCHEMA`` of pipeline/dataset/matrix.py, one
+per model x task x device class x item). Each model's row is HTML made here, every text escaped (a model id or a detail
+from the Hub is untrusted), as :mod:`pipeline.page.cells` makes the catalog's; the page's script only filters and pages
+them. Beside the rows, each model has a short state string (one letter per item, then ``!`` for "documented but fails"
+and ``?`` for "not yet measured": no stage but the plan ran on any device) that the state filter scans. A small catalog
+keeps both inline; a large one writes per task and device class an index file (the state strings and the chunk paths)
+and the rows in chunks, fetched when the matrix is scrolled near or asked for.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from pipeline.page.cells import DASH, escaped
+from pipeline.page.chunks import data_name, json_text
 from pipeline.types import TASKS
 
 STAGES = ("plan", "compile", "answer_check", "serve", "warm_start")
@@ -116,23 +115,17 @@ def fails_title(fails: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
-def _json(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
 def matrix_store(
-    rows: Sequence[Mapping[str, Any]], *, inline: bool, chunk: int, add: Callable[[str, str], None],
-    name: Callable[[int, str, str], str],
-) -> dict[str, Any]:  # fmt: skip
+    rows: Sequence[Mapping[str, Any]], *, inline: bool, chunk: int, add: Callable[[str, str], None]
+) -> dict[str, Any]:
     """The matrix as the page's script reads it: per ``task/device_class``, inline ``{"st", "rows"}`` or the path of
-    its index file (``{"st", "chunks"}``, written with ``add`` under ``name``, as are the chunks of rows).
+    its index file (``{"st", "chunks"}``, given to ``add`` as are the chunks of rows, named as the catalog's files).
 
     Args:
         rows: the matrix rows (the contract's keys); none: no matrix.
         inline: keep every row inline.
         chunk: rows per data file.
         add: given each data file (path, JSON text).
-        name: a data file's path from its group's number, its kind and its text.
     """
     groups: dict[tuple[str, str], dict[str, dict[str, Mapping[str, Any]]]] = {}
     measured: set[tuple[str, str]] = set()
@@ -166,10 +159,10 @@ def matrix_store(
             continue
         paths = []
         for start in range(0, len(html), chunk):
-            text = _json(html[start : start + chunk])
-            paths.append(name(number, f"m{start // chunk}", text))
+            text = json_text(html[start : start + chunk])
+            paths.append(data_name(number, f"m{start // chunk}", text))
             add(paths[-1], text)
-        index = _json({"st": states, "chunks": paths})
-        out[key] = name(number, "mindex", index)
+        index = json_text({"st": states, "chunks": paths})
+        out[key] = data_name(number, "mindex", index)
         add(out[key], index)
     return {"groups": out, "chunk": chunk, "devices": DEVICE_CLASSES} if out else {}

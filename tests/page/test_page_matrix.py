@@ -1,4 +1,5 @@
-"""The stage matrix on the page and in the feed (issue 49), from rows built per the row contract (docs/page.md)."""
+"""The stage matrix on the page and in the feed (issue 49), from rows built per the row contract (``MATRIX_SCHEMA``
+of pipeline/dataset/matrix.py)."""
 
 from __future__ import annotations
 

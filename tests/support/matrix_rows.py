@@ -1,5 +1,6 @@
-"""Stage-matrix rows as the page takes them (the row contract of docs/page.md: one per model x task x device class x
-item), built here without :mod:`pipeline.dataset.matrix`, so the page's tests hold the contract and not its writer."""
+"""Stage-matrix rows as the page takes them (the row contract, ``MATRIX_SCHEMA`` of pipeline/dataset/matrix.py: one per
+model x task x device class x item), built here without that module, so the page's tests hold the contract and not its
+writer."""
 
 from __future__ import annotations
 

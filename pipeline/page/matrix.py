@@ -63,7 +63,8 @@ def documented_text(row: Mapping[str, Any]) -> str | None:
 
 
 def cell_html(row: Mapping[str, Any] | None) -> str:
-    """One item's cell: its state, the deciding record's date and source in its title, the docs' word beside it."""
+    """One item's cell: its state, the deciding record's date and source in its title, the docs' word beside it (the
+    docs' pages, in the model cell's title)."""
     if row is None:
         return f'<td class="mx">{DASH}</td>'
     state = row["state"]
@@ -76,8 +77,6 @@ def cell_html(row: Mapping[str, Any] | None) -> str:
         title = _STATE_TITLES.get(state) or str(label)
     detail = _prediction(row) if row["item"] == "plan" else row.get("detail")
     title += f"; {detail}" if detail else ""
-    documented = documented_text(row)
-    title += f"; {documented}" if documented else ""
     out = f'<td class="mx mx-{escaped(state)}" title="{escaped(title)}">{escaped(label)}'
     if detail and (row["item"] == "plan" or state == "failing"):
         out += f'<span class="reason">{escaped(detail)}</span>'
@@ -149,8 +148,11 @@ def matrix_store(
             )  # fmt: skip
             badges = '<span class="badge b-dbf">documented but fails</span>' if dbf else ""
             badges += '<span class="badge b-unmeasured">not yet measured</span>' if unmeasured else ""
+            docs = "; ".join(dict.fromkeys(f"documented: {r['documented_source']}, as of {r.get('documented_as_of')}"
+                                           for r in cells.values() if r.get("documented_source")))  # fmt: skip
+            title = f' title="{escaped(docs)}"' if docs else ""
             html.append(
-                f'<tr><td class="model"><span class="hub">{escaped(model_id)}</span>{badges}</td>'
+                f'<tr><td class="model"{title}><span class="hub">{escaped(model_id)}</span>{badges}</td>'
                 + "".join(cell_html(cells.get(i)) for i in ITEM_LABELS) + "</tr>"
             )  # fmt: skip
         key = f"{task}/{device}"

@@ -51,6 +51,16 @@ against 24.4 s, peak 474 MB against 481 MB, data files 345 MB against 87 MB stor
 544 ms, 0.14 MB against 0.13 MB transferred; search typed at once 375 ms against 358 ms, cold 494 ms against 843 ms,
 warm worst 360 ms against 483 ms; 20/20 ids found by both. Under that load neither met the search goal; the figures
 of 2026-12-04 above were on the machine at rest.
+
+Measured 2026-12-06 with ``--rows 10000 --runs 3 --no-pandas --matrix`` (issue 49) on the same 2-core machine under a
+load of 6 to 11 (other helpers' builds and tests), the matrix glue of write_site (read data/matrix.parquet, hand its
+rows to render_site) patched in by a wrapper as this branch had none, each run beside the same build without the
+matrix (``--rows 10000 --runs 3 --no-pandas``, right after it): first render 284 and 316 ms with the matrix against
+392 and 468 ms without (the load's noise is larger than any difference), 0.12 MB transferred against 0.11 MB, no
+matrix file fetched before it is scrolled to, then its first 100 rows drawn in 236 and 281 ms (0.01 MB of its index
+and first chunk, gzip); a rebuild 7.3 and 7.5 s CPU against 4.0 and 3.5 s, peak 652 and 650 MB against 206 and 196 MB
+(the 330,000 matrix rows as Python dicts, read whole: the page's own part is about 40 MB); 84 MB stored in all against
+38.5 MB (the matrix's data files 45 MB, 0.57 MB gzip).
 """
 
 from __future__ import annotations

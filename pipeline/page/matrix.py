@@ -69,12 +69,10 @@ def cell_html(row: Mapping[str, Any] | None) -> str:
         return f'<td class="mx">{DASH}</td>'
     state = row["state"]
     label = STATES.get(state, (state, ""))[0]
-    if state in ("passing", "failing"):
-        title = f"{label}: decided by record {row.get('record_id') or '?'} ({row.get('source') or '?'}), " + (
-            _date(row.get("decided_at")) or "undated"
-        )
-    else:
-        title = _STATE_TITLES.get(state) or str(label)
+    title = _STATE_TITLES.get(state) or str(label)
+    if row.get("record_id"):  # a CPU or emulated row's record too: what ran, where and when
+        when = _date(row.get("decided_at")) or "undated"
+        title += f"; decided by record {row['record_id']} ({row.get('source') or '?'}), {when}"
     detail = _prediction(row) if row["item"] == "plan" else row.get("detail")
     title += f"; {detail}" if detail else ""
     out = f'<td class="mx mx-{escaped(state)}" title="{escaped(title)}">{escaped(label)}'

@@ -78,7 +78,8 @@ def test_a_documented_model_whose_run_failed_is_badged_in_its_catalog_row_the_ma
 
 def test_a_cpu_or_emulated_cell_never_reads_passing_and_a_plan_is_labelled_predicted() -> None:
     cpu = cell_html(matrix_row("a/b", "text-generation", "trn2", "compile", "cpu", documented="supported"))
-    assert cpu.startswith('<td class="mx mx-cpu" title="Ran on a CPU only: not a Trainium or GPU result">CPU<')
+    said = "Ran on a CPU only: not a Trainium or GPU result; decided by record rec-a/b-compile (ci), 2026-12-01"
+    assert cpu.startswith(f'<td class="mx mx-cpu" title="{said}">CPU<')
     assert ">CPU<" in cpu and "Passing" not in cpu and "documented: supported" in cpu
     emulated = cell_html(matrix_row("a/b", "text-generation", "trn2", "serve", "emulated"))
     assert ">Emulated<" in emulated and "Passing" not in emulated

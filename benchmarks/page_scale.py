@@ -10,7 +10,7 @@ system) and the process's peak resident memory are measured there. The pair is w
 ``pandas.read_parquet(data/latest)`` of the page's columns and ``DataFrame.to_html()``, one static table of every
 row (no search, no views, no details).
 
-    .venv/bin/python benchmarks/page_scale.py [--rows 100000] [--runs 3] [--keep DIR] [--no-pandas]
+    .venv/bin/python benchmarks/page_scale.py [--rows 100000] [--runs 3] [--keep DIR] [--no-pandas] [--matrix]
 
 Prints, for each: build CPU seconds and peak memory, the bytes a browser transfers for the first view (gzip, level 6,
 as HTTP servers and the Hub's CDN compress text; trncat's data files are counted only when the first view fetched
@@ -23,6 +23,10 @@ then for the entry files of its rows), cold (after clicking the All view, which 
 files fetched first) and warm (the worst of several queries), and whether every sampled id (20, across the range) is
 found. ``--keep`` writes the dataset and the sites into a folder that stays (each run builds them anew);
 ``--no-pandas`` skips the pandas pair, whose page of every row takes minutes to load.
+``--matrix`` also seeds the stage matrix (``data/matrix.parquet``, issue 49: 33 rows per model, per the row contract
+MATRIX_SCHEMA of pipeline/dataset/matrix.py, from :func:`tests.support.matrix_rows.scale_rows`) and, in Chromium, times
+the matrix's first draw once it is scrolled to (its index and first chunk fetched) and its bytes; issue 49's goal is
+first render <= 300 ms and <= 1 MB at 10,000 discovered models (``--rows 10000 --matrix``).
 Goals at 100,000 rows: first render <= 300 ms with <= 1 MB transferred, search <= 200 ms, build <= 10 s CPU and
 <= 500 MB.
 
@@ -47,6 +51,16 @@ against 24.4 s, peak 474 MB against 481 MB, data files 345 MB against 87 MB stor
 544 ms, 0.14 MB against 0.13 MB transferred; search typed at once 375 ms against 358 ms, cold 494 ms against 843 ms,
 warm worst 360 ms against 483 ms; 20/20 ids found by both. Under that load neither met the search goal; the figures
 of 2026-12-04 above were on the machine at rest.
+
+Measured 2026-12-06 with ``--rows 10000 --runs 3 --no-pandas --matrix`` (issue 49) on the same 2-core machine under a
+load of 6 to 11 (other helpers' builds and tests), the matrix glue of write_site (read data/matrix.parquet, hand its
+rows to render_site) patched in by a wrapper as this branch had none, each run beside the same build without the
+matrix (``--rows 10000 --runs 3 --no-pandas``, right after it): first render 284 and 316 ms with the matrix against
+392 and 468 ms without (the load's noise is larger than any difference), 0.12 MB transferred against 0.11 MB, no
+matrix file fetched before it is scrolled to, then its first 100 rows drawn in 236 and 281 ms (0.01 MB of its index
+and first chunk, gzip); a rebuild 7.3 and 7.5 s CPU against 4.0 and 3.5 s, peak 652 and 650 MB against 206 and 196 MB
+(the 330,000 matrix rows as Python dicts, read whole: the page's own part is about 40 MB); 84 MB stored in all against
+38.5 MB (the matrix's data files 45 MB, 0.57 MB gzip).
 """
 
 from __future__ import annotations
@@ -58,6 +72,7 @@ import gzip
 import http.server
 import multiprocessing
 import os
+import re
 import resource
 import shutil
 import statistics
@@ -83,6 +98,7 @@ from pipeline.records import arrow_schema  # noqa: E402
 from pipeline.space import SiteNames, write_site  # noqa: E402
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 from tests.support.catalog_rows import catalog_rows  # noqa: E402
+from tests.support.matrix_rows import scale_rows  # noqa: E402
 
 PAINT_JS = "performance.getEntriesByName('first-contentful-paint').map(e => e.startTime)[0] || null"
 #: How long the load event of a page is waited for before it is reported as later than that.
@@ -104,6 +120,19 @@ SEARCH_JS = """async (q) => {
 def _rss_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+
+
+#: The stage matrix's Arrow types (its row contract, MATRIX_SCHEMA of pipeline/dataset/matrix.py): text but these.
+MATRIX_TYPES = {"documented_but_fails": pa.bool_(), "decided_at": pa.timestamp("us", tz="UTC"), "params": pa.int64(),
+                "neuron_cores": pa.int32()}  # fmt: skip
+
+
+def seed_matrix(root: Path) -> None:
+    """``data/matrix.parquet`` of a seeded dataset: every model of its latest rows, 33 rows each."""
+    models = pq.read_table(root / LATEST_DIR, columns=["model_id", "task"]).to_pylist()
+    rows = scale_rows((r["model_id"], r["task"]) for r in models)
+    schema = pa.schema([(name, MATRIX_TYPES.get(name, pa.string())) for name in rows[0]])
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), root / "data" / "matrix.parquet")
 
 
 def seed_dataset(rows: int, root: Path) -> list[tuple[str, str]]:
@@ -134,8 +163,11 @@ def seed_dataset(rows: int, root: Path) -> list[tuple[str, str]]:
     return [(r["model_id"], r["task"]) for r in data["latest"][:: max(1, rows // 20)]]
 
 
-def _seed(rows: int, root: Path, queue: Any) -> None:
-    queue.put(seed_dataset(rows, root))
+def _seed(rows: int, root: Path, matrix: bool, queue: Any) -> None:
+    sampled = seed_dataset(rows, root)
+    if matrix:
+        seed_matrix(root)
+    queue.put(sampled)
 
 
 def _build(kind: str, dataset: Path, site: Path, queue: Any, scripts: list[str] | None = None) -> None:
@@ -230,6 +262,26 @@ def _typed_at_once(context: Any, url: str) -> float:
     return took
 
 
+def _matrix_shown(context: Any, site: Path, url: str) -> dict[str, Any]:
+    """A fresh page's stage matrix scrolled to, once the page is ready: the time to its first draw (its index and first
+    chunk fetched: nothing of it is fetched before) and their bytes."""
+    page = context.new_page()
+    fetched: list[str] = []
+    page.on("request", lambda request: fetched.append(request.url))
+    page.goto(url, wait_until="load", timeout=LOAD_WAIT_S * 1000)
+    page.wait_for_selector("html[data-ready='1']", timeout=60_000)
+    before = [u for u in fetched if "-mindex-" in u or re.search(r"-m\d+-", u)]
+    began = time.monotonic()
+    page.locator("#matrix").scroll_into_view_if_needed()
+    page.wait_for_selector("#matrix[data-drawn]", state="attached", timeout=60_000)
+    took = (time.monotonic() - began) * 1000
+    matrix = [u for u in fetched if "-mindex-" in u or re.search(r"-m\d+-", u)]
+    shown = {"matrix_ms": took, "matrix_bytes": sum(_gzip_size(site, u) for u in matrix),
+             "matrix_rows": page.locator("#mx-rows tr").count(), "matrix_before": len(before)}  # fmt: skip
+    page.close()
+    return shown
+
+
 def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict[str, Any]:
     """Median first paint, script ready and heap over ``runs`` loads; for trncat, the searches."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -286,6 +338,8 @@ def measure(site: Path, runs: int, sample: list[tuple[str, str]] | None) -> dict
                             if model_id not in page.evaluate(SEARCH_JS, model_id)[1]:
                                 missed.append(model_id)
                         found["missed"] = missed
+                    if run == 0 and page.locator("#matrix").count():
+                        found.update(_matrix_shown(context, site, url))
                 page.close()
                 if sample is not None:
                     typed.append(_typed_at_once(context, url))
@@ -316,6 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--keep", type=Path, help="write both sites into this folder (trncat/, pandas/) and keep them")
     parser.add_argument("--no-pandas", action="store_true", help="skip the pandas pair (slow to load)")
+    parser.add_argument("--matrix", action="store_true", help="seed the stage matrix too, and time its first draw")
     args = parser.parse_args(argv)
     if not CHROMIUM.is_file():
         print("no /usr/bin/chromium: install Debian's chromium to measure in a browser")
@@ -325,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         results = {}
         dataset = top / "dataset"
         began = time.monotonic()
-        sampled = _child(_seed, args.rows, dataset)
+        sampled = _child(_seed, args.rows, dataset, args.matrix)
         print(f"dataset of {args.rows} models seeded in {time.monotonic() - began:.0f} s")
         for kind in ("trncat",) if args.no_pandas else ("trncat", "pandas"):
             site = top / kind
@@ -353,6 +408,12 @@ def main(argv: list[str] | None = None) -> int:
                      f"{r['search_typed_ms']:.0f} ms, cold {r['search_cold_ms']:.0f} ms, "
                      f"warm worst {r['search_warm_ms']:.0f} ms; data files in the first view: "
                      f"{r['first_view_data_files']}; sampled ids found: {20 - len(r['missed'])}/20")  # fmt: skip
+            if "matrix_ms" in r:
+                line += (f"; the matrix scrolled to: drawn in {r['matrix_ms']:.0f} ms, {r['matrix_rows']} rows, "
+                         f"{r['matrix_bytes'] / 1e6:.2f} MB fetched (gzip), {r['matrix_before']} of its files "
+                         "fetched before")  # fmt: skip
+            elif args.matrix:
+                line += "; NO matrix on the page: this build's write_site does not read data/matrix.parquet"
         else:
             line += "; no search (one static table)"
         print(line)

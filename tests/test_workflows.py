@@ -421,6 +421,35 @@ def test_discover_calls_benchmark_once_per_possible_chunk_then_publish() -> None
     assert "discovery/queue-trn3.json" in step("publish", "publish", "collect")["run"]  # its records are collected
 
 
+def test_model_requests_are_read_by_a_job_with_issues_read_only_and_one_step_holding_the_token() -> None:
+    """Issue 49: an accepted request joins Selected. The issues are untrusted text: the job that lists them holds
+    `issues: read` and nothing else, only its listing step holds the token, and the discover job (which installs and
+    runs trncat) holds no token and reads the list as a file, never as an expression in a shell."""
+    requests = jobs("discover")["requests"]
+    assert requests["permissions"] == {"issues": "read"} and not is_self_hosted(requests)
+    holders = [s.get("id") for s in requests["steps"] if "github.token" in json.dumps(s)]
+    assert holders == ["list"]
+    listing = step("discover", "requests", "list")
+    assert listing["env"]["GH_TOKEN"] == "${{ github.token }}" and "${{" not in listing["run"]
+    assert "--label model-request --label accepted" in listing["run"] and "--json number,labels,body" in listing["run"]
+    discover = jobs("discover")["discover"]
+    assert discover["needs"] == "requests" and discover["permissions"] == {"contents": "read"}
+    assert "github.token" not in json.dumps(discover) and "issues" not in json.dumps(discover["permissions"])
+    assert "--requests requests/requests.json" in step("discover", "discover", "discover")["run"]
+
+
+def test_the_model_request_form_asks_the_hub_id_and_a_task_of_the_registry() -> None:
+    from pipeline.discover.selection import REQUEST_LABELS
+    from pipeline.types import TASKS
+
+    form = yaml.safe_load((ROOT / ".github" / "ISSUE_TEMPLATE" / "ask-for-a-model.yml").read_text(encoding="utf-8"))
+    fields = {f["id"]: f for f in form["body"] if "id" in f}
+    assert fields["model_id"]["attributes"]["label"] == "Hub model id" and fields["model_id"]["validations"]["required"]
+    assert fields["task"]["attributes"]["label"] == "Task" and fields["task"]["attributes"]["options"] == list(TASKS)
+    assert list(fields) == ["model_id", "task", "why"]  # the free text last: a heading typed in it never counts
+    assert set(form["labels"]) | {"accepted"} == REQUEST_LABELS
+
+
 def test_page_runs_on_a_schedule_and_on_demand_from_the_dataset_main() -> None:
     assert triggers("page") == {"schedule", "workflow_dispatch"}
     (schedule,) = load("page")["on"]["schedule"]

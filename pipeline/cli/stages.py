@@ -41,6 +41,9 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--selected", type=in_file, metavar="FILE", help="default: dataset/selected.yaml")
     p.add_argument("--exclusions", type=in_file, metavar="FILE", help="default: dataset/exclusions.yaml")
+    p.add_argument(
+        "--requests", type=in_file, metavar="FILE", help="accepted model requests join Selected (gh issue list --json)"
+    )
     p.add_argument("--allow-gated", action="store_true", help="keep gated models (the runners' token must have access)")
 
 
@@ -51,11 +54,13 @@ def _discover_args(p: argparse.ArgumentParser) -> None:
     arguments=_discover_args,
 )
 def _discover(args: argparse.Namespace) -> int:
-    from pipeline.discover import discover_all, load_exclusions, load_selected, write_outputs
+    from pipeline.discover import discover_all, load_exclusions, load_requests, load_selected, write_outputs
 
     tasks = TASKS if args.task == "all" else (args.task,)
     views = VIEWS if args.view == "all" else (args.view,)
     selected = load_selected(args.selected) if "selected" in views else None
+    if selected is not None and args.requests:
+        selected = load_requests(args.requests, selected)
     exclusions = load_exclusions(args.exclusions)
     discoveries = discover_all(
         hub=make_hub(),

@@ -4,7 +4,8 @@
   rankings snapshot and the exclusions written through :mod:`pipeline.dataset`;
 - :mod:`~pipeline.discover.candidates`: a :class:`Candidate` and whether it may run (:func:`judge`), ids and
   revisions from the Hub validated;
-- :mod:`~pipeline.discover.selection`: the hand-kept ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``.
+- :mod:`~pipeline.discover.selection`: the hand-kept ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``, and
+  the model requests (issues) a maintainer accepted.
 
 May import: the top-level modules, :mod:`pipeline.hub`, :mod:`pipeline.records` (the schemas) and
 :mod:`pipeline.dataset` (the snapshot's files). Imported by: :mod:`pipeline.queue` (the candidates),
@@ -27,7 +28,14 @@ if TYPE_CHECKING:
         judge,
     )
     from pipeline.discover.rankings import discover, discover_all, exclusion_rows, snapshot_rows, write_outputs
-    from pipeline.discover.selection import Exclusion, ExclusionKind, Selection, load_exclusions, load_selected
+    from pipeline.discover.selection import (
+        Exclusion,
+        ExclusionKind,
+        Selection,
+        load_exclusions,
+        load_requests,
+        load_selected,
+    )
 
 
 lazy_face(__name__)

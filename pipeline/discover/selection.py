@@ -1,6 +1,7 @@
-"""The hand-kept inputs of discovery: ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``.
+"""The hand-kept inputs of discovery: ``dataset/selected.yaml`` and ``dataset/exclusions.yaml``, and the model
+requests a maintainer accepted (:func:`load_requests`).
 
-Both are changed by pull request and validated on load against ``schemas/selection.schema.json`` and
+Both files are changed by pull request and validated on load against ``schemas/selection.schema.json`` and
 ``schemas/exclusion.schema.json`` (JSON Schema 2020-12), plus the checks a schema cannot express (the Hub's
 id rules, duplicates). A bad file raises one :class:`~pipeline.errors.ConfigError` naming the file and entry.
 """
@@ -8,6 +9,9 @@ id rules, duplicates). A bad file raises one :class:`~pipeline.errors.ConfigErro
 from __future__ import annotations
 
 import functools
+import json
+import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +23,9 @@ from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
 from pipeline.ids import model_id_problem
 from pipeline.records import load_schema
+from pipeline.types import TASKS
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_SELECTED = REPO_ROOT / "dataset" / "selected.yaml"
 DEFAULT_EXCLUSIONS = REPO_ROOT / "dataset" / "exclusions.yaml"
@@ -130,3 +137,51 @@ def load_exclusions(path: Path | None = None) -> list[Exclusion]:
     return [
         Exclusion(e["model_id"], e["kind"], e["reason"], e.get("task")) for e in _load(path, "exclusion", "exclusions")
     ]
+
+
+#: The labels of a request (``.github/ISSUE_TEMPLATE/ask-for-a-model.yml`` sets the first; only a maintainer can add the
+#: second, which makes it join the Selected list).
+REQUEST_LABELS = frozenset({"model-request", "accepted"})
+#: An issue form's answer: all the text between its field's heading and the next heading (the first such heading counts:
+#: the form's own fields come before the free text, where a copy of a heading could be typed).
+_ANSWER = re.compile(r"^### (Hub model id|Task)[ \t]*$(.*?)(?=^### |\Z)", re.M | re.S)
+
+
+def load_requests(path: Path, selected: list[Selection]) -> list[Selection]:
+    """The Selected list with the accepted model requests after it (those it lacks).
+
+    An issue's text is untrusted: only its two answers are read, each must be a valid Hub id
+    (:func:`pipeline.ids.model_id_problem`) and a task name, and a request that is not is skipped with a warning;
+    nothing of it is run or reaches a shell.
+
+    Args:
+        path: the issues as ``gh issue list --json number,labels,body`` writes them.
+        selected: the hand-kept Selected list (:func:`load_selected`).
+
+    Raises:
+        ConfigError: the file is unreadable or not a list.
+    """
+    try:
+        if path.stat().st_size > 16 * MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: larger than {16 * MAX_FILE_BYTES} bytes")
+        issues = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: unreadable: {exc}") from None
+    if not isinstance(issues, list) or not all(isinstance(i, dict) for i in issues):
+        raise ConfigError(f"{path}: not a list of issues")
+    out, seen = list(selected), {(s.model_id.casefold(), s.task) for s in selected}
+    for issue in issues:
+        labels = {label.get("name") for label in issue.get("labels") or () if isinstance(label, dict)}
+        number = issue.get("number")
+        if not REQUEST_LABELS <= labels or type(number) is not int:
+            continue
+        answers: dict[str, str] = {}
+        for field, answer in _ANSWER.findall(str(issue.get("body") or "")):
+            answers.setdefault(field, answer.strip())
+        model_id, task = answers.get("Hub model id"), answers.get("Task")
+        if problem := model_id_problem(model_id) or (None if task in TASKS else f"task: not one of {', '.join(TASKS)}"):
+            logger.warning("model request #%d skipped: %s", number, problem)
+        elif (str(model_id).casefold(), task) not in seen:
+            seen.add((str(model_id).casefold(), str(task)))
+            out.append(Selection(str(model_id), str(task), f"asked for in issue #{number}"))
+    return out

@@ -13,6 +13,8 @@
 - :mod:`~pipeline.page.task_columns`: each task's tab label, metric columns, speed plot and answer check;
 - :mod:`~pipeline.page.compare`: the Compare view, a model's Trainium2 row beside its GPU row (speed, memory, cost and
   their ratio), each as measured;
+- :mod:`~pipeline.page.matrix`: the stage matrix (issue 49): per task and device class, each discovered model's stages
+  and features, their states and what the docs promise, and the "documented but fails" models (the feed's too);
 - :mod:`~pipeline.page.plots`: inline SVG plots, every label escaped;
 - :mod:`~pipeline.page.families`: the table by architecture, and the family evidence the search box shows for a
   model with no row (the rule ``trncat check`` answers by);
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     )
     from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
     from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
+    from pipeline.page.matrix import DEVICE_CLASSES, documented_fails, fails_title
     from pipeline.page.releases import counted_apart
     from pipeline.page.task_columns import Metric, TaskView, table_metrics, task_view
 

@@ -32,7 +32,7 @@ ENTRY_COLUMNS: tuple[str, ...] = (
     "id", "task", "st", "stage", "code", "msg", "cores", "need", "pc", "tp", "fits", "advice", "compile", "wall",
     "mem", "params", "date", "cc", "tnx", "tf", "device", "hw", "ek", "er", "reg", "link", "sc", "hist", "warm",
     "fb", "cos", "rc", "src", "thr", "lib", "l1", "l32", "steps", "usd", "popt", "preg", "psrc", "pdate", "cost",
-    "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig", "bc", "tk", "demo", "slo", "slou", "slop", "wv",
+    "pf", "ccb", "ccs", "gr", "gst", "gm", "gd", "sig", "bc", "tk", "demo", "slo", "slou", "slop", "wv", "dbf",
 )  # fmt: skip
 #: Device filter values: Trainium2 (the catalog's subject) is the default wherever it has a row; a Trainium3 row is
 #: its own device (``trainium3``, :func:`pipeline.hardware.row_device`), badged, never in the Trainium2 filter.
@@ -173,6 +173,7 @@ def _entry(
     slo: Mapping[tuple[str, str, str], Mapping[str, Any]],
     warm: Mapping[Any, Any],
     script: bool,
+    fails: str | None,
 ) -> tuple[Any, ...]:
     r = row or {}
     get = r.get
@@ -215,6 +216,7 @@ def _entry(
         **_slo_cells(slo, model_id, task, r),
         # issue 32: its bundle's second-machine warm check (pipeline/page/warm.py: "verified" only on a real machine)
         "wv": warm_state(r, warm) if r else None,
+        "dbf": fails,  # issue 49: documented as supported, failed (the title of its badge: pipeline/page/matrix.py)
     })  # fmt: skip
     return _array(out)  # type: ignore[no-any-return]
 
@@ -253,6 +255,7 @@ def catalog(
     warm: Mapping[Any, Any] | None = None,
     scripts: Container[str] = (),
     gathered: Gathered | None = None,
+    fails: Mapping[tuple[str, str], str] | None = None,
 ) -> dict[str, Any]:
     """The page's data: entries (one per model and task) and, per ``task/view``, the entries it lists in order.
 
@@ -268,6 +271,7 @@ def catalog(
         warm: the second-machine warm checks by bundle (:func:`pipeline.page.warm.warm_index`); None: none.
         scripts: the model ids that have scripts (an entry links them: ``sc``).
         gathered: given each latest row (but emulated ones) as it is read, for the rest of the page.
+        fails: (model id, task) -> what its docs promise and what failed, for a "documented but fails" badge.
 
     Returns:
         ``{"tasks", "entries", "lists", "default", "emulated"}``: entries are tuples (:data:`AT`); a list is
@@ -291,7 +295,8 @@ def catalog(
         model_id, task = key
         index[key] = len(entries)
         exclusion = excluded.get(key) or excluded.get((model_id, None))
-        entries.append(_entry(model_id, task, row, exclusion, runs.of(key), slo or {}, warm or {}, model_id in scripts))
+        args = (runs.of(key), slo or {}, warm or {}, model_id in scripts, (fails or {}).get(key))
+        entries.append(_entry(model_id, task, row, exclusion, *args))
         return index[key]
 
     # One pass over the rows: a key of one row gets its entry at once; a key of several (one per hardware) when its

@@ -170,6 +170,8 @@ def _status_cell(e: Mapping[str, Any]) -> str:
         out.append(_badge(*WARM_BADGES[e["wv"]]))
     if e.get("reg"):
         out.append(_badge("b-reg", "regression"))
+    if e.get("dbf"):
+        out.append(_badge("b-dbf", "documented but fails", e["dbf"]))
     if e.get("src"):  # who measured it: the project's CI, or a community / local submission
         ci = e["src"] == "ci"
         out.append(f'<span class="source src-{"ci" if ci else "other"}">{"CI" if ci else _e(e["src"])}</span>')

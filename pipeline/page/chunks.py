@@ -85,7 +85,8 @@ def _columns(task: str, entries: list[tuple[Any, ...]]) -> dict[str, Any]:
     return {field_name(key): _column(list(values)) for key, values in zip(keys, by_column, strict=True)}
 
 
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
+    """A data file's JSON text (compact, non-ASCII as is)."""
     # orjson: the data files are some 70 MB of JSON at 100,000 rows, 1.6 s with the json module, 0.2 s here. It writes
     # the same compact JSON (non-ASCII as is), but a NaN or infinity as null where the json module refused it: the
     # figures go through catalog._num, which makes those None already; a non-finite value copied as is (a price, a
@@ -93,7 +94,8 @@ def _json(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-def _name(task_no: int, kind: str, text: str) -> str:
+def data_name(task_no: int, kind: str, text: str) -> str:
+    """A data file's path: its task's (or matrix group's) number, its kind and a hash of its text."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return f"{DATA_DIR}/t{task_no}-{kind}-{digest}.json"
 
@@ -242,20 +244,20 @@ def page_store(
             }  # fmt: skip
             continue
         search = {name: columns.pop(name) for name in map(field_name, SEARCH_FIELDS)}
-        index = _json(
+        index = json_text(
             {"n": len(positions), "cols": search, "lists": {v: _runs(listing) for v, listing in lists.items()}}
         )
-        sort = _json({"cols": columns})
-        index_path, sort_path = _name(task_no, "index", index), _name(task_no, "sort", sort)
+        sort = json_text({"cols": columns})
+        index_path, sort_path = data_name(task_no, "index", index), data_name(task_no, "sort", sort)
         store.add(index_path, index)
         store.add(sort_path, sort)
         chunk_paths: list[str] = []
         detail_paths: list[str] = []
         for start in range(0, len(positions), chunk):
             made = [entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)]
-            for paths, kind, text in ((chunk_paths, "e", _json([r for r, _ in made])),
-                                      (detail_paths, "d", _json([d for _, d in made]))):  # fmt: skip
-                paths.append(_name(task_no, f"{kind}{start // chunk}", text))
+            for paths, kind, text in ((chunk_paths, "e", json_text([r for r, _ in made])),
+                                      (detail_paths, "d", json_text([d for _, d in made]))):  # fmt: skip
+                paths.append(data_name(task_no, f"{kind}{start // chunk}", text))
                 store.add(paths[-1], text)
         summary = {
             view: listing and {"date": listing["date"], "n": len(listing["items"])} for view, listing in lists.items()
@@ -285,7 +287,7 @@ def plot_files(plots: Mapping[str, Sequence[str]], tasks: Sequence[str]) -> tupl
     for task_no, task in enumerate(tasks):
         if task not in plots:
             continue
-        text = _json([str(svg) for svg in plots[task]])
-        paths[task] = _name(task_no, "plots", text)
+        text = json_text([str(svg) for svg in plots[task]])
+        paths[task] = data_name(task_no, "plots", text)
         files.append((paths[task], text))
     return paths, files

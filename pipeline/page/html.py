@@ -35,9 +35,10 @@ from markupsafe import Markup
 from pipeline.page import plots
 from pipeline.page.catalog import AT, DEVICE_FILTERS, PAGE_SIZE, PAGE_VIEWS, VIEW_LABELS, catalog
 from pipeline.page.cells import DEVICE_LABELS, head_count, head_html
-from pipeline.page.chunks import INLINE_ENTRIES, field_name, first_page, page_store, plot_files
+from pipeline.page.chunks import CHUNK_ENTRIES, INLINE_ENTRIES, field_name, first_page, page_store, plot_files
 from pipeline.page.compare import compare_pairs, demo_pairs
 from pipeline.page.families import codes_text, cores_text, family_line, grouped_family_table
+from pipeline.page.matrix import MATRIX_HEAD, documented_fails, fails_title, matrix_store
 from pipeline.page.releases import release_sections
 from pipeline.page.rows import Gathered, History, RowBatches
 from pipeline.page.serving import serving_section, slo_cells
@@ -210,6 +211,7 @@ def render_site(
     releases: Sequence[Mapping[str, Any]] | None = None,
     serving: Sequence[Mapping[str, Any]] | None = None,
     warm_checks: Sequence[Mapping[str, Any]] | None = None,
+    matrix_rows: Sequence[Mapping[str, Any]] = (),
     inline_entries: int | None = INLINE_ENTRIES,
     chunk: int | None = None,
     emit: Callable[[str, str], None] | None = None,
@@ -232,6 +234,8 @@ def render_site(
         serving: serving records (validated): their curves, table and Compare pairs.
         warm_checks: the second-machine warm checks (``data/warm_checks.parquet``, validated): each row's badge and
             the catalog's warm-start line.
+        matrix_rows: the stage matrix's rows (``data/matrix.parquet``, the keys of ``MATRIX_SCHEMA`` in
+            pipeline/dataset/matrix.py): the matrix view, and the "documented but fails" badge on a catalog row.
         inline_entries: past this many entries (model and task) the page inlines only its first view and writes the
             rest as data files (:mod:`pipeline.page.chunks`); None: always one file.
         chunk: entries per data file (default :data:`pipeline.page.chunks.CHUNK_ENTRIES`).
@@ -250,6 +254,9 @@ def render_site(
     runs = History(history)  # packed, emulated rows left out
     warm = warm_index(warm_checks or [])
     gathered = Gathered()
+    fails: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for found in documented_fails(matrix_rows):
+        fails.setdefault((found["model_id"], found["task"]), []).append(found)
     data = catalog(
         latest=latest,
         history=runs,
@@ -259,6 +266,7 @@ def render_site(
         warm=warm,
         scripts=scripts,  # `in`: a lazy mapping reads no text for this
         gathered=gathered,
+        fails={key: fails_title(found) for key, found in fails.items()},
     )
     if data["emulated"]:
         logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", data["emulated"])
@@ -285,6 +293,7 @@ def render_site(
     inline = inline_entries is None or len(data["entries"]) <= inline_entries
     store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
     rows, first = first_page(data, store.numbers, PAGE_SIZE)
+    matrix = matrix_store(matrix_rows, inline=inline, chunk=chunk or CHUNK_ENTRIES, add=store.add)
     labels = {task: task_view(task).label for task in data["tasks"]}
     payload = {
         "tasks": data["tasks"],
@@ -300,6 +309,7 @@ def render_site(
         "store": store.meta,
         "first": None if inline else first,
         # the search box's guesses for a model with no row: each family's model type, architecture and line
+        "matrix": matrix,
         "fam": [[f["mt"], f["arch"], family_line(f, labels.get(f["task"], f["task"]))] for f in families],
     }
     # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
@@ -313,7 +323,10 @@ def render_site(
     template = env.get_template("index.html.j2")
     html = template.render(
         app_js=Markup(
-            "".join(_asset(env, name) for name in ("store.js", "families.js", "files.js", "plots.js", "index.js"))
+            "".join(
+                _asset(env, name)
+                for name in ("store.js", "families.js", "files.js", "plots.js", "matrix.js", "index.js")
+            )
         ),
         app_css=_asset(env, "index.css"),
         data_json=script_json(payload),
@@ -345,5 +358,7 @@ def render_site(
             for task, svgs in task_plots.items()
         },
         plot_paths=plot_paths,
+        matrix=matrix,
+        matrix_head=Markup(MATRIX_HEAD),
     )
     return Site(html=html, files=store.files)

@@ -14,7 +14,7 @@ import datetime as dt
 import re
 import shutil
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,15 @@ from pipeline.dataset import (
     read_warm_checks,
     script_files,
 )
-from pipeline.page import HISTORY_READ, LATEST_READ, counted_apart, render_site
+from pipeline.page import (
+    DEVICE_CLASSES,
+    HISTORY_READ,
+    LATEST_READ,
+    counted_apart,
+    documented_fails,
+    fails_title,
+    render_site,
+)
 
 SPACE_PAGE, SPACE_CARD, FEED_FILE = "index.html", "README.md", "feed.xml"
 ATOM = "http://www.w3.org/2005/Atom"
@@ -151,6 +159,7 @@ def feed_xml(
     names: SiteNames,
     updated: dt.datetime | None = None,
     releases: Sequence[dict[str, Any]] = (),
+    matrix_rows: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """An Atom 1.0 document (RFC 4287) of the newest changes; ElementTree escapes every text, and what XML cannot
     hold at all is dropped (:func:`xml_text`).
@@ -161,6 +170,8 @@ def feed_xml(
         updated: the feed's time (default: its newest entry's, so an unchanged dataset gives the same bytes).
         releases: release diffs (``data/releases/``, read by :func:`pipeline.dataset.read_release_diffs`): one
             entry each, first.
+        matrix_rows: the stage matrix's rows (``data/matrix.parquet``): an entry for each model, task and device class
+            documented as supported whose run failed (its failing records in its id: a new failure is a new entry).
 
     Returns:
         The XML text.
@@ -184,6 +195,9 @@ def feed_xml(
     sub(feed, "id", names.feed_url)
     times = [rows[0]["finished_at"]] if rows else []
     times += [release_entry(diff)["updated"] for diff in releases]
+    fails = [dict(f, updated=max((r["decided_at"] for r in f["rows"] if r.get("decided_at")), default=None))
+             for f in documented_fails(matrix_rows)]  # fmt: skip
+    times += [f["updated"] for f in fails if f["updated"]]
     newest = updated or max(times, default=dt.datetime(1970, 1, 1, tzinfo=dt.UTC))
     sub(feed, "updated", _iso(newest))
     sub(feed, "link", rel="self", type="application/atom+xml", href=names.feed_url)
@@ -200,6 +214,17 @@ def feed_xml(
         sub(entry, "link", rel="alternate", type="text/html", href=f"{names.page_url}#{info['anchor']}")
         sub(entry, "category", term="release_diff", label="Release diff")
         sub(entry, "summary", info["summary"])
+    for found in fails:
+        entry = sub(feed, "entry")
+        device = DEVICE_CLASSES.get(found["device_class"], found["device_class"])
+        sub(entry, "title", f"Documented but fails: {found['model_id']} ({found['task']}, {device})")
+        records = ",".join(sorted(str(r.get("record_id")) for r in found["rows"]))
+        sub(entry, "id", f"urn:trncat:documented-fails:{found['model_id']}:{found['task']}:{found['device_class']}")
+        entry[-1].text = f"{entry[-1].text}:{xml_text(records)}"
+        sub(entry, "updated", _iso(found["updated"] or newest))
+        sub(entry, "link", rel="alternate", type="text/html", href=details_link(names.page_url, found))
+        sub(entry, "category", term="documented_but_fails", label="Documented but fails")
+        sub(entry, "summary", fails_title([found]) + ".")
     for row in rows:
         entry = sub(feed, "entry")
         sub(entry, "title", entry_title(row))

@@ -294,6 +294,7 @@
   document.querySelector(".controls").addEventListener("focusin", warm);
   document.querySelector("#catalog thead").addEventListener("pointerdown", warm);
   render(false);
+  TRNCAT_MATRIX(D, el);
   var idle = window.requestIdleCallback ? function (f) { requestIdleCallback(f, {timeout: 500}); } : function (f) { setTimeout(f, 50); };
   // (not for a reader who asked the browser to save data: their first search fetches it, as before)
   var saving = navigator.connection && navigator.connection.saveData;

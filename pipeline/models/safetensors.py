@@ -1,6 +1,6 @@
 """Parameters and bytes of a checkpoint read from its ``*.safetensors`` headers alone (no weights): what the
 planner counts when transformers cannot build the architecture, the bytes a download fetches, and the parameters
-a serving row records."""
+a serving row records (and those one token reads, which bound its points)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,25 @@ def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None) -
     """
     headers = _safetensors_headers(folder, files)
     return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
+
+
+def safetensors_active_params(folder: Path) -> int | None:
+    """Parameters one token reads, from the headers and ``config.json``: every one, but of a mixture of experts'
+    routed experts (tensors under ``.experts.``; a shared expert's are not) only ``num_experts_per_tok`` of
+    ``num_local_experts`` (or ``num_experts``, ``n_routed_experts``). None when the folder has no readable header."""
+    sizes = [(n, math.prod(e.get("shape", []))) for h in _safetensors_headers(folder) for n, e in h.items() if
+             n != "__metadata__" and isinstance(e, dict)]  # fmt: skip
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = config.get("text_config") or config
+        top_k, experts = config.get("num_experts_per_tok"), next(filter(None, (config.get(k) for k in (
+            "num_local_experts", "num_experts", "n_routed_experts"))), None)  # fmt: skip
+    except (OSError, ValueError, AttributeError):
+        top_k = experts = None
+    routed = sum(size for name, size in sizes if ".experts." in name)
+    if not isinstance(top_k, int) or not isinstance(experts, int) or not 0 < top_k < experts:
+        routed = top_k = experts = 0
+    return sum(size for _, size in sizes) - routed + routed * top_k // max(experts, 1) if sizes else None
 
 
 def safetensors_bytes(folder: Path) -> int | None:

@@ -74,6 +74,8 @@ class ServingRun:
     chips: int = 1
     instance_chips: int | None = None
     params: int | None = None
+    #: The parameters one token reads (a mixture of experts' top-k): they bound the points (issue 47.1).
+    active_params: int | None = None
     weight_dtype: str = "bfloat16"
     kv_dtype: str | None = None
     slo: ServiceLevel = DEFAULT_SLO
@@ -321,6 +323,7 @@ def serve_model(
         headline=headline(points, run.slo),
         price=price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
         eval=evaluation,
+        active_params=run.active_params,
     )
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 

@@ -71,6 +71,8 @@ if TYPE_CHECKING:
         MIN_REPEATS,
         VERDICTS,
         median_interval,
+        merge_rounds,
+        point_spread,
         ratio_interval,
         record_spread,
         remeasured,

@@ -56,6 +56,9 @@ def serving_problems(record: dict[str, Any]) -> list[tuple[str, str]]:
         speed, per_chip = point["output_tok_s"], point["tok_s_per_chip"]
         if (speed is None) != (per_chip is None) or (speed is not None and not _close(speed / chips, per_chip)):
             out.append((f"serving.points.{index}.tok_s_per_chip", f"{per_chip} is not output_tok_s / {chips} chips"))
+        bad = [name for name, v in (point.get("spread") or {}).items() if isinstance(v, list) and v[0] > v[1]]
+        out.extend((f"serving.points.{index}.spread.{name}", f"its interval {point['spread'][name]} is reversed")
+                   for name in bad)  # fmt: skip
         user = point["tok_s_per_user"]
         if speed is not None and user is not None and speed > point["concurrency"] * user * USERS_SLACK:
             out.append((f"serving.points.{index}.output_tok_s", f"{speed} tok/s: more than {point['concurrency']} "

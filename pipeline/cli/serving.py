@@ -91,12 +91,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         type=count(1, MAX_CONCURRENCY),
         help="points per load-generator run (default 1; more: a crash loses the whole group)",
     )
-    p.add_argument(
-        "--rounds",
-        type=count(1, 100),
-        default=1,
-        help="rounds of each point (6 or more: its throughput's interval from them)",
-    )
+    p.add_argument("--rounds", type=count(1, 100), default=1, help="rounds of each point (6+: an interval of theirs)")
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument(
         "--ready-timeout",

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
         read_config,
         read_model_index,
     )
-    from pipeline.models.safetensors import safetensors_active_params, safetensors_bytes, safetensors_param_count
+    from pipeline.models.safetensors import safetensors_bytes, safetensors_param_count
 
 
 lazy_face(__name__)

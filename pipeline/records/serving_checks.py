@@ -87,11 +87,8 @@ def peak_steps_per_s(record: dict[str, Any]) -> tuple[float | None, str]:
     serving, hardware = record["serving"], record["hardware"]
     params = serving.get("active_params") or (record.get("metrics") or {}).get("params")
     accelerator = str(hardware.get("accelerator") or "")
-    if record["device"] == "neuron":
-        family = FAMILY_OF_ACCELERATOR.get(accelerator.lower()) or family_of(hardware.get("instance_type"))
-        bandwidth = chip_bandwidth(family)
-    else:
-        bandwidth = gpu_bandwidth(accelerator) if record["device"] == "cuda" else None
+    family = FAMILY_OF_ACCELERATOR.get(accelerator.lower()) or family_of(hardware.get("instance_type"))
+    bandwidth = {"neuron": chip_bandwidth(family), "cuda": gpu_bandwidth(accelerator)}.get(record["device"])
     if not params or not bandwidth:
         return None, f"no parameter count ({params}) or no published bandwidth for {record['device']} {accelerator!r}"
     weight = WEIGHT_BYTES.get(serving["weight_dtype"], 0.5)

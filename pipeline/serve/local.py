@@ -21,14 +21,7 @@ from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import classify
 from pipeline.errors import BenchError, ConfigError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
-from pipeline.models import (
-    ResolvedModel,
-    check_remote_code,
-    resolve_hub,
-    resolve_local,
-    safetensors_active_params,
-    safetensors_param_count,
-)
+from pipeline.models import ResolvedModel, check_remote_code, resolve_hub, resolve_local, safetensors_param_count
 from pipeline.prices import Pricing
 from pipeline.records import dump_record, validate_record
 from pipeline.serve.cache import pack_serving_cache, run_cache_root, warm_cache_root, warm_environment
@@ -325,7 +318,7 @@ def serve_folder(
         chips=chips,
         instance_chips=instance_chips,
         params=safetensors_param_count(folder) if refusal is None else None,
-        active_params=safetensors_active_params(folder) if refusal is None else None,
+        active_params=safetensors_param_count(folder, active=True) if refusal is None else None,
         weight_dtype=dtype,
         slo=options.slo,
         pricing=options.pricing,

@@ -65,7 +65,7 @@ def _safetensors(path: Path, shapes: dict[str, list[int]]) -> None:
 def test_the_parameters_one_token_reads(tmp_path: Path) -> None:
     """A dense model reads all of its parameters; a mixture of experts its shared part, its shared expert and top-k
     of its routed experts (Qwen3-MoE's names and config keys)."""
-    from pipeline.models import safetensors_active_params
+    from pipeline.models import safetensors_param_count
 
     shapes = {
         "model.embed_tokens.weight": [100, 10],
@@ -73,7 +73,7 @@ def test_the_parameters_one_token_reads(tmp_path: Path) -> None:
         **{f"model.layers.0.mlp.experts.{e}.up_proj.weight": [10, 20] for e in range(8)},
     }
     _safetensors(tmp_path / "model.safetensors", shapes)
-    assert safetensors_active_params(tmp_path) == 1000 + 100 + 8 * 200  # no config: every parameter
+    assert safetensors_param_count(tmp_path, active=True) == 1000 + 100 + 8 * 200  # no config: every parameter
     (tmp_path / "config.json").write_text(json.dumps({"num_experts_per_tok": 2, "num_experts": 8}))
-    assert safetensors_active_params(tmp_path) == 1000 + 100 + 2 * 200
-    assert safetensors_active_params(tmp_path / "none") is None
+    assert safetensors_param_count(tmp_path, active=True) == 1000 + 100 + 2 * 200
+    assert safetensors_param_count(tmp_path / "none", active=True) is None

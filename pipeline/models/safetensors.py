@@ -54,7 +54,8 @@ def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None, *
     Returns:
         The element count of every tensor, or None when the folder has no readable safetensors file.
     """
-    sizes = [(n, math.prod(e.get("shape", []))) for h in _safetensors_headers(folder, files) for n, e in h.items() if
+    headers = _safetensors_headers(folder, files)
+    sizes = [(n, math.prod(e.get("shape", []))) for h in headers for n, e in h.items() if
              n != "__metadata__" and isinstance(e, dict)]  # fmt: skip
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if active else {}
@@ -66,7 +67,7 @@ def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None, *
     routed = sum(size for name, size in sizes if ".experts." in name)
     if not isinstance(top_k, int) or not isinstance(experts, int) or not 0 < top_k < experts:
         routed = top_k = experts = 0
-    return sum(size for _, size in sizes) - routed + routed * top_k // max(experts, 1) if sizes else None
+    return sum(size for _, size in sizes) - routed + routed * top_k // max(experts, 1) if headers else None
 
 
 def safetensors_bytes(folder: Path) -> int | None:

@@ -179,6 +179,11 @@ def family_for_device_memory(memory_bytes: int) -> str | None:
     return None
 
 
+def chip_bandwidth(family: str | None) -> float | None:
+    """HBM bandwidth of one chip of ``family`` in bytes/s (AWS's published figure), None for another."""
+    return _CHIP_BANDWIDTH.get(family or "")
+
+
 def family_of(instance_type: str | None) -> str | None:
     """The family of an instance type trncat knows (``trn3.48xlarge`` -> ``trn3``), else None."""
     known = _INSTANCES.get(instance_type or "")

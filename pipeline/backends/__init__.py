@@ -10,8 +10,8 @@ second-machine warm check compares.
 
 May import: the top-level modules only (torch and each device's packages are imported lazily, in the child).
 Imported by: :mod:`pipeline.bench` (the device; the child's stop), :mod:`pipeline.serve` (the engine's stop),
-:mod:`pipeline.records` (a row's toolchain label), :mod:`pipeline.render` (install lines, requirements),
-:mod:`pipeline.page` (the install line shown) and the CLI.
+:mod:`pipeline.records` (a row's toolchain label, a GPU's bandwidth), :mod:`pipeline.render` (install lines,
+requirements), :mod:`pipeline.page` (the install line shown) and the CLI.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 
 from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
+from pipeline.backends.cuda import gpu_bandwidth
 from pipeline.backends.groups import (
     Stopped,
     group_members,
@@ -68,6 +69,7 @@ __all__ = [
     "Backend",
     "backend_class",
     "get_backend",
+    "gpu_bandwidth",
     "Stopped",
     "group_members",
     "owned_group",

@@ -91,6 +91,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         type=count(1, MAX_CONCURRENCY),
         help="points per load-generator run (default 1; more: a crash loses the whole group)",
     )
+    p.add_argument("--rounds", type=count(1, 100), default=1, help="rounds of each point (6+: an interval of theirs)")
     p.add_argument("--no-warm-restart", action="store_true", help="skip timing a second start")
     p.add_argument(
         "--ready-timeout",
@@ -187,6 +188,7 @@ def _serve(args: argparse.Namespace) -> int:
             instance_chips=args.instance_chips,
             instance_type=args.instance_type,
             group=args.group,
+            rounds=args.rounds,
             warm_restart=not args.no_warm_restart,
             ready_timeout_s=args.ready_timeout,
             source=args.source,

@@ -103,6 +103,8 @@ def add_serving(root: Path, records: Iterable[dict[str, Any]]) -> int:
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 _PCT = ("p50", "p90", "p99")
+#: A point's intervals (its ``spread``), as columns: ``<column>_low``, ``<column>_high`` (issue 50).
+_SPREAD = {"ttft_p50_s": "ttft_s", "tpot_p50_ms": "tpot_ms", "e2e_p50_s": "e2e_s", "output_tok_s": "output_tok_s"}
 #: The ``serving`` config: one row per point of each serving record (figures as the record holds them).
 POINTS_SCHEMA = pa.schema(
     [
@@ -116,6 +118,8 @@ POINTS_SCHEMA = pa.schema(
         *((f"{figure}_{p}_{unit}", _F) for figure, unit in (("ttft", "s"), ("tpot", "ms"), ("itl", "ms"),
                                                              ("e2e", "s")) for p in _PCT),
         ("duration_s", _F), ("usd_per_million_tokens", _F), ("price_usd_per_hour", _F), ("price_option", _S),
+        ("spread_requests", _I), ("spread_rounds", _I), *((f"{figure}_{end}", _F) for figure in _SPREAD
+                                                          for end in ("low", "high")),
     ]
 )  # fmt: skip
 #: The ``inferencex`` config: InferenceX's single-node aggregated keys (``utils/process_result.py``: latencies in
@@ -171,6 +175,10 @@ def point_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
         for figure, unit in (("ttft", "s"), ("tpot", "ms"), ("itl", "ms"), ("e2e", "s")):
             for p in _PCT:
                 row[f"{figure}_{p}_{unit}"] = (point.get(f"{figure}_{unit}") or {}).get(p)
+        spread = point.get("spread") or {}
+        row["spread_requests"], row["spread_rounds"] = spread.get("requests"), spread.get("rounds")
+        for column, name in _SPREAD.items():
+            row[f"{column}_low"], row[f"{column}_high"] = spread.get(name) or (None, None)
         rows.append(row)
     return rows
 

@@ -1,6 +1,6 @@
 """Parameters and bytes of a checkpoint read from its ``*.safetensors`` headers alone (no weights): what the
 planner counts when transformers cannot build the architecture, the bytes a download fetches, and the parameters
-a serving row records."""
+a serving row records (and those one token reads, which bound its points)."""
 
 from __future__ import annotations
 
@@ -41,18 +41,33 @@ def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
     return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
 
 
-def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None) -> int | None:
+def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None, *, active: bool = False) -> int | None:
     """Parameters in the ``*.safetensors`` files of a local folder, read from their headers only.
 
     Args:
         folder: a local model folder.
         files: count only these files (one variant of a diffusers component's weights), not the folder's.
+        active: count those one token reads: of a mixture of experts' routed experts (tensors under ``.experts.``;
+            a shared expert's are not) only ``num_experts_per_tok`` of ``num_local_experts`` (or ``num_experts``,
+            ``n_routed_experts``), from the folder's ``config.json``.
 
     Returns:
         The element count of every tensor, or None when the folder has no readable safetensors file.
     """
     headers = _safetensors_headers(folder, files)
-    return sum(math.prod(e.get("shape", [])) for h in headers for e in _tensors(h)) if headers else None
+    sizes = [(n, math.prod(e.get("shape", []))) for h in headers for n, e in h.items() if
+             n != "__metadata__" and isinstance(e, dict)]  # fmt: skip
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if active else {}
+        config = config.get("text_config") or config
+        top_k, experts = config.get("num_experts_per_tok"), next(filter(None, (config.get(k) for k in (
+            "num_local_experts", "num_experts", "n_routed_experts"))), None)  # fmt: skip
+    except (OSError, ValueError, AttributeError):
+        top_k = experts = None
+    routed = sum(size for name, size in sizes if ".experts." in name)
+    if not isinstance(top_k, int) or not isinstance(experts, int) or not 0 < top_k < experts:
+        routed = top_k = experts = 0
+    return sum(size for _, size in sizes) - routed + routed * top_k // max(experts, 1) if headers else None
 
 
 def safetensors_bytes(folder: Path) -> int | None:

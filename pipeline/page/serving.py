@@ -18,6 +18,7 @@ from typing import Any
 from markupsafe import Markup, escape
 
 from pipeline.page.cells import DEVICE_LABELS, usd_text
+from pipeline.page.compare import speed_ratio
 from pipeline.page.plots import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH
 
 #: One colour per device line (Trainium2 first, as the Compare view shows it).
@@ -65,8 +66,13 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
             for p in serving.get("points") or []
             if (x := _num(p.get("tok_s_per_user"))) and (y := _num(p.get("tok_s_per_chip")))
         ]
+        at = [p for p in serving.get("points") or [] if p.get("concurrency") == best.get("concurrency")]
+        low, high = ((at[0].get("spread") or {}).get("output_tok_s") if at else None) or (None, None)
+        chips = serving.get("chips") or 1
         out.append(
             {
+                "speed_low": low / chips if low is not None else None,  # the at-SLO figure's interval (issue 50)
+                "speed_high": high / chips if high is not None else None,
                 "id": str(record.get("model_id")),
                 "device": str(record.get("device")),
                 "source": source_of(record),
@@ -82,7 +88,8 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
                 "points": points,
                 "at_slo": _num(best.get("tok_s_per_chip")),
                 "usd_at_slo": _num(best.get("usd_per_million_tokens")),
-                "at_slo_text": _rate(_num(best.get("tok_s_per_chip"))),
+                "at_slo_text": _rate(_num(best.get("tok_s_per_chip")))
+                + (f" ({_rate(low / chips)}\u2013{_rate(high / chips)})" if low is not None and high else ""),
                 "usd_text": usd_text(_num(best.get("usd_per_million_tokens"))),
                 "slo": f"TTFT {slo.get('percentile', 'p99')} \u2264 {slo.get('ttft_s')} s, "
                 f"\u2265 {slo.get('tok_s_per_user')} tok/s per user",
@@ -126,6 +133,7 @@ def slo_cells(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str]
             "slop": ("" if entry["source"] == "ci" else f"a {entry['source']} sweep, not the project's CI: ")
             + f"{entry['workload']} served by {entry['engine']}, swept by {entry['tool']} on {entry['hw']} "
             f"({entry['chips']} chip(s)); at {entry['slo']}; {entry['price']}"
+            + (f"; its 95 % interval: {entry['at_slo_text']}" if entry["speed_low"] is not None else "")
             + ("" if entry["st"] == "pass" else f"; the sweep's verdict: {entry['st']}")
             + stopped[:300],
         }
@@ -235,7 +243,7 @@ def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "id": model_id,
                     "sides": [trn, gpu],
                     "ratios": {
-                        "at_slo": _ratio(trn["at_slo"], gpu["at_slo"]) if both else "\u2014",
+                        "at_slo": speed_ratio(trn, gpu, _ratio(trn["at_slo"], gpu["at_slo"]) if both else "\u2014"),
                         "usd": _ratio(trn["usd_at_slo"], gpu["usd_at_slo"]) if both else "\u2014",
                     },
                 }

@@ -19,6 +19,9 @@ from pipeline.records import COLUMN_NAMES
 #: The toolchain file's section of Debian packages (the runner image's apt pins): not record versions, so
 #: never compared with results.
 APT_SECTION = "apt"
+#: The serving engine's pins (``trncat release-watch`` bumps them): a serving record keeps them in its
+#: ``serving.versions``, no result row carries them, so they are never compared with results either.
+SERVING_PINS = ("vllm_neuron", "libtorch_neuronx_lite")
 
 
 def version_column(key: str) -> str:
@@ -39,7 +42,7 @@ def as_pinned(version: object, pin: str) -> str | None:
 
 def load_toolchain(path: Path | None = None) -> dict[str, str]:
     """The pinned toolchain versions, e.g. ``{"neuronx_cc": "2.28.7631.0", ...}`` (without the ``apt`` section of
-    Debian packages, which no record carries).
+    Debian packages and the serving engine's pins, which no result row carries).
 
     Args:
         path: A YAML (or JSON) mapping of version key -> version; None for ``TRNCAT_TOOLCHAIN``
@@ -54,7 +57,8 @@ def load_toolchain(path: Path | None = None) -> dict[str, str]:
     path, data = _read(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: must be a mapping of version key -> version")
-    data.pop(APT_SECTION, None)
+    for key in (APT_SECTION, *SERVING_PINS):
+        data.pop(key, None)
     try:
         return check_toolchain(data)
     except ConfigError as exc:

@@ -19,7 +19,7 @@
 - :mod:`~pipeline.records.warm`: the second-machine warm check's schema and semantic rules (what a publish stores).
 
 May import: the top-level modules and :mod:`pipeline.backends` (a row's toolchain label is its backend's; the
-compiled-cache bundle's rule is the Neuron backend's).
+compiled-cache bundle's rule is the Neuron backend's; a GPU's bandwidth, which bounds a serving point).
 Imported by: every stage that makes, stores or shows a record (bench, dataset, discover, queue, publish, the
 page, release, space, the CLI).
 """
@@ -71,6 +71,8 @@ if TYPE_CHECKING:
         MIN_REPEATS,
         VERDICTS,
         median_interval,
+        merge_rounds,
+        point_spread,
         ratio_interval,
         record_spread,
         remeasured,

@@ -126,6 +126,37 @@ def record_spread(
     return out
 
 
+def point_spread(point: Mapping[str, Any], samples: Mapping[str, Sequence[float]]) -> dict[str, Any] | None:
+    """A serving point's ``spread`` from its measured, successful requests, one value each (``samples``:
+    ``ttft_s``, ``tpot_ms``, ``e2e_s``, in the point's units): their count, the 95 % interval of each median, and the
+    output throughput's, the end-to-end latency's carried through (at a fixed concurrency and output length each
+    stream completes one request per latency: the rate is inverse to it). None below :data:`MIN_REPEATS` requests."""
+    e2e = samples.get("e2e_s") or []
+    out: dict[str, Any] = {"requests": len(e2e)}
+    for name in ("ttft_s", "tpot_ms", "e2e_s"):
+        if (interval := median_interval(samples.get(name) or [])) is not None:
+            out[name] = list(interval)
+    if "e2e_s" in out and point.get("output_tok_s") and out["e2e_s"][0] > 0:
+        middle = sorted(e2e)[(len(e2e) - 1) // 2 : len(e2e) // 2 + 1]
+        out["output_tok_s"] = list(scaled(point["output_tok_s"], sum(middle) / len(middle), out["e2e_s"], rate=True))
+    return out if len(out) > 1 else None
+
+
+def merge_rounds(rounds: Sequence[Sequence[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The points of several rounds of one sweep (each a list of points, in the same order): at each concurrency,
+    the round of the median output throughput (a measured point, never an average), its ``spread`` counting the
+    rounds, and from :data:`MIN_REPEATS` rounds on its throughput's interval that of the rounds' throughputs."""
+    merged = []
+    for same in zip(*rounds, strict=False):
+        speeds = [p.get("output_tok_s") or 0.0 for p in same]
+        point = dict(sorted(same, key=lambda p: p.get("output_tok_s") or 0.0)[(len(same) - 1) // 2])
+        point["spread"] = {**(point.get("spread") or {}), "rounds": len(same)}
+        if (interval := median_interval(speeds)) is not None:
+            point["spread"]["output_tok_s"] = list(interval)
+        merged.append(point)
+    return merged
+
+
 def ratio_interval(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[float, float] | None:
     """The interval of the ratio of two rows' speed figures (``old`` ÷ ``new``, flat rows): the far ends of their
     intervals divided (it holds the true ratio whenever both intervals hold theirs: at least 0.95² = 90.25 % when

@@ -89,6 +89,7 @@ class Serving:
     slo: dict[str, Any]
     headline: dict[str, Any]
     price: dict[str, Any]
+    active_params: int | None = None
     eval: dict[str, Any] | None = None
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.backends import owned_group
+from pipeline.records import point_spread
 from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
 from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
 
@@ -219,7 +220,27 @@ def point_of(benchmark: GenerativeBenchmark) -> dict[str, Any]:
         "itl_ms": _percentiles(metrics.inter_token_latency_ms, 1.0),
         "e2e_s": _percentiles(metrics.request_latency, 1.0),
         "duration_s": benchmark.duration,
+    } | _spread(benchmark)
+
+
+def _spread(benchmark: GenerativeBenchmark) -> dict[str, Any]:
+    """The point's ``spread`` (:func:`pipeline.records.point_spread`) from the successful requests in guidellm's
+    measured window (its warm-ups are in the report's list too; the window is the rule guidellm's own figures are
+    computed by: ended after the window opened, started before it closed), one value each."""
+    start, end = benchmark.start_time, benchmark.end_time
+    kept = [
+        r
+        for r in benchmark.requests.successful or []
+        if start <= r.request_end_time and (r.request_start_time or 0) <= end
+    ]
+    figures = (("ttft_s", "time_to_first_token_ms", 1e-3), ("tpot_ms", "time_per_output_token_ms", 1.0),
+               ("e2e_s", "request_latency", 1.0))  # fmt: skip
+    samples = {
+        name: [v * scale for r in kept if (v := getattr(r, field)) is not None] for name, field, scale in figures
     }
+    point = {"output_tok_s": benchmark.metrics.output_tokens_per_second.total.mean if kept else None}
+    spread = point_spread(point, samples)
+    return {"spread": spread} if spread else {}
 
 
 def points_of(report: GenerativeBenchmarksReport) -> list[dict[str, Any]]:

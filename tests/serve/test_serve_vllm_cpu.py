@@ -116,6 +116,14 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
         assert point["success_rate"] == 1.0 and point["output_tok_s"] > 0 and point["tok_s_per_user"] > 0
         for name in ("ttft_s", "tpot_ms", "itl_ms", "e2e_s"):
             assert 0 <= point[name]["p50"] <= point[name]["p90"] <= point[name]["p99"] and point[name]["p99"] > 0
+        # its spread (issue 50): vllm bench serve's 10 requests a stream, guidellm's measured window from concurrency 2
+        spread = point.get("spread")
+        if tool == "vllm-bench" or point["concurrency"] > 1:
+            assert spread and all(spread[n][0] <= spread[n][1] for n in ("ttft_s", "tpot_ms", "e2e_s", "output_tok_s"))
+            assert spread["output_tok_s"][0] <= point["output_tok_s"] <= spread["output_tok_s"][1]
+        if tool == "vllm-bench":  # vLLM's p50 is the plain median of the same requests: inside its interval
+            assert spread["requests"] == 10 * point["concurrency"]
+            assert spread["e2e_s"][0] <= point["e2e_s"]["p50"] <= spread["e2e_s"][1]
     # the engine's command reproduces the run anywhere: vllm serve, the Hub id at its revision, no path of this machine
     command = shlex.split(serving["engine"]["command"])
     at = command.index("vllm")

@@ -60,14 +60,8 @@ def _release_watch(args: argparse.Namespace) -> int:
     if args.body is not None:
         fsatomic.write_text(args.body, bump.body)
     if args.json:
-        info = {
-            "new": bump.new,
-            "old": bump.old,
-            "title": bump.title,
-            "branch": bump.branch,
-            "files": sorted(bump.files),
-        }
-        print(json.dumps(info))
+        info = {key: getattr(bump, key) for key in ("new", "old", "title", "branch")}
+        print(json.dumps({**info, "files": sorted(bump.files)}))
     else:
         print(bump.title)
         print(bump.body)

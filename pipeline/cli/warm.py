@@ -56,8 +56,6 @@ def _warm_queue(args: argparse.Namespace) -> int:
     from pipeline.dataset import read_latest, read_warm_checks, require_dataset, warm_queue_paths
     from pipeline.queue import warm_queue
 
-    if args.limit < 1:
-        raise ConfigError("--limit must be at least 1")
     with tempfile.TemporaryDirectory(prefix="trncat-warm-queue-") as tmp:
         if args.dataset_repo:
             hub, root = make_hub(), Path(tmp) / "dataset"

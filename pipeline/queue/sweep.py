@@ -78,9 +78,7 @@ class _Sim:
 
     def _place(self, i: int, runner: _Runner, at: float) -> None:
         """Give an idle runner work: its own size, else split it for a smaller size waiting."""
-        if self._start(i, runner, at):
-            return
-        if not self.repartition:
+        if self._start(i, runner, at) or not self.repartition:
             return
         smaller = [s for s in self._waiting_sizes() if s < runner.size]
         if smaller:
@@ -94,11 +92,8 @@ class _Sim:
 
     def _regroup(self, i: int, at: float) -> None:
         """An instance with every runner idle re-partitions whole for the largest size still waiting."""
-        runners = self.instances[i]
-        if any(r.busy for r in runners):
-            return
-        sizes = self._waiting_sizes()
-        if not sizes:
+        runners, sizes = self.instances[i], self._waiting_sizes()
+        if not sizes or any(r.busy for r in runners):
             return
         total = sum(r.size for r in runners)
         size = min(sizes[0], total)
@@ -125,11 +120,7 @@ class _Sim:
 
     def _could_take(self, runners: list[_Runner]) -> bool:
         sizes = self._waiting_sizes()
-        if not sizes:
-            return False
-        if self.repartition:
-            return True
-        return any(r.size in sizes for r in runners)
+        return bool(sizes) and (self.repartition or any(r.size in sizes for r in runners))
 
 
 def simulate(

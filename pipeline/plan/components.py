@@ -15,6 +15,7 @@ Results are cached per (library, class, config hash), as :mod:`pipeline.plan.par
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -99,19 +100,12 @@ def resolve_class(library: str, class_name: str) -> type | None:
     Resolved as attributes of diffusers, transformers or ``diffusers.pipelines.<library>`` only (the names were
     checked as plain identifiers by the pipeline gate); never an import of another module.
     """
-    if library == "diffusers":
-        import diffusers
-
-        found = getattr(diffusers, class_name, None)
-    elif library == "transformers":
-        import transformers
-
-        found = getattr(transformers, class_name, None)
+    module: Any
+    if library in ("diffusers", "transformers"):
+        module = importlib.import_module(library)
     else:
-        from diffusers import pipelines
-
-        module = getattr(pipelines, library, None)
-        found = getattr(module, class_name, None) if module is not None else None
+        module = getattr(importlib.import_module("diffusers.pipelines"), library, None)
+    found = getattr(module, class_name, None)
     return found if isinstance(found, type) else None
 
 

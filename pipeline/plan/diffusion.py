@@ -121,7 +121,8 @@ def plan_pipeline(
     shapes = _components(index, configs, safetensors_params or {})
     denoisers = [s for s in shapes if s.role == "denoiser"]
     denoiser = max(denoisers, key=lambda s: s.params or 0) if denoisers else None
-    den_config, vae_config = configs.get(denoiser.name) if denoiser else None, _first(shapes, configs, "vae")
+    den_config = configs.get(denoiser.name) if denoiser else None
+    vae_config = next((configs[s.name] for s in shapes if s.role == "vae" and s.name in configs), None)
     resolution = default_resolution(den_config, vae_config) or workload.image_size or 512
     acts = estimate_activations(
         resolution=resolution,
@@ -201,12 +202,6 @@ def _components(
     if not shapes:
         raise PlanError("model_index.json names no component with weights")
     return sorted(shapes, key=lambda s: (-(s.params or 0), s.name))
-
-
-def _first(
-    shapes: list[ComponentShape], configs: Mapping[str, Mapping[str, Any]], role: str
-) -> Mapping[str, Any] | None:
-    return next((configs[s.name] for s in shapes if s.role == role and s.name in configs), None)
 
 
 def _component_dict(shape: ComponentShape, width: int, sharded: bool) -> dict[str, Any]:
@@ -327,11 +322,6 @@ def format_pipeline_plan(plan: Plan) -> str:
     )
     peak = max(plan.activations, key=lambda k: plan.activations[k])  # type: ignore[index]
     side, steps = plan.workload.get("image_size"), plan.workload.get("steps")
-    where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
-    if plan.fits:
-        cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
-    else:
-        cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
     return "\n".join(
         [
             f"{name}{plan.architecture}, {count_text(plan.params)} parameters (source: {plan.source})",
@@ -339,7 +329,7 @@ def format_pipeline_plan(plan: Plan) -> str:
             f"{plan.dtype} at {side} x {side}, {steps} steps, batch {plan.workload.get('batch_size')}: "
             f"weights {size_text(plan.weights_bytes)} + activations {size_text(plan.activations[peak])} "
             f"(estimated peak: {peak.replace('_', ' ')}) + overhead = {size_text(plan.total_bytes)}",
-            f"{where}: {cores}",
+            plan.layout_line(),
             plan.advice,
         ]
     )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.errors import PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.models import safetensors_bytes
-from pipeline.plan.advice import cores_text, fit_advice, no_fit_advice, size_text
+from pipeline.plan.advice import fit_advice, no_fit_advice, size_text
 from pipeline.plan.components import model_files
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
@@ -291,11 +291,6 @@ def format_plan(plan: Plan) -> str:
             f" {count_text(plan.active_params_without_embedding)} without the embedding table)"
         )
     name = f"{plan.model}: " if plan.model else ""
-    where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
-    if plan.fits:
-        cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
-    else:
-        cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
     lines = [f"{name}{plan.architecture}, {count_text(plan.params)} parameters{active} (source: {plan.source})"]
     q = plan.quantization
     if q is not None:
@@ -309,7 +304,7 @@ def format_plan(plan: Plan) -> str:
         f"{f'{mx} weights, {plan.dtype} compute' if mx else plan.dtype}: weights {size_text(plan.weights_bytes)}"
         f" + KV cache {size_text(plan.kv_cache_bytes)}"
         f" + overhead {size_text(plan.overhead_bytes)} = {size_text(plan.total_bytes)}",
-        f"{where}: {cores}",
+        plan.layout_line(),
         plan.advice,
     ]
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipeline.errors import ConfigError
+from pipeline.plan.advice import cores_text, size_text
 from pipeline.plan.memory import DTYPE_BYTES
 from pipeline.types import DTYPES
 
@@ -71,6 +72,13 @@ class Plan:
     workload: dict[str, int | None]
     components: list[dict[str, Any]] | None = None
     activations: dict[str, int] | None = None
+
+    def layout_line(self) -> str:
+        """The instance and the cores the plan takes, as ``trncat plan`` prints them."""
+        where = f"{self.instance}, LNC={self.lnc}, {size_text(self.memory_per_core_bytes)} per NeuronCore"
+        if self.fits:
+            return f"{where}: {cores_text(self.cores)}, {size_text(self.per_core_bytes)} each"
+        return f"{where}: does not fit (the smallest layout that would hold it: {cores_text(self.cores)})"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field (what ``trncat plan --json`` prints)."""

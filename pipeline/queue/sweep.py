@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,6 @@ class SweepResult:
     instances: int
     jobs: int
     unrun: int = 0
-    released_at_s: list[float] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -156,5 +155,4 @@ def simulate(
         instances=len(layouts),
         jobs=len(jobs) - unrun,
         unrun=unrun,
-        released_at_s=released,
     )

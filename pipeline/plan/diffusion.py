@@ -205,16 +205,9 @@ def _components(
 
 
 def _component_dict(shape: ComponentShape, width: int, sharded: bool) -> dict[str, Any]:
-    return {
-        "name": shape.name,
-        "library": shape.library,
-        "class_name": shape.class_name,
-        "role": shape.role,
-        "params": shape.params,
-        "weights_bytes": (shape.params or 0) * width,
-        "source": "meta-device" if shape.reason is None else "safetensors",
-        "sharded": sharded,
-    }
+    named = {key: getattr(shape, key) for key in ("name", "library", "class_name", "role", "params")}
+    source = "meta-device" if shape.reason is None else "safetensors"
+    return {**named, "weights_bytes": (shape.params or 0) * width, "source": source, "sharded": sharded}
 
 
 def _named(shape: ComponentShape, width: int) -> str:

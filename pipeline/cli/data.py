@@ -19,6 +19,7 @@ from pipeline.cli.registry import (
     say_set_aside,
     valid_records,
 )
+from pipeline.errors import ConfigError
 
 # -- validate -------------------------------------------------------------------------------------------
 
@@ -38,22 +39,13 @@ def _validate(args: argparse.Namespace) -> int:
     from pipeline.records import validate_paths
 
     report = validate_paths(args.paths)
+    counts = {"files": report.files, "valid": len(report.records), "invalid": len(report.bad_files)}
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "files": report.files,
-                    "valid": len(report.records),
-                    "invalid": len(report.bad_files),
-                    "problems": [p.to_dict() for p in report.problems],
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps({**counts, "problems": [p.to_dict() for p in report.problems]}, indent=2))
     else:
         for problem in report.problems:
             print(problem)
-        print(f"{report.files} file(s): {len(report.records)} valid, {len(report.bad_files)} invalid", file=sys.stderr)
+        print("{files} file(s): {valid} valid, {invalid} invalid".format(**counts), file=sys.stderr)
     if report.files == 0:
         print("error: no record files found", file=sys.stderr)
         return 1
@@ -264,8 +256,7 @@ def _page(args: argparse.Namespace) -> int:
 
     if args.from_folder:
         if args.out is None:
-            print("error: --from-folder needs --out DIR", file=sys.stderr)
-            return 2
+            raise ConfigError("--from-folder needs --out DIR")
         names = SiteNames(
             dataset_repo=validate_model_id(args.dataset_repo),
             space_repo=validate_model_id(args.space),

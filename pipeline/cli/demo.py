@@ -280,8 +280,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                             work=work / "serving",  # guidellm's reports are JSON too: not beside the records
                         ),
                     )
-                if results.is_dir():
-                    _name_the_demo_machine(results)
+                _name_the_demo_machine(results)  # (no results folder: nothing to name)
                 echo("validate")
                 report = validate_paths([results]) if results.is_dir() else None
                 records = [record for _, record in report.records] if report else []
@@ -376,9 +375,7 @@ def _copy_trees(hub: Any, out: Path, work: Path) -> None:
     """Replace ``out`` with the dataset's and the Space's main trees (``dataset/``, ``space/``), all at once."""
     trees = {}
     for name, repo, repo_type in ((DATASET_DIR, DATASET_REPO, "dataset"), (SPACE_DIR, SPACE_REPO, "space")):
-        tree = work / f"{name}-tree"
-        hub.snapshot(repo, revision="main", repo_type=repo_type, local_dir=tree)
-        trees[name] = tree
+        trees[name] = hub.snapshot(repo, revision="main", repo_type=repo_type, local_dir=work / f"{name}-tree")
     with fsatomic.staged_folder(out) as stage:
         for old in list(stage.iterdir()):
             shutil.rmtree(old) if old.is_dir() else old.unlink()

@@ -60,14 +60,8 @@ def _release_watch(args: argparse.Namespace) -> int:
     if args.body is not None:
         fsatomic.write_text(args.body, bump.body)
     if args.json:
-        info = {
-            "new": bump.new,
-            "old": bump.old,
-            "title": bump.title,
-            "branch": bump.branch,
-            "files": sorted(bump.files),
-        }
-        print(json.dumps(info))
+        info = {key: getattr(bump, key) for key in ("new", "old", "title", "branch")}
+        print(json.dumps({**info, "files": sorted(bump.files)}))
     else:
         print(bump.title)
         print(bump.body)
@@ -166,13 +160,10 @@ def release_diff_derived(old_file: Path, new_file: Path, records: list[dict[str,
     if not rows_at(rows, new_pins):
         return None, f"no release diff: no record of this publish was measured on {new}'s pins"
 
-    def paths(results: list[str]) -> list[str]:
-        return [*results, relative]
-
     def write(folder: Path) -> str:
         diff = diff_dataset(folder, old=old, new=new, old_pins=old_pins, new_pins=new_pins)
         write_release_diff(folder, old=old, new=new, entries=diff.entries)
         head, *counts = diff_text(diff).splitlines()[: 2 + sum(1 for c in diff.counts.values() if c)]
         return "\n".join([f"### Release diff `{relative}`", "", f"{head}:", *(f"-{c[1:]}" for c in counts)])
 
-    return Derived(paths=paths, write=write), f"release diff {old} -> {new}: {relative}"
+    return Derived(paths=lambda results: [*results, relative], write=write), f"release diff {old} -> {new}: {relative}"

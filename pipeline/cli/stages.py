@@ -195,8 +195,6 @@ def _queue(args: argparse.Namespace) -> int:
         print(text)
     print(f"{len(queue.entries)} job(s) in {len(queue.chunks)} chunk(s); {len(queue.skipped)} skipped", file=sys.stderr)
     if args.estimate:
-        import json
-
         from pipeline.queue import estimate_sweep, format_estimate
 
         estimate = estimate_sweep(queue.entries, instance=instance, pricing=pricing, target_hours=args.target_hours,

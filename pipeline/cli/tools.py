@@ -45,8 +45,6 @@ def _localhub(args: argparse.Namespace) -> int:
         tokens = [line.strip() for line in text.splitlines() if line.strip()]
         if not tokens:
             raise ConfigError(f"{args.tokens_file}: no token in it")
-    if args.root.exists() and not args.root.is_dir():
-        raise ConfigError(f"--root {args.root}: a file, not a folder (the local hub keeps its repos in a folder)")
     try:
         serve(
             root=args.root,

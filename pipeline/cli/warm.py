@@ -54,17 +54,12 @@ def _warm_queue(args: argparse.Namespace) -> int:
 
     from pipeline import fsatomic
     from pipeline.dataset import read_latest, read_warm_checks, require_dataset, warm_queue_paths
-    from pipeline.queue import warm_queue
+    from pipeline.queue import fetch_results, warm_queue
 
-    if args.limit < 1:
-        raise ConfigError("--limit must be at least 1")
     with tempfile.TemporaryDirectory(prefix="trncat-warm-queue-") as tmp:
         if args.dataset_repo:
-            hub, root = make_hub(), Path(tmp) / "dataset"
-            wanted = warm_queue_paths(hub.list_files(args.dataset_repo, repo_type="dataset"))
-            root.mkdir()
-            if wanted:
-                hub.snapshot(args.dataset_repo, repo_type="dataset", local_dir=root, allow_patterns=wanted)
+            root = fetch_results(make_hub(), args.dataset_repo, into=Path(tmp) / "dataset", pick=warm_queue_paths)
+            root.mkdir(exist_ok=True)
         else:
             root = require_dataset(args.dataset)
         queue = warm_queue(read_latest(root), read_warm_checks(root), limit=args.limit)

@@ -230,16 +230,12 @@ class Hub(RepoFiles, PullRequests):
         known = parent
         marker = new_marker() if create_pr else ""
         for rebase in range(self.max_rebases + 1):
-            parent = (
-                known
-                if rebase == 0 and known is not None
-                else self.head_sha(repo_id, repo_type=repo_type, revision=branch)
-            )
+            if rebase or known is None:
+                known = self.head_sha(repo_id, repo_type=repo_type, revision=branch)
+            parent = known
             sent: list[CommitOperation] = []
 
-            def attempt(
-                parent: str = parent, rebase: int = rebase, sent: list[CommitOperation] = sent
-            ) -> CommitResult | None:
+            def attempt(parent: str = parent, rebase: int = rebase, sent: list[CommitOperation] = sent) -> CommitResult:
                 operations = operations_factory(parent)
                 if not operations:  # this parent already holds everything: no commit
                     return CommitResult(sha=parent, created=False, rebases=rebase)
@@ -270,8 +266,6 @@ class Hub(RepoFiles, PullRequests):
             except ParentMovedError:
                 logger.warning("%s@%s moved under us; rebuilding the commit (%d)", repo_id, branch, rebase + 1)
                 continue
-            if result is None:  # (attempt never answers None; the retry loop's type allows it)
-                raise HubError(f"committing to {repo_id}@{branch}: no answer")
             return result
         raise ParentMovedError(
             f"committing to {repo_id}@{branch}: the branch moved {self.max_rebases + 1} times while committing"
@@ -317,10 +311,5 @@ class Hub(RepoFiles, PullRequests):
 
 def _git_blob_id_of(op: Any) -> str:
     """The git blob id of what a ``CommitOperationAdd`` adds (read from its file or bytes)."""
-    source = op.path_or_fileobj
-    if isinstance(source, bytes):
-        return git_blob_id(source)
-    if isinstance(source, (str, Path)):
-        return git_blob_id(Path(source).read_bytes())
     with op.as_file() as handle:
         return git_blob_id(handle.read())

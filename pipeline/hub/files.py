@@ -123,12 +123,7 @@ class RepoFiles:
         recursive: bool = True,
     ) -> list[str]:
         """Every file path of a repo at a revision, or only those under the folder ``under`` (none if absent;
-        ``recursive=False``: only the files right in it, one page of the tree, not its subfolders')."""
-        if under is None:
-            return self._call(
-                f"listing files of {repo_id}",
-                lambda: self._api.list_repo_files(repo_id, revision=revision, repo_type=repo_type),
-            )
+        ``recursive=False``: only the files right in it, one page of the tree, not its subfolders'), sorted."""
 
         def listing() -> list[str]:
             try:
@@ -141,7 +136,7 @@ class RepoFiles:
                 return []
             return sorted(e.path for e in entries if isinstance(e, RepoFile))
 
-        return self._call(f"listing {under} of {repo_id}", listing)
+        return self._call(f"listing {under or 'files'} of {repo_id}", listing)
 
     def _repo_files(self, repo_id: str, *, revision: str, repo_type: RepoType) -> list[RepoFile]:
         """Every file of a repo at ``revision``, from one recursive tree listing (no file downloaded)."""

@@ -23,6 +23,7 @@ call and keep huggingface_hub's own backoff.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import httpx2
@@ -105,12 +106,7 @@ def client_factory() -> httpx2.Client:
     )
 
 
-_installed = False
-
-
+@functools.cache
 def install() -> None:
     """Make huggingface_hub build its shared client with :func:`client_factory` (once per process)."""
-    global _installed
-    if not _installed:
-        set_client_factory(client_factory)
-        _installed = True
+    set_client_factory(client_factory)

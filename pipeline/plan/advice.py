@@ -73,11 +73,6 @@ def with_fit_options(head: str, inst: Instance, sizing: Fitting, dtype: str) -> 
     return f"{head}; would fit with " + ", or ".join(options) if options else head
 
 
-def _whole_bytes(sizing: Sizing, need: Need, dtype: str) -> int:
-    split = sizing.ep_sharded + sizing.experts if need.expert_parallel else sizing.sharded
-    return (sizing.params - split) * DTYPE_BYTES[dtype]
-
-
 def no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
     by_memory = sizing.cores_by_memory(inst, dtype)
     if by_memory <= inst.cores:
@@ -89,7 +84,8 @@ def no_fit_advice(inst: Instance, sizing: Sizing, dtype: str) -> str:
             why = f"its {heads} attention and {kv} key/value heads allow tensor parallelism over at most {top}"
         else:
             widest = sizing.widest(inst, dtype)
-            whole = size_text(_whole_bytes(sizing, widest, dtype))
+            split = sizing.ep_sharded + sizing.experts if widest.expert_parallel else sizing.sharded
+            whole = size_text((sizing.params - split) * DTYPE_BYTES[dtype])
             plans = "tensor- and expert-parallel plans" if widest.expert_parallel else "tensor-parallel plan"
             why = f"{whole} of its weights are outside transformers' {plans}, whole on every core"
         head = f"needs {cores_text(by_memory)} of a {inst.name} by memory, but {why}"

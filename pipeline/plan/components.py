@@ -15,6 +15,7 @@ Results are cached per (library, class, config hash), as :mod:`pipeline.plan.par
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import re
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pipeline.errors import PlanError, PlanLimitError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.errors import ConfigError, PlanError, PlanLimitError, RemoteCodeRefused, RepoNotFoundError
+from pipeline.ids import validate_model_id
 from pipeline.models import check_model_index, safetensors_param_count
 from pipeline.plan.limits import check_config, limited
 from pipeline.plan.params import config_hash, no_torch_init, plan_matcher, quiet
@@ -98,19 +100,12 @@ def resolve_class(library: str, class_name: str) -> type | None:
     Resolved as attributes of diffusers, transformers or ``diffusers.pipelines.<library>`` only (the names were
     checked as plain identifiers by the pipeline gate); never an import of another module.
     """
-    if library == "diffusers":
-        import diffusers
-
-        found = getattr(diffusers, class_name, None)
-    elif library == "transformers":
-        import transformers
-
-        found = getattr(transformers, class_name, None)
+    module: Any
+    if library in ("diffusers", "transformers"):
+        module = importlib.import_module(library)
     else:
-        from diffusers import pipelines
-
-        module = getattr(pipelines, library, None)
-        found = getattr(module, class_name, None) if module is not None else None
+        module = getattr(importlib.import_module("diffusers.pipelines"), library, None)
+    found = getattr(module, class_name, None)
     return found if isinstance(found, type) else None
 
 
@@ -249,12 +244,16 @@ def read_pipeline(files: PipelineFiles, model: str) -> tuple[dict[str, Any], dic
 
 
 class PipelineFiles:
-    """Where a pipeline's files come from: a local folder or a Hub repo at a revision."""
+    """Where a model's files come from: a local folder or a Hub repo at a revision."""
 
     def json(self, path: str) -> dict[str, Any]:
         raise NotImplementedError
 
     def weights(self, folder: str) -> int | None:
+        raise NotImplementedError
+
+    def params(self) -> int | None:
+        """The parameters of the whole model, from its safetensors headers (None when it has none)."""
         raise NotImplementedError
 
 
@@ -277,6 +276,9 @@ class LocalFiles(PipelineFiles):
         files = weight_files([p.name for p in (self.root / folder).glob("*.safetensors")])
         return safetensors_param_count(self.root / folder, [self.root / folder / f for f in files]) if files else None
 
+    def params(self) -> int | None:
+        return safetensors_param_count(self.root)
+
 
 class HubFiles(PipelineFiles):
     def __init__(self, hub: Hub, repo: str, revision: str | None) -> None:
@@ -290,3 +292,20 @@ class HubFiles(PipelineFiles):
         files = weight_files([f for f in listed if f.count("/") == folder.count("/") + 1])
         rev = self.revision
         return sum(self.hub.fetch_safetensors_params(self.repo, revision=rev, file=f) or 0 for f in files) or None
+
+    def params(self) -> int | None:
+        return self.hub.fetch_safetensors_params(self.repo, revision=self.revision)
+
+
+def model_files(model: str | Path, revision: str | None, hub: Hub | None) -> PipelineFiles:
+    """The files of ``model``: an existing folder, else the Hub repo of that id at ``revision``.
+
+    Raises:
+        ConfigError: a Hub id without a Hub client, or an invalid Hub id.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return LocalFiles(path)
+    if hub is None:
+        raise ConfigError(f"cannot plan {model}: a Hub id needs a Hub client")
+    return HubFiles(hub, validate_model_id(str(model)), revision)

@@ -13,25 +13,21 @@ The method and its estimates are in ``docs/planner.md``, "Diffusers pipelines".
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import ConfigError, PlanError, RemoteCodeRefused
+from pipeline.errors import PlanError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, Instance, get_instance
-from pipeline.ids import validate_model_id
 from pipeline.models import check_model_index
 from pipeline.plan.advice import cores_text, fit_advice, size_text, with_fit_options
 from pipeline.plan.components import (
     ComponentShape,
-    HubFiles,
-    LocalFiles,
-    PipelineFiles,
     describe_component,
     holds_weights,
     index_entries,
+    model_files,
     read_pipeline,
     role_of,
 )
@@ -44,8 +40,6 @@ from pipeline.workload import Workload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -127,7 +121,8 @@ def plan_pipeline(
     shapes = _components(index, configs, safetensors_params or {})
     denoisers = [s for s in shapes if s.role == "denoiser"]
     denoiser = max(denoisers, key=lambda s: s.params or 0) if denoisers else None
-    den_config, vae_config = configs.get(denoiser.name) if denoiser else None, _first(shapes, configs, "vae")
+    den_config = configs.get(denoiser.name) if denoiser else None
+    vae_config = next((configs[s.name] for s in shapes if s.role == "vae" and s.name in configs), None)
     resolution = default_resolution(den_config, vae_config) or workload.image_size or 512
     acts = estimate_activations(
         resolution=resolution,
@@ -150,27 +145,15 @@ def plan_pipeline(
     width, split = DTYPE_BYTES[dtype], sizing.sharded if shown.degree > 1 else 0
     weights = params * width
     advice = _advice(inst, sizing, chosen, shapes, denoiser, dtype)
-    quantization = next(
-        (
-            q
-            for s in shapes
-            # On Trainium3 an MX component is held in its format; its sizing stays the dtype's (an upper bound).
-            if (
-                q := describe_quantization(
-                    configs.get(s.name, {}).get("quantization_config"), dtype=dtype, mx_formats=inst.mx_formats
-                )
-            )  # fmt: skip
-        ),
-        None,
-    )
+    # On Trainium3 an MX component is held in its format; its sizing stays the dtype's (an upper bound).
+    quantized = [configs.get(s.name, {}).get("quantization_config") for s in shapes]
+    found = (describe_quantization(q, dtype=dtype, mx_formats=inst.mx_formats) for q in quantized)
+    quantization = next((q for q in found if q is not None), None)
     if quantization is not None and quantization.support == "unsupported":
         advice = f"cannot load its {quantization.method} checkpoint on Neuron ({quantization.reason}); {advice}"
     source: ParamSource = "meta-device" if all(s.reason is None for s in shapes) else "safetensors"
     return Plan(
-        model=None,
-        revision=None,
         architecture=str(index.get("_class_name")),
-        model_type=None,
         source=source,
         dtype=dtype,
         instance=inst.name,
@@ -183,16 +166,12 @@ def plan_pipeline(
         quantization=quantization.to_dict() if quantization else None,
         weights_bytes=weights,
         replicated_weights_bytes=(params - split) * width if shown.degree > 1 else weights,
-        kv_cache_bytes=0,
         overhead_bytes=shown.total - weights,
         total_bytes=shown.total,
         per_core_bytes=shown.per_core,
         cores=shown.degree,
         tp_degree=chosen.degree if chosen else None,
-        ep_degree=None,
-        kv_replication=1,
         num_attention_heads=sizing.heads,
-        num_key_value_heads=None,
         fits=chosen is not None,
         advice=advice,
         workload=replace(workload, image_size=resolution).to_dict(),
@@ -225,23 +204,10 @@ def _components(
     return sorted(shapes, key=lambda s: (-(s.params or 0), s.name))
 
 
-def _first(
-    shapes: list[ComponentShape], configs: Mapping[str, Mapping[str, Any]], role: str
-) -> Mapping[str, Any] | None:
-    return next((configs[s.name] for s in shapes if s.role == role and s.name in configs), None)
-
-
 def _component_dict(shape: ComponentShape, width: int, sharded: bool) -> dict[str, Any]:
-    return {
-        "name": shape.name,
-        "library": shape.library,
-        "class_name": shape.class_name,
-        "role": shape.role,
-        "params": shape.params,
-        "weights_bytes": (shape.params or 0) * width,
-        "source": "meta-device" if shape.reason is None else "safetensors",
-        "sharded": sharded,
-    }
+    named = {key: getattr(shape, key) for key in ("name", "library", "class_name", "role", "params")}
+    source = "meta-device" if shape.reason is None else "safetensors"
+    return {**named, "weights_bytes": (shape.params or 0) * width, "source": source, "sharded": sharded}
 
 
 def _named(shape: ComponentShape, width: int) -> str:
@@ -325,19 +291,11 @@ def plan_pipeline_model(
         PlanError: no readable model_index.json, a component that names code outside diffusers and transformers,
             or a component that cannot be counted.
     """
-    path = Path(model).expanduser()
-    local = path.is_dir()
-    if local:
-        reader: PipelineFiles = LocalFiles(path)
-    elif hub is None:
-        raise ConfigError(f"cannot plan {model}: a Hub id needs a Hub client")
-    else:
-        reader = HubFiles(hub, validate_model_id(str(model)), revision)
-    index, configs, counted = read_pipeline(reader, str(model))
+    index, configs, counted = read_pipeline(model_files(model, revision, hub), str(model))
     plan = plan_pipeline(
         index, configs, dtype=dtype, instance=instance, lnc=lnc, workload=workload, safetensors_params=counted
     )
-    return replace(plan, model=str(model), revision=None if local else revision)
+    return replace(plan, model=str(model), revision=None if Path(model).expanduser().is_dir() else revision)
 
 
 def format_pipeline_plan(plan: Plan) -> str:
@@ -357,11 +315,6 @@ def format_pipeline_plan(plan: Plan) -> str:
     )
     peak = max(plan.activations, key=lambda k: plan.activations[k])  # type: ignore[index]
     side, steps = plan.workload.get("image_size"), plan.workload.get("steps")
-    where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
-    if plan.fits:
-        cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
-    else:
-        cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
     return "\n".join(
         [
             f"{name}{plan.architecture}, {count_text(plan.params)} parameters (source: {plan.source})",
@@ -369,7 +322,7 @@ def format_pipeline_plan(plan: Plan) -> str:
             f"{plan.dtype} at {side} x {side}, {steps} steps, batch {plan.workload.get('batch_size')}: "
             f"weights {size_text(plan.weights_bytes)} + activations {size_text(plan.activations[peak])} "
             f"(estimated peak: {peak.replace('_', ' ')}) + overhead = {size_text(plan.total_bytes)}",
-            f"{where}: {cores}",
+            plan.layout_line(),
             plan.advice,
         ]
     )

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import logging
 import multiprocessing
 import os
 import resource
@@ -26,7 +25,6 @@ from typing import Any, TypeVar
 
 from pipeline.errors import PlanError, PlanLimitError
 
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
 GiB = 1024**3
 

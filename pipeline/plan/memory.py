@@ -31,6 +31,11 @@ RUNTIME_RESERVE_BYTES = 1 * GiB
 MAX_DEGREE = 1 << 14
 
 
+def powers_of_two(limit: int) -> list[int]:
+    """The powers of two from 2 up to ``limit``: the degrees above 1 a layout may take."""
+    return [1 << k for k in range(1, limit.bit_length())]
+
+
 @dataclass(frozen=True)
 class Need:
     """Memory of one layout: ``degree`` cores, with expert parallelism over them when ``expert_parallel``."""
@@ -107,23 +112,14 @@ class Sizing:
         is always valid; a model without a tp plan has only that.
         """
         limit = up_to if up_to is not None else inst.cores if inst else 1
-        found, d = [1], 2
-        while self.can_shard and d <= limit:
-            if self._splits_heads(d):
-                found.append(d)
-            d *= 2
-        return found
+        return [1, *filter(self._splits_heads, powers_of_two(limit))] if self.can_shard else [1]
 
     def ep_degrees(self, limit: int) -> list[int]:
         """Degrees (>= 2) of tensor + expert parallelism: they split the experts and, like tp, the heads."""
         if not self.experts or not self.num_experts:
             return []
-        found, d = [], 2
-        while d <= min(limit, self.num_experts):
-            if self.num_experts % d == 0 and self._splits_heads(d):
-                found.append(d)
-            d *= 2
-        return found
+        experts = self.num_experts
+        return [d for d in powers_of_two(min(limit, experts)) if experts % d == 0 and self._splits_heads(d)]
 
     def layouts(self, limit: int) -> list[tuple[int, bool]]:
         """Every (degree, expert parallel) up to ``limit`` cores, by degree; at one degree tp alone first."""

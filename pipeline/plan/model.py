@@ -13,12 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import ConfigError, PlanError
+from pipeline.errors import PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
-from pipeline.ids import validate_model_id
-from pipeline.models import safetensors_bytes, safetensors_param_count
-from pipeline.plan.advice import cores_text, fit_advice, no_fit_advice, size_text
-from pipeline.plan.components import LocalFiles
+from pipeline.models import safetensors_bytes
+from pipeline.plan.advice import fit_advice, no_fit_advice, size_text
+from pipeline.plan.components import model_files
 from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe
@@ -125,8 +124,6 @@ def plan_config(
         where = f"a {inst.name}" if quantization.mx_format else "Neuron"
         advice = f"cannot load its {quantization.method} checkpoint on {where} ({quantization.reason}); {advice}"
     return Plan(
-        model=None,
-        revision=None,
         architecture=info.architecture,
         model_type=info.model_type,
         source=source,
@@ -230,29 +227,15 @@ def plan_model(
         return plan_pipeline_model(
             model, revision=revision, dtype=dtype, instance=instance, lnc=lnc, workload=workload, hub=hub
         )
-    base_model = _base_model(task)
     local = path.is_dir()
     if not local and (str(model).startswith((".", "/", "~")) or str(model).count("/") > 1):
         raise PlanError(f"cannot plan {model}: no such folder, and not a Hub id")
-    if local:
-        config = LocalFiles(path).json("config.json")  # read as a pipeline's component configs are
-    else:
-        if hub is None:
-            raise ConfigError(f"cannot plan {model}: a Hub id needs a Hub client")
-        config = hub.fetch_config(validate_model_id(str(model)), revision=revision)
-        if not isinstance(config, Mapping):
-            raise PlanError(f"cannot plan {model}: its config.json is not a JSON object")
-    st_params = None
-    checkpoint = safetensors_bytes(path) if local else None
-    info = describe(config, base_model=base_model)
+    files = model_files(model, revision, hub)
+    config = files.json("config.json")  # read as a pipeline's component configs are
+    info, st_params = describe(config, base_model=_base_model(task)), None
     if not info.instantiable:
         logger.info("%s: %s; counting parameters from safetensors metadata", model, info.reason)
-        if local:
-            st_params = safetensors_param_count(path)
-        else:
-            assert hub is not None
-            st_params = hub.fetch_safetensors_params(str(model), revision=revision)
-        if not st_params:
+        if not (st_params := files.params()):
             raise PlanError(f"cannot plan {model}: {info.reason}, and it has no safetensors metadata")
     plan = plan_config(
         config,
@@ -261,7 +244,7 @@ def plan_model(
         lnc=lnc,
         workload=workload,
         safetensors_params=st_params,
-        checkpoint_bytes=checkpoint,
+        checkpoint_bytes=safetensors_bytes(path) if local else None,
         task=task,
     )
     return replace(plan, model=str(model), revision=None if local else revision)
@@ -308,11 +291,6 @@ def format_plan(plan: Plan) -> str:
             f" {count_text(plan.active_params_without_embedding)} without the embedding table)"
         )
     name = f"{plan.model}: " if plan.model else ""
-    where = f"{plan.instance}, LNC={plan.lnc}, {size_text(plan.memory_per_core_bytes)} per NeuronCore"
-    if plan.fits:
-        cores = f"{cores_text(plan.cores)}, {size_text(plan.per_core_bytes)} each"
-    else:
-        cores = f"does not fit (the smallest layout that would hold it: {cores_text(plan.cores)})"
     lines = [f"{name}{plan.architecture}, {count_text(plan.params)} parameters{active} (source: {plan.source})"]
     q = plan.quantization
     if q is not None:
@@ -326,7 +304,7 @@ def format_plan(plan: Plan) -> str:
         f"{f'{mx} weights, {plan.dtype} compute' if mx else plan.dtype}: weights {size_text(plan.weights_bytes)}"
         f" + KV cache {size_text(plan.kv_cache_bytes)}"
         f" + overhead {size_text(plan.overhead_bytes)} = {size_text(plan.total_bytes)}",
-        f"{where}: {cores}",
+        plan.layout_line(),
         plan.advice,
     ]
     return "\n".join(lines)

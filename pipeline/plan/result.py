@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipeline.errors import ConfigError
+from pipeline.plan.advice import cores_text, size_text
 from pipeline.plan.memory import DTYPE_BYTES
 from pipeline.types import DTYPES
 
@@ -18,7 +19,7 @@ ParamSource = Literal["meta-device", "safetensors"]
 _DTYPE_ALIASES: dict[str, str] = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Plan:
     """How much memory a model needs and on how many NeuronCores it runs.
 
@@ -40,10 +41,10 @@ class Plan:
     step, VAE decode) at the resolution in ``workload["image_size"]``. Transformers models leave both None.
     """
 
-    model: str | None
-    revision: str | None
+    model: str | None = None
+    revision: str | None = None
     architecture: str | None
-    model_type: str | None
+    model_type: str | None = None
     source: ParamSource
     dtype: str
     instance: str
@@ -56,21 +57,28 @@ class Plan:
     quantization: dict[str, Any] | None
     weights_bytes: int
     replicated_weights_bytes: int
-    kv_cache_bytes: int
+    kv_cache_bytes: int = 0
     overhead_bytes: int
     total_bytes: int
     per_core_bytes: int
     cores: int
     tp_degree: int | None
-    ep_degree: int | None
-    kv_replication: int
+    ep_degree: int | None = None
+    kv_replication: int = 1
     num_attention_heads: int | None
-    num_key_value_heads: int | None
+    num_key_value_heads: int | None = None
     fits: bool
     advice: str
     workload: dict[str, int | None]
     components: list[dict[str, Any]] | None = None
     activations: dict[str, int] | None = None
+
+    def layout_line(self) -> str:
+        """The instance and the cores the plan takes, as ``trncat plan`` prints them."""
+        where = f"{self.instance}, LNC={self.lnc}, {size_text(self.memory_per_core_bytes)} per NeuronCore"
+        if self.fits:
+            return f"{where}: {cores_text(self.cores)}, {size_text(self.per_core_bytes)} each"
+        return f"{where}: does not fit (the smallest layout that would hold it: {cores_text(self.cores)})"
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field (what ``trncat plan --json`` prints)."""

@@ -94,10 +94,6 @@ class Duration:
         return self.compile_s + self.run_s
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
 def _percentile(values: list[int], percent: int) -> int | None:
     """The nearest-rank percentile (a value of the list, never an interpolation), or None for no values."""
     if not values:
@@ -120,12 +116,12 @@ class DurationModel:
         current = public_version((toolchain or {}).get("neuronx_cc"))
         self._groups: dict[tuple[bool, str, int, int], list[Mapping[str, Any]]] = {}
         for row in rows:
-            # Only a compile that finished says how long compiling takes (a pass, or a failure after it).
-            if row.get("device") != "neuron" or row.get("compile_s") is None or row.get("wall_s") is None:
-                continue
-            if row.get("status") == "error":
-                continue
-            if row.get("source") != "ci":  # a submission's figures are reviewed claims, not our measurements
+            # Only a compile that finished says how long compiling takes (a pass, or a failure after it); only our CI's
+            # rows count (a submission's figures are reviewed claims, not our measurements).
+            finished = (
+                row.get("compile_s") is not None and row.get("wall_s") is not None and row.get("status") != "error"
+            )
+            if row.get("device") != "neuron" or not finished or row.get("source") != "ci":
                 continue
             key = (int(row["cores"] or 1), param_bucket(row.get("params")))
             at_current = current is not None and public_version(row.get("neuronx_cc_version")) == current
@@ -154,13 +150,10 @@ class DurationModel:
             rows = self._groups.get((at_current, task, cores, param_bucket(params)))
             if not rows:
                 continue
-            compile_s = _median([float(r["compile_s"]) for r in rows])
-            run_s = _median([max(0.0, float(r["wall_s"]) - float(r["compile_s"])) for r in rows])
             memory = [int(r["peak_host_memory_bytes"]) for r in rows if r.get("peak_host_memory_bytes")]
-            assert compile_s is not None and run_s is not None
             return Duration(
-                compile_s=compile_s,
-                run_s=run_s,
+                compile_s=statistics.median(float(r["compile_s"]) for r in rows),
+                run_s=statistics.median(max(0.0, float(r["wall_s"]) - float(r["compile_s"])) for r in rows),
                 # The guard should not under-ask: a high percentile of the compiles seen, not the median.
                 host_memory_bytes=_percentile(memory, HOST_MEMORY_PERCENTILE) or prior.host_memory_bytes,
                 source=source,

@@ -155,14 +155,14 @@ def _history(
     return history, {model: group for model, (_, group) in newest.items()}
 
 
-def fetch_results(hub: Hub, repo: str, *, into: Path) -> Path:
-    """Download the results files of the Hub dataset ``repo`` into ``into`` (what :func:`build_queue` reads).
+def fetch_results(hub: Hub, repo: str, *, into: Path, pick: Callable[[list[str]], list[str]] = results_paths) -> Path:
+    """Download the results files of the Hub dataset ``repo`` into ``into`` (what :func:`build_queue` reads), or the
+    files ``pick`` picks of the repo's (:func:`pipeline.dataset.warm_queue_paths`: what a warm queue reads).
 
     Raises:
         HubError: (or a child) the Hub failed.
     """
-    wanted = results_paths(hub.list_files(repo, repo_type="dataset"))
-    if wanted:
+    if wanted := pick(hub.list_files(repo, repo_type="dataset")):
         hub.snapshot(repo, repo_type="dataset", local_dir=into, allow_patterns=wanted)
     return into
 

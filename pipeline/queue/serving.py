@@ -62,17 +62,13 @@ def servable(row: Mapping[str, Any]) -> bool:
 
 def _served(records: Iterable[Mapping[str, Any]], workload: str) -> set[tuple[str, str]]:
     """(model id without case, hardware) of the serving rows of ``workload`` this harness version made."""
-    done = set()
-    for record in records:
-        serving = record.get("serving") or {}
-        same = (serving.get("workload") or {}).get("name") == workload
-        if (
-            same
-            and record.get("status") in ("pass", "fail")
-            and (record.get("versions") or {}).get("pipeline") == pipeline.__version__
-        ):
-            done.add((str(record["model_id"]).casefold(), str(record["hardware"]["name"])))
-    return done
+    return {
+        (str(record["model_id"]).casefold(), str(record["hardware"]["name"]))
+        for record in records
+        if ((record.get("serving") or {}).get("workload") or {}).get("name") == workload
+        and record.get("status") in ("pass", "fail")
+        and (record.get("versions") or {}).get("pipeline") == pipeline.__version__
+    }
 
 
 def _cores_per_chip(instance: str, core_config: Any) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,6 @@ class SweepResult:
     instances: int
     jobs: int
     unrun: int = 0
-    released_at_s: list[float] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -78,9 +77,7 @@ class _Sim:
 
     def _place(self, i: int, runner: _Runner, at: float) -> None:
         """Give an idle runner work: its own size, else split it for a smaller size waiting."""
-        if self._start(i, runner, at):
-            return
-        if not self.repartition:
+        if self._start(i, runner, at) or not self.repartition:
             return
         smaller = [s for s in self._waiting_sizes() if s < runner.size]
         if smaller:
@@ -94,11 +91,8 @@ class _Sim:
 
     def _regroup(self, i: int, at: float) -> None:
         """An instance with every runner idle re-partitions whole for the largest size still waiting."""
-        runners = self.instances[i]
-        if any(r.busy for r in runners):
-            return
-        sizes = self._waiting_sizes()
-        if not sizes:
+        runners, sizes = self.instances[i], self._waiting_sizes()
+        if not sizes or any(r.busy for r in runners):
             return
         total = sum(r.size for r in runners)
         size = min(sizes[0], total)
@@ -125,11 +119,7 @@ class _Sim:
 
     def _could_take(self, runners: list[_Runner]) -> bool:
         sizes = self._waiting_sizes()
-        if not sizes:
-            return False
-        if self.repartition:
-            return True
-        return any(r.size in sizes for r in runners)
+        return bool(sizes) and (self.repartition or any(r.size in sizes for r in runners))
 
 
 def simulate(
@@ -165,5 +155,4 @@ def simulate(
         instances=len(layouts),
         jobs=len(jobs) - unrun,
         unrun=unrun,
-        released_at_s=released,
     )

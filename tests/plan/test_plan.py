@@ -184,8 +184,8 @@ class FakeHub:
         self.config, self.params = config, params
         self.calls: list[tuple[str, str, str | None]] = []
 
-    def fetch_config(self, model_id: str, *, revision: str | None = None) -> dict[str, Any]:
-        self.calls.append(("config", model_id, revision))
+    def fetch_json(self, model_id: str, filename: str, *, revision: str | None = None) -> dict[str, Any]:
+        self.calls.append(("config" if filename == "config.json" else filename, model_id, revision))
         return self.config
 
     def fetch_safetensors_params(self, model_id: str, *, revision: str | None = None) -> int | None:

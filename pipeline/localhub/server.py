@@ -305,14 +305,8 @@ class _Handler(BaseHTTPRequestHandler):
         if response.file is None:
             self.wfile.write(response.body)
             return
-        path, start, remaining = response.file
+        path, start, count = response.file
         with Path(path).open("rb") as handle:
-            handle.seek(start)
-            while remaining > 0:
-                chunk = handle.read(min(remaining, 1 << 20))
-                if not chunk:
-                    break
-                self.wfile.write(chunk)
-                remaining -= len(chunk)
+            self.connection.sendfile(handle, start, count)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _handle

@@ -211,9 +211,7 @@ def _toolchain(root: Path, machine: Machine) -> None:
     import yaml
 
     pins = yaml.safe_load((REPO_ROOT / "runners" / "toolchain.yaml").read_text(encoding="utf-8"))
-    pins["torch_neuronx"] = machine.packages["torch-neuronx"]
-    pins["neuronx_cc"] = machine.packages["neuronx-cc"]
-    pins["nki"] = machine.packages["nki"]
+    pins |= {dist.replace("-", "_"): machine.packages[dist] for dist in ("torch-neuronx", "neuronx-cc", "nki")}
     pins["torch"] = importlib.metadata.version("torch").split("+", 1)[0]
     (root / "toolchain.yaml").write_text(f"# {EMULATOR}\n" + yaml.safe_dump(pins, sort_keys=False), encoding="utf-8")
 

@@ -97,14 +97,11 @@ def memory_table_tail(tmp: Path, *, since: float, limit: int = 1200) -> tuple[st
     """
     try:
         tables = [p for p in tmp.glob(MEMORY_TABLE_GLOB) if p.is_file() and p.stat().st_mtime >= since - 1]
+        newest = max(tables, key=lambda p: p.stat().st_mtime, default=None)
+        text = newest.read_text(encoding="utf-8", errors="replace") if newest else ""
     except OSError:
         return None
-    if not tables:
-        return None
-    newest = max(tables, key=lambda p: p.stat().st_mtime)
-    try:
-        text = newest.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    if newest is None:
         return None
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
     tail = " | ".join(lines)[-limit:]

@@ -86,24 +86,11 @@ def enable_generate_compile(
 def sum_across_ranks(value: int) -> int:
     """Sum an integer over the torch.distributed ranks, on the host (the value itself when not distributed).
 
-    The sum goes over a gloo group on the CPU, never through the device's collectives: neuronx-cc rejects an
-    integer all-reduce on the Neuron device by default (docs/neuron-facts.md), and bookkeeping has no business
-    on the accelerator anyway. Every rank must call it (the group and the collective are collective calls).
-
-    Args:
-        value: This rank's value.
-
-    Returns:
-        The sum over all ranks.
+    The values are gathered over a gloo group on the CPU (:func:`gather_across_ranks`), never through the device's
+    collectives: neuronx-cc rejects an integer all-reduce on the Neuron device by default (docs/neuron-facts.md),
+    and bookkeeping has no business on the accelerator anyway. Every rank must call it (a collective call).
     """
-    import torch
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return value
-    tensor = torch.tensor([value], dtype=torch.int64)
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=_host_group())
-    return int(tensor.item())
+    return sum(gather_across_ranks(value))
 
 
 def gather_across_ranks(value: Any) -> list[Any]:

@@ -148,5 +148,4 @@ class CudaBackend(Backend):
         import torch
 
         torch.cuda.synchronize()
-        peak = int(torch.cuda.max_memory_allocated())
-        return sum_across_ranks(peak) if world_of()[2] > 1 else peak
+        return sum_across_ranks(int(torch.cuda.max_memory_allocated()))

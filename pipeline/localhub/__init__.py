@@ -15,8 +15,9 @@ May import: the top-level modules, and :mod:`pipeline.hub` (the card metadata it
 own front-matter rule).
 Imported by: the CLI (``trncat localhub serve``, the demo) and the tests.
 
-The tests' faulty network in front of one, and their pytest fixtures, are the tests' own
-(``tests/support/fault_proxy.py``, ``tests/support/localhub_fixtures.py``).
+The tests' faulty network in front of one, their server that injects faults and hooks, and their pytest fixtures,
+are the tests' own (``tests/support/fault_proxy.py``, ``tests/support/faulty_hub.py``,
+``tests/support/localhub_fixtures.py``).
 """
 
 from __future__ import annotations
@@ -29,12 +30,10 @@ from pathlib import Path
 from typing import Self
 
 from pipeline.errors import StoreError
-from pipeline.localhub.server import Fault, Hook, LocalHubServer
+from pipeline.localhub.server import LocalHubServer
 from pipeline.localhub.storage import LocalHubStore
 
 __all__ = [
-    "Fault",
-    "Hook",
     "InBackground",
     "LocalHub",
     "LocalHubServer",
@@ -78,6 +77,7 @@ class LocalHub(InBackground):
         port: Port; 0 picks a free one.
         tokens: Tokens allowed to write; None (default) lets every request write.
         latency_s: Seconds each answer is held, as a round trip to the real Hub takes (benchmarks); 0 default.
+        server: The server class (the tests' injects faults: ``tests/support/faulty_hub.py``).
     """
 
     def __init__(
@@ -88,9 +88,10 @@ class LocalHub(InBackground):
         port: int = 0,
         tokens: Iterable[str] | None = None,
         latency_s: float = 0.0,
+        server: type[LocalHubServer] = LocalHubServer,
     ) -> None:
         self.store = LocalHubStore(Path(root))
-        self.server = LocalHubServer(self.store, (host, port), tokens=tokens, latency_s=latency_s)
+        self.server = server(self.store, (host, port), tokens=tokens, latency_s=latency_s)
         self._serve(self.server, "localhub")
         logger.info("local hub serving %s at %s", root, self.url)
 

@@ -161,18 +161,17 @@ def _sibling(path: str, entry: dict[str, Any], blobs: bool) -> dict[str, Any]:
     return out
 
 
-def _page(req: Request, items: list[Any], limit: int) -> tuple[list[Any], dict[str, str]]:
+def _next(req: Request, cursor_text: str) -> dict[str, str]:
+    """The Link header of the next page: this request's URL with ``cursor`` moved on (GitHub-style, as the Hub)."""
+    query = {k: v for k, v in req.query.items() if k != "cursor"} | {"cursor": [cursor_text]}
+    return {"Link": f'<{req.base_url}/{"/".join(req.segments)}?{urlencode(query, doseq=True)}>; rel="next"'}
+
+
+def _page(req: Request, items: list[Any]) -> tuple[list[Any], dict[str, str]]:
     """Cursor pagination with a GitHub-style Link header, like the Hub (at most 1,000 per page)."""
     start = int(req.arg("cursor", "0") or 0)
-    size = max(1, min(limit, PAGE_MAX))
-    page = items[start : start + size]
-    headers = {}
-    if start + size < len(items):
-        query = {k: v for k, v in req.query.items() if k != "cursor"}
-        query["cursor"] = [str(start + size)]
-        path = "/" + "/".join(req.segments)
-        headers["Link"] = f'<{req.base_url}{path}?{urlencode(query, doseq=True)}>; rel="next"'
-    return page, headers
+    size = max(1, min(int(req.arg("limit", str(PAGE_MAX)) or PAGE_MAX), PAGE_MAX))
+    return items[start : start + size], _next(req, str(start + size)) if start + size < len(items) else {}
 
 
 def _listing(store: LocalHubStore, req: Request, repo_type: str) -> Response:
@@ -194,7 +193,7 @@ def _listing(store: LocalHubStore, req: Request, repo_type: str) -> Response:
         descending = req.arg("direction", "-1") != "1"
         repos = sorted(repos, key=lambda r: r.repo_id)
         repos.sort(key=lambda r: r.meta.get(sort) or 0, reverse=descending)
-    page, headers = _page(req, repos, int(req.arg("limit", str(PAGE_MAX)) or PAGE_MAX))
+    page, headers = _page(req, repos)
     expand = req.args("expand") or None
     if expand is None:
         expand = ["modelId", "likes", "downloads", "trendingScore", "private", "tags", "pipeline_tag"]
@@ -244,12 +243,10 @@ def _tree(req: Request, repo: Repo, rev: str, path: str) -> Response:
     limit = req.arg("limit") or ""
     size = max(1, min(int(limit), PAGE_MAX)) if limit.isdigit() else PAGE_MAX
     page: list[dict[str, Any]] = []
-    resume, headers = ("", 0), {}
+    resume, headers = ("", 0), dict[str, str]()
     for entry, after in tree.walk(prefix, recursive=recursive, cursor=req.arg("cursor") or None):
         if len(page) == size:  # one more exists: the next page starts after the last one shown
-            query = {k: v for k, v in req.query.items() if k != "cursor"}
-            query["cursor"] = [cursor(resume)]
-            headers["Link"] = f'<{req.base_url}/{"/".join(req.segments)}?{urlencode(query, doseq=True)}>; rel="next"'
+            headers = _next(req, cursor(resume))
             break
         page.append(_file_json(entry["path"], entry) if entry["type"] == "file" else entry)
         resume = after

@@ -57,8 +57,7 @@ class DiscussionStore:
         with self.lock:
             repo = self.get(repo_id, repo_type=repo_type)
             d = self.discussion(repo, num)
-            event: dict[str, Any] = {"id": f"{self._next_id():024x}", "type": "status-change", "createdAt": now()}
-            event |= {"author": {"name": author}, "data": {"status": status}}
+            event = self._event("status-change", author, {"status": status})
             d["events"].append(event)
             d["status"] = status
             self._save_discussions(repo)
@@ -106,10 +105,6 @@ class DiscussionStore:
                 d["events"].append(self._comment_event(comment, author))
             return self.set_discussion_status(repo.repo_id, num, "merged", repo_type=repo.repo_type, author=author)
 
-    def _next_id(self) -> int:
-        self._counter += 1
-        return self._counter
-
     def discussion(self, repo: Repo, num: int) -> dict[str, Any]:
         """Discussion ``num``, or a 404."""
         if not 1 <= num <= len(repo.discussions):
@@ -119,19 +114,14 @@ class DiscussionStore:
     def _save_discussions(self, repo: Repo) -> None:
         write_json(repo.path / "discussions.json", repo.discussions)
 
+    def _event(self, kind: str, author: str, data: dict[str, Any]) -> dict[str, Any]:
+        self._counter += 1
+        event = {"id": f"{self._counter:024x}", "type": kind, "createdAt": now(), "author": {"name": author}}
+        return event | {"data": data}
+
     def _comment_event(self, text: str, author: str) -> dict[str, Any]:
-        return {
-            "id": f"{self._next_id():024x}",
-            "type": "comment",
-            "createdAt": now(),
-            "author": {"name": author},
-            "data": {
-                "edited": False,
-                "hidden": False,
-                "latest": {"raw": text, "html": text, "updatedAt": now(), "author": {"name": author}},
-                "history": [],
-            },
-        }
+        latest = {"raw": text, "html": text, "updatedAt": now(), "author": {"name": author}}
+        return self._event("comment", author, {"edited": False, "hidden": False, "latest": latest, "history": []})
 
     def comment(self, repo: Repo, num: int, text: str, *, author: str) -> dict[str, Any]:
         """Add a comment; returns the event."""

@@ -28,10 +28,9 @@ class Repo:
         Raises:
             StoreError: 404 RevisionNotFound.
         """
-        if revision in self.refs:
-            return self.refs[revision]
-        if revision.startswith("refs/heads/") and revision[len("refs/heads/") :] in self.refs:
-            return self.refs[revision[len("refs/heads/") :]]
+        for branch in (revision, revision.removeprefix("refs/heads/")):
+            if branch in self.refs:
+                return self.refs[branch]
         if revision in self.commits:
             return revision
         raise StoreError(f"Invalid rev id: {revision}", status=404, code="RevisionNotFound")

@@ -147,7 +147,7 @@ class LocalHubStore(DiscussionStore):
         parts = repo_id.split("/") if isinstance(repo_id, str) else []
         if repo_type not in REPO_TYPES or len(parts) != 2 or not all(_REPO_PART.fullmatch(p) for p in parts):
             raise StoreError(f"Bad repo {repo_type}/{str(repo_id)[:200]}", status=400)
-        if ".." in repo_id:
+        if ".." in repo_id:  # the Hub refuses it inside a name too
             raise StoreError(f"Bad repo {repo_type}/{repo_id}", status=400)
         with self.lock:
             if (repo_type, repo_id) in self._repos:
@@ -160,10 +160,7 @@ class LocalHubStore(DiscussionStore):
             repo = Repo(repo_id=repo_id, repo_type=repo_type, path=folder, meta=meta, refs={})
             # _add_commit writes meta.json and refs.json.
             self._repos[(repo_type, repo_id)] = repo
-            blob = self.put_blob(DEFAULT_GITATTRIBUTES)
-            changes: dict[str, dict[str, Any] | None] = {
-                ".gitattributes": self._entry(DEFAULT_GITATTRIBUTES, blob, lfs=False)
-            }
+            changes: dict[str, Any] = {".gitattributes": self.entry_for_bytes(".gitattributes", DEFAULT_GITATTRIBUTES)}
             self._add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
             return repo
 
@@ -185,10 +182,8 @@ class LocalHubStore(DiscussionStore):
             StoreError: 400 when the content does not match ``sha256``.
         """
         check_sha256(sha256)
-        digest = hashlib.sha256()
         with source.open("rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(chunk)
+            digest = hashlib.file_digest(handle, "sha256")
         if digest.hexdigest() != sha256:
             source.unlink(missing_ok=True)
             raise StoreError(f"Uploaded content does not match oid {sha256}", status=400)
@@ -207,17 +202,11 @@ class LocalHubStore(DiscussionStore):
         """
         return self.blobs / check_sha256(sha256)
 
-    def _entry(self, data: bytes | None, sha256: str, *, lfs: bool, size: int | None = None) -> dict[str, Any]:
-        if data is not None:
-            size = len(data)
-        assert size is not None
-        oid = git_blob_sha(data) if data is not None and not lfs else None
-        if oid is None:
-            # The git id of the LFS pointer file, as the Hub reports it for LFS files.
-            pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
-            oid = git_blob_sha(pointer)
-            return {"sha256": sha256, "size": size, "oid": oid, "lfs": True, "pointer_size": len(pointer)}
-        return {"sha256": sha256, "size": size, "oid": oid, "lfs": False}
+    @staticmethod
+    def _lfs_entry(sha256: str, size: int) -> dict[str, Any]:
+        # The git id of the LFS pointer file, as the Hub reports it for LFS files.
+        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+        return {"sha256": sha256, "size": size, "oid": git_blob_sha(pointer), "lfs": True, "pointer_size": len(pointer)}
 
     def entry_for_lfs(self, sha256: str, size: int | None) -> dict[str, Any]:
         """Tree entry of an uploaded LFS object.
@@ -227,11 +216,14 @@ class LocalHubStore(DiscussionStore):
         """
         if not self.has_blob(sha256):
             raise StoreError(f"LFS object {sha256} was not uploaded", status=422)
-        return self._entry(None, sha256, lfs=True, size=size or self.blob_path(sha256).stat().st_size)
+        return self._lfs_entry(sha256, size or self.blob_path(sha256).stat().st_size)
 
     def entry_for_bytes(self, path: str, data: bytes) -> dict[str, Any]:
         """Tree entry of inline content (regular git blob, or LFS when the Hub would use LFS)."""
-        return self._entry(data, self.put_blob(data), lfs=is_lfs_path(path, len(data)))
+        sha256 = self.put_blob(data)
+        if is_lfs_path(path, len(data)):
+            return self._lfs_entry(sha256, len(data))
+        return {"sha256": sha256, "size": len(data), "oid": git_blob_sha(data), "lfs": False}
 
     # -- commits -------------------------------------------------------------------------------------
     def _add_commit(
@@ -259,9 +251,8 @@ class LocalHubStore(DiscussionStore):
                 "changes": changes,
             }
             write_json(repo.path / "commits" / f"{sha}.json", commit)
-            base = repo.commits[parent]["tree"] if parent is not None else Tree()
-            commit["tree"] = base.changed(changes)
             repo.commits[sha] = commit
+            _build_trees(repo.commits, [sha])
             repo.refs[ref] = sha
             write_json(repo.path / "refs.json", repo.refs)
             repo.meta["lastModified"] = commit["date"]
@@ -320,10 +311,10 @@ class LocalHubStore(DiscussionStore):
         """
         with self.lock:
             repo = self.get(repo_id, repo_type=repo_type)
-            additions = {}
-            for path, content in files.items():
-                data = content.read_bytes() if isinstance(content, Path) else content
-                additions[path] = self.entry_for_bytes(path, data)
+            additions = {
+                path: self.entry_for_bytes(path, data.read_bytes() if isinstance(data, Path) else data)
+                for path, data in files.items()
+            }
             return self.apply_commit(
                 repo,
                 ref=branch,
@@ -348,9 +339,10 @@ class LocalHubStore(DiscussionStore):
         return out
 
 
-def _build_trees(commits: dict[str, dict[str, Any]]) -> None:
-    """Give each loaded commit its tree, parents first: its parent's with its changes."""
-    for sha in commits:
+def _build_trees(commits: dict[str, dict[str, Any]], shas: list[str] | None = None) -> None:
+    """Give each commit of ``shas`` (each commit when None) its tree, parents first: its parent's with its
+    changes."""
+    for sha in commits if shas is None else shas:
         chain, at = [], sha
         while at is not None and "tree" not in commits[at]:
             chain.append(at)

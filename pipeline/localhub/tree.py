@@ -69,10 +69,6 @@ class Tree(Mapping[str, Entry]):
         j = bisect.bisect_left(self._keys[i], path)
         return (i + 1, 0) if j == len(self._keys[i]) else (i, j)
 
-    def _from(self, path: str) -> Iterator[str]:
-        """Paths >= ``path``, in order."""
-        return (p for p, _ in self._pairs_from(path))
-
     def _pairs_from(self, path: str) -> Iterator[tuple[str, Entry]]:
         """(path, entry) of the paths >= ``path``, in order."""
         i, j = self._position(path)
@@ -90,7 +86,7 @@ class Tree(Mapping[str, Entry]):
 
     def under(self, prefix: str) -> Iterator[str]:
         """The paths starting with ``prefix``, in order (they sit together in the index)."""
-        for path in self._from(prefix):
+        for path, _ in self._pairs_from(prefix):
             if not path.startswith(prefix):
                 return
             yield path

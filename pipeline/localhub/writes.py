@@ -44,10 +44,8 @@ def lfs_batch(store: LocalHubStore, req: Request, repo: Repo) -> Response:
                 "verify": {"href": f"{req.base_url}/lfs-verify/{oid}"},
             }
         objects.append(answer)
-    return Response(200, json.dumps({"transfer": "basic", "objects": objects}).encode(), _LFS_JSON)
-
-
-_LFS_JSON = {"Content-Type": "application/vnd.git-lfs+json"}
+    body = json.dumps({"transfer": "basic", "objects": objects}).encode()
+    return Response(200, body, {"Content-Type": "application/vnd.git-lfs+json"})
 
 
 def lfs_upload(store: LocalHubStore, req: Request, oid: str) -> Response:
@@ -124,10 +122,9 @@ def refs(repo: Repo, req: Request) -> Response:
 
     branches = [ref(n, f"refs/heads/{n}") for n in sorted(repo.refs) if not n.startswith("refs/")]
     prs = sorted((n for n in repo.refs if n.startswith("refs/pr/")), key=lambda n: int(n.rsplit("/", 1)[1]))
-    pull_requests = [ref(n, n) for n in prs]
     out: dict[str, Any] = {"branches": branches, "tags": [], "converts": []}
     if req.arg("include_prs") in {"1", "true", "True"}:
-        out["pullRequests"] = pull_requests
+        out["pullRequests"] = [ref(n, n) for n in prs]
     return ok(out)
 
 

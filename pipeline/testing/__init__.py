@@ -1,8 +1,7 @@
 """Offline fixtures shared by the tests, the demo and the benchmarks: tiny models built locally.
 
 - :mod:`~pipeline.testing.tiny`: tiny real models built locally (a 2-layer Llama, a tiny LLaVA, a BERT wrapped as a
-  sentence-transformers model, a Stable-Diffusion-shaped pipeline);
-- :mod:`~pipeline.testing.tiny_speech`: a tiny Whisper (the speech-recognition task's model);
+  sentence-transformers model, a Stable-Diffusion-shaped pipeline, a tiny Whisper: the speech-recognition task's);
 - :mod:`~pipeline.testing.neuron`: the Neuron emulator.
 
 The sample records, the browser settings and the mutation check are the tests' own (``tests/support/``).
@@ -19,6 +18,6 @@ from pipeline.testing.tiny import (
     build_tiny_llava,
     build_tiny_sentence_bert,
     build_tiny_stable_diffusion,
+    build_tiny_whisper,
     build_tokenizer,
 )
-from pipeline.testing.tiny_speech import build_tiny_whisper

@@ -2,11 +2,20 @@
 
 Everything is deterministic (fixed corpus, fixed seeds), so a folder's content hash, and therefore the
 revision a local folder gets, is stable across runs and machines.
+
+The speech-recognition task's model is a 2-layer encoder, 2-layer decoder Whisper (about 120k parameters) with a
+byte-level BPE tokenizer trained on the workload's own transcripts, wrapped as a ``WhisperTokenizer`` (the pipeline
+decodes Whisper output with it) with Whisper's special tokens, and Whisper's feature extractor (80 log-mel bins
+over a 30 s window, which the encoder's 1500 positions take). Its weights are random (seed 0): it transcribes
+nothing right, so its word error rate against the true transcripts is about 1; the answer check compares it with
+its own CPU float32 run.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,29 +43,39 @@ _CHAT_TEMPLATE = (
 )
 
 
+#: The sizes of the small BERT and CLIP towers: 2 layers of 2 heads, 32 wide (the MLP 64).
+_SMALL: dict[str, Any] = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
+
+
 def _quiet_transformers() -> None:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
 
 
-def build_tokenizer(*, vocab_size: int = 384):
-    """A byte-level BPE tokenizer trained on a built-in corpus, wrapped as a transformers fast tokenizer."""
+def _bpe(corpus: list[str], *, vocab_size: int, special: list[str], unk: str | None = None) -> Any:
+    """A byte-level BPE tokenizer (``tokenizers``) trained on ``corpus``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
 
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
+    tokenizer = Tokenizer(models.BPE(unk_token=unk))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
-        special_tokens=_SPECIAL,
+        special_tokens=special,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
+    tokenizer.train_from_iterator(corpus, trainer=trainer)
+    return tokenizer
+
+
+def build_tokenizer(*, vocab_size: int = 384):
+    """A byte-level BPE tokenizer trained on a built-in corpus, wrapped as a transformers fast tokenizer."""
+    from transformers import PreTrainedTokenizerFast
+
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
+        tokenizer_object=_bpe(_CORPUS, vocab_size=vocab_size, special=_SPECIAL, unk="<unk>"),
         unk_token="<unk>",
         bos_token="<s>",
         eos_token="</s>",
@@ -140,15 +159,7 @@ def build_tiny_llava(folder: Path | str) -> Path:
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     text_config = _text_config(tokenizer)
-    vision_config = CLIPVisionConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        image_size=32,
-        patch_size=8,
-        projection_dim=32,
-    )
+    vision_config = CLIPVisionConfig(**_SMALL, image_size=32, patch_size=8, projection_dim=32)
     config = LlavaConfig(
         vision_config=vision_config,
         text_config=text_config,
@@ -192,13 +203,7 @@ def build_tiny_sentence_bert(folder: Path | str) -> Path:
     _quiet_transformers()
     tokenizer = build_tokenizer()
     config = BertConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=256,
-        pad_token_id=tokenizer.pad_token_id,
+        **_SMALL, vocab_size=len(tokenizer), max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id
     )
     config.architectures = ["BertModel"]
     torch.manual_seed(0)
@@ -246,11 +251,8 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
         sample_size=32,
     )
     text_config = CLIPTextConfig(
+        **_SMALL,
         vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
         max_position_embeddings=tokenizer.model_max_length,
         projection_dim=32,
         pad_token_id=tokenizer.pad_token_id,
@@ -272,4 +274,86 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
     )
     pipe.save_pretrained(folder)
     logger.debug("built tiny stable diffusion in %s", folder)
+    return folder
+
+
+#: Whisper's special tokens, after the byte-level vocabulary, in its order.
+_WHISPER = ("<|endoftext|>", "<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|translate|>", "<|notimestamps|>")
+_SPEECH_CORPUS = (
+    "the quick brown fox jumps over the lazy dog",
+    "please call stella and ask her to bring these things with her from the store",
+    "engineers want to know whether a model runs on trainium and how fast it is",
+    "the weather today is cold and windy with a chance of rain in the evening",
+)
+
+
+def _whisper_tokenizer(vocab_size: int) -> Any:
+    """A byte-level BPE trained on the workload's transcripts, as a ``WhisperTokenizer`` with Whisper's special
+    tokens."""
+    from transformers import WhisperTokenizer
+
+    bpe = _bpe(list(_SPEECH_CORPUS) * 4, vocab_size=vocab_size, special=[])
+    with tempfile.TemporaryDirectory() as scratch:
+        bpe.model.save(scratch)
+        vocab: dict[str, int] = json.loads((Path(scratch) / "vocab.json").read_text(encoding="utf-8"))
+        lines = (Path(scratch) / "merges.txt").read_text(encoding="utf-8").splitlines()
+    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+    tokenizer = WhisperTokenizer(vocab={**vocab, _WHISPER[0]: len(vocab)}, merges=merges, pad_token=_WHISPER[0])
+    tokenizer.add_special_tokens({"additional_special_tokens": list(_WHISPER[1:])})
+    return tokenizer
+
+
+def build_tiny_whisper(folder: Path | str) -> Path:
+    """Save a tiny random Whisper (``WhisperForConditionalGeneration``) with its processor into ``folder``.
+
+    Returns:
+        The folder, ready for ``transformers.pipeline("automatic-speech-recognition", model=folder)``.
+    """
+    import torch
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+    )
+
+    folder = Path(folder)
+    _quiet_transformers()
+    tokenizer = _whisper_tokenizer(320)
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _WHISPER}
+    end, start = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    config = WhisperConfig(
+        vocab_size=len(tokenizer),
+        num_mel_bins=80,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_source_positions=1500,
+        max_target_positions=128,
+        pad_token_id=end,
+        bos_token_id=end,
+        eos_token_id=end,
+        decoder_start_token_id=start,
+        suppress_tokens=None,
+        begin_suppress_tokens=None,
+    )
+    torch.manual_seed(0)
+    model = WhisperForConditionalGeneration(config).eval()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=start,
+        bos_token_id=end,
+        eos_token_id=end,
+        pad_token_id=end,
+        no_timestamps_token_id=ids["<|notimestamps|>"],
+    )
+    model.save_pretrained(folder)
+    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
+        folder
+    )
+    logger.debug("built tiny whisper in %s", folder)
     return folder

@@ -13,8 +13,9 @@ import pytest
 
 from pipeline import constants
 from pipeline.hub import Hub, point_client_at
-from pipeline.localhub import LocalHub, LocalHubServer, LocalHubStore
+from pipeline.localhub import LocalHub, LocalHubStore
 from tests.support.fault_proxy import FaultProxy
+from tests.support.faulty_hub import FaultyHubServer
 
 #: The read timeout (seconds) of a client behind ``localhub_proxy``: a stalled answer costs this long.
 PROXY_READ_TIMEOUT_S = 1.0
@@ -30,7 +31,7 @@ class LocalHubFixture:
 
     url: str
     store: LocalHubStore
-    server: LocalHubServer
+    server: FaultyHubServer
     client: Hub
     cache_dir: Path
     sleeps: list[float] = field(default_factory=list)
@@ -45,12 +46,13 @@ class LocalHubFixture:
 @pytest.fixture
 def localhub(tmp_path: Path) -> Iterator[LocalHubFixture]:
     """A local hub on a free loopback port, with huggingface_hub pointed at it (Xet off, private cache)."""
-    with LocalHub(tmp_path / "localhub") as hub:
+    with LocalHub(tmp_path / "localhub", server=FaultyHubServer) as hub:
         cache_dir = tmp_path / "hf-cache"
         restore = point_client_at(hub.url, cache_dir=cache_dir)
         try:
             sleeps: list[float] = []
             client = Hub(endpoint=hub.url, token="localhub-token", sleep=sleeps.append, cache_dir=cache_dir)
+            assert isinstance(hub.server, FaultyHubServer)
             yield LocalHubFixture(hub.url, hub.store, hub.server, client, cache_dir, sleeps)
         finally:
             restore()

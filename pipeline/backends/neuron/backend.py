@@ -200,16 +200,12 @@ class NeuronBackend(NeuronChildSide, Backend):
     @property
     def lnc(self) -> int:
         """Logical core config: NEURON_LOGICAL_NC_CONFIG, else what neuron-ls reports, else 2 (trn2's default)."""
-        configured = constants.NEURON_LOGICAL_NC_CONFIG
-        if configured:
+        if configured := constants.NEURON_LOGICAL_NC_CONFIG:
             try:
                 return int(configured)
             except ValueError:
                 raise ConfigError(f"NEURON_LOGICAL_NC_CONFIG must be 1 or 2, got {configured!r}") from None
-        inventory = self.inventory
-        if inventory is not None and inventory.logical_nc_config:
-            return inventory.logical_nc_config
-        return 2
+        return (self.inventory.logical_nc_config if self.inventory else None) or 2
 
     @property
     def instance_type(self) -> str | None:

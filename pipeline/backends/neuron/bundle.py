@@ -21,6 +21,7 @@ unpacking writes into a private folder beside its place, renamed in only once th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gzip
 import hashlib
@@ -281,22 +282,15 @@ def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, label: str, sink: Sink 
         raise BundleError(f"{label} refused: {problem}")
     if len(first) < min(member.size, CHUNK_BYTES):
         raise BundleError(f"{label} is cut short in {member.name!r}")
-    out = sink(member.name) if sink is not None else None
-    try:
-        left = member.size - len(first)
-        piece = first
-        while True:
+    with contextlib.nullcontext() if sink is None else sink(member.name) as out:
+        piece, left = first, member.size - len(first)
+        while piece:
             if out is not None:
                 out.write(piece)
-            if left <= 0:
-                break
-            piece = handle.read(min(CHUNK_BYTES, left))
-            if not piece:
-                raise BundleError(f"{label} is cut short in {member.name!r}")
+            piece = handle.read(min(CHUNK_BYTES, left)) if left > 0 else b""
             left -= len(piece)
-    finally:
-        if out is not None:
-            out.close()
+    if left:
+        raise BundleError(f"{label} is cut short in {member.name!r}")
 
 
 def check_bundle(

@@ -76,13 +76,9 @@ DEFAULT_CONFIG_FILES = ("config.json",)
 
 
 def _shape_value(value: Any) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
-        return True
-    return (
-        isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    )
+    """An integer, or a list of them that is not empty (a bool is none)."""
+    values = value if isinstance(value, list) and value else [value]
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
 
 
 def config_shapes(config: dict[str, Any]) -> dict[str, Any]:

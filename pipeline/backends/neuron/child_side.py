@@ -86,8 +86,8 @@ class NeuronChildSide:
         import torch
 
         neuron = getattr(torch, "neuron", None)
-        count = neuron.device_count() if neuron is not None and hasattr(neuron, "device_count") else None
-        current = neuron.current_device() if neuron is not None and hasattr(neuron, "current_device") else None
+        count = getattr(neuron, "device_count", lambda: None)()
+        current = getattr(neuron, "current_device", lambda: None)()
         rank, local, world = world_of()
         mine = (
             f"rank {rank} of {world} (local rank {local}): device {self.device()}, "
@@ -159,9 +159,7 @@ class NeuronChildSide:
         import torch_neuronx
 
         self.synchronize()  # the allocator is asynchronous: its figures are current only after a synchronize
-        allocator = int(torch_neuronx.max_memory_allocated(self.device()))
-        if world_of()[2] > 1:
-            allocator = sum_across_ranks(allocator)
+        allocator = sum_across_ranks(int(torch_neuronx.max_memory_allocated(self.device())))
         if world_of()[0] != 0:
             return allocator
         cores = self._sysfs_cores_or_none()
@@ -183,8 +181,7 @@ class NeuronChildSide:
             return {}
         self.synchronize()
         # The segments the allocator holds: the footprint an out-of-memory is about (tensors are only part of it).
-        reserved = int(get(self.device()))
-        return {"peak_device_memory_reserved_bytes": sum_across_ranks(reserved) if world_of()[2] > 1 else reserved}
+        return {"peak_device_memory_reserved_bytes": sum_across_ranks(int(get(self.device())))}
 
     def run_notes(self) -> list[str]:
         return list(self._notes)

@@ -6,6 +6,7 @@ backend merges :func:`neuron_env` into the child's environment.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -58,13 +59,9 @@ def format_visible_cores(cores: Sequence[int]) -> str:
     ordered = sorted(set(cores))
     if not ordered or ordered[0] < 0:
         raise ConfigError(f"a core range needs at least one core, all non-negative; got {list(cores)}")
-    runs: list[list[int]] = []
-    for core in ordered:
-        if runs and core == runs[-1][1] + 1:
-            runs[-1][1] = core
-        else:
-            runs.append([core, core])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    # Consecutive cores keep the same difference to their position in the list: one run each.
+    runs = [[core for _, core in run] for _, run in itertools.groupby(enumerate(ordered), lambda p: p[1] - p[0])]
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def choose_cores(
@@ -137,11 +134,8 @@ def sysfs_core_indices(
     if not device_cores:
         return []
     devices = sorted(device_cores) if visible_devices is None else list(visible_devices)
-    offsets: dict[int, int] = {}
-    offset = 0
-    for device in sorted(device_cores):
-        offsets[device] = offset
-        offset += device_cores[device]
+    numbered = sorted(device_cores)
+    offsets = dict(zip(numbered, itertools.accumulate((device_cores[d] for d in numbered), initial=0), strict=False))
     per_device = device_cores[devices[0]] if devices and devices[0] in device_cores else 0
     out: list[int] = []
     for k in logical:

@@ -8,6 +8,7 @@ on an out-of-memory. The backend calls them with what it read.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -83,10 +84,7 @@ def count_ops(ops: Any) -> dict[str, int]:
     collection of names (a name listed k times counts k; a set counts each op once)."""
     if isinstance(ops, Mapping):
         return {str(op): int(n) for op, n in ops.items()}
-    counts: dict[str, int] = {}
-    for op in ops or ():
-        counts[str(op)] = counts.get(str(op), 0) + 1
-    return counts
+    return dict(Counter(str(op) for op in ops or ()))
 
 
 def memory_table_tail(tmp: Path, *, since: float, limit: int = 1200) -> tuple[str, str] | None:
@@ -99,14 +97,11 @@ def memory_table_tail(tmp: Path, *, since: float, limit: int = 1200) -> tuple[st
     """
     try:
         tables = [p for p in tmp.glob(MEMORY_TABLE_GLOB) if p.is_file() and p.stat().st_mtime >= since - 1]
+        newest = max(tables, key=lambda p: p.stat().st_mtime, default=None)
+        text = newest.read_text(encoding="utf-8", errors="replace") if newest else ""
     except OSError:
         return None
-    if not tables:
-        return None
-    newest = max(tables, key=lambda p: p.stat().st_mtime)
-    try:
-        text = newest.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    if newest is None:
         return None
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
     tail = " | ".join(lines)[-limit:]

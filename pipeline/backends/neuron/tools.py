@@ -250,6 +250,13 @@ def _core_dirs(sysfs_root: Path) -> Iterable[tuple[int, int, int, Path]]:
         offset += len(cores)
 
 
+def _memory_dirs(sysfs_root: Path, cores: Sequence[int] | None) -> Iterable[tuple[int, int, int, Path]]:
+    """(global index, device, core, its pre-2.31 ``device_mem`` folder) of the cores asked for (all when None)."""
+    for index, device, core, core_dir in _core_dirs(sysfs_root):
+        if cores is None or index in cores:
+            yield index, device, core, core_dir / "stats" / "memory_usage" / "device_mem"
+
+
 def device_core_counts(sysfs_root: Path) -> dict[int, int]:
     """sysfs device number -> physical NeuronCores it lists (empty without a Neuron driver)."""
     return {
@@ -303,12 +310,8 @@ def read_device_memory(sysfs_root: Path, *, cores: Sequence[int] | None = None) 
         ``{global core index: CoreMemory}`` for the cores that have memory counters (empty without a
         Neuron driver).
     """
-    wanted = set(cores) if cores is not None else None
     out: dict[int, CoreMemory] = {}
-    for index, device, core, core_dir in _core_dirs(sysfs_root):
-        if wanted is not None and index not in wanted:
-            continue
-        mem = core_dir / "stats" / "memory_usage" / "device_mem"
+    for index, device, core, mem in _memory_dirs(sysfs_root, cores):
         if not mem.is_dir():
             continue
         categories = {
@@ -355,12 +358,8 @@ def reset_peaks(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> bool
     Returns:
         True when every counter was cleared, False when one could not be written.
     """
-    wanted = set(cores) if cores is not None else None
     ok = True
-    for index, _device_idx, _core, core_dir in _core_dirs(sysfs_root):
-        if wanted is not None and index not in wanted:
-            continue
-        mem = core_dir / "stats" / "memory_usage" / "device_mem"
+    for *_, mem in _memory_dirs(sysfs_root, cores):
         for peak in [mem / "peak", *sorted(mem.glob("*/peak"))]:
             try:
                 peak.write_text("0\n")

@@ -44,13 +44,14 @@ def synchronize(device_index: Any = None) -> None:
     _PUBLISHED["metrics"] = copy.deepcopy(compiler.METRICS)
 
 
+def _position(index: Any) -> int:
+    """The reserved core of a device argument (the current device when None)."""
+    index = torch.neuron.current_device() if index is None else index  # type: ignore[attr-defined]
+    return runtime.get().position(index.index if isinstance(index, torch.device) else int(index))
+
+
 def _stats(index: Any) -> runtime.CoreMemory:
-    rt = runtime.get()
-    if index is None:
-        position = rt.position(torch.neuron.current_device())  # type: ignore[attr-defined]
-    else:
-        position = rt.position(index.index if isinstance(index, torch.device) else int(index))
-    return _PUBLISHED["memory"].get(position) or runtime.CoreMemory()
+    return _PUBLISHED["memory"].get(_position(index)) or runtime.CoreMemory()
 
 
 def memory_stats(device: Any = None) -> dict[str, int]:
@@ -66,32 +67,25 @@ def memory_stats(device: Any = None) -> dict[str, int]:
     }
 
 
-def memory_allocated(device: Any = None) -> int:
-    return _stats(device).allocated
+def _figure(field: str) -> Any:
+    def figure(device: Any = None) -> int:
+        return int(getattr(_stats(device), field))
+
+    return figure
 
 
-def max_memory_allocated(device: Any = None) -> int:
-    return _stats(device).peak_allocated
-
-
-def memory_reserved(device: Any = None) -> int:
-    return _stats(device).reserved
-
-
-def max_memory_reserved(device: Any = None) -> int:
-    return _stats(device).peak_reserved
+memory_allocated = _figure("allocated")
+max_memory_allocated = _figure("peak_allocated")
+memory_reserved = _figure("reserved")
+max_memory_reserved = _figure("peak_reserved")
 
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     """Start a new peak window on one device (the current one when None)."""
-    rt = runtime.get()
-    index = torch.neuron.current_device() if device is None else device  # type: ignore[attr-defined]
-    position = rt.position(index.index if isinstance(index, torch.device) else int(index))
-    stats = rt.memory[position]
-    stats.peak_allocated, stats.peak_reserved = stats.allocated, stats.reserved
-    published = _PUBLISHED["memory"].get(position)
-    if published is not None:
-        published.peak_allocated, published.peak_reserved = published.allocated, published.reserved
+    position = _position(device)
+    for stats in (runtime.get().memory[position], _PUBLISHED["memory"].get(position)):
+        if stats is not None:
+            stats.peak_allocated, stats.peak_reserved = stats.allocated, stats.reserved
 
 
 def empty_cache() -> None:

@@ -39,26 +39,20 @@ class NeuronCompileError(RuntimeError):
     """A graph the emulated neuronx-cc refuses; the message carries the compiler's error code."""
 
 
-def cache_dir() -> Path:
-    """The persistent NEFF cache: TORCH_NEURONX_NEFF_CACHE_DIR, else /tmp/neff_cache (the emulated /tmp)."""
-    value = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
-    return Path(value) if value else runtime.get().root / "tmp" / "neff_cache"
-
-
-def local_cache_dir() -> Path:
-    """Where compile locks go: TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR, else /tmp/local_cache (the emulated /tmp)."""
-    value = os.environ.get("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR")
-    return Path(value) if value else runtime.get().root / "tmp" / "local_cache"
+def _folder(variable: str, default: str) -> Path:
+    """The folder ``variable`` names, else its default in the emulated /tmp: the persistent NEFF cache
+    (TORCH_NEURONX_NEFF_CACHE_DIR, /tmp/neff_cache) or where compile locks go (TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR,
+    /tmp/local_cache)."""
+    return Path(os.environ.get(variable) or runtime.get().root / "tmp" / default)
 
 
 def _signature(example_inputs: list[Any]) -> str:
-    parts = []
-    for value in example_inputs:
-        if isinstance(value, torch.Tensor):
-            parts.append(f"{value.dtype}{tuple(value.shape)}{tuple(value.stride())}{value.device.type}")
-        else:
-            parts.append(repr(value))
-    return ";".join(parts)
+    def part(v: Any) -> str:
+        if isinstance(v, torch.Tensor):
+            return f"{v.dtype}{tuple(v.shape)}{tuple(v.stride())}{v.device.type}"
+        return repr(v)
+
+    return ";".join(map(part, example_inputs))
 
 
 def _refuse(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
@@ -83,8 +77,8 @@ def _refuse(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
 
 def _compile(key: str, gm: torch.fx.GraphModule) -> int:
     """The NEFF of ``key``, from the persistent cache or "compiled" into it; returns the compile time in us."""
-    neff = cache_dir() / key[:2] / key[2:4] / f"{key}.neff"
-    locks = local_cache_dir()
+    neff = _folder("TORCH_NEURONX_NEFF_CACHE_DIR", "neff_cache") / key[:2] / key[2:4] / f"{key}.neff"
+    locks = _folder("TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR", "local_cache")
     locks.mkdir(parents=True, exist_ok=True)
     with (locks / f"{key}.lock").open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one compiler per graph at a time, across processes

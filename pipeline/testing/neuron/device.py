@@ -100,6 +100,19 @@ def _is_neuron(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and value.device.type == "neuron"
 
 
+def _down(value: Any, views: list[tuple[torch.Tensor, torch.Tensor]]) -> Any:
+    """A ``neuron`` value's host counterpart (a tensor's host view, kept beside it in ``views``; a device's or a
+    storage's); any other value as it is."""
+    if _is_neuron(value):
+        views.append((value, host_view(value)))
+        return views[-1][1]
+    if isinstance(value, torch.device) and value.type == "neuron":
+        return torch.device("cpu")
+    if isinstance(value, torch.UntypedStorage) and value.device.type == "neuron":
+        return torch._C._construct_storage_from_data_pointer(value.data_ptr(), torch.device("cpu"), value.nbytes())
+    return value
+
+
 def _run(op: Any, *args: Any, **kwargs: Any) -> Any:
     """The boxed fallback of the ``neuron`` key: the CPU kernel on host views, results handed back."""
     name = op._schema.name
@@ -109,17 +122,9 @@ def _run(op: Any, *args: Any, **kwargs: Any) -> Any:
 
     def down(value: Any) -> Any:
         nonlocal target
-        if _is_neuron(value):
-            view = host_view(value)
-            views.append((value, view))
-            target = target or value.device
-            return view
-        if isinstance(value, torch.device) and value.type == "neuron":
-            target = target or value
-            return torch.device("cpu")
-        if isinstance(value, torch.UntypedStorage) and value.device.type == "neuron":
-            return torch._C._construct_storage_from_data_pointer(value.data_ptr(), torch.device("cpu"), value.nbytes())
-        return value
+        if _is_neuron(value) or isinstance(value, torch.device) and value.type == "neuron":
+            target = target or (value if isinstance(value, torch.device) else value.device)
+        return _down(value, views)
 
     outs = {a.name: kwargs[a.name] for a in op._schema.arguments if a.is_out and _is_neuron(kwargs.get(a.name))}
     cpu_args = tree_map(down, args)
@@ -174,18 +179,8 @@ def run_on_host(program: Callable[..., Any], args: tuple[Any, ...]) -> Any:
     """Run a compiled graph on the host bytes of its ``neuron`` inputs; hand its results back as the device's
     (in-place updates of an input, such as a KV cache, land in the input's own bytes)."""
     views: list[tuple[torch.Tensor, torch.Tensor]] = []
-    target: torch.device | None = None
-    host_args = []
-    for value in args:
-        if _plain(value) and value.device.type == "neuron":
-            view = host_view(value)
-            views.append((value, view))
-            target = target or value.device
-            host_args.append(view)
-        else:
-            host_args.append(value)
-    result = program(*host_args)
-    return _hand_back(result, views, target)
+    result = program(*[_down(value, views) for value in args])
+    return _hand_back(result, views, views[0][0].device if views else None)
 
 
 def _hand_back(result: Any, views: list[tuple[torch.Tensor, torch.Tensor]], target: torch.device | None) -> Any:

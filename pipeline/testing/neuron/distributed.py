@@ -26,11 +26,6 @@ from pipeline.testing.neuron.rules import cite
 _INTEGERS = {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool}
 
 
-def _options(name: str) -> Any:
-    """A default c10d options object (the stubs do not list every one of them)."""
-    return getattr(dist, name)()
-
-
 def _host(value: Any) -> Any:
     """Host views of ``neuron`` tensors, in the same (nested list) shape; other values as they are."""
     if isinstance(value, list):
@@ -41,23 +36,55 @@ def _host(value: Any) -> Any:
 
 
 def _flat(tensors: Any) -> list[torch.Tensor]:
-    if isinstance(tensors, list):
+    if isinstance(tensors, list | tuple):
         return [t for v in tensors for t in _flat(v)]
     return [tensors] if isinstance(tensors, torch.Tensor) else []
 
 
-def _on_device(tensors: Any) -> list[torch.Tensor]:
-    flat: list[torch.Tensor] = []
-    for value in tensors if isinstance(tensors, list) else [tensors]:
-        if isinstance(value, list):
-            flat.extend(_on_device(value))
-        elif isinstance(value, torch.Tensor) and value.device.type == "neuron":
-            flat.append(value)
-    return flat
+def _reduce_check(tensors: Any) -> None:
+    # Inside a compiled graph the emulated device runs on host views of the device's tensors.
+    for tensor in _flat(tensors):
+        if (tensor.device.type == "neuron" or device.in_graph()) and tensor.dtype in _INTEGERS:
+            raise RuntimeError(
+                "ERROR NCC_EVRF061 AllReduce performs its reduction compute in floating point (f32) and does not "
+                f"support 32-bit or 64-bit integer operands ({tensor.dtype}) {cite('integer_all_reduce')}"
+            )
+
+
+#: c10d's collectives as it calls them on a Python group: name -> (its options class, the positional arguments
+#: before the options, whether it reduces: an integer reduction fails as neuronx-cc fails it).
+_COLLECTIVES: dict[str, tuple[str, int, bool]] = {
+    "allreduce": ("AllreduceOptions", 1, True),
+    "allreduce_coalesced": ("AllreduceCoalescedOptions", 1, True),
+    "allgather": ("AllgatherOptions", 2, False),
+    "_allgather_base": ("AllgatherOptions", 2, False),
+    "reduce_scatter": ("ReduceScatterOptions", 2, True),
+    "_reduce_scatter_base": ("ReduceScatterOptions", 2, True),
+    "alltoall_base": ("AllToAllOptions", 4, False),
+    "alltoall": ("AllToAllOptions", 2, False),
+    "broadcast": ("BroadcastOptions", 1, False),
+    "barrier": ("BarrierOptions", 0, False),
+    "gather": ("GatherOptions", 2, False),
+    "scatter": ("ScatterOptions", 2, False),
+}
+
+
+def _over_gloo(name: str, options: str, count: int, reduces: bool) -> Any:
+    """The group's ``name``: gloo's on the host bytes, with default options (c10d's, by name) when none is given."""
+
+    def collective(self: NeuronProcessGroup, *args: Any) -> Any:
+        if reduces:
+            _reduce_check(args[:count])
+        opts = args[count] if len(args) > count and args[count] is not None else getattr(dist, options)()
+        return getattr(self._gloo, name)(*map(_host, args[:count]), opts)
+
+    collective.__name__ = name
+    return collective
 
 
 class NeuronProcessGroup(dist.ProcessGroup):
-    """The process group ``init_process_group("neuron")`` creates (one per group)."""
+    """The process group ``init_process_group("neuron")`` creates (one per group); its collectives are
+    :data:`_COLLECTIVES`, set on the class below."""
 
     def __init__(self, store: Any, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)  # type: ignore[call-arg]  # the (rank, size) constructor of Python groups
@@ -71,70 +98,13 @@ class NeuronProcessGroup(dist.ProcessGroup):
         # A process group written in Python has no name of its own: c10d keeps it in its registry.
         return str(dist.distributed_c10d._world.pg_names[self])
 
-    def _reduce_check(self, tensors: Any) -> None:
-        # Inside a compiled graph the emulated device runs on host views of the device's tensors.
-        for tensor in _on_device(tensors) or (_flat(tensors) if device.in_graph() else []):
-            if tensor.dtype in _INTEGERS:
-                raise RuntimeError(
-                    "ERROR NCC_EVRF061 AllReduce performs its reduction compute in floating point (f32) and does not "
-                    f"support 32-bit or 64-bit integer operands ({tensor.dtype}) {cite('integer_all_reduce')}"
-                )
-
-    def allreduce(self, tensors: Any, opts: Any = None) -> Any:
-        self._reduce_check(tensors)
-        return self._gloo.allreduce(_host(tensors), opts or _options("AllreduceOptions"))
-
-    def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> Any:
-        self._reduce_check(tensors)
-        return self._gloo.allreduce_coalesced(_host(tensors), opts or _options("AllreduceCoalescedOptions"))
-
-    def allgather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._gloo.allgather(_host(outputs), _host(inputs), opts or _options("AllgatherOptions"))
-
-    def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> Any:
-        return self._gloo._allgather_base(_host(output), _host(input), opts or _options("AllgatherOptions"))
-
-    all_gather_single = _allgather_base
-
     def allgather_into_tensor_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
         works = [self._allgather_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
         return works[-1] if works else self.barrier()
 
-    def reduce_scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        self._reduce_check(inputs)
-        return self._gloo.reduce_scatter(_host(outputs), _host(inputs), opts or _options("ReduceScatterOptions"))
-
-    def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> Any:
-        self._reduce_check(input)
-        return self._gloo._reduce_scatter_base(_host(output), _host(input), opts or _options("ReduceScatterOptions"))
-
-    reduce_scatter_single = _reduce_scatter_base
-
     def reduce_scatter_tensor_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
         works = [self._reduce_scatter_base(o, i, opts) for o, i in zip(outputs, inputs, strict=True)]
         return works[-1] if works else self.barrier()
-
-    def alltoall_base(self, output: Any, input: Any, output_split: Any, input_split: Any, opts: Any = None) -> Any:
-        return self._gloo.alltoall_base(
-            _host(output), _host(input), output_split, input_split, opts or _options("AllToAllOptions")
-        )
-
-    all_to_all_single = alltoall_base
-
-    def alltoall(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._gloo.alltoall(_host(outputs), _host(inputs), opts or _options("AllToAllOptions"))
-
-    def broadcast(self, tensors: Any, opts: Any = None) -> Any:
-        return self._gloo.broadcast(_host(tensors), opts or _options("BroadcastOptions"))
-
-    def barrier(self, opts: Any = None) -> Any:
-        return self._gloo.barrier(opts or _options("BarrierOptions"))
-
-    def gather(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._gloo.gather(_host(outputs), _host(inputs), opts or _options("GatherOptions"))
-
-    def scatter(self, outputs: Any, inputs: Any, opts: Any = None) -> Any:
-        return self._gloo.scatter(_host(outputs), _host(inputs), opts or _options("ScatterOptions"))
 
     def send(self, tensors: Any, dst: int, tag: int = 0) -> Any:
         return self._gloo.send(_host(tensors), dst, tag)
@@ -142,6 +112,12 @@ class NeuronProcessGroup(dist.ProcessGroup):
     def recv(self, tensors: Any, src: int, tag: int = 0) -> Any:
         return self._gloo.recv(_host(tensors), src, tag)
 
+
+for _name, _spec in _COLLECTIVES.items():
+    setattr(NeuronProcessGroup, _name, _over_gloo(_name, *_spec))
+NeuronProcessGroup.all_gather_single = NeuronProcessGroup._allgather_base
+NeuronProcessGroup.reduce_scatter_single = NeuronProcessGroup._reduce_scatter_base
+NeuronProcessGroup.all_to_all_single = NeuronProcessGroup.alltoall_base
 
 _GROUPS: list[NeuronProcessGroup] = []
 

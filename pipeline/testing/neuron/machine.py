@@ -211,9 +211,7 @@ def _toolchain(root: Path, machine: Machine) -> None:
     import yaml
 
     pins = yaml.safe_load((REPO_ROOT / "runners" / "toolchain.yaml").read_text(encoding="utf-8"))
-    pins["torch_neuronx"] = machine.packages["torch-neuronx"]
-    pins["neuronx_cc"] = machine.packages["neuronx-cc"]
-    pins["nki"] = machine.packages["nki"]
+    pins |= {dist.replace("-", "_"): machine.packages[dist] for dist in ("torch-neuronx", "neuronx-cc", "nki")}
     pins["torch"] = importlib.metadata.version("torch").split("+", 1)[0]
     (root / "toolchain.yaml").write_text(f"# {EMULATOR}\n" + yaml.safe_dump(pins, sort_keys=False), encoding="utf-8")
 
@@ -224,12 +222,11 @@ def build(root: Path, machine: Machine | None = None) -> Path:
     root.mkdir(parents=True)
     root = root.resolve()
     (root / "machine.json").write_text(json.dumps({"emulator": EMULATOR, **asdict(machine)}, indent=1))
-    for name in ("run", "tmp", "dev", "etc", "bin"):
+    for name in ("run", "tmp", "dev", "etc", "bin", "proc"):
         (root / name).mkdir()
     for number in machine.visible_devices:  # a container keeps the host's names of the devices it was given
         (root / "dev" / f"neuron{number}").touch()
     _sysfs(root, machine)
-    (root / "proc").mkdir()
     memory_kb = HOST_MEMORY_GIB.get(machine.instance_type, 128) * 1024**2
     (root / "proc" / "meminfo").write_text(f"MemTotal:       {memory_kb} kB\n", encoding="utf-8")
     os_release = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="26.04"\nPRETTY_NAME="Ubuntu 26.04 (emulated)"\n'

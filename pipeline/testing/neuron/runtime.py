@@ -115,14 +115,15 @@ class Runtime:
             raise NeuronRuntimeError(f"NEURON_LOGICAL_NC_CONFIG must be 1 or 2, got {value!r} {cite('lnc')}")
         return int(value)
 
-    def visible_count(self) -> int:
-        """Cores this process would reserve, without starting the runtime (``device_count``)."""
-        if self.started:
-            return len(self.cores)
-        lnc = self.read_lnc()
+    def _visible(self, lnc: int) -> list[int]:
+        """The cores NEURON_RT_VISIBLE_CORES names at ``lnc``; by default the runtime reserves every core."""
         total = len(self.machine.visible_devices) * self.machine.physical_cores // lnc
         value = os.environ.get("NEURON_RT_VISIBLE_CORES")
-        return len(parse_visible(value, total=total)) if value else total
+        return parse_visible(value, total=total) if value else list(range(total))
+
+    def visible_count(self) -> int:
+        """Cores this process would reserve, without starting the runtime (``device_count``)."""
+        return len(self.cores if self.started else self._visible(self.read_lnc()))
 
     def start(self) -> None:
         """Reserve the visible cores (every core when none is named), exclusively, or fail as the runtime does."""
@@ -130,9 +131,7 @@ class Runtime:
             if self.started:
                 return
             self.lnc = self.read_lnc()
-            value = os.environ.get("NEURON_RT_VISIBLE_CORES")
-            # By default the runtime reserves every core of the machine for this process.
-            cores = parse_visible(value, total=self.total_cores) if value else list(range(self.total_cores))
+            cores = self._visible(self.lnc)
             held: list[IO[str]] = []
             for core in cores:
                 lock = self._lock_file(core).open("a+")
@@ -234,9 +233,7 @@ class Runtime:
 
     def free(self, position: int, nbytes: int) -> None:
         with self._mutex:
-            stats = self.memory.get(position)
-            if stats is not None:
-                stats.allocated = max(0, stats.allocated - nbytes)
+            self.memory[position].allocated = max(0, self.memory[position].allocated - nbytes)
 
     def empty_cache(self) -> None:
         with self._mutex:

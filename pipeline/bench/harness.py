@@ -104,9 +104,7 @@ def _run_and_verify(
     metrics: dict[str, Any],
     notes: list[str],
     observed: dict[str, Any],
-    child_runner: Callable[..., ChildOutcome],
-    timeout_s: float,
-    memory_limit_bytes: int | None,
+    children: verify.Children,
 ) -> tuple[str, dict[str, str] | None, dict[str, Any] | None]:
     """The benchmark child, then (when it passed) the warm start and the answer check; fills ``metrics``."""
     cache_dir = work / "compile-cache" if backend.has_compile_cache else None
@@ -114,22 +112,16 @@ def _run_and_verify(
         cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
     started = time.time()
     captured = work / "answer.pt"
-    outcome = child_runner(
-        dataclasses.replace(spec, capture=str(captured)),
-        env=backend.environment(cores=spec.cores, compile_cache=cache_dir),
-        launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
-    )
+    outcome = children.on_device(dataclasses.replace(spec, capture=str(captured)), backend, cache_dir)
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in metrics})
     metrics.update({k: v for k, v in reported.items() if k in OPTIONAL_METRICS and v is not None})
     extra = outcome.report.get("extra") or {}
     if (spread := record_spread(spec.task, spec.workload.batch_size, metrics, reported, extra)) is not None:
         metrics["spread"] = spread
-    observed["threads"] = outcome.report.get("extra", {}).get("threads")
+    observed["threads"] = extra.get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
-    found = _failure_from(outcome, timeout_s=timeout_s)
+    found = _failure_from(outcome, timeout_s=children.timeout_s)
     error = outcome.report.get("error") or {}
     if found is not None and found[1]["code"] == "device_oom" and error.get("type"):
         # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
@@ -140,14 +132,7 @@ def _run_and_verify(
         return found[0], found[1], None
     if cache_dir is not None:
         metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
-        warm = verify.warm_start(
-            spec,
-            backend=backend,
-            cache_dir=cache_dir,
-            child_runner=child_runner,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-        )
+        warm = verify.warm_start(spec, backend=backend, cache_dir=cache_dir, children=children)
         metrics["warm_start_s"] = warm.warm_start_s
         metrics["compile_cache_hit"] = warm.cache_hit
         if warm.cached_graphs is not None:
@@ -156,24 +141,14 @@ def _run_and_verify(
             notes.append(warm.note)
     if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
         return _stopped(metrics, stop)
-    workload = spec.workload.to_dict()
-    key = agreement.reference_key(model_id=model.model_id, revision=model.revision, task=spec.task, workload=workload)
     agreed = verify.answer_check(
         spec,
+        model_id=model.model_id,
+        revision=model.revision,
         device_capture=captured,
         reference_cache=constants.TRNCAT_REFERENCE_CACHE,
-        key=key,
-        noise_key=agreement.reference_key(
-            model_id=model.model_id,
-            revision=model.revision,
-            task=spec.task,
-            workload=workload,
-            dtype=agreement.NOISE_DTYPE,
-        ),  # fmt: skip
         params=metrics.get("params"),
-        child_runner=child_runner,
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
+        children=children,
         backend=backend,
         cache_dir=cache_dir,
     )
@@ -343,9 +318,7 @@ def bench_once(
                 metrics=metrics,
                 notes=notes,
                 observed=observed,
-                child_runner=child_runner,
-                timeout_s=timeout_s,
-                memory_limit_bytes=memory_limit_bytes,
+                children=verify.Children(child_runner, timeout_s, memory_limit_bytes),
             )
             if status == "pass" and bundle_out is not None and backend.has_compile_cache:
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends import get_backend, world_of
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchSpec, blank_report
 from pipeline.bench.tasks import get_task
 from pipeline.bench.tasks.base import Run
 
@@ -37,14 +37,7 @@ class Progress:
     def __init__(self, path: Path, *, enabled: bool = True) -> None:
         self.path = path
         self.enabled = enabled
-        self.state: dict[str, Any] = {
-            "stage": "load",
-            "metrics": {},
-            "error": None,
-            "done": False,
-            "extra": {},
-            "notes": [],
-        }
+        self.state = blank_report()
         self.write()
 
     def write(self) -> None:

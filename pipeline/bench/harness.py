@@ -68,30 +68,33 @@ def interrupted(signum: int, stage: str) -> dict[str, str]:
     return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
 
 
+def _classified(shown: str, /, **evidence: Any) -> tuple[str, dict[str, str]]:
+    """The status and failure the rules give ``evidence`` (:func:`classify`), with the message ``shown``."""
+    c = classify(**evidence)
+    return c.status, {"stage": c.stage, "code": c.code, "message": shown}
+
+
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
     report = outcome.report
     stage = report.get("stage") or "load"
     if outcome.stopped_by is not None:
         return "error", interrupted(outcome.stopped_by, stage)
     if outcome.timed_out:
-        c = classify(timed_out=True, stage_hint=stage)
-        message = f"no result after {timeout_s:g} s (was at stage {stage})"
-        return c.status, {"stage": c.stage, "code": c.code, "message": message}
+        return _classified(f"no result after {timeout_s:g} s (was at stage {stage})", timed_out=True, stage_hint=stage)
     if outcome.over_memory:
         message = f"{HOST_OOM_HINT}: killed at stage {stage}"
-        c = classify(signal=signal.SIGKILL, message=message, stage_hint=stage)
-        return c.status, {"stage": c.stage, "code": c.code, "message": message}
-    error = report.get("error")
-    if error:
-        c = classify(exc_type=error.get("type"), message=error.get("message", ""), stage_hint=stage)
-        return c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(error.get("message", ""))}
+        return _classified(message, signal=signal.SIGKILL, message=message, stage_hint=stage)
+    if error := report.get("error"):
+        text = error.get("message", "")
+        return _classified(summarize_message(text), exc_type=error.get("type"), message=text, stage_hint=stage)
     if outcome.returncode != 0 or not report.get("done"):
         code = outcome.returncode
         sig = -code if code is not None and code < 0 else None
-        c = classify(signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage)
         what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
-        tail = summarize_message(outcome.log_tail, limit=1500)
-        return c.status, {"stage": c.stage, "code": c.code, "message": f"child {what} at stage {stage}. {tail}".strip()}
+        message = f"child {what} at stage {stage}. {summarize_message(outcome.log_tail, limit=1500)}".strip()
+        return _classified(
+            message, signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage
+        )
     return None
 
 
@@ -219,6 +222,17 @@ def runner_memory_share(*, total: int, cores: int, cores_available: int | None) 
     return total * max(1, cores) // cores_available
 
 
+def _remote_code_refused(folder: Path) -> str | None:
+    """Why the model's own files ask for code trncat never runs (:mod:`pipeline.models.gates`), or None."""
+    try:
+        check_remote_code(folder)
+        check_pipeline_classes(folder)
+        check_sentence_modules(folder)
+    except RemoteCodeRefused as exc:
+        return str(exc)
+    return None
+
+
 def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
@@ -262,20 +276,11 @@ def bench_once(
         raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
     started = now_iso()
     metrics: dict[str, Any] = dict.fromkeys(metric_fields(spec.task))
-    failure: dict[str, str] | None = None
-    status = "pass"
     notes: list[str] = []
     agreed: dict[str, Any] | None = None
-    refused: RemoteCodeRefused | None = None
     observed: dict[str, Any] = {}
+    status, failure = "pass", None
     unready = backend.preflight()
-    if unready is None and model.error is None:
-        try:
-            check_remote_code(model.path)
-            check_pipeline_classes(model.path)
-            check_sentence_modules(model.path)
-        except RemoteCodeRefused as exc:
-            refused = exc
     if host_memory_bytes and unready is None:
         # A prediction comes from history (one outlier, or a record that lies): never more than this runner's share.
         available_cores = backend.hardware(cores=spec.cores).get("cores_available")
@@ -290,24 +295,22 @@ def bench_once(
     short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
     limited = address_space_short()  # no child could start: out of memory before a model loads, said at once
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
-        status = "error"
-        failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+        status, failure = "error", {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
     elif limited is not None:
         status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": limited}
     elif short is not None:
         gib = 1024**3
-        status = "error"
         message = (
             f"refused before loading: the host had {short / gib:.1f} GiB available after waiting "
             f"{host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
         )
-        failure = {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
+        status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
     elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
-        c = classify(exc_type="HubError", message=model.error, stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(model.error)}
-    elif refused is not None:
-        c = classify(exc_type="RemoteCodeRefused", message=str(refused), stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(refused)}
+        status, failure = _classified(
+            summarize_message(model.error), exc_type="HubError", message=model.error, stage_hint="load"
+        )
+    elif refused := _remote_code_refused(model.path):
+        status, failure = _classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
     else:
         with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:
             status, failure, agreed = _run_and_verify(

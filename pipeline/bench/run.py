@@ -102,14 +102,14 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
     except PlanError as exc:
         logger.info("no plan for %s: %s", folder, exc)
         return None
-    return {
-        "cores": plan.cores,
-        "fits": plan.fits,
-        "advice": plan.advice,
-        "instance": plan.instance,
-        "tp_degree": plan.tp_degree,
-        "total_bytes": plan.total_bytes,
-    }
+    return {name: getattr(plan, name) for name in ("cores", "fits", "advice", "instance", "tp_degree", "total_bytes")}
+
+
+#: How ``--workload KEY=VALUE`` reads a value: a whole number, but for these fields.
+_WORKLOAD_VALUE: dict[str, Callable[[str], Any]] = {
+    "batch_sizes": lambda text: tuple(int(v) for v in text.split(",")),
+    "guidance_scale": float,
+}
 
 
 def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> Workload:
@@ -126,12 +126,7 @@ def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> W
         if key not in fields:
             raise ConfigError(f"--workload {key}: not a workload field; choose from {', '.join(fields)}")
         try:
-            if key == "batch_sizes":
-                values[key] = tuple(int(v) for v in text.split(","))
-            elif key == "guidance_scale":
-                values[key] = float(text)
-            else:
-                values[key] = int(text)
+            values[key] = _WORKLOAD_VALUE.get(key, int)(text)
         except ValueError:
             raise ConfigError(f"--workload {key}={text!r}: not a number") from None
     return dataclasses.replace(workload, **values)

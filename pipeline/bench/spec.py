@@ -24,6 +24,11 @@ FAULTS = (
 PHASES = ("full", "warm_start", "reference", "capture")
 
 
+def blank_report() -> dict[str, Any]:
+    """The child's report before it has done anything (and the parent's, when the child wrote none)."""
+    return {"stage": "load", "metrics": {}, "error": None, "done": False, "extra": {}, "notes": []}
+
+
 @dataclass(frozen=True)
 class BenchSpec:
     """One benchmark run.

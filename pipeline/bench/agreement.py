@@ -176,16 +176,8 @@ def _valued(agreement: dict[str, Any]) -> dict[str, Any]:
 def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, Any]:
     """The record's ``agreement`` of ``task`` with nothing compared (yet), and why (None: not skipped)."""
     source = task_source(task)
-    out: dict[str, Any] = {
-        "reference": REFERENCE_KIND,
-        "logits_cosine": None,
-        "prefix_tokens": None,
-        "compared_tokens": None,
-        "threshold": source.cosine_threshold,
-        "skipped": reason,
-    }
-    out[source.cosine_field] = None
-    return out
+    out: dict[str, Any] = dict.fromkeys(("logits_cosine", "prefix_tokens", "compared_tokens", source.cosine_field))
+    return {**out, "reference": REFERENCE_KIND, "threshold": source.cosine_threshold, "skipped": reason}
 
 
 def disagrees(agreement: dict[str, Any] | None, *, task: str = "text-generation") -> bool:

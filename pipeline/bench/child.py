@@ -236,7 +236,7 @@ def limit_threads(threads: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipeline.bench.child SPEC OUT``: run the spec, report to OUT; exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
-    spec = BenchSpec.read(Path(args[0]))
+    spec = BenchSpec.from_json(Path(args[0]).read_text(encoding="utf-8"))
     progress = Progress(Path(args[1]), enabled=world_of()[0] == 0)
     try:
         backend = get_backend(spec.device)

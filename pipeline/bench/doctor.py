@@ -145,7 +145,7 @@ def _driver(backend: NeuronBackend) -> list[Check]:
     version = driver_version(backend.sysfs_root)
     devices = visible_devices(backend.dev_root)
     fix = "install the Neuron driver (aws-neuronx-dkms; the Neuron DLAMI has it) on a trn2 instance"
-    out = [
+    return [
         Check("driver", "ok", f"Neuron driver {version}")
         if version
         else Check("driver", "fail", f"no Neuron driver ({backend.sysfs_root}/module/neuron/version)", fix),
@@ -153,7 +153,6 @@ def _driver(backend: NeuronBackend) -> list[Check]:
         if devices
         else Check("devices", "fail", f"no {backend.dev_root}/neuron* device", fix),
     ]
-    return out
 
 
 def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
@@ -253,19 +252,17 @@ def _gib(size: int) -> str:
     return f"{size * 10 // 1024**3 / 10:.1f} GiB"
 
 
-def _space(name: str, path: Path, minimum: int, *, writable: bool, disk_free: Callable[[Path], int]) -> Check:
+def _space(name: str, path: Path, minimum: int, *, disk_free: Callable[[Path], int]) -> Check:
+    """Whether ``path`` is writable (made when missing) with at least ``minimum`` bytes free."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if writable:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path):
-                pass
-        except OSError as exc:
-            return Check(
-                name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory"
-            )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        return Check(name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory")
     free = disk_free(probe)
     detail = f"{path}: {_gib(free)} free"
     if free < minimum:
@@ -296,8 +293,8 @@ def _host(total_memory: int, disk_free: Callable[[Path], int]) -> list[Check]:
                    "use a larger instance")
     )  # fmt: skip
     return [
-        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, writable=True, disk_free=disk_free),
-        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, writable=True, disk_free=disk_free),
+        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, disk_free=disk_free),
+        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, disk_free=disk_free),
         memory,
     ]
 

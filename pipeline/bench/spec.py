@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
@@ -91,7 +90,3 @@ class BenchSpec:
             workload["batch_sizes"] = tuple(workload["batch_sizes"])
         data["workload"] = Workload(**workload)
         return cls(**data)
-
-    @classmethod
-    def read(cls, path: Path) -> BenchSpec:
-        return cls.from_json(path.read_text(encoding="utf-8"))

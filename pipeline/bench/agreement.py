@@ -85,12 +85,6 @@ def load(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def step_logits(capture: dict[str, Any]) -> Any:
-    """A generation capture's logits as ``[steps, batch, vocab]`` (a format-1 capture holds one step)."""
-    logits = capture["logits"]
-    return logits[None] if logits.dim() == 2 else logits
-
-
 def teacher_forced(device: dict[str, Any], reference: dict[str, Any]) -> bool:
     """Whether a device capture's logits are teacher-forced by the reference's tokens: forced, or free-running
     with the reference's tokens at every step (then every step saw the reference's context)."""
@@ -145,7 +139,7 @@ def compare(
         out.update(grade_output(theirs["output"], ours["output"], base["output"] if base else None,
                                 cosine=out[source.cosine_field], threshold=source.cosine_threshold))  # fmt: skip
         return _valued(out)
-    mine, ref = step_logits(ours), step_logits(theirs)
+    mine, ref = ours["logits"], theirs["logits"]
     if mine.shape[1:] != ref.shape[1:] or mine.shape[0] < 1:
         raise ValueError(f"logit shapes differ: device {tuple(mine.shape)}, reference {tuple(ref.shape)}")
     cosine = torch.nn.functional.cosine_similarity(mine[0].double(), ref[0].double(), dim=-1).min().item()
@@ -154,7 +148,7 @@ def compare(
     # A free-running capture whose tokens parted from the reference's saw the reference's context up to and with
     # the step they parted at only: the steps after it are not compared.
     steps = min(mine.shape[0], ref.shape[0]) if forced else min(prefix + 1, mine.shape[0], ref.shape[0])
-    noise_logits = step_logits(base)[:steps] if base is not None else None
+    noise_logits = base["logits"][:steps] if base is not None else None
     if noise_logits is not None and noise_logits.shape[0] < steps:
         noise_logits, out["noise_reference"] = None, None
         out["noise_skipped"] = "the bfloat16 run holds fewer steps than the reference"
@@ -180,15 +174,9 @@ def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, A
     return {**out, "reference": REFERENCE_KIND, "threshold": source.cosine_threshold, "skipped": reason}
 
 
-def disagrees(agreement: dict[str, Any] | None, *, task: str = "text-generation") -> bool:
-    """Whether an agreement says the answer is wrong: graded ``diverges`` (an agreement without a grade, as older
-    records hold, by its cosine below the threshold; NaN counts too)."""
-    if not agreement or agreement.get("skipped"):
-        return False
-    if "grade" in agreement:
-        return agreement["grade"] == "diverges"
-    cosine = agreement.get(task_source(task).cosine_field)
-    return cosine is None or cosine < agreement.get("threshold", task_source(task).cosine_threshold)
+def disagrees(agreement: dict[str, Any] | None) -> bool:
+    """Whether an agreement says the answer is wrong: graded ``diverges`` (a skipped one has no grade)."""
+    return agreement is not None and agreement.get("grade") == "diverges"
 
 
 def _figure(value: Any) -> str:
@@ -198,8 +186,6 @@ def _figure(value: Any) -> str:
 def failure_message(agreement: dict[str, Any], *, task: str) -> str:
     """The ``accuracy`` failure's message: where the answer diverges and the figures that say so."""
     source = task_source(task)
-    if "grade" not in agreement:
-        return f"{source.answer}: cosine {agreement.get(source.cosine_field)} below {agreement.get('threshold')}"
     if agreement.get("noise_reference"):
         sigma, bc = _figure(agreement.get("sigma_ratio")), _figure(agreement.get("bc"))
         three_way = f"σ-ratio {sigma}, Bhattacharyya {bc} against the CPU bfloat16 run"

@@ -157,7 +157,7 @@ def _run_and_verify(
     )
     if (stop := stopped_by()) is not None:
         return _stopped(metrics, stop)
-    if agreement.disagrees(agreed, task=spec.task):
+    if agreement.disagrees(agreed):
         message = agreement.failure_message(agreed, task=spec.task)
         return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
     return "pass", None, agreed

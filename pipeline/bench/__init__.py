@@ -27,8 +27,9 @@ from pipeline.registry import lazy_face
 if TYPE_CHECKING:
     from pipeline.bench.doctor import Check, Report, run_checks
     from pipeline.bench.failures import INTERRUPTED, Classification, classify
-    from pipeline.bench.run import BenchOptions, bench_model, plan_summary, resolve
+    from pipeline.bench.run import bench_model, plan_summary, resolve
     from pipeline.bench.smoke import smoke, smoke_line
+    from pipeline.bench.spec import BenchOptions
 
 
 lazy_face(__name__)

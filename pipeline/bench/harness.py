@@ -23,7 +23,7 @@ from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchOptions, BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.records import (
@@ -238,14 +238,9 @@ def bench_once(
     model: ResolvedModel,
     *,
     backend: Backend,
-    timeout_s: float = 1800.0,
-    memory_limit_bytes: int | None = None,
-    source: str = "local",
+    options: BenchOptions | None = None,
     plan: dict[str, Any] | None = None,
     child_runner: Callable[..., ChildOutcome] = run_child,
-    host_memory_bytes: int | None = None,
-    host_memory_wait_s: float = 0.0,
-    memory_check: Callable[..., int | None] = host_memory_short,
     bundle_out: Path | None = None,
 ) -> dict[str, Any]:
     """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
@@ -254,16 +249,13 @@ def bench_once(
         spec: What to run.
         model: The resolved model (folder, id, revision).
         backend: The backend of ``spec.device``, resolved (and checked) once by the caller.
-        timeout_s: Wall-clock limit of the child.
-        memory_limit_bytes: Host memory limit of the child's process tree.
-        source: The record's ``run.source``.
+        options: The run's limits (``timeout_s``, ``memory_limit_bytes``), its ``source`` and host memory guard:
+            ``host_memory_bytes``, the host memory the compile needs (the queue's prediction); when the host does not
+            have it available after ``host_memory_wait_s``, the run is refused: an ``error`` record with the code
+            :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``. ``memory_check`` replaces
+            :func:`host_memory_short` (tests).
         plan: The planner's advice, recorded as is.
         child_runner: Runs the child (:func:`run_child`; tests inject an in-process one).
-        host_memory_bytes: Host memory the compile needs (the queue's prediction); when the host does not have
-            it available after ``host_memory_wait_s``, the run is refused: an ``error`` record with the code
-            :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``.
-        host_memory_wait_s: How long to wait for that memory.
-        memory_check: :func:`host_memory_short` (tests inject one).
         bundle_out: Where a pass on a backend with a compile cache packs it (:meth:`Backend.bundle_compile_cache`,
             its key manifest in ``compiled_cache_key``); else the record's ``compiled_cache_skipped`` says why.
 
@@ -272,6 +264,8 @@ def bench_once(
     Raises:
         BenchError: the record that came out is not valid (a harness bug: nothing is written).
     """
+    o = options or BenchOptions()
+    host_memory_bytes, memory_check = o.host_memory_bytes, o.memory_check or host_memory_short
     if backend.name != spec.device:
         raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
     started = now_iso()
@@ -292,7 +286,7 @@ def bench_once(
                 f"the host, {share} bytes"
             )
             host_memory_bytes = share
-    short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
+    short = memory_check(host_memory_bytes, wait_s=o.host_memory_wait_s) if unready is None else None
     limited = address_space_short()  # no child could start: out of memory before a model loads, said at once
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
         status, failure = "error", {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
@@ -302,7 +296,7 @@ def bench_once(
         gib = 1024**3
         message = (
             f"refused before loading: the host had {short / gib:.1f} GiB available after waiting "
-            f"{host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
+            f"{o.host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
         )
         status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
     elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
@@ -321,7 +315,7 @@ def bench_once(
                 metrics=metrics,
                 notes=notes,
                 observed=observed,
-                children=verify.Children(child_runner, timeout_s, memory_limit_bytes),
+                children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes),
             )
             if status == "pass" and bundle_out is not None and backend.has_compile_cache:
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
@@ -330,7 +324,7 @@ def bench_once(
     finished = now_iso()
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])
-    ci = source == "ci"  # the CI-only fields name the project's own run; validation refuses them on any other
+    ci = o.source == "ci"  # the CI-only fields name the project's own run; validation refuses them on any other
     threads = observed.get("threads")
     skipped = observed.get("bundle_skipped")
     record = ResultRecord(
@@ -353,7 +347,7 @@ def bench_once(
             runner=constants.RUNNER_NAME if ci else None,
             github_run_id=constants.GITHUB_RUN_ID if ci else None,
             github_sha=constants.GITHUB_SHA if ci else None,
-            source=source,
+            source=o.source,
             machine=this_machine() if ci else None,  # what a second-machine warm check compares (issue 47.4)
         ),
         attempts=[],

@@ -17,7 +17,7 @@ from pipeline.backends import Backend, reap_orphans, stopped_by, stopping_on_sig
 from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
 from pipeline.bench.process import address_space_short
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchOptions, BenchSpec
 from pipeline.errors import BenchError, ConfigError
 from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
 from pipeline.plan import resolve_workload
@@ -132,49 +132,6 @@ def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> W
     return dataclasses.replace(workload, **values)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchOptions:
-    """How :func:`bench_model` runs a model; every field has a default.
-
-    Args:
-        cores: The cores to run on (default: the plan's, on a backend that follows it).
-        dtype: The weights' dtype (default: the backend's).
-        model_id / revision: A local folder's Hub id and commit (default: derived); a Hub model's revision.
-        workload: The task's workload (default: the fixed one); ``workload_changes`` (``trncat bench --workload
-            KEY=VALUE``) changes its fields, for a smaller smoke run.
-        timeout_s / memory_limit_bytes: Limits of each child.
-        iterations / warmup: Timed and untimed calls.
-        source: The record's ``run.source``.
-        escalate: Double the cores after each device or compiler out-of-memory.
-        plan: The planner's advice (default: planned here).
-        fault: A fault the child injects (tests).
-        hub: The Hub client a model id is downloaded with.
-        host_memory_bytes: The compile's predicted host memory, capped at the runner's share of the host: a host
-            that lacks it after waiting ``host_memory_wait_s`` refuses the run (an ``error`` record, code
-            ``host_memory_short``, that a later queue retries, never a ``fail``).
-        memory_check: Replaces :func:`pipeline.bench.harness.host_memory_short` (tests).
-    """
-
-    cores: int | None = None
-    dtype: str | None = None
-    model_id: str | None = None
-    revision: str | None = None
-    workload: Workload | None = None
-    workload_changes: Mapping[str, str] | None = None
-    timeout_s: float = 1800.0
-    memory_limit_bytes: int | None = None
-    iterations: int = 10
-    warmup: int = 1
-    source: str = "local"
-    escalate: bool = False
-    plan: dict[str, Any] | None = None
-    fault: str | None = None
-    hub: Hub | None = None
-    host_memory_bytes: int | None = None
-    host_memory_wait_s: float = 0.0
-    memory_check: Callable[..., int | None] | None = None
-
-
 def bench_model(
     model: str, *, task: str, backend: Backend, out: Path, options: BenchOptions | None = None
 ) -> dict[str, Any]:
@@ -226,19 +183,7 @@ def bench_model(
 
     def once(current: BenchSpec) -> dict[str, Any]:
         """One attempt: the harness, with this bench's bundle and host memory guard."""
-        return harness.bench_once(
-            current,
-            resolved,
-            backend=backend,
-            timeout_s=o.timeout_s,
-            memory_limit_bytes=o.memory_limit_bytes,
-            source=o.source,
-            plan=plan,
-            bundle_out=bundle,
-            host_memory_bytes=o.host_memory_bytes,
-            host_memory_wait_s=o.host_memory_wait_s,
-            memory_check=o.memory_check or harness.host_memory_short,
-        )
+        return harness.bench_once(current, resolved, backend=backend, options=o, plan=plan, bundle_out=bundle)
 
     with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
         if o.escalate:  # attempt after attempt, doubling the cores after each out-of-memory

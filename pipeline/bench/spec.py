@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import ConfigError
 from pipeline.taskspec import check_task
 from pipeline.types import DEVICES, DTYPES
 from pipeline.workload import Workload
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from pipeline.hub import Hub
 
 #: Faults the tests inject into the child (never set by users): crash by signal, hang, allocate without bound,
 #: raise, or perturb the captured answer (a model that runs but computes the wrong answer:
@@ -90,3 +95,46 @@ class BenchSpec:
             workload["batch_sizes"] = tuple(workload["batch_sizes"])
         data["workload"] = Workload(**workload)
         return cls(**data)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchOptions:
+    """How :func:`bench_model` runs a model; every field has a default.
+
+    Args:
+        cores: The cores to run on (default: the plan's, on a backend that follows it).
+        dtype: The weights' dtype (default: the backend's).
+        model_id / revision: A local folder's Hub id and commit (default: derived); a Hub model's revision.
+        workload: The task's workload (default: the fixed one); ``workload_changes`` (``trncat bench --workload
+            KEY=VALUE``) changes its fields, for a smaller smoke run.
+        timeout_s / memory_limit_bytes: Limits of each child.
+        iterations / warmup: Timed and untimed calls.
+        source: The record's ``run.source``.
+        escalate: Double the cores after each device or compiler out-of-memory.
+        plan: The planner's advice (default: planned here).
+        fault: A fault the child injects (tests).
+        hub: The Hub client a model id is downloaded with.
+        host_memory_bytes: The compile's predicted host memory, capped at the runner's share of the host: a host
+            that lacks it after waiting ``host_memory_wait_s`` refuses the run (an ``error`` record, code
+            ``host_memory_short``, that a later queue retries, never a ``fail``).
+        memory_check: Replaces :func:`pipeline.bench.harness.host_memory_short` (tests).
+    """
+
+    cores: int | None = None
+    dtype: str | None = None
+    model_id: str | None = None
+    revision: str | None = None
+    workload: Workload | None = None
+    workload_changes: Mapping[str, str] | None = None
+    timeout_s: float = 1800.0
+    memory_limit_bytes: int | None = None
+    iterations: int = 10
+    warmup: int = 1
+    source: str = "local"
+    escalate: bool = False
+    plan: dict[str, Any] | None = None
+    fault: str | None = None
+    hub: Hub | None = None
+    host_memory_bytes: int | None = None
+    host_memory_wait_s: float = 0.0
+    memory_check: Callable[..., int | None] | None = None

@@ -49,27 +49,16 @@ def resolve(
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
-    return resolve_hub(
-        model,
-        revision=revision,
-        hub=hub,
-        task=task,
-        expected_bytes=checkpoint_bytes(model, revision=revision, hub=hub, task=task),
-    )
-
-
-def checkpoint_bytes(model: str, *, revision: str | None, hub: Hub, task: str | None) -> int | None:
-    """The checkpoint's bytes the planner counts from the model's config on the Hub, or None when it cannot."""
     from pipeline.errors import HubError, PlanError
     from pipeline.plan import plan_model
 
     try:
-        plan = plan_model(model, revision=revision, hub=hub, task=task,
-                          workload=default_workload(task) if task else None)  # fmt: skip
+        workload = default_workload(task) if task else None
+        expected = plan_model(model, revision=revision, hub=hub, task=task, workload=workload).download_bytes
     except (PlanError, HubError) as exc:
         logger.info("no checkpoint size for %s: %s", model, exc)
-        return None
-    return plan.download_bytes
+        expected = None
+    return resolve_hub(model, revision=revision, hub=hub, task=task, expected_bytes=expected)
 
 
 def family_of(resolved: ResolvedModel) -> Family:

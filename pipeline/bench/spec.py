@@ -73,16 +73,13 @@ class BenchSpec:
 
     def __post_init__(self) -> None:
         check_task(self.task)
-        if self.device not in DEVICES:
-            raise ConfigError(f"unknown device {self.device!r}; choose from {', '.join(DEVICES)}")
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"unknown dtype {self.dtype!r}; choose from {', '.join(DTYPES)}")
-        if self.cores < 1 or self.warmup < 0 or self.iterations < 1:
-            raise ConfigError("cores and iterations must be >= 1 and warmup >= 0")
+        for name, allowed in (("device", DEVICES), ("dtype", DTYPES), ("phase", PHASES)):
+            if (value := getattr(self, name)) not in allowed:
+                raise ConfigError(f"unknown {name} {value!r}; choose from {', '.join(allowed)}")
         if self.fault is not None and self.fault not in FAULTS:
             raise ConfigError(f"unknown fault {self.fault!r}")
-        if self.phase not in PHASES:
-            raise ConfigError(f"unknown phase {self.phase!r}; choose from {', '.join(PHASES)}")
+        if self.cores < 1 or self.warmup < 0 or self.iterations < 1:
+            raise ConfigError("cores and iterations must be >= 1 and warmup >= 0")
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -134,14 +134,10 @@ def _run_and_verify(
         _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
         return found[0], found[1], None
     if cache_dir is not None:
-        metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
-        warm = verify.warm_start(spec, backend=backend, cache_dir=cache_dir, children=children)
-        metrics["warm_start_s"] = warm.warm_start_s
-        metrics["compile_cache_hit"] = warm.cache_hit
-        if warm.cached_graphs is not None:
-            metrics["warm_start_cached_graphs"] = warm.cached_graphs
-        if warm.note:
-            notes.append(warm.note)
+        figures, note = verify.warm_start(spec, backend=backend, cache_dir=cache_dir, children=children)
+        metrics.update(figures)
+        if note:
+            notes.append(note)
     if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
         return _stopped(metrics, stop)
     agreed = verify.answer_check(

@@ -18,8 +18,8 @@ from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
 from pipeline.bench.process import address_space_short
 from pipeline.bench.spec import BenchOptions, BenchSpec
-from pipeline.errors import BenchError, ConfigError
-from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
+from pipeline.errors import BenchError, ConfigError, HubError, PlanError
+from pipeline.models import Family, ResolvedModel, folder_family, resolve_hub, resolve_local
 from pipeline.plan import resolve_workload
 from pipeline.records import dump_record, validate_record
 from pipeline.taskspec import default_workload
@@ -42,14 +42,11 @@ def resolve(
     folder = Path(model)
     if folder.is_dir():
         return resolve_local(folder, model_id=model_id, revision=revision)
-    from pipeline.models import resolve_hub
-
     if model_id is not None and model_id != model:
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
-    from pipeline.errors import HubError, PlanError
     from pipeline.plan import plan_model
 
     try:
@@ -77,7 +74,6 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
 
     None when the model cannot be planned: the benchmark itself is what tells then.
     """
-    from pipeline.errors import PlanError
     from pipeline.plan import plan_model
 
     try:

@@ -66,16 +66,6 @@ class Children:
         )
 
 
-@dataclasses.dataclass
-class WarmStart:
-    """What the warm start observed."""
-
-    warm_start_s: float | None
-    cache_hit: bool | None
-    note: str | None = None
-    cached_graphs: int | None = None
-
-
 def _outcome_problem(outcome: ChildOutcome) -> str | None:
     if outcome.timed_out:
         return "timed out"
@@ -89,20 +79,24 @@ def _outcome_problem(outcome: ChildOutcome) -> str | None:
     return None
 
 
-def warm_start(spec: BenchSpec, *, backend: Backend, cache_dir: Path, children: Children) -> WarmStart:
+def warm_start(
+    spec: BenchSpec, *, backend: Backend, cache_dir: Path, children: Children
+) -> tuple[dict[str, Any], str | None]:
     """Load and make the first call again in a fresh process on the cache the benchmark filled.
 
     Returns:
-        ``warm_start_s`` (load + first call) and whether the cache served it (no new file), or a note.
+        The record's figures: ``warm_start_s`` (load + first call), ``compile_cache_hit`` (the cache served it: no
+        new file) and, when the compiler counted them, ``warm_start_cached_graphs``; and a note on what was seen.
     """
+    unknown: dict[str, Any] = {"warm_start_s": None, "compile_cache_hit": None}
     before = backend.compile_cache_files(cache_dir)
     if not before:
-        return WarmStart(None, None, f"the compile cache {cache_dir.name} stayed empty: no warm start to measure")
+        return unknown, f"the compile cache {cache_dir.name} stayed empty: no warm start to measure"
     again = dataclasses.replace(spec, phase="warm_start", capture=None, warmup=0, iterations=1)
     outcome = children.on_device(again, backend, cache_dir)
     problem = _outcome_problem(outcome)
     if problem is not None:
-        return WarmStart(None, None, f"warm start failed: {problem}")
+        return unknown, f"warm start failed: {problem}"
     reported = outcome.report.get("metrics", {})
     value = reported.get("warm_start_s")
     hit = backend.compile_cache_hit(cache_dir, before)
@@ -115,8 +109,8 @@ def warm_start(spec: BenchSpec, *, backend: Backend, cache_dir: Path, children: 
     if counted:
         served = f"the warm start was served {cached} of {graphs} graphs from the cache"
         note = f"{note}; {served}" if note else served
-    seconds = float(value) if value is not None else None
-    return WarmStart(seconds, hit, note, cached if counted else None)
+    figures = {"warm_start_s": float(value) if value is not None else None, "compile_cache_hit": hit}
+    return figures | ({"warm_start_cached_graphs": cached} if counted else {}), note
 
 
 def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: Path | None, children: Children) -> str | None:

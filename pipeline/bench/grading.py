@@ -43,7 +43,7 @@ from pipeline.bench.tolerances import (
 )
 
 
-def _finite(value: float | None, digits: int = 6) -> float | None:
+def finite(value: float | None, digits: int = 6) -> float | None:
     return round(value, digits) if value is not None and math.isfinite(value) else None
 
 
@@ -129,8 +129,8 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
                 "k": group,
                 "atol": atol,
                 "rtol": rtol,
-                "max_abs_error": _finite(float(abs_error.nan_to_num(math.inf).max())),
-                "max_rel_error": _finite(max(0.0, float(per_step[worst]))),
+                "max_abs_error": finite(float(abs_error.nan_to_num(math.inf).max())),
+                "max_rel_error": finite(max(0.0, float(per_step[worst]))),
                 "step": worst,
             }
         )
@@ -167,8 +167,8 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         "greedy_match_rate": round(float(match.double().mean()), 6),
         "first_divergence_step": int(first[0]) if first.numel() else None,
         "topk": groups,
-        "sigma_ratio": _finite(ratio),
-        "bc": _finite(bc),
+        "sigma_ratio": finite(ratio),
+        "bc": finite(bc),
     }
 
 
@@ -197,8 +197,8 @@ def grade_output(
     return {
         "grade": grade,
         "failed_step": None,
-        "sigma_ratio": _finite(ratio),
-        "bc": _finite(bc),
+        "sigma_ratio": finite(ratio),
+        "bc": finite(bc),
     }
 
 

@@ -53,9 +53,7 @@ def content_revision(folder: Path) -> str:
         relative = file.relative_to(folder).as_posix()
         if relative.startswith(".") or "/." in relative:
             continue
-        digest.update(relative.encode())
-        digest.update(b"\0")
-        digest.update(hashlib.sha256(file.read_bytes()).digest())
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
     return digest.hexdigest()
 
 

@@ -79,14 +79,9 @@ def rows_at(rows: Iterable[Mapping[str, Any]], pins: Mapping[str, str]) -> list[
 def _newest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """The newest pass or fail per (model id without case, task); a CI row before any other (errors say nothing)."""
     best: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        if row["status"] not in ("pass", "fail"):
-            continue
-        key = (str(row["model_id"]).casefold(), row["task"])
-        rank = (row.get("source") == "ci", row["finished_at"])
-        held = best.get(key)
-        if held is None or rank > (held.get("source") == "ci", held["finished_at"]):
-            best[key] = dict(row)
+    judged = [row for row in rows if row["status"] in ("pass", "fail")]
+    for row in sorted(judged, key=lambda r: (r.get("source") == "ci", r["finished_at"]), reverse=True):
+        best.setdefault((str(row["model_id"]).casefold(), row["task"]), dict(row))  # a tie keeps the first
     return best
 
 

@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.bench.doctor import Check, Report, run_checks
-    from pipeline.bench.failures import INTERRUPTED, Classification, classify
-    from pipeline.bench.run import BenchOptions, bench_model, plan_summary, resolve
+    from pipeline.bench.doctor import run_checks
+    from pipeline.bench.failures import INTERRUPTED, classify
+    from pipeline.bench.run import bench_model
     from pipeline.bench.smoke import smoke, smoke_line
+    from pipeline.bench.spec import BenchOptions
 
 
 lazy_face(__name__)

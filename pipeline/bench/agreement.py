@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -85,12 +84,6 @@ def load(path: Path) -> dict[str, Any]:
     return loaded
 
 
-def step_logits(capture: dict[str, Any]) -> Any:
-    """A generation capture's logits as ``[steps, batch, vocab]`` (a format-1 capture holds one step)."""
-    logits = capture["logits"]
-    return logits[None] if logits.dim() == 2 else logits
-
-
 def teacher_forced(device: dict[str, Any], reference: dict[str, Any]) -> bool:
     """Whether a device capture's logits are teacher-forced by the reference's tokens: forced, or free-running
     with the reference's tokens at every step (then every step saw the reference's context)."""
@@ -124,9 +117,7 @@ def compare(
         (:func:`pipeline.bench.grading.grade_generation`, :func:`~pipeline.bench.grading.grade_output`), the noise
         run named (``noise_reference``) or why there is none (``noise_skipped``).
     """
-    import torch
-
-    from pipeline.bench.grading import grade_generation, grade_output, grade_transcripts
+    from pipeline.bench.grading import finite, grade_generation, grade_output, grade_transcripts
     from pipeline.bench.tasks.base import cosine_rows
 
     ours, theirs = load(device), load(reference)
@@ -138,65 +129,43 @@ def compare(
         noise_texts = list(base["transcripts"]) if base is not None else None
         out.update(grade_transcripts(list(theirs["transcripts"]), list(ours["transcripts"]), noise_texts,
                                      threshold=source.cosine_threshold))  # fmt: skip
-        return _valued(out)
-    if "output" in ours or "output" in theirs:
-        cosine = cosine_rows(ours["output"], theirs["output"])
-        out[source.cosine_field] = round(cosine, 6) if math.isfinite(cosine) else None
+    elif "output" in ours or "output" in theirs:
+        out[source.cosine_field] = finite(cosine_rows(ours["output"], theirs["output"]))
         out.update(grade_output(theirs["output"], ours["output"], base["output"] if base else None,
                                 cosine=out[source.cosine_field], threshold=source.cosine_threshold))  # fmt: skip
-        return _valued(out)
-    mine, ref = step_logits(ours), step_logits(theirs)
-    if mine.shape[1:] != ref.shape[1:] or mine.shape[0] < 1:
-        raise ValueError(f"logit shapes differ: device {tuple(mine.shape)}, reference {tuple(ref.shape)}")
-    cosine = torch.nn.functional.cosine_similarity(mine[0].double(), ref[0].double(), dim=-1).min().item()
-    prefix, compared = _prefix(ours["tokens"], theirs["tokens"])
-    forced = teacher_forced(ours, theirs)
-    # A free-running capture whose tokens parted from the reference's saw the reference's context up to and with
-    # the step they parted at only: the steps after it are not compared.
-    steps = min(mine.shape[0], ref.shape[0]) if forced else min(prefix + 1, mine.shape[0], ref.shape[0])
-    noise_logits = step_logits(base)[:steps] if base is not None else None
-    if noise_logits is not None and noise_logits.shape[0] < steps:
-        noise_logits, out["noise_reference"] = None, None
-        out["noise_skipped"] = "the bfloat16 run holds fewer steps than the reference"
-    out.update(
-        logits_cosine=round(cosine, 6) if math.isfinite(cosine) else None,
-        prefix_tokens=prefix,
-        compared_tokens=compared,
-        teacher_forced=forced,
-        **grade_generation(ref[:steps], mine[:steps], noise_logits),
-    )
-    return _valued(out)
-
-
-def _valued(agreement: dict[str, Any]) -> dict[str, Any]:
-    """The agreement without the graded fields that have no value."""
-    return {k: v for k, v in agreement.items() if v is not None or k not in GRADED_FIELDS}
+    else:
+        mine, ref = ours["logits"], theirs["logits"]
+        if mine.shape[1:] != ref.shape[1:] or mine.shape[0] < 1:
+            raise ValueError(f"logit shapes differ: device {tuple(mine.shape)}, reference {tuple(ref.shape)}")
+        prefix, compared = _prefix(ours["tokens"], theirs["tokens"])
+        forced = teacher_forced(ours, theirs)
+        # A free-running capture whose tokens parted from the reference's saw the reference's context up to and
+        # with the step they parted at only: the steps after it are not compared.
+        steps = min(mine.shape[0], ref.shape[0]) if forced else min(prefix + 1, mine.shape[0], ref.shape[0])
+        noise_logits = base["logits"][:steps] if base is not None else None
+        if noise_logits is not None and noise_logits.shape[0] < steps:
+            noise_logits, out["noise_reference"] = None, None
+            out["noise_skipped"] = "the bfloat16 run holds fewer steps than the reference"
+        out.update(
+            logits_cosine=finite(cosine_rows(mine[0], ref[0])),
+            prefix_tokens=prefix,
+            compared_tokens=compared,
+            teacher_forced=forced,
+            **grade_generation(ref[:steps], mine[:steps], noise_logits),
+        )
+    return {k: v for k, v in out.items() if v is not None or k not in GRADED_FIELDS}  # the graded ones with a value
 
 
 def skipped(reason: str | None, *, task: str = "text-generation") -> dict[str, Any]:
     """The record's ``agreement`` of ``task`` with nothing compared (yet), and why (None: not skipped)."""
     source = task_source(task)
-    out: dict[str, Any] = {
-        "reference": REFERENCE_KIND,
-        "logits_cosine": None,
-        "prefix_tokens": None,
-        "compared_tokens": None,
-        "threshold": source.cosine_threshold,
-        "skipped": reason,
-    }
-    out[source.cosine_field] = None
-    return out
+    out: dict[str, Any] = dict.fromkeys(("logits_cosine", "prefix_tokens", "compared_tokens", source.cosine_field))
+    return {**out, "reference": REFERENCE_KIND, "threshold": source.cosine_threshold, "skipped": reason}
 
 
-def disagrees(agreement: dict[str, Any] | None, *, task: str = "text-generation") -> bool:
-    """Whether an agreement says the answer is wrong: graded ``diverges`` (an agreement without a grade, as older
-    records hold, by its cosine below the threshold; NaN counts too)."""
-    if not agreement or agreement.get("skipped"):
-        return False
-    if "grade" in agreement:
-        return agreement["grade"] == "diverges"
-    cosine = agreement.get(task_source(task).cosine_field)
-    return cosine is None or cosine < agreement.get("threshold", task_source(task).cosine_threshold)
+def disagrees(agreement: dict[str, Any] | None) -> bool:
+    """Whether an agreement says the answer is wrong: graded ``diverges`` (a skipped one has no grade)."""
+    return agreement is not None and agreement.get("grade") == "diverges"
 
 
 def _figure(value: Any) -> str:
@@ -206,8 +175,6 @@ def _figure(value: Any) -> str:
 def failure_message(agreement: dict[str, Any], *, task: str) -> str:
     """The ``accuracy`` failure's message: where the answer diverges and the figures that say so."""
     source = task_source(task)
-    if "grade" not in agreement:
-        return f"{source.answer}: cosine {agreement.get(source.cosine_field)} below {agreement.get('threshold')}"
     if agreement.get("noise_reference"):
         sigma, bc = _figure(agreement.get("sigma_ratio")), _figure(agreement.get("bc"))
         three_way = f"σ-ratio {sigma}, Bhattacharyya {bc} against the CPU bfloat16 run"

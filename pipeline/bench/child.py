@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends import get_backend, world_of
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchSpec, blank_report
 from pipeline.bench.tasks import get_task
 from pipeline.bench.tasks.base import Run
 
@@ -37,14 +37,7 @@ class Progress:
     def __init__(self, path: Path, *, enabled: bool = True) -> None:
         self.path = path
         self.enabled = enabled
-        self.state: dict[str, Any] = {
-            "stage": "load",
-            "metrics": {},
-            "error": None,
-            "done": False,
-            "extra": {},
-            "notes": [],
-        }
+        self.state = blank_report()
         self.write()
 
     def write(self) -> None:
@@ -243,7 +236,7 @@ def limit_threads(threads: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipeline.bench.child SPEC OUT``: run the spec, report to OUT; exit 1 on failure."""
     args = sys.argv[1:] if argv is None else argv
-    spec = BenchSpec.read(Path(args[0]))
+    spec = BenchSpec.from_json(Path(args[0]).read_text(encoding="utf-8"))
     progress = Progress(Path(args[1]), enabled=world_of()[0] == 0)
     try:
         backend = get_backend(spec.device)

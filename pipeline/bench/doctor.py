@@ -17,7 +17,7 @@ import resource
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +37,6 @@ from pipeline.backends.neuron import (
     sysfs_memory_layout,
     visible_devices,
 )
-from pipeline.bench.pins import apt_checks, pin_summary
 from pipeline.errors import ConfigError, PipelineError
 
 CheckStatus = Literal["ok", "warn", "fail"]
@@ -145,7 +144,7 @@ def _driver(backend: NeuronBackend) -> list[Check]:
     version = driver_version(backend.sysfs_root)
     devices = visible_devices(backend.dev_root)
     fix = "install the Neuron driver (aws-neuronx-dkms; the Neuron DLAMI has it) on a trn2 instance"
-    out = [
+    return [
         Check("driver", "ok", f"Neuron driver {version}")
         if version
         else Check("driver", "fail", f"no Neuron driver ({backend.sysfs_root}/module/neuron/version)", fix),
@@ -153,7 +152,6 @@ def _driver(backend: NeuronBackend) -> list[Check]:
         if devices
         else Check("devices", "fail", f"no {backend.dev_root}/neuron* device", fix),
     ]
-    return out
 
 
 def _neuron_ls(backend: NeuronBackend, cores: int | None) -> list[Check]:
@@ -208,6 +206,43 @@ def _packages(backend: NeuronBackend, toolchain: Mapping[str, str]) -> list[Chec
     return out
 
 
+def apt_matches(installed: str, pin: str) -> bool:
+    """Whether an installed upstream version is what apt's ``NAME=PIN`` selects (a trailing ``*`` is a prefix)."""
+    return installed.startswith(pin[:-1]) if pin.endswith("*") else installed == pin
+
+
+def _apt(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Check]:
+    """One check per Debian package pinned in the toolchain file's ``apt:`` (docs/neuron-facts.md, "runtime
+    package"): installed at its pin, another version, or missing."""
+    out = []
+    for package, pin in apt.items():
+        have = dpkg(package)
+        fix = f"apt-get install {package}={pin} (runners/setup-runner.sh --neuron-apt installs every pin)"
+        if have is None:
+            out.append(Check(package, "fail", f"not installed; runners/toolchain.yaml pins {pin}", fix))
+        elif not apt_matches(have, pin):
+            out.append(Check(package, "fail", f"{have}, but runners/toolchain.yaml pins {pin}", fix))
+        else:
+            out.append(Check(package, "ok", have))
+    return out
+
+
+def _pin_summary(checks: list[Check], pinned: Iterable[str]) -> Check:
+    """The ``toolchain`` line: ok, or every pinned package whose installed version differs from its pin (its rows
+    would not be the pinned toolchain's), by name."""
+    names = set(pinned)
+    differ = [c for c in checks if c.name in names and c.status == "fail"]
+    if not differ:
+        return Check("toolchain", "ok", "every pinned package is installed at runners/toolchain.yaml's version")
+    listed = "; ".join(f"{c.name} {c.detail.split(', but', 1)[0].split(';', 1)[0]}" for c in differ)
+    return Check(
+        "toolchain",
+        "fail",
+        f"the installed toolchain differs from the pin in {len(differ)} package(s): {listed}",
+        "install the pinned versions (runners/setup-runner.sh), or its rows are not the pinned toolchain's",
+    )
+
+
 def version_matches(installed: str, pin: str) -> bool:
     """Whether an installed version is the pinned one: equal once a local ``+build`` label is dropped, or the pin
     followed by more components (a torch-neuronx wheel of the ``2.14.3.0.*`` family; the pin is a prefix)."""
@@ -216,9 +251,8 @@ def version_matches(installed: str, pin: str) -> bool:
 
 
 def _container(status: Path = Path("/proc/self/status")) -> tuple[Check, dict[str, Any]]:
-    """The process's capabilities and memlock limit: what AWS's Trainium container examples grant (SYS_ADMIN,
-    IPC_LOCK, unlimited memlock). The docs do not say what the runtime needs them for, so this informs, never
-    fails: a first container run records what it had."""
+    """The process's capabilities and memlock limit, as AWS's Trainium container examples grant them (SYS_ADMIN,
+    IPC_LOCK, unlimited memlock): the docs do not say why the runtime needs them, so this informs, never fails."""
     caps: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
     try:
         for line in status.read_text(encoding="utf-8").splitlines():
@@ -253,19 +287,17 @@ def _gib(size: int) -> str:
     return f"{size * 10 // 1024**3 / 10:.1f} GiB"
 
 
-def _space(name: str, path: Path, minimum: int, *, writable: bool, disk_free: Callable[[Path], int]) -> Check:
+def _space(name: str, path: Path, minimum: int, *, disk_free: Callable[[Path], int]) -> Check:
+    """Whether ``path`` is writable (made when missing) with at least ``minimum`` bytes free."""
     probe = path
     while not probe.exists() and probe != probe.parent:
         probe = probe.parent
-    if writable:
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path):
-                pass
-        except OSError as exc:
-            return Check(
-                name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory"
-            )
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        return Check(name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory")
     free = disk_free(probe)
     detail = f"{path}: {_gib(free)} free"
     if free < minimum:
@@ -296,8 +328,8 @@ def _host(total_memory: int, disk_free: Callable[[Path], int]) -> list[Check]:
                    "use a larger instance")
     )  # fmt: skip
     return [
-        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, writable=True, disk_free=disk_free),
-        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, writable=True, disk_free=disk_free),
+        _space("neff-cache", neff, MIN_CACHE_FREE_BYTES, disk_free=disk_free),
+        _space("disk", Path(tempfile.gettempdir()), MIN_DISK_FREE_BYTES, disk_free=disk_free),
         memory,
     ]
 
@@ -345,14 +377,14 @@ def run_checks(
     version = python or (sys.version_info[0], sys.version_info[1])
     container, capabilities = _container()
     sysfs, layout = _sysfs(backend)
-    pinned = [*_packages(backend, toolchain), *(Check(*line) for line in apt_checks(apt or {}, dpkg))]
+    pinned = [*_packages(backend, toolchain), *_apt(apt or {}, dpkg)]
     checks = [
         *_os_python(os_release or constants.TRNCAT_SYSTEM_ROOT / "etc" / "os-release", version,
                     backend.requires_python("torch-neuronx")),
         *_driver(backend),
         *_neuron_ls(backend, cores),
         *pinned,
-        Check(*pin_summary(pinned, [*TOOLCHAIN_PACKAGES, *(apt or {})])),
+        _pin_summary(pinned, [*TOOLCHAIN_PACKAGES, *(apt or {})]),
         container,
         sysfs,
     ]  # fmt: skip

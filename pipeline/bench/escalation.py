@@ -66,12 +66,6 @@ def _classification(record: dict[str, Any]) -> Classification | None:
     return Classification(status=record["status"], stage=failure["stage"], code=failure["code"], rule="record")
 
 
-def instance_cores(backend: Backend, spec: BenchSpec) -> int:
-    """Cores the backend reports for this machine, or ``spec.cores`` when it cannot tell (no escalation)."""
-    available = backend.hardware(cores=spec.cores).get("cores_available")
-    return int(available) if available else spec.cores
-
-
 def run_with_escalation(
     spec: BenchSpec,
     *,
@@ -88,7 +82,8 @@ def run_with_escalation(
             with the model and the run's options bound; tests inject one).
         backend: The backend of ``spec.device`` (asked for the instance's cores).
         model_id: The model, as the log and an error name it.
-        max_cores: Cores of the instance; asked of the backend when None.
+        max_cores: Cores of the instance; asked of the backend when None (``spec.cores`` when it cannot tell: no
+            escalation).
 
     Returns:
         The last attempt's record, with ``attempts`` listing the failed attempts before it and
@@ -97,7 +92,7 @@ def run_with_escalation(
     Raises:
         BenchError: the assembled record is invalid (a harness bug).
     """
-    limit = max_cores if max_cores is not None else instance_cores(backend, spec)
+    limit = max_cores or int(backend.hardware(cores=spec.cores).get("cores_available") or spec.cores)
     if not task_source(spec.task).tensor_parallel:
         limit = spec.cores  # its library cannot shard: more cores would not hold a larger model
     earlier: list[dict[str, Any]] = []

@@ -151,21 +151,16 @@ class Rule:
 
     def match(self, ctx: MatchContext) -> tuple[bool, re.Match[str] | None]:
         """Whether this rule matches ``ctx``, with the regex match when the pattern produced it."""
-        if self.timed_out and not ctx.timed_out:
+        if (
+            (self.timed_out and not ctx.timed_out)
+            or (self.signals and ctx.signal not in self.signals)
+            or (self.nonzero_exit and (ctx.exit_code is None or ctx.exit_code == 0 or ctx.exc_type))
+            or (self.needs_exception and not ctx.exc_type)
+            or (self.needs_stage_hint and not ctx.stage_hint)
+            or (self.stage_hints and ctx.stage_hint not in self.stage_hints)
+        ):
             return False, None
-        if self.signals and ctx.signal not in self.signals:
-            return False, None
-        if self.nonzero_exit and (ctx.exit_code is None or ctx.exit_code == 0 or ctx.exc_type):
-            return False, None
-        if self.needs_exception and not ctx.exc_type:
-            return False, None
-        if self.needs_stage_hint and not ctx.stage_hint:
-            return False, None
-        if self.stage_hints and ctx.stage_hint not in self.stage_hints:
-            return False, None
-        if not self.exc_types and self.pattern is None:
-            return True, None
-        if ctx.exc_name is not None and ctx.exc_name in self.exc_types:
+        if (not self.exc_types and self.pattern is None) or ctx.exc_name in self.exc_types:
             return True, None
         found = self.pattern.search(ctx.text) if self.pattern is not None else None
         return found is not None, found

@@ -43,8 +43,16 @@ from pipeline.bench.tolerances import (
 )
 
 
-def _finite(value: float, digits: int = 6) -> float | None:
-    return round(value, digits) if math.isfinite(value) else None
+def finite(value: float | None, digits: int = 6) -> float | None:
+    return round(value, digits) if value is not None and math.isfinite(value) else None
+
+
+def _three_way(device_errors: Any, noise_errors: Any) -> tuple[float, float | None, bool]:
+    """The σ-ratio of two runs' absolute errors, the smallest Bhattacharyya coefficient over their first dimension
+    (each step, or each batch row), and whether either says bfloat16 noise."""
+    ratio = sigma_ratio(device_errors, noise_errors)
+    bc = min((bhattacharyya(device_errors[i], noise_errors[i]) for i in range(device_errors.shape[0])), default=None)
+    return ratio, bc, ratio <= SIGMA_RATIO_MAX or (bc is not None and bc >= BC_MIN)
 
 
 def bhattacharyya(a: Any, b: Any, *, bins: int = BC_BINS) -> float:
@@ -121,8 +129,8 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
                 "k": group,
                 "atol": atol,
                 "rtol": rtol,
-                "max_abs_error": _finite(float(abs_error.nan_to_num(math.inf).max())),
-                "max_rel_error": _finite(max(0.0, float(per_step[worst]))),
+                "max_abs_error": finite(float(abs_error.nan_to_num(math.inf).max())),
+                "max_rel_error": finite(max(0.0, float(per_step[worst]))),
                 "step": worst,
             }
         )
@@ -138,11 +146,8 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         base = noise.double()
         if base.shape != ref.shape:
             raise ValueError(f"logit shapes differ: bfloat16 run {tuple(base.shape)}, reference {tuple(ref.shape)}")
-        noise_errors, device_errors = (base - ref).abs(), (dev - ref).abs()
-        ratio = sigma_ratio(device_errors, noise_errors)
-        per_step_bc = [bhattacharyya(device_errors[t], noise_errors[t]) for t in range(steps)]
-        bc = min(per_step_bc) if per_step_bc else None
-        noise_ok = ratio <= SIGMA_RATIO_MAX or (bc is not None and bc >= BC_MIN)
+        noise_errors = (base - ref).abs()
+        ratio, bc, noise_ok = _three_way((dev - ref).abs(), noise_errors)
         top5 = ref.topk(min(5, vocab), dim=-1).indices
         reach = noise_errors.gather(-1, top5).amax(-1)
         within_precision |= (base.argmax(-1) == dev_token) | (margin <= reach)
@@ -162,8 +167,8 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         "greedy_match_rate": round(float(match.double().mean()), 6),
         "first_divergence_step": int(first[0]) if first.numel() else None,
         "topk": groups,
-        "sigma_ratio": _finite(ratio) if ratio is not None else None,
-        "bc": _finite(bc) if bc is not None else None,
+        "sigma_ratio": finite(ratio),
+        "bc": finite(bc),
     }
 
 
@@ -180,10 +185,7 @@ def grade_output(
     ratio = bc = None
     noise_ok = False
     if noise is not None and noise.shape == reference.shape:
-        noise_errors, device_errors = (noise.double().flatten(1) - ref).abs(), (dev - ref).abs()
-        ratio = sigma_ratio(device_errors, noise_errors)
-        bc = min(bhattacharyya(device_errors[row], noise_errors[row]) for row in range(ref.shape[0]))
-        noise_ok = ratio <= SIGMA_RATIO_MAX or bc >= BC_MIN
+        ratio, bc, noise_ok = _three_way((dev - ref).abs(), (noise.double().flatten(1) - ref).abs())
     if ref.shape == dev.shape and bool((ref == dev).all()):
         grade = "exact"
     elif cosine is not None and cosine >= threshold:
@@ -195,8 +197,8 @@ def grade_output(
     return {
         "grade": grade,
         "failed_step": None,
-        "sigma_ratio": _finite(ratio) if ratio is not None else None,
-        "bc": _finite(bc) if bc is not None else None,
+        "sigma_ratio": finite(ratio),
+        "bc": finite(bc),
     }
 
 

@@ -23,7 +23,7 @@ from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchOptions, BenchSpec
 from pipeline.errors import BenchError, RemoteCodeRefused
 from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
 from pipeline.records import (
@@ -68,30 +68,33 @@ def interrupted(signum: int, stage: str) -> dict[str, str]:
     return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
 
 
+def _classified(shown: str, /, **evidence: Any) -> tuple[str, dict[str, str]]:
+    """The status and failure the rules give ``evidence`` (:func:`classify`), with the message ``shown``."""
+    c = classify(**evidence)
+    return c.status, {"stage": c.stage, "code": c.code, "message": shown}
+
+
 def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
     report = outcome.report
     stage = report.get("stage") or "load"
     if outcome.stopped_by is not None:
         return "error", interrupted(outcome.stopped_by, stage)
     if outcome.timed_out:
-        c = classify(timed_out=True, stage_hint=stage)
-        message = f"no result after {timeout_s:g} s (was at stage {stage})"
-        return c.status, {"stage": c.stage, "code": c.code, "message": message}
+        return _classified(f"no result after {timeout_s:g} s (was at stage {stage})", timed_out=True, stage_hint=stage)
     if outcome.over_memory:
         message = f"{HOST_OOM_HINT}: killed at stage {stage}"
-        c = classify(signal=signal.SIGKILL, message=message, stage_hint=stage)
-        return c.status, {"stage": c.stage, "code": c.code, "message": message}
-    error = report.get("error")
-    if error:
-        c = classify(exc_type=error.get("type"), message=error.get("message", ""), stage_hint=stage)
-        return c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(error.get("message", ""))}
+        return _classified(message, signal=signal.SIGKILL, message=message, stage_hint=stage)
+    if error := report.get("error"):
+        text = error.get("message", "")
+        return _classified(summarize_message(text), exc_type=error.get("type"), message=text, stage_hint=stage)
     if outcome.returncode != 0 or not report.get("done"):
         code = outcome.returncode
         sig = -code if code is not None and code < 0 else None
-        c = classify(signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage)
         what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
-        tail = summarize_message(outcome.log_tail, limit=1500)
-        return c.status, {"stage": c.stage, "code": c.code, "message": f"child {what} at stage {stage}. {tail}".strip()}
+        message = f"child {what} at stage {stage}. {summarize_message(outcome.log_tail, limit=1500)}".strip()
+        return _classified(
+            message, signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage
+        )
     return None
 
 
@@ -104,9 +107,7 @@ def _run_and_verify(
     metrics: dict[str, Any],
     notes: list[str],
     observed: dict[str, Any],
-    child_runner: Callable[..., ChildOutcome],
-    timeout_s: float,
-    memory_limit_bytes: int | None,
+    children: verify.Children,
 ) -> tuple[str, dict[str, str] | None, dict[str, Any] | None]:
     """The benchmark child, then (when it passed) the warm start and the answer check; fills ``metrics``."""
     cache_dir = work / "compile-cache" if backend.has_compile_cache else None
@@ -114,22 +115,16 @@ def _run_and_verify(
         cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
     started = time.time()
     captured = work / "answer.pt"
-    outcome = child_runner(
-        dataclasses.replace(spec, capture=str(captured)),
-        env=backend.environment(cores=spec.cores, compile_cache=cache_dir),
-        launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
-    )
+    outcome = children.on_device(dataclasses.replace(spec, capture=str(captured)), backend, cache_dir)
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in metrics})
     metrics.update({k: v for k, v in reported.items() if k in OPTIONAL_METRICS and v is not None})
     extra = outcome.report.get("extra") or {}
     if (spread := record_spread(spec.task, spec.workload.batch_size, metrics, reported, extra)) is not None:
         metrics["spread"] = spread
-    observed["threads"] = outcome.report.get("extra", {}).get("threads")
+    observed["threads"] = extra.get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
-    found = _failure_from(outcome, timeout_s=timeout_s)
+    found = _failure_from(outcome, timeout_s=children.timeout_s)
     error = outcome.report.get("error") or {}
     if found is not None and found[1]["code"] == "device_oom" and error.get("type"):
         # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
@@ -139,47 +134,26 @@ def _run_and_verify(
         _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
         return found[0], found[1], None
     if cache_dir is not None:
-        metrics["compile_cache_hit"] = False if backend.compile_cache_files(cache_dir) else None
-        warm = verify.warm_start(
-            spec,
-            backend=backend,
-            cache_dir=cache_dir,
-            child_runner=child_runner,
-            timeout_s=timeout_s,
-            memory_limit_bytes=memory_limit_bytes,
-        )
-        metrics["warm_start_s"] = warm.warm_start_s
-        metrics["compile_cache_hit"] = warm.cache_hit
-        if warm.cached_graphs is not None:
-            metrics["warm_start_cached_graphs"] = warm.cached_graphs
-        if warm.note:
-            notes.append(warm.note)
+        figures, note = verify.warm_start(spec, backend=backend, cache_dir=cache_dir, children=children)
+        metrics.update(figures)
+        if note:
+            notes.append(note)
     if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
         return _stopped(metrics, stop)
-    workload = spec.workload.to_dict()
-    key = agreement.reference_key(model_id=model.model_id, revision=model.revision, task=spec.task, workload=workload)
     agreed = verify.answer_check(
         spec,
+        model_id=model.model_id,
+        revision=model.revision,
         device_capture=captured,
         reference_cache=constants.TRNCAT_REFERENCE_CACHE,
-        key=key,
-        noise_key=agreement.reference_key(
-            model_id=model.model_id,
-            revision=model.revision,
-            task=spec.task,
-            workload=workload,
-            dtype=agreement.NOISE_DTYPE,
-        ),  # fmt: skip
         params=metrics.get("params"),
-        child_runner=child_runner,
-        timeout_s=timeout_s,
-        memory_limit_bytes=memory_limit_bytes,
+        children=children,
         backend=backend,
         cache_dir=cache_dir,
     )
     if (stop := stopped_by()) is not None:
         return _stopped(metrics, stop)
-    if agreement.disagrees(agreed, task=spec.task):
+    if agreement.disagrees(agreed):
         message = agreement.failure_message(agreed, task=spec.task)
         return "fail", {"stage": "accuracy", "code": "wrong_answer", "message": message}, agreed
     return "pass", None, agreed
@@ -244,19 +218,25 @@ def runner_memory_share(*, total: int, cores: int, cores_available: int | None) 
     return total * max(1, cores) // cores_available
 
 
+def _remote_code_refused(folder: Path) -> str | None:
+    """Why the model's own files ask for code trncat never runs (:mod:`pipeline.models.gates`), or None."""
+    try:
+        check_remote_code(folder)
+        check_pipeline_classes(folder)
+        check_sentence_modules(folder)
+    except RemoteCodeRefused as exc:
+        return str(exc)
+    return None
+
+
 def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
     *,
     backend: Backend,
-    timeout_s: float = 1800.0,
-    memory_limit_bytes: int | None = None,
-    source: str = "local",
+    options: BenchOptions | None = None,
     plan: dict[str, Any] | None = None,
     child_runner: Callable[..., ChildOutcome] = run_child,
-    host_memory_bytes: int | None = None,
-    host_memory_wait_s: float = 0.0,
-    memory_check: Callable[..., int | None] = host_memory_short,
     bundle_out: Path | None = None,
 ) -> dict[str, Any]:
     """Benchmark ``model`` as ``spec`` says, in a child process, and return a valid result record.
@@ -265,16 +245,13 @@ def bench_once(
         spec: What to run.
         model: The resolved model (folder, id, revision).
         backend: The backend of ``spec.device``, resolved (and checked) once by the caller.
-        timeout_s: Wall-clock limit of the child.
-        memory_limit_bytes: Host memory limit of the child's process tree.
-        source: The record's ``run.source``.
+        options: The run's limits (``timeout_s``, ``memory_limit_bytes``), its ``source`` and host memory guard:
+            ``host_memory_bytes``, the host memory the compile needs (the queue's prediction); when the host does not
+            have it available after ``host_memory_wait_s``, the run is refused: an ``error`` record with the code
+            :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``. ``memory_check`` replaces
+            :func:`host_memory_short` (tests).
         plan: The planner's advice, recorded as is.
         child_runner: Runs the child (:func:`run_child`; tests inject an in-process one).
-        host_memory_bytes: Host memory the compile needs (the queue's prediction); when the host does not have
-            it available after ``host_memory_wait_s``, the run is refused: an ``error`` record with the code
-            :data:`HOST_MEMORY_SHORT`, retried by a later queue, never a ``fail``.
-        host_memory_wait_s: How long to wait for that memory.
-        memory_check: :func:`host_memory_short` (tests inject one).
         bundle_out: Where a pass on a backend with a compile cache packs it (:meth:`Backend.bundle_compile_cache`,
             its key manifest in ``compiled_cache_key``); else the record's ``compiled_cache_skipped`` says why.
 
@@ -283,24 +260,17 @@ def bench_once(
     Raises:
         BenchError: the record that came out is not valid (a harness bug: nothing is written).
     """
+    o = options or BenchOptions()
+    host_memory_bytes, memory_check = o.host_memory_bytes, o.memory_check or host_memory_short
     if backend.name != spec.device:
         raise BenchError(f"the {backend.name} backend cannot run a spec for {spec.device}")
     started = now_iso()
     metrics: dict[str, Any] = dict.fromkeys(metric_fields(spec.task))
-    failure: dict[str, str] | None = None
-    status = "pass"
     notes: list[str] = []
     agreed: dict[str, Any] | None = None
-    refused: RemoteCodeRefused | None = None
     observed: dict[str, Any] = {}
+    status, failure = "pass", None
     unready = backend.preflight()
-    if unready is None and model.error is None:
-        try:
-            check_remote_code(model.path)
-            check_pipeline_classes(model.path)
-            check_sentence_modules(model.path)
-        except RemoteCodeRefused as exc:
-            refused = exc
     if host_memory_bytes and unready is None:
         # A prediction comes from history (one outlier, or a record that lies): never more than this runner's share.
         available_cores = backend.hardware(cores=spec.cores).get("cores_available")
@@ -312,27 +282,25 @@ def bench_once(
                 f"the host, {share} bytes"
             )
             host_memory_bytes = share
-    short = memory_check(host_memory_bytes, wait_s=host_memory_wait_s) if unready is None else None
+    short = memory_check(host_memory_bytes, wait_s=o.host_memory_wait_s) if unready is None else None
     limited = address_space_short()  # no child could start: out of memory before a model loads, said at once
     if unready is not None:  # the machine cannot give a trustworthy run: retried elsewhere, never published
-        status = "error"
-        failure = {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
+        status, failure = "error", {"stage": "load", "code": "device_unknown", "message": summarize_message(unready)}
     elif limited is not None:
         status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": limited}
     elif short is not None:
         gib = 1024**3
-        status = "error"
         message = (
             f"refused before loading: the host had {short / gib:.1f} GiB available after waiting "
-            f"{host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
+            f"{o.host_memory_wait_s:g} s, the compile needs {(host_memory_bytes or 0) / gib:.1f} GiB; retried later"
         )
-        failure = {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
+        status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
     elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
-        c = classify(exc_type="HubError", message=model.error, stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": summarize_message(model.error)}
-    elif refused is not None:
-        c = classify(exc_type="RemoteCodeRefused", message=str(refused), stage_hint="load")
-        status, failure = c.status, {"stage": c.stage, "code": c.code, "message": str(refused)}
+        status, failure = _classified(
+            summarize_message(model.error), exc_type="HubError", message=model.error, stage_hint="load"
+        )
+    elif refused := _remote_code_refused(model.path):
+        status, failure = _classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
     else:
         with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:
             status, failure, agreed = _run_and_verify(
@@ -343,9 +311,7 @@ def bench_once(
                 metrics=metrics,
                 notes=notes,
                 observed=observed,
-                child_runner=child_runner,
-                timeout_s=timeout_s,
-                memory_limit_bytes=memory_limit_bytes,
+                children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes),
             )
             if status == "pass" and bundle_out is not None and backend.has_compile_cache:
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
@@ -354,7 +320,7 @@ def bench_once(
     finished = now_iso()
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])
-    ci = source == "ci"  # the CI-only fields name the project's own run; validation refuses them on any other
+    ci = o.source == "ci"  # the CI-only fields name the project's own run; validation refuses them on any other
     threads = observed.get("threads")
     skipped = observed.get("bundle_skipped")
     record = ResultRecord(
@@ -377,7 +343,7 @@ def bench_once(
             runner=constants.RUNNER_NAME if ci else None,
             github_run_id=constants.GITHUB_RUN_ID if ci else None,
             github_sha=constants.GITHUB_SHA if ci else None,
-            source=source,
+            source=o.source,
             machine=this_machine() if ci else None,  # what a second-machine warm check compares (issue 47.4)
         ),
         attempts=[],

@@ -30,7 +30,7 @@ from typing import Any
 import psutil
 
 from pipeline.backends import registered, stop_group, stopped_by
-from pipeline.bench.spec import BenchSpec
+from pipeline.bench.spec import BenchSpec, blank_report
 
 logger = logging.getLogger(__name__)
 
@@ -63,11 +63,6 @@ def _tree_rss(process: psutil.Process) -> int:
         except psutil.Error:
             continue
     return total
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    """End the child's whole process group at once and reap the child (its exit status is the record's)."""
-    stop_group(proc, grace_s=None, ask_first=False)
 
 
 _STAGE_WORDS = {"load": "loading the model", "compile": "first call (compiling)", "run": "timed runs"}
@@ -113,8 +108,7 @@ def run_child(
         timed_out = over_memory = False
         stopped: int | None = None
         if (stop := stopped_by()) is not None:  # asked to stop before this child started: none starts
-            unstarted: dict[str, Any] = {"stage": "load", "metrics": {}, "error": None, "done": False}
-            return ChildOutcome(unstarted, None, False, False, "", stopped_by=stop)
+            return ChildOutcome(blank_report(), None, False, False, "", stopped_by=stop)
         with log_file.open("wb") as log, contextlib.ExitStack() as stack:
             # A new session makes the child a process group leader, so a kill reaches its helpers too.
             proc = subprocess.Popen(
@@ -141,20 +135,19 @@ def run_child(
                     stage = now_at
                     logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
                 if (stopped := stopped_by()) is not None:
-                    _kill_group(proc)
                     break
                 if time.monotonic() > deadline:
                     timed_out = True
-                    _kill_group(proc)
                     break
                 if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
                     over_memory = True
-                    _kill_group(proc)
                     break
+            if proc.returncode is None:  # stopped, or past a limit: its whole group ends at once, the child reaped
+                stop_group(proc, grace_s=None, ask_first=False)
         try:
             report = json.loads(report_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            report = {"stage": "load", "metrics": {}, "error": None, "done": False}
+            report = blank_report()
         log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
     return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail, stopped_by=stopped)
 

@@ -17,9 +17,9 @@ from pipeline.backends import Backend, reap_orphans, stopped_by, stopping_on_sig
 from pipeline.backends.neuron import bundle_beside
 from pipeline.bench import harness
 from pipeline.bench.process import address_space_short
-from pipeline.bench.spec import BenchSpec
-from pipeline.errors import BenchError, ConfigError
-from pipeline.models import Family, ResolvedModel, folder_family, resolve_local
+from pipeline.bench.spec import BenchOptions, BenchSpec
+from pipeline.errors import BenchError, ConfigError, HubError, PlanError
+from pipeline.models import Family, ResolvedModel, folder_family, resolve_hub, resolve_local
 from pipeline.plan import resolve_workload
 from pipeline.records import dump_record, validate_record
 from pipeline.taskspec import default_workload
@@ -42,34 +42,20 @@ def resolve(
     folder = Path(model)
     if folder.is_dir():
         return resolve_local(folder, model_id=model_id, revision=revision)
-    from pipeline.models import resolve_hub
-
     if model_id is not None and model_id != model:
         raise ConfigError("a model id is given for local folders only; a Hub model is recorded under its own id")
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
-    return resolve_hub(
-        model,
-        revision=revision,
-        hub=hub,
-        task=task,
-        expected_bytes=checkpoint_bytes(model, revision=revision, hub=hub, task=task),
-    )
-
-
-def checkpoint_bytes(model: str, *, revision: str | None, hub: Hub, task: str | None) -> int | None:
-    """The checkpoint's bytes the planner counts from the model's config on the Hub, or None when it cannot."""
-    from pipeline.errors import HubError, PlanError
     from pipeline.plan import plan_model
 
     try:
-        plan = plan_model(model, revision=revision, hub=hub, task=task,
-                          workload=default_workload(task) if task else None)  # fmt: skip
+        workload = default_workload(task) if task else None
+        expected = plan_model(model, revision=revision, hub=hub, task=task, workload=workload).download_bytes
     except (PlanError, HubError) as exc:
         logger.info("no checkpoint size for %s: %s", model, exc)
-        return None
-    return plan.download_bytes
+        expected = None
+    return resolve_hub(model, revision=revision, hub=hub, task=task, expected_bytes=expected)
 
 
 def family_of(resolved: ResolvedModel) -> Family:
@@ -88,7 +74,6 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
 
     None when the model cannot be planned: the benchmark itself is what tells then.
     """
-    from pipeline.errors import PlanError
     from pipeline.plan import plan_model
 
     try:
@@ -102,14 +87,14 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
     except PlanError as exc:
         logger.info("no plan for %s: %s", folder, exc)
         return None
-    return {
-        "cores": plan.cores,
-        "fits": plan.fits,
-        "advice": plan.advice,
-        "instance": plan.instance,
-        "tp_degree": plan.tp_degree,
-        "total_bytes": plan.total_bytes,
-    }
+    return {name: getattr(plan, name) for name in ("cores", "fits", "advice", "instance", "tp_degree", "total_bytes")}
+
+
+#: How ``--workload KEY=VALUE`` reads a value: a whole number, but for these fields.
+_WORKLOAD_VALUE: dict[str, Callable[[str], Any]] = {
+    "batch_sizes": lambda text: tuple(int(v) for v in text.split(",")),
+    "guidance_scale": float,
+}
 
 
 def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> Workload:
@@ -126,58 +111,10 @@ def changed_workload(workload: Workload, changes: Mapping[str, str] | None) -> W
         if key not in fields:
             raise ConfigError(f"--workload {key}: not a workload field; choose from {', '.join(fields)}")
         try:
-            if key == "batch_sizes":
-                values[key] = tuple(int(v) for v in text.split(","))
-            elif key == "guidance_scale":
-                values[key] = float(text)
-            else:
-                values[key] = int(text)
+            values[key] = _WORKLOAD_VALUE.get(key, int)(text)
         except ValueError:
             raise ConfigError(f"--workload {key}={text!r}: not a number") from None
     return dataclasses.replace(workload, **values)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchOptions:
-    """How :func:`bench_model` runs a model; every field has a default.
-
-    Args:
-        cores: The cores to run on (default: the plan's, on a backend that follows it).
-        dtype: The weights' dtype (default: the backend's).
-        model_id / revision: A local folder's Hub id and commit (default: derived); a Hub model's revision.
-        workload: The task's workload (default: the fixed one); ``workload_changes`` (``trncat bench --workload
-            KEY=VALUE``) changes its fields, for a smaller smoke run.
-        timeout_s / memory_limit_bytes: Limits of each child.
-        iterations / warmup: Timed and untimed calls.
-        source: The record's ``run.source``.
-        escalate: Double the cores after each device or compiler out-of-memory.
-        plan: The planner's advice (default: planned here).
-        fault: A fault the child injects (tests).
-        hub: The Hub client a model id is downloaded with.
-        host_memory_bytes: The compile's predicted host memory, capped at the runner's share of the host: a host
-            that lacks it after waiting ``host_memory_wait_s`` refuses the run (an ``error`` record, code
-            ``host_memory_short``, that a later queue retries, never a ``fail``).
-        memory_check: Replaces :func:`pipeline.bench.harness.host_memory_short` (tests).
-    """
-
-    cores: int | None = None
-    dtype: str | None = None
-    model_id: str | None = None
-    revision: str | None = None
-    workload: Workload | None = None
-    workload_changes: Mapping[str, str] | None = None
-    timeout_s: float = 1800.0
-    memory_limit_bytes: int | None = None
-    iterations: int = 10
-    warmup: int = 1
-    source: str = "local"
-    escalate: bool = False
-    plan: dict[str, Any] | None = None
-    fault: str | None = None
-    hub: Hub | None = None
-    host_memory_bytes: int | None = None
-    host_memory_wait_s: float = 0.0
-    memory_check: Callable[..., int | None] | None = None
 
 
 def bench_model(
@@ -231,19 +168,7 @@ def bench_model(
 
     def once(current: BenchSpec) -> dict[str, Any]:
         """One attempt: the harness, with this bench's bundle and host memory guard."""
-        return harness.bench_once(
-            current,
-            resolved,
-            backend=backend,
-            timeout_s=o.timeout_s,
-            memory_limit_bytes=o.memory_limit_bytes,
-            source=o.source,
-            plan=plan,
-            bundle_out=bundle,
-            host_memory_bytes=o.host_memory_bytes,
-            host_memory_wait_s=o.host_memory_wait_s,
-            memory_check=o.memory_check or harness.host_memory_short,
-        )
+        return harness.bench_once(current, resolved, backend=backend, options=o, plan=plan, bundle_out=bundle)
 
     with stopping_on_signals():  # a SIGTERM or SIGINT ends the child and still gives a record
         if o.escalate:  # attempt after attempt, doubling the cores after each out-of-memory

@@ -27,7 +27,7 @@ def smoke(backend: Any, *, work: Path, child_runner: Any = None, timeout_s: floa
     """
     from pipeline.bench import harness
     from pipeline.bench.process import run_child
-    from pipeline.bench.spec import BenchSpec
+    from pipeline.bench.spec import BenchOptions, BenchSpec
     from pipeline.models import resolve_local
     from pipeline.testing import build_tiny_llama
     from pipeline.workload import Workload
@@ -39,7 +39,7 @@ def smoke(backend: Any, *, work: Path, child_runner: Any = None, timeout_s: floa
     for cores in (1, 2):
         spec = BenchSpec(path=str(folder), task="text-generation", device=backend.name, dtype="bfloat16",
                          cores=cores, workload=workload, warmup=1, iterations=2)  # fmt: skip
-        record = harness.bench_once(spec, model, backend=backend, timeout_s=timeout_s, source="local",
+        record = harness.bench_once(spec, model, backend=backend, options=BenchOptions(timeout_s=timeout_s),
                                     child_runner=child_runner or run_child)  # fmt: skip
         m = record["metrics"]
         runs.append(

@@ -40,7 +40,6 @@ if TYPE_CHECKING:
         check_pipeline_classes,
         check_remote_code,
         check_sentence_modules,
-        known_model_types,
         read_config,
         read_model_index,
     )

@@ -39,11 +39,9 @@ class Family:
 
     def record_fields(self) -> dict[str, Any]:
         """The record's family fields: only those known (an unknown one is absent, not null)."""
-        out: dict[str, Any] = {"architecture": self.architecture, "model_type": self.model_type}
-        out = {key: value for key, value in out.items() if value is not None}
-        if self.base_model:
-            out["base_model"] = list(self.base_model)
-        return out
+        base_model = list(self.base_model) or None
+        out = {"architecture": self.architecture, "model_type": self.model_type, "base_model": base_model}
+        return {key: value for key, value in out.items() if value is not None}
 
 
 def read_small_json(path: Path) -> Any:

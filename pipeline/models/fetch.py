@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import ConfigError, PipelineError, RemoteCodeRefused
+from pipeline.errors import ConfigError, HubError, PipelineError, RemoteCodeRefused
 from pipeline.ids import is_revision, validate_model_id
 from pipeline.models.gates import IDENTIFIER, check_pipeline_classes, read_model_index
 from pipeline.models.select import choose, module_folders, size_problem
@@ -53,9 +53,7 @@ def content_revision(folder: Path) -> str:
         relative = file.relative_to(folder).as_posix()
         if relative.startswith(".") or "/." in relative:
             continue
-        digest.update(relative.encode())
-        digest.update(b"\0")
-        digest.update(hashlib.sha256(file.read_bytes()).digest())
+        digest.update(relative.encode() + b"\0" + hashlib.sha256(file.read_bytes()).digest())
     return digest.hexdigest()
 
 
@@ -113,8 +111,6 @@ def resolve_hub(
         RepoNotFoundError / GatedRepoError: the model or revision is missing, private or gated (no revision to
             record, so no record can be made).
     """
-    from pipeline.errors import HubError
-
     validate_model_id(model_id)
     if revision is not None and not is_revision(revision):
         raise ConfigError(f"a revision must be a 40-hex commit sha, got {revision!r}")
@@ -135,8 +131,7 @@ def resolve_hub(
 
         if task == "text-to-image":
             components = pipeline_folders(hub, model_id, sha)
-            folders = components if components is not None else []
-            files, weights = choose(sizes, folders, read_json) if components is not None else ([], [])
+            files, weights = choose(sizes, components, read_json) if components is not None else ([], [])
             files = sorted({"model_index.json", *files})
         else:
             files, weights = choose(sizes, ["", *module_folders(sizes, read_json)], read_json)

@@ -141,7 +141,6 @@ def check_model_index(index: dict, *, pipeline_module: Callable[[str], bool] = d
             f"model_index.json names the pipeline class {str(class_name)[:80]!r}, not a diffusers class name "
             "(a [file, class] pair is a custom pipeline read from the repo); trncat never runs remote code"
         )
-    dynamic: list[tuple[str, str]] = []
     for component, value in index.items():
         if component.startswith("_") or not isinstance(value, list):
             continue  # metadata (_diffusers_version, ...) and plain settings (requires_safety_checker, ...)
@@ -153,10 +152,7 @@ def check_model_index(index: dict, *, pipeline_module: Callable[[str], bool] = d
                 "plain names; trncat never runs remote code"
             )
         library = value[0]
-        if library not in PIPELINE_LIBRARIES:
-            dynamic.append((component, library))
-    for component, library in dynamic:
-        if not pipeline_module(library):
+        if library not in PIPELINE_LIBRARIES and not pipeline_module(library):
             raise RemoteCodeRefused(
                 f"model_index.json: component {component[:60]!r} comes from {library!r}, which is neither diffusers, "
                 "transformers nor a diffusers pipeline module: diffusers would import it as a module; "

@@ -80,12 +80,8 @@ def safetensors_bytes(folder: Path) -> int | None:
         The sum of every tensor's data span, or None when the folder has no readable safetensors file.
     """
     headers = _safetensors_headers(folder)
-    if not headers:
-        return None
-    total = 0
-    for header in headers:
-        for entry in _tensors(header):
-            offsets = entry.get("data_offsets")
-            if isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets):
-                total += max(0, offsets[1] - offsets[0])
-    return total
+    spans = [entry.get("data_offsets") for header in headers for entry in _tensors(header)]
+    valid = [
+        span for span in spans if isinstance(span, list) and len(span) == 2 and all(isinstance(o, int) for o in span)
+    ]
+    return sum(max(0, end - start) for start, end in valid) if headers else None

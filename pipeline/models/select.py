@@ -50,23 +50,19 @@ def _plain(name: object) -> bool:
 def weight_files(sizes: Mapping[str, int], folder: str, read_json: Callable[[str], Any]) -> list[str]:
     """The weights a library loads from ``folder`` of the repo: an index's shards, else its one file; a folder
     without safetensors falls back to PyTorch pickles the same way (transformers loads them weights-only)."""
-    for suffix in ("safetensors", "bin"):
-        for base in (*_WEIGHT_NAMES, "pytorch_model") if suffix == "bin" else _WEIGHT_NAMES:
+    for suffix, bases in (("safetensors", _WEIGHT_NAMES), ("bin", (*_WEIGHT_NAMES, "pytorch_model"))):
+        for base in bases:
             index = _in(folder, f"{base}.{suffix}.index.json")
             if index in sizes:
                 weight_map = (read_json(index) or {}).get("weight_map") or {}
-                shards = (
-                    {_in(folder, n) for n in weight_map.values() if _plain(n)}
-                    if isinstance(weight_map, dict)
-                    else set()
-                )
-                return sorted(shards & set(sizes))
+                names = weight_map.values() if isinstance(weight_map, dict) else ()
+                return sorted({_in(folder, n) for n in names if _plain(n)} & set(sizes))
             if _in(folder, f"{base}.{suffix}") in sizes:
                 return [_in(folder, f"{base}.{suffix}")]
-        if suffix == "safetensors":  # no file of a known name: every safetensors file of the folder, as before
-            found = sorted(p for p in sizes if matches(p, _in(folder, "*.safetensors")))
-            if found:
-                return found
+        # no file of a known name: every safetensors file of the folder, as before
+        found = [p for p in sizes if suffix == "safetensors" and matches(p, _in(folder, "*.safetensors"))]
+        if found:
+            return sorted(found)
     return []
 
 

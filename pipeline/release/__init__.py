@@ -20,8 +20,8 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.release.diff import ReleaseDiff, diff_dataset, diff_text, load_side, release_diff, rows_at
-    from pipeline.release.manifest import INSTANCE, Release, parse_manifest
-    from pipeline.release.watch import TOOLCHAIN_FILE, Pin, current_release, plan_bump
+    from pipeline.release.manifest import parse_manifest
+    from pipeline.release.watch import TOOLCHAIN_FILE, current_release, plan_bump
 
 
 lazy_face(__name__)

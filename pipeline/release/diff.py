@@ -47,17 +47,17 @@ DELTAS: Mapping[str, str] = {
     "speed_pct": "",
     "peak_memory_bytes": "peak_device_memory_bytes",
 }
-#: An entry's interval of each side (``old_speed_low``, ...) -> the row column it is (pipeline/records/spread.py).
-_INTERVAL = {"speed_low": "speed_low", "speed_high": "speed_high"}
 #: Each task's speed figure and whether more is faster (its spec's speed: a rate is faster when higher).
 SPEED: Mapping[str, tuple[str, bool]] = {
     name: (spec.speed.column, spec.speed.fmt == "rate") for name, spec in REGISTRY.items() if spec.speed
 }
 #: What two rows must share to be compared. ``source`` first (issue 47.2): a community row never judges a CI one.
 _WHERE = ("source", "device", "instance_type", "dtype", "batch_size", "input_tokens", "output_tokens", "image_size")
-#: An entry's field of each side (``old_<field>``, ``new_<field>``) -> the row column it is.
+#: An entry's field of each side (``old_<field>``, ``new_<field>``) -> the row column it is (the speed's interval:
+#: pipeline/records/spread.py).
 _SIDE = {"status": "status", "failure_stage": "failure_stage", "failure_code": "failure_code",
-         "finished_at": "finished_at", "device": "device", "instance": "instance_type", "source": "source"}  # fmt: skip
+         "finished_at": "finished_at", "device": "device", "instance": "instance_type", "source": "source",
+         "speed_low": "speed_low", "speed_high": "speed_high"}  # fmt: skip
 #: The columns a diff reads of each results row.
 READ_COLUMNS = (
     "model_id", "task", "status", "failure_stage", "failure_code", "finished_at", "revision",
@@ -79,14 +79,9 @@ def rows_at(rows: Iterable[Mapping[str, Any]], pins: Mapping[str, str]) -> list[
 def _newest(rows: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     """The newest pass or fail per (model id without case, task); a CI row before any other (errors say nothing)."""
     best: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        if row["status"] not in ("pass", "fail"):
-            continue
-        key = (str(row["model_id"]).casefold(), row["task"])
-        rank = (row.get("source") == "ci", row["finished_at"])
-        held = best.get(key)
-        if held is None or rank > (held.get("source") == "ci", held["finished_at"]):
-            best[key] = dict(row)
+    judged = [row for row in rows if row["status"] in ("pass", "fail")]
+    for row in sorted(judged, key=lambda r: (r.get("source") == "ci", r["finished_at"]), reverse=True):
+        best.setdefault((str(row["model_id"]).casefold(), row["task"]), dict(row))  # a tie keeps the first
     return best
 
 
@@ -159,14 +154,11 @@ def _entry(key: tuple[str, str], old: dict[str, Any] | None, new: dict[str, Any]
     either = new or old
     assert either is not None
     entry: dict[str, Any] = {"model_id": either["model_id"], "task": key[1], "kind": kind}
-    for side, row in (("old", old), ("new", new)):
-        for name, column in _SIDE.items():
-            entry[f"{side}_{name}"] = None if row is None else row.get(column)
+    for side, row in (("old", old or {}), ("new", new or {})):
+        entry.update({f"{side}_{name}": row.get(column) for name, column in _SIDE.items()})
         for name, column in DELTAS.items():
-            value = None if row is None else (speed_of(row) if name == "speed_pct" else row.get(column))
+            value = (speed_of(row) if name == "speed_pct" else row.get(column)) if row else None
             entry[f"{side}_{name.removesuffix('_pct')}"] = None if value is None else float(value)
-        for name, column in _INTERVAL.items():
-            entry[f"{side}_{name}"] = None if row is None else row.get(column)
     comparable = kind not in ("not_comparable", "old_only", "new_only")
     for name in DELTAS:
         entry[name] = _delta(old, new, name) if comparable and old and new else None
@@ -247,7 +239,7 @@ def diff_dataset(
     if dict(old_pins) == dict(new_pins):
         raise ConfigError(f"{old} and {new} pin the same versions: a release diff compares two toolchains")
     versions = sorted({version_column(k) for k in (*old_pins, *new_pins)})
-    rows = list(iter_results(root, [*READ_COLUMNS, *_INTERVAL.values(), *versions]))
+    rows = list(iter_results(root, [*READ_COLUMNS, "speed_low", "speed_high", *versions]))
     return release_diff(
         rows_at(rows, old_pins), rows_at(rows, new_pins), old=old, new=new, old_pins=old_pins, new_pins=new_pins
     )

@@ -93,11 +93,6 @@ def release_links(version: str) -> dict[str, str]:
     }
 
 
-def _torch_family(pins: Mapping[str, str]) -> str | None:
-    torch = pins.get("torch")
-    return None if torch is None else ".".join(torch.split(".")[:2])
-
-
 def _python_pin(key: str, old: str, release: Release, *, family: str | None, source: str) -> tuple[str, str]:
     name = PYTHON_PINS[key]
     versions = release.versions(name)
@@ -112,7 +107,7 @@ def _python_pin(key: str, old: str, release: Release, *, family: str | None, sou
 
 def _edit_toolchain(text: str, release: Release, source: str) -> tuple[str, list[Pin], list[str]]:
     pins = {m["key"]: m["value"] for line in text.splitlines() if (m := _TOP.match(line))}
-    family = _torch_family(pins)
+    family = ".".join(pins["torch"].split(".")[:2]) if "torch" in pins else None
     found, notes, out, section = [], [], [], None
     for line in text.splitlines(keepends=True):
         bare = line.rstrip("\n")

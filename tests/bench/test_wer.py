@@ -74,7 +74,7 @@ def test_compare_grades_saved_transcripts_and_says_where_they_differ(tmp_path: P
     wrong = agreement.compare(_capture(tmp_path / "wrong.pt", ["the quick brown cat", "jumps under a lazy dog"]),
                               reference, task=ASR, noise_skipped="the run is float32")  # fmt: skip
     assert wrong["grade"] == "diverges" and wrong["transcript_wer"] == pytest.approx(3 / 9, abs=1e-6)
-    assert agreement.disagrees(wrong, task=ASR)
+    assert agreement.disagrees(wrong)
     message = agreement.failure_message(wrong, task=ASR)
     assert "word error rate 0.3333 against the CPU float32 reference's transcripts, above 0.02" in message
     assert "cosine" not in message

@@ -126,6 +126,47 @@ class TaskRunner:
         raise NotImplementedError
 
 
+class OneCoreTask(TaskRunner):
+    """A task whose library has no tensor parallelism (sentence-transformers, diffusers, transformers' pipelines):
+    one core, the model carries its own processor, and a compiling run compiles one part of it in place."""
+
+    #: The library, as the one-core failure names it.
+    library: ClassVar[str] = ""
+
+    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+        if world_size > 1:
+            raise RuntimeError(ONE_CORE.format(library=self.library))
+        return self.load_pipeline(path, dtype=dtype)
+
+    def load_pipeline(self, path: Path, *, dtype: Any) -> Any:
+        """Load the model as its library's users do, on the CPU."""
+        raise NotImplementedError
+
+    def load_processor(self, path: Path) -> Any:
+        return None  # the model carries its tokenizer or processor
+
+    def prepare(
+        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
+    ) -> Any:
+        model = self.to_device(model, backend.device())
+        if compile:
+            backend.compile_module(self.compiled_part(model), fullgraph=fullgraph)
+        return model
+
+    def to_device(self, model: Any, device: Any) -> Any:
+        """The model moved to ``device``."""
+        return model.to(device)
+
+    def compiled_part(self, model: Any) -> Any:
+        """The module a compiling run compiles in place."""
+        return model
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    """The record's ``{"p50", "p90"}`` of a non-empty list."""
+    return {"p50": percentile(values, 50), "p90": percentile(values, 90)}
+
+
 def model_load_kwargs(*, dtype: Any, world_size: int) -> dict[str, Any]:
     """Keyword arguments for ``from_pretrained``: ``tp_plan="auto"`` shards the model under torchrun.
 

@@ -18,7 +18,7 @@ import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import ONE_CORE, PROMPT_TEXT, Measured, Run, TaskRunner, percentile, timed_calls
+from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, OneCoreTask, Run, quantiles, timed_calls
 
 
 def sentences(tokenizer: Any, *, count: int, n_tokens: int) -> list[str]:
@@ -35,29 +35,17 @@ def sentences(tokenizer: Any, *, count: int, n_tokens: int) -> list[str]:
     return out
 
 
-class SentenceEmbeddings(TaskRunner):
+class SentenceEmbeddings(OneCoreTask):
     name: ClassVar[str] = "sentence-embeddings"
+    library: ClassVar[str] = "sentence-transformers"
 
-    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+    def load_pipeline(self, path: Path, *, dtype: Any) -> Any:
         from sentence_transformers import SentenceTransformer
 
-        if world_size > 1:
-            raise RuntimeError(ONE_CORE.format(library="sentence-transformers"))
         model = SentenceTransformer(
             str(path), device="cpu", trust_remote_code=False, local_files_only=True, model_kwargs={"dtype": dtype}
         )
         return model.eval()
-
-    def load_processor(self, path: Path) -> Any:
-        return None  # the model carries its tokenizer
-
-    def prepare(
-        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
-    ) -> Any:
-        model = model.to(backend.device())
-        if compile:
-            backend.compile_module(model, fullgraph=fullgraph)
-        return model
 
     def setup(self, run: Run) -> None:
         workload = run.spec.workload
@@ -86,7 +74,7 @@ class SentenceEmbeddings(TaskRunner):
                 clock=run.clock,
             )
             raw[str(size)] = times
-            by_batch.append({"batch_size": size, "p50": percentile(times, 50), "p90": percentile(times, 90)})
+            by_batch.append({"batch_size": size, **quantiles(times)})
         main = next(item for item in by_batch if item["batch_size"] == spec.workload.batch_size)
         dimension = int(self._encode(run, 1).shape[-1])
         return Measured(

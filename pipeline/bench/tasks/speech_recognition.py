@@ -23,47 +23,37 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import ONE_CORE, Measured, Run, TaskRunner, percentile
+from pipeline.bench.tasks.base import Measured, OneCoreTask, Run, percentile, quantiles
 from pipeline.bench.wer import word_error_rate
 from pipeline.errors import ConfigError
 from pipeline.workload import CLIP_RATE, speech_clips
 
 
-class SpeechRecognition(TaskRunner):
+class SpeechRecognition(OneCoreTask):
     name: ClassVar[str] = "automatic-speech-recognition"
+    library: ClassVar[str] = "the automatic-speech-recognition pipeline"
 
-    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+    def load_pipeline(self, path: Path, *, dtype: Any) -> Any:
         from transformers import pipeline
         from transformers.utils import logging as hf_logging
 
-        if world_size > 1:
-            raise RuntimeError(ONE_CORE.format(library="the automatic-speech-recognition pipeline"))
         hf_logging.disable_progress_bar()
         return pipeline(
-            "automatic-speech-recognition",
-            model=str(path),
-            dtype=dtype,
-            device="cpu",
-            trust_remote_code=False,
+            "automatic-speech-recognition", model=str(path), dtype=dtype, device="cpu", trust_remote_code=False
         )
-
-    def load_processor(self, path: Path) -> Any:
-        return None  # the pipeline carries its feature extractor and tokenizer
 
     def modules(self, model: Any) -> list[Any]:
         return [model.model]
 
-    def prepare(
-        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
-    ) -> Any:
+    def to_device(self, model: Any, device: Any) -> Any:
         import torch
 
-        model.model = model.model.to(backend.device())
-        model.device = torch.device(backend.device())
-        if compile:
-            encoder = model.model.get_encoder() if model.model.config.is_encoder_decoder else model.model
-            backend.compile_module(encoder, fullgraph=fullgraph)
+        model.model = model.model.to(device)
+        model.device = torch.device(device)
         return model
+
+    def compiled_part(self, model: Any) -> Any:
+        return model.model.get_encoder() if model.model.config.is_encoder_decoder else model.model
 
     def setup(self, run: Run) -> None:
         clips = speech_clips()
@@ -110,7 +100,7 @@ class SpeechRecognition(TaskRunner):
         tokens = sum(self._tokens(run, text) for text in transcripts)
         return Measured(
             metrics={
-                "latency_s": {"p50": percentile(latencies, 50), "p90": percentile(latencies, 90)},
+                "latency_s": quantiles(latencies),
                 "decode_tokens_per_s": tokens / pass_p50 if pass_p50 > 0 else None,
                 "real_time_factor": pass_p50 / audio_s,
                 "audio_seconds": round(audio_s, 6),

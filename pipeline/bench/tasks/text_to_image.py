@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import ONE_CORE, Measured, Run, TaskRunner, percentile
+from pipeline.bench.tasks.base import Measured, OneCoreTask, Run, percentile, quantiles
 
 #: The prompt every text-to-image run draws.
 PROMPT = "A photograph of a red fox in a snowy forest at dawn, soft light, highly detailed"
@@ -42,36 +42,31 @@ def denoiser(pipe: Any) -> tuple[str, Any]:
     raise RuntimeError(f"{type(pipe).__name__} has no denoiser (no {' or '.join(DENOISERS)} component)")
 
 
-class TextToImage(TaskRunner):
+class TextToImage(OneCoreTask):
     name: ClassVar[str] = "text-to-image"
+    library: ClassVar[str] = "diffusers"
 
-    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+    def load_pipeline(self, path: Path, *, dtype: Any) -> Any:
         from diffusers import DiffusionPipeline
         from diffusers.utils import logging as diffusers_logging
 
-        if world_size > 1:
-            raise RuntimeError(ONE_CORE.format(library="diffusers"))
         diffusers_logging.disable_progress_bar()
         return DiffusionPipeline.from_pretrained(
             str(path), dtype=dtype, trust_remote_code=False, custom_pipeline=None, local_files_only=True
         )
-
-    def load_processor(self, path: Path) -> Any:
-        return None  # the pipeline carries its tokenizers
 
     def modules(self, model: Any) -> list[Any]:
         import torch
 
         return [c for c in model.components.values() if isinstance(c, torch.nn.Module)]
 
-    def prepare(
-        self, model: Any, backend: Any, *, compile: bool, fullgraph: bool, prefill_chunk: int | None = None
-    ) -> Any:
-        model = model.to(backend.device())
+    def to_device(self, model: Any, device: Any) -> Any:
+        model = model.to(device)
         model.set_progress_bar_config(disable=True)
-        if compile:
-            backend.compile_module(denoiser(model)[1], fullgraph=fullgraph)
         return model
+
+    def compiled_part(self, model: Any) -> Any:
+        return denoiser(model)[1]
 
     def setup(self, run: Run) -> None:
         workload = run.spec.workload
@@ -119,18 +114,17 @@ class TextToImage(TaskRunner):
                 step_rates.append((len(marks) - 1) / (marks[-1] - marks[0]))
             if marks:
                 decodes.append(end - marks[-1])
-        p50, p90 = percentile(latencies, 50), percentile(latencies, 90)
-        batch = run.spec.workload.batch_size
+        latency, batch = quantiles(latencies), run.spec.workload.batch_size
         return Measured(
             metrics={
-                "latency_s": {"p50": p50, "p90": p90},
-                "seconds_per_image": p50 / batch,
+                "latency_s": latency,
+                "seconds_per_image": latency["p50"] / batch,
                 "steps_per_s": percentile(step_rates, 50) if step_rates else None,
                 # each call's decode is part of that call, so its median is within the calls' median
                 "vae_decode_s": percentile(decodes, 50) / batch if decodes else None,
                 "latencies_s": latencies,
             },
-            steady_s=p50,
+            steady_s=latency["p50"],
         )
 
     def capture(self, run: Run, path: Path, *, perturb: bool = False) -> None:

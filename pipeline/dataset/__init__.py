@@ -18,7 +18,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
   workload (the page's serving curves), and its points as two Parquet configs: ``serving`` (one row per point)
   and ``inferencex`` (InferenceX's aggregated result keys);
 - :mod:`~pipeline.dataset.warm`: ``data/warm_checks.parquet``, the newest second-machine warm check per bundle
-  (the queue of checks, the page's "warm start verified").
+  (the queue of checks, the page's "warm start verified");
+- :mod:`~pipeline.dataset.matrix`: ``data/matrix.parquet``, the stage matrix (the ``matrix`` config, issue 49).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         HISTORY_COLUMN,
         INFERENCEX_FILE,
         LATEST_DIR,
+        MATRIX_FILE,
         RANKINGS_DIR,
         RESULTS_DIR,
         SCRIPTS_DIR,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
         results_files_since,
         run_name,
     )
+    from pipeline.dataset.matrix import MATRIX_SCHEMA, read_matrix, write_matrix
     from pipeline.dataset.mirror import (
         held_paths,
         overlay_files,

@@ -25,6 +25,7 @@ from pipeline.dataset.layout import (
     FAMILIES_DIR,
     INFERENCEX_FILE,
     LATEST_DIR,
+    MATRIX_FILE,
     PAGE_FILE,
     RANKINGS_DIR,
     RESULTS_DIR,
@@ -58,6 +59,7 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         ("families", f"{FAMILIES_DIR}/*.parquet"),
         ("serving", SERVING_POINTS_FILE),
         ("inferencex", INFERENCEX_FILE),
+        ("matrix", MATRIX_FILE),
     ):
         if name in known or any(root.glob(glob)):
             configs.append((name, glob))

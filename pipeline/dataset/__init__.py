@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card
+    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card, refresh_new_views
     from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
     from pipeline.dataset.family_index import FamilyIndex, folder_family_index
     from pipeline.dataset.front import CardNames, page_html, read_summary, write_front_files
@@ -82,7 +82,14 @@ if TYPE_CHECKING:
     )
     from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
     from pipeline.dataset.serving import add_serving, inferencex_rows, point_rows, read_serving
-    from pipeline.dataset.shards import family_index_paths, family_rows, is_family_path, latest_key, read_families
+    from pipeline.dataset.shards import (
+        family_index_paths,
+        family_rows,
+        is_family_path,
+        latest_key,
+        latest_shard_path,
+        read_families,
+    )
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 

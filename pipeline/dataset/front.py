@@ -89,6 +89,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         scripts=ScriptTexts(root),
         releases=read_release_diffs(root),
         warm_checks=read_warm_checks(root),
+        # TODO(#49, lead at merge): matrix_rows=read_matrix(root), once m2's page takes the keyword.
     )
 
 

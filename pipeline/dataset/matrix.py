@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline import fsatomic
-from pipeline.dataset.layout import MATRIX_FILE, parquet_bytes, read_rows
+from pipeline.dataset.layout import MATRIX_FILE, parquet_bytes, read_table
 
 _S = pa.string()
 #: The row contract shared with the page (the page takes mappings with exactly these keys).
@@ -55,11 +56,16 @@ def write_matrix(folder: Path, rows: Iterable[Mapping[str, Any]]) -> Path:
     return path
 
 
-def read_matrix(folder: Path) -> list[dict[str, Any]]:
-    """The matrix rows of the dataset folder, or [] when it has none.
+def read_matrix(folder: Path, *, model_id: str | None = None) -> list[dict[str, Any]]:
+    """The matrix rows of the dataset folder (only ``model_id``'s, any case, when given), or [] when it has none.
 
     Raises:
         DatasetError: the file is unreadable or not the matrix.
     """
     path = folder / MATRIX_FILE
-    return read_rows(path, MATRIX_SCHEMA.names) if path.is_file() else []
+    if not path.is_file():
+        return []
+    table = read_table(path, MATRIX_SCHEMA.names)
+    if model_id is not None:  # filtered as Arrow: `trncat check` turns one model's rows into Python, not 10k models'
+        table = table.filter(pc.equal(pc.utf8_lower(table["model_id"]), model_id.lower()))
+    return table.to_pylist()

@@ -20,9 +20,11 @@ import yaml
 
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import (
+    EXCLUSIONS_FILE,
     MATRIX_FILE,
     SERVING_FILE,
     WARM_CHECKS_FILE,
+    read_exclusions,
     read_latest_columns,
     read_matrix,
     read_rankings,
@@ -216,13 +218,16 @@ def _plan(
 
 def matrix_inputs() -> list[str]:
     """The dataset files a publish mirrors for the matrix, beside the whole latest view and the overlay's rankings."""
-    return [MATRIX_FILE, SERVING_FILE, WARM_CHECKS_FILE]
+    return [MATRIX_FILE, SERVING_FILE, WARM_CHECKS_FILE, EXCLUSIONS_FILE]
 
 
 def refresh_matrix(folder: Path, *, planner: MatrixPlanner | None, support: Path | None = None) -> str:
     """Rewrite the dataset folder's ``data/matrix.parquet`` from what it holds; returns a line for the PR."""
     previous = read_matrix(folder)
-    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous)]
+    # a model discovery keeps out (remote code, gated, hand-kept) is listed with its reason, never planned here
+    out = {(str(e["model_id"]).lower(), e["task"]) for e in read_exclusions(folder)}
+    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous)
+              if not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
     latest, support_table = read_latest_columns(folder, _LATEST), load_support(support)
     rows = matrix_rows(models=models, latest=latest, serving=read_serving(folder), warm=read_warm_checks(folder),
                        previous=previous, planner=planner, support=support_table)  # fmt: skip

@@ -82,3 +82,42 @@ def test_a_documented_model_whose_run_failed_is_documented_but_fails_and_the_con
     path = str(out / MATRIX_FILE)
     found = duckdb.sql(f"select model_id, item from read_parquet('{path}') where documented_but_fails").fetchall()
     assert found == [("acme/llama-fails", "compile")]
+
+
+def test_discovered_models_are_planned_once_per_device_class_and_kept_out_models_never(tmp_path: Path) -> None:
+    import datetime as dt
+
+    from pipeline.dataset import write_exclusions, write_rankings
+    from pipeline.errors import PlanError
+    from pipeline.plan import plan_config
+    from pipeline.queue import refresh_matrix
+    from pipeline.testing import CONFIG_ONLY_MODELS
+
+    configs = dict(CONFIG_ONLY_MODELS)
+    names = [*configs, "acme/uncountable", "acme/remote"]
+    ranked = [{"date": "2026-12-01", "task": "text-generation", "view": "trending", "rank": i + 1, "model_id": m}
+              for i, m in enumerate(names)]  # fmt: skip
+    write_rankings(ranked, tmp_path, date=dt.date(2026, 12, 1), task="text-generation", view="trending")
+    write_exclusions([{"model_id": "acme/remote", "task": "text-generation", "reason": "remote code",
+                       "kind": "remote_code"}], tmp_path)  # fmt: skip
+    asked: list[tuple[str, str]] = []
+
+    def planner(model_id: str, task: str, instance: str) -> Any:
+        asked.append((model_id, instance))
+        if model_id not in configs:
+            raise PlanError("cannot count the parameters")
+        return plan_config(configs[model_id], instance=instance, task=task)
+
+    refresh_matrix(tmp_path, planner=planner)
+    rows = read_matrix(tmp_path)
+    assert "acme/remote" not in {r["model_id"] for r in rows} and ("acme/remote", "trn2.48xlarge") not in asked
+    plan = _cell(rows, "trncat-demo/tiny-qwen3", "trn2", "plan")
+    assert (plan["state"], plan["instance"], plan["documented"]) == ("predicted", "trn2.48xlarge", "supported")
+    assert plan["neuron_cores"] >= 1 and plan["params"] > 0 and plan["parallelism"].startswith("tp=")
+    assert plan["detail"].endswith("(Qwen3ForCausalLM)")
+    assert _cell(rows, "trncat-demo/tiny-qwen3", "trn3", "plan")["documented"] == "not_listed"  # the recipe: Trn2 only
+    assert _cell(rows, "trncat-demo/tiny-qwen3", "trn3", "plan")["instance"] == "trn3.48xlarge"
+    assert _cell(rows, "acme/uncountable", "trn2", "plan")["state"] == "untested"
+    before, asked[:] = (tmp_path / MATRIX_FILE).read_bytes(), []
+    refresh_matrix(tmp_path, planner=planner)  # kept: only the model that could not be planned is asked again
+    assert {m for m, _ in asked} == {"acme/uncountable"} and (tmp_path / MATRIX_FILE).read_bytes() == before

@@ -29,8 +29,13 @@ def test_an_emulated_or_cpu_pass_is_never_passing_and_a_real_run_decides_its_cla
     cpu = flatten(sample_record(model_id="acme/cpu", device="cpu", dtype="float32", architecture=LLAMA))
     real = flatten(sample_record(model_id="acme/real", architecture=LLAMA))
     warm = sample_warm_check(model_id="acme/real", emulated=True)
+    too_big = {"model_id": "acme/real", "task": "text-generation", "device_class": "trn2", "item": "plan",
+               "state": "failing", "revision": None, "params": 10**12, "neuron_cores": None, "instance": None,
+               "parallelism": None, "detail": "does not fit on trn2.48xlarge (LlamaForCausalLM)"}  # fmt: skip
     rows = matrix_rows(models=[("acme/unmeasured", "text-generation")], latest=[emulated, cpu, real], warm=[warm],
-                       support=load_support())  # fmt: skip
+                       previous=[too_big], support=load_support())  # fmt: skip
+    plan = _cell(rows, "acme/real", "trn2", "plan")
+    assert (plan["state"], plan["documented"], plan["documented_but_fails"]) == ("failing", "supported", False)
     assert {r["state"] for r in rows if r["model_id"] == "acme/emulated" and r["kind"] == "stage"} >= {"emulated"}
     assert _cell(rows, "acme/emulated", "trn2", "compile")["state"] == "emulated"
     assert _cell(rows, "acme/cpu", "trn2", "compile")["state"] == "cpu"

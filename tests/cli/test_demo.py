@@ -52,7 +52,7 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(
     # Issue 49: the stage matrix. The benched models' stages are cpu (never passing); the config-only candidates
     # discovery found and the demo never benched are planned (predicted), with what vLLM Neuron's docs say.
     matrix = pd.read_parquet(out / "data" / "matrix.parquet")
-    assert not (matrix.state == "passing").any() and "config_name: matrix" in (out / "README.md").read_text()
+    assert not (matrix.state == "passing").any() and 'config_name: "matrix"' in (out / "README.md").read_text()
     stages = matrix[matrix.device_class == "trn2"].set_index(["model_id", "item"])
     assert stages.loc[("trncat-demo/tiny-llama", "compile"), "state"] == "cpu"
     assert stages.loc[("trncat-demo/tiny-llama", "serve"), "state"] == "cpu"

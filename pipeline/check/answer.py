@@ -26,7 +26,7 @@ def printable(text: str) -> str:
 
 
 #: The keys of ``trncat check --json``, in order.
-JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py")
+JSON_KEYS = ("model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py", "matrix")
 
 
 @dataclass
@@ -50,6 +50,8 @@ class Answer:
     #: Why the Hub has no such model (or no such revision of it); None when it has. ``trncat check`` exits
     #: :data:`NOT_FOUND_EXIT` then.
     missing: str | None = None
+    #: The stage matrix's rows of this model and task (``data/matrix.parquet``'s, as the page reads them).
+    matrix: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """``{"model_id", "revision", "task", "verdict", "reason", "evidence", "plan", "run_py"}``."""
@@ -73,6 +75,11 @@ class Answer:
                          f"{self.plan['advice']}")  # fmt: skip
         elif self.plan_note:
             lines.append(f"  plan: none ({self.plan_note})")
+        for cls in dict.fromkeys(r["device_class"] for r in self.matrix):
+            cells = [f"{r['item']} {r['state']}" for r in self.matrix if r["device_class"] == cls and
+                     r["state"] != "untested"] or ["all untested"]  # fmt: skip
+            said = {r["documented"] for r in self.matrix if r["device_class"] == cls and r["item"] == "plan"}
+            lines.append(f"  matrix {cls}: {', '.join(cells)} (vLLM Neuron docs: {said.pop() or 'silent'})")
         lines.append(f"  read from {self.catalog}")
         lines = [printable(line) for line in lines]  # the text came from repos' files: escaped for the terminal
         if self.run_py is None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipeline.dataset import FAMILIES_DIR, FamilyIndex, family_index_paths, folder_family_index
+from pipeline.dataset import FAMILIES_DIR, MATRIX_FILE, FamilyIndex, family_index_paths, folder_family_index
 from pipeline.errors import RepoNotFoundError
 from pipeline.hub import together
 
@@ -28,6 +28,8 @@ class Catalog:
 
     index: FamilyIndex
     source: str
+    #: The dataset folder that holds its stage matrix (``data/matrix.parquet``), or None when it has none.
+    matrix_root: Path | None = None
 
 
 def from_folder(folder: Path) -> Catalog:
@@ -36,7 +38,7 @@ def from_folder(folder: Path) -> Catalog:
     Raises:
         DatasetError: no such folder, it holds no dataset, or a file is unreadable.
     """
-    return Catalog(index=folder_family_index(folder), source=str(folder))
+    return Catalog(index=folder_family_index(folder), source=str(folder), matrix_root=folder)
 
 
 def from_repo(hub: Hub, repo: str) -> Catalog:
@@ -64,12 +66,27 @@ def from_repo(hub: Hub, repo: str) -> Catalog:
         index = FamilyIndex.read(Path(), [])
     else:
         _PATHS[key] = (sha, paths)
-    return Catalog(index=index, source=f"{repo}@{sha[:12]}")
+    return Catalog(index=index, source=f"{repo}@{sha[:12]}", matrix_root=_matrix_root(hub, repo, sha))
 
 
 #: (Hub endpoint, dataset repo) -> (sha, its index's paths) of the last check of the repo in this process: the files
 #: of a commit never change, so a check that finds main at the same commit asks the Hub for the head only.
 _PATHS: dict[tuple[str, str], tuple[str, list[str]]] = {}
+
+
+#: (Hub endpoint, dataset repo, sha) -> the folder its stage matrix was downloaded into, or None: asked once per commit.
+_MATRIX: dict[tuple[str, str, str], Path | None] = {}
+
+
+def _matrix_root(hub: Hub, repo: str, sha: str) -> Path | None:
+    key = (hub.endpoint, repo, sha)
+    if key not in _MATRIX:
+        try:
+            [path] = hub.download_all(repo, [MATRIX_FILE], revision=sha, repo_type="dataset")
+            _MATRIX[key] = path.parents[1]
+        except RepoNotFoundError:  # a dataset from before the matrix
+            _MATRIX[key] = None
+    return _MATRIX[key]
 
 
 def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | None:

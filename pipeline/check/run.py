@@ -9,6 +9,7 @@ answer is not "runs", optimum-neuron's cache is asked for precompiled configurat
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import functools
 import json
 import logging
@@ -22,6 +23,7 @@ from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, cached_configs, routes_text
 from pipeline.check.rules import Base, Decision, decide
 from pipeline.check.warm import WarmBundle, warm_start
+from pipeline.dataset import read_matrix
 from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import together
@@ -142,7 +144,15 @@ def check_model(
         routes=routes,
         catalog=catalog.source,
         missing=facts.missing,
+        matrix=_matrix(catalog, model_id, task),
     )
+
+
+def _matrix(catalog: Catalog, model_id: str, task: str) -> list[dict[str, Any]]:
+    """The stage matrix's rows of the model and task, as JSON values (the same rows the page shows)."""
+    rows = read_matrix(catalog.matrix_root, model_id=model_id) if catalog.matrix_root else []
+    return [{k: v.isoformat() if isinstance(v, dt.datetime) else v for k, v in r.items()} for r in rows
+            if r["task"] == task]  # fmt: skip
 
 
 def _measured(catalog: Catalog, model_id: str, task: str | None) -> bool:

@@ -176,6 +176,10 @@ def _publish(args: argparse.Namespace) -> int:
         old_file, new_file = args.release_diff
         derived, said = release_diff_derived(old_file, new_file, records)
         print(said)
+    from pipeline.cli.matrix import matrix_derived
+
+    hub = None if args.to_folder else make_hub()
+    derived = matrix_derived(hub, also=derived)  # every publish rewrites the stage matrix
     if args.to_folder:
         from pipeline.backends.neuron import bundle_beside
 
@@ -185,7 +189,7 @@ def _publish(args: argparse.Namespace) -> int:
         say_set_aside(drop_named_bundles(kept))
         result = publish_to_folder(records, out=args.to_folder, overlay=args.overlay, pricing=pricing, derived=derived)
     else:
-        hub = make_hub()
+        assert hub is not None
         # The bundles first: each record then names the commit that holds its bundle, in the PR reviewed below.
         bundles = publish_bundles(kept, hub=hub, repo=args.compiled_repo, dry_run=args.dry_run)
         say_set_aside(bundles.set_aside)  # the record goes on without its bundle

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
+import json
 import shutil
 import tempfile
 import time
@@ -30,6 +31,7 @@ from pipeline.prices import DEMO_INSTANCE, Accelerators, InstancePrices, Price, 
 from pipeline.records import validate_paths
 from pipeline.serve import ServeOptions, require_vllm, serve_folder, serving_workload
 from pipeline.testing import (
+    CONFIG_ONLY_MODELS,
     VLLM_HIDDEN_SIZE,
     build_tiny_llama,
     build_tiny_llava,
@@ -202,6 +204,10 @@ def _seed(store: Any, work: Path, out: Path, echo: Callable[[str], None]) -> Non
         params = sum(safetensors_param_count(sub) or 0 for sub in (folder, *folder.iterdir()) if sub.is_dir())
         store.create_repo(repo_id, metadata={"library_name": "transformers", "safetensors": {"total": params}, **meta})
         store.commit_files(repo_id, _files(folder), message="upload tiny model")
+    for rank, (repo_id, config) in enumerate(CONFIG_ONLY_MODELS):  # discovered and planned, never benchmarked
+        store.create_repo(repo_id, metadata={"pipeline_tag": "text-generation", "library_name": "transformers",
+                                             "downloads": 100 - rank})  # fmt: skip
+        store.commit_files(repo_id, {"config.json": json.dumps(config).encode()}, message="config only")
     for repo_id, task, meta in KEPT_OUT:
         store.create_repo(repo_id, metadata={"pipeline_tag": task, "library_name": "transformers", **meta})
         store.commit_files(repo_id, {"config.json": b'{"model_type": "llama"}'}, message="config")
@@ -220,6 +226,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
     After the merge, the dataset's main lands in ``out/dataset`` and the Space's in ``out/space``; what they
     held before is the repos' main branches at the start.
     """
+    from pipeline.cli.matrix import matrix_derived
     from pipeline.discover import discover_all, write_outputs
     from pipeline.hub import Hub, point_client_at
     from pipeline.localhub import LocalHub
@@ -259,7 +266,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     dtype="float32",
                 )
                 results = work / "results"
-                entries = queue.entries
+                entries = [e for e in queue.entries if e["model_id"] not in {m for m, _ in CONFIG_ONLY_MODELS}]
                 for index, entry in enumerate(entries, 1):
                     echo(f"[bench {index}/{len(entries)}] {entry['model_id']} ({entry['task']}) on cpu")
                     _bench_on_cpu(entry, out=results / f"{entry['artifact']}.json", hub=hub)
@@ -296,6 +303,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     invalid=summary.invalid,
                     space=SPACE_REPO,
                     pricing=demo_pricing(),
+                    derived=matrix_derived(hub),  # the stage matrix: measured (cpu) and predicted models
                 )
                 if result.pr_num is not None:
                     summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"

@@ -18,7 +18,8 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
   workload (the page's serving curves), and its points as two Parquet configs: ``serving`` (one row per point)
   and ``inferencex`` (InferenceX's aggregated result keys);
 - :mod:`~pipeline.dataset.warm`: ``data/warm_checks.parquet``, the newest second-machine warm check per bundle
-  (the queue of checks, the page's "warm start verified").
+  (the queue of checks, the page's "warm start verified");
+- :mod:`~pipeline.dataset.matrix`: ``data/matrix.parquet``, the stage matrix (the ``matrix`` config, issue 49).
 
 May import: the top-level modules, :mod:`pipeline.records` (the rows), :mod:`pipeline.render` (scripts and
 card) and :mod:`pipeline.page` (the PR's preview page). Imported by: discover (the snapshot), queue (what was
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card
+    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card, refresh_new_views
     from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
     from pipeline.dataset.family_index import FamilyIndex, folder_family_index
     from pipeline.dataset.front import CardNames, page_html, read_summary, write_front_files
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
         HISTORY_COLUMN,
         INFERENCEX_FILE,
         LATEST_DIR,
+        MATRIX_FILE,
         RANKINGS_DIR,
         RESULTS_DIR,
         SCRIPTS_DIR,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:
         results_files_since,
         run_name,
     )
+    from pipeline.dataset.matrix import MATRIX_SCHEMA, read_matrix, write_matrix
     from pipeline.dataset.mirror import (
         held_paths,
         overlay_files,
@@ -79,7 +82,14 @@ if TYPE_CHECKING:
     )
     from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
     from pipeline.dataset.serving import add_serving, inferencex_rows, point_rows, read_serving
-    from pipeline.dataset.shards import family_index_paths, family_rows, is_family_path, latest_key, read_families
+    from pipeline.dataset.shards import (
+        family_index_paths,
+        family_rows,
+        is_family_path,
+        latest_key,
+        latest_shard_path,
+        read_families,
+    )
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 

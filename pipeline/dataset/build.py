@@ -178,6 +178,14 @@ def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
     write_summary(root, summary)
 
 
+def refresh_new_views(root: Path, *, names: CardNames | None = None) -> None:
+    """:func:`refresh_card` when the folder now holds a view its summary does not list yet (the stage matrix, written
+    after the build): once per dataset, so a publish that changed nothing leaves the card as it was."""
+    summary = read_summary(root)
+    if summary is not None and {n for n, _ in card_configs(root, known=summary["configs"])} - set(summary["configs"]):
+        refresh_card(root, names=names)
+
+
 def build(
     records: Iterable[dict[str, Any]],
     out: Path,

@@ -25,6 +25,7 @@ from pipeline.dataset.layout import (
     FAMILIES_DIR,
     INFERENCEX_FILE,
     LATEST_DIR,
+    MATRIX_FILE,
     PAGE_FILE,
     RANKINGS_DIR,
     RESULTS_DIR,
@@ -58,6 +59,7 @@ def card_configs(root: Path, *, known: Iterable[str] = ()) -> list[tuple[str, st
         ("families", f"{FAMILIES_DIR}/*.parquet"),
         ("serving", SERVING_POINTS_FILE),
         ("inferencex", INFERENCEX_FILE),
+        ("matrix", MATRIX_FILE),
     ):
         if name in known or any(root.glob(glob)):
             configs.append((name, glob))
@@ -87,6 +89,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         scripts=ScriptTexts(root),
         releases=read_release_diffs(root),
         warm_checks=read_warm_checks(root),
+        # TODO(#49, lead at merge): matrix_rows=read_matrix(root), once m2's page takes the keyword.
     )
 
 

@@ -16,6 +16,7 @@ Layout::
     data/serving_points.parquet               their points, one row each (the `serving` config)
     data/inferencex.parquet                   their points in InferenceX's result keys (the `inferencex` config)
     data/warm_checks.parquet                  the newest second-machine warm check per bundle (pipeline/dataset/warm.py)
+    data/matrix.parquet                       the stage matrix, rewritten by every publish (the `matrix` config)
     scripts/<org>/<name>/run.py, requirements.txt
     index.html                                the catalog page
 
@@ -58,6 +59,8 @@ SERVING_POINTS_FILE = "data/serving_points.parquet"
 INFERENCEX_FILE = "data/inferencex.parquet"
 #: The second-machine warm checks of the published compiled-cache bundles (pipeline/dataset/warm.py).
 WARM_CHECKS_FILE = "data/warm_checks.parquet"
+#: The stage matrix (pipeline/dataset/matrix.py): each discovered model's stages and features per device class.
+MATRIX_FILE = "data/matrix.parquet"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"

@@ -36,6 +36,7 @@ from pipeline.dataset import (
     BuildSummary,
     CardNames,
     build,
+    refresh_new_views,
     tree_digests,
     write_front_files,
 )
@@ -92,6 +93,8 @@ def publish_to_folder(
                 fsatomic.write_bytes(stage / path_in_repo, data)
             write_front_files(stage)
     note = derived.write(out) if derived is not None and out.exists() else None
+    if out.exists():
+        refresh_new_views(out)
     after = tree_digests(out) if out.exists() else {}
     files = sorted({*(p for p, d in after.items() if before.get(p) != d), *(p for p in before if p not in after)})
     return PublishResult(

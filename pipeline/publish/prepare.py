@@ -21,10 +21,12 @@ from pipeline.dataset import (
     clean_overlay,
     held_paths,
     is_family_path,
+    latest_shard_path,
     overlay_files,
     publish_paths,
     read_summary,
     refresh_card,
+    refresh_new_views,
     summary_paths,
     tree_digests,
 )
@@ -49,6 +51,8 @@ class Derived:
     paths: Callable[[list[str]], list[str]]
     #: The built folder -> writes the file(s) into it; returns a line for the PR description, or None.
     write: Callable[[Path], str | None]
+    #: Whether it reads the whole latest view too (the stage matrix): every latest shard is mirrored.
+    latest: bool = False
 
 
 @dataclass
@@ -123,7 +127,8 @@ def prepare_folder(
             everything = remote_files(None)
             wanted = publish_paths(everything, extra=overlay_map, since=since)
         if derived is not None:  # what the derived file reads (the results history, say), and the file itself
-            wanted = sorted({*wanted, *derived.paths(list(results))})
+            shards = counts["shards"] if counts is not None and derived.latest else []
+            wanted = sorted({*wanted, *derived.paths(list(results)), *map(latest_shard_path, shards)})
         if wanted:
             fetch(wanted, folder)
         # The family index is never mirrored: each family shard is written from its latest shard.
@@ -141,6 +146,7 @@ def prepare_folder(
         if not summary.changed and overlay_changed:
             refresh_card(folder, names=names)
         note = derived.write(folder) if derived is not None else None
+        refresh_new_views(folder, names=names)
         after = tree_digests(folder)
         changed = {path: folder / path for path, digest in after.items() if before.get(path) != digest}
         # A latest shard split in sixteen: its file and its family rows' file leave the repo. The shard was mirrored;

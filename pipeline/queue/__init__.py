@@ -8,6 +8,8 @@
 - :mod:`~pipeline.queue.gpu`: the GPU runner class, a job sized in GPUs of a GPU instance (the Compare view's
   cuda rows);
 - :mod:`~pipeline.queue.warm`: the second-machine warm checks to run next (published bundles not yet verified);
+- :mod:`~pipeline.queue.stage_matrix`: the stage matrix's rows (issue 49): each discovered model's plan, stage
+  and feature states per device class, beside vLLM Neuron's documented support;
 - the cost model: :mod:`~pipeline.queue.durations` (each job's seconds and compile host memory from the
   dataset's history), :mod:`~pipeline.queue.fleet` (prices, runner partitions, the estimate and the recommended
   fleet) and :mod:`~pipeline.queue.sweep` (a discrete-event simulation of a sweep on a fleet).
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     )
     from pipeline.queue.planners import HubPlanner
     from pipeline.queue.serving import serving_jobs, serving_seconds
+    from pipeline.queue.stage_matrix import load_support, matrix_inputs, matrix_rows, refresh_matrix
     from pipeline.queue.sweep import Job, SweepResult, simulate
     from pipeline.queue.toolchain import as_pinned, load_apt_pins, load_toolchain, version_column
     from pipeline.queue.warm import MAX_WARM_ENTRIES, warm_queue

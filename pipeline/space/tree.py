@@ -272,6 +272,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
             releases=releases,
             serving=read_serving(dataset),
             warm_checks=read_warm_checks(dataset),
+            # TODO(#49, lead at merge): matrix_rows=read_matrix(dataset), once m2's page takes the keyword.
             # A large catalog's data files, fetched by the page: each written as it is made, its text let go.
             emit=lambda relative, text: fsatomic.write_text(stage / relative, text),
         )

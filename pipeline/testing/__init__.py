@@ -13,6 +13,7 @@ Nothing here downloads anything. May import: the top-level modules only. Importe
 from __future__ import annotations
 
 from pipeline.testing.tiny import (
+    CONFIG_ONLY_MODELS,
     VLLM_HIDDEN_SIZE,
     build_tiny_llama,
     build_tiny_llava,

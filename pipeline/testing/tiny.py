@@ -113,6 +113,24 @@ def _generation_config(tokenizer: Any) -> Any:
     )
 
 
+#: Text-generation models of config files only (no weights): the demo seeds them for discovery and the planner, never
+#: benchmarks them, so the stage matrix shows them predicted (documented by vLLM Neuron's docs or not listed).
+_TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1000,
+    "max_position_embeddings": 512,
+    "torch_dtype": "bfloat16",
+}
+CONFIG_ONLY_MODELS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("trncat-demo/tiny-llama-chat", {**_TINY, "architectures": ["LlamaForCausalLM"], "model_type": "llama"}),
+    ("trncat-demo/tiny-qwen3", {**_TINY, "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 16}),
+    ("trncat-demo/tiny-gpt2", {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_layer": 2,
+                               "n_head": 4, "vocab_size": 1000, "n_positions": 512}),
+)  # fmt: skip
 #: The tiny Llama's hidden size where vLLM serves it on the CPU (the demo's, the vLLM serving test's): 4 heads of
 #: 64. The default 64 gives a head_dim of 16, which vLLM's CPU attention refuses (docs/neuron-facts.md).
 VLLM_HIDDEN_SIZE = 256

@@ -402,3 +402,26 @@ def test_a_second_check_asks_nothing_for_the_small_files_the_cache_holds(catalog
     # Its listing only: the sizes come from the cached files themselves, which are read at the listed commit.
     assert len(model) == 1 and "/api/models/acme/other-llama" in model[0], model
     assert again.verdict == first.verdict == "likely-runs" and again.plan == first.plan
+
+
+def test_a_check_answers_with_the_models_stage_matrix_rows(catalog, tmp_path: Path, capsys) -> None:
+    """Issue 49: ``trncat check`` reads the same matrix rows the page shows (a dataset without one answers none)."""
+    from pipeline.dataset import MATRIX_FILE
+    from pipeline.queue import refresh_matrix
+
+    assert _check(catalog, "acme/llama-c").matrix == []
+    folder = tmp_path / "with-matrix"
+    build([_record("acme/llama-c", fail=True), _record("acme/base-llama")], folder)
+    refresh_matrix(folder, planner=None)
+    catalog.store.commit_files(DATASET, {MATRIX_FILE: folder / MATRIX_FILE}, message="matrix", repo_type="dataset")
+    answer = _check(catalog, "acme/llama-c")
+    compile_row = [r for r in answer.matrix if (r["device_class"], r["item"]) == ("trn2", "compile")]
+    assert [(r["state"], r["documented"], r["documented_but_fails"]) for r in compile_row] == [
+        ("failing", "supported", True)
+    ]
+    assert {r["model_id"] for r in answer.matrix} == {"acme/llama-c"}
+    json.dumps(answer.to_dict())  # JSON values only (decided_at as text)
+    assert main(["check", "acme/base-llama", "--dataset", DATASET, "--no-cache"]) == 0
+    text = capsys.readouterr().out
+    assert "  matrix trn2: compile passing (vLLM Neuron docs: supported)" in text
+    assert "  matrix trn3: all untested (vLLM Neuron docs: supported)" in text

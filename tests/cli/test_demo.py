@@ -49,6 +49,18 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(
     }  # fmt: skip
     rankings = pd.read_parquet(out / "data" / "rankings")
     assert set(rankings.view) == {"trending", "downloads"}
+    # Issue 49: the stage matrix. The benched models' stages are cpu (never passing); the config-only candidates
+    # discovery found and the demo never benched are planned (predicted), with what vLLM Neuron's docs say.
+    matrix = pd.read_parquet(out / "data" / "matrix.parquet")
+    assert not (matrix.state == "passing").any() and 'config_name: "matrix"' in (out / "README.md").read_text()
+    stages = matrix[matrix.device_class == "trn2"].set_index(["model_id", "item"])
+    assert stages.loc[("trncat-demo/tiny-llama", "compile"), "state"] == "cpu"
+    assert stages.loc[("trncat-demo/tiny-llama", "serve"), "state"] == "cpu"
+    for model in ("trncat-demo/tiny-llama-chat", "trncat-demo/tiny-qwen3", "trncat-demo/tiny-gpt2"):
+        assert stages.loc[(model, "plan"), "state"] == "predicted" and stages.loc[(model, "plan"), "neuron_cores"] >= 1
+        assert set(matrix[matrix.model_id == model].state) == {"predicted", "untested"}
+    assert stages.loc[("trncat-demo/tiny-qwen3", "plan"), "documented"] == "supported"
+    assert stages.loc[("trncat-demo/tiny-gpt2", "plan"), "documented"] == "not_listed"
     assert "PR #1 on trncat-demo/results (merged)" in table  # published as a PR, merged, then the page rebuilt
     # trncat check on a fine-tune the catalog has not measured: its base has CPU rows only, so no Trainium answer.
     assert "$ trncat check trncat-demo/tiny-llama-finetune\ntrncat-demo/tiny-llama-finetune @ " in table

@@ -32,6 +32,7 @@ from pipeline.dataset.layout import (
     SERVING_POINTS_FILE,
     SUMMARY_FILE,
 )
+from pipeline.dataset.matrix import read_matrix
 from pipeline.dataset.read import (
     LatestBatches,
     ScriptTexts,
@@ -89,7 +90,7 @@ def page_html(root: Path, *, latest: list[dict[str, Any]] | None = None) -> str:
         scripts=ScriptTexts(root),
         releases=read_release_diffs(root),
         warm_checks=read_warm_checks(root),
-        # TODO(#49, lead at merge): matrix_rows=read_matrix(root), once m2's page takes the keyword.
+        matrix_rows=read_matrix(root),
     )
 
 

@@ -28,6 +28,7 @@ from pipeline.dataset import (
     iter_results,
     read_changes,
     read_exclusions,
+    read_matrix,
     read_rankings,
     read_release_diffs,
     read_serving,
@@ -254,6 +255,7 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
         dataset_repo=names.dataset_repo,
         dataset_sha=names.dataset_sha or "unknown",
     )
+    matrix = read_matrix(dataset)
     with fsatomic.staged_folder(out) as stage:
         for old in list(stage.iterdir()):
             if not old.name.startswith("."):
@@ -272,11 +274,12 @@ def write_site(dataset: Path, out: Path, *, names: SiteNames, script_paths: Sequ
             releases=releases,
             serving=read_serving(dataset),
             warm_checks=read_warm_checks(dataset),
-            # TODO(#49, lead at merge): matrix_rows=read_matrix(dataset), once m2's page takes the keyword.
+            matrix_rows=matrix,
             # A large catalog's data files, fetched by the page: each written as it is made, its text let go.
             emit=lambda relative, text: fsatomic.write_text(stage / relative, text),
         )
         fsatomic.write_text(stage / SPACE_PAGE, site.html)
         fsatomic.write_text(stage / SPACE_CARD, card)
-        fsatomic.write_text(stage / FEED_FILE, feed_xml(read_changes(dataset), names=names, releases=releases))
+        feed = feed_xml(read_changes(dataset), names=names, releases=releases, matrix_rows=matrix)
+        fsatomic.write_text(stage / FEED_FILE, feed)
         fsatomic.link_files(dataset, stage, present)  # linked, not copied: 200,000 at 100k models

@@ -140,3 +140,30 @@ def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(
     assert localhub.store.read_file(SPACE, victim, repo_type="space") == (
         localhub.store.read_file(REPO, victim, repo_type="dataset")
     )
+
+
+def test_the_space_reads_the_datasets_matrix_into_its_page_and_feed(tmp_path: Path) -> None:
+    """Issue 49, end to end: data/matrix.parquet as publish writes it reaches the Space's page (the matrix, the
+    badge) and its feed (a "documented but fails" entry) through write_site, not only from rows handed in."""
+    from pipeline.dataset import build, write_matrix
+    from pipeline.space import SiteNames, write_site
+    from tests.support.matrix_rows import model_rows
+    from tests.support.records import sample_failure
+
+    dataset = tmp_path / "ds"
+    assert not build(
+        [sample_failure(model_id="acme/documented-fails", code="ncc_evrf009")], dataset, page=False
+    ).set_aside
+    rows = [
+        *model_rows("acme/documented-fails", "text-generation", {("trn2", "compile"): "failing"},
+                    details={("trn2", "compile"): "ncc_evrf009"}),
+        *model_rows("acme/new-model", "text-generation", documented="not_listed"),
+    ]  # fmt: skip
+    write_matrix(dataset, rows)
+    site = tmp_path / "site"
+    write_site(dataset, site, names=SiteNames(dataset_repo="acme/results", space_repo="acme/catalog"))
+    html = (site / "index.html").read_text(encoding="utf-8")
+    assert "acme/new-model" in html and "documented but fails" in html
+    feed = (site / "feed.xml").read_text(encoding="utf-8")
+    assert "Documented but fails: acme/documented-fails (text-generation, Trainium2)" in feed
+    assert "acme/new-model" not in feed  # a model nothing has run is no change

@@ -158,7 +158,7 @@ def _demo_rows() -> list[tuple[str, object, object, list[str]]]:
 
 def emulated_saving(*, compile_seconds: float, tasks: list[str]) -> None:
     from pipeline.localhub import LocalHub
-    from pipeline.testing.neuron import Machine, build
+    from tests.support.neuron import Machine, build
 
     rows = [row for row in _demo_rows() if row[0] in tasks]
     with tempfile.TemporaryDirectory(prefix="trncat-compiled-bench-") as tmp, LocalHub(Path(tmp) / "hub") as hub:
@@ -186,7 +186,7 @@ def _row_saving(work: Path, hub: object, machine_a: Path, machine_b: Path, task:
     from pipeline.hub import Hub, point_client_at
     from pipeline.publish import publish_bundles
     from pipeline.render import run_script
-    from pipeline.testing.neuron import environment
+    from tests.support.neuron import environment
 
     work.mkdir(parents=True)
     model = builder(work / "model")  # type: ignore[operator]

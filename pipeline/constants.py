@@ -68,7 +68,7 @@ TRNCAT_NEURON_CORES: str | None = os.environ.get("TRNCAT_NEURON_CORES") or None
 #: The toolchain file the runners pin (runners/toolchain.yaml unless set): doctor and the queue compare with it.
 TRNCAT_TOOLCHAIN: Path = Path(os.environ.get("TRNCAT_TOOLCHAIN") or REPO_ROOT / "runners" / "toolchain.yaml")
 #: Where the machine's fixed paths are read from: /dev, /sys, /etc/os-release and the Neuron runtime's /tmp
-#: files. "/" on a real machine; a test's emulated machine (pipeline/testing/neuron/) points it at its root.
+#: files. "/" on a real machine; a test's emulated machine (tests/support/neuron/) points it at its root.
 TRNCAT_SYSTEM_ROOT: Path = Path(os.environ.get("TRNCAT_SYSTEM_ROOT") or "/")
 #: Container image digest of the runner, when the bench runs in one.
 TRNCAT_IMAGE_DIGEST: str | None = os.environ.get("TRNCAT_IMAGE_DIGEST") or None

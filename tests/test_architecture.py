@@ -204,6 +204,17 @@ def test_top_level_modules_import_no_package() -> None:
     assert offenders == []
 
 
+def test_nothing_in_the_product_imports_the_tests() -> None:
+    # The tests' own code (the Neuron emulator in tests/support/neuron/ among it) stays out of what trncat runs.
+    offenders = sorted(
+        f"{name} -> {m}"
+        for name, path in MODULES.items()
+        for m, _ in _imports(path, typing_too=True)
+        if m == "tests" or m.startswith("tests.")
+    )
+    assert offenders == []
+
+
 def test_packages_import_only_in_the_allowed_directions() -> None:
     offenders = sorted(
         f"{m} -> {d}"

@@ -259,7 +259,7 @@ def test_the_benchmark_smoke_steps_run_on_an_emulated_trn2(tmp_path: Path) -> No
     """benchmark.yml's smoke job, its `trncat doctor --smoke` and `pytest -m neuron` steps as written, on the Neuron
     emulator's trn2.48xlarge (tests/testing/test_neuron_emulator.py): the production neuron backend, harness,
     child and torchrun run unchanged; every record says it was emulated."""
-    from pipeline.testing.neuron import Machine, build, environment
+    from tests.support.neuron import Machine, build, environment
 
     root = build(tmp_path / "trn2", Machine.of("trn2.48xlarge"))
     workspace = tmp_path / "checkout"

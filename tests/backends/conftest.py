@@ -29,7 +29,7 @@ def emulated_llama_bench(tmp_path_factory: pytest.TempPathFactory) -> EmulatedBe
     test_warm_start_emulated.py and test_warm_check_workflow_emulated.py (one xdist worker runs them:
     tests/conftest.py's SAME_WORKER)."""
     from pipeline.testing import build_tiny_llama
-    from pipeline.testing.neuron import Machine, build, environment
+    from tests.support.neuron import Machine, build, environment
 
     tmp = tmp_path_factory.mktemp("emulated-bench")
     root = build(tmp / "machine-a", Machine.of("trn2.3xlarge"))

@@ -17,8 +17,8 @@ import pytest
 from pipeline.backends.neuron import bundle_beside
 from pipeline.publish import publish_bundles
 from pipeline.render import run_script
-from pipeline.testing.neuron import environment
 from tests.backends.conftest import EmulatedBench
+from tests.support.neuron import environment
 
 pytestmark = pytest.mark.slow
 COMPILED = "trncat/trncat-compiled"

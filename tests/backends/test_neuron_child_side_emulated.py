@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pipeline.bench.failures import classify
-from pipeline.testing.neuron import Machine, build, environment
+from tests.support.neuron import Machine, build, environment
 
 pytestmark = pytest.mark.slow
 MiB = 1024**2

@@ -1,4 +1,4 @@
-"""``trncat bench --device neuron`` as a process on the Neuron emulator (pipeline/testing/neuron/): the production
+"""``trncat bench --device neuron`` as a process on the Neuron emulator (tests/support/neuron/): the production
 neuron backend, harness, child and torchrun, unchanged, against a machine that enforces the documented runtime.
 
 Tensor parallelism over 4 cores of a trn2.48xlarge; a core another process holds (an infrastructure ``error``,
@@ -20,7 +20,7 @@ import pytest
 
 from pipeline.records import validate_record
 from pipeline.testing import build_tiny_llama
-from pipeline.testing.neuron import Machine, build, environment
+from tests.support.neuron import Machine, build, environment
 
 pytestmark = pytest.mark.slow
 SMALL = ["--workload", "input_tokens=16", "--workload", "output_tokens=8", "--iterations", "2"]

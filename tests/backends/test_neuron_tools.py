@@ -277,7 +277,7 @@ NOT_A_VISIBLE_FORM = ["", "a", "-1", "3-", "-3", "7-3", "1,,2", ",1", "1,", "0-3
 @pytest.mark.parametrize("value", DOCUMENTED_VISIBLE + NOT_A_VISIBLE_FORM)
 def test_trncat_and_the_emulated_runtime_read_visible_cores_alike(value):
     # The emulator's parser is written from the documented rule, not from trncat's: where they differ, one is wrong.
-    from pipeline.testing.neuron.runtime import NeuronRuntimeError, parse_visible
+    from tests.support.neuron.runtime import NeuronRuntimeError, parse_visible
 
     try:
         emulated: list[int] | None = parse_visible(value, total=64)

@@ -21,10 +21,10 @@ import pytest
 
 from pipeline.dataset import WARM_CHECKS_FILE, build
 from pipeline.publish import publish_bundles
-from pipeline.testing.neuron import Machine, environment
-from pipeline.testing.neuron import build as build_machine
 from tests import ROOT
 from tests.backends.conftest import EmulatedBench
+from tests.support.neuron import Machine, environment
+from tests.support.neuron import build as build_machine
 from tests.test_workflow_steps import Runner
 
 pytestmark = [

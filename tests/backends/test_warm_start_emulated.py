@@ -22,8 +22,8 @@ from pipeline.backends.neuron import KEY_FILE, bundle_beside
 from pipeline.publish import publish_bundles
 from pipeline.render import run_script
 from pipeline.testing import build_tiny_llama
-from pipeline.testing.neuron import PACKAGES, Machine, build, environment
 from tests.backends.conftest import EmulatedBench
+from tests.support.neuron import PACKAGES, Machine, build, environment
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 COMPILED = "trncat/trncat-compiled"

@@ -1,4 +1,4 @@
-"""``trncat doctor`` and ``trncat doctor --smoke`` as processes on the Neuron emulator (pipeline/testing/neuron/).
+"""``trncat doctor`` and ``trncat doctor --smoke`` as processes on the Neuron emulator (tests/support/neuron/).
 
 The emulated trn2.3xlarge here is a runner on cores 2-3 with the sysfs tree driver 2.31 moved: the smoke's runs
 must stay in the runner's cores, cross-check nothing they cannot map, and still pass. The trn2.48xlarge's doctor
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.testing.neuron import Machine, build, environment
+from tests.support.neuron import Machine, build, environment
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.testing.neuron import Machine, build, environment
+from tests.support.neuron import Machine, build, environment
 
 pytestmark = pytest.mark.slow
 

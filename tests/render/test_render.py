@@ -213,9 +213,9 @@ EMULATED_WORKLOADS = {
 def test_generated_run_py_runs_on_the_neuron_emulator(
     task: str, cores: int, tiny_models: dict[str, Path], tmp_path: Path
 ) -> None:
-    """Each task's run.py on device "neuron" of the Neuron emulator (pipeline/testing/neuron/), as a user runs it;
+    """Each task's run.py on device "neuron" of the Neuron emulator (tests/support/neuron/), as a user runs it;
     tensor parallel under torchrun: each rank reserves its own core and starts the neuron group before sharding."""
-    from pipeline.testing.neuron import Machine, build, environment
+    from tests.support.neuron import Machine, build, environment
 
     root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge"))
     record = sample_record(task=task, model_id="acme/tiny", workload=EMULATED_WORKLOADS[task], cores=cores)

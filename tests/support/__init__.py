@@ -5,6 +5,8 @@
 - :mod:`~tests.support.browser`: Debian's Chromium for the page's browser tests;
 - :mod:`~tests.support.faulty_hub`: the local hub's server with fault injection and request hooks (the
   ``localhub`` fixture's);
+- :mod:`~tests.support.neuron`: the Neuron emulator (a trn2 machine on disk and an emulated ``torch_neuronx``);
+  nothing under ``pipeline/`` imports it (``tests/test_architecture.py``);
 - :mod:`~tests.support.mutation`: the mutation check of the Neuron path (``python -m tests.support.mutation``,
   its bugs in ``neuron_mutants.yaml``).
 """

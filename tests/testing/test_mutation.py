@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.testing.neuron import RULES
 from tests import ROOT
 from tests.support import mutation
+from tests.support.neuron import RULES
 
 MUTANTS = mutation.load()
 

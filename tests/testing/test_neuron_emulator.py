@@ -1,9 +1,9 @@
-"""The Neuron emulator itself: each rule has its docs/neuron-facts.md row, production never imports it, and each
-rule holds when a real process runs on the emulated machine (a few scripts, each checking several rules)."""
+"""The Neuron emulator itself: each rule has its docs/neuron-facts.md row, and each rule holds when a real process
+runs on the emulated machine (a few scripts, each checking several rules). That production never imports it:
+tests/test_architecture.py."""
 
 from __future__ import annotations
 
-import ast
 import json
 import re
 import subprocess
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.backends.neuron import parse_neuron_ls
-from pipeline.testing.neuron import EMULATOR, RULES, Machine, build, environment
 from tests import ROOT
+from tests.support.neuron import EMULATOR, RULES, Machine, build, environment
 
 pytestmark = pytest.mark.slow
 FACTS = ROOT / "docs" / "neuron-facts.md"
@@ -42,20 +42,6 @@ def test_every_rule_names_its_row_in_the_facts_table() -> None:
         if rule.invented:  # what the emulator made up is marked in its row
             row = next(line for line in text.splitlines() if line.startswith(f"| {rule.fact} |"))
             assert "silent" in row or "emulator's" in row, rule.key
-
-
-def test_production_code_never_imports_the_emulator() -> None:
-    offenders = []
-    for path in sorted((ROOT / "pipeline").rglob("*.py")):
-        if (ROOT / "pipeline" / "testing" / "neuron") in path.parents:
-            continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            if isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            if any(n == "pipeline.testing.neuron" or n.startswith("pipeline.testing.neuron.") for n in names):
-                offenders.append(str(path.relative_to(ROOT)))
-    assert offenders == []
 
 
 def _machine(tmp_path: Path, name: str = "m", **changes: object) -> Path:

@@ -64,7 +64,7 @@ class NeuronInventory:
         logical_nc_config: LNC setting (1 or 2) when reported; None on trn1/inf2, which have no LNC.
         memory_per_device_bytes: Device memory (HBM) of one device.
         devices: Every device, in index order.
-        emulated: The tool is trncat's Neuron emulator (pipeline/testing/neuron/), not a Trainium machine.
+        emulated: The tool is trncat's Neuron emulator (tests/support/neuron/), not a Trainium machine.
         output_shape: What the JSON looked like (``list`` for 2.33's array; for an object its keys, the device
             list's path among them), so that a first 2.34 machine records its real shape.
     """

@@ -135,13 +135,13 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 _ENTRY_POINTS = "[torch.backends]\ntorch_neuronx = torch_neuronx:_autoload\n"
-_SHIM = '''"""The emulated torch_neuronx of trncat's Neuron emulator (pipeline.testing.neuron): NOT AWS's TorchNeuron.
+_SHIM = '''"""The emulated torch_neuronx of trncat's Neuron emulator (tests.support.neuron): NOT AWS's TorchNeuron.
 
 It plays the documented TorchNeuron contract on the CPU for the machine in {root}.
 """
 
-from pipeline.testing.neuron import api as _api
-from pipeline.testing.neuron.api import *  # noqa: F403
+from tests.support.neuron import api as _api
+from tests.support.neuron.api import *  # noqa: F403
 
 __version__ = {version!r}
 _api.boot({root!r})
@@ -152,11 +152,11 @@ def _autoload():
 '''
 _NKI = '"""The emulated nki package of trncat\'s Neuron emulator: metadata only, no kernels."""\n'
 _TOOL = """#!{python}
-# {what} of trncat's Neuron emulator (pipeline.testing.neuron): NOT AWS's tool.
+# {what} of trncat's Neuron emulator (tests.support.neuron): NOT AWS's tool.
 import sys
 
 sys.path.insert(0, {repo!r})
-from pipeline.testing.neuron.tools import {main}
+from tests.support.neuron.tools import {main}
 
 sys.exit({main}({root!r}, sys.argv[1:]))
 """

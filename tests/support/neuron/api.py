@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from pipeline.testing.neuron import compiler, device, distributed, runtime
+from tests.support.neuron import compiler, device, distributed, runtime
 
 __all__ = [
     "clear_op_tracking",

@@ -7,7 +7,7 @@ runs the CPU kernel on host views and hands back ``neuron`` tensors: in-place an
 caller's own tensors, views share the caller's storage, fresh results are adopted. So PyTorch's own view and
 alias machinery, autograd's view tracking and dynamo see an ordinary device tensor.
 
-Each storage is counted on the reserved core of its device index (:mod:`pipeline.testing.neuron.runtime`) and
+Each storage is counted on the reserved core of its device index (:mod:`tests.support.neuron.runtime`) and
 released when PyTorch frees it (a finalizer on the storage object, which PyTorch keeps alive as long as the
 storage lives).
 """
@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from pipeline.testing.neuron import runtime
+from tests.support.neuron import runtime
 
 _CPU = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
 _LOCAL = threading.local()
@@ -214,7 +214,7 @@ def _account(name: str, machine: Any) -> None:
     if name in machine.failing_ops:
         import os
 
-        from pipeline.testing.neuron.rules import cite
+        from tests.support.neuron.rules import cite
 
         if os.environ.get("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS", "0").strip() == "1":
             raise runtime.NeuronRuntimeError(f"{name} failed on the device {cite('fallback_unimplemented')}")

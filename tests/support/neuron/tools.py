@@ -1,5 +1,5 @@
 """The emulated machine's command-line tools: ``neuron-ls`` (as Neuron 2.33 prints it, or as 2.34 is announced)
-and ``dpkg-query`` for the Neuron Debian packages. ``pipeline.testing.neuron.machine`` writes a script for each
+and ``dpkg-query`` for the Neuron Debian packages. ``tests.support.neuron.machine`` writes a script for each
 into the machine's ``bin/``; the scripts call these functions.
 """
 
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.testing.neuron.machine import DEBIANS, EMULATOR, Machine
-from pipeline.testing.neuron.rules import cite
-from pipeline.testing.neuron.runtime import holders
+from tests.support.neuron.machine import DEBIANS, EMULATOR, Machine
+from tests.support.neuron.rules import cite
+from tests.support.neuron.runtime import holders
 
 
 def _lnc() -> int:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.testing.neuron.machine import DEBIANS, Machine
-from pipeline.testing.neuron.rules import cite
+from tests.support.neuron.machine import DEBIANS, Machine
+from tests.support.neuron.rules import cite
 
 MiB = 1024**2
 #: The allocator's segment (the emulator's choice: the docs say only that it reserves large segments).

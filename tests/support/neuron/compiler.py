@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from pipeline.testing.neuron import device, runtime
-from pipeline.testing.neuron.rules import cite
+from tests.support.neuron import device, runtime
+from tests.support.neuron.rules import cite
 
 logger = logging.getLogger("torch_neuronx")
 

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from pipeline.testing.neuron import device, runtime
-from pipeline.testing.neuron.rules import cite
+from tests.support.neuron import device, runtime
+from tests.support.neuron.rules import cite
 
 _INTEGERS = {torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool}
 

@@ -213,8 +213,8 @@ def column_value(record: dict[str, Any], name: str) -> Any:
     return _get(record, _paths()[name])
 
 
-def _float_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
+def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value]
 
 
 def _topk(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -226,7 +226,7 @@ def _topk(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _TO_COLUMN: dict[str, Any] = {
     _TIME: parse_time,
     _FLOAT: float,  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
-    _BATCH_LATENCY: _float_latency,
+    _BATCH_LATENCY: _batch_latency,
     _TOPK: _topk,
 }
 
@@ -281,10 +281,6 @@ def _ints(value: list[Any]) -> list[int]:
     return [int(v) for v in value]
 
 
-def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value]
-
-
 #: How each kind's column value becomes the record's (None: as the column holds it).
 _TO_RECORD: dict[str, Any] = {
     _TIME: _utc_text,
@@ -328,15 +324,11 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         for parent in parents:
             target = target.setdefault(parent, {})
         target[key] = value
-    if record.get("failure", {}).get("stage") is None:
-        record["failure"] = None
-    latency = record["metrics"]["latency_s"]
-    if latency.get("p50") is None:
+    if record["metrics"]["latency_s"].get("p50") is None:
         record["metrics"]["latency_s"] = None
-    if record.get("plan", {}).get("cores") is None:
-        record["plan"] = None
-    if record.get("agreement", {}).get("reference") is None:
-        record["agreement"] = None
+    for section, key in (("failure", "stage"), ("plan", "cores"), ("agreement", "reference")):
+        if record.get(section, {}).get(key) is None:
+            record[section] = None
     if record.get("notes") is None:
         record["notes"] = []
     return record

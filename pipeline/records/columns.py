@@ -193,24 +193,18 @@ OPTIONAL_COLUMNS: frozenset[str] = frozenset(
 )
 
 
-def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
-    value: Any = record
-    for key in path:
-        if not isinstance(value, dict):
-            return None
-        value = value.get(key)
-    return value
-
-
-@functools.cache
-def _paths() -> dict[str, tuple[str, ...]]:
-    return {name: path for name, path, _ in COLUMNS}
+_PATHS: dict[str, tuple[str, ...]] = {name: path for name, path, _ in COLUMNS}
 
 
 def column_value(record: dict[str, Any], name: str) -> Any:
     """One column of a record's flat row, as the record holds it (a time stays text), without flattening the
-    rest (:func:`flatten` hashes the whole record for ``record_id``)."""
-    return _get(record, _paths()[name])
+    rest (:func:`flatten` hashes the whole record for ``record_id``): a missing or non-object step gives None."""
+    value: Any = record
+    for key in _PATHS[name]:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(key)
+    return value
 
 
 def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -261,7 +255,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             else:
                 row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
             continue
-        # (as _get: a missing or non-object step gives None)
+        # (as column_value: a missing or non-object step gives None)
         value = record.get(first)
         if second is not None:
             value = value.get(second) if isinstance(value, dict) else None

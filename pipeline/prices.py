@@ -294,9 +294,7 @@ def run_share(row: Mapping[str, Any], instance: InstancePrices) -> float | None:
     """
     cores = row.get("cores")
     total = instance.cores(lnc=_lnc(row.get("core_config"))) or row.get("cores_available")
-    if not isinstance(cores, int) or isinstance(cores, bool) or not isinstance(total, int) or total < 1:
-        return None
-    if not 1 <= cores <= total:
+    if isinstance(cores, bool) or not isinstance(cores, int) or not isinstance(total, int) or not 1 <= cores <= total:
         return None
     return cores / total
 

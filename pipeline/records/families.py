@@ -36,20 +36,13 @@ FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("architecture", "string"),
     ("model_type", "string"),
     ("base_model", "strings"),
-    ("neuronx_cc_version", "string"),
-    ("torch_neuronx_version", "string"),
-    ("transformers_version", "string"),
-    ("torch_version", "string"),
+    *((f"{name}_version", "string") for name in ("neuronx_cc", "torch_neuronx", "transformers", "torch")),
     # The row's compiled-cache bundle and what it was compiled for: trncat check hands a fine-tune its base's bundle
     # (pipeline.check.warm) when the key matches.
     ("dtype", "string"),
     ("nki_version", "string"),
-    ("compiled_cache_repo_id", "string"),
-    ("compiled_cache_revision", "string"),
-    ("compiled_cache_path", "string"),
-    ("compiled_cache_sha256", "string"),
-    ("compiled_cache_bytes", "int64"),
-    ("compiled_cache_files", "int64"),
+    *((f"compiled_cache_{name}", "string") for name in ("repo_id", "revision", "path", "sha256")),
+    *((f"compiled_cache_{name}", "int64") for name in ("bytes", "files")),
 )
 _FAMILY_NAMES = tuple(name for name, _ in FAMILY_COLUMNS)
 _KEPT_FROM_LATEST = ("model_id", "task", "hardware", "architecture", "model_type", "base_model")

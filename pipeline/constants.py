@@ -8,9 +8,7 @@ from pathlib import Path
 
 def _bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
 
 
 def _seconds(name: str, default: float) -> float:
@@ -42,7 +40,6 @@ IS_CI: bool = _bool("CI")
 #: GitHub Actions provenance, recorded in each result.
 GITHUB_RUN_ID: str | None = os.environ.get("GITHUB_RUN_ID") or None
 GITHUB_SHA: str | None = os.environ.get("GITHUB_SHA") or None
-GITHUB_ACTIONS: bool = _bool("GITHUB_ACTIONS")
 RUNNER_NAME: str | None = os.environ.get("RUNNER_NAME") or None
 #: The machine's name where no instance id or host name tells machines apart: the Neuron emulator's machines on one
 #: host (``pipeline.backends.this_machine``; recorded as ``host:<name>``).

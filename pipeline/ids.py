@@ -80,8 +80,5 @@ def base_model_ids(value: object) -> tuple[str, ...]:
     everything past :data:`MAX_BASE_MODELS`.
     """
     entries = [value] if isinstance(value, str) else value if isinstance(value, list) else []
-    found: dict[str, None] = {}
-    for entry in entries:
-        if isinstance(entry, str) and model_id_problem(entry.strip()) is None:
-            found.setdefault(entry.strip(), None)
-    return tuple(found)[:MAX_BASE_MODELS]
+    stripped = (entry.strip() for entry in entries if isinstance(entry, str))
+    return tuple(dict.fromkeys(e for e in stripped if model_id_problem(e) is None))[:MAX_BASE_MODELS]

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -154,6 +154,11 @@ def check_option(option: str) -> str:
     return option
 
 
+def _positive(value: object) -> TypeGuard[float]:
+    """Whether ``value`` is a finite number above 0 (a bool is none)."""
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
 def _text(where: str, key: str, value: Any, *, null: bool) -> str | None:
     if value is None and null:
         return None
@@ -177,7 +182,7 @@ def _price(where: str, value: Any) -> Price | None:
             f"{where}: unknown key(s) {sorted(unknown)}, missing {missing}; a price has {sorted(_PRICE_KEYS)}"
         )
     usd = value["usd"]
-    if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd <= 0:
+    if not _positive(usd):
         raise ConfigError(
             f"{where}: usd must be a positive number of USD per instance-hour (unknown: null), got {usd!r}"
         )
@@ -207,7 +212,7 @@ def _accelerators(where: str, value: Any) -> Accelerators | None:
     count, memory = value["count"], value["memory_gib"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ConfigError(f"{where}: accelerators.count must be a positive integer, got {count!r}")
-    if isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0:
+    if not _positive(memory):
         raise ConfigError(f"{where}: accelerators.memory_gib must be a positive number, got {memory!r}")
     name = _text(where, "accelerators.name", value["name"], null=False) or ""
     return Accelerators(name=name, count=count, memory_bytes=int(memory * 1024**3))
@@ -255,7 +260,7 @@ def load_prices(path: Path | None = None) -> dict[str, InstancePrices]:
         if unknown:
             raise ConfigError(f"{path}: {name}: unknown price kind(s) {sorted(unknown)}; use {', '.join(PRICE_KINDS)}")
         memory = spec.get("host_memory_gib")
-        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int | float) or memory <= 0):
+        if memory is not None and not _positive(memory):
             raise ConfigError(f"{path}: {name}: host_memory_gib must be a positive number or null, got {memory!r}")
         out[name] = InstancePrices(
             name=name,
@@ -289,9 +294,7 @@ def run_share(row: Mapping[str, Any], instance: InstancePrices) -> float | None:
     """
     cores = row.get("cores")
     total = instance.cores(lnc=_lnc(row.get("core_config"))) or row.get("cores_available")
-    if not isinstance(cores, int) or isinstance(cores, bool) or not isinstance(total, int) or total < 1:
-        return None
-    if not 1 <= cores <= total:
+    if isinstance(cores, bool) or not isinstance(cores, int) or not isinstance(total, int) or not 1 <= cores <= total:
         return None
     return cores / total
 
@@ -338,9 +341,7 @@ def row_costs(row: Mapping[str, Any], pricing: Pricing | None) -> dict[str, Any]
         return out
     column, speed_column, per, seconds_each = task
     speed, share = row.get(speed_column), run_share(row, instance)
-    if share is None or isinstance(speed, bool) or not isinstance(speed, int | float):
-        return out
-    if not (math.isfinite(speed) and speed > 0):
+    if share is None or not _positive(speed):
         return out
     cost = cost_per_output(usd_per_hour=price.usd, share=share, speed=speed, per=per, seconds_each=seconds_each)
     out[column] = cost if math.isfinite(cost) else None  # a speed so small (5e-324) that no finite cost exists

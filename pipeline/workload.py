@@ -37,16 +37,11 @@ class Workload:
     audio_clips: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("batch_size", "input_tokens"):
-            value = getattr(self, name)
-            if not _is_int(value) or value < 1:
-                raise ConfigError(f"workload {name} must be a positive integer, got {value!r}")
-        if not _is_int(self.output_tokens) or self.output_tokens < 0:
-            raise ConfigError(f"workload output_tokens must be a non-negative integer, got {self.output_tokens!r}")
-        for name in ("image_size", "steps", "audio_clips"):
-            value = getattr(self, name)
-            if value is not None and (not _is_int(value) or value < 1):
-                raise ConfigError(f"workload {name} must be a positive integer or None, got {value!r}")
+        for name in (*_COUNTS, "image_size", "steps", "audio_clips"):
+            value, optional, low = getattr(self, name), name not in _COUNTS, int(name != "output_tokens")
+            if not (value is None and optional) and (not _is_int(value) or value < low):
+                kind, none = "positive" if low else "non-negative", " or None" if optional else ""
+                raise ConfigError(f"workload {name} must be a {kind} integer{none}, got {value!r}")
         if self.guidance_scale is not None and (
             isinstance(self.guidance_scale, bool)
             or not isinstance(self.guidance_scale, int | float)
@@ -72,13 +67,15 @@ class Workload:
     def to_dict(self) -> dict[str, Any]:
         """The record's ``workload``: the generation fields always; ``steps``, ``batch_sizes`` and
         ``guidance_scale`` and ``audio_clips`` only when set, so that a task's workload holds only its own fields."""
-        out: dict[str, Any] = asdict(self)
-        for name in ("steps", "batch_sizes", "guidance_scale", "audio_clips"):
-            if out[name] is None:
-                del out[name]
+        out = {name: value for name, value in asdict(self).items() if value is not None or name not in _UNSET_LEFT_OUT}
         if "batch_sizes" in out:
             out["batch_sizes"] = list(out["batch_sizes"])
         return out
+
+
+#: The counts every workload has; and the fields a task sets only when it has them, left out of the record when unset.
+_COUNTS = ("batch_size", "input_tokens", "output_tokens")
+_UNSET_LEFT_OUT = ("steps", "batch_sizes", "guidance_scale", "audio_clips")
 
 
 def _is_int(value: object) -> bool:

@@ -216,10 +216,7 @@ def _download(hub: Hub, model_id: str, revision: str | None, names: list[str]) -
     paths = hub.download_all(model_id, names, revision=revision)
     if not paths:
         return None
-    root = paths[0]
-    for _ in names[0].split("/"):
-        root = root.parent
-    return root
+    return paths[0].parents[names[0].count("/")]  # the folder above the first file's own folders
 
 
 def infer_task(listing: ModelListing | None) -> str | None:

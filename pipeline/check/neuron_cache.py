@@ -71,16 +71,11 @@ def registry_entry(path: str) -> tuple[str, str, str] | None:
     Only inference entries count (a training entry says nothing about running the model).
     """
     parts = path.split("/")
-    if len(parts) < 7 or not parts[0].startswith("neuronxcc-") or parts[1] != REGISTRY:
+    inference = parts[3:4] == ["inference"]
+    rest = parts[4:] if inference else parts[3:]
+    if not (parts[0].startswith("neuronxcc-") and parts[1:2] == [REGISTRY] and parts[-1].endswith(".json")):
         return None
-    if not parts[-1].endswith(".json"):
-        return None
-    rest = parts[3:]
-    if rest[0] in MODES:
-        if rest[0] != "inference":
-            return None
-        rest = rest[1:]
-    if len(rest) != 4:
+    if len(rest) != 4 or (not inference and rest[0] in MODES):  # a training entry, or no model type
         return None
     model_type, org, name, _ = rest
     model_id = f"{org}/{name}"

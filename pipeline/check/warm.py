@@ -24,12 +24,7 @@ if TYPE_CHECKING:
 
 #: The family row's columns that name a row's bundle, and the record's ``compiled_cache`` field each fills.
 BUNDLE_COLUMNS = {
-    "compiled_cache_repo_id": "repo_id",
-    "compiled_cache_revision": "revision",
-    "compiled_cache_path": "path",
-    "compiled_cache_sha256": "sha256",
-    "compiled_cache_bytes": "bytes",
-    "compiled_cache_files": "files",
+    f"compiled_cache_{name}": name for name in ("repo_id", "revision", "path", "sha256", "bytes", "files")
 }
 
 

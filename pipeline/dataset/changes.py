@@ -94,8 +94,7 @@ def change_rows(changes: Iterable[Change], *, results_file: str) -> list[dict[st
             rows.append(
                 {
                     "kind": kind,
-                    **{k: after.get(k) for k in ("model_id", "task", "hardware", "device", "status")},
-                    "failure_stage": after.get("failure_stage"),
+                    **{k: after.get(k) for k in ("model_id", "task", "hardware", "device", "status", "failure_stage")},
                     "failure_code": after.get("failure_code"),
                     "toolchain": toolchain_label(after),
                     "previous_toolchain": None if change.before is None else toolchain_label(change.before),
@@ -117,7 +116,4 @@ def read_changes(root: Path) -> list[dict[str, Any]]:
     Raises:
         DatasetError: a changes file is unreadable.
     """
-    rows: list[dict[str, Any]] = []
-    for path in sorted((root / CHANGES_DIR).glob("*.parquet"), reverse=True):
-        rows.extend(read_rows(path))
-    return rows
+    return [row for path in sorted((root / CHANGES_DIR).glob("*.parquet"), reverse=True) for row in read_rows(path)]

@@ -61,8 +61,7 @@ def publish_paths(
     wanted = {p for p in remote if is_latest_file(p)}
     wanted.update(results_files_since([p for p in remote if is_results_file(p)], since))
     newest, others = newest_rankings(p for p in remote if p.startswith(f"{RANKINGS_DIR}/") and p.endswith(".parquet"))
-    wanted.update(newest)
-    wanted.update(others)
+    wanted.update(newest, others)
     wanted.update(p for p in (EXCLUSIONS_FILE, *extra) if p in remote)
     return sorted(wanted)
 

@@ -60,9 +60,7 @@ def write_rankings(rows: Sequence[dict[str, Any]], root: Path, *, date: dt.date,
         {**row, "date": dt.date.fromisoformat(row["date"]) if isinstance(row["date"], str) else row["date"]}
         for row in rows
     ]
-    fsatomic.write_bytes(path, parquet_bytes(pa.Table.from_pylist(list(rows), schema=SNAPSHOT_SCHEMA)))
-    logger.info("wrote %s (%d rows)", path, len(rows))
-    return path
+    return _write(path, rows, SNAPSHOT_SCHEMA)
 
 
 def write_exclusions(rows: Sequence[dict[str, Any]], root: Path) -> Path:
@@ -75,8 +73,11 @@ def write_exclusions(rows: Sequence[dict[str, Any]], root: Path) -> Path:
     Returns:
         The file written.
     """
-    path = Path(root) / EXCLUSIONS_FILE
-    fsatomic.write_bytes(path, parquet_bytes(pa.Table.from_pylist(list(rows), schema=EXCLUSIONS_SCHEMA)))
+    return _write(Path(root) / EXCLUSIONS_FILE, rows, EXCLUSIONS_SCHEMA)
+
+
+def _write(path: Path, rows: Sequence[dict[str, Any]], schema: pa.Schema) -> Path:
+    fsatomic.write_bytes(path, parquet_bytes(pa.Table.from_pylist(list(rows), schema=schema)))
     logger.info("wrote %s (%d rows)", path, len(rows))
     return path
 

@@ -56,10 +56,7 @@ def read_latest(root: Path) -> list[dict[str, Any]]:
     Raises:
         DatasetError: a shard is unreadable.
     """
-    rows: list[dict[str, Any]] = []
-    for path in sorted((root / LATEST_DIR).glob("*.parquet")):
-        rows.extend(read_rows(path))
-    return rows
+    return [row for path in sorted((root / LATEST_DIR).glob("*.parquet")) for row in read_rows(path)]
 
 
 #: Rows converted to Python at a time by :func:`read_latest_columns`: the Arrow side never holds more than this.
@@ -189,10 +186,7 @@ def read_rankings(root: Path) -> list[dict[str, Any]]:
     """
     names = [p.relative_to(root).as_posix() for p in (root / RANKINGS_DIR).glob("*.parquet")]
     newest, others = newest_rankings(names)
-    rows: list[dict[str, Any]] = []
-    for name in [*newest, *others]:
-        rows.extend(read_rows(root / name, RANKING_COLUMNS))
-    return rows
+    return [row for name in [*newest, *others] for row in read_rows(root / name, RANKING_COLUMNS)]
 
 
 def read_exclusions(root: Path) -> list[dict[str, Any]]:

@@ -76,12 +76,10 @@ def read_release_diffs(root: Path) -> list[dict[str, Any]]:
     Raises:
         DatasetError: a file is unreadable.
     """
-    diffs = []
-    for path in sorted((root / RELEASES_DIR).glob("*--*.parquet")):
-        entries = read_rows(path)
-        if not entries:
-            continue
-        diffs.append({"old": entries[0]["old_toolchain"], "new": entries[0]["new_toolchain"], "entries": entries})
+    files = (read_rows(path) for path in sorted((root / RELEASES_DIR).glob("*--*.parquet")))
+    diffs = [
+        {"old": rows[0]["old_toolchain"], "new": rows[0]["new_toolchain"], "entries": rows} for rows in files if rows
+    ]
     newest = [max((e["new_finished_at"] or e["old_finished_at"] for e in d["entries"]), default=None) for d in diffs]
     order = sorted(range(len(diffs)), key=lambda i: (newest[i] is not None, newest[i] or 0), reverse=True)
     return [diffs[i] for i in order]

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline import fsatomic
-from pipeline.dataset.layout import WARM_CHECKS_FILE, is_latest_file, parquet_bytes, read_table
+from pipeline.dataset.layout import WARM_CHECKS_FILE, is_latest_file, parquet_bytes, read_rows
 from pipeline.dataset.serving import keep_newest
 from pipeline.errors import DatasetError
 from pipeline.records import WARM_FIELDS, parse_time, warm_check_problems
@@ -51,14 +51,8 @@ def read_warm_checks(root: Path) -> list[dict[str, Any]]:
     path = root / WARM_CHECKS_FILE
     if not path.is_file():
         return []
-    table = read_table(path)
-    rows = table.to_pylist()
-    out = []
-    for row in rows:
-        check = {name: row.get(name) for name in WARM_FIELDS}
-        if not warm_check_problems(check, name=WARM_CHECKS_FILE):
-            out.append(check)
-    return out
+    checks = ({name: row.get(name) for name in WARM_FIELDS} for row in read_rows(path))
+    return [check for check in checks if not warm_check_problems(check, name=WARM_CHECKS_FILE)]
 
 
 def add_warm_checks(root: Path, checks: Iterable[Mapping[str, Any]]) -> int:
@@ -76,8 +70,7 @@ def add_warm_checks(root: Path, checks: Iterable[Mapping[str, Any]]) -> int:
     if changed:
         if len(current) > MAX_WARM_CHECKS:
             raise DatasetError(f"{WARM_CHECKS_FILE}: more than {MAX_WARM_CHECKS} warm checks")
-        rows = [current[k] for k in sorted(current)]
-        table = pa.Table.from_pylist(rows, schema=WARM_SCHEMA)
+        table = pa.Table.from_pylist([current[k] for k in sorted(current)], schema=WARM_SCHEMA)
         fsatomic.write_bytes(root / WARM_CHECKS_FILE, parquet_bytes(table))
     return changed
 

@@ -52,15 +52,8 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
             plots.fmt_seconds(value) if speed.fmt == "secs" else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
         )
     device = str(device_of(row))
-    entry = {
-        "usd": row.get("price_usd_per_hour"),
-        "popt": row.get("price_option"),
-        "preg": row.get("price_region"),
-        "psrc": row.get("price_source"),
-        "pdate": row.get("price_as_of"),
-        "st": row.get("status"),
-        "device": device,
-    }
+    entry = {key: row.get(f"price_{column}") for key, column in _PRICE_KEYS}
+    entry.update(st=row.get("status"), device=device)
     return {
         "device": device,
         "source": str(row.get("source")),
@@ -74,6 +67,26 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
         "mem": "\u2014" if figures["mem"] is None else plots.fmt_bytes(figures["mem"]),
         "cost": usd_text(figures["cost"]),
         "price": price_text(entry),
+    }
+
+
+#: The keys :func:`pipeline.page.cells.price_text` reads, each with its row column (``price_`` + it).
+_PRICE_KEYS = (("usd", "usd_per_hour"), ("popt", "option"), ("preg", "region"), ("psrc", "source"), ("pdate", "as_of"))
+
+
+def _pair(model_id: str, task: str, sides: list[dict[str, Any]], other: str, ratios: dict[str, str]) -> dict[str, Any]:
+    """One pair of the Compare view (:func:`compare_pairs`), a demo one where its sides say so."""
+    view = task_view(task)
+    speed = view.speed.label if view.speed else ""
+    return {
+        "id": model_id,
+        "task": task,
+        "label": view.label,
+        "speed": speed,
+        "sides": sides,
+        "other": other,
+        "ratios": ratios,
+        "demo": sides[0]["demo"] is not None,
     }
 
 
@@ -118,23 +131,13 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if not trainium or not others:
             continue
         trn = representative([dict(r) for r in trainium])
-        view = task_view(task)
         for other in others:
             both = trn.get("status") == other.get("status") == "pass" and trn.get("source") == other.get("source")
             a, b = _figures(task, trn), _figures(task, other)
-            pairs.append(
-                {
-                    "id": model_id,
-                    "task": task,
-                    "label": view.label,
-                    "speed": view.speed.label if view.speed else "",
-                    "sides": [_side(task, trn), _side(task, other)],
-                    "other": OTHER[str(device_of(other))],
-                    "ratios": {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")},
-                    "demo": False,
-                }
-            )
-            pairs[-1]["ratios"]["speed"] = speed_ratio(trn, other, pairs[-1]["ratios"]["speed"])  # issue 50
+            ratios = {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")}
+            ratios["speed"] = speed_ratio(trn, other, ratios["speed"])  # issue 50
+            sides = [_side(task, trn), _side(task, other)]
+            pairs.append(_pair(model_id, task, sides, OTHER[str(device_of(other))], ratios))
     return pairs
 
 
@@ -155,23 +158,8 @@ def demo_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     rows = [r for r in latest if r.get("instance_type") == DEMO_INSTANCE and r.get("status") == "pass"]
     for row in sorted(rows, key=lambda r: (str(r["model_id"]), str(r["task"]))):
         task = str(row["task"])
-        view = task_view(task)
         figures = _figures(task, row)
-        sides = []
-        for text, title in DEMO_PLACES:
-            side = _side(task, row)
-            side.update(demo=text, demo_title=title)
-            sides.append(side)
-        pairs.append(
-            {
-                "id": str(row["model_id"]),
-                "task": task,
-                "label": view.label,
-                "speed": view.speed.label if view.speed else "",
-                "sides": sides,
-                "other": "GPU",
-                "ratios": {k: _ratio(figures[k], figures[k]) for k in ("speed", "mem", "cost")},
-                "demo": True,
-            }
-        )
+        sides = [_side(task, row) | {"demo": text, "demo_title": title} for text, title in DEMO_PLACES]
+        ratios = {k: _ratio(figures[k], figures[k]) for k in ("speed", "mem", "cost")}
+        pairs.append(_pair(str(row["model_id"]), task, sides, "GPU", ratios))
     return pairs

@@ -82,13 +82,11 @@ def _notes(e: Mapping[str, Any]) -> list[tuple[str | None, str]]:
         out.append((None, f"The first run compiles in {compile_s}; later runs start in {seconds_text(e['warm'])} "
                           "from the compile cache."))  # fmt: skip
     if e.get("ccb") is not None:  # the compiled-cache bundle run.py starts warm from (issue 25), or why there is none
-        out.append(
-            (
-                None,
-                f"Its run.py starts warm: it downloads the {bytes_text(e['ccb'])} NEFF cache this project's "
-                f"CI compiled (digest checked; --cold compiles instead) rather than compile for {compile_s}.",
-            )
+        warm = (
+            f"Its run.py starts warm: it downloads the {bytes_text(e['ccb'])} NEFF cache this project's CI compiled "
+            f"(digest checked; --cold compiles instead) rather than compile for {compile_s}."
         )
+        out.append((None, warm))
     elif e.get("ccs"):
         out.append((None, f"No compiled cache ships with this row: {e['ccs']}"))
     if e.get("pf") == "eager":
@@ -100,13 +98,11 @@ def _notes(e: Mapping[str, Any]) -> list[tuple[str | None, str]]:
         out.append((None, _grade_text(e, view.measure, view.compared)))
     elif e.get("cos") is not None:
         threshold = "" if e.get("thr") is None else f" (a pass needs at least {_number_text(e['thr'])})"
-        out.append(
-            (
-                None,
-                f"Answer check: {view.measure} {_number_text(e['cos'])} between {view.compared} and a CPU "
-                f"float32 reference of the same input{threshold}; an older record: its grade is unknown.",
-            )
+        check = (
+            f"Answer check: {view.measure} {_number_text(e['cos'])} between {view.compared} and a CPU float32 "
+            f"reference of the same input{threshold}; an older record: its grade is unknown."
         )
+        out.append((None, check))
     return out
 
 

@@ -45,9 +45,7 @@ def _entry(s: FamilyStat) -> dict[str, Any]:
 def cores_text(entry: Mapping[str, Any]) -> str:
     """``1`` or ``1–8``."""
     low, high = entry.get("cmin"), entry.get("cmax")
-    if low is None:
-        return "—"
-    return str(low) if low == high else f"{low}–{high}"
+    return "—" if low is None else str(low) if low == high else f"{low}–{high}"
 
 
 def codes_text(entry: Mapping[str, Any]) -> str:

@@ -38,19 +38,13 @@ _VERSION = re.compile(r"^\d+\.\d+(\.\d+)*$")
 _DELTAS = ("compile_s", "first_call_s", "speed_pct", "peak_memory_bytes")
 
 
-def _signed_seconds(value: float | None) -> str:
-    return "—" if value is None else ("+" if value >= 0 else "−") + fmt_seconds(abs(value))
-
-
 def delta_text(name: str, value: float | None) -> str:
     """One delta as the page shows it: ``+12 s``, ``−3.5%``, ``+96 MB``; ``—`` when there is none."""
     if value is None:
         return "—"
     if name == "speed_pct":
         return f"{value:+.1f}%".replace("-", "−")
-    if name == "peak_memory_bytes":
-        return ("+" if value >= 0 else "−") + fmt_bytes(abs(value))
-    return _signed_seconds(value)
+    return ("+" if value >= 0 else "−") + (fmt_bytes if name == "peak_memory_bytes" else fmt_seconds)(abs(value))
 
 
 def said(entry: Mapping[str, Any], name: str) -> str:

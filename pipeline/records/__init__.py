@@ -96,7 +96,6 @@ if TYPE_CHECKING:
         Report,
         check_file,
         dump_record,
-        is_valid,
         load_schema,
         parse_record,
         printable,

@@ -113,10 +113,9 @@ def collect_records(downloaded: Path, *, queue_file: Path | Sequence[Path], run_
         # a serving record's cores are the chips its engine held (serving_checks), its job's `chips`
         planned = {**entry, "cores": entry.get("chips")} if entry.get("mode") == "serving" else entry
         wrong = [key for key in _MATCHED if record.get(key) != planned.get(key)]
-        if record["run"]["source"] != "ci":
-            wrong.append("run.source")
-        if record["run"]["github_run_id"] != run_id:
-            wrong.append("run.github_run_id")
+        wrong += [
+            f"run.{key}" for key, want in (("source", "ci"), ("github_run_id", run_id)) if record["run"][key] != want
+        ]
         if wrong:
             refuse(f"does not match the queued job ({', '.join(wrong)})", wrong[0], str(expected))
             continue

@@ -193,28 +193,22 @@ OPTIONAL_COLUMNS: frozenset[str] = frozenset(
 )
 
 
-def _get(record: dict[str, Any], path: tuple[str, ...]) -> Any:
+_PATHS: dict[str, tuple[str, ...]] = {name: path for name, path, _ in COLUMNS}
+
+
+def column_value(record: dict[str, Any], name: str) -> Any:
+    """One column of a record's flat row, as the record holds it (a time stays text), without flattening the
+    rest (:func:`flatten` hashes the whole record for ``record_id``): a missing or non-object step gives None."""
     value: Any = record
-    for key in path:
+    for key in _PATHS[name]:
         if not isinstance(value, dict):
             return None
         value = value.get(key)
     return value
 
 
-@functools.cache
-def _paths() -> dict[str, tuple[str, ...]]:
-    return {name: path for name, path, _ in COLUMNS}
-
-
-def column_value(record: dict[str, Any], name: str) -> Any:
-    """One column of a record's flat row, as the record holds it (a time stays text), without flattening the
-    rest (:func:`flatten` hashes the whole record for ``record_id``)."""
-    return _get(record, _paths()[name])
-
-
-def _float_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**item, "p50": float(item["p50"]), "p90": float(item["p90"])} for item in value]
+def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value]
 
 
 def _topk(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -226,7 +220,7 @@ def _topk(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _TO_COLUMN: dict[str, Any] = {
     _TIME: parse_time,
     _FLOAT: float,  # JSON writes 3 for 3.0; Arrow takes no large int into a float64 column
-    _BATCH_LATENCY: _float_latency,
+    _BATCH_LATENCY: _batch_latency,
     _TOPK: _topk,
 }
 
@@ -261,7 +255,7 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
             else:
                 row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
             continue
-        # (as _get: a missing or non-object step gives None)
+        # (as column_value: a missing or non-object step gives None)
         value = record.get(first)
         if second is not None:
             value = value.get(second) if isinstance(value, dict) else None
@@ -279,10 +273,6 @@ def _utc_text(value: dt.datetime) -> str:
 
 def _ints(value: list[Any]) -> list[int]:
     return [int(v) for v in value]
-
-
-def _batch_latency(value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{"batch_size": int(v["batch_size"]), "p50": float(v["p50"]), "p90": float(v["p90"])} for v in value]
 
 
 #: How each kind's column value becomes the record's (None: as the column holds it).
@@ -328,15 +318,11 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         for parent in parents:
             target = target.setdefault(parent, {})
         target[key] = value
-    if record.get("failure", {}).get("stage") is None:
-        record["failure"] = None
-    latency = record["metrics"]["latency_s"]
-    if latency.get("p50") is None:
+    if record["metrics"]["latency_s"].get("p50") is None:
         record["metrics"]["latency_s"] = None
-    if record.get("plan", {}).get("cores") is None:
-        record["plan"] = None
-    if record.get("agreement", {}).get("reference") is None:
-        record["agreement"] = None
+    for section, key in (("failure", "stage"), ("plan", "cores"), ("agreement", "reference")):
+        if record.get(section, {}).get(key) is None:
+            record[section] = None
     if record.get("notes") is None:
         record["notes"] = []
     return record

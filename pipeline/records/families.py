@@ -36,20 +36,13 @@ FAMILY_COLUMNS: tuple[tuple[str, str], ...] = (
     ("architecture", "string"),
     ("model_type", "string"),
     ("base_model", "strings"),
-    ("neuronx_cc_version", "string"),
-    ("torch_neuronx_version", "string"),
-    ("transformers_version", "string"),
-    ("torch_version", "string"),
+    *((f"{name}_version", "string") for name in ("neuronx_cc", "torch_neuronx", "transformers", "torch")),
     # The row's compiled-cache bundle and what it was compiled for: trncat check hands a fine-tune its base's bundle
     # (pipeline.check.warm) when the key matches.
     ("dtype", "string"),
     ("nki_version", "string"),
-    ("compiled_cache_repo_id", "string"),
-    ("compiled_cache_revision", "string"),
-    ("compiled_cache_path", "string"),
-    ("compiled_cache_sha256", "string"),
-    ("compiled_cache_bytes", "int64"),
-    ("compiled_cache_files", "int64"),
+    *((f"compiled_cache_{name}", "string") for name in ("repo_id", "revision", "path", "sha256")),
+    *((f"compiled_cache_{name}", "int64") for name in ("bytes", "files")),
 )
 _FAMILY_NAMES = tuple(name for name, _ in FAMILY_COLUMNS)
 _KEPT_FROM_LATEST = ("model_id", "task", "hardware", "architecture", "model_type", "base_model")
@@ -86,20 +79,17 @@ def trainium_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mappi
     An emulated row (trncat's Neuron emulator) never reaches a dataset (validate refuses its record); it is left out
     here too, so no path that reads rows from elsewhere could count one as Trainium2 evidence.
     """
-    return [
-        r
-        for r in rows
-        if r.get("task") == task and device_of(r) == TRAINIUM and r.get("status") in MEASURED and not r.get("emulated")
-    ]
+    return [r for r in rows if _measured(r, device_of(r), TRAINIUM, task)]
 
 
 def trainium3_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mapping[str, Any]]:
     """The rows of ``task`` measured on Trainium3 (pass or fail): never Trainium2 evidence, shown beside it."""
-    return [
-        r
-        for r in rows
-        if r.get("task") == task and device_of(r) == TRAINIUM3 and r.get("status") in MEASURED and not r.get("emulated")
-    ]
+    return [r for r in rows if _measured(r, device_of(r), TRAINIUM3, task)]
+
+
+def _measured(row: Mapping[str, Any], device: str | None, wanted: str, task: str) -> bool:
+    """Whether ``row`` (counted under ``device``) is a pass or fail of ``task`` on ``wanted``, and not emulated."""
+    return device == wanted and row.get("task") == task and row.get("status") in MEASURED and not row.get("emulated")
 
 
 def device_of(row: Mapping[str, Any]) -> str | None:
@@ -214,11 +204,7 @@ def _stat(members: Sequence[Mapping[str, Any]], key: tuple[Any, Any, Any]) -> Fa
     architecture, model_type, task = key
     devices = [device_of(r) for r in members]  # once per row: Trainium2, elsewhere and Trainium3 all read it
     # The rows trainium_rows picks, in their order.
-    trainium = [
-        r
-        for r, device in zip(members, devices, strict=True)
-        if device == TRAINIUM and r.get("task") == task and r.get("status") in MEASURED and not r.get("emulated")
-    ]
+    trainium = [r for r, device in zip(members, devices, strict=True) if _measured(r, device, TRAINIUM, task)]
     labels = [toolchain_label(r) for r in trainium]
     finished = [_finished(r) for r in trainium]
     toolchain = labels[max(range(len(trainium)), key=finished.__getitem__)] if trainium else None

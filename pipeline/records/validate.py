@@ -13,7 +13,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -271,11 +271,6 @@ def _all_finite(value: Any) -> bool:
     return True
 
 
-def is_valid(record: Any) -> bool:
-    """True when ``record`` satisfies the schema and every semantic check."""
-    return not validate_record(record)
-
-
 def _reject_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON (NaN and Infinity are not numbers here)")
 
@@ -337,25 +332,22 @@ class Report:
         return sorted({p.file for p in self.problems})
 
 
-def iter_record_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+def record_files(paths: Iterable[str | Path]) -> list[Path]:
     """Every ``*.json`` file named or under a folder named, sorted, each once.
 
     Raises:
         RecordError: a path does not exist.
     """
-    seen: set[Path] = set()
+    found: list[Path] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            candidates = sorted(p for p in path.rglob("*.json") if p.is_file())
+            found += sorted(p for p in path.rglob("*.json") if p.is_file())
         elif path.is_file():
-            candidates = [path]
+            found.append(path)
         else:
             raise RecordError(f"{path}: no such file or folder")
-        for candidate in candidates:
-            if candidate not in seen:
-                seen.add(candidate)
-                yield candidate
+    return list(dict.fromkeys(found))
 
 
 def check_file(path: Path) -> tuple[dict[str, Any] | None, list[Problem]]:
@@ -388,7 +380,7 @@ def validate_paths(paths: Iterable[str | Path]) -> Report:
         RecordError: a path does not exist.
     """
     report = Report()
-    for path in iter_record_files(paths):
+    for path in record_files(paths):
         report.files += 1
         record, problems = check_file(path)
         if record is not None:

@@ -21,7 +21,6 @@ from pipeline.registry import lazy_face
 if TYPE_CHECKING:
     from pipeline.render.card import card_counts, dataset_card
     from pipeline.render.scripts import (
-        install_commands,
         requirement_lines,
         requirements,
         run_script,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -16,17 +17,13 @@ def card_counts(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     JSON-ready (lists, not tuple keys): ``pipeline.dataset`` keeps it in a small summary file so that a
     publish renders the card without reading the whole latest view.
     """
-    counts: dict[tuple[str, str, str], int] = {}
-    toolchains: dict[tuple[str, str, str], int] = {}
-    total = 0
+    counts: Counter[tuple[str, str, str]] = Counter()
+    toolchains: Counter[tuple[str, str, str]] = Counter()
     for row in rows:
-        total += 1
-        key3 = (row["task"], row["device"], row["status"])
-        counts[key3] = counts.get(key3, 0) + 1
-        key = (row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")
-        toolchains[key] = toolchains.get(key, 0) + 1
+        counts[(row["task"], row["device"], row["status"])] += 1
+        toolchains[(row["device"], row.get("neuronx_cc_version") or "-", row.get("transformers_version") or "-")] += 1
     return {
-        "total": total,
+        "total": counts.total(),
         "counts": [[*key, n] for key, n in sorted(counts.items())],
         "toolchains": [[*key, n] for key, n in sorted(toolchains.items())],
     }

@@ -15,12 +15,8 @@ from pipeline.workload import library_key
 
 def torchvision_for(torch_version: str | None) -> str | None:
     """The torchvision release built for ``torch_version`` (torch 2.N pairs with torchvision 0.N+15)."""
-    if not torch_version:
-        return None
-    match = re.match(r"^2\.(\d+)\.(\d+)", torch_version)
-    if not match:
-        return None
-    return f"0.{int(match.group(1)) + 15}.{match.group(2)}"
+    match = re.match(r"^2\.(\d+)\.(\d+)", torch_version or "")
+    return f"0.{int(match.group(1)) + 15}.{match.group(2)}" if match else None
 
 
 def requirement_lines(record: dict[str, Any]) -> list[str]:
@@ -62,7 +58,16 @@ def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
 
     ``checked``: the record is the one ``trncat check`` assembles for a model the catalog has not measured (its
     header says so instead of naming a benchmark result).
+
+    ``install`` are the (where, one-line command) pairs that install what the record ran with (e.g. the Neuron
+    DLAMI's venv, and a fresh virtual environment: Ubuntu's system pip refuses to install into the system Python);
+    ``bundle_rule`` is what a bundle may hold and ``key_rule`` how run.py builds the compiled cache's key from the
+    model it loads (:mod:`pipeline.backends.neuron.cachekey`'s fields), both as data for run.py's own check (it
+    cannot import trncat), rendered from the bundle module's constants.
     """
+    from pipeline.backends import backend_class
+    from pipeline.backends.neuron import bundle_rule, key_rule
+
     return render(
         task_spec(record["task"]).run_template,
         model_id=record["model_id"],
@@ -74,7 +79,7 @@ def run_script(record: dict[str, Any], *, checked: bool = False) -> str:
         workload=record["workload"],
         device=record["device"],
         status=record["status"],
-        install=install_commands(record),
+        install=backend_class(record["device"]).install_commands(record["versions"]),
         checked=checked,
         compiled_cache=record.get("compiled_cache"),
         compiled_with=compiled_with(record),
@@ -92,30 +97,6 @@ def compiled_with(record: dict[str, Any]) -> dict[str, str | None] | None:
         return None
     versions = record["versions"]
     return {"torch-neuronx": versions.get("torch_neuronx"), "neuronx-cc": versions.get("neuronx_cc")}
-
-
-def bundle_rule() -> dict[str, Any]:
-    """What a bundle may hold, for run.py's own check (it cannot import trncat): one rule, rendered from the
-    bundle module's constants."""
-    from pipeline.backends.neuron import bundle_rule as rule
-
-    return rule()
-
-
-def key_rule() -> dict[str, Any]:
-    """How run.py builds the compiled cache's key from the model it loads (:mod:`pipeline.backends.neuron.cachekey`'s
-    fields, as data)."""
-    from pipeline.backends.neuron import key_rule as rule
-
-    return rule()
-
-
-def install_commands(record: dict[str, Any]) -> list[tuple[str, str]]:
-    """(where, one-line command) pairs that install what a record ran with: e.g. the Neuron DLAMI's venv, and a
-    fresh virtual environment (Ubuntu's system pip refuses to install into the system Python)."""
-    from pipeline.backends import backend_class
-
-    return backend_class(record["device"]).install_commands(record["versions"])
 
 
 def requirements(record: dict[str, Any]) -> str:

@@ -33,12 +33,9 @@ def py_literal(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(py_literal(v) for v in value) + "]"
     if isinstance(value, dict):
-        items = []
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise PipelineError(f"dict key {key!r} is not a string")
-            items.append(f"{py_literal(key)}: {py_literal(item)}")
-        return "{" + ", ".join(items) + "}"
+        if bad := [key for key in value if not isinstance(key, str)]:
+            raise PipelineError(f"dict key {bad[0]!r} is not a string")
+        return "{" + ", ".join(f"{py_literal(key)}: {py_literal(item)}" for key, item in value.items()) + "}"
     raise PipelineError(f"cannot render {type(value).__name__} as a Python literal")
 
 

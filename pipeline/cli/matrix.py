@@ -28,4 +28,4 @@ def matrix_derived(hub: Any, *, also: Any = None) -> Any:
         notes = [also.write(folder) if also else None, refresh_matrix(folder, planner=plan if hub else None)]
         return "\n\n".join(note for note in notes if note)
 
-    return Derived(paths=paths, write=write, latest=True)
+    return Derived(paths=paths, write=write)

@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         is_family_path,
         latest_key,
         latest_shard_path,
+        model_shard,
         read_families,
     )
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths

@@ -21,7 +21,6 @@ from pipeline.dataset import (
     clean_overlay,
     held_paths,
     is_family_path,
-    latest_shard_path,
     overlay_files,
     publish_paths,
     read_summary,
@@ -51,8 +50,6 @@ class Derived:
     paths: Callable[[list[str]], list[str]]
     #: The built folder -> writes the file(s) into it; returns a line for the PR description, or None.
     write: Callable[[Path], str | None]
-    #: Whether it reads the whole latest view too (the stage matrix): every latest shard is mirrored.
-    latest: bool = False
 
 
 @dataclass
@@ -127,8 +124,7 @@ def prepare_folder(
             everything = remote_files(None)
             wanted = publish_paths(everything, extra=overlay_map, since=since)
         if derived is not None:  # what the derived file reads (the results history, say), and the file itself
-            shards = counts["shards"] if counts is not None and derived.latest else []
-            wanted = sorted({*wanted, *derived.paths(list(results)), *map(latest_shard_path, shards)})
+            wanted = sorted({*wanted, *derived.paths(list(results))})
         if wanted:
             fetch(wanted, folder)
         # The family index is never mirrored: each family shard is written from its latest shard.

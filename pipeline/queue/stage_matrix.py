@@ -7,6 +7,8 @@ device class (a latest row, a serving record, a warm check); a stage run only on
 is ``predicted`` from the config files alone (the planner), ``failing`` where the planner says the model cannot fit.
 No run exercises a feature yet: feature rows carry what the docs say beside ``untested``. A plan is made once per
 model, task and device class and kept from the previous matrix after that, so a publish plans only new candidates.
+The refresh is incremental (:func:`refresh_matrix`): a model whose latest shard a publish does not mirror keeps
+its rows.
 """
 
 from __future__ import annotations
@@ -21,14 +23,17 @@ import yaml
 from pipeline.constants import REPO_ROOT
 from pipeline.dataset import (
     EXCLUSIONS_FILE,
+    LATEST_DIR,
     MATRIX_FILE,
     SERVING_FILE,
     WARM_CHECKS_FILE,
+    model_shard,
     read_exclusions,
     read_latest_columns,
     read_matrix,
     read_rankings,
     read_serving,
+    read_summary,
     read_warm_checks,
     write_matrix,
 )
@@ -219,20 +224,40 @@ def _plan(
 
 
 def matrix_inputs() -> list[str]:
-    """The dataset files a publish mirrors for the matrix, beside the whole latest view and the overlay's rankings."""
+    """The dataset files a publish mirrors for the matrix, beside its records' latest shards and the overlay."""
     return [MATRIX_FILE, SERVING_FILE, WARM_CHECKS_FILE, EXCLUSIONS_FILE]
 
 
 def refresh_matrix(folder: Path, *, planner: MatrixPlanner | None, support: Path | None = None) -> str:
-    """Rewrite the dataset folder's ``data/matrix.parquet`` from what it holds; returns a line for the PR."""
+    """Rewrite the dataset folder's ``data/matrix.parquet``; returns a line for the PR.
+
+    Incremental: a publish mirrors only its records' latest shards, so the rows of a model whose shard is not in the
+    folder are kept from the previous matrix as they are; the others (the mirrored shards' models, whose rows are all
+    there, and new candidates) are recomputed. A folder holding the whole latest view recomputes every model.
+    """
     previous = read_matrix(folder)
     # a model discovery keeps out (remote code, gated, hand-kept) is listed with its reason, never planned here
     out = {(str(e["model_id"]).lower(), e["task"]) for e in read_exclusions(folder)}
-    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous)
-              if not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
-    latest, support_table = read_latest_columns(folder, _LATEST), load_support(support)
-    rows = matrix_rows(models=models, latest=latest, serving=read_serving(folder), warm=read_warm_checks(folder),
-                       previous=previous, planner=planner, support=support_table)  # fmt: skip
+    summary, held = read_summary(folder), {p.stem for p in (folder / LATEST_DIR).glob("*.parquet")}
+    latest = read_latest_columns(folder, _LATEST)
+    measured = {r["model_id"].lower() for r in latest}
+    known = {str(r["model_id"]).lower() for r in previous}
+
+    def here(model_id: str) -> bool:  # its latest rows (if any) are all in the folder, or it has none to keep
+        lower = model_id.lower()
+        if summary is None or lower in measured or lower not in known:
+            return True
+        shard = model_shard(model_id, summary["shards"])
+        return shard in held or shard not in summary["shards"]  # mirrored, or no file: no latest row anywhere
+
+    kept = [r for r in previous if not here(r["model_id"])
+            and not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
+    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous) if here(r["model_id"])
+              and not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
+    serving = [r for r in read_serving(folder) if here(r["model_id"])]
+    warm = [r for r in read_warm_checks(folder) if here(r["model_id"])]
+    rows = kept + matrix_rows(models=models, latest=latest, serving=serving, warm=warm, previous=previous,
+                              planner=planner, support=load_support(support))  # fmt: skip
     write_matrix(folder, rows)
     failing = sorted({r["model_id"] for r in rows if r["documented_but_fails"]})
     said = f"stage matrix: {len({(r['model_id'], r['task']) for r in rows})} model(s) and task(s)"

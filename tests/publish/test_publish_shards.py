@@ -145,3 +145,45 @@ def test_a_split_dataset_that_lost_its_summary_keeps_its_shards_by_model(one_fil
     frame = pd.concat(pd.read_parquet(io.BytesIO(store.read_file(REPO, p, revision=revision, repo_type="dataset")))
                       for p in before)  # fmt: skip
     assert len(frame) == 42 and frame[frame.model_id == "org/model-007"].status.tolist() == ["fail"]
+
+
+def test_a_publish_of_one_model_refreshes_its_matrix_rows_from_its_shard_only(one_file_dataset: dict[str, Any]) -> None:
+    """The stage matrix is incremental (issue 49): a publish of one model's record fetches that model's latest shard
+    and data/matrix.parquet (never the whole latest view), rewrites that model's rows and keeps another model's rows
+    byte for byte."""
+    from pipeline.cli.matrix import matrix_derived
+    from pipeline.dataset import MATRIX_FILE, MATRIX_SCHEMA
+    from pipeline.queue import matrix_inputs
+
+    localhub = one_file_dataset["hub"]
+    hub, store, server = localhub.client, localhub.store, localhub.server
+    assert publish(_batch(1, 29, offset=100), repo=REPO, hub=hub, derived=matrix_derived(None)).pr_num == 1
+    hub.merge(REPO, 1, repo_type="dataset")
+    listing = list(_tree(store, "main"))
+    model, other = "org/model-007", "org/model-020"
+    shard = family_index_paths(listing, model)[0].rsplit("/", 1)[1]
+    assert family_index_paths(listing, other)[0].rsplit("/", 1)[1] != shard
+
+    def rows(revision: str, model_id: str) -> pd.DataFrame:
+        data = store.read_file(REPO, MATRIX_FILE, revision=revision, repo_type="dataset")
+        frame = pd.read_parquet(io.BytesIO(data), dtype_backend="pyarrow")
+        assert list(frame.columns) == MATRIX_SCHEMA.names and frame.model_id.nunique() == 42
+        return frame[frame.model_id == model_id].reset_index(drop=True)
+
+    before = rows("main", model)
+    trn2 = (before.item == "compile") & (before.device_class == "trn2")
+    assert before[trn2].state.tolist() == ["passing"]  # its passing Trainium2 run
+    mark = len(server.requests)
+    stamp = "2026-11-30T09:00:00+00:00"
+    record = sample_failure(model_id=model, run={"started_at": stamp, "finished_at": stamp})
+    result = publish([record], repo=REPO, hub=hub, derived=matrix_derived(None))
+    assert result.published and result.pr_num == 2 and MATRIX_FILE in result.files
+    fetched = sorted(p.split("/resolve/", 1)[1].split("/", 1)[1] for _, p in server.requests[mark:] if "/resolve/" in p)
+    # its shard, the summary and the matrix's one-file inputs (asked for whether or not the repo holds them)
+    assert fetched == sorted([f"{LATEST_DIR}/{shard}", "data/summary.json", *matrix_inputs()]), fetched
+    assert MATRIX_FILE in matrix_inputs()
+    after = rows("refs/pr/2", model)
+    failed = after[(after.item == "compile") & (after.device_class == "trn2")]
+    assert failed.state.tolist() == ["failing"] and failed.detail.tolist() == [record["failure"]["code"]]
+    assert not after.equals(before)
+    assert rows("refs/pr/2", other).equals(rows("main", other))

@@ -143,7 +143,10 @@ def test_workflow_steps_run_in_order_against_a_local_hub(localhub, tmp_path: Pat
     }
     run = Runner(workspace, base_env)
 
-    # discover.yml: discover, queue, split into matrix chunks
+    # discover.yml: discover, queue, split into matrix chunks; the requests job's artifact (its download step) first:
+    # no accepted model request
+    (workspace / "requests").mkdir()
+    (workspace / "requests" / "requests.json").write_text("[]")
     run("discover", "discover", "discover", TASKS="all", VIEWS="all", LIMIT="5")
     run("discover", "discover", "queue", DATASET_REPO=DATASET, TARGET_HOURS="24")
     # The estimate reaches the job summary before any benchmark job starts (they need this job).

@@ -13,6 +13,7 @@ its rows.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -243,6 +244,7 @@ def refresh_matrix(folder: Path, *, planner: MatrixPlanner | None, support: Path
     measured = {r["model_id"].lower() for r in latest}
     known = {str(r["model_id"]).lower() for r in previous}
 
+    @functools.cache
     def here(model_id: str) -> bool:  # its latest rows (if any) are all in the folder, or it has none to keep
         lower = model_id.lower()
         if summary is None or lower in measured or lower not in known:
@@ -250,10 +252,12 @@ def refresh_matrix(folder: Path, *, planner: MatrixPlanner | None, support: Path
         shard = model_shard(model_id, summary["shards"])
         return shard in held or shard not in summary["shards"]  # mirrored, or no file: no latest row anywhere
 
-    kept = [r for r in previous if not here(r["model_id"])
-            and not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
-    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous) if here(r["model_id"])
-              and not {(r["model_id"].lower(), r["task"]), (r["model_id"].lower(), None)} & out]  # fmt: skip
+    def excluded(row: Mapping[str, Any]) -> bool:  # the model itself, or the model for this task
+        return bool({(row["model_id"].lower(), row["task"]), (row["model_id"].lower(), None)} & out)
+
+    kept = [r for r in previous if not here(r["model_id"]) and not excluded(r)]
+    models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous)
+              if here(r["model_id"]) and not excluded(r)]  # fmt: skip
     serving = [r for r in read_serving(folder) if here(r["model_id"])]
     warm = [r for r in read_warm_checks(folder) if here(r["model_id"])]
     rows = kept + matrix_rows(models=models, latest=latest, serving=serving, warm=warm, previous=previous,

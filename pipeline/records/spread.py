@@ -19,6 +19,7 @@ on either side is no verdict (``no interval: cannot tell``) unless the two value
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -137,8 +138,7 @@ def point_spread(point: Mapping[str, Any], samples: Mapping[str, Sequence[float]
         if (interval := median_interval(samples.get(name) or [])) is not None:
             out[name] = list(interval)
     if "e2e_s" in out and point.get("output_tok_s") and out["e2e_s"][0] > 0:
-        middle = sorted(e2e)[(len(e2e) - 1) // 2 : len(e2e) // 2 + 1]
-        out["output_tok_s"] = list(scaled(point["output_tok_s"], sum(middle) / len(middle), out["e2e_s"], rate=True))
+        out["output_tok_s"] = list(scaled(point["output_tok_s"], statistics.median(e2e), out["e2e_s"], rate=True))
     return out if len(out) > 1 else None
 
 

@@ -26,6 +26,10 @@ PriceKind = Literal["on_demand", "capacity_block", "reserved"]
 ServingWorkloadName = Literal["1k/1k", "8k/1k", "1k/1k-image", "cpu-tiny", "cpu-tiny-image"]
 #: A serving run's load generator (pipeline.serve.LOAD_GENERATORS): guidellm or ``vllm bench serve``.
 LoadGenerator = Literal["guidellm", "vllm-bench"]
+#: The stage matrix's items and device classes (issue 49: data/matrix.parquet, its rows, the page's matrix).
+MatrixStage = Literal["plan", "compile", "answer_check", "serve", "warm_start"]
+MatrixFeature = Literal["lora", "eagle3", "prefix_caching", "fp8", "mxfp4", "mxfp8"]
+DeviceClass = Literal["trn2", "trn3", "gpu"]
 #: A pinned lm-eval task a served model is scored on (pipeline.serve.EVAL_TASKS).
 EvalTaskName = Literal["gsm8k", "trncat-tiny-arith"]
 #: Trainium2's logical NeuronCore config: physical cores per logical core.
@@ -35,6 +39,9 @@ STATUSES: tuple[str, ...] = get_args(Status)
 STAGES: tuple[str, ...] = get_args(Stage)
 DEVICES: tuple[str, ...] = get_args(Device)
 TASKS: tuple[str, ...] = get_args(Task)
+MATRIX_STAGES: tuple[str, ...] = get_args(MatrixStage)
+MATRIX_FEATURES: tuple[str, ...] = get_args(MatrixFeature)
+DEVICE_CLASSES: tuple[str, ...] = get_args(DeviceClass)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)
 VIEWS: tuple[str, ...] = get_args(View)

@@ -15,6 +15,9 @@ import pyarrow.compute as pc
 
 from pipeline import fsatomic
 from pipeline.dataset.layout import MATRIX_FILE, parquet_bytes, read_table
+from pipeline.types import DEVICE_CLASSES
+from pipeline.types import MATRIX_FEATURES as FEATURES
+from pipeline.types import MATRIX_STAGES as STAGES
 
 _S = pa.string()
 #: The row contract shared with the page (the page takes mappings with exactly these keys).
@@ -29,9 +32,6 @@ MATRIX_SCHEMA = pa.schema(
         ("neuron_cores", pa.int32()), ("instance", _S), ("parallelism", _S),
     ]
 )  # fmt: skip
-DEVICE_CLASSES = ("trn2", "trn3", "gpu")
-STAGES = ("plan", "compile", "answer_check", "serve", "warm_start")
-FEATURES = ("lora", "eagle3", "prefix_caching", "fp8", "mxfp4", "mxfp8")
 STATES = ("passing", "failing", "untested", "cpu", "emulated", "predicted")
 _ORDER = {name: i for i, name in enumerate((*DEVICE_CLASSES, *STAGES, *FEATURES))}
 

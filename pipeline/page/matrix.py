@@ -18,10 +18,10 @@ from typing import Any
 
 from pipeline.page.cells import DASH, escaped
 from pipeline.page.chunks import data_name, json_text
+from pipeline.types import MATRIX_FEATURES as FEATURES
+from pipeline.types import MATRIX_STAGES as STAGES
 from pipeline.types import TASKS
 
-STAGES = ("plan", "compile", "answer_check", "serve", "warm_start")
-FEATURES = ("lora", "eagle3", "prefix_caching", "fp8", "mxfp4", "mxfp8")
 _LABELS = ("Plan", "Compile", "Answer check", "Serve", "Warm start", "LoRA", "EAGLE3", "Prefix caching", "FP8", "MXFP4",
            "MXFP8")  # fmt: skip
 ITEM_LABELS = dict(zip((*STAGES, *FEATURES), _LABELS, strict=True))

@@ -42,12 +42,12 @@ from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import TRAINIUM3, row_device
 from pipeline.plan import Plan
 from pipeline.records import parse_time, record_id
+from pipeline.types import MATRIX_FEATURES as FEATURES
+from pipeline.types import MATRIX_STAGES as STAGES
 
 SUPPORT_FILE = REPO_ROOT / "runners" / "vllm-neuron-docs.yaml"
 #: The instance each Trainium device class is planned for.
 PLAN_INSTANCES = {"trn2": "trn2.48xlarge", "trn3": "trn3.48xlarge"}
-STAGES = ("plan", "compile", "answer_check", "serve", "warm_start")
-FEATURES = ("lora", "eagle3", "prefix_caching", "fp8", "mxfp4", "mxfp8")
 #: (model_id, task, instance) -> the plan. Raises PipelineError when it cannot plan.
 MatrixPlanner = Callable[[str, str, str], Plan]
 _CLASS = {"neuron": "trn2", TRAINIUM3: "trn3", "cuda": "gpu"}

@@ -8,7 +8,7 @@ is ``predicted`` from the config files alone (the planner), ``failing`` where th
 No run exercises a feature yet: feature rows carry what the docs say beside ``untested``. A plan is made once per
 model, task and device class and kept from the previous matrix after that, so a publish plans only new candidates.
 The refresh is incremental (:func:`refresh_matrix`): a model whose latest shard a publish does not mirror keeps
-its rows.
+its rows, but what the docs say is set again on every row from the docs' tables of the day.
 """
 
 from __future__ import annotations
@@ -85,6 +85,16 @@ def _documented(support: Mapping[str, Any], arch: str | None, device_class: str,
         return {"documented": "not_listed", "documented_source": None, "documented_as_of": None}
     value = entry[device_class]["model" if item in STAGES else item]
     return {"documented": value, "documented_source": entry["source"], "documented_as_of": str(entry["as_of"])}
+
+
+def _with_documented(row: dict[str, Any], support: Mapping[str, Any], arch: str | None) -> dict[str, Any]:
+    """``row`` with its documented columns and ``documented_but_fails`` set: a pure function of its architecture,
+    device class and item and the docs' tables, so every refresh sets them again (kept rows too)."""
+    row.update(_documented(support, arch, row["device_class"], row["item"]))
+    # a measurement that failed: a plan that does not fit is a prediction, never "documented but fails"
+    failed = row["state"] == "failing" and row["item"] != "plan"
+    row["documented_but_fails"] = row["documented"] == "supported" and failed
+    return row
 
 
 def _plan_row(plan: Plan) -> dict[str, Any]:
@@ -184,15 +194,11 @@ def matrix_rows(
             base = {"model_id": model_id, "task": task, "device_class": cls}
             plan = _plan(model_id, task, cls, plans.get((model, task, cls)), planner)
             name = arch.get(model) or (_ARCH.search(plan.get("detail") or "") or [None, None])[1]
+            if name and not _ARCH.search(plan.get("detail") or ""):  # the plan row names it: a kept row's source
+                plan = {**plan, "detail": f"{plan.get('detail') or 'not planned'} ({name})"}
             for kind, items in (("stage", STAGES), ("feature", FEATURES)):
                 for item in items:
-                    row = {
-                        **base,
-                        "kind": kind,
-                        "item": item,
-                        "state": "untested",
-                        **_documented(support, name, cls, item),
-                    }
+                    row = {**base, "kind": kind, "item": item, "state": "untested"}
                     if item == "plan":
                         row.update(plan)
                     elif (cell := cells.get((model, task, cls, item))) is not None:
@@ -200,10 +206,7 @@ def matrix_rows(
                         row.update(state=state, detail=code, record_id=record.get("record_id"))
                         row.update(source=record.get("source"), decided_at=record["finished_at"])
                         row["revision"] = record.get("revision")
-                    # a measurement that failed: a plan that does not fit is a prediction, never "documented but fails"
-                    failed = row["state"] == "failing" and item != "plan"
-                    row["documented_but_fails"] = row["documented"] == "supported" and failed
-                    out.append(row)
+                    out.append(_with_documented(row, support, name))
     return out
 
 
@@ -255,13 +258,19 @@ def refresh_matrix(folder: Path, *, planner: MatrixPlanner | None, support: Path
     def excluded(row: Mapping[str, Any]) -> bool:  # the model itself, or the model for this task
         return bool({(row["model_id"].lower(), row["task"]), (row["model_id"].lower(), None)} & out)
 
-    kept = [r for r in previous if not here(r["model_id"]) and not excluded(r)]
+    kept, table = [r for r in previous if not here(r["model_id"]) and not excluded(r)], load_support(support)
+    # what the docs say is set again on the kept rows too (the docs' tables may have changed since): from the
+    # architecture their plan row names (none named: a row from before it did keeps what it says)
+    archs = {r["model_id"]: m[1] for r in kept if r["item"] == "plan" and (m := _ARCH.search(r["detail"] or ""))}
+    for row in kept:
+        if row["model_id"] in archs:
+            _with_documented(row, table, archs[row["model_id"]])
     models = [(r["model_id"], r["task"]) for r in (*read_rankings(folder), *previous)
               if here(r["model_id"]) and not excluded(r)]  # fmt: skip
     serving = [r for r in read_serving(folder) if here(r["model_id"])]
     warm = [r for r in read_warm_checks(folder) if here(r["model_id"])]
     rows = kept + matrix_rows(models=models, latest=latest, serving=serving, warm=warm, previous=previous,
-                              planner=planner, support=load_support(support))  # fmt: skip
+                              planner=planner, support=table)  # fmt: skip
     write_matrix(folder, rows)
     failing = sorted({r["model_id"] for r in rows if r["documented_but_fails"]})
     said = f"stage matrix: {len({(r['model_id'], r['task']) for r in rows})} model(s) and task(s)"

@@ -126,3 +126,30 @@ def test_discovered_models_are_planned_once_per_device_class_and_kept_out_models
     before, asked[:] = (tmp_path / MATRIX_FILE).read_bytes(), []
     refresh_matrix(tmp_path, planner=planner)  # kept: only the model that could not be planned is asked again
     assert {m for m, _ in asked} == {"acme/uncountable"} and (tmp_path / MATRIX_FILE).read_bytes() == before
+
+
+def test_a_kept_row_follows_the_docs_tables_of_the_day(tmp_path: Path) -> None:
+    """The documented columns are set again on every refresh (issue 49): a model whose shard a publish does not
+    mirror keeps its measured rows, yet a change in runners/vllm-neuron-docs.yaml reaches them, and
+    documented_but_fails with it."""
+    from pipeline.dataset import LATEST_DIR
+    from pipeline.queue import refresh_matrix
+    from pipeline.queue.stage_matrix import SUPPORT_FILE
+
+    failed = sample_failure(model_id="acme/llama-fails", architecture=LLAMA, stage="compile", code="ncc_evrf001")
+    results, out = _write_records(tmp_path / "results", failed), tmp_path / "dataset"
+    assert main(["publish", str(results), "--to-folder", str(out)]) == 0
+    assert _cell(read_matrix(out), "acme/llama-fails", "trn2", "compile")["documented_but_fails"]
+    for shard in (out / LATEST_DIR).glob("*.parquet"):  # as a publish of another model's record mirrors it
+        shard.unlink()
+    changed = tmp_path / "docs.yaml"
+    text = SUPPORT_FILE.read_text(encoding="utf-8")
+    old = "trn2: {model: supported, lora: not_listed, eagle3: supported, prefix_caching: supported, fp8: supported"
+    changed.write_text(text.replace(old, old.replace("model: supported", "model: not_supported")), encoding="utf-8")
+    assert changed.read_text(encoding="utf-8") != text
+    refresh_matrix(out, planner=None, support=changed)
+    cell = _cell(read_matrix(out), "acme/llama-fails", "trn2", "compile")
+    assert cell["state"] == "failing", "kept (recomputed without its shard it would be untested)"
+    assert (cell["documented"], cell["documented_but_fails"]) == ("not_supported", False)
+    refresh_matrix(out, planner=None)  # the tables back: the flag back
+    assert _cell(read_matrix(out), "acme/llama-fails", "trn2", "compile")["documented_but_fails"]

@@ -9,8 +9,9 @@ from typing import Any
 
 def matrix_derived(hub: Any, *, also: Any = None) -> Any:
     """A :class:`pipeline.publish.Derived` that rewrites the stage matrix after the records are built in (and first
-    writes ``also``, the release diff, when given). ``hub`` plans each new candidate from its config.json; without
-    one (a publish into a folder) a new candidate's plan row stays untested."""
+    writes ``also``, the release diff or the warm checks, when given: the models it names are refreshed too).
+    ``hub`` plans each new candidate from its config.json; without one (a publish into a folder) a new candidate's
+    plan row stays untested."""
     from pipeline.discover import Candidate
     from pipeline.publish import Derived
     from pipeline.queue import HubPlanner, matrix_inputs, refresh_matrix
@@ -28,4 +29,4 @@ def matrix_derived(hub: Any, *, also: Any = None) -> Any:
         notes = [also.write(folder) if also else None, refresh_matrix(folder, planner=plan if hub else None)]
         return "\n\n".join(note for note in notes if note)
 
-    return Derived(paths=paths, write=write)
+    return Derived(paths=paths, write=write, models=also.models if also else ())

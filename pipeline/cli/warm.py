@@ -139,22 +139,27 @@ def _warm_publish_args(p: argparse.ArgumentParser) -> None:
 @command(
     "warm-publish",
     help="Validate the warm checks a warm-check run's queue asked for and merge them into the dataset's "
-    "data/warm_checks.parquet as one pull request (or into a local folder).",
+    "data/warm_checks.parquet, their models' stage-matrix rows refreshed, as one pull request (or into a folder).",
     example="trncat warm-publish artifacts/warm --queue warm-queue/warm-queue.json --repo trncat/results --dry-run",
     arguments=_warm_publish_args,
 )
 def _warm_publish(args: argparse.Namespace) -> int:
-    from pipeline.publish import collect_warm_checks, publish_warm_checks, warm_checks_to_folder
+    from pipeline.cli.matrix import matrix_derived
+    from pipeline.publish import collect_warm_checks, publish, publish_to_folder, warm_derived
 
     collected = collect_warm_checks(args.downloaded, queue_file=args.queue)
     say_set_aside(collected.problems)
     if not collected.accepted:
         print("error: no valid warm check to publish", file=sys.stderr)
         return 1
+    hub = None if args.to_folder else make_hub()
+    derived = matrix_derived(hub, also=warm_derived(collected.accepted))  # the checked models' matrix rows too
     if args.to_folder:
-        result = warm_checks_to_folder(collected.accepted, out=args.to_folder)
+        args.to_folder.mkdir(parents=True, exist_ok=True)
+        result = publish_to_folder([], out=args.to_folder, derived=derived)
     else:
-        result = publish_warm_checks(collected.accepted, repo=args.repo, hub=make_hub(), dry_run=args.dry_run)
+        assert hub is not None
+        result = publish([], repo=args.repo, hub=hub, dry_run=args.dry_run, derived=derived)
     verb = "would commit" if result.dry_run else "nothing to publish:" if not result.files else "published"
     where = f" (PR #{result.pr_num})" if result.pr_num is not None else ""
     print(f"{len(collected.accepted)} warm check(s); {verb} {len(result.files)} file(s) to {result.repo}{where}")

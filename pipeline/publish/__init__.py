@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pipeline.publish.description import describe
     from pipeline.publish.pr import PR_TITLE_PREFIX, publish, publish_to_folder
     from pipeline.publish.prepare import Derived, provenance_problems
-    from pipeline.publish.warm import collect_warm_checks, publish_warm_checks, warm_checks_to_folder
+    from pipeline.publish.warm import collect_warm_checks, warm_derived
     from pipeline.publish.warmcheck import WarmCheck, parse_run_output, warm_check
 
 

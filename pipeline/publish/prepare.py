@@ -50,6 +50,8 @@ class Derived:
     paths: Callable[[list[str]], list[str]]
     #: The built folder -> writes the file(s) into it; returns a line for the PR description, or None.
     write: Callable[[Path], str | None]
+    #: Models whose latest shards are mirrored too though no record of theirs comes (a warm check's: the matrix).
+    models: tuple[str, ...] = ()
 
 
 @dataclass
@@ -119,7 +121,8 @@ def prepare_folder(
         counts = read_summary(folder)
         everything: list[str] | None = None
         if counts is not None:
-            wanted = summary_paths(counts, records, remote_results=results, since=since, extra=overlay_map)
+            also = [{"model_id": model} for model in derived.models] if derived else []
+            wanted = summary_paths(counts, [*records, *also], remote_results=results, since=since, extra=overlay_map)
         else:  # a dataset from before the summary file: its whole latest view, once
             everything = remote_files(None)
             wanted = publish_paths(everything, extra=overlay_map, since=since)

@@ -22,8 +22,6 @@ from typing import Any
 
 from pipeline.dataset import WARM_CHECKS_FILE, add_warm_checks
 from pipeline.errors import RecordError
-from pipeline.hub import Hub
-from pipeline.publish.pr import PublishResult, publish, publish_to_folder
 from pipeline.publish.prepare import Derived
 from pipeline.records import MAX_WARM_CHECK_BYTES, Problem, warm_check_problems
 
@@ -97,7 +95,10 @@ def collect_warm_checks(downloaded: Path, *, queue_file: Path) -> WarmCollected:
     return collected
 
 
-def _derived(checks: Sequence[Mapping[str, Any]]) -> Derived:
+def warm_derived(checks: Sequence[Mapping[str, Any]]) -> Derived:
+    """The derived file of a warm publish (no records): the checks merged into ``data/warm_checks.parquet``, their
+    models named so that the stage matrix's refresh mirrors their latest shards (:func:`pipeline.cli.matrix`)."""
+
     def write(folder: Path) -> str | None:
         changed = add_warm_checks(folder, checks)
         if not changed:
@@ -105,21 +106,5 @@ def _derived(checks: Sequence[Mapping[str, Any]]) -> Derived:
         verified = sum(1 for c in checks if c["status"] == "verified")
         return f"Warm checks: {changed} bundle check(s) added ({verified} of {len(checks)} verified)"
 
-    return Derived(paths=lambda _results: [WARM_CHECKS_FILE], write=write)
-
-
-def publish_warm_checks(
-    checks: Sequence[Mapping[str, Any]], *, repo: str, hub: Hub, dry_run: bool = False
-) -> PublishResult:
-    """Merge valid ``checks`` into the Hub dataset ``repo``'s warm checks as one PR (the bot's open one if any).
-
-    Raises:
-        HubError: (or a child) the Hub failed after retries and rebases.
-    """
-    return publish([], repo=repo, hub=hub, dry_run=dry_run, derived=_derived(checks))
-
-
-def warm_checks_to_folder(checks: Sequence[Mapping[str, Any]], *, out: Path) -> PublishResult:
-    """The offline twin of :func:`publish_warm_checks`: the same merge, into the local dataset folder ``out``."""
-    out.mkdir(parents=True, exist_ok=True)
-    return publish_to_folder([], out=out, derived=_derived(checks))
+    models = tuple(sorted({str(c["model_id"]) for c in checks}))
+    return Derived(paths=lambda _results: [WARM_CHECKS_FILE], write=write, models=models)

@@ -187,3 +187,39 @@ def test_a_publish_of_one_model_refreshes_its_matrix_rows_from_its_shard_only(on
     assert failed.state.tolist() == ["failing"] and failed.detail.tolist() == [record["failure"]["code"]]
     assert not after.equals(before)
     assert rows("refs/pr/2", other).equals(rows("main", other))
+
+
+def test_a_warm_publish_refreshes_the_checked_models_matrix_rows_from_their_shards_only(
+    one_file_dataset: dict[str, Any],
+) -> None:
+    """A warm publish has no records, yet its checks' models are refreshed in the matrix in the same PR (issue 49):
+    their latest shards are mirrored (the Derived's models), no other, and another model's rows stay as they were."""
+    from pipeline.cli.matrix import matrix_derived
+    from pipeline.dataset import MATRIX_FILE, WARM_CHECKS_FILE
+    from pipeline.publish import warm_derived
+    from pipeline.queue import matrix_inputs
+    from tests.support.records import sample_warm_check
+
+    localhub = one_file_dataset["hub"]
+    hub, store, server = localhub.client, localhub.store, localhub.server
+    assert publish(_batch(1, 29, offset=100), repo=REPO, hub=hub, derived=matrix_derived(None)).pr_num == 1
+    hub.merge(REPO, 1, repo_type="dataset")
+    model, other = "org/model-007", "org/model-020"
+    shard = family_index_paths(list(_tree(store, "main")), model)[0].rsplit("/", 1)[1]
+
+    def rows(revision: str, model_id: str) -> pd.DataFrame:
+        frame = pd.read_parquet(io.BytesIO(store.read_file(REPO, MATRIX_FILE, revision=revision, repo_type="dataset")))
+        return frame[frame.model_id == model_id].reset_index(drop=True)
+
+    mark = len(server.requests)
+    check = sample_warm_check(model_id=model, checked_at="2026-11-30T09:00:00+00:00")
+    result = publish([], repo=REPO, hub=hub, derived=matrix_derived(None, also=warm_derived([check])))
+    assert result.pr_num == 2 and {MATRIX_FILE, WARM_CHECKS_FILE} <= set(result.files)
+    fetched = sorted(p.split("/resolve/", 1)[1].split("/", 1)[1] for _, p in server.requests[mark:] if "/resolve/" in p)
+    assert fetched == sorted({f"{LATEST_DIR}/{shard}", "data/summary.json", *matrix_inputs()}), fetched
+    after = rows("refs/pr/2", model)
+    assert after[(after.item == "warm_start") & (after.device_class == "trn2")].state.tolist() == ["passing"]
+    assert rows("main", model)[(after.item == "warm_start") & (after.device_class == "trn2")].state.tolist() == [
+        "untested"
+    ]
+    assert rows("refs/pr/2", other).equals(rows("main", other))

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline import constants
 from pipeline.cli import main
-from pipeline.dataset import WARM_CHECKS_FILE, build, read_warm_checks
+from pipeline.dataset import MATRIX_FILE, WARM_CHECKS_FILE, build, read_matrix, read_warm_checks
 from pipeline.errors import RecordError
 from pipeline.publish import collect_warm_checks
 from pipeline.queue import warm_queue
@@ -110,14 +110,16 @@ def test_warm_publish_opens_one_pr_and_a_retry_commits_nothing(
     _artifact(downloaded, b["artifact"], _check(b, status="missed", hits=3, misses=1))
     args = ["warm-publish", str(downloaded), "--queue", str(queue_file), "--repo", DATASET]
     assert main([*args, "--dry-run"]) == 0
-    assert "would commit 1 file(s)" in capsys.readouterr().out
+    # the checks, the stage matrix, and the card and summary that name the matrix config (new to this dataset)
+    assert "would commit 4 file(s)" in capsys.readouterr().out
     repo = localhub.store.get(DATASET, repo_type="dataset")
     assert not repo.discussions, "a dry run changes nothing"
     assert main(args) == 0
     (pr,) = repo.discussions
     tree = repo.tree(f"refs/pr/{pr['num']}")
     assert WARM_CHECKS_FILE in tree and WARM_CHECKS_FILE not in repo.tree("main")
-    assert "published 1 file(s)" in capsys.readouterr().out
+    assert MATRIX_FILE in tree and MATRIX_FILE not in repo.tree("main")
+    assert "published 4 file(s)" in capsys.readouterr().out
     assert main(args) == 0, "a retry of the same checks"
     assert "nothing to publish" in capsys.readouterr().out
     assert len(repo.discussions) == 1
@@ -126,6 +128,12 @@ def test_warm_publish_opens_one_pr_and_a_retry_commits_nothing(
     (pulled / "data").mkdir(parents=True)
     data = localhub.store.read_file(DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     (pulled / WARM_CHECKS_FILE).write_bytes(data)
+    matrix = localhub.store.read_file(DATASET, MATRIX_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
+    (pulled / MATRIX_FILE).write_bytes(matrix)
+    warm = {r["model_id"]: (r["state"], r["detail"]) for r in read_matrix(pulled)
+            if (r["item"], r["device_class"]) == ("warm_start", "trn2")}  # fmt: skip
+    # the warm checks' stage reaches the matrix in the same PR (issue 49), not at the next publish
+    assert warm == {"acme/m0": ("passing", None), "acme/m1": ("failing", "missed"), "acme/m2": ("untested", None)}
     assert {c["model_id"]: c["status"] for c in read_warm_checks(pulled)} == {
         "acme/m0": "verified",
         "acme/m1": "missed",

@@ -741,7 +741,7 @@ def test_release_watch_opens_a_pull_request_only_for_a_new_release() -> None:
     token (contents and pull requests only), and opens its pull request only when `trncat release-watch` found a
     release newer than runners/toolchain.yaml's. Issue 47.3: the job that installs the project computes the bump
     with a read-only token; the job that pushes and opens the pull request installs nothing and takes only the
-    bump's three files from the artifact."""
+    bump's four files from the artifact."""
     assert triggers("release-watch") == {"schedule", "workflow_dispatch"}
     watch, pr = jobs("release-watch")["watch"], jobs("release-watch")["pr"]
     assert watch["permissions"] == {"contents": "read"}
@@ -749,6 +749,9 @@ def test_release_watch_opens_a_pull_request_only_for_a_new_release() -> None:
     for job in (watch, pr):
         assert runs_on_labels(job) == ["ubuntu-24.04"] and "secrets." not in json.dumps(job)
     assert "trncat release-watch --manifest manifest.json" in step("release-watch", "watch", "bump")["run"]
+    # the docs' tables the stage matrix uses ride in the same pull request (issue 49), copied in as data
+    assert " --docs " in step("release-watch", "watch", "bump")["run"]
+    assert "runners/vllm-neuron-docs.yaml" in step("release-watch", "pr", "apply")["run"]
     assert pr["if"] == "${{ needs.watch.outputs.new != '' }}"
     assert "gh pr create" in step("release-watch", "pr", "pr")["run"]
     assert not any("pip install" in s.get("run", "") or "python" in s.get("uses", "") for s in pr["steps"])

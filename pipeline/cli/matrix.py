@@ -1,5 +1,6 @@
 """The stage matrix every publish rewrites (``data/matrix.parquet``, issue 49), handed to the publish as a derived
-file beside the release diff: built here, at the edge, where the Hub the planner reads is."""
+file beside the release diff: built here, at the edge, where the Hub the planner reads is; and the fetcher of the
+vLLM Neuron recipes the release watch reads the docs' tables from (``trncat release-watch --docs``)."""
 
 from __future__ import annotations
 
@@ -30,3 +31,29 @@ def matrix_derived(hub: Any, *, also: Any = None) -> Any:
         return "\n\n".join(note for note in notes if note)
 
     return Derived(paths=paths, write=write, models=also.models if also else ())
+
+
+def recipe_fetcher(repo: str, path: str) -> tuple[str, str]:
+    """The newest commit of a page of a public GitHub repository, and the page's text at that commit (GitHub's REST
+    API, unauthenticated, then the raw file; the release watch reads a few pages a day).
+
+    Raises:
+        ConfigError: GitHub did not give them.
+    """
+    import json
+    import urllib.parse
+    import urllib.request
+
+    from pipeline.constants import TRNCAT_HUB_READ_TIMEOUT_S
+    from pipeline.errors import ConfigError
+
+    def read(url: str) -> bytes:  # public pages: no token; at most 1 MB (a recipe is a few kB)
+        with urllib.request.urlopen(url, timeout=TRNCAT_HUB_READ_TIMEOUT_S) as answer:  # noqa: S310 (https only)
+            return bytes(answer.read(1_000_001))
+
+    try:
+        query = urllib.parse.urlencode({"path": path, "per_page": 1})
+        commit = str(json.loads(read(f"https://api.github.com/repos/{repo}/commits?{query}"))[0]["sha"])
+        return commit, read(f"https://raw.githubusercontent.com/{repo}/{commit}/{path}").decode("utf-8")
+    except (OSError, ValueError, LookupError, TypeError) as exc:
+        raise ConfigError(f"{repo} {path}: GitHub gave no newest commit and text: {str(exc)[:200]}") from None

@@ -21,6 +21,8 @@ def _watch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", type=in_folder, default=Path("."), metavar="DIR", help="the repository (default: .)")
     p.add_argument("--body", type=out_file, metavar="FILE", help="write the pull request's description here")
     p.add_argument("--json", action="store_true", help="print {new, old, title, branch, files} (or {new: null})")
+    p.add_argument("--docs", action="store_true", help="also read runners/vllm-neuron-docs.yaml's recipes again at "
+                   "their newest commits (GitHub): changed tables join the bump")  # fmt: skip
 
 
 @command(
@@ -54,6 +56,16 @@ def _release_watch(args: argparse.Namespace) -> int:
         else:
             print(f"no new Neuron release: the manifest's latest for trn2 is not newer than {TOOLCHAIN_FILE}'s")
         return 0
+    if args.docs:  # the docs' tables the stage matrix uses: a change is a diff in the release PR (issue 49)
+        from pipeline.cli.matrix import recipe_fetcher
+        from pipeline.release import DOCS_FILE, refresh_docs
+
+        files[DOCS_FILE] = (args.root / DOCS_FILE).read_text(encoding="utf-8")  # put back if the bump fails
+        docs, notes = refresh_docs(files[DOCS_FILE], recipe_fetcher)
+        if docs is not None:
+            bump.files[DOCS_FILE] = docs
+            said = f"\nvLLM Neuron's docs tables changed (`{DOCS_FILE}`, the stage matrix's `documented` column):\n\n"
+            bump.body += said + "".join(f"- {note}\n" for note in notes)
     for relative, text in bump.files.items():
         fsatomic.write_text(args.root / relative, text)
     _load_back(args.root, bump, files)

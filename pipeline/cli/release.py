@@ -60,7 +60,10 @@ def _release_watch(args: argparse.Namespace) -> int:
         from pipeline.cli.matrix import recipe_fetcher
         from pipeline.release import DOCS_FILE, refresh_docs
 
-        files[DOCS_FILE] = (args.root / DOCS_FILE).read_text(encoding="utf-8")  # put back if the bump fails
+        try:  # kept to put back if the bump fails
+            files[DOCS_FILE] = (args.root / DOCS_FILE).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"{args.root / DOCS_FILE}: unreadable: {exc}") from None
         docs, notes = refresh_docs(files[DOCS_FILE], recipe_fetcher)
         if docs is not None:
             bump.files[DOCS_FILE] = docs

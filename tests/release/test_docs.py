@@ -111,3 +111,24 @@ def test_the_watch_puts_the_changed_docs_file_in_the_release_pr(
     assert written["LlamaForCausalLM"]["trn2"]["prefix_caching"] == "not_supported"
     assert "llama-3.md: 9fc042e -> aaaaaaa" in (tmp_path / "pr.md").read_text(encoding="utf-8")
     assert (tmp_path / TOOLCHAIN_FILE).read_text(encoding="utf-8") != _at_232(REAL)
+
+
+def test_a_watch_whose_docs_cannot_be_read_writes_nothing_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.cli import main
+    from pipeline.cli import matrix as cli_matrix
+    from tests.release.test_watch import MANIFEST, REAL, SOURCE, _at_232, _files
+
+    def offline(repo: str, path: str) -> tuple[str, str]:
+        raise ConfigError(f"{repo} {path}: GitHub gave no newest commit and text: no network")
+
+    monkeypatch.setattr(cli_matrix, "recipe_fetcher", offline)
+    for relative, text in _files(_at_232(REAL)).items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text, encoding="utf-8")
+    args = ["release-watch", "--manifest", str(MANIFEST), "--source", SOURCE, "--root", str(tmp_path), "--docs"]
+    assert main(args) != 0 and "vllm-neuron-docs.yaml: unreadable" in capsys.readouterr().err  # no docs file
+    (tmp_path / DOCS_FILE).write_text(DOCS, encoding="utf-8")
+    assert main(args) != 0 and "no network" in capsys.readouterr().err
+    assert (tmp_path / TOOLCHAIN_FILE).read_text(encoding="utf-8") == _at_232(REAL), "nothing written"

@@ -11,6 +11,7 @@ checked as one), the commit (40 hex digits) and values of the allowed set, each 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -81,28 +82,24 @@ def refresh_docs(text: str, fetch: Fetcher) -> tuple[str | None, list[str]]:
     """
     try:
         table = yaml.safe_load(text)["architectures"]
-        pages = {arch: _SOURCE.fullmatch(str(entry["source"])) for arch, entry in table.items()}
-    except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:
-        raise ConfigError(f"{DOCS_FILE}: not the docs' tables: {exc}") from None
+        before = {arch: _plain(entry) for arch, entry in table.items()}
+    except (yaml.YAMLError, KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"{DOCS_FILE}: not the docs' tables: {str(exc)[:200]}") from None
+    pages = {arch: _SOURCE.fullmatch(str(entry["source"])) for arch, entry in before.items()}
     if bad := sorted(arch for arch, match in pages.items() if match is None):
         raise ConfigError(f"{DOCS_FILE}: {', '.join(bad)}: the source is no vLLM Neuron page at a commit")
     parsed: dict[tuple[str, str], dict[str, Any]] = {}
-    new: dict[str, dict[str, Any]] = {}
     notes: list[str] = []
-    for arch, match in pages.items():
-        assert match is not None
-        repo, old, path = match.groups()
+    for arch, (repo, old, path) in ((a, m.groups()) for a, m in pages.items() if m):
         if (repo, path) not in parsed:
             commit, page = fetch(repo, path)
             if not _COMMIT.fullmatch(commit) or len(page.encode()) > MAX_PAGE_BYTES:
                 raise ConfigError(f"{repo} {path}: the fetcher gave no commit, or a page over {MAX_PAGE_BYTES} bytes")
             parsed[repo, path] = parse_recipe(page, source=f"https://github.com/{repo}/blob/{commit}/{path}")
-            if _plain(parsed[repo, path]) != _plain(table[arch]):
+            if parsed[repo, path] != before[arch]:
                 notes.append(f"{path}: {old[:7]} -> {commit[:7]} (as of {parsed[repo, path]['as_of']})")
-        new[arch] = parsed[repo, path]
-    if {a: _plain(e) for a, e in new.items()} == {a: _plain(e) for a, e in table.items()}:
-        return None, []
-    return dump_docs(text, new), notes
+    new = {arch: parsed[m[1], m[3]] for arch, m in pages.items() if m}
+    return (None, []) if new == before else (dump_docs(text, new), notes)
 
 
 def _plain(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -115,14 +112,14 @@ def dump_docs(text: str, table: Mapping[str, Mapping[str, Any]]) -> str:
     architectures once, the second an alias of the first)."""
     header = [line for line in text.splitlines() if line.startswith("#")]
     lines, anchors = [*header, "architectures:"], dict[str, str]()
-    shared = {e["source"] for a, e in table.items() if [x["source"] for x in table.values()].count(e["source"]) > 1}
+    pages = Counter(entry["source"] for entry in table.values())
     for arch, entry in table.items():
         if entry["source"] in anchors:
             lines.append(f"  {arch}: *{anchors[entry['source']]}")
             continue
         name = entry["source"].rsplit("/", 1)[1].removesuffix(".md").replace("-", "_")
         anchors[entry["source"]] = name
-        lines.append(f"  {arch}:" + (f" &{name}" if entry["source"] in shared else ""))
+        lines.append(f"  {arch}:" + (f" &{name}" if pages[entry["source"]] > 1 else ""))
         lines += [f"    source: {entry['source']}", f'    as_of: "{entry["as_of"]}"']
         for cls in CLASSES:
             cells = ", ".join(f"{key}: {entry[cls][key]}" for key in ("model", *FEATURES))

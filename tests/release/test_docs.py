@@ -84,9 +84,12 @@ def test_a_fetcher_that_gives_no_commit_or_a_huge_page_is_refused(commit: str) -
         refresh_docs(DOCS, lambda repo, path: (NEW, "x" * 1_000_001))
 
 
-def test_a_docs_file_whose_source_is_no_recipe_at_a_commit_is_refused() -> None:
+def test_a_docs_file_whose_source_is_no_recipe_at_a_commit_or_that_is_no_table_is_refused() -> None:
     with pytest.raises(ConfigError, match="no vLLM Neuron page at a commit"):
         refresh_docs(DOCS.replace("https://github.com/vllm-project", "https://evil.example/vllm-project"), _pinned)
+    for broken in (DOCS.replace("architectures:", "models:"), DOCS.replace("    trn3: {", "    trn4: {"), "- a\n"):
+        with pytest.raises(ConfigError, match="not the docs' tables"):
+            refresh_docs(broken, _pinned)
 
 
 def test_the_watch_puts_the_changed_docs_file_in_the_release_pr(

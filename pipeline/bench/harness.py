@@ -109,7 +109,6 @@ def _run_and_verify(
     children: verify.Children,
 ) -> tuple[str, dict[str, str] | None, dict[str, Any] | None]:
     """The benchmark child, then (when it passed) the warm start and the answer check; fills ``metrics``."""
-    backend = children.backend
     if children.cache_dir is not None:
         children.cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
     started = time.time()
@@ -123,30 +122,22 @@ def _run_and_verify(
         metrics["spread"] = spread
     observed["threads"] = extra.get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
-    found = _failure_from(outcome, timeout_s=children.timeout_s)
-    error = outcome.report.get("error") or {}
-    if found is not None and found[1]["code"] == "device_oom" and error.get("type"):
-        # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
-        notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
-    if found is not None:
-        notes.extend(backend.failure_notes(code=found[1]["code"], since=started))
+    if (found := _failure_from(outcome, timeout_s=children.timeout_s)) is not None:
+        status, failure = found
+        error = outcome.report.get("error") or {}
+        if failure["code"] == "device_oom" and error.get("type"):
+            # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
+            notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
+        notes.extend(children.backend.failure_notes(code=failure["code"], since=started))
         _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
-        return found[0], found[1], None
+        return status, failure, None
     figures, note = verify.warm_start(spec, children)
     metrics.update(figures)
     if note:
         notes.append(note)
     if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
         return _stopped(metrics, stop)
-    agreed = verify.answer_check(
-        spec,
-        model_id=model.model_id,
-        revision=model.revision,
-        device_capture=captured,
-        reference_cache=constants.TRNCAT_REFERENCE_CACHE,
-        params=metrics.get("params"),
-        children=children,
-    )
+    agreed = verify.answer_check(spec, model, device_capture=captured, params=metrics.get("params"), children=children)
     if (stop := stopped_by()) is not None:
         return _stopped(metrics, stop)
     if agreement.disagrees(agreed):

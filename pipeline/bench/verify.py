@@ -23,11 +23,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline import constants
 from pipeline.backends import Backend
 from pipeline.bench import agreement
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
+from pipeline.models import ResolvedModel
 from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
@@ -147,18 +149,11 @@ def cached_capture(cache: Path, key: str, make: Callable[[Path], str | None]) ->
 
 
 def answer_check(
-    spec: BenchSpec,
-    *,
-    model_id: str,
-    revision: str,
-    device_capture: Path,
-    reference_cache: Path,
-    params: int | None,
-    children: Children,
+    spec: BenchSpec, model: ResolvedModel, *, device_capture: Path, params: int | None, children: Children
 ) -> dict[str, Any]:
     """The record's ``agreement``: the device's capture against the (cached) CPU float32 reference, with the
-    (cached) bfloat16 CPU noise run beside it, graded; each cached by :func:`pipeline.bench.agreement.reference_key`
-    of ``model_id`` at ``revision``.
+    (cached) bfloat16 CPU noise run beside it, graded; each cached in :data:`pipeline.constants.TRNCAT_REFERENCE_CACHE`
+    by :func:`pipeline.bench.agreement.reference_key` of the model at its revision.
 
     A generation capture whose free-running tokens parted from the reference's is captured again on the device
     (``children``'s backend, on the benchmark's compile cache) with the reference's tokens forced. A reference
@@ -172,11 +167,12 @@ def answer_check(
     if not device_capture.is_file():
         return agreement.skipped("the benchmark saved no answer to compare", task=spec.task)
 
-    key = functools.partial(agreement.reference_key, model_id=model_id, revision=revision, task=spec.task)
+    key = functools.partial(agreement.reference_key, model_id=model.model_id, revision=model.revision, task=spec.task)
 
     def capture(dtype: str, teacher: Path | None) -> tuple[Path | None, str | None]:
         make = functools.partial(_cpu_capture, spec, dtype=dtype, teacher=teacher, children=children)
-        return cached_capture(reference_cache, key(workload=spec.workload.to_dict(), dtype=dtype), make)
+        named = key(workload=spec.workload.to_dict(), dtype=dtype)
+        return cached_capture(constants.TRNCAT_REFERENCE_CACHE, named, make)
 
     reference, problem = capture("float32", None)
     if reference is None:

@@ -113,6 +113,15 @@ def _host_group() -> Any:
     return None if dist.get_backend() == "gloo" else dist.new_group(backend="gloo")
 
 
+#: The record's ``hardware`` fields, in the record's order.
+HARDWARE_FIELDS = ("name", "instance_type", "accelerator", "core_config", "memory_per_core_bytes", "cores_available")
+
+
+def hardware_record(**known: Any) -> dict[str, Any]:
+    """The record's ``hardware`` object: the fields a backend knows, the others of :data:`HARDWARE_FIELDS` None."""
+    return {**dict.fromkeys(HARDWARE_FIELDS), **known}
+
+
 #: Installing a record's requirements into a new virtual environment (system pips refuse: PEP 668).
 FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
 

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.backends.base import Backend
+from pipeline.backends.base import Backend, hardware_record
 
 
 def _cpu_model_name() -> str:
@@ -42,14 +42,7 @@ class CpuBackend(Backend):
     pins_torchvision: ClassVar[bool] = False
 
     def hardware(self, *, cores: int) -> dict[str, Any]:
-        return {
-            "name": f"cpu-{platform.machine().lower() or 'unknown'}",
-            "instance_type": None,
-            "accelerator": _cpu_model_name(),
-            "core_config": None,
-            "memory_per_core_bytes": None,
-            "cores_available": None,
-        }
+        return hardware_record(name=f"cpu-{platform.machine().lower() or 'unknown'}", accelerator=_cpu_model_name())
 
     def bandwidth_bytes_per_s(self, *, cores: int) -> float | None:
         return measure_copy_bandwidth()

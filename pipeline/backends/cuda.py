@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants
-from pipeline.backends.base import Backend, sum_across_ranks, world_of
+from pipeline.backends.base import Backend, hardware_record, sum_across_ranks, world_of
 from pipeline.errors import BackendUnavailableError, ConfigError
 
 #: Peak HBM bandwidth per GPU in bytes/s (vendor datasheets, decimal units), matched in order on the
@@ -114,15 +114,14 @@ class CudaBackend(Backend):
 
     def hardware(self, *, cores: int) -> dict[str, Any]:
         name = self.gpus.get("name") or "cuda"
-        return {
-            "name": hardware_name(name),
+        return hardware_record(
+            name=hardware_name(name),
             # Set by a GPU runner (runners/setup-runner.sh --class gpu): what prices the row; None elsewhere.
-            "instance_type": constants.TRNCAT_INSTANCE_TYPE,
-            "accelerator": name,
-            "core_config": None,
-            "memory_per_core_bytes": self.gpus.get("total_memory"),
-            "cores_available": self.gpus.get("count") or None,
-        }
+            instance_type=constants.TRNCAT_INSTANCE_TYPE,
+            accelerator=name,
+            memory_per_core_bytes=self.gpus.get("total_memory"),
+            cores_available=self.gpus.get("count") or None,
+        )
 
     def bandwidth_bytes_per_s(self, *, cores: int) -> float | None:
         per_gpu = gpu_bandwidth(self.gpus.get("name") or "")

@@ -107,15 +107,6 @@ def _perturbs(spec: BenchSpec) -> bool:
     return bool(spec.fault and spec.fault.startswith("perturb"))
 
 
-def prefill_mode(task: Any, backend: Any, *, compiles: bool) -> str | None:
-    """How a generation task's prompt runs: ``compiled`` (chunked prefill through the compiled forward) or
-    ``eager`` (op by op: its ttft_s and first call then include eager kernels); None without compilation or for
-    a task that does not generate."""
-    if not compiles or task.prefill is None:
-        return None
-    return "compiled" if task.prefill == "chunked" and backend.compiles_prefill else "eager"
-
-
 def run(spec: BenchSpec, progress: Progress, backend: Any = None) -> None:
     """Load, compile, run and measure ``spec``; everything measured goes to ``progress``."""
     _inject(spec.fault)
@@ -139,7 +130,12 @@ def run(spec: BenchSpec, progress: Progress, backend: Any = None) -> None:
     params, weights_bytes = count_weights(task.modules(model))
     backend.reset_peak_memory()
     compile_now = compiles and spec.phase != "reference"
-    prefill = prefill_mode(task, backend, compiles=compile_now)
+    # How a generation task's prompt runs: compiled (chunked prefill through the compiled forward) or eager (op by
+    # op: its ttft_s and first call then include eager kernels); None without compilation or for a task that does
+    # not generate.
+    prefill = None
+    if compile_now and task.prefill is not None:
+        prefill = "compiled" if task.prefill == "chunked" and backend.compiles_prefill else "eager"
     chunk = spec.workload.input_tokens if prefill == "compiled" else None
     model = task.prepare(model, backend, compile=compile_now, fullgraph=spec.fullgraph, prefill_chunk=chunk)
     backend.synchronize()

@@ -289,16 +289,13 @@ def _gib(size: int) -> str:
 
 def _space(name: str, path: Path, minimum: int, *, disk_free: Callable[[Path], int]) -> Check:
     """Whether ``path`` is writable (made when missing) with at least ``minimum`` bytes free."""
-    probe = path
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
     try:
         path.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path):
             pass
     except OSError as exc:
         return Check(name, "fail", f"{path} is not writable: {exc.strerror or exc}", "point it at a writable directory")
-    free = disk_free(probe)
+    free = disk_free(path)  # made above: on the file system its parent is on
     detail = f"{path}: {_gib(free)} free"
     if free < minimum:
         return Check(name, "warn", detail, f"free at least {minimum >> 30} GiB")

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.backends import Backend
-from pipeline.bench.failures import Classification
 from pipeline.bench.spec import BenchSpec
 from pipeline.errors import BenchError
 from pipeline.records import validate_record
@@ -28,7 +27,7 @@ RunFn = Callable[[BenchSpec], dict[str, Any]]
 ESCALATING_CODES = frozenset({"compiler_oom", "device_oom"})
 
 
-def next_cores(previous: int, classification: Classification, max_cores: int) -> int | None:
+def next_cores(previous: int, status: str, code: str | None, max_cores: int) -> int | None:
     """The core count for the next attempt after a failure, or None to stop.
 
     Only failures more cores can fix escalate (:data:`ESCALATING_CODES`); infrastructure errors are
@@ -36,13 +35,14 @@ def next_cores(previous: int, classification: Classification, max_cores: int) ->
 
     Args:
         previous: Cores of the failed attempt.
-        classification: How the attempt failed.
+        status: The attempt's status (``pass``, ``fail``, ``error``).
+        code: Its failure's code (None for a pass).
         max_cores: Cores on the instance.
 
     Returns:
         ``2 * previous`` when that fits and the failure was a device or compiler OOM, else None.
     """
-    if classification.status != "fail" or classification.code not in ESCALATING_CODES:
+    if status != "fail" or code not in ESCALATING_CODES:
         return None
     doubled = previous * 2
     return doubled if doubled <= max_cores else None
@@ -57,13 +57,6 @@ def attempt_of(record: dict[str, Any]) -> dict[str, Any]:
         "stage": failure.get("stage"),
         "code": failure.get("code"),
     }
-
-
-def _classification(record: dict[str, Any]) -> Classification | None:
-    failure = record.get("failure")
-    if record["status"] == "pass" or not failure:
-        return None
-    return Classification(status=record["status"], stage=failure["stage"], code=failure["code"], rule="record")
 
 
 def run_with_escalation(
@@ -101,13 +94,11 @@ def run_with_escalation(
     while True:
         record = attempt(current)
         started_at = started_at or record["run"]["started_at"]
-        verdict = _classification(record)
-        if verdict is None:
-            break
-        following = next_cores(current.cores, verdict, limit)
+        code = (record.get("failure") or {}).get("code")
+        following = next_cores(current.cores, record["status"], code, limit)
         if following is None or len(earlier) >= 15:  # the schema keeps at most 16 attempts
             break
-        logger.info("%s: %s on %d core(s); retrying on %d", model_id, verdict.code, current.cores, following)
+        logger.info("%s: %s on %d core(s); retrying on %d", model_id, code, current.cores, following)
         earlier.append(attempt_of(record))
         current = dataclasses.replace(current, cores=following)
     record["attempts"] = earlier

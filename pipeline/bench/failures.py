@@ -88,11 +88,6 @@ class Classification:
     code: str
     rule: str
 
-    @property
-    def retryable(self) -> bool:
-        """True for infrastructure errors, which the harness retries."""
-        return self.status == "error"
-
 
 @dataclass(frozen=True)
 class MatchContext:

@@ -47,6 +47,15 @@ def finite(value: float | None, digits: int = 6) -> float | None:
     return round(value, digits) if value is not None and math.isfinite(value) else None
 
 
+#: The grades short of ``diverges``, strictest first.
+GRADES = ("exact", "within tolerance", "bfloat16 noise")
+
+
+def _grade(*holds: bool) -> str:
+    """The strictest grade of :data:`GRADES` whose test holds (one test per grade, in order), else ``diverges``."""
+    return next((grade for grade, held in zip(GRADES, holds, strict=True) if held), "diverges")
+
+
 def _three_way(device_errors: Any, noise_errors: Any) -> tuple[float, float | None, bool]:
     """The σ-ratio of two runs' absolute errors, the smallest Bhattacharyya coefficient over their first dimension
     (each step, or each batch row), and whether either says bfloat16 noise."""
@@ -153,13 +162,9 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         within_precision |= (base.argmax(-1) == dev_token) | (margin <= reach)
     bad_swap = swapped & ~within_precision
     first = torch.nonzero(~match.all(-1))
-    if not step_fails.any():
-        grade, failed = ("exact" if bool(match.all()) else "within tolerance"), None
-    elif noise_ok and not bad_swap.any():
-        grade, failed = "bfloat16 noise", None
-    else:
-        failing = bad_swap.any(-1) if noise_ok else step_fails
-        grade, failed = "diverges", int(torch.nonzero(failing)[0])
+    passes = not step_fails.any()
+    grade = _grade(passes and bool(match.all()), passes, noise_ok and not bad_swap.any())
+    failed = int(torch.nonzero(bad_swap.any(-1) if noise_ok else step_fails)[0]) if grade == "diverges" else None
     return {
         "grade": grade,
         "failed_step": failed,
@@ -186,14 +191,8 @@ def grade_output(
     noise_ok = False
     if noise is not None and noise.shape == reference.shape:
         ratio, bc, noise_ok = _three_way((dev - ref).abs(), (noise.double().flatten(1) - ref).abs())
-    if ref.shape == dev.shape and bool((ref == dev).all()):
-        grade = "exact"
-    elif cosine is not None and cosine >= threshold:
-        grade = "within tolerance"
-    elif noise_ok:
-        grade = "bfloat16 noise"
-    else:
-        grade = "diverges"
+    exact = ref.shape == dev.shape and bool((ref == dev).all())
+    grade = _grade(exact, cosine is not None and cosine >= threshold, noise_ok)
     return {
         "grade": grade,
         "failed_step": None,
@@ -219,12 +218,5 @@ def grade_transcripts(
 
     wer = word_error_rate(reference, device)
     noise_wer = word_error_rate(reference, noise) if noise is not None else None
-    if wer == 0:
-        grade = "exact"
-    elif wer <= threshold:
-        grade = "within tolerance"
-    elif noise_wer is not None and wer <= noise_wer:
-        grade = "bfloat16 noise"
-    else:
-        grade = "diverges"
+    grade = _grade(wer == 0, wer <= threshold, noise_wer is not None and wer <= noise_wer)
     return {"grade": grade, "failed_step": None, "transcript_wer": round(wer, 6), "noise_wer": noise_wer}

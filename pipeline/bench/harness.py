@@ -102,7 +102,6 @@ def _run_and_verify(
     spec: BenchSpec,
     model: ResolvedModel,
     *,
-    backend: Backend,
     work: Path,
     metrics: dict[str, Any],
     notes: list[str],
@@ -110,12 +109,11 @@ def _run_and_verify(
     children: verify.Children,
 ) -> tuple[str, dict[str, str] | None, dict[str, Any] | None]:
     """The benchmark child, then (when it passed) the warm start and the answer check; fills ``metrics``."""
-    cache_dir = work / "compile-cache" if backend.has_compile_cache else None
-    if cache_dir is not None:
-        cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
+    if children.cache_dir is not None:
+        children.cache_dir.mkdir()  # empty and the run's own: the first call is a cold compile
     started = time.time()
     captured = work / "answer.pt"
-    outcome = children.on_device(dataclasses.replace(spec, capture=str(captured)), backend, cache_dir)
+    outcome = children.on_device(dataclasses.replace(spec, capture=str(captured)))
     reported = outcome.report.get("metrics", {})
     metrics.update({k: v for k, v in reported.items() if k in metrics})
     metrics.update({k: v for k, v in reported.items() if k in OPTIONAL_METRICS and v is not None})
@@ -124,33 +122,22 @@ def _run_and_verify(
         metrics["spread"] = spread
     observed["threads"] = extra.get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
-    found = _failure_from(outcome, timeout_s=children.timeout_s)
-    error = outcome.report.get("error") or {}
-    if found is not None and found[1]["code"] == "device_oom" and error.get("type"):
-        # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
-        notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
-    if found is not None:
-        notes.extend(backend.failure_notes(code=found[1]["code"], since=started))
+    if (found := _failure_from(outcome, timeout_s=children.timeout_s)) is not None:
+        status, failure = found
+        error = outcome.report.get("error") or {}
+        if failure["code"] == "device_oom" and error.get("type"):
+            # The docs do not name the exception a device OOM raises (docs/neuron-facts.md): record what it was.
+            notes.append(f"the device out-of-memory surfaced as {error.get('module', '?')}.{error['type']}")
+        notes.extend(children.backend.failure_notes(code=failure["code"], since=started))
         _drop_speed(metrics)  # a failed run keeps what it measured before failing, but no speed figures
-        return found[0], found[1], None
-    if cache_dir is not None:
-        figures, note = verify.warm_start(spec, backend=backend, cache_dir=cache_dir, children=children)
-        metrics.update(figures)
-        if note:
-            notes.append(note)
+        return status, failure, None
+    figures, note = verify.warm_start(spec, children)
+    metrics.update(figures)
+    if note:
+        notes.append(note)
     if (stop := stopped_by()) is not None:  # stopped while checking the run: no verdict on it
         return _stopped(metrics, stop)
-    agreed = verify.answer_check(
-        spec,
-        model_id=model.model_id,
-        revision=model.revision,
-        device_capture=captured,
-        reference_cache=constants.TRNCAT_REFERENCE_CACHE,
-        params=metrics.get("params"),
-        children=children,
-        backend=backend,
-        cache_dir=cache_dir,
-    )
+    agreed = verify.answer_check(spec, model, device_capture=captured, params=metrics.get("params"), children=children)
     if (stop := stopped_by()) is not None:
         return _stopped(metrics, stop)
     if agreement.disagrees(agreed):
@@ -303,19 +290,19 @@ def bench_once(
         status, failure = _classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
     else:
         with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:
+            cache = Path(tmp) / "compile-cache" if backend.has_compile_cache else None
             status, failure, agreed = _run_and_verify(
                 spec,
                 model,
-                backend=backend,
                 work=Path(tmp),
                 metrics=metrics,
                 notes=notes,
                 observed=observed,
-                children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes),
+                children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes, backend, cache),
             )
-            if status == "pass" and bundle_out is not None and backend.has_compile_cache:
+            if status == "pass" and bundle_out is not None and cache is not None:
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
-                    Path(tmp) / "compile-cache", bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
+                    cache, bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
                     workload=spec.workload.to_dict(), cores=spec.cores)  # fmt: skip
     finished = now_iso()
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped

@@ -19,15 +19,17 @@ import functools
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from pipeline import constants
 from pipeline.backends import Backend
 from pipeline.bench import agreement
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome
 from pipeline.bench.spec import BenchSpec
+from pipeline.models import ResolvedModel
 from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
@@ -37,32 +39,35 @@ ChildRunner = Callable[..., ChildOutcome]
 
 @dataclasses.dataclass(frozen=True)
 class Children:
-    """How a benchmark's children start: the runner (:func:`pipeline.bench.process.run_child`; tests inject one)
-    and each child's limits."""
+    """How a benchmark's children start: the runner (:func:`pipeline.bench.process.run_child`; tests inject one),
+    each child's limits, and the device they run on with the benchmark's compile cache (None: the backend has
+    none)."""
 
     runner: ChildRunner
     timeout_s: float
     memory_limit_bytes: int | None
+    backend: Backend
+    cache_dir: Path | None
 
-    def on_device(self, spec: BenchSpec, backend: Backend, cache_dir: Path | None) -> ChildOutcome:
-        """Run ``spec`` on ``backend``'s device, on the compile cache ``cache_dir``."""
-        return self.runner(
+    def on_device(self, spec: BenchSpec) -> ChildOutcome:
+        """Run ``spec`` on the backend's device, on the benchmark's compile cache."""
+        backend = self.backend
+        return self.run(
             spec,
-            env=backend.environment(cores=spec.cores, compile_cache=cache_dir),
-            launcher=lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
-            timeout_s=self.timeout_s,
-            memory_limit_bytes=self.memory_limit_bytes,
+            backend.environment(cores=spec.cores, compile_cache=self.cache_dir),
+            lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
         )
 
     def on_cpu(self, spec: BenchSpec) -> ChildOutcome:
         """Run ``spec`` on the CPU, never touching an accelerator: no CUDA device, and no device extension
         autoloaded with torch (TorchNeuron loads on `import torch`; its runtime must not start here)."""
+        env = {"CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+        return self.run(spec, env, lambda module_args: [sys.executable, "-m", *module_args])
+
+    def run(self, spec: BenchSpec, env: dict[str, str], launcher: Callable[[Sequence[str]], list[str]]) -> ChildOutcome:
+        """Run ``spec`` with ``env`` added to the environment, started by ``launcher``, under the limits."""
         return self.runner(
-            spec,
-            env={"CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
-            launcher=lambda module_args: [sys.executable, "-m", *module_args],
-            timeout_s=self.timeout_s,
-            memory_limit_bytes=self.memory_limit_bytes,
+            spec, env=env, launcher=launcher, timeout_s=self.timeout_s, memory_limit_bytes=self.memory_limit_bytes
         )
 
 
@@ -79,9 +84,7 @@ def _outcome_problem(outcome: ChildOutcome) -> str | None:
     return None
 
 
-def warm_start(
-    spec: BenchSpec, *, backend: Backend, cache_dir: Path, children: Children
-) -> tuple[dict[str, Any], str | None]:
+def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str | None]:
     """Load and make the first call again in a fresh process on the cache the benchmark filled.
 
     Returns:
@@ -89,11 +92,14 @@ def warm_start(
         new file) and, when the compiler counted them, ``warm_start_cached_graphs``; and a note on what was seen.
     """
     unknown: dict[str, Any] = {"warm_start_s": None, "compile_cache_hit": None}
+    backend, cache_dir = children.backend, children.cache_dir
+    if cache_dir is None:  # no compile cache: no warm start
+        return {}, None
     before = backend.compile_cache_files(cache_dir)
     if not before:
         return unknown, f"the compile cache {cache_dir.name} stayed empty: no warm start to measure"
     again = dataclasses.replace(spec, phase="warm_start", capture=None, warmup=0, iterations=1)
-    outcome = children.on_device(again, backend, cache_dir)
+    outcome = children.on_device(again)
     problem = _outcome_problem(outcome)
     if problem is not None:
         return unknown, f"warm start failed: {problem}"
@@ -143,23 +149,14 @@ def cached_capture(cache: Path, key: str, make: Callable[[Path], str | None]) ->
 
 
 def answer_check(
-    spec: BenchSpec,
-    *,
-    model_id: str,
-    revision: str,
-    device_capture: Path,
-    reference_cache: Path,
-    params: int | None,
-    children: Children,
-    backend: Backend | None = None,
-    cache_dir: Path | None = None,
+    spec: BenchSpec, model: ResolvedModel, *, device_capture: Path, params: int | None, children: Children
 ) -> dict[str, Any]:
     """The record's ``agreement``: the device's capture against the (cached) CPU float32 reference, with the
-    (cached) bfloat16 CPU noise run beside it, graded; each cached by :func:`pipeline.bench.agreement.reference_key`
-    of ``model_id`` at ``revision``.
+    (cached) bfloat16 CPU noise run beside it, graded; each cached in :data:`pipeline.constants.TRNCAT_REFERENCE_CACHE`
+    by :func:`pipeline.bench.agreement.reference_key` of the model at its revision.
 
     A generation capture whose free-running tokens parted from the reference's is captured again on the device
-    (``backend``, on the benchmark's compile cache ``cache_dir``) with the reference's tokens forced. A reference
+    (``children``'s backend, on the benchmark's compile cache) with the reference's tokens forced. A reference
     that cannot be made (too large, or its child failed) and a device capture that is missing give an agreement with
     ``skipped`` set to the reason, never a silent pass; a noise run that cannot be made is named in
     ``noise_skipped`` (the grade then has no three-way rescue).
@@ -170,11 +167,12 @@ def answer_check(
     if not device_capture.is_file():
         return agreement.skipped("the benchmark saved no answer to compare", task=spec.task)
 
-    key = functools.partial(agreement.reference_key, model_id=model_id, revision=revision, task=spec.task)
+    key = functools.partial(agreement.reference_key, model_id=model.model_id, revision=model.revision, task=spec.task)
 
     def capture(dtype: str, teacher: Path | None) -> tuple[Path | None, str | None]:
         make = functools.partial(_cpu_capture, spec, dtype=dtype, teacher=teacher, children=children)
-        return cached_capture(reference_cache, key(workload=spec.workload.to_dict(), dtype=dtype), make)
+        named = key(workload=spec.workload.to_dict(), dtype=dtype)
+        return cached_capture(constants.TRNCAT_REFERENCE_CACHE, named, make)
 
     reference, problem = capture("float32", None)
     if reference is None:
@@ -185,8 +183,8 @@ def answer_check(
     if noise_skipped is None:
         noise, problem = capture(agreement.NOISE_DTYPE, reference if generates else None)
         noise_skipped = None if noise is not None else f"the CPU bfloat16 run failed: {problem}"
-    if generates and backend is not None:
-        device_capture = _forced_capture(spec, device_capture, reference, backend, cache_dir, children)
+    if generates:
+        device_capture = _forced_capture(spec, device_capture, reference, children)
     try:
         return agreement.compare(device_capture, reference, task=spec.task, noise=noise, noise_skipped=noise_skipped)
     except (OSError, ValueError, RuntimeError) as exc:
@@ -195,10 +193,7 @@ def answer_check(
         return agreement.skipped(message, task=spec.task)
 
 
-def _forced_capture(
-    spec: BenchSpec, device_capture: Path, reference: Path, backend: Backend, cache_dir: Path | None,
-    children: Children,
-) -> Path:  # fmt: skip
+def _forced_capture(spec: BenchSpec, device_capture: Path, reference: Path, children: Children) -> Path:
     """The device's teacher-forced capture: the benchmark's own when its tokens are the reference's at every step
     (then every step saw the reference's context), else one made again on the device with the reference's tokens
     forced. When that run fails, the benchmark's capture stands (compared up to the step its tokens parted at) and
@@ -213,7 +208,7 @@ def _forced_capture(
     again = dataclasses.replace(
         spec, phase="capture", capture=str(forced), teacher=str(reference), warmup=0, iterations=1
     )
-    problem = _outcome_problem(children.on_device(again, backend, cache_dir))
+    problem = _outcome_problem(children.on_device(again))
     if problem is not None or not forced.is_file():
         logger.warning("the teacher-forced capture failed: %s", problem or "it saved nothing")
         return device_capture

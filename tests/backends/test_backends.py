@@ -22,7 +22,7 @@ from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
 from pipeline.bench import child, harness
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import generation
-from pipeline.bench.tasks.base import model_load_kwargs, percentile
+from pipeline.bench.tasks.base import percentile
 from pipeline.cli import main
 from pipeline.errors import BackendUnavailableError, ConfigError
 from pipeline.models import resolve_local
@@ -309,15 +309,25 @@ def test_peak_memory_ignores_a_stale_sysfs_peak(
 # --- child: pure pieces --------------------------------------------------------------------------------
 
 
-def test_from_pretrained_kwargs_use_tp_plan_under_torchrun() -> None:
+def test_from_pretrained_kwargs_use_tp_plan_under_torchrun(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
+    import transformers
 
-    assert model_load_kwargs(dtype=torch.bfloat16, world_size=1) == {
-        "dtype": torch.bfloat16,
-        "trust_remote_code": False,
-    }
-    sharded = model_load_kwargs(dtype=torch.bfloat16, world_size=4)
-    assert sharded["tp_plan"] == "auto" and sharded["trust_remote_code"] is False
+    from pipeline.bench.tasks.text_generation import TextGeneration
+
+    seen: list[dict[str, Any]] = []
+
+    class Auto:
+        @staticmethod
+        def from_pretrained(path: Path, **kwargs: Any) -> Any:
+            seen.append(kwargs)
+            return torch.nn.Identity()
+
+    monkeypatch.setattr(transformers, "AutoModelForCausalLM", Auto)
+    TextGeneration().load(Path("."), dtype=torch.bfloat16, world_size=1)
+    assert seen[-1] == {"dtype": torch.bfloat16, "trust_remote_code": False}
+    TextGeneration().load(Path("."), dtype=torch.bfloat16, world_size=4)
+    assert seen[-1]["tp_plan"] == "auto" and seen[-1]["trust_remote_code"] is False
     assert world_of({"RANK": "2", "LOCAL_RANK": "2", "WORLD_SIZE": "4"}) == (2, 2, 4)
     assert world_of({}) == (0, 0, 1)
 

@@ -138,9 +138,11 @@ def test_next_cores_doubles_only_on_device_or_compiler_oom():
     device_oom = classify(message='nrt_tensor_allocate status=4 message="Allocation Failure"')
     host_oom = classify(exc_type="MemoryError")
     busy = classify(message="Logical Neuron Core(s) not available - Requested:lnc0-lnc0 Available:0")
-    assert next_cores(1, compiler_oom, 4) == 2
-    assert next_cores(2, device_oom, 4) == 4
-    assert next_cores(4, device_oom, 4) is None
-    assert next_cores(1, host_oom, 4) is None
-    assert next_cores(1, busy, 4) is None
-    assert next_cores(1, classify(exit_code=-11), 4) is None
+    assert next_cores(1, compiler_oom.status, compiler_oom.code, 4) == 2
+    assert next_cores(2, device_oom.status, device_oom.code, 4) == 4
+    assert next_cores(4, device_oom.status, device_oom.code, 4) is None
+    assert next_cores(1, host_oom.status, host_oom.code, 4) is None
+    assert next_cores(1, busy.status, busy.code, 4) is None
+    crash = classify(exit_code=-11)
+    assert next_cores(1, crash.status, crash.code, 4) is None
+    assert next_cores(1, "pass", None, 4) is None

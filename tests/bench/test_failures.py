@@ -155,7 +155,7 @@ def test_a_child_killed_from_outside_is_an_error_never_a_published_crash():
     incompatibility; it is an `error` (retried). A model's own crash stays a `fail`."""
     for sig in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         c = classify(signal=sig, stage_hint="compile")
-        assert (c.status, c.stage, c.code) == ("error", "compile", f"killed_{sig.name.lower()}") and c.retryable
+        assert (c.status, c.stage, c.code) == ("error", "compile", f"killed_{sig.name.lower()}")
         assert classify(exit_code=-int(sig)).status == "error"
     line = "torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -15) local_rank: 0 (pid: 7)"
     assert classify(exit_code=1, message=line).code == "killed_sigterm"
@@ -201,8 +201,8 @@ def test_infrastructure_errors_take_the_stage_hint_and_are_retryable():
     text = _fixture("device_busy_docs").kwargs["message"]
     assert classify(message=text, stage_hint="compile").stage == "compile"
     assert classify(message=text).stage == "load"
-    assert classify(message=text).retryable
-    assert not classify(message="CUDA out of memory").retryable
+    assert classify(message=text).status == "error"
+    assert classify(message="CUDA out of memory").status == "fail"
 
 
 def test_sentencepiece_tokenizer_file_is_not_missing_weights():

@@ -103,26 +103,26 @@ class NeuronChildSide:
         )
         return lines
 
+    def _after_sync(self, name: str) -> Any:
+        """torch_neuronx's function ``name`` once queued work has run (execution is asynchronous: its figures are
+        current only after a synchronize); None when this torch-neuronx has none."""
+        import torch_neuronx
+
+        get = getattr(torch_neuronx, name, None)
+        if get is not None:
+            self.synchronize()
+        return get
+
     def fallback_counts(self) -> dict[str, int] | None:
         # torch_neuronx tracks the ops its eager mode ran on the CPU (get_fallback_ops / clear_op_tracking); the
         # docs do not document these calls (docs/neuron-facts.md: seen in torch-neuronx's source and tests), so
         # a release without them records "not observable" instead of "none".
-        import torch_neuronx
-
-        get = getattr(torch_neuronx, "get_fallback_ops", None)
-        if get is None:
-            return None
-        self.synchronize()  # execution is asynchronous: the ops of queued work must have run
-        return measure.count_ops(get())
+        get = self._after_sync("get_fallback_ops")
+        return None if get is None else measure.count_ops(get())
 
     def compile_figures(self) -> dict[str, Any]:
-        import torch_neuronx
-
-        get = getattr(torch_neuronx, "get_dynamo_metrics", None)
-        if get is None:
-            return {}
-        self.synchronize()
-        return measure.compile_figures(get())
+        get = self._after_sync("get_dynamo_metrics")
+        return {} if get is None else measure.compile_figures(get())
 
     def _used_sysfs_cores(self) -> list[int]:
         # The run's whole set (under torchrun a rank's NEURON_RT_VISIBLE_CORES names its own core only).
@@ -174,13 +174,9 @@ class NeuronChildSide:
         return chosen
 
     def memory_figures(self) -> dict[str, Any]:
-        import torch_neuronx
-
-        get = getattr(torch_neuronx, "max_memory_reserved", None)
-        if get is None:
-            return {}
-        self.synchronize()
         # The segments the allocator holds: the footprint an out-of-memory is about (tensors are only part of it).
+        if (get := self._after_sync("max_memory_reserved")) is None:
+            return {}
         return {"peak_device_memory_reserved_bytes": sum_across_ranks(int(get(self.device())))}
 
     def run_notes(self) -> list[str]:

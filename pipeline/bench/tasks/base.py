@@ -89,8 +89,10 @@ class TaskRunner:
         return auto.from_pretrained(path, dtype=dtype, **kwargs).eval()
 
     def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
-        """Load the model as the child runs it: sharded by tensor parallelism under torchrun (transformers)."""
-        return self.load_model(path, **model_load_kwargs(dtype=dtype, world_size=world_size))
+        """Load the model as the child runs it: sharded by tensor parallelism under torchrun (transformers's
+        ``tp_plan="auto"``)."""
+        sharded = {"tp_plan": "auto"} if world_size > 1 else {}
+        return self.load_model(path, dtype=dtype, **sharded)
 
     def load_processor(self, path: Path) -> Any:
         raise NotImplementedError
@@ -165,22 +167,6 @@ class OneCoreTask(TaskRunner):
 def quantiles(values: list[float]) -> dict[str, float]:
     """The record's ``{"p50", "p90"}`` of a non-empty list."""
     return {"p50": percentile(values, 50), "p90": percentile(values, 90)}
-
-
-def model_load_kwargs(*, dtype: Any, world_size: int) -> dict[str, Any]:
-    """Keyword arguments for ``from_pretrained``: ``tp_plan="auto"`` shards the model under torchrun.
-
-    Args:
-        dtype: torch dtype of the weights.
-        world_size: ``WORLD_SIZE`` (1 outside torchrun).
-
-    Returns:
-        The kwargs; remote code is always refused.
-    """
-    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": False}
-    if world_size > 1:
-        kwargs["tp_plan"] = "auto"
-    return kwargs
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, Run, TaskRunner, percentile
+from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, Run, TaskRunner, percentile, quantiles
 from pipeline.workload import Workload
 
 
@@ -169,8 +169,8 @@ class GenerationTask(TaskRunner):
         generated = int(output.shape[-1] - inputs["input_ids"].shape[-1])
         if generated != spec.workload.output_tokens:
             raise RuntimeError(f"generated {generated} tokens instead of {spec.workload.output_tokens}")
-        p50, p90 = percentile(latencies, 50), percentile(latencies, 90)
-        ttft = percentile(ttfts, 50)
+        latency, ttft = quantiles(latencies), percentile(ttfts, 50)
+        p50 = latency["p50"]
         decode_tokens = spec.workload.batch_size * (spec.workload.output_tokens - 1)
         decode_s = p50 - ttft
         tokens_per_s = decode_tokens / decode_s if decode_tokens > 0 and decode_s > 0 else None
@@ -190,7 +190,7 @@ class GenerationTask(TaskRunner):
         return Measured(
             metrics={
                 "ttft_s": ttft,
-                "latency_s": {"p50": p50, "p90": p90},
+                "latency_s": latency,
                 "decode_tokens_per_s": tokens_per_s,
                 "roofline_fraction": fraction,
                 "latencies_s": latencies,

@@ -75,9 +75,6 @@ class SpeechRecognition(OneCoreTask):
         for clip in run.state["clips"]:
             self._transcribe(run, clip)
 
-    def _tokens(self, run: Run, text: str) -> int:
-        return len(run.model.tokenizer(text, add_special_tokens=False)["input_ids"])
-
     def measure(self, run: Run) -> Measured:
         clips = run.state["clips"]
         audio_s = sum(clip.seconds for clip in clips)
@@ -97,7 +94,7 @@ class SpeechRecognition(OneCoreTask):
                     transcripts.append(text)
             passes.append(total)
         pass_p50 = percentile(passes, 50)
-        tokens = sum(self._tokens(run, text) for text in transcripts)
+        tokens = sum(len(run.model.tokenizer(text, add_special_tokens=False)["input_ids"]) for text in transcripts)
         return Measured(
             metrics={
                 "latency_s": quantiles(latencies),

@@ -27,6 +27,7 @@ from pipeline.models import (
     check_sentence_modules,
     folder_family,
     read_model_index,
+    read_small_json,
     transformer_config_path,
 )
 
@@ -97,14 +98,8 @@ def _small_files(listing: ModelListing) -> list[str]:
 def _extra_files(folder: Path, files: set[str]) -> list[str]:
     """Files the first ones point at: a sentence-transformers transformer's config in its own folder, each
     pipeline component's config.json (the planner reads them; weights are counted from configs, never fetched)."""
-    import json
-
     extra: list[str] = []
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        modules = None
-    inner = transformer_config_path(modules)
+    inner = transformer_config_path(read_small_json(folder / "modules.json"))
     if inner and inner != "config.json" and inner in files:
         extra.append(inner)
     try:

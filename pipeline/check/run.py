@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import json
 import logging
 import re
 from pathlib import Path
@@ -28,7 +27,7 @@ from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import together
 from pipeline.ids import is_revision, validate_model_id
-from pipeline.models import MAX_FILE_BYTES, Family, transformer_config_path
+from pipeline.models import MAX_FILE_BYTES, Family, read_small_json, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
 from pipeline.records import trainium_rows
 from pipeline.taskspec import check_task, task_source
@@ -231,9 +230,9 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
         else:
             inner = "config.json"
             if task == "sentence-embeddings":
-                modules = _json(facts.folder / "modules.json")
+                modules = read_small_json(facts.folder / "modules.json")
                 inner = transformer_config_path(modules) or "config.json"
-            config = _json(facts.folder / inner)
+            config = read_small_json(facts.folder / inner)
             if not isinstance(config, dict):
                 return None, f"{facts.model_id} has no readable {inner}"
             plan = plan_config(
@@ -242,13 +241,6 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
     except PipelineError as exc:
         return None, str(exc)
     return dataclasses.replace(plan, model=facts.model_id, revision=facts.revision), None
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _blocker(plan: Plan | None) -> str | None:

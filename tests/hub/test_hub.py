@@ -184,11 +184,11 @@ def test_errors_become_pipeline_errors(localhub):
 def test_commit_pr_push_to_open_pr_and_comment(localhub):
     repo = _dataset(localhub)
     client = localhub.client
-    assert client.open_bot_pr(repo) is None
+    assert client.open_bot_prs(repo) == []
     pr = client.commit(repo, operations_factory=_ops({"data/a.txt": b"a"}), message="[trncat] results", create_pr=True)
     assert pr.pr_num == 1 and pr.created and pr.rebases == 0
-    assert client.open_bot_pr(repo, author="localhub-user", title_prefix="[trncat]") == 1
-    assert client.open_bot_pr(repo, title_prefix="[other]") is None
+    assert client.open_bot_prs(repo, author="localhub-user", title_prefix="[trncat]") == [1]
+    assert client.open_bot_prs(repo, title_prefix="[other]") == []
 
     pushed = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="more", revision="refs/pr/1")
     assert pushed.pr_num is None and client.head_sha(repo, revision="refs/pr/1") == pushed.sha

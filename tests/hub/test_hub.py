@@ -86,8 +86,8 @@ def test_model_info_config_and_params_at_a_revision(localhub):
     store.commit_files("org/tiny", {"config.json": json.dumps({"model_type": "llama", "v": 2}).encode()})
     client = localhub.client
 
-    assert client.fetch_config("org/tiny")["v"] == 2
-    assert client.fetch_config("org/tiny", revision=old)["v"] == 1
+    assert client.fetch_json("org/tiny", "config.json")["v"] == 2
+    assert client.fetch_json("org/tiny", "config.json", revision=old)["v"] == 1
     assert client.model_info("org/tiny", revision=old).sha == old
     assert client.fetch_safetensors_params("org/tiny") == 123
 
@@ -172,9 +172,9 @@ def test_errors_become_pipeline_errors(localhub):
     with pytest.raises(RepoNotFoundError, match="org/missing"):
         client.model_info("org/missing")
     with pytest.raises(GatedRepoError, match="gated"):
-        client.fetch_config("org/gated")
+        client.fetch_json("org/gated", "config.json")
     with pytest.raises(RepoNotFoundError, match="config.json"):
-        client.fetch_config("org/noconfig")
+        client.fetch_json("org/noconfig", "config.json")
     with pytest.raises(RepoNotFoundError, match="revision"):
         client.model_info("org/noconfig", revision="nope")
     assert isinstance(GatedRepoError("x"), RepoNotFoundError)

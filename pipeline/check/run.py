@@ -28,7 +28,7 @@ from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import together
 from pipeline.ids import is_revision, validate_model_id
 from pipeline.models import MAX_FILE_BYTES, Family, read_small_json, transformer_config_path
-from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
+from pipeline.plan import Plan, plan_config, plan_model, resolve_workload
 from pipeline.records import trainium_rows
 from pipeline.taskspec import check_task, task_source
 
@@ -224,8 +224,8 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
     assert facts.folder is not None and facts.listing is not None
     try:
         if task_source(task).library == "diffusers":
-            plan = plan_pipeline_model(
-                facts.folder, instance=instance, workload=resolve_workload(task, folder=facts.folder)
+            plan = plan_model(
+                facts.folder, instance=instance, workload=resolve_workload(task, folder=facts.folder), task=task
             )
         else:
             inner = "config.json"

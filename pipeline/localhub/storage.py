@@ -324,20 +324,6 @@ class LocalHubStore(DiscussionStore):
                 message=message,
             )
 
-    def read_file(self, repo_id: str, path: str, *, revision: str = "main", repo_type: str = "model") -> bytes:
-        """Content of a file at a revision (for tests and the demo)."""
-        entry = self.get(repo_id, repo_type=repo_type).tree(revision)[path]
-        return self.blob_path(entry["sha256"]).read_bytes()
-
-    def history(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[dict[str, Any]]:
-        """Commits from ``revision`` back to the first, newest first."""
-        repo = self.get(repo_id, repo_type=repo_type)
-        out, sha = [], repo.resolve(revision)
-        while sha is not None:
-            out.append(repo.commits[sha])
-            sha = repo.commits[sha]["parent"]
-        return out
-
 
 def _build_trees(commits: dict[str, dict[str, Any]], shas: list[str] | None = None) -> None:
     """Give each commit of ``shas`` (each commit when None) its tree, parents first: its parent's with its

@@ -19,6 +19,7 @@ from pipeline.errors import (
 from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, validate_model_id
 from tests.support import localhub_fixtures as pytest_plugin
+from tests.support.localhub_fixtures import repo_file, repo_history
 
 localhub = pytest_plugin.localhub
 
@@ -213,7 +214,7 @@ def test_500_then_success_on_commit(localhub):
     fault = localhub.server.inject(r"/commit/", "POST", statuses=[500])
     result = localhub.client.commit(repo, operations_factory=_ops({"a.txt": b"a"}), message="m")
     assert fault.hits == 1 and localhub.sleeps == [1.0]
-    assert localhub.store.read_file(repo, "a.txt", repo_type="dataset") == b"a"
+    assert repo_file(localhub.store, repo, "a.txt", repo_type="dataset") == b"a"
     assert localhub.client.head_sha(repo) == result.sha
 
 
@@ -259,11 +260,11 @@ def test_moved_parent_is_rebuilt_on_the_new_head(localhub):
     result = localhub.client.commit(repo, operations_factory=factory, message="publish")
     assert hook.hits == 1 and result.rebases == 1
     assert len(set(parents)) == 2  # rebuilt with the moved head
-    head = localhub.store.history(repo, repo_type="dataset")[0]
+    head = repo_history(localhub.store, repo, repo_type="dataset")[0]
     assert head["sha"] == result.sha and head["parent"] == parents[-1]
     tree = head["tree"]
     assert "concurrent/1.txt" in tree  # the concurrent commit is kept, not overwritten
-    assert localhub.store.read_file(repo, "data/new.txt", repo_type="dataset") == f"built on {parents[-1]}".encode()
+    assert repo_file(localhub.store, repo, "data/new.txt", repo_type="dataset") == f"built on {parents[-1]}".encode()
 
 
 def test_parent_that_keeps_moving_gives_parent_moved_error(localhub):

@@ -201,14 +201,9 @@ def _planned_base(hub: Hub, hops: list[list[Base]], known: dict[str, ModelFacts]
 
 
 def _base_family(hops: list[list[Base]], known: dict[str, ModelFacts], planned: ModelFacts | None) -> Family | None:
-    if planned is not None and planned.family.architecture:
-        return planned.family
-    for hop in hops:
-        for base in hop:
-            facts = known.get(base.model_id)
-            if facts is not None and facts.family.architecture:
-                return facts.family
-    return None
+    """The family of the planned base, else of the nearest base whose family is known."""
+    nearest = [planned, *(known.get(base.model_id) for hop in hops for base in hop)]
+    return next((facts.family for facts in nearest if facts is not None and facts.family.architecture), None)
 
 
 def _no_plan_note(facts: ModelFacts) -> str:

@@ -51,12 +51,6 @@ _INSTANCES: dict[str, tuple[str, int]] = {
     # the one SGLang-Neuron's docs run its LLMs on (docs/neuron-facts.md, "Trainium3")
     "trn3.48xlarge": ("trn3", 16),
 }
-#: The instance a device count stands for when nothing names the instance (neuron-ls 2.33's JSON does not):
-#: the plain type of that size (a trn2u.48xlarge has a trn2.48xlarge's 16 chips, and the same figures).
-_BY_DEVICES: dict[tuple[str, int], str] = {("trn2", 1): "trn2.3xlarge", ("trn2", 16): "trn2.48xlarge",
-                                           ("trn1", 1): "trn1.2xlarge", ("trn1", 16): "trn1.32xlarge",
-                                           ("trn3", 16): "trn3.48xlarge"}  # fmt: skip
-
 #: The family of each accelerator name (a record's ``hardware.accelerator``).
 FAMILY_OF_ACCELERATOR: dict[str, str] = {name: family for family, name in _ACCELERATOR.items()}
 
@@ -157,7 +151,9 @@ def instance_for_devices(family: str, devices: int) -> str | None:
     A process inside a container sees only the chips it was given, so a count that names no instance (or a
     smaller one) is never proof of the instance: callers use it only when nothing else names it.
     """
-    return _BY_DEVICES.get((family, devices))
+    # What a device count stands for when nothing names the instance (neuron-ls 2.33's JSON does not): the plain
+    # type of that size, the first listed (a trn2u.48xlarge has a trn2.48xlarge's 16 chips, and the same figures).
+    return next((name for name, known in _INSTANCES.items() if known == (family, devices)), None)
 
 
 def chip_memory_bytes(family: str) -> int:

@@ -96,9 +96,7 @@ def _index(hub: Hub, repo: str, sha: str, paths: list[str]) -> FamilyIndex | Non
         local = hub.download_all(repo, paths, revision=sha, repo_type="dataset")
     except RepoNotFoundError:  # gone at the sha (the race above): read as an empty index
         return None
-    root = local[0]
-    for _ in Path(paths[0]).parts:  # the snapshot folder the files landed in
-        root = root.parent
+    root = local[0].parents[len(Path(paths[0]).parts) - 1]  # the snapshot folder the files landed in
     stamps = tuple((p.stat().st_size, p.stat().st_mtime_ns) for p in map(Path, local))
     return _read_index(root, tuple(paths), stamps)
 

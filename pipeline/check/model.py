@@ -27,6 +27,7 @@ from pipeline.models import (
     check_sentence_modules,
     folder_family,
     read_model_index,
+    read_small_json,
     transformer_config_path,
 )
 
@@ -88,23 +89,11 @@ class ModelFacts:
         return "finetune"
 
 
-def _small_files(listing: ModelListing) -> list[str]:
-    """The small files of the repo that tell its family and plan (the listing's file list says which it has)."""
-    files = set(listing.files or ())
-    return [name for name in FAMILY_FILES if name in files]
-
-
 def _extra_files(folder: Path, files: set[str]) -> list[str]:
     """Files the first ones point at: a sentence-transformers transformer's config in its own folder, each
     pipeline component's config.json (the planner reads them; weights are counted from configs, never fetched)."""
-    import json
-
     extra: list[str] = []
-    try:
-        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        modules = None
-    inner = transformer_config_path(modules)
+    inner = transformer_config_path(read_small_json(folder / "modules.json"))
     if inner and inner != "config.json" and inner in files:
         extra.append(inner)
     try:
@@ -150,7 +139,9 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
         facts.refusal = ("remote_code", REMOTE_CODE_REASON)
     if not files or facts.refusal:
         return facts
-    wanted = _small_files(listing)
+    # The small files of the repo that tell its family and plan (the listing's file list says which it has).
+    listed = set(listing.files or ())
+    wanted = [name for name in FAMILY_FILES if name in listed]
     try:
         # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
         sizes: dict[str, int] = {}

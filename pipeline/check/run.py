@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
-import json
 import logging
 import re
 from pathlib import Path
@@ -28,8 +27,8 @@ from pipeline.errors import ConfigError, PipelineError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.hub import together
 from pipeline.ids import is_revision, validate_model_id
-from pipeline.models import MAX_FILE_BYTES, Family, transformer_config_path
-from pipeline.plan import Plan, plan_config, plan_pipeline_model, resolve_workload
+from pipeline.models import MAX_FILE_BYTES, Family, read_small_json, transformer_config_path
+from pipeline.plan import Plan, plan_config, plan_model, resolve_workload
 from pipeline.records import trainium_rows
 from pipeline.taskspec import check_task, task_source
 
@@ -202,14 +201,9 @@ def _planned_base(hub: Hub, hops: list[list[Base]], known: dict[str, ModelFacts]
 
 
 def _base_family(hops: list[list[Base]], known: dict[str, ModelFacts], planned: ModelFacts | None) -> Family | None:
-    if planned is not None and planned.family.architecture:
-        return planned.family
-    for hop in hops:
-        for base in hop:
-            facts = known.get(base.model_id)
-            if facts is not None and facts.family.architecture:
-                return facts.family
-    return None
+    """The family of the planned base, else of the nearest base whose family is known."""
+    nearest = [planned, *(known.get(base.model_id) for hop in hops for base in hop)]
+    return next((facts.family for facts in nearest if facts is not None and facts.family.architecture), None)
 
 
 def _no_plan_note(facts: ModelFacts) -> str:
@@ -225,15 +219,15 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
     assert facts.folder is not None and facts.listing is not None
     try:
         if task_source(task).library == "diffusers":
-            plan = plan_pipeline_model(
-                facts.folder, instance=instance, workload=resolve_workload(task, folder=facts.folder)
+            plan = plan_model(
+                facts.folder, instance=instance, workload=resolve_workload(task, folder=facts.folder), task=task
             )
         else:
             inner = "config.json"
             if task == "sentence-embeddings":
-                modules = _json(facts.folder / "modules.json")
+                modules = read_small_json(facts.folder / "modules.json")
                 inner = transformer_config_path(modules) or "config.json"
-            config = _json(facts.folder / inner)
+            config = read_small_json(facts.folder / inner)
             if not isinstance(config, dict):
                 return None, f"{facts.model_id} has no readable {inner}"
             plan = plan_config(
@@ -242,13 +236,6 @@ def _plan(facts: ModelFacts, *, task: str, instance: str) -> tuple[Plan | None, 
     except PipelineError as exc:
         return None, str(exc)
     return dataclasses.replace(plan, model=facts.model_id, revision=facts.revision), None
-
-
-def _json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _blocker(plan: Plan | None) -> str | None:

@@ -77,7 +77,7 @@ class Candidate:
         allow_gated: bool = False,
         note: str | None = None,
     ) -> Candidate:
-        """A candidate from the Hub's listing, judged eligible or not (see :func:`_judge`).
+        """A candidate from the Hub's listing, judged eligible or not (see :func:`judge`).
 
         Args:
             listing: The Hub's listing of the model (untrusted: its id and sha are validated).
@@ -92,6 +92,7 @@ class Candidate:
             The candidate.
         """
         kind, reason = judge(listing, task, excluded or {}, allow_gated)
+        reason = reason[:MAX_REASON_CHARS] if reason is not None else None  # never longer than an exclusion's
         fields = {name: getattr(listing, name) for name in _FROM_LISTING}
         return cls(listing.id, task, view, rank, gated=bool(listing.gated), eligible=kind is None, kind=kind,
                    reason=reason, note=note, **fields)  # fmt: skip
@@ -211,16 +212,9 @@ def judge(
     the Hub says about the model: remote code, then the task's library (``not_transformers`` names any model
     not of the task's library, e.g. a transformers model under ``sentence-embeddings``), then, for a task
     ranked by library, its pipeline tag (a sentence-transformers cross-encoder is no sentence-embeddings
-    model), then gating. Hub text in a reason is quoted with a bound (:func:`quoted`), and a reason never
-    exceeds :data:`pipeline.dataset.MAX_REASON_CHARS`.
+    model), then gating. Hub text in a reason is quoted with a bound (:func:`quoted`), and
+    :meth:`Candidate.from_listing` cuts a reason to :data:`pipeline.dataset.MAX_REASON_CHARS`.
     """
-    kind, reason = _judge(listing, task, excluded, allow_gated)
-    return kind, (reason[:MAX_REASON_CHARS] if reason is not None else None)
-
-
-def _judge(
-    listing: ModelListing, task: str, excluded: Mapping[tuple[str, str | None], Exclusion], allow_gated: bool
-) -> tuple[str | None, str | None]:
     if problem := identity_problem(listing.id, listing.sha):
         return "invalid", problem
     key = listing.id.casefold()

@@ -147,10 +147,6 @@ class Hub(RepoFiles, PullRequests):
             lambda: ModelListing.from_info(self._api.model_info(repo_id, revision=revision, expand=expand)),
         )
 
-    def fetch_config(self, repo_id: str, *, revision: str | None = None) -> dict[str, Any]:
-        """``config.json`` of a model, parsed (nothing else is downloaded); raises as :meth:`fetch_json`."""
-        return self.fetch_json(repo_id, "config.json", revision=revision)
-
     def fetch_json(self, repo_id: str, filename: str, *, revision: str | None = None) -> dict[str, Any]:
         """One JSON object file of a model repo, parsed (``config.json``, a pipeline's ``model_index.json``); raises
         RepoNotFoundError (no such repo, revision or file), GatedRepoError, or HubError (not a JSON object, ...)."""

@@ -79,19 +79,6 @@ class PullRequests:
             lambda: sorted(d.num for d in self._open_prs(repo_id, repo_type, author, title_prefix)),
         )
 
-    def open_bot_pr(
-        self,
-        repo_id: str,
-        *,
-        repo_type: RepoType = "dataset",
-        author: str | None = None,
-        title_prefix: str | None = None,
-    ) -> int | None:
-        """Number of the oldest open PR by ``author`` whose title starts with ``title_prefix``, or None: the one every
-        publish goes onto (two publishes that opened one each at once fold the newer into it)."""
-        numbers = self.open_bot_prs(repo_id, repo_type=repo_type, author=author, title_prefix=title_prefix)
-        return numbers[0] if numbers else None
-
     def pr_with_marker(self, repo_id: str, marker: str, *, repo_type: RepoType = "dataset") -> CommitResult | None:
         """The token's user's open PR whose description holds ``marker``, with its head; None when there is none.
         Raw calls: it runs inside the retry loop of the call it checks."""

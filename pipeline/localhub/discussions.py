@@ -20,7 +20,7 @@ class DiscussionStore:
 
     # The store's own (pipeline.localhub.storage.LocalHubStore), which this half calls.
     get: Callable[..., Repo]
-    _add_commit: Callable[..., str]
+    add_commit: Callable[..., str]
 
     def open_pull_request(self, repo: Repo, *, title: str, author: str, description: str = "") -> int:
         """Create refs/pr/N from main and its discussion; returns N."""
@@ -94,7 +94,7 @@ class DiscussionStore:
                     raise StoreError(f"Merge conflict on {path}", status=409, code="MergeConflict")
                 if ours is not None or theirs is not None:
                     changes[path] = ours
-            self._add_commit(
+            self.add_commit(
                 repo,
                 "main",
                 parent=repo.refs["main"],

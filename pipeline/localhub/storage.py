@@ -158,10 +158,10 @@ class LocalHubStore(DiscussionStore):
             meta.update(metadata or {})
             folder = self.root / "repos" / f"{repo_type}s" / repo_id
             repo = Repo(repo_id=repo_id, repo_type=repo_type, path=folder, meta=meta, refs={})
-            # _add_commit writes meta.json and refs.json.
+            # add_commit writes meta.json and refs.json.
             self._repos[(repo_type, repo_id)] = repo
             changes: dict[str, Any] = {".gitattributes": self.entry_for_bytes(".gitattributes", DEFAULT_GITATTRIBUTES)}
-            self._add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
+            self.add_commit(repo, "main", parent=None, changes=changes, message="initial commit")
             return repo
 
     # -- blobs ---------------------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class LocalHubStore(DiscussionStore):
         return {"sha256": sha256, "size": len(data), "oid": git_blob_sha(data), "lfs": False}
 
     # -- commits -------------------------------------------------------------------------------------
-    def _add_commit(
+    def add_commit(
         self,
         repo: Repo,
         ref: str,
@@ -236,8 +236,8 @@ class LocalHubStore(DiscussionStore):
         message: str,
         description="",
     ) -> str:
-        """Write a commit holding ``changes`` (an entry per added or replaced path, None per deleted one) on top
-        of ``parent``: what it costs is what it changes."""
+        """Write a commit on ``ref`` holding ``changes`` (an entry per added or replaced path, None per deleted one:
+        :meth:`changes`) on top of ``parent``; returns its sha. What it costs is what it changes."""
         with self.lock:
             self._counter += 1
             seed = json.dumps([repo.repo_id, parent, message, changes, time.time_ns(), self._counter], sort_keys=True)
@@ -259,32 +259,23 @@ class LocalHubStore(DiscussionStore):
             write_json(repo.path / "meta.json", repo.meta)
             return sha
 
-    def apply_commit(
-        self,
-        repo: Repo,
-        *,
-        ref: str,
-        base: str,
-        additions: dict[str, dict[str, Any]],
-        deletions: list[str],
-        message: str,
-        description: str = "",
-    ) -> str:
-        """Write a commit on ``ref`` whose parent is ``base`` (a commit sha); returns the new sha.
+    def changes(
+        self, repo: Repo, base: str, additions: dict[str, dict[str, Any]], deletions: list[str]
+    ) -> dict[str, dict[str, Any] | None]:
+        """The changes of a commit on ``base`` (a commit sha) that makes ``additions`` and deletes ``deletions`` (a
+        path ending in ``/`` deletes a folder): an entry per added or replaced path, None per deleted one.
 
         Raises:
             StoreError: 404 EntryNotFound when deleting a path that does not exist.
         """
-        with self.lock:
-            tree: Tree = repo.commits[base]["tree"]
-            changes: dict[str, dict[str, Any] | None] = {}
-            for path in deletions:
-                gone = list(tree.under(path)) if path.endswith("/") else [path] if path in tree else []
-                if not gone:
-                    raise StoreError(f"A file with this name doesn't exist: {path}", status=404, code="EntryNotFound")
-                changes |= dict.fromkeys(gone)
-            changes |= additions
-            return self._add_commit(repo, ref, parent=base, changes=changes, message=message, description=description)
+        tree: Tree = repo.commits[base]["tree"]
+        changes: dict[str, dict[str, Any] | None] = {}
+        for path in deletions:
+            gone = list(tree.under(path)) if path.endswith("/") else [path] if path in tree else []
+            if not gone:
+                raise StoreError(f"A file with this name doesn't exist: {path}", status=404, code="EntryNotFound")
+            changes |= dict.fromkeys(gone)
+        return changes | additions
 
     def commit_files(
         self,
@@ -315,28 +306,9 @@ class LocalHubStore(DiscussionStore):
                 path: self.entry_for_bytes(path, data.read_bytes() if isinstance(data, Path) else data)
                 for path, data in files.items()
             }
-            return self.apply_commit(
-                repo,
-                ref=branch,
-                base=repo.resolve(branch),
-                additions=additions,
-                deletions=list(deletions),
-                message=message,
-            )
-
-    def read_file(self, repo_id: str, path: str, *, revision: str = "main", repo_type: str = "model") -> bytes:
-        """Content of a file at a revision (for tests and the demo)."""
-        entry = self.get(repo_id, repo_type=repo_type).tree(revision)[path]
-        return self.blob_path(entry["sha256"]).read_bytes()
-
-    def history(self, repo_id: str, *, revision: str = "main", repo_type: str = "model") -> list[dict[str, Any]]:
-        """Commits from ``revision`` back to the first, newest first."""
-        repo = self.get(repo_id, repo_type=repo_type)
-        out, sha = [], repo.resolve(revision)
-        while sha is not None:
-            out.append(repo.commits[sha])
-            sha = repo.commits[sha]["parent"]
-        return out
+            base = repo.resolve(branch)
+            changes = self.changes(repo, base, additions, list(deletions))
+            return self.add_commit(repo, branch, parent=base, changes=changes, message=message)
 
 
 def _build_trees(commits: dict[str, dict[str, Any]], shas: list[str] | None = None) -> None:

@@ -84,24 +84,15 @@ def commit(store: LocalHubStore, req: Request, repo: Repo, rev: str) -> Response
             return error(412, "A commit has happened since. Please refresh and try again.", "PreconditionFailed")
         if rev not in repo.refs and not rev.startswith("refs/"):
             return error(400, f"Cannot commit to {rev}: not a branch")
-        tree = repo.commits[head]["tree"]
-        for path in deletions:  # refuse before a PR is opened, not after
-            if path not in tree and not (path.endswith("/") and next(tree.under(path), None) is not None):
-                return error(404, f"A file with this name doesn't exist: {path}", "EntryNotFound")
+        changes = store.changes(repo, head, additions, deletions)  # refused before a PR is opened, not after
         ref, pr_num = rev, None
         if create_pr:
             pr_num = store.open_pull_request(
                 repo, title=message, author=USER, description=header.get("description") or ""
             )
             ref = f"refs/pr/{pr_num}"
-        sha = store.apply_commit(
-            repo,
-            ref=ref,
-            base=head,
-            additions=additions,
-            deletions=deletions,
-            message=message,
-            description=header.get("description", ""),
+        sha = store.add_commit(
+            repo, ref, parent=head, changes=changes, message=message, description=header.get("description", "")
         )
         match = re.fullmatch(r"refs/pr/(\d+)", ref)
         if match:

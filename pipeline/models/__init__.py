@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         Family,
         adapter_base,
         folder_family,
+        read_small_json,
         transformer_config_path,
     )
     from pipeline.models.fetch import (

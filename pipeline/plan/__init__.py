@@ -29,7 +29,7 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.plan.components import index_entries, weight_files
-    from pipeline.plan.diffusion import plan_pipeline, plan_pipeline_model
+    from pipeline.plan.diffusion import plan_pipeline
     from pipeline.plan.diffusion_shapes import FEW_STEPS, resolve_workload
     from pipeline.plan.limits import MAX_EXPERTS, MAX_HEADS, MAX_LAYERS, config_problem
     from pipeline.plan.model import format_plan, plan_config, plan_model, runner_label

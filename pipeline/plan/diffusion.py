@@ -2,8 +2,9 @@
 resolution, NeuronCores needed, and which component to shard.
 
 ``plan_pipeline`` is pure: model_index.json and the components' config.json dicts in, a :class:`Plan` out.
-``plan_pipeline_model`` adds reading them from a local folder or the Hub (through :mod:`pipeline.hub`; no
-weights are downloaded: a component the installed libraries cannot build is counted from safetensors headers).
+:func:`pipeline.plan.plan_model` adds reading them from a local folder or the Hub
+(:func:`pipeline.plan.components.read_pipeline`, through :mod:`pipeline.hub`; no weights are downloaded: a
+component the installed libraries cannot build is counted from safetensors headers).
 
 Every component is resident on every core (``pipe.to(device)``), except that the denoiser's parameters under
 diffusers' tensor-parallel plan (``_tp_plan``; FLUX.1, FLUX.2 and QwenImage in diffusers 0.42) split over the
@@ -15,8 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline.errors import PlanError, RemoteCodeRefused
 from pipeline.hardware import DEFAULT_INSTANCE, Instance, get_instance
@@ -27,8 +27,6 @@ from pipeline.plan.components import (
     describe_component,
     holds_weights,
     index_entries,
-    model_files,
-    read_pipeline,
     role_of,
 )
 from pipeline.plan.diffusion_shapes import StageActivations, default_resolution, estimate_activations
@@ -37,9 +35,6 @@ from pipeline.plan.quantization import describe_quantization, download_bytes
 from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.taskspec import default_workload
 from pipeline.workload import Workload
-
-if TYPE_CHECKING:
-    from pipeline.hub import Hub
 
 
 @dataclass(frozen=True)
@@ -259,43 +254,6 @@ def _advice(
             f"{size_text(inst.memory_bytes)}; {_named(target, width)} is the component to shard"
         )
     return with_fit_options(head, inst, sizing, dtype)
-
-
-def plan_pipeline_model(
-    model: str | Path,
-    *,
-    revision: str | None = None,
-    dtype: str = "bfloat16",
-    instance: str = DEFAULT_INSTANCE,
-    lnc: int | None = None,
-    workload: Workload | None = None,
-    hub: Hub | None = None,
-) -> Plan:
-    """Plan a diffusers pipeline in a local folder or on the Hub, from its config files (no weights download).
-
-    Args:
-        model: a folder path, or a Hub id ``org/name``. An existing folder wins over a Hub id.
-        revision: Hub revision (ignored for a folder).
-        dtype: benchmark dtype of the weights.
-        instance: instance type.
-        lnc: logical core config; None for the instance's default.
-        workload: as :func:`plan_pipeline` takes it.
-        hub: where a Hub id's files come from; needed for a Hub id only.
-
-    Returns:
-        The :class:`Plan`, with ``model`` and ``revision`` filled in.
-
-    Raises:
-        ConfigError: unknown dtype or instance, or a Hub id without a Hub client.
-        HubError: (or a child) the Hub could not answer.
-        PlanError: no readable model_index.json, a component that names code outside diffusers and transformers,
-            or a component that cannot be counted.
-    """
-    index, configs, counted = read_pipeline(model_files(model, revision, hub), str(model))
-    plan = plan_pipeline(
-        index, configs, dtype=dtype, instance=instance, lnc=lnc, workload=workload, safetensors_params=counted
-    )
-    return replace(plan, model=str(model), revision=None if Path(model).expanduser().is_dir() else revision)
 
 
 def format_pipeline_plan(plan: Plan) -> str:

@@ -17,8 +17,8 @@ from pipeline.errors import PlanError
 from pipeline.hardware import DEFAULT_INSTANCE, get_instance
 from pipeline.models import safetensors_bytes
 from pipeline.plan.advice import fit_advice, no_fit_advice, size_text
-from pipeline.plan.components import model_files
-from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline_model
+from pipeline.plan.components import model_files, read_pipeline
+from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe
 from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
@@ -201,7 +201,8 @@ def plan_model(
     """Plan a local folder holding config.json, or a Hub model (its config only; weights never download).
 
     A diffusers pipeline (the ``text-to-image`` task, or a folder holding model_index.json and no config.json) is
-    planned by :func:`pipeline.plan.diffusion.plan_pipeline_model` from its components' configs.
+    planned by :func:`pipeline.plan.diffusion.plan_pipeline` from its components' configs (no weights download: a
+    component the installed libraries cannot build is counted from its safetensors headers).
 
     Args:
         model: a folder path, or a Hub id ``org/name``. An existing folder wins over a Hub id.
@@ -223,11 +224,13 @@ def plan_model(
         PlanError: no readable config.json, or no way to count the parameters.
     """
     path = Path(model).expanduser()
-    if _is_pipeline(task, path):
-        return plan_pipeline_model(
-            model, revision=revision, dtype=dtype, instance=instance, lnc=lnc, workload=workload, hub=hub
-        )
     local = path.is_dir()
+    if _is_pipeline(task, path):
+        index, configs, counted = read_pipeline(model_files(model, revision, hub), str(model))
+        plan = plan_pipeline(
+            index, configs, dtype=dtype, instance=instance, lnc=lnc, workload=workload, safetensors_params=counted
+        )
+        return replace(plan, model=str(model), revision=None if local else revision)
     if not local and (str(model).startswith((".", "/", "~")) or str(model).count("/") > 1):
         raise PlanError(f"cannot plan {model}: no such folder, and not a Hub id")
     files = model_files(model, revision, hub)

@@ -204,7 +204,10 @@ def publish(
                 raise
             author = None  # a dry run may go without a token; it then shows the PR a token's owner might reuse
             logger.warning("no Hub token: the dry run looks for the bot's open PR by title only")
-        pr_num = hub.open_bot_pr(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
+        # The oldest open PR of the bot's is the one every publish goes onto (two publishes that opened one each at
+        # once fold the newer into it).
+        open_prs = hub.open_bot_prs(repo, repo_type="dataset", author=author, title_prefix=PR_TITLE_PREFIX)
+        pr_num = open_prs[0] if open_prs else None
         revision = f"refs/pr/{pr_num}" if pr_num is not None else "main"
         space = space or constants.TRNCAT_SPACE
         validate_model_id(space)

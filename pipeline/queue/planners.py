@@ -43,7 +43,7 @@ class HubPlanner:
                               workload=workload, hub=self.hub, task=candidate.task)  # fmt: skip
         key = (candidate.model_id, candidate.sha)
         if key not in self._configs:
-            self._configs[key] = self.hub.fetch_config(candidate.model_id, revision=candidate.sha)
+            self._configs[key] = self.hub.fetch_json(candidate.model_id, "config.json", revision=candidate.sha)
         plan = plan_config(
             self._configs[key],
             dtype=self.dtype,

@@ -23,6 +23,7 @@ from pipeline.dataset import WARM_CHECKS_FILE, build
 from pipeline.publish import publish_bundles
 from tests import ROOT
 from tests.backends.conftest import EmulatedBench
+from tests.support.localhub_fixtures import repo_file
 from tests.support.neuron import Machine, environment
 from tests.support.neuron import build as build_machine
 from tests.test_workflow_steps import Runner
@@ -104,7 +105,7 @@ def test_warm_check_steps_queue_check_on_another_machine_and_publish(
     assert "nothing to publish" in run.stdout and len(repo.discussions) == 1
 
     # Merged, the bundle is verified: the next queue has nothing to check.
-    data = localhub.store.read_file(DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
+    data = repo_file(localhub.store, DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     localhub.store.commit_files(DATASET, {WARM_CHECKS_FILE: data}, message="merge", repo_type="dataset")
     shutil.rmtree(workspace / "queue-warm")
     run("warm-check", "queue", "queue", DATASET_REPO=DATASET, LIMIT="16")

@@ -14,6 +14,7 @@ from pipeline.check import JSON_KEYS, VERDICTS, check_model
 from pipeline.cli import main
 from pipeline.dataset import FAMILIES_FILE, build
 from tests import FIXTURES
+from tests.support.localhub_fixtures import repo_history
 from tests.support.records import fake_revision, sample_failure, sample_record
 
 DATASET = "trncat/results"
@@ -266,7 +267,7 @@ def test_registry_paths_are_read_as_optimum_neuron_writes_them() -> None:
 def test_a_revision_is_checked_as_given_and_a_bad_one_refused(catalog) -> None:
     from pipeline.errors import ConfigError
 
-    [first, *_] = reversed(catalog.store.history("acme/ft"))  # the repo's first commit: no files yet
+    [first, *_] = reversed(repo_history(catalog.store, "acme/ft"))  # the repo's first commit: no files yet
     answer = _check(catalog, "acme/ft", revision="main")
     assert answer.revision and len(answer.revision) == 40 and answer.revision != first["sha"]
     bare = _check(catalog, "acme/ft", revision=first["sha"])

@@ -24,6 +24,7 @@ from pipeline.dataset import build, refresh_card, write_exclusions, write_rankin
 from pipeline.publish import publish
 from pipeline.records import COLUMN_NAMES, LAYOUT_VERSION, arrow_schema
 from pipeline.space import ATOM, FEED_FILE, publish_space
+from tests.support.localhub_fixtures import repo_file
 from tests.support.records import sample_failure, sample_record, sample_serving
 
 REPO, SPACE = "trncat/results", "trncat/catalog"
@@ -151,7 +152,7 @@ def test_duckdb_reads_the_nested_columns(published: dict[str, Any], tmp_path: Pa
 
 
 def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: Any) -> None:
-    card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
+    card = repo_file(localhub.store, REPO, "README.md", repo_type="dataset").decode()
     assert f"This is the dataset `{REPO}`" in card and f"https://huggingface.co/spaces/{SPACE}" in card
     blocks = re.findall(r"```python\n(.*?)```", card, flags=re.S)
     assert len(blocks) == 3  # the latest view, the results' nested column, the serving points in InferenceX's keys
@@ -168,7 +169,7 @@ def test_the_card_examples_run_when_pasted(published: dict[str, Any], localhub: 
 def test_the_card_sql_runs_in_duckdb(published: dict[str, Any], localhub: Any, tmp_path: Path) -> None:
     from huggingface_hub import snapshot_download
 
-    card = localhub.store.read_file(REPO, "README.md", repo_type="dataset").decode()
+    card = repo_file(localhub.store, REPO, "README.md", repo_type="dataset").decode()
     [sql] = re.findall(r"```sql\n(.*?)```", card, flags=re.S)
     duckdb = pytest.importorskip("duckdb", reason="DuckDB is not installed in this environment")
     # DuckDB reads hf:// through its httpfs extension, which it downloads on first use (no network here): the
@@ -198,7 +199,7 @@ def _atom(text: str) -> ET.Element:
 
 
 def test_the_feed_is_atom_and_says_what_the_pr_said(published: dict[str, Any], localhub: Any) -> None:
-    feed = _atom(localhub.store.read_file(SPACE, FEED_FILE, repo_type="space").decode())
+    feed = _atom(repo_file(localhub.store, SPACE, FEED_FILE, repo_type="space").decode())
     ns = {"a": ATOM}
     entries = {
         (e.find("a:category", ns).get("term"), e.findtext("a:title", namespaces=ns).split(": ", 1)[1].split(" (")[0])

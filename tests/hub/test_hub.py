@@ -19,6 +19,7 @@ from pipeline.errors import (
 from pipeline.hub import ModelListing
 from pipeline.ids import is_revision, validate_model_id
 from tests.support import localhub_fixtures as pytest_plugin
+from tests.support.localhub_fixtures import repo_file, repo_history
 
 localhub = pytest_plugin.localhub
 
@@ -86,8 +87,8 @@ def test_model_info_config_and_params_at_a_revision(localhub):
     store.commit_files("org/tiny", {"config.json": json.dumps({"model_type": "llama", "v": 2}).encode()})
     client = localhub.client
 
-    assert client.fetch_config("org/tiny")["v"] == 2
-    assert client.fetch_config("org/tiny", revision=old)["v"] == 1
+    assert client.fetch_json("org/tiny", "config.json")["v"] == 2
+    assert client.fetch_json("org/tiny", "config.json", revision=old)["v"] == 1
     assert client.model_info("org/tiny", revision=old).sha == old
     assert client.fetch_safetensors_params("org/tiny") == 123
 
@@ -172,9 +173,9 @@ def test_errors_become_pipeline_errors(localhub):
     with pytest.raises(RepoNotFoundError, match="org/missing"):
         client.model_info("org/missing")
     with pytest.raises(GatedRepoError, match="gated"):
-        client.fetch_config("org/gated")
+        client.fetch_json("org/gated", "config.json")
     with pytest.raises(RepoNotFoundError, match="config.json"):
-        client.fetch_config("org/noconfig")
+        client.fetch_json("org/noconfig", "config.json")
     with pytest.raises(RepoNotFoundError, match="revision"):
         client.model_info("org/noconfig", revision="nope")
     assert isinstance(GatedRepoError("x"), RepoNotFoundError)
@@ -184,11 +185,11 @@ def test_errors_become_pipeline_errors(localhub):
 def test_commit_pr_push_to_open_pr_and_comment(localhub):
     repo = _dataset(localhub)
     client = localhub.client
-    assert client.open_bot_pr(repo) is None
+    assert client.open_bot_prs(repo) == []
     pr = client.commit(repo, operations_factory=_ops({"data/a.txt": b"a"}), message="[trncat] results", create_pr=True)
     assert pr.pr_num == 1 and pr.created and pr.rebases == 0
-    assert client.open_bot_pr(repo, author="localhub-user", title_prefix="[trncat]") == 1
-    assert client.open_bot_pr(repo, title_prefix="[other]") is None
+    assert client.open_bot_prs(repo, author="localhub-user", title_prefix="[trncat]") == [1]
+    assert client.open_bot_prs(repo, title_prefix="[other]") == []
 
     pushed = client.commit(repo, operations_factory=_ops({"data/b.txt": b"b"}), message="more", revision="refs/pr/1")
     assert pushed.pr_num is None and client.head_sha(repo, revision="refs/pr/1") == pushed.sha
@@ -213,7 +214,7 @@ def test_500_then_success_on_commit(localhub):
     fault = localhub.server.inject(r"/commit/", "POST", statuses=[500])
     result = localhub.client.commit(repo, operations_factory=_ops({"a.txt": b"a"}), message="m")
     assert fault.hits == 1 and localhub.sleeps == [1.0]
-    assert localhub.store.read_file(repo, "a.txt", repo_type="dataset") == b"a"
+    assert repo_file(localhub.store, repo, "a.txt", repo_type="dataset") == b"a"
     assert localhub.client.head_sha(repo) == result.sha
 
 
@@ -259,11 +260,11 @@ def test_moved_parent_is_rebuilt_on_the_new_head(localhub):
     result = localhub.client.commit(repo, operations_factory=factory, message="publish")
     assert hook.hits == 1 and result.rebases == 1
     assert len(set(parents)) == 2  # rebuilt with the moved head
-    head = localhub.store.history(repo, repo_type="dataset")[0]
+    head = repo_history(localhub.store, repo, repo_type="dataset")[0]
     assert head["sha"] == result.sha and head["parent"] == parents[-1]
     tree = head["tree"]
     assert "concurrent/1.txt" in tree  # the concurrent commit is kept, not overwritten
-    assert localhub.store.read_file(repo, "data/new.txt", repo_type="dataset") == f"built on {parents[-1]}".encode()
+    assert repo_file(localhub.store, repo, "data/new.txt", repo_type="dataset") == f"built on {parents[-1]}".encode()
 
 
 def test_parent_that_keeps_moving_gives_parent_moved_error(localhub):

@@ -14,6 +14,7 @@ from pipeline import constants
 from pipeline.errors import HubDeadlineError
 from pipeline.hub import deadline
 from tests.support.fault_proxy import FaultKind
+from tests.support.localhub_fixtures import repo_history
 
 REPO = "org/results"
 
@@ -60,10 +61,10 @@ def test_a_lost_answer_to_a_commit_onto_a_branch_is_found_at_its_head(localhub_p
     """A guard, not a reproduction: huggingface_hub already skips a commit whose files the head holds byte for byte,
     so a blind retry made no second commit. The retry now looks for the files at the head itself, before sending."""
     repo, proxy, store = _dataset(localhub_proxy), localhub_proxy.proxy, localhub_proxy.localhub.store
-    before = len(store.history(repo, repo_type="dataset"))
+    before = len(repo_history(store, repo, repo_type="dataset"))
     proxy.fail("drop", path_regex=r"/commit/main$", method="POST")
     result = localhub_proxy.client.commit(repo, operations_factory=_ops({"b.txt": b"b\n"}), message="add b")
-    history = store.history(repo, repo_type="dataset")
+    history = repo_history(store, repo, repo_type="dataset")
     assert len(history) == before + 1 and result.created and result.rebases == 0
     assert sum(1 for m, p in proxy.requests if m == "POST" and "/commit/" in p) == 1, "never sent twice"
     assert result.sha == store.get(repo, repo_type="dataset").refs["main"]

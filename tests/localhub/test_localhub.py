@@ -17,6 +17,7 @@ from pipeline.hub import point_client_at
 from pipeline.localhub import LocalHub, LocalHubStore
 from pipeline.localhub.storage import git_blob_sha
 from tests.support import localhub_fixtures as pytest_plugin
+from tests.support.localhub_fixtures import repo_file, repo_history
 
 localhub = pytest_plugin.localhub
 
@@ -111,11 +112,11 @@ def test_small_file_commit_builds_history(localhub):
         commit_message="add b/c, drop a",
         repo_type="dataset",
     )
-    history = localhub.store.history("org/ds", repo_type="dataset")
+    history = repo_history(localhub.store, "org/ds", repo_type="dataset")
     assert [c["sha"] for c in history[:2]] == [second.oid, first.oid]
     assert history[0]["parent"] == first.oid and history[0]["message"] == "add b/c, drop a"
     assert api.list_repo_files("org/ds", repo_type="dataset") == [".gitattributes", "b/c.txt"]
-    assert localhub.store.read_file("org/ds", "b/c.txt", repo_type="dataset") == b"world"
+    assert repo_file(localhub.store, "org/ds", "b/c.txt", repo_type="dataset") == b"world"
     assert not any("/lfs" in p for _, p in localhub.server.requests)  # small text files go inline
 
 
@@ -224,7 +225,7 @@ def test_store_survives_a_restart(tmp_path):
     reopened = LocalHubStore(tmp_path)
     repo = reopened.get("org/ds", repo_type="dataset")
     assert repo.refs["main"] == sha and repo.meta["likes"] == 3
-    assert reopened.read_file("org/ds", "a.txt", repo_type="dataset") == b"a"
+    assert repo_file(reopened, "org/ds", "a.txt", repo_type="dataset") == b"a"
 
 
 def test_a_pull_request_merges_into_main_and_refs_list_branches_and_prs(localhub):
@@ -349,7 +350,7 @@ def _writes_need_the_token(hub: LocalHub) -> None:
     api.create_repo("org/ds", repo_type="dataset")
     big = b"\x00" * 100  # *.bin: LFS, through a signed upload URL
     api.create_commit("org/ds", [CommitOperationAdd("w.bin", big)], commit_message="m", repo_type="dataset")
-    assert hub.store.read_file("org/ds", "w.bin", repo_type="dataset") == big
+    assert repo_file(hub.store, "org/ds", "w.bin", repo_type="dataset") == big
     with pytest.raises(hf_errors.HfHubHTTPError):
         HfApi(endpoint=hub.url, token="bad").create_commit(
             "org/ds", [CommitOperationAdd("a.txt", b"a")], commit_message="m", repo_type="dataset"

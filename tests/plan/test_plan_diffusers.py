@@ -27,7 +27,6 @@ from pipeline.plan import (
     plan_config,
     plan_model,
     plan_pipeline,
-    plan_pipeline_model,
     runner_label,
     weight_files,
 )
@@ -318,7 +317,7 @@ def test_a_hub_component_the_libraries_lack_is_counted_from_its_safetensors_head
     folder = _copy("stable-diffusion-v1-5", tmp_path)
     _with_unknown_component(folder)
     sha = _publish(localhub, "org/sd15-future", folder)
-    plan = plan_pipeline_model("org/sd15-future", revision=sha, hub=localhub.client)
+    plan = plan_model("org/sd15-future", revision=sha, hub=localhub.client, task="text-to-image")
     assert counts(plan)["refiner"] == 1010 and plan.source == "safetensors"
 
 

@@ -17,6 +17,7 @@ from pipeline.errors import StoreError
 from pipeline.publish import publish_bundles
 from pipeline.records import validate_record
 from tests.support import sha256_file
+from tests.support.localhub_fixtures import repo_file
 from tests.support.records import sample_community, sample_record
 
 COMPILED = "trncat/trncat-compiled"
@@ -112,7 +113,7 @@ def test_trncat_publish_uploads_the_bundle_and_refuses_a_community_record_naming
     # The PR's row names it, and the row's run.py downloads exactly it (its path, digest and commit).
     (pr,) = localhub.store.get(DATASET, repo_type="dataset").discussions
     path = f"scripts/{sample_record()['model_id']}/run.py"
-    text = localhub.store.read_file(DATASET, path, revision=f"refs/pr/{pr['num']}", repo_type="dataset").decode()
+    text = repo_file(localhub.store, DATASET, path, revision=f"refs/pr/{pr['num']}", repo_type="dataset").decode()
     assert bundle in text and store.resolve("main") in text and sha256_file(bundle_beside(folder / "ci.json")) in text
 
 

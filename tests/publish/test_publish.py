@@ -14,6 +14,7 @@ from pipeline import constants
 from pipeline.cli import main
 from pipeline.errors import HubServerError
 from pipeline.publish import publish
+from tests.support.localhub_fixtures import repo_file, repo_history
 from tests.support.records import sample_community, sample_failure, sample_record
 
 REPO = "trncat/results"
@@ -58,22 +59,22 @@ def test_publish_opens_one_pr_and_is_idempotent(dataset_repo) -> None:
     assert any(p.startswith("data/latest/") for p in pr_tree)
     assert "scripts/acme/broken/run.py" in pr_tree and "README.md" in pr_tree
     latest = pd.concat(
-        pd.read_parquet(io.BytesIO(store.read_file(REPO, p, revision="refs/pr/1", repo_type="dataset")))
+        pd.read_parquet(io.BytesIO(repo_file(store, REPO, p, revision="refs/pr/1", repo_type="dataset")))
         for p in pr_tree
         if p.startswith("data/latest/")
     )
     assert sorted(latest.model_id) == ["acme/broken", "trncat-demo/tiny-llama"]
     assert "### New models (2)" in first.description
 
-    commits = len(store.history(REPO, revision="refs/pr/1", repo_type="dataset"))
+    commits = len(repo_history(store, REPO, revision="refs/pr/1", repo_type="dataset"))
     again = publish(_records(), repo=REPO, hub=hub)
     assert not again.published and again.files == []
-    assert len(store.history(REPO, revision="refs/pr/1", repo_type="dataset")) == commits
+    assert len(repo_history(store, REPO, revision="refs/pr/1", repo_type="dataset")) == commits
     assert _tree(store, "refs/pr/1") == pr_tree
 
     update = publish([_later(metrics={"decode_tokens_per_s": 123.0})], repo=REPO, hub=hub)
     assert update.published and update.pr_num == 1, "an open bot PR gets the commit; no second PR"
-    assert len(store.history(REPO, revision="refs/pr/1", repo_type="dataset")) == commits + 1
+    assert len(repo_history(store, REPO, revision="refs/pr/1", repo_type="dataset")) == commits + 1
     results = [p for p in _tree(store, "refs/pr/1") if p.startswith("data/results/")]
     assert len(results) == 2
     assert dataset_repo.server.count_requests(r"/discussions/1/comment", "POST") == 1
@@ -245,7 +246,7 @@ def test_a_script_or_card_the_repo_holds_unchanged_is_neither_written_nor_commit
     assert f"{len(result.files)} file(s)" in result.description
     pr = _tree(store, "refs/pr/1")
     assert pr["scripts/org/model-000/run.py"] == _tree(store, "main")["scripts/org/model-000/run.py"]
-    fresh = store.read_file(REPO, stale, revision="refs/pr/1", repo_type="dataset")
+    fresh = repo_file(store, REPO, stale, revision="refs/pr/1", repo_type="dataset")
     assert fresh == (seeded / stale).read_bytes(), "the stale script is replaced by the one rendered now"
     assert "README.md" in result.files, "the seed's card is a local folder's; the Hub's names the repo"
     hub.merge(REPO, 1, repo_type="dataset")
@@ -276,7 +277,7 @@ def test_a_dataset_without_a_summary_is_mirrored_whole_once(
     assert SUMMARY_FILE in first.files
     tree = _tree(store, "refs/pr/1")
     latest = sorted(p.rsplit("/", 1)[1].removesuffix(".parquet") for p in tree if p.startswith("data/latest/"))
-    summary = json.loads(store.read_file(REPO, SUMMARY_FILE, revision="refs/pr/1", repo_type="dataset"))
+    summary = json.loads(repo_file(store, REPO, SUMMARY_FILE, revision="refs/pr/1", repo_type="dataset"))
     assert summary["total"] == 35 and summary["shards"] == latest and "all" not in latest
     hub.merge(REPO, 1, repo_type="dataset")
     second = publish(_batch(1, 30, offset=200), repo=REPO, hub=hub)

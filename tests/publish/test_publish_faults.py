@@ -20,7 +20,7 @@ from pipeline.hub import Hub, point_client_at
 from pipeline.localhub import LocalHub, LocalHubStore
 from pipeline.publish import publish
 from tests.support.fault_proxy import FAULT_KINDS, FaultKind, FaultProxy
-from tests.support.localhub_fixtures import PROXY_READ_TIMEOUT_S
+from tests.support.localhub_fixtures import PROXY_READ_TIMEOUT_S, repo_file
 from tests.support.records import sample_failure, sample_record
 
 REPO = "trncat/results"
@@ -35,7 +35,7 @@ def _result_rows(store: LocalHubStore, revision: str) -> Counter[str]:
     """How many rows of each model the results files at ``revision`` hold (a record is one row)."""
     tree = store.get(REPO, repo_type="dataset").tree(revision)
     frames = [
-        pd.read_parquet(io.BytesIO(store.read_file(REPO, path, revision=revision, repo_type="dataset")))
+        pd.read_parquet(io.BytesIO(repo_file(store, REPO, path, revision=revision, repo_type="dataset")))
         for path in sorted(tree)
         if path.startswith("data/results/")
     ]
@@ -45,7 +45,7 @@ def _result_rows(store: LocalHubStore, revision: str) -> Counter[str]:
 def _latest_rows(store: LocalHubStore, revision: str) -> Counter[str]:
     tree = store.get(REPO, repo_type="dataset").tree(revision)
     frames = [
-        pd.read_parquet(io.BytesIO(store.read_file(REPO, path, revision=revision, repo_type="dataset")))
+        pd.read_parquet(io.BytesIO(repo_file(store, REPO, path, revision=revision, repo_type="dataset")))
         for path in sorted(tree)
         if path.startswith("data/latest/")
     ]

@@ -15,6 +15,7 @@ import yaml
 
 from pipeline.dataset import FAMILIES_DIR, LATEST_DIR, build, family_index_paths, read_summary
 from pipeline.publish import publish
+from tests.support.localhub_fixtures import repo_file
 from tests.support.records import sample_failure, sample_record
 
 REPO = "trncat/results"
@@ -118,7 +119,7 @@ def test_a_publish_of_one_model_reads_and_rewrites_its_shards_only(one_file_data
     # family rows) uploaded and verified, the commit, the open PRs again: the same as with one shard.
     assert len(requests) == 19, requests
     assert sum(server.sent_bytes[sent:]) < 60_000
-    rows = pd.read_parquet(io.BytesIO(store.read_file(REPO, family_shard, revision="refs/pr/2",
+    rows = pd.read_parquet(io.BytesIO(repo_file(store, REPO, family_shard, revision="refs/pr/2",
                                                                     repo_type="dataset")))  # fmt: skip
     assert rows[rows.model_id == model].status.tolist() == ["fail"]
 
@@ -142,7 +143,7 @@ def test_a_split_dataset_that_lost_its_summary_keeps_its_shards_by_model(one_fil
     revision = f"refs/pr/{result.pr_num}"
     tree = _tree(store, revision)
     assert sorted(p for p in tree if p.startswith(f"{LATEST_DIR}/")) == before
-    frame = pd.concat(pd.read_parquet(io.BytesIO(store.read_file(REPO, p, revision=revision, repo_type="dataset")))
+    frame = pd.concat(pd.read_parquet(io.BytesIO(repo_file(store, REPO, p, revision=revision, repo_type="dataset")))
                       for p in before)  # fmt: skip
     assert len(frame) == 42 and frame[frame.model_id == "org/model-007"].status.tolist() == ["fail"]
 
@@ -165,7 +166,7 @@ def test_a_publish_of_one_model_refreshes_its_matrix_rows_from_its_shard_only(on
     assert family_index_paths(listing, other)[0].rsplit("/", 1)[1] != shard
 
     def rows(revision: str, model_id: str) -> pd.DataFrame:
-        data = store.read_file(REPO, MATRIX_FILE, revision=revision, repo_type="dataset")
+        data = repo_file(store, REPO, MATRIX_FILE, revision=revision, repo_type="dataset")
         frame = pd.read_parquet(io.BytesIO(data), dtype_backend="pyarrow")
         assert list(frame.columns) == MATRIX_SCHEMA.names and frame.model_id.nunique() == 42
         return frame[frame.model_id == model_id].reset_index(drop=True)

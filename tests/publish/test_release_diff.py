@@ -14,6 +14,7 @@ import pytest
 from pipeline import constants
 from pipeline.cli import main
 from pipeline.dataset import read_release_diffs
+from tests.support.localhub_fixtures import repo_file, repo_history
 from tests.support.records import fake_revision, sample_failure, sample_record
 
 REPO = "trncat/results"
@@ -56,7 +57,7 @@ def toolchains(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def _kinds(store: Any, revision: str) -> dict[str, str]:
-    data = store.read_file(REPO, RELEASE, revision=revision, repo_type="dataset")
+    data = repo_file(store, REPO, RELEASE, revision=revision, repo_type="dataset")
     table = pd.read_parquet(io.BytesIO(data))
     assert set(table.old_toolchain) == {"2.33.0"} and set(table.new_toolchain) == {"2.34.0"}
     return dict(zip(table.model_id, table.kind, strict=True))
@@ -92,12 +93,12 @@ def test_the_release_diff_rides_in_the_re_measures_pr_and_a_retry_changes_nothin
     tree = repo.tree(pr)
     assert RELEASE in tree and sum(p.startswith("data/results/") for p in tree) == 2
     assert _kinds(store, pr) == {"org/b": "newly_failing", "org/a": "still_passing", "org/f": "old_only"}
-    commits = len(store.history(REPO, revision=pr, repo_type="dataset"))
+    commits = len(repo_history(store, REPO, revision=pr, repo_type="dataset"))
 
     # a retry of the same publish: the same rows, the same diff bytes, no commit
     assert main(["publish", str(remeasured), "--repo", REPO, *diff]) == 0
     assert "nothing to publish" in capsys.readouterr().out
-    assert len(store.history(REPO, revision=pr, repo_type="dataset")) == commits
+    assert len(repo_history(store, REPO, revision=pr, repo_type="dataset")) == commits
 
     # rows of the old toolchain only (a late one): the diff is not touched
     late = _folder(tmp_path, "late", [_pass("org/q", OLD, 12)])

@@ -16,6 +16,7 @@ from pipeline.errors import RecordError
 from pipeline.publish import collect_warm_checks
 from pipeline.queue import warm_queue
 from pipeline.records import flatten
+from tests.support.localhub_fixtures import repo_file
 from tests.support.records import sample_record, sample_warm_check
 from tests.warm_rows import with_bundle
 
@@ -126,7 +127,7 @@ def test_warm_publish_opens_one_pr_and_a_retry_commits_nothing(
     # What the PR holds reads back as the two checks.
     pulled = tmp_path / "pulled"
     (pulled / "data").mkdir(parents=True)
-    data = localhub.store.read_file(DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
+    data = repo_file(localhub.store, DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     (pulled / WARM_CHECKS_FILE).write_bytes(data)
     matrix = localhub.store.read_file(DATASET, MATRIX_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     (pulled / MATRIX_FILE).write_bytes(matrix)

@@ -11,6 +11,7 @@ from typing import Any
 from pipeline.publish import publish
 from pipeline.space import publish_space
 from tests.dataset.test_subscriber import REPO, SPACE, _first_main, _new_runs
+from tests.support.localhub_fixtures import repo_file
 
 
 def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhub: Any, tmp_path: Path) -> None:
@@ -18,7 +19,7 @@ def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhu
     localhub.store.commit_files(REPO, _first_main(tmp_path / "main"), message="first", repo_type="dataset")
     first = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert first.published
-    readme = localhub.store.read_file(SPACE, "README.md", repo_type="space").decode()
+    readme = repo_file(localhub.store, SPACE, "README.md", repo_type="space").decode()
     assert "sdk: static" in readme and "app_file: index.html" in readme
     again = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert not again.published and again.changed == [] and again.deleted == []  # nothing new: no commit
@@ -26,12 +27,12 @@ def test_the_space_is_built_only_from_main_and_commits_only_when_changed(localhu
     publish(_new_runs(), repo=REPO, hub=localhub.client, space=SPACE)
     pending = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert not pending.published
-    page = localhub.store.read_file(SPACE, "index.html", repo_type="space").decode()
+    page = repo_file(localhub.store, SPACE, "index.html", repo_type="space").decode()
     assert "acme/new-pass" not in page
     localhub.client.merge(REPO, 1, repo_type="dataset")
     merged = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert merged.published and "index.html" in merged.changed
-    assert "acme/new-pass" in localhub.store.read_file(SPACE, "index.html", repo_type="space").decode()
+    assert "acme/new-pass" in repo_file(localhub.store, SPACE, "index.html", repo_type="space").decode()
 
 
 def test_the_feed_stays_well_formed_xml_whatever_the_stored_text_holds() -> None:
@@ -72,7 +73,7 @@ def test_the_space_is_compared_by_its_listing_and_never_downloaded(localhub: Any
     )
     changed = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert changed.published and script in changed.changed  # (and the card, naming the new dataset commit)
-    assert localhub.store.read_file(SPACE, script, repo_type="space") == b"# a new run.py\n"
+    assert repo_file(localhub.store, SPACE, script, repo_type="space") == b"# a new run.py\n"
 
 
 def test_a_listed_file_is_the_built_one_by_its_lfs_sha256_or_its_git_blob_id(tmp_path: Any) -> None:
@@ -123,7 +124,7 @@ def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(
     third = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert server.count_requests(fetched) == len(scripts) + 1  # that one script only
     assert changed in third.changed and third.deleted == []
-    assert localhub.store.read_file(SPACE, changed, repo_type="space") == b"# new\n"
+    assert repo_file(localhub.store, SPACE, changed, repo_type="space") == b"# new\n"
     assert set(scripts) <= set(localhub.client.list_files(SPACE, repo_type="space"))
 
     # Another writer changes a kept script of the Space right before this build's commit: the commit is refused
@@ -137,8 +138,8 @@ def test_a_large_catalogs_space_fetches_only_the_scripts_it_lacks(
     server.on_request(rf"^/api/spaces/{SPACE}/commit/", "POST", tamper, count=1)
     fourth = publish_space(hub=localhub.client, dataset_repo=REPO, space_repo=SPACE)
     assert fourth.published and victim in fourth.changed
-    assert localhub.store.read_file(SPACE, victim, repo_type="space") == (
-        localhub.store.read_file(REPO, victim, repo_type="dataset")
+    assert repo_file(localhub.store, SPACE, victim, repo_type="space") == (
+        repo_file(localhub.store, REPO, victim, repo_type="dataset")
     )
 
 

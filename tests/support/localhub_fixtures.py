@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,23 @@ def localhub_proxy(localhub: LocalHubFixture, monkeypatch: pytest.MonkeyPatch) -
             yield ProxyFixture(proxy, localhub, localhub.make_client(endpoint=proxy.url))
         finally:
             restore()
+
+
+def repo_file(
+    store: LocalHubStore, repo_id: str, path: str, *, revision: str = "main", repo_type: str = "model"
+) -> bytes:
+    """Content of a file of a local hub's repo at a revision, read from the store."""
+    entry = store.get(repo_id, repo_type=repo_type).tree(revision)[path]
+    return store.blob_path(entry["sha256"]).read_bytes()
+
+
+def repo_history(
+    store: LocalHubStore, repo_id: str, *, revision: str = "main", repo_type: str = "model"
+) -> list[dict[str, Any]]:
+    """The commits of a local hub's repo from ``revision`` back to the first, newest first."""
+    repo = store.get(repo_id, repo_type=repo_type)
+    out, sha = [], repo.resolve(revision)
+    while sha is not None:
+        out.append(repo.commits[sha])
+        sha = repo.commits[sha]["parent"]
+    return out

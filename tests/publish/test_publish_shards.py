@@ -199,6 +199,7 @@ def test_a_warm_publish_refreshes_the_checked_models_matrix_rows_from_their_shar
     from pipeline.dataset import MATRIX_FILE, WARM_CHECKS_FILE
     from pipeline.publish import warm_derived
     from pipeline.queue import matrix_inputs
+    from tests.support.localhub_fixtures import repo_file
     from tests.support.records import sample_warm_check
 
     localhub = one_file_dataset["hub"]
@@ -209,7 +210,7 @@ def test_a_warm_publish_refreshes_the_checked_models_matrix_rows_from_their_shar
     shard = family_index_paths(list(_tree(store, "main")), model)[0].rsplit("/", 1)[1]
 
     def rows(revision: str, model_id: str) -> pd.DataFrame:
-        frame = pd.read_parquet(io.BytesIO(store.read_file(REPO, MATRIX_FILE, revision=revision, repo_type="dataset")))
+        frame = pd.read_parquet(io.BytesIO(repo_file(store, REPO, MATRIX_FILE, revision=revision, repo_type="dataset")))
         return frame[frame.model_id == model_id].reset_index(drop=True)
 
     mark = len(server.requests)

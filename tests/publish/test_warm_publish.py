@@ -129,7 +129,7 @@ def test_warm_publish_opens_one_pr_and_a_retry_commits_nothing(
     (pulled / "data").mkdir(parents=True)
     data = repo_file(localhub.store, DATASET, WARM_CHECKS_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     (pulled / WARM_CHECKS_FILE).write_bytes(data)
-    matrix = localhub.store.read_file(DATASET, MATRIX_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
+    matrix = repo_file(localhub.store, DATASET, MATRIX_FILE, revision=f"refs/pr/{pr['num']}", repo_type="dataset")
     (pulled / MATRIX_FILE).write_bytes(matrix)
     warm = {r["model_id"]: (r["state"], r["detail"]) for r in read_matrix(pulled)
             if (r["item"], r["device_class"]) == ("warm_start", "trn2")}  # fmt: skip

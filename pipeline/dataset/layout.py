@@ -64,7 +64,6 @@ MATRIX_FILE = "data/matrix.parquet"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"
-FRONT_FILES = (CARD_FILE, PAGE_FILE)
 SCRIPT_FILES = ("run.py", "requirements.txt")
 #: The views a rankings snapshot can be of (discovery's ranked views and the curated list).
 RANKED_VIEWS = ("selected", "trending", "downloads")

@@ -35,9 +35,7 @@ SNAPSHOT_SCHEMA = pa.schema(
         ("model_id", pa.string()),
     ]
 )
-EXCLUSIONS_SCHEMA = pa.schema(
-    [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
-)
+EXCLUSIONS_SCHEMA = pa.schema([(name, pa.string()) for name in ("model_id", "task", "reason", "kind")])
 
 
 def write_rankings(rows: Sequence[dict[str, Any]], root: Path, *, date: dt.date, task: str, view: str) -> Path:

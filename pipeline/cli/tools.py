@@ -69,16 +69,12 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 # -- reap -----------------------------------------------------------------------------------------------
 
 
-def _reap_args(p: argparse.ArgumentParser) -> None:
-    del p  # no options
-
-
 @command(
     "reap",
     help="End what a killed trncat bench or serve left running: its benchmark child, engine, load generator "
     "(the benchmark job's cleanup step).",
     example="trncat reap",
-    arguments=_reap_args,
+    arguments=lambda _: None,  # no options
 )
 def _reap(args: argparse.Namespace) -> int:
     from pipeline.backends import reap_orphans

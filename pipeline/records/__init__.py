@@ -51,7 +51,6 @@ if TYPE_CHECKING:
         MEASURED,
         TRAINIUM,
         FamilyStat,
-        device_of,
         evidence,
         evidence_order,
         family_order,
@@ -64,7 +63,7 @@ if TYPE_CHECKING:
         trainium_rows,
     )
     from pipeline.records.plausible import plausibility_problems
-    from pipeline.records.rows import representative, toolchain_label
+    from pipeline.records.rows import device_of, representative, toolchain_label
     from pipeline.records.spread import (
         FLOOR,
         FLOORS,

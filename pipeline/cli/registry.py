@@ -236,7 +236,6 @@ def add_price_args(p: argparse.ArgumentParser, *, what: str) -> None:
         "--instances",
         dest="prices",
         type=in_file,
-        default=None,
         metavar="FILE",
         help=f"instance prices for {what}, each with its source and date (default: runners/instances.yaml)",
     )

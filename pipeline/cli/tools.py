@@ -95,9 +95,9 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also serve the tiny model with vLLM Neuron and sweep it with guidellm (what a first serving run settles)",
     )
-    p.add_argument("--cores", type=count(), default=None, metavar="N", help="check that a run of N cores fits here")
+    p.add_argument("--cores", type=count(), metavar="N", help="check that a run of N cores fits here")
     p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
-    p.add_argument("--toolchain", type=in_file, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--toolchain", type=in_file, metavar="FILE", help="default: runners/toolchain.yaml")
 
 
 @command(

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pipeline.records.bundles import bundle_folder, bundle_path, workload_key
     from pipeline.records.collect import collect_records
     from pipeline.records.columns import (
-        BUILD_COLUMNS,
         COLUMN_NAMES,
         COLUMNS,
         LAYOUT_VERSION,
@@ -104,7 +103,6 @@ if TYPE_CHECKING:
     from pipeline.records.warm import (
         MAX_WARM_CHECK_BYTES,
         WARM_FIELDS,
-        WARM_STATUSES,
         counts_as_trainium2,
         warm_check_problems,
     )

@@ -14,15 +14,13 @@ import dataclasses
 import datetime as dt
 import re
 from collections.abc import Mapping
-from typing import Any, get_args
+from typing import Any
 
 from pipeline.ids import model_id_problem
 from pipeline.records.times import parse_time
-from pipeline.records.types import WarmCheck, WarmStatus
+from pipeline.records.types import WarmCheck
 from pipeline.records.validate import MAX_FUTURE, Problem, schema_validator
 
-#: What a check can say.
-WARM_STATUSES: tuple[str, ...] = get_args(WarmStatus)
 #: The fields of a check, in the schema's order (the dataset file's columns).
 WARM_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WarmCheck))
 #: A check file larger than this is no check (a real one is a few hundred bytes).

@@ -80,15 +80,12 @@ HISTORY_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def history_type() -> pa.DataType:
-    """``list<struct<...>>`` of :data:`HISTORY_FIELDS`, each typed as its results column."""
-    schema = arrow_schema()
-    return pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
-
-
 def latest_schema() -> pa.Schema:
-    """The Arrow schema of a latest shard: the results columns, then ``history``."""
-    return arrow_schema().append(pa.field(HISTORY_COLUMN, history_type(), nullable=False))
+    """The Arrow schema of a latest shard: the results columns, then ``history``: ``list<struct<...>>`` of
+    :data:`HISTORY_FIELDS`, each typed as its results column."""
+    schema = arrow_schema()
+    history = pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
+    return schema.append(pa.field(HISTORY_COLUMN, history, nullable=False))
 
 
 @functools.cache

@@ -172,11 +172,6 @@ def rank(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["source"] == "ci", row["finished_at"], row["started_at"], row["record_id"])
 
 
-def newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when row ``a`` supersedes row ``b`` for the same key."""
-    return rank(a) > rank(b)
-
-
 def capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest ``HISTORY_LIMIT`` entries, newest first, CI runs kept first when some must go."""
     entries = sorted(entries, key=lambda e: e["finished_at"], reverse=True)

@@ -263,21 +263,13 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _utc_text(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).isoformat(timespec="seconds")
-
-
-def _ints(value: list[Any]) -> list[int]:
-    return [int(v) for v in value]
-
-
 #: How each kind's column value becomes the record's (None: as the column holds it).
 _TO_RECORD: dict[str, Any] = {
-    _TIME: _utc_text,
+    _TIME: lambda value: value.astimezone(dt.UTC).isoformat(timespec="seconds"),
     _INT: int,
     _FLOAT: float,
     _BOOL: bool,
-    _INTS: _ints,
+    _INTS: lambda value: [int(v) for v in value],
     _BATCH_LATENCY: _batch_latency,
     _TOPK: _topk,
 }

@@ -150,9 +150,7 @@ def _queue(args: argparse.Namespace) -> int:
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
     from pipeline.serve import image_workload, serving_workload
 
-    files: list[Path] = []
-    for path in args.candidates:
-        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    files = [file for path in args.candidates for file in (sorted(path.glob("*.json")) if path.is_dir() else [path])]
     instance, accelerators, only = args.instance or "trn2.48xlarge", None, None
     pricing = pricing_of(args)
     if args.device == "cuda":  # the GPU runner class: the Selected list's gpu models, sized in the instance's GPUs

@@ -286,8 +286,7 @@ def build(
             summary.removed.extend(removed)
             if removed:  # split in sixteen: its rows are read back from its children below
                 split.add(shard)
-        for shard in split:
-            del touched[shard]
+                del touched[shard]
         kept = {Path(p).stem for p in summary.latest_files}
 
         touched_models = {change.after["model_id"] for change in summary.changes}

@@ -195,12 +195,7 @@ def results_files_since(names: Iterable[str], since: dt.datetime | None) -> list
     if since is None:
         return []
     floor = since.replace(microsecond=0)
-    out = []
-    for name in names:
-        when = results_file_time(name)
-        if when is None or when >= floor:
-            out.append(name)
-    return sorted(out)
+    return sorted(name for name in names if (when := results_file_time(name)) is None or when >= floor)
 
 
 def rankings_path(date: dt.date, task: str, view: str) -> str:

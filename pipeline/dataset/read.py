@@ -92,10 +92,9 @@ class LatestBatches:
 
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
         """Raises: DatasetError: a shard is unreadable."""
-        columns = self.columns
         texts: dict[str, str] = {}
-        flat = [c for c in columns if c != HISTORY_COLUMN]
-        history = HISTORY_COLUMN in columns
+        flat = [c for c in self.columns if c != HISTORY_COLUMN]
+        history = HISTORY_COLUMN in self.columns
         wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
         for path in self._paths():
             for batch in _batches(path, wanted):

@@ -17,9 +17,9 @@ from pipeline.prices import (
     load_pricing,
     row_costs,
 )
-from pipeline.records import BUILD_COLUMNS, flatten
+from pipeline.records import flatten
 from pipeline.types import PRICE_KINDS, TASKS
-from tests.support.records import sample_failure, sample_record
+from tests.support.records import BUILD_COLUMNS, sample_failure, sample_record
 
 _ON_DEMAND = "  trn2.48xlarge: {price_per_hour: {on_demand: "
 #: Sources of figures that are not AWS's own (runners/instances.yaml names each one).

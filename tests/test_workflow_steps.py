@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import commands
+from pipeline.cli.registry import COMMANDS
 from pipeline.testing.tiny import build_tiny_llama, build_tiny_llava
 from tests import ROOT
 from tests.test_workflows import jobs, load, step
@@ -35,7 +35,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(shutil.which("jq") is None, reason="jq is not installed (GitHub's runners have it)"),
     pytest.mark.skipif(
-        not {"discover", "queue"} <= set(commands()),
+        not {"discover", "queue"} <= {entry.name for entry in COMMANDS},
         reason="`trncat discover` / `trncat queue` are not wired into the CLI yet",
     ),
 ]

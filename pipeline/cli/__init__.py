@@ -52,21 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def commands() -> dict[str, str]:
-    """name -> example, for the documentation test."""
-    return {entry.name: entry.example for entry in COMMANDS}
-
-
 class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Writes to whatever ``sys.stderr`` is at the time (tests and embedding callers swap it)."""
 
-    @property  # type: ignore[override]
-    def stream(self) -> Any:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: Any) -> None:
-        pass
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 def _configure_logging(*, verbose: bool, quiet: bool) -> None:

@@ -16,11 +16,11 @@ def _check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "model", type=hub_id, metavar="MODEL_ID", help="a Hub model id (a fine-tune, adapter, quantization, ...)"
     )
-    p.add_argument("--revision", default=None, metavar="REV", help="the model's revision (default: main's head)")
-    p.add_argument("--task", choices=TASKS, default=None, help="default: from its library and pipeline tag")
+    p.add_argument("--revision", metavar="REV", help="the model's revision (default: main's head)")
+    p.add_argument("--task", choices=TASKS, help="default: from its library and pipeline tag")
     source = p.add_mutually_exclusive_group()
     source.add_argument(
-        "--dataset", metavar="REPO_ID", default=None,
+        "--dataset", metavar="REPO_ID",
         help=f"the Hub dataset whose merged main is read (default: TRNCAT_DATASET, else {constants.TRNCAT_DATASET})",
     )  # fmt: skip
     source.add_argument("--dataset-dir", type=dataset_folder, metavar="DIR", help="a local dataset folder instead")

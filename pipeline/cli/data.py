@@ -299,7 +299,7 @@ def _page(args: argparse.Namespace) -> int:
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=out_folder, default=Path("demo-out"), metavar="DIR", help="default: %(default)s")
-    p.add_argument("--work", type=out_folder, default=None, metavar="DIR", help="keep models and records here")
+    p.add_argument("--work", type=out_folder, metavar="DIR", help="keep models and records here")
 
 
 @command(

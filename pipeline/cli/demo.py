@@ -176,8 +176,6 @@ def demo_pricing() -> Pricing:
 def _name_the_demo_machine(results: Path) -> None:
     """Name the demo's machine in each record it wrote (``hardware.instance_type``): the demo price prices it, and
     the page badges its rows "demo". Still CPU rows (``device`` cpu, the CPU's own ``hardware.name``)."""
-    import json
-
     for path in sorted(results.glob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))
         if record.get("device") == "cpu" and isinstance(record.get("hardware"), dict):
@@ -289,14 +287,13 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     )
                 _name_the_demo_machine(results)  # (no results folder: nothing to name)
                 echo("validate")
-                report = validate_paths([results]) if results.is_dir() else None
-                records = [record for _, record in report.records] if report else []
-                summary.invalid = len(report.bad_files) if report else 0
-                summary.records = records
-                echo(f"publish: {len(records)} record(s) to {DATASET_REPO} as a pull request")
+                report = validate_paths([results] if results.is_dir() else [])
+                summary.records = [record for _, record in report.records]
+                summary.invalid = len(report.bad_files)
+                echo(f"publish: {len(summary.records)} record(s) to {DATASET_REPO} as a pull request")
                 # Priced as production prices (runners/instances.yaml), plus the demo's machine at its demo price.
                 result = publish(
-                    records,
+                    summary.records,
                     repo=DATASET_REPO,
                     hub=hub,
                     overlay=overlay,
@@ -310,7 +307,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                     echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
                     hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
                     summary.merged = True
-                summary.release = _rehearse_release_diff(local.store, hub, records, work, echo)
+                summary.release = _rehearse_release_diff(local.store, hub, summary.records, work, echo)
                 echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
                 site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
                 page = publish_space(

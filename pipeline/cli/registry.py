@@ -234,9 +234,7 @@ def add_price_args(p: argparse.ArgumentParser, *, what: str) -> None:
     p.add_argument(
         "--prices",
         "--instances",
-        dest="prices",
         type=in_file,
-        default=None,
         metavar="FILE",
         help=f"instance prices for {what}, each with its source and date (default: runners/instances.yaml)",
     )

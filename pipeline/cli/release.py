@@ -42,11 +42,8 @@ def _release_watch(args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{args.manifest}: unreadable: {exc}") from None
     manifest = parse_manifest(manifest_text)
-    files = {}
-    for relative in (TOOLCHAIN_FILE, "runners/Dockerfile", "runners/arc-values.yaml"):
-        path = args.root / relative
-        if path.is_file():
-            files[relative] = path.read_text(encoding="utf-8")
+    named = (TOOLCHAIN_FILE, "runners/Dockerfile", "runners/arc-values.yaml")
+    files = {name: (args.root / name).read_text(encoding="utf-8") for name in named if (args.root / name).is_file()}
     if TOOLCHAIN_FILE not in files:
         raise ConfigError(f"{args.root / TOOLCHAIN_FILE}: no such file")
     bump = plan_bump(files, manifest, source=args.source)

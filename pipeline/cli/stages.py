@@ -102,28 +102,26 @@ def _queue_args(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group()
     source.add_argument("--dataset", type=in_folder, metavar="DIR", help="a local dataset folder (data/results)")
     source.add_argument("--dataset-repo", metavar="ORG/NAME", help="the Hub dataset (its data/results is read)")
-    p.add_argument("--toolchain", type=in_file, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--toolchain", type=in_file, metavar="FILE", help="default: runners/toolchain.yaml")
     p.add_argument(
         "--device",
         choices=DEVICES,
         default="neuron",
         help="neuron (default); cuda: the GPU runner class, for the models --selected marks `gpu: true` only",
     )
-    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--dtype", choices=DTYPES, help="default: float32 on cpu, bfloat16 elsewhere")
     p.add_argument(
         "--instance",
-        default=None,
         help=f"default: trn2.48xlarge; with --device cuda a GPU instance of the price table, default {GPU_INSTANCE}",
     )
-    p.add_argument("--selected", type=in_file, default=None, metavar="FILE", help="default: dataset/selected.yaml")
+    p.add_argument("--selected", type=in_file, metavar="FILE", help="default: dataset/selected.yaml")
     p.add_argument("--max-error-retries", type=count(0, 1000), default=2)
     p.add_argument("--chunk-size", type=count(), default=256)
-    p.add_argument("--chunk", type=count(0), default=None, metavar="K", help='write only chunk K\'s {"include": [...]}')
-    p.add_argument("--out", type=out_file, default=None, metavar="FILE", help="default: print to stdout")
+    p.add_argument("--chunk", type=count(0), metavar="K", help='write only chunk K\'s {"include": [...]}')
+    p.add_argument("--out", type=out_file, metavar="FILE", help="default: print to stdout")
     p.add_argument(
         "--estimate",
         type=out_file,
-        default=None,
         metavar="FILE",
         help="also write the sweep's cost and recommended fleet as JSON (its `markdown` key is a summary)",
     )
@@ -152,9 +150,7 @@ def _queue(args: argparse.Namespace) -> int:
     from pipeline.queue import build_queue, fetch_results, load_candidates, load_toolchain
     from pipeline.serve import image_workload, serving_workload
 
-    files: list[Path] = []
-    for path in args.candidates:
-        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    files = [file for path in args.candidates for file in (sorted(path.glob("*.json")) if path.is_dir() else [path])]
     instance, accelerators, only = args.instance or "trn2.48xlarge", None, None
     pricing = pricing_of(args)
     if args.device == "cuda":  # the GPU runner class: the Selected list's gpu models, sized in the instance's GPUs
@@ -218,17 +214,17 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--dtype", choices=DTYPES, default="bfloat16", help="default: %(default)s")
     p.add_argument("--instance", default="trn2.48xlarge", help="default: %(default)s")
-    p.add_argument("--lnc", type=int, choices=LNCS, default=None, help="logical core config (trn2 default 2)")
-    p.add_argument("--revision", default=None)
+    p.add_argument("--lnc", type=int, choices=LNCS, help="logical core config (trn2 default 2)")
+    p.add_argument("--revision")
     p.add_argument(
         "--task",
         choices=TASKS,
         default="text-generation",
         help="the task it runs under: its workload, and the model class counted",
     )
-    p.add_argument("--batch-size", type=count(), default=None)
-    p.add_argument("--input-tokens", type=count(), default=None)
-    p.add_argument("--output-tokens", type=count(), default=None)
+    p.add_argument("--batch-size", type=count())
+    p.add_argument("--input-tokens", type=count())
+    p.add_argument("--output-tokens", type=count())
     p.add_argument("--json", action="store_true")
 
 
@@ -270,13 +266,13 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="Hub model id (org/name) or a local folder with config.json")  # fmt: skip
     p.add_argument("--task", required=True, choices=TASKS)
     p.add_argument("--device", default="neuron", choices=DEVICES, help="default: %(default)s")
-    p.add_argument("--cores", type=count(), default=None, help="cores to shard over (default: the plan's, else 1)")
-    p.add_argument("--dtype", choices=DTYPES, default=None, help="default: float32 on cpu, bfloat16 elsewhere")
+    p.add_argument("--cores", type=count(), help="cores to shard over (default: the plan's, else 1)")
+    p.add_argument("--dtype", choices=DTYPES, help="default: float32 on cpu, bfloat16 elsewhere")
     p.add_argument("--out", required=True, type=out_file, metavar="FILE", help="where to write the record (JSON)")
-    p.add_argument("--model-id", default=None, help="record this Hub id for a local folder")
-    p.add_argument("--revision", default=None, help="40-hex commit (Hub: default the main branch's head)")
+    p.add_argument("--model-id", help="record this Hub id for a local folder")
+    p.add_argument("--revision", help="40-hex commit (Hub: default the main branch's head)")
     p.add_argument("--timeout", type=number(), default=1800.0, metavar="S", help="seconds before the run is killed")
-    p.add_argument("--memory-limit-gb", type=number(), default=None, help="kill the run past this host memory")
+    p.add_argument("--memory-limit-gb", type=number(), help="kill the run past this host memory")
     p.add_argument(
         "--iterations", type=count(), default=10, help="timed calls, 6 at least for an interval (default: %(default)s)"
     )
@@ -286,7 +282,6 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--host-memory-bytes",
         type=count(0, 2**62),
-        default=None,
         metavar="N",
         help="host memory the compile needs (the queue's host_memory_bytes); short of it, the run is refused "
         "with an error record that a later queue retries",

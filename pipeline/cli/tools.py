@@ -69,16 +69,12 @@ def _reason(exc: OSError | UnicodeDecodeError) -> str:
 # -- reap -----------------------------------------------------------------------------------------------
 
 
-def _reap_args(p: argparse.ArgumentParser) -> None:
-    del p  # no options
-
-
 @command(
     "reap",
     help="End what a killed trncat bench or serve left running: its benchmark child, engine, load generator "
     "(the benchmark job's cleanup step).",
     example="trncat reap",
-    arguments=_reap_args,
+    arguments=lambda _: None,  # no options
 )
 def _reap(args: argparse.Namespace) -> int:
     from pipeline.backends import reap_orphans
@@ -99,9 +95,9 @@ def _doctor_args(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also serve the tiny model with vLLM Neuron and sweep it with guidellm (what a first serving run settles)",
     )
-    p.add_argument("--cores", type=count(), default=None, metavar="N", help="check that a run of N cores fits here")
+    p.add_argument("--cores", type=count(), metavar="N", help="check that a run of N cores fits here")
     p.add_argument("--hub", action="store_true", help="also check that the Hub answers (HF_ENDPOINT, HF_TOKEN)")
-    p.add_argument("--toolchain", type=in_file, default=None, metavar="FILE", help="default: runners/toolchain.yaml")
+    p.add_argument("--toolchain", type=in_file, metavar="FILE", help="default: runners/toolchain.yaml")
 
 
 @command(

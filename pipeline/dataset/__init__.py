@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.dataset.build import BuildSummary, build, published_ids, refresh_card, refresh_new_views
+    from pipeline.dataset.build import BuildSummary, build, refresh_card, refresh_new_views
     from pipeline.dataset.changes import CHANGE_KINDS, Change, change_kinds, read_changes
     from pipeline.dataset.family_index import FamilyIndex, folder_family_index
     from pipeline.dataset.front import CardNames, page_html, read_summary, write_front_files
@@ -42,12 +42,10 @@ if TYPE_CHECKING:
         EXCLUSIONS_FILE,
         FAMILIES_DIR,
         FAMILIES_FILE,
-        FRONT_FILES,
         HISTORY_COLUMN,
         INFERENCEX_FILE,
         LATEST_DIR,
         MATRIX_FILE,
-        RANKINGS_DIR,
         RESULTS_DIR,
         SCRIPTS_DIR,
         SERVING_FILE,
@@ -55,8 +53,6 @@ if TYPE_CHECKING:
         SUMMARY_FILE,
         WARM_CHECKS_FILE,
         earlier_runs,
-        results_file_time,
-        results_files_since,
         run_name,
     )
     from pipeline.dataset.matrix import MATRIX_SCHEMA, read_matrix, write_matrix
@@ -80,17 +76,9 @@ if TYPE_CHECKING:
         require_dataset,
         script_files,
     )
-    from pipeline.dataset.releases import RELEASES_DIR, read_release_diffs, release_path, write_release_diff
-    from pipeline.dataset.serving import add_serving, inferencex_rows, point_rows, read_serving
-    from pipeline.dataset.shards import (
-        family_index_paths,
-        family_rows,
-        is_family_path,
-        latest_key,
-        latest_shard_path,
-        model_shard,
-        read_families,
-    )
+    from pipeline.dataset.releases import read_release_diffs, release_path, write_release_diff
+    from pipeline.dataset.serving import inferencex_rows, point_rows, read_serving
+    from pipeline.dataset.shards import family_index_paths, is_family_path, model_shard
     from pipeline.dataset.warm import add_warm_checks, read_warm_checks, warm_key, warm_queue_paths
 
 

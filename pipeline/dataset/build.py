@@ -48,7 +48,6 @@ from pipeline.dataset.shards import (
     history_entry,
     latest_key,
     model_shard,
-    newer,
     rank,
     read_shard,
     shard_table,
@@ -152,7 +151,7 @@ def _merge_shard(
         appended.append(row)
         if existing is None:
             current[key] = {**row, HISTORY_COLUMN: []}
-        elif newer(row, existing):
+        elif rank(row) > rank(existing):  # it supersedes the latest
             current[key] = {**row, HISTORY_COLUMN: capped([history_entry(existing), *past])}
         else:  # a late result older than the latest (or not from CI): it joins the history, in order
             existing[HISTORY_COLUMN] = capped([*past, history_entry(row)])
@@ -287,8 +286,7 @@ def build(
             summary.removed.extend(removed)
             if removed:  # split in sixteen: its rows are read back from its children below
                 split.add(shard)
-        for shard in split:
-            del touched[shard]
+                del touched[shard]
         kept = {Path(p).stem for p in summary.latest_files}
 
         touched_models = {change.after["model_id"] for change in summary.changes}

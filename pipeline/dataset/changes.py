@@ -30,10 +30,6 @@ class Change:
     after: dict[str, Any]
 
     @property
-    def is_new_model(self) -> bool:
-        return self.before is None
-
-    @property
     def is_regression(self) -> bool:
         """It passed before (with an older toolchain or revision) and fails now."""
         return self.before is not None and self.before["status"] == "pass" and self.after["status"] == "fail"
@@ -50,16 +46,8 @@ CHANGE_KINDS: tuple[tuple[str, str], ...] = (
 )
 CHANGES_SCHEMA = pa.schema(
     [
-        ("kind", pa.string()),
-        ("model_id", pa.string()),
-        ("task", pa.string()),
-        ("hardware", pa.string()),
-        ("device", pa.string()),
-        ("status", pa.string()),
-        ("failure_stage", pa.string()),
-        ("failure_code", pa.string()),
-        ("toolchain", pa.string()),
-        ("previous_toolchain", pa.string()),
+        *((name, pa.string()) for name in ("kind", "model_id", "task", "hardware", "device", "status")),
+        *((name, pa.string()) for name in ("failure_stage", "failure_code", "toolchain", "previous_toolchain")),
         ("record_id", pa.string()),
         ("finished_at", pa.timestamp("us", tz="UTC")),
         ("results_file", pa.string()),
@@ -94,8 +82,7 @@ def change_rows(changes: Iterable[Change], *, results_file: str) -> list[dict[st
             rows.append(
                 {
                     "kind": kind,
-                    **{k: after.get(k) for k in ("model_id", "task", "hardware", "device", "status", "failure_stage")},
-                    "failure_code": after.get("failure_code"),
+                    **{k: after.get(k) for k in CHANGES_SCHEMA.names[1:8]},
                     "toolchain": toolchain_label(after),
                     "previous_toolchain": None if change.before is None else toolchain_label(change.before),
                     "record_id": after["record_id"],

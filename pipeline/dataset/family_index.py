@@ -22,9 +22,9 @@ import pyarrow.compute as pc
 
 from pipeline.dataset import family_arrow
 from pipeline.dataset.family_arrow import family_mask, pylist, strings
-from pipeline.dataset.layout import FAMILIES_DIR, families_schema, read_table
+from pipeline.dataset.layout import families_schema, read_table
 from pipeline.dataset.read import require_dataset
-from pipeline.dataset.shards import family_index_paths
+from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError
 from pipeline.records import FamilyStat
 
@@ -36,8 +36,7 @@ def folder_family_index(root: Path) -> FamilyIndex:
         DatasetError: no such folder, it holds no dataset, or a file is unreadable.
     """
     root = require_dataset(root)
-    files = [p.relative_to(root).as_posix() for p in (root / FAMILIES_DIR).glob("*.parquet")]
-    return FamilyIndex.read(root, family_index_paths(files))
+    return FamilyIndex.read(root, [path.relative_to(root).as_posix() for path in family_files(root)])
 
 
 class FamilyIndex:

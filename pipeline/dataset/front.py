@@ -191,21 +191,18 @@ def summarize(rows: Iterable[dict[str, Any]], *, shards: Iterable[str]) -> dict[
 def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any] | None, dict[str, Any]]]) -> None:
     """Fold (old row or None, new row) pairs of a build into ``summary``, in place (counts, total, hardware)."""
     changes = list(changes)
-    counts = {tuple(k[:-1]): k[-1] for k in summary["counts"]}
-    toolchains = {tuple(k[:-1]): k[-1] for k in summary["toolchains"]}
     # The old rows' counts out and the new rows' in, counted in two calls (not two per change).
     gone = render.card_counts(before for before, _ in changes if before is not None)
     came = render.card_counts(after for _, after in changes)
-    for part, sign in ((gone, -1), (came, 1)):
-        for *key, n in part["counts"]:
-            counts[tuple(key)] = counts.get(tuple(key), 0) + sign * n
-        for *key, n in part["toolchains"]:
-            toolchains[tuple(key)] = toolchains.get(tuple(key), 0) + sign * n
+    for name in ("counts", "toolchains"):
+        tally = {tuple(k[:-1]): k[-1] for k in summary[name]}
+        for part, sign in ((gone, -1), (came, 1)):
+            for *key, n in part[name]:
+                tally[tuple(key)] = tally.get(tuple(key), 0) + sign * n
+        summary[name] = [[*k, n] for k, n in sorted(tally.items()) if n]
     summary["total"] += sum(before is None for before, _ in changes)
     if changes:
         summary["hardware"] = sorted({*summary["hardware"], *(after["hardware"] for _, after in changes)})
-    summary["counts"] = [[*k, n] for k, n in sorted(counts.items()) if n]
-    summary["toolchains"] = [[*k, n] for k, n in sorted(toolchains.items()) if n]
 
 
 def write_summary(root: Path, summary: dict[str, Any]) -> None:

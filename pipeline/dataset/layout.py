@@ -64,7 +64,6 @@ MATRIX_FILE = "data/matrix.parquet"
 SCRIPTS_DIR = "scripts"
 CARD_FILE = "README.md"
 PAGE_FILE = "index.html"
-FRONT_FILES = (CARD_FILE, PAGE_FILE)
 SCRIPT_FILES = ("run.py", "requirements.txt")
 #: The views a rankings snapshot can be of (discovery's ranked views and the curated list).
 RANKED_VIEWS = ("selected", "trending", "downloads")
@@ -81,15 +80,12 @@ HISTORY_FIELDS: tuple[str, ...] = (
 )  # fmt: skip
 
 
-def history_type() -> pa.DataType:
-    """``list<struct<...>>`` of :data:`HISTORY_FIELDS`, each typed as its results column."""
-    schema = arrow_schema()
-    return pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
-
-
 def latest_schema() -> pa.Schema:
-    """The Arrow schema of a latest shard: the results columns, then ``history``."""
-    return arrow_schema().append(pa.field(HISTORY_COLUMN, history_type(), nullable=False))
+    """The Arrow schema of a latest shard: the results columns, then ``history``: ``list<struct<...>>`` of
+    :data:`HISTORY_FIELDS`, each typed as its results column."""
+    schema = arrow_schema()
+    history = pa.list_(pa.struct([schema.field(name) for name in HISTORY_FIELDS]))
+    return schema.append(pa.field(HISTORY_COLUMN, history, nullable=False))
 
 
 @functools.cache
@@ -199,12 +195,7 @@ def results_files_since(names: Iterable[str], since: dt.datetime | None) -> list
     if since is None:
         return []
     floor = since.replace(microsecond=0)
-    out = []
-    for name in names:
-        when = results_file_time(name)
-        if when is None or when >= floor:
-            out.append(name)
-    return sorted(out)
+    return sorted(name for name in names if (when := results_file_time(name)) is None or when >= floor)
 
 
 def rankings_path(date: dt.date, task: str, view: str) -> str:

@@ -32,12 +32,11 @@ from pipeline.records import column_value
 
 def tree_digests(root: Path) -> dict[str, str]:
     """path -> sha256 of the dataset files under ``root`` (client caches and temp files left out)."""
-    out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        relative = path.relative_to(root).as_posix()
-        if path.is_file() and not any(part.startswith(".") for part in relative.split("/")):
-            out[relative] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return out
+    return {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
+    }
 
 
 def overlay_files(overlay: Path | None) -> dict[str, Path]:

@@ -35,9 +35,7 @@ SNAPSHOT_SCHEMA = pa.schema(
         ("model_id", pa.string()),
     ]
 )
-EXCLUSIONS_SCHEMA = pa.schema(
-    [("model_id", pa.string()), ("task", pa.string()), ("reason", pa.string()), ("kind", pa.string())]
-)
+EXCLUSIONS_SCHEMA = pa.schema([(name, pa.string()) for name in ("model_id", "task", "reason", "kind")])
 
 
 def write_rankings(rows: Sequence[dict[str, Any]], root: Path, *, date: dt.date, task: str, view: str) -> Path:
@@ -159,15 +157,13 @@ def clean_overlay(files: dict[str, Path]) -> tuple[dict[str, bytes], list[str]]:
         if problem or table is None:
             problems.append(f"{name}: {problem}")
             continue
-        good, bad = [], 0
+        good = []
         for index, row in enumerate(table.to_pylist()):
             found = [f"{name}: row {index}: {k}: {v}" for k, v in checks(row).items() if v]
             problems.extend(found)
-            if found:
-                bad += 1
-            else:
+            if not found:
                 good.append(row)
-        if not bad:
+        if len(good) == table.num_rows:
             kept[name] = path.read_bytes()
         elif good:
             kept[name] = parquet_bytes(pa.Table.from_pylist(good, schema=schema))

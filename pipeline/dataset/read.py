@@ -25,12 +25,10 @@ from pipeline.dataset.layout import (
     read_rows,
     script_folder,
 )
+from pipeline.dataset.rankings import EXCLUSIONS_SCHEMA, SNAPSHOT_SCHEMA
 from pipeline.dataset.shards import family_files
 from pipeline.errors import DatasetError, ModelIdError
 from pipeline.records import MEASURED, OPTIONAL_COLUMNS
-
-RANKING_COLUMNS = ["date", "task", "view", "rank", "model_id"]
-EXCLUSION_COLUMNS = ["model_id", "task", "reason", "kind"]
 
 
 def require_dataset(root: Path) -> Path:
@@ -94,10 +92,9 @@ class LatestBatches:
 
     def __iter__(self) -> Iterator[list[dict[str, Any]]]:
         """Raises: DatasetError: a shard is unreadable."""
-        columns = self.columns
         texts: dict[str, str] = {}
-        flat = [c for c in columns if c != HISTORY_COLUMN]
-        history = HISTORY_COLUMN in columns
+        flat = [c for c in self.columns if c != HISTORY_COLUMN]
+        history = HISTORY_COLUMN in self.columns
         wanted = list(dict.fromkeys([*flat, *([HISTORY_COLUMN, "status"] if history else [])]))
         for path in self._paths():
             for batch in _batches(path, wanted):
@@ -186,7 +183,7 @@ def read_rankings(root: Path) -> list[dict[str, Any]]:
     """
     names = [p.relative_to(root).as_posix() for p in (root / RANKINGS_DIR).glob("*.parquet")]
     newest, others = newest_rankings(names)
-    return [row for name in [*newest, *others] for row in read_rows(root / name, RANKING_COLUMNS)]
+    return [row for name in [*newest, *others] for row in read_rows(root / name, SNAPSHOT_SCHEMA.names)]
 
 
 def read_exclusions(root: Path) -> list[dict[str, Any]]:
@@ -196,7 +193,7 @@ def read_exclusions(root: Path) -> list[dict[str, Any]]:
         DatasetError: the file is unreadable.
     """
     path = root / EXCLUSIONS_FILE
-    return read_rows(path, EXCLUSION_COLUMNS) if path.is_file() else []
+    return read_rows(path, EXCLUSIONS_SCHEMA.names) if path.is_file() else []
 
 
 class ScriptTexts(Mapping[str, dict[str, str]]):

@@ -29,22 +29,17 @@ _SIDE = (
     ("first_call_s", pa.float64()), ("speed", pa.float64()), ("peak_memory_bytes", pa.float64()),
     ("source", pa.string()),
 )  # fmt: skip
+#: The deltas between the two sides, each with its verdict: changed, within_noise, no_interval
+#: (pipeline.records.spread.verdict).
+_DELTAS = ("compile_s", "first_call_s", "speed_pct", "peak_memory_bytes")
 RELEASE_SCHEMA = pa.schema(
     [
-        ("old_toolchain", pa.string()),
-        ("new_toolchain", pa.string()),
-        ("model_id", pa.string()),
-        ("task", pa.string()),
-        ("kind", pa.string()),
+        *((name, pa.string()) for name in ("old_toolchain", "new_toolchain", "model_id", "task", "kind")),
         *((f"old_{name}", kind) for name, kind in _SIDE),
         *((f"new_{name}", kind) for name, kind in _SIDE),
-        ("compile_s", pa.float64()),
-        ("first_call_s", pa.float64()),
-        ("speed_pct", pa.float64()),
-        ("peak_memory_bytes", pa.float64()),
+        *((name, pa.float64()) for name in _DELTAS),
         ("note", pa.string()),
-        # each delta's verdict: changed, within_noise, no_interval (pipeline.records.spread.verdict)
-        *((f"{name}_verdict", pa.string()) for name in ("compile_s", "first_call_s", "speed_pct", "peak_memory_bytes")),
+        *((f"{name}_verdict", pa.string()) for name in _DELTAS),
     ]
 )
 

@@ -228,9 +228,8 @@ def inferencex_rows(record: dict[str, Any]) -> list[dict[str, Any]]:
         row = {**base, "conc": point["concurrency"], "tput_per_gpu": _per(total, gpus),
                "output_tput_per_gpu": _per(output, gpus), "input_tput_per_gpu": _per(prompt, gpus)}  # fmt: skip
         for p, name in zip(_PCT, ("median", "p90", "p99"), strict=True):
-            ttft, e2e = point["ttft_s"].get(p), point["e2e_s"].get(p)
             tpot, itl = point["tpot_ms"].get(p), point["itl_ms"].get(p)
-            row[f"{name}_ttft"], row[f"{name}_e2el"] = ttft, e2e
+            row[f"{name}_ttft"], row[f"{name}_e2el"] = point["ttft_s"].get(p), point["e2e_s"].get(p)
             row[f"{name}_tpot"] = None if tpot is None else tpot / 1000.0
             row[f"{name}_intvty"] = 1000.0 / tpot if tpot else None
             row[f"{name}_itl"] = None if itl is None else itl / 1000.0

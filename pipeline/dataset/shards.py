@@ -34,7 +34,6 @@ from pipeline.dataset.layout import (
     families_schema,
     latest_schema,
     parquet_bytes,
-    read_rows,
     read_table,
 )
 from pipeline.errors import DatasetError
@@ -173,11 +172,6 @@ def rank(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["source"] == "ci", row["finished_at"], row["started_at"], row["record_id"])
 
 
-def newer(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when row ``a`` supersedes row ``b`` for the same key."""
-    return rank(a) > rank(b)
-
-
 def capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The newest ``HISTORY_LIMIT`` entries, newest first, CI runs kept first when some must go."""
     entries = sorted(entries, key=lambda e: e["finished_at"], reverse=True)
@@ -188,14 +182,8 @@ def capped(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return entries
 
 
-def family_rows(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The family row of every latest row (:func:`pipeline.records.family_row`), sorted by key."""
-    rows = (family_row(row, list(row.get(HISTORY_COLUMN) or [])) for row in latest)
-    return sorted(rows, key=lambda r: (str(r["model_id"]), str(r["task"]), str(r["hardware"])))
-
-
 def family_table(latest: pa.Table) -> pa.Table:
-    """The family rows of a latest shard's table (what :func:`family_rows` gives its rows), sorted by key.
+    """The family rows of a latest shard's table (:func:`pipeline.records.family_row` of each row), sorted by key.
 
     A measured row (pass or fail) is its own family row: those are projected in Arrow. Only the rows of an
     infrastructure error, whose family row comes from an earlier run, become Python rows.
@@ -207,15 +195,6 @@ def family_table(latest: pa.Table) -> pa.Table:
     rest = pa.Table.from_pylist([family_row(r, r.get(HISTORY_COLUMN) or []) for r in others], schema=families_schema())
     both = pa.concat_tables([direct, rest]).combine_chunks()
     return both.sort_by([(name, "ascending") for name in KEY_COLUMNS])
-
-
-def read_families(root: Path) -> list[dict[str, Any]]:
-    """The rows of the folder's family index (every shard of it, in path order); none when it has none.
-
-    Raises:
-        DatasetError: a file is unreadable.
-    """
-    return [row for path in family_files(root) for row in read_rows(path)]
 
 
 def read_shard(path: Path, keys: set[Key]) -> tuple[pa.Table, dict[Key, Any]]:

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
     from pipeline.records.bundles import bundle_folder, bundle_path, workload_key
     from pipeline.records.collect import collect_records
     from pipeline.records.columns import (
-        BUILD_COLUMNS,
         COLUMN_NAMES,
         COLUMNS,
         LAYOUT_VERSION,
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
         MEASURED,
         TRAINIUM,
         FamilyStat,
-        device_of,
         evidence,
         evidence_order,
         family_order,
@@ -64,7 +62,7 @@ if TYPE_CHECKING:
         trainium_rows,
     )
     from pipeline.records.plausible import plausibility_problems
-    from pipeline.records.rows import representative, toolchain_label
+    from pipeline.records.rows import device_of, representative, toolchain_label
     from pipeline.records.spread import (
         FLOOR,
         FLOORS,
@@ -105,7 +103,6 @@ if TYPE_CHECKING:
     from pipeline.records.warm import (
         MAX_WARM_CHECK_BYTES,
         WARM_FIELDS,
-        WARM_STATUSES,
         counts_as_trainium2,
         warm_check_problems,
     )

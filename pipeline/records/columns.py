@@ -162,10 +162,6 @@ COLUMNS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("speed_high", ("metrics", "spread", "speed_high"), _FLOAT),
 )  # fmt: skip
 COLUMN_NAMES: tuple[str, ...] = tuple(name for name, _, _ in COLUMNS)
-#: Columns the dataset build fills from the row and the price table (:func:`flatten` leaves them null).
-BUILD_COLUMNS: tuple[str, ...] = tuple(
-    name for name, path, _ in COLUMNS if not path and name not in ("record_id", "layout_version")
-)
 #: The columns of the fields only one task carries, by task (a record of another task has none of them, so its
 #: row gives none back).
 TASK_ONLY_COLUMNS: dict[str, frozenset[str]] = {
@@ -242,7 +238,7 @@ def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
 
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes; the build columns
-    (:data:`BUILD_COLUMNS`, the price and cost) are null until the dataset build fills them."""
+    (the price and cost: the columns without a record path) are null until the dataset build fills them."""
     row: dict[str, Any] = {}
     for name, first, second, third, convert in _flatten_plan():
         if not first:
@@ -267,21 +263,13 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _utc_text(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).isoformat(timespec="seconds")
-
-
-def _ints(value: list[Any]) -> list[int]:
-    return [int(v) for v in value]
-
-
 #: How each kind's column value becomes the record's (None: as the column holds it).
 _TO_RECORD: dict[str, Any] = {
-    _TIME: _utc_text,
+    _TIME: lambda value: value.astimezone(dt.UTC).isoformat(timespec="seconds"),
     _INT: int,
     _FLOAT: float,
     _BOOL: bool,
-    _INTS: _ints,
+    _INTS: lambda value: [int(v) for v in value],
     _BATCH_LATENCY: _batch_latency,
     _TOPK: _topk,
 }

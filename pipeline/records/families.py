@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.hardware import TRAINIUM3, row_device
-from pipeline.records.rows import toolchain_label
+from pipeline.hardware import TRAINIUM3
+from pipeline.records.rows import device_of, toolchain_label
 
 #: The device whose rows are Trainium2 evidence.
 TRAINIUM = "neuron"
@@ -90,11 +90,6 @@ def trainium3_rows(rows: Iterable[Mapping[str, Any]], *, task: str) -> list[Mapp
 def _measured(row: Mapping[str, Any], device: str | None, wanted: str, task: str) -> bool:
     """Whether ``row`` (counted under ``device``) is a pass or fail of ``task`` on ``wanted``, and not emulated."""
     return device == wanted and row.get("task") == task and row.get("status") in MEASURED and not row.get("emulated")
-
-
-def device_of(row: Mapping[str, Any]) -> str | None:
-    """The device a row is counted under (:func:`pipeline.hardware.row_device`: ``trainium3`` for a Trn3 row)."""
-    return row_device(row.get("device"), hardware=row.get("hardware"), accelerator=row.get("accelerator"))
 
 
 def rows_of(rows: Iterable[Mapping[str, Any]], model_id: str) -> list[Mapping[str, Any]]:

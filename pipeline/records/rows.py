@@ -9,7 +9,7 @@ from typing import Any
 
 from pipeline.hardware import row_device
 
-__all__ = ["representative", "toolchain_label"]
+__all__ = ["device_of", "representative", "toolchain_label"]
 
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
@@ -30,7 +30,7 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
         key=lambda r: (
             not r.get("emulated"),
             r.get("device") == "neuron" and not r.get("emulated"),  # an emulated row is never a Trainium one
-            _device(r) == "neuron",
+            device_of(r) == "neuron",
             r.get("source") == "ci",
             r.get("status") == "pass",
             r["finished_at"],
@@ -38,7 +38,8 @@ def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     )
 
 
-def _device(row: Mapping[str, Any]) -> str | None:
+def device_of(row: Mapping[str, Any]) -> str | None:
+    """The device a row is counted under (:func:`pipeline.hardware.row_device`: ``trainium3`` for a Trn3 row)."""
     return row_device(row.get("device"), hardware=row.get("hardware"), accelerator=row.get("accelerator"))
 
 

@@ -112,7 +112,6 @@ def _eval_problems(record: dict[str, Any], evaluation: dict[str, Any] | None) ->
 def _image_problems(record: dict[str, Any], images: dict[str, Any] | None) -> list[tuple[str, str]]:
     """An image workload serves an image-text-to-text model; an image-text-to-text model is served
     with images (a text-only sweep of it would say nothing of its image path)."""
-    out: list[tuple[str, str]] = []
-    if (images is not None) != (record["task"] == "image-text-to-text"):
-        out.append(("serving.workload.images", f"a {record['task']} serving record with images {images is not None}"))
-    return out
+    if (images is not None) == (record["task"] == "image-text-to-text"):
+        return []
+    return [("serving.workload.images", f"a {record['task']} serving record with images {images is not None}")]

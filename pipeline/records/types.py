@@ -54,8 +54,7 @@ def has_default(f: dataclasses.Field[Any]) -> bool:
 class _Json:
     def to_dict(self) -> dict[str, Any]:
         """The record as the JSON object its schema describes (unset optional fields left out)."""
-        out: dict[str, Any] = to_json(self)
-        return out
+        return dict(to_json(self))
 
 
 @dataclass

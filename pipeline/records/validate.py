@@ -55,8 +55,9 @@ def load_schema(name: str = "result") -> dict[str, Any]:
 
 
 @functools.cache
-def _validator() -> Any:
-    return jsonschema_rs.Draft202012Validator(load_schema("result"))
+def schema_validator(name: str = "result") -> Any:
+    """The compiled validator of ``schemas/<name>.schema.json`` (:func:`load_schema`), made once."""
+    return jsonschema_rs.Draft202012Validator(load_schema(name))
 
 
 @dataclass(frozen=True)
@@ -75,8 +76,7 @@ class Problem:
 
 
 def _path(parts: Iterable[Any]) -> str:
-    text = ".".join(str(p) for p in parts)
-    return text or "(record)"
+    return ".".join(str(p) for p in parts) or "(record)"
 
 
 def _bad_value(value: Any) -> str | None:
@@ -228,7 +228,7 @@ def validate_record(
         allow_emulated: accept a record made on trncat's Neuron emulator (``hardware.emulated``): the harness
             checks what it writes with it; ``trncat validate``, the submission check and publish never do.
     """
-    validator = _validator()
+    validator = schema_validator()
     try:
         if validator.is_valid(record):
             if from_strict_json or _all_finite(record):

@@ -12,20 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import functools
 import re
 from collections.abc import Mapping
-from typing import Any, get_args
-
-import jsonschema_rs
+from typing import Any
 
 from pipeline.ids import model_id_problem
 from pipeline.records.times import parse_time
-from pipeline.records.types import WarmCheck, WarmStatus
-from pipeline.records.validate import MAX_FUTURE, Problem, load_schema
+from pipeline.records.types import WarmCheck
+from pipeline.records.validate import MAX_FUTURE, Problem, schema_validator
 
-#: What a check can say.
-WARM_STATUSES: tuple[str, ...] = get_args(WarmStatus)
 #: The fields of a check, in the schema's order (the dataset file's columns).
 WARM_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(WarmCheck))
 #: A check file larger than this is no check (a real one is a few hundred bytes).
@@ -33,16 +28,13 @@ MAX_WARM_CHECK_BYTES = 16 * 1024
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
-@functools.cache
-def _validator() -> Any:
-    return jsonschema_rs.Draft202012Validator(load_schema("warm_check"))
-
-
 def warm_check_problems(entry: Any, *, name: str, now: dt.datetime | None = None) -> list[Problem]:
     """Why ``entry`` (one parsed warm check) may not be stored, each a :class:`Problem` naming ``name``; [] if none."""
     if not isinstance(entry, Mapping):
         return [Problem(name, "(check)", "not a JSON object")]
-    errors = sorted(_validator().iter_errors(dict(entry)), key=lambda e: [str(p) for p in e.instance_path])
+    errors = sorted(
+        schema_validator("warm_check").iter_errors(dict(entry)), key=lambda e: [str(p) for p in e.instance_path]
+    )
     if errors:
         return [Problem(name, ".".join(str(p) for p in e.instance_path) or "(check)", e.message[:300]) for e in errors]
     out: list[Problem] = []

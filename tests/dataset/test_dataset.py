@@ -130,7 +130,7 @@ def test_history_keeps_every_earlier_run_and_flags_regressions(tmp_path: Path) -
     build([old_toolchain], out)
     summary = build([new_toolchain], out)
     [change] = summary.changes
-    assert change.is_regression and not change.is_new_model
+    assert change.is_regression and change.before is not None
     [row] = read_latest(out)
     assert row["status"] == "fail"
     [earlier] = earlier_runs(row)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.dataset import build, family_rows, read_families, read_latest
+from pipeline.dataset import build, read_latest
+from tests.support.families import family_rows, read_families
 from tests.support.records import sample_failure, sample_record
 
 LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}

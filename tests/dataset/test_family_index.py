@@ -13,12 +13,12 @@ from pipeline.dataset import (
     FamilyIndex,
     build,
     family_index_paths,
-    family_rows,
     folder_family_index,
     read_latest,
 )
 from pipeline.errors import DatasetError
 from pipeline.records import family_stat, rows_of
+from tests.support.families import family_rows
 from tests.support.records import sample_failure, sample_record
 
 LLAMA = {"architecture": "LlamaForCausalLM", "model_type": "llama"}

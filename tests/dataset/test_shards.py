@@ -18,12 +18,11 @@ from pipeline.dataset import (
     SUMMARY_FILE,
     build,
     family_index_paths,
-    family_rows,
-    read_families,
     read_latest,
     read_summary,
 )
 from pipeline.errors import DatasetError
+from tests.support.families import family_rows, read_families
 from tests.support.records import sample_failure, sample_record
 
 shards = importlib.import_module("pipeline.dataset.shards")

@@ -216,7 +216,8 @@ def test_a_publish_reads_the_summary_and_the_touched_shards_only(dataset_repo, t
     summary = read_summary(tree)
     assert summary is not None and summary["total"] == 46 and summary["shards"] == ["all"]
     # The family index the partial build updated is the one the whole latest view gives.
-    from pipeline.dataset import family_rows, read_families, read_latest
+    from pipeline.dataset import read_latest
+    from tests.support.families import family_rows, read_families
 
     assert read_families(tree) == family_rows(read_latest(tree)) and "data/families/all.parquet" in result.files
     counts = summary["counts"]

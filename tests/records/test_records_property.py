@@ -24,9 +24,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from pipeline.records import BUILD_COLUMNS, arrow_schema, dump_record, flatten, parse_record, validate_record
+from pipeline.records import arrow_schema, dump_record, flatten, parse_record, validate_record
 from tests import FIXTURES
-from tests.support.records import sample_failure, sample_record
+from tests.support.records import BUILD_COLUMNS, sample_failure, sample_record
 
 # -- the oracle: the contract restated --------------------------------------------------------------------
 

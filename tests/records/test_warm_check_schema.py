@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from pipeline.publish import WarmCheck
-from pipeline.records import WARM_FIELDS, WARM_STATUSES, counts_as_trainium2, load_schema, warm_check_problems
+from pipeline.records import WARM_FIELDS, WarmStatus, counts_as_trainium2, load_schema, warm_check_problems
 from tests.support.records import sample_warm_check
 
 
@@ -24,7 +24,7 @@ def test_a_real_check_passes_and_the_schema_matches_the_dataclass() -> None:
     required = tuple(f.name for f in dataclasses.fields(WarmCheck) if f.default is dataclasses.MISSING)
     assert tuple(load_schema("warm_check")["required"]) == required and WARM_FIELDS[: len(required)] == required
     assert WARM_FIELDS == tuple(f.name for f in dataclasses.fields(WarmCheck))
-    assert set(load_schema("warm_check")["properties"]["status"]["enum"]) == set(WARM_STATUSES)
+    assert set(load_schema("warm_check")["properties"]["status"]["enum"]) == set(get_args(WarmStatus))
     for status, hits, misses in (("missed", 1, 1), ("refused", None, None), ("error", None, None)):
         assert warm_check_problems(sample_warm_check(status=status, hits=hits, misses=misses), name="x") == []
 

@@ -1,6 +1,7 @@
 """Code the tests and the benchmarks share, kept out of the product package.
 
 - :mod:`~tests.support.records`: sample records of each kind;
+- :mod:`~tests.support.families`: the family index read back, and the rows it should hold, in Python;
 - :mod:`~tests.support.catalog_rows`: a large catalog drawn in Arrow columns (the page's scale test and benchmark);
 - :mod:`~tests.support.browser`: Debian's Chromium for the page's browser tests;
 - :mod:`~tests.support.faulty_hub`: the local hub's server with fault injection and request hooks (the

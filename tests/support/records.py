@@ -6,6 +6,8 @@ import copy
 import hashlib
 from typing import Any
 
+from pipeline.records import COLUMNS
+
 _BASE: dict[str, Any] = {
     "schema_version": "2.0",
     "model_id": "trncat-demo/tiny-llama",
@@ -293,3 +295,10 @@ def sample_warm_check(**overrides: Any) -> dict[str, Any]:
     }  # fmt: skip
     check.update(overrides)
     return check
+
+
+#: The columns the dataset build fills from the row and the price table: those without a record path (flatten
+#: leaves them null), but the record's id and the layout version.
+BUILD_COLUMNS: tuple[str, ...] = tuple(
+    name for name, path, _ in COLUMNS if not path and name not in ("record_id", "layout_version")
+)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -305,11 +304,9 @@ def _whisper_tokenizer(vocab_size: int) -> Any:
 
     hf_logging.disable_progress_bar()
     bpe = _bpe(list(_SPEECH_CORPUS) * 4, vocab_size=vocab_size, special=[])
-    with tempfile.TemporaryDirectory() as scratch:
-        bpe.model.save(scratch)
-        vocab: dict[str, int] = json.loads((Path(scratch) / "vocab.json").read_text(encoding="utf-8"))
-        lines = (Path(scratch) / "merges.txt").read_text(encoding="utf-8").splitlines()
-    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+    trained = json.loads(bpe.to_str())["model"]  # its vocabulary, and its merges in rank order ([a, b] pairs)
+    vocab: dict[str, int] = trained["vocab"]
+    merges = [tuple(pair) for pair in trained["merges"]]
     tokenizer = WhisperTokenizer(vocab={**vocab, _WHISPER[0]: len(vocab)}, merges=merges, pad_token=_WHISPER[0])
     tokenizer.add_special_tokens({"additional_special_tokens": list(_WHISPER[1:])})
     return tokenizer

@@ -85,14 +85,6 @@ class Bump:
         return f"release-watch/neuron-{self.new}"
 
 
-def release_links(version: str) -> dict[str, str]:
-    """The release's notes and release-content pages (docs/neuron-facts.md, "release notes pages")."""
-    return {
-        "release notes": f"{DOCS}/latest/release-notes/{version}.html",
-        "release content": f"{DOCS}/v{version}/release-notes/releasecontent.html",
-    }
-
-
 def _pin(
     name: str, old: str, release: Release, *, family: str | None, source: str, suffix: str = ""
 ) -> tuple[str, str]:
@@ -178,7 +170,9 @@ def pr_body(bump: Bump, *, manifest: Manifest, source: str) -> str:
         + (f" of {manifest.manifest_date}" if manifest.manifest_date else "")
         + f"). The runners pin {bump.old}.",
         "",
-        *(f"- {label}: {url}" for label, url in release_links(bump.new).items()),
+        # the release's notes and release-content pages (docs/neuron-facts.md, "release notes pages")
+        f"- release notes: {DOCS}/latest/release-notes/{bump.new}.html",
+        f"- release content: {DOCS}/v{bump.new}/release-notes/releasecontent.html",
         f"- the manifest: {source}",
         "",
         "| file | pin | was | now | from |",

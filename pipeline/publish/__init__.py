@@ -27,7 +27,6 @@ from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
     from pipeline.publish.bundles import drop_named_bundles, publish_bundles
-    from pipeline.publish.description import describe
     from pipeline.publish.pr import PR_TITLE_PREFIX, publish, publish_to_folder
     from pipeline.publish.prepare import Derived, provenance_problems
     from pipeline.publish.warm import collect_warm_checks, warm_derived

@@ -131,26 +131,16 @@ class _Publication:
 
     def prepare_at(self, parent: str) -> Prepared:
         """Mirror the repo at ``parent`` into a new folder and build the records and the overlay on it."""
-        folder = self.work / f"mirror-{len(self.prepared)}"
-
-        def fetch(paths: list[str], into: Path) -> None:
-            self.hub.fetch_files(self.repo, paths, revision=parent, into=into, repo_type="dataset")
-
-        def remote_files(under: str | None) -> list[str]:
-            return self.hub.list_files(self.repo, revision=parent, repo_type="dataset", under=under)
-
-        def blob_ids(paths: list[str]) -> dict[str, str]:
-            return self.hub.blob_ids(self.repo, paths, revision=parent, repo_type="dataset")
-
+        hub, repo = self.hub, self.repo
         prepared = prepare_folder(
             self.records,
-            folder=folder,
+            folder=self.work / f"mirror-{len(self.prepared)}",
             overlay=self.overlay,
-            fetch=fetch,
-            remote_files=remote_files,
+            fetch=lambda paths, into: hub.fetch_files(repo, paths, revision=parent, into=into, repo_type="dataset"),
+            remote_files=lambda under: hub.list_files(repo, revision=parent, repo_type="dataset", under=under),
             parent=parent,
             names=self.names,
-            blob_ids=blob_ids,
+            blob_ids=lambda paths: hub.blob_ids(repo, paths, revision=parent, repo_type="dataset"),
             pricing=self.pricing,
             derived=self.derived,
         )

@@ -84,7 +84,7 @@ def prepare_folder(
     *,
     folder: Path,
     overlay: Path | None,
-    fetch: Callable[[list[str], Path], None],
+    fetch: Callable[[list[str], Path], object],
     remote_files: Callable[[str | None], list[str]],
     parent: str | None = None,
     names: CardNames | None = None,

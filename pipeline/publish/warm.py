@@ -38,14 +38,6 @@ class WarmCollected:
     problems: list[Problem] = field(default_factory=list)
 
 
-def _queue_entries(queue_file: Path) -> dict[str, dict[str, Any]]:
-    try:
-        queue = json.loads(queue_file.read_text(encoding="utf-8"))
-        return {str(e["artifact"]): e for e in queue["include"]}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise RecordError(f"{queue_file}: not a warm-queue.json written by `trncat warm-queue`: {exc}") from exc
-
-
 def _check_of(folder: Path, artifact: str, entry: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Problem]]:
     name = str(folder.name)
     files = sorted(p.name for p in folder.iterdir())
@@ -80,7 +72,11 @@ def collect_warm_checks(downloaded: Path, *, queue_file: Path) -> WarmCollected:
     Raises:
         RecordError: the queue file is not one ``trncat warm-queue`` wrote.
     """
-    entries = _queue_entries(queue_file)
+    try:
+        queue = json.loads(queue_file.read_text(encoding="utf-8"))
+        entries: dict[str, dict[str, Any]] = {str(e["artifact"]): e for e in queue["include"]}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RecordError(f"{queue_file}: not a warm-queue.json written by `trncat warm-queue`: {exc}") from exc
     collected = WarmCollected()
     folders = sorted(downloaded.iterdir()) if downloaded.is_dir() else []
     for folder in folders:

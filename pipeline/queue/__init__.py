@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.queue.durations import HOST_MEMORY_PERCENTILE, PRIOR, DurationModel, Prior, param_bucket
+    from pipeline.queue.durations import HOST_MEMORY_PERCENTILE, PRIOR, DurationModel, param_bucket
     from pipeline.queue.fleet import (
         estimate_sweep,
         format_estimate,
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     )
     from pipeline.queue.matrix import (
         MAX_CHUNK,
-        Planner,
         Queue,
         build_queue,
         fetch_results,

@@ -138,10 +138,6 @@ class DurationModel:
             return cls((), toolchain=toolchain)
         return cls(iter_results(Path(root), _HISTORY_COLUMNS), toolchain=toolchain)
 
-    @property
-    def history_rows(self) -> int:
-        return sum(len(rows) for rows in self._groups.values())
-
     def predict(self, *, task: str, cores: int, params: int | None) -> Duration:
         """The predicted job of ``task`` on ``cores`` cores for a model of ``params`` parameters."""
         prior = PRIOR.duration(params=params, cores=cores)

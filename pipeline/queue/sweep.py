@@ -113,13 +113,11 @@ class _Sim:
                 self._place(i, runner, at)
             if self.repartition:
                 self._regroup(i, at)
+            sizes = self._waiting_sizes()
             for k, rs in enumerate(self.instances):
-                if self.released[k] is None and not any(r.busy for r in rs) and not self._could_take(rs):
+                could_take = bool(sizes) and (self.repartition or any(r.size in sizes for r in rs))
+                if self.released[k] is None and not any(r.busy for r in rs) and not could_take:
                     self.released[k] = self.last_busy[k]
-
-    def _could_take(self, runners: list[_Runner]) -> bool:
-        sizes = self._waiting_sizes()
-        return bool(sizes) and (self.repartition or any(r.size in sizes for r in runners))
 
 
 def simulate(

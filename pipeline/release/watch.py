@@ -85,24 +85,18 @@ class Bump:
         return f"release-watch/neuron-{self.new}"
 
 
-def release_links(version: str) -> dict[str, str]:
-    """The release's notes and release-content pages (docs/neuron-facts.md, "release notes pages")."""
-    return {
-        "release notes": f"{DOCS}/latest/release-notes/{version}.html",
-        "release content": f"{DOCS}/v{version}/release-notes/releasecontent.html",
-    }
-
-
-def _python_pin(key: str, old: str, release: Release, *, family: str | None, source: str) -> tuple[str, str]:
-    name = PYTHON_PINS[key]
+def _pin(
+    name: str, old: str, release: Release, *, family: str | None, source: str, suffix: str = ""
+) -> tuple[str, str]:
+    """The pin of the manifest's package ``name`` (``family``: its version for that PyTorch), and why; else ``old``."""
     versions = release.versions(name)
-    if key in _PER_TORCH and family is not None:
+    if family is not None:
         versions = tuple(v for v in versions if v.startswith(family + "."))
         if not versions:
             return old, f"kept: the manifest's {release.version} lists no {name} for torch {family} on {INSTANCE}"
     if not versions:
         return old, f"kept: the manifest's {release.version} lists no {name} on {INSTANCE}"
-    return versions[0], f"{source}: neuron_releases {release.version}, {name} (supported on {INSTANCE})"
+    return versions[0] + suffix, f"{source}: neuron_releases {release.version}, {name} (supported on {INSTANCE})"
 
 
 def _edit_toolchain(text: str, release: Release, source: str) -> tuple[str, list[Pin], list[str]]:
@@ -115,7 +109,8 @@ def _edit_toolchain(text: str, release: Release, source: str) -> tuple[str, list
             section = bare.split(":", 1)[0]
         top, apt = _TOP.match(bare), _APT.match(bare)
         if top and top["key"] in PYTHON_PINS:
-            new, why = _python_pin(top["key"], top["value"], release, family=family, source=source)
+            per_torch = family if top["key"] in _PER_TORCH else None
+            new, why = _pin(PYTHON_PINS[top["key"]], top["value"], release, family=per_torch, source=source)
             found.append(Pin(TOOLCHAIN_FILE, top["key"], top["value"], new, why))
             line = f'{top["key"]}: "{new}"{top["rest"]}\n'
         elif top:
@@ -124,12 +119,8 @@ def _edit_toolchain(text: str, release: Release, source: str) -> tuple[str, list
                 why = f"kept: torch-neuronx's family is PyTorch {family} (the manifest names no torch)"
             found.append(Pin(TOOLCHAIN_FILE, top["key"], top["value"], top["value"], why))
         elif apt and section == "apt" and apt["key"] in APT_PACKAGES:
-            versions = release.versions(apt["key"])
-            if versions:
-                new = versions[0] + "*"  # the docs print no Debian revision: any of this version's
-                why = f"{source}: neuron_releases {release.version}, {apt['key']} (supported on {INSTANCE})"
-            else:
-                new, why = apt["value"], f"kept: the manifest's {release.version} lists no {apt['key']} on {INSTANCE}"
+            # the docs print no Debian revision: any of this version's
+            new, why = _pin(apt["key"], apt["value"], release, family=None, source=source, suffix="*")
             found.append(Pin(TOOLCHAIN_FILE, f"apt.{apt['key']}", apt["value"], new, why))
             line = f'  {apt["key"]}: "{new}"{apt["rest"]}\n'
         out.append(line)
@@ -179,7 +170,9 @@ def pr_body(bump: Bump, *, manifest: Manifest, source: str) -> str:
         + (f" of {manifest.manifest_date}" if manifest.manifest_date else "")
         + f"). The runners pin {bump.old}.",
         "",
-        *(f"- {label}: {url}" for label, url in release_links(bump.new).items()),
+        # the release's notes and release-content pages (docs/neuron-facts.md, "release notes pages")
+        f"- release notes: {DOCS}/latest/release-notes/{bump.new}.html",
+        f"- release content: {DOCS}/v{bump.new}/release-notes/releasecontent.html",
         f"- the manifest: {source}",
         "",
         "| file | pin | was | now | from |",

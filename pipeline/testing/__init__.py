@@ -20,5 +20,4 @@ from pipeline.testing.tiny import (
     build_tiny_sentence_bert,
     build_tiny_stable_diffusion,
     build_tiny_whisper,
-    build_tokenizer,
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +46,6 @@ _CHAT_TEMPLATE = (
 _SMALL: dict[str, Any] = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2}
 
 
-def _quiet_transformers() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-
-
 def _bpe(corpus: list[str], *, vocab_size: int, special: list[str], unk: str | None = None) -> Any:
     """A byte-level BPE tokenizer (``tokenizers``) trained on ``corpus``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -73,7 +66,9 @@ def _bpe(corpus: list[str], *, vocab_size: int, special: list[str], unk: str | N
 def build_tokenizer(*, vocab_size: int = 384):
     """A byte-level BPE tokenizer trained on a built-in corpus, wrapped as a transformers fast tokenizer."""
     from transformers import PreTrainedTokenizerFast
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # every tiny model starts from a tokenizer: no progress bars from here on
     fast = PreTrainedTokenizerFast(
         tokenizer_object=_bpe(_CORPUS, vocab_size=vocab_size, special=_SPECIAL, unk="<unk>"),
         unk_token="<unk>",
@@ -152,7 +147,6 @@ def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int 
     from transformers import LlamaForCausalLM
 
     folder = Path(folder)
-    _quiet_transformers()
     tokenizer = build_tokenizer()
     config = _text_config(tokenizer, kv_heads=kv_heads, hidden_size=hidden_size)
     config.architectures = ["LlamaForCausalLM"]
@@ -173,7 +167,6 @@ def build_tiny_llava(folder: Path | str) -> Path:
     from transformers.models.llava.processing_llava import LlavaProcessor
 
     folder = Path(folder)
-    _quiet_transformers()
     tokenizer = build_tokenizer()
     image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
     text_config = _text_config(tokenizer)
@@ -218,7 +211,6 @@ def build_tiny_sentence_bert(folder: Path | str) -> Path:
     from transformers import BertConfig, BertModel
 
     folder = Path(folder)
-    _quiet_transformers()
     tokenizer = build_tokenizer()
     config = BertConfig(
         **_SMALL, vocab_size=len(tokenizer), max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id
@@ -247,7 +239,6 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
     from transformers import CLIPTextConfig, CLIPTextModel
 
     folder = Path(folder)
-    _quiet_transformers()
     diffusers_logging.set_verbosity_error()
     tokenizer = build_tokenizer()
     tokenizer.model_max_length = 32
@@ -309,13 +300,13 @@ def _whisper_tokenizer(vocab_size: int) -> Any:
     """A byte-level BPE trained on the workload's transcripts, as a ``WhisperTokenizer`` with Whisper's special
     tokens."""
     from transformers import WhisperTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     bpe = _bpe(list(_SPEECH_CORPUS) * 4, vocab_size=vocab_size, special=[])
-    with tempfile.TemporaryDirectory() as scratch:
-        bpe.model.save(scratch)
-        vocab: dict[str, int] = json.loads((Path(scratch) / "vocab.json").read_text(encoding="utf-8"))
-        lines = (Path(scratch) / "merges.txt").read_text(encoding="utf-8").splitlines()
-    merges = [tuple(line.split()) for line in lines if line.strip() and not line.startswith("#")]
+    trained = json.loads(bpe.to_str())["model"]  # its vocabulary, and its merges in rank order ([a, b] pairs)
+    vocab: dict[str, int] = trained["vocab"]
+    merges = [tuple(pair) for pair in trained["merges"]]
     tokenizer = WhisperTokenizer(vocab={**vocab, _WHISPER[0]: len(vocab)}, merges=merges, pad_token=_WHISPER[0])
     tokenizer.add_special_tokens({"additional_special_tokens": list(_WHISPER[1:])})
     return tokenizer
@@ -337,7 +328,6 @@ def build_tiny_whisper(folder: Path | str) -> Path:
     )
 
     folder = Path(folder)
-    _quiet_transformers()
     tokenizer = _whisper_tokenizer(320)
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _WHISPER}
     end, start = ids["<|endoftext|>"], ids["<|startoftranscript|>"]

@@ -63,7 +63,7 @@ def test_durations_come_from_history_then_older_toolchains_then_the_prior(histor
     assert other_bucket == PRIOR.duration(params=70_000_000_000, cores=1) and other_bucket.source == "prior"
     assert param_bucket(None) == 0 and param_bucket(999_999_999) == 0 and param_bucket(10**12) == 5
     empty = DurationModel.from_dataset(None, toolchain=TOOLCHAIN)
-    assert empty.history_rows == 0 and empty.predict(task="text-generation", cores=1, params=params).source == "prior"
+    assert empty._groups == {} and empty.predict(task="text-generation", cores=1, params=params).source == "prior"
 
 
 def test_one_community_record_cannot_raise_a_groups_host_memory_guard(tmp_path: Path) -> None:

@@ -15,14 +15,13 @@ flag"), MXFP4 a gpt-oss checkpoint on Trainium3.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 import urllib.error
 import urllib.request
 from typing import Any
 
 from pipeline.errors import ConfigError
-from pipeline.serve.engine import EngineSpec
+from pipeline.serve.engine import EngineSpec, first_completion
 
 #: The features a flag of ``vllm serve`` alone turns on. Prefix caching: on by default in vLLM 0.32 and vLLM Neuron,
 #: stated; vLLM Neuron asks for a block size with it (its features guide's example: 32), which also lets a short
@@ -64,23 +63,14 @@ def _counters(spec: EngineSpec, timeout_s: float) -> dict[str, float]:
 
 
 def _prefix_caching(spec: EngineSpec, timeout_s: float) -> dict[str, Any]:
-    """Requests that share a prefix (token ids, the context less 16 tokens, then 8 of their own), one output token
-    each; passed: every request answered and, where the engine counts them, some prompt tokens hit its cache."""
+    """Requests that share a prefix (token ids, the context less 16 tokens, then 8 of their own; a few output tokens
+    each); passed: every request answered and, where the engine counts them, some prompt tokens hit its cache."""
     length = int(spec.options.get("max_model_len") or 512) - 16
     prefix = [10 + (7 * i) % 90 for i in range(length - 8)]  # ids every tokenizer has
     before = _counters(spec, timeout_s)
     for index in range(PROBE_REQUESTS):
-        body = {"model": spec.model_name, "prompt": prefix + [11 + index] * 8, "max_tokens": 1}
-        request = urllib.request.Request(  # noqa: S310 - loopback only
-            f"{spec.base_url}/v1/completions",
-            data=json.dumps(body).encode("utf-8"),
-            headers={"Content-Type": "application/json", **spec.auth()},
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout_s) as answer:  # noqa: S310 - loopback only
-                json.loads(answer.read().decode("utf-8"))["choices"][0]
-        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            return {"passed": False, "hit_rate": None, "detail": f"probe request {index + 1} failed: {exc}"[:300]}
+        if problem := first_completion(spec, timeout_s=timeout_s, prompt=prefix + [11 + index] * 8):
+            return {"passed": False, "hit_rate": None, "detail": f"probe request {index + 1}: {problem}"[:300]}
     after = _counters(spec, timeout_s)
     said = f"{PROBE_REQUESTS} requests sharing a {len(prefix)}-token prefix"
     queries = after.get("queries", 0.0) - before.get("queries", 0.0)

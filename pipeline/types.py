@@ -29,6 +29,8 @@ LoadGenerator = Literal["guidellm", "vllm-bench"]
 #: The stage matrix's items and device classes (issue 49: data/matrix.parquet, its rows, the page's matrix).
 MatrixStage = Literal["plan", "compile", "answer_check", "serve", "warm_start"]
 MatrixFeature = Literal["lora", "eagle3", "prefix_caching", "fp8", "mxfp4", "mxfp8"]
+#: The matrix features a serving run exercises by a ``vllm serve`` flag alone (pipeline.serve.FEATURE_FLAGS).
+FlagFeature = Literal["prefix_caching"]
 DeviceClass = Literal["trn2", "trn3", "gpu"]
 #: A pinned lm-eval task a served model is scored on (pipeline.serve.EVAL_TASKS).
 EvalTaskName = Literal["gsm8k", "trncat-tiny-arith"]
@@ -41,6 +43,7 @@ DEVICES: tuple[str, ...] = get_args(Device)
 TASKS: tuple[str, ...] = get_args(Task)
 MATRIX_STAGES: tuple[str, ...] = get_args(MatrixStage)
 MATRIX_FEATURES: tuple[str, ...] = get_args(MatrixFeature)
+FLAG_FEATURES: tuple[str, ...] = get_args(FlagFeature)
 DEVICE_CLASSES: tuple[str, ...] = get_args(DeviceClass)
 DTYPES: tuple[str, ...] = get_args(Dtype)
 SOURCES: tuple[str, ...] = get_args(Source)

@@ -10,7 +10,7 @@ from pipeline.bench.tasks import get_task
 from pipeline.records import load_schema
 from pipeline.taskspec import DEFAULT_WORKLOADS
 from pipeline.taskspec import REGISTRY as TASK_REGISTRY
-from pipeline.types import DEVICES, DTYPES, SOURCES, STAGES, STATUSES, TASKS
+from pipeline.types import DEVICES, DTYPES, FLAG_FEATURES, MATRIX_FEATURES, SOURCES, STAGES, STATUSES, TASKS
 
 
 def test_registries_match_the_types() -> None:
@@ -27,6 +27,14 @@ def test_schema_enums_match_the_types() -> None:
     assert tuple(props["dtype"]["enum"]) == DTYPES
     assert tuple(props["run"]["properties"]["source"]["enum"]) == SOURCES
     assert tuple(props["failure"]["properties"]["stage"]["enum"]) == STAGES
+    feature = props["serving"]["properties"]["features"]["items"]["properties"]["name"]
+    assert tuple(feature["enum"]) == FLAG_FEATURES
+
+
+def test_the_flag_only_features_are_matrix_features_each_with_its_flags() -> None:
+    from pipeline.serve import FEATURE_FLAGS
+
+    assert tuple(FEATURE_FLAGS) == FLAG_FEATURES and set(FLAG_FEATURES) <= set(MATRIX_FEATURES)
 
 
 def test_every_registered_task_and_backend_loads_with_its_name() -> None:

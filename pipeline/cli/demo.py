@@ -283,6 +283,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
                             instance_type=DEMO_INSTANCE,
                             warm_restart=False,
                             work=work / "serving",  # guidellm's reports are JSON too: not beside the records
+                            features=("prefix_caching",),  # its matrix cell: cpu, with vLLM's hit rate
                         ),
                     )
                 _name_the_demo_machine(results)  # (no results folder: nothing to name)

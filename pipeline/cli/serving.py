@@ -24,7 +24,16 @@ from pipeline.cli.registry import (
 )
 from pipeline.errors import ConfigError
 from pipeline.hardware import INSTANCE_NAMES, get_instance
-from pipeline.types import DEVICES, DTYPES, EVAL_TASK_NAMES, LNCS, LOAD_GENERATOR_NAMES, SERVING_WORKLOADS, SOURCES
+from pipeline.types import (
+    DEVICES,
+    DTYPES,
+    EVAL_TASK_NAMES,
+    FLAG_FEATURES,
+    LNCS,
+    LOAD_GENERATOR_NAMES,
+    SERVING_WORKLOADS,
+    SOURCES,
+)
 
 #: The most concurrent streams a sweep point may ask for (the schema's bound on a point's concurrency).
 MAX_CONCURRENCY = 65536
@@ -85,6 +94,13 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
         default="guidellm",
         help="guidellm (any engine, image workloads too) or vllm-bench (`vllm bench serve` on InferenceX's flags, "
         "a vLLM engine and a text workload; from the vLLM environment, `make .venv-vllm`). Default: %(default)s",
+    )
+    p.add_argument(
+        "--feature",
+        action="append",
+        choices=FLAG_FEATURES,
+        default=[],
+        help="a stage-matrix feature to serve with (its vllm serve flags), probed after the sweep; repeatable",
     )
     p.add_argument(
         "--group",
@@ -197,6 +213,7 @@ def _serve(args: argparse.Namespace) -> int:
             warm_from=(args.warm_from, args.sha256) if args.warm_from else None,
             require_warm=args.require_warm,
             load_generator=args.load_generator,
+            features=tuple(dict.fromkeys(args.feature)),
         ),
     )
     serving = record["serving"]
@@ -214,6 +231,8 @@ def _serve(args: argparse.Namespace) -> int:
             f"  task score: {evaluation['task']} {evaluation['metric']} = {evaluation['score']} "
             f"(floor {evaluation['floor']}: {evaluation['floor_source']})"
         )
+    for feature in serving.get("features") or []:
+        print(f"  {feature['name']} ({' '.join(feature['flags'])}): {feature['detail']}")
     if record["failure"]:
         print(f"  {record['failure']['code']}: {record['failure']['message'][:300]}")
     print(

@@ -7,9 +7,15 @@ An image-text-to-text row that passed gets one too, with the image workload, whe
 Neuron documents serving with image input (:data:`VLLM_NEURON_IMAGE_ARCHITECTURES`); its GPU twin follows the same
 gate, so a twin exists only beside a Trainium2 serving row it can be compared with.
 
+Every job serves with the stage matrix's flag-only features on (``features``: ``trncat serve --feature``, issue 49):
+a flag on the job the model gets anyway, not a job of its own, because the engine's start (its compile) is most of
+a job's cost, prefix caching is on by default in vLLM and vLLM Neuron (the flags state it, the sweep is the same),
+and the dataset keeps one serving record per model, hardware and workload (a second job's record would replace the
+first). What the feature adds is its probe after the sweep, :data:`PRIOR_FEATURE_S` a feature.
+
 A job's seconds are a prior until serving history exists: the engine's start (its compile, on Trainium2) plus,
-per point, each stream's requests one after another at :data:`PRIOR_TPOT_S` a token. The estimate counts these
-jobs with the others (``trncat queue --serving 1k/1k --estimate``).
+per point, each stream's requests one after another at :data:`PRIOR_TPOT_S` a token, plus the features' probes.
+The estimate counts these jobs with the others (``trncat queue --serving 1k/1k --estimate``).
 """
 
 from __future__ import annotations
@@ -20,10 +26,14 @@ from typing import Any, Protocol
 import pipeline
 from pipeline.errors import ConfigError
 from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
+from pipeline.types import FLAG_FEATURES
 
 #: The prior: seconds an engine takes to be ready (vLLM Neuron compiles its buckets at start), and per token.
 PRIOR_START_S = {"neuron": 1800.0, "cuda": 300.0, "cpu": 60.0}
 PRIOR_TPOT_S = 0.03
+#: A feature's probe (pipeline/serve/features.py): 8 requests of one output token, each a prefill of up to the
+#: context, one after another; a minute bounds it on the prior.
+PRIOR_FEATURE_S = 60.0
 #: The image-text-to-text architectures vLLM Neuron documents serving with image input: its "Feature and model
 #: compatibility matrix" marks "Multimodal (image input)" for Qwen3-VL alone (GPT-OSS: no), and its Qwen3-VL
 #: (Dense) recipe names the Qwen3-VL-8B/32B Instruct/Thinking checkpoints on Trn2 and Trn3; the class is
@@ -49,7 +59,8 @@ class Contract(Protocol):
 def serving_seconds(workload: Contract, *, device: str) -> float:
     """The prior's seconds of one serving job."""
     per_point = (workload.warmup_per_stream + workload.measured_per_stream) * workload.output_tokens * PRIOR_TPOT_S
-    return PRIOR_START_S.get(device, 300.0) + per_point * len(workload.concurrencies)
+    probes = PRIOR_FEATURE_S * len(FLAG_FEATURES)
+    return PRIOR_START_S.get(device, 300.0) + per_point * len(workload.concurrencies) + probes
 
 
 def servable(row: Mapping[str, Any]) -> bool:
@@ -142,6 +153,7 @@ def serving_jobs(
                 "runner": runner,
                 "instance": instance,
                 "artifact": f"{org}--{name}--serving--{revision[:12]}" + ("--cuda" if device == "cuda" else ""),
+                "features": list(FLAG_FEATURES),
                 "note": f"serving sweep ({contract.name}) of a passing row; harness {pipeline.__version__}",
                 "predicted_s": round(serving_seconds(contract, device=device)),
             }

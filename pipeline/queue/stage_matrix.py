@@ -5,7 +5,11 @@ The rules, in the order they apply: a stage is ``passing`` or ``failing`` only f
 device class (a latest row, a serving record, a warm check); a stage run only on the Neuron emulator is
 ``emulated``, one run only on the CPU ``cpu``, whatever their outcome; nothing ran: ``untested``. The ``plan`` stage
 is ``predicted`` from the config files alone (the planner), ``failing`` where the planner says the model cannot fit.
-No run exercises a feature yet: feature rows carry what the docs say beside ``untested``. A plan is made once per
+A feature is decided by the serving records that exercised it (``serving.features``: the flag-only ones,
+:mod:`pipeline.serve.features`) by the same rules: its probe's verdict, else the run's (the engine did not serve
+with the flag on); its detail says the flags and what the probe saw. LoRA (an adapter), EAGLE3 (a draft model) and
+the quantized checkpoints (FP8, MXFP4, MXFP8: a checkpoint of their own) need more than a flag: no run exercises
+them, and their rows carry what the docs say beside ``untested``. A plan is made once per
 model, task and device class and kept from the previous matrix after that, so a publish plans only new candidates.
 The refresh is incremental (:func:`refresh_matrix`): a model whose latest shard a publish does not mirror keeps
 its rows, but what the docs say is set again on every row from the docs' tables of the day.
@@ -160,10 +164,17 @@ def matrix_rows(
         flat = {"model_id": record["model_id"], "task": record["task"], "emulated": hardware.get("emulated"),
                 "record_id": record_id(dict(record)), "source": record["run"]["source"], "revision": record["revision"],
                 "finished_at": parse_time(record["run"]["finished_at"])}  # fmt: skip
+        code = (record.get("failure") or {}).get("code") or "fail"
         if status in ("pass", "fail"):
-            found += _evidence(
-                flat, cls, {"serve": None if status == "pass" else (record.get("failure") or {}).get("code") or "fail"}
-            )
+            found += _evidence(flat, cls, {"serve": None if status == "pass" else code})
+        for feature in (record.get("serving") or {}).get("features") or []:  # its probe's verdict, else the run's
+            passed = status == "pass" if feature["passed"] is None else feature["passed"]
+            if feature["passed"] is not None or status in ("pass", "fail"):
+                said = f"{' '.join(feature['flags'])}: " + (
+                    feature["detail"] if feature["passed"] is not None else code
+                )
+                evidence = _evidence(flat, cls, {feature["name"]: None if passed else "fail"})
+                found += [(*cell[:4], said[:300], cell[5]) for cell in evidence]
     tasks: dict[str, list[str]] = {}
     for model, task in keys:
         tasks.setdefault(model, []).append(task)

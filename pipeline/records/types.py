@@ -90,6 +90,7 @@ class Serving:
     price: dict[str, Any]
     active_params: int | None = None
     eval: dict[str, Any] | None = None
+    features: list[dict[str, Any]] | None = None
 
 
 @dataclass(kw_only=True)

@@ -14,6 +14,8 @@ section (every point as the load generator reported it, its cost, the headline a
 - :mod:`~pipeline.serve.cost`: $/1M output tokens per point and the headline at the service level;
 - :mod:`~pipeline.serve.evals`: the task score (lm-eval against the engine's completions endpoint, a pinned task
   and subset, a per-model floor), taken on the same engine after the sweep (``serving.eval``);
+- :mod:`~pipeline.serve.features`: the stage matrix's features a ``vllm serve`` flag turns on, probed on the same
+  engine after the sweep (``serving.features``: prefix caching's hit rate from the engine's ``/metrics``);
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by
@@ -49,6 +51,7 @@ if TYPE_CHECKING:
         vllm_serve,
     )
     from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
+    from pipeline.serve.features import FEATURE_FLAGS, with_features
     from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario, tool_version
     from pipeline.serve.local import ServeOptions, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
@@ -72,6 +75,8 @@ __all__ = [
     "ServeOptions",
     "DEFAULT_SLO",
     "ENGINES",
+    "FEATURE_FLAGS",
+    "with_features",
     "LOAD_GENERATORS",
     "VLLM_INSTALL",
     "EVAL_TASKS",

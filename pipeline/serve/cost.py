@@ -27,6 +27,13 @@ def usd_per_million(point: dict[str, Any], *, usd_per_hour: float | None, share:
     return cost_per_output(usd_per_hour=usd_per_hour, share=share, speed=speed, per=1e6, seconds_each=False)
 
 
+def cost_points(points: list[dict[str, Any]], chips: int, *, usd_per_hour: float | None, share: float | None) -> None:
+    """Each point's tok/s per chip and $/1M output tokens, set in place."""
+    for point in points:
+        point["tok_s_per_chip"] = per_chip(point, chips)
+        point["usd_per_million_tokens"] = usd_per_million(point, usd_per_hour=usd_per_hour, share=share)
+
+
 def meets(point: dict[str, Any], slo: ServiceLevel) -> bool:
     """True when the point served every request and its TTFT and per-user speed at the SLO's percentile hold."""
     ttft = (point.get("ttft_s") or {}).get(slo.percentile)

@@ -361,10 +361,10 @@ _PYDANTIC = re.compile(r"^\s*()Value error, (.+)")
 _WRAPPERS = ("EngineDeadError", "EngineCore encountered an issue", "APIServer", "Traceback")
 
 
-def first_completion(spec: EngineSpec, *, timeout_s: float) -> str | None:
-    """Send one short completion to ``spec``'s engine: None when it came back with text, else what went wrong
-    (its HTTP status and body, or the connection's error)."""
-    body = {"model": spec.model_name, "prompt": "Hello", "max_tokens": FIRST_COMPLETION_TOKENS}
+def first_completion(spec: EngineSpec, *, timeout_s: float, prompt: str | list[int] = "Hello") -> str | None:
+    """Send one short completion of ``prompt`` (text, or token ids) to ``spec``'s engine: None when it came back
+    with text, else what went wrong (its HTTP status and body, or the connection's error)."""
+    body = {"model": spec.model_name, "prompt": prompt, "max_tokens": FIRST_COMPLETION_TOKENS}
     request = urllib.request.Request(  # noqa: S310 - loopback only
         f"{spec.base_url}/v1/completions",
         data=json.dumps(body).encode("utf-8"),

@@ -32,6 +32,7 @@ from pipeline.serve.engine import (
     vllm_serve,
 )
 from pipeline.serve.evals import EvalTask
+from pipeline.serve.features import with_features
 from pipeline.serve.script import serve_script
 from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
 from pipeline.serve.vllmbench import bench_args
@@ -205,6 +206,8 @@ class ServeOptions:
             ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
         load_generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve`` on InferenceX's flags,
             :mod:`pipeline.serve.vllmbench`: a vLLM engine and a text workload only).
+        features: Matrix features the engine runs with (their flags) and the run probes after the sweep
+            (:mod:`pipeline.serve.features`).
     """
 
     device: str
@@ -227,6 +230,7 @@ class ServeOptions:
     warm_from: tuple[Path, str] | None = None
     require_warm: bool = False
     load_generator: str = "guidellm"
+    features: tuple[str, ...] = ()
 
 
 def serve_hub_model(
@@ -290,10 +294,10 @@ def serve_folder(
 
     def engine(port: int) -> EngineSpec:
         """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""
-        spec = engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=options.lnc,
-                          max_model_len=max_model_len, max_streams=streams,
-                          images_per_prompt=workload.images_per_request, model_id=model_id,
-                          revision=revision)  # fmt: skip
+        spec = with_features(engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=options.lnc,
+                                        max_model_len=max_model_len, max_streams=streams,
+                                        images_per_prompt=workload.images_per_request, model_id=model_id,
+                                        revision=revision), options.features)  # fmt: skip
         return _with_cache(spec, cache_root, strict=require_warm) if cache_root else spec
 
     spec = engine(free_port())
@@ -335,6 +339,7 @@ def serve_folder(
         source=options.source,
         eval_task=options.eval_task,
         load_generator=options.load_generator,
+        features=options.features,
         ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA)
         if options.source == "ci"
         else None,

@@ -14,6 +14,7 @@ import shlex
 from typing import Any
 
 from pipeline.errors import RecordError
+from pipeline.serve.features import FEATURE_FLAGS
 from pipeline.serve.vllmbench import BENCH_ENTRY
 from pipeline.serve.vllmenv import VLLM_SERVER_MODULE
 from pipeline.serve.workload import ServingWorkload
@@ -143,6 +144,8 @@ def _engine_line(name: str, options: dict[str, Any]) -> str:
         flag("--limit-mm-per-prompt", json.dumps({"image": images}))
     if options.get("enforce_eager") is True:
         words.append("--enforce-eager")
+    for feature, flags in FEATURE_FLAGS.items():  # the matrix features the run served with (their own flags)
+        words += flags if options.get(feature) is True else ()
     if name == "vllm-neuron":
         if (lnc := _number(options, "lnc")) is not None:
             env.append(f"NEURON_LOGICAL_NC_CONFIG={lnc}")

@@ -27,9 +27,10 @@ from pipeline.bench import INTERRUPTED, classify
 from pipeline.prices import Pricing
 from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving, merge_rounds
 from pipeline.serve import vllmbench
-from pipeline.serve.cost import headline, per_chip, price_record, usd_per_million
+from pipeline.serve.cost import cost_points, headline, price_record
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
 from pipeline.serve.evals import EvalTask, run_eval
+from pipeline.serve.features import exercise
 from pipeline.serve.loadgen import TOOL as GUIDELLM
 from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
@@ -96,6 +97,7 @@ class ServingRun:
     #: Rounds of each point on the same engine (:func:`pipeline.records.merge_rounds`: 6 or more give the
     #: throughput an interval of its own, beside the one its requests give).
     rounds: int = 1
+    features: tuple[str, ...] = ()  # matrix features the engine runs with, probed after the sweep (features.py)
 
 
 #: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it.
@@ -115,12 +117,6 @@ def _now() -> str:
 
 def _failure(stage: str, code: str, message: str) -> dict[str, str]:
     return {"stage": stage, "code": code, "message": message[:2000]}
-
-
-def _cost_points(points: list[dict[str, Any]], run: ServingRun, usd: float | None, share: float | None) -> None:
-    for point in points:
-        point["tok_s_per_chip"] = per_chip(point, run.chips)
-        point["usd_per_million_tokens"] = usd_per_million(point, usd_per_hour=usd, share=share)
 
 
 @dataclass
@@ -248,6 +244,7 @@ def serve_model(
     warm_ready_s: float | None = None
     log_tail: str | None = None
     evaluation: dict[str, Any] | None = None
+    probed = exercise(spec, run.features, served=False, timeout_s=0) or None  # not probed, until the probe runs
     engine = running or Engine(spec, folder / "engine.log")  # running: the caller's, ready, started and stopped by it
     if refusal is not None:
         status, failure = refusal[0], dict(refusal[1])
@@ -271,6 +268,9 @@ def serve_model(
                         timeout_s=run.eval_timeout_s,
                         model_id=run.model_id,
                     )
+                if run.features and not died and engine.alive() and stopped_by() is None:
+                    progress.where = "after the sweep, while its features were probed"
+                    probed = exercise(spec, run.features, served=True, timeout_s=run.point_timeout_s)
         except Stopped:
             pass  # a stop asked for before a tool started: the verdict below
         except EngineStartError as exc:
@@ -309,7 +309,7 @@ def serve_model(
                 stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
         if (signum := stopped_by()) is not None:
             status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
-    _cost_points(points, run, usd, share)
+    cost_points(points, run.chips, usd_per_hour=usd, share=share)
     serving = Serving(
         tool={"name": tool, "version": version or "unknown", "commands": commands},
         engine={
@@ -324,9 +324,7 @@ def serve_model(
         chips=run.chips,
         weight_dtype=run.weight_dtype,
         kv_dtype=run.kv_dtype or run.weight_dtype,
-        versions={"guidellm": tool_version(), **run.engine_versions}
-        if tool == GUIDELLM
-        else {"vllm_bench": version, **run.engine_versions},
+        versions={"guidellm" if tool == GUIDELLM else "vllm_bench": version, **run.engine_versions},
         points=points,
         stopped=stopped,
         slo=run.slo.to_record(),
@@ -334,6 +332,7 @@ def serve_model(
         price=price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
         eval=evaluation,
         active_params=run.active_params,
+        features=probed,
     )
     return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
 

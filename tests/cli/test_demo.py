@@ -56,6 +56,9 @@ def test_demo_builds_a_dataset_with_a_pass_per_task(
     stages = matrix[matrix.device_class == "trn2"].set_index(["model_id", "item"])
     assert stages.loc[("trncat-demo/tiny-llama", "compile"), "state"] == "cpu"
     assert stages.loc[("trncat-demo/tiny-llama", "serve"), "state"] == "cpu"
+    # its serve ran with prefix caching's flags and probe: that feature's cell is cpu too, with what was seen
+    assert stages.loc[("trncat-demo/tiny-llama", "prefix_caching"), "state"] == "cpu"
+    assert "prefix-cache hit rate" in stages.loc[("trncat-demo/tiny-llama", "prefix_caching"), "detail"]
     for model in ("trncat-demo/tiny-llama-chat", "trncat-demo/tiny-qwen3", "trncat-demo/tiny-gpt2"):
         assert stages.loc[(model, "plan"), "state"] == "predicted" and stages.loc[(model, "plan"), "neuron_cores"] >= 1
         assert set(matrix[matrix.model_id == model].state) == {"predicted", "untested"}

@@ -29,8 +29,11 @@ def test_a_passing_row_without_its_serving_row_gets_a_serving_job(tmp_path: Path
     # 2 NeuronCores round up to one whole chip (4 cores at LNC=2)
     assert (job["mode"], job["workload"], job["chips"], job["runner"]) == ("serving", "1k/1k", 1, "trn2-4c")
     assert job["artifact"].endswith("--serving--" + passing["revision"][:12])
-    # the prior: the engine's start, then 9 points of 8 requests per stream x 1024 tokens at 30 ms
-    assert job["predicted_s"] == round(1800 + 9 * 8 * 1024 * 0.03) == round(serving_seconds(WORKLOAD, device="neuron"))
+    # the prior: the engine's start, then 9 points of 8 requests per stream x 1024 tokens at 30 ms, then the probe of
+    # the flag-only feature it serves with (prefix caching: a flag on this job, not a job of its own; issue 49)
+    assert job["features"] == ["prefix_caching"]
+    expected = round(1800 + 9 * 8 * 1024 * 0.03 + 60)
+    assert job["predicted_s"] == expected == round(serving_seconds(WORKLOAD, device="neuron"))
     # an older harness's serving row does not count as done
     done["versions"]["pipeline"] = "0.0.1"
     again = serving_jobs(latest, [done], device="neuron", workload=WORKLOAD, instance="trn2.48xlarge")

@@ -13,7 +13,7 @@ from pipeline.cli import main
 from pipeline.dataset import MATRIX_FILE, MATRIX_SCHEMA, read_matrix
 from pipeline.queue import load_support, matrix_rows
 from pipeline.records import flatten
-from tests.support.records import sample_failure, sample_record, sample_warm_check
+from tests.support.records import sample_failure, sample_record, sample_serving, sample_warm_check
 
 LLAMA = "LlamaForCausalLM"
 
@@ -153,3 +153,43 @@ def test_a_kept_row_follows_the_docs_tables_of_the_day(tmp_path: Path) -> None:
     assert (cell["documented"], cell["documented_but_fails"]) == ("not_supported", False)
     refresh_matrix(out, planner=None)  # the tables back: the flag back
     assert _cell(read_matrix(out), "acme/llama-fails", "trn2", "compile")["documented_but_fails"]
+
+
+def _exercised(model: str, passed: bool | None, *, status: str = "pass") -> dict[str, Any]:
+    """A Trainium2 serving record that ran with prefix caching's flags, its probe's verdict ``passed``."""
+    record = sample_serving(model_id=model)
+    if status == "fail":
+        failure = {"stage": "load", "code": "engine_exited", "message": "vllm serve exited"}
+        record.update(status="fail", failure=failure)
+    detail = "8 requests sharing a 2088-token prefix: prefix-cache hit rate " + ("0.85" if passed else "0.00")
+    record["serving"]["features"] = [{"name": "prefix_caching", "flags": ["--enable-prefix-caching", "--block-size",
+                                      "32"], "passed": passed, "hit_rate": None, "detail": detail}]  # fmt: skip
+    return record
+
+
+def test_a_feature_is_decided_by_the_real_serving_records_that_exercised_it_and_only_those() -> None:
+    """Passing from a Trainium2 record whose probe saw the cache hit; failing (and documented but fails, where the
+    docs say supported) from one whose probe saw none, or whose run failed with the flag on; untested elsewhere."""
+    models = ["acme/hits", "acme/misses", "acme/dies", "acme/plain"]
+    latest = [flatten(sample_record(model_id=m, architecture=LLAMA)) for m in models]
+    plain = sample_serving(model_id="acme/plain")
+    serving = [_exercised("acme/hits", True), _exercised("acme/misses", False),
+               _exercised("acme/dies", None, status="fail"), plain]  # fmt: skip
+    rows = matrix_rows(models=[], latest=latest, serving=serving, support=load_support())
+    hits = _cell(rows, "acme/hits", "trn2", "prefix_caching")
+    assert (hits["state"], hits["documented"], hits["documented_but_fails"]) == ("passing", "supported", False)
+    assert hits["detail"].startswith("--enable-prefix-caching --block-size 32: 8 requests") and "0.85" in hits["detail"]
+    assert hits["record_id"] and hits["source"] == "ci" and hits["decided_at"] is not None
+    misses = _cell(rows, "acme/misses", "trn2", "prefix_caching")
+    assert (misses["state"], misses["documented_but_fails"]) == ("failing", True) and "0.00" in misses["detail"]
+    assert _cell(rows, "acme/misses", "trn2", "serve")["state"] == "passing", "the probe fails the feature only"
+    dies = _cell(rows, "acme/dies", "trn2", "prefix_caching")
+    assert (dies["state"], dies["documented_but_fails"], dies["detail"]) == (
+        "failing", True, "--enable-prefix-caching --block-size 32: engine_exited")  # fmt: skip
+    assert _cell(rows, "acme/plain", "trn2", "prefix_caching")["state"] == "untested", "no flag, no evidence"
+    assert _cell(rows, "acme/hits", "trn3", "prefix_caching")["state"] == "untested", "a trn2 run says nothing of trn3"
+    assert {r["state"] for r in rows if r["item"] in ("lora", "eagle3", "fp8", "mxfp4", "mxfp8")} == {"untested"}
+    emulated = _exercised("acme/hits", True)
+    emulated["hardware"] = {**emulated["hardware"], "emulated": True}
+    rows = matrix_rows(models=[], latest=latest[:1], serving=[emulated], support=load_support())
+    assert _cell(rows, "acme/hits", "trn2", "prefix_caching")["state"] == "emulated", "never passing off hardware"

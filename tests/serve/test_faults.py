@@ -124,6 +124,26 @@ def test_an_engine_that_exits_at_start_is_classified_as_bench_classifies_its_chi
     assert validate_record(record) == []
 
 
+def test_a_feature_asked_of_an_engine_that_never_served_is_not_probed_and_the_run_s_verdict_decides_it(
+    tmp_path: Path,
+) -> None:
+    """Issue 49: the engine exits at start with prefix caching's flags on: the record names the feature, unprobed
+    (``passed`` None), and the stage matrix takes the run's fail as the feature's (the engine did not serve with it)."""
+    from pipeline.queue import load_support, matrix_rows
+
+    argv = (sys.executable, "-c", "import sys; print('AssertionError: block_size must be set', file=sys.stderr); "
+            "sys.exit(1)")  # fmt: skip
+    record = serve_model(_spec(argv, free_port()), WORKLOAD, _run(features=("prefix_caching",)), tmp_path)
+    assert record["status"] == "fail" and validate_record(record) == [], record["failure"]
+    [feature] = record["serving"]["features"]
+    assert (feature["name"], feature["passed"], feature["hit_rate"]) == ("prefix_caching", None, None)
+    rows = matrix_rows(models=[(record["model_id"], "text-generation")], latest=[], serving=[record],
+                       support=load_support())  # fmt: skip
+    cell = next(r for r in rows if (r["device_class"], r["item"]) == ("trn2", "prefix_caching"))
+    code = record["failure"]["code"]
+    assert (cell["state"], cell["detail"]) == ("cpu", f"--enable-prefix-caching --block-size 32: {code}")
+
+
 def _fake_load(reports: list[GenerativeBenchmarksReport], on_call: Any = None) -> Any:
     calls: list[list[int]] = []
 

@@ -77,6 +77,9 @@ def test_the_engine_line_is_rebuilt_from_the_engine_s_name_and_options(tool: str
         assert ("vllm bench serve --backend vllm" in run) == (tool == "vllm bench serve")
         assert ("guidellm run --scenario" in run) == (tool == "guidellm")
         assert subprocess.run(["bash", "-n"], input=script, text=True).returncode == 0
+        assert "--enable-prefix-caching" not in run, "a row served without the feature's flags"
+        record["serving"]["engine"]["options"]["prefix_caching"] = True  # a row served with them (issue 49)
+        assert "--enable-prefix-caching --block-size 32" in "\n".join(_lines_run(serve_script(record)))
 
 
 #: Run before serve.sh's fetch block: the bundle is replaced by another (valid) one when it is opened a second

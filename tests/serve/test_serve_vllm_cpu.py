@@ -2,7 +2,8 @@
 (4 heads of 64) on the CPU, and both load generators, guidellm and ``vllm bench serve`` on InferenceX's flags,
 sweep that one server at concurrency 1, 2 and 4 into valid records whose engine command reproduces the run
 anywhere; after guidellm's sweep, lm-eval's ``local-completions`` model scores the shipped tiny task against that
-same vLLM server's completions endpoint (``trncat serve --eval``'s path), into the record's ``serving.eval``.
+same vLLM server's completions endpoint (``trncat serve --eval``'s path), into the record's ``serving.eval``, and
+the prefix-caching probe (the server runs with that feature's flags: issue 49) reads vLLM's hit rate.
 And readiness that is real: a real vLLM that answers ``/health`` for a model its CPU attention cannot run
 (head_dim 16) and then fails every request is an engine failure with vLLM's own reason, not a hang.
 
@@ -33,6 +34,7 @@ from pipeline.serve import (
     serve_folder,
     serve_model,
     serving_workload,
+    with_features,
 )
 from pipeline.serve.vllmenv import VLLM_INSTALL, vllm_environment
 from tests.serve.conftest import engines_left
@@ -63,6 +65,7 @@ def server(vllm_python: str, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     spec = engine_for("cpu", model, port=free_port(), chips=1, dtype="float32", lnc=None,
                       max_model_len=workload.input_tokens + workload.output_tokens + 64,
                       max_streams=max(workload.concurrencies), model_id=MODEL_ID, revision=REVISION)  # fmt: skip
+    spec = with_features(spec, ("prefix_caching",))  # issue 49: the feature's flags, probed after guidellm's sweep
     with Engine(spec, root / "engine.log") as engine:
         engine.wait_ready(timeout_s=900)
         yield engine, spec, model
@@ -91,6 +94,7 @@ def _sweep(
         load_generator=tool,
         eval_task=eval_task(task) if task else None,
         eval_timeout_s=900,
+        features=("prefix_caching",) if tool == "guidellm" else (),
     )
     return serve_model(spec, serving_workload("cpu-tiny"), run, tmp_path, running=engine)
 
@@ -142,6 +146,7 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
             "local-completions" in evaluation["command"]
             and f"base_url={spec.base_url}/v1/completions" in (evaluation["command"])
         )
+        _prefix_caching_was_exercised(record)
     else:
         assert serving.get("eval") is None  # no task asked for: no section
         assert serving["tool"] == {"name": "vllm bench serve", "version": "0.32.0+vllm.cpu",
@@ -158,6 +163,24 @@ def test_both_load_generators_sweep_the_real_vllm_into_valid_records(
             assert words[words.index("--tokenizer") + 1] == MODEL_ID
             _no_local_path(command_line, model)
     assert engine.alive()  # the caller's server: left running for the next sweep
+
+
+def _prefix_caching_was_exercised(record: dict[str, Any]) -> None:
+    """Issue 49: the engine served with prefix caching's flags, the probe's prompts sharing a prefix hit vLLM's own
+    cache (its /metrics counters), and the stage matrix takes the CPU record as ``cpu`` on every class, never
+    passing."""
+    from pipeline.queue import load_support, matrix_rows
+
+    assert "--enable-prefix-caching --block-size 32" in record["serving"]["engine"]["command"]
+    assert record["serving"]["engine"]["options"]["prefix_caching"] is True
+    [feature] = record["serving"]["features"]
+    assert (feature["name"], feature["passed"]) == ("prefix_caching", True), feature
+    assert 0 < feature["hit_rate"] <= 1 and "prefix-cache hit rate" in feature["detail"], feature
+    rows = matrix_rows(models=[(MODEL_ID, "text-generation")], latest=[], serving=[record], support=load_support())
+    cells = {r["device_class"]: r for r in rows if r["item"] == "prefix_caching"}
+    assert {c: r["state"] for c, r in cells.items()} == {"trn2": "cpu", "trn3": "cpu"}
+    assert cells["trn2"]["detail"].startswith("--enable-prefix-caching --block-size 32: 8 requests sharing")
+    assert cells["trn2"]["record_id"] and cells["trn2"]["source"] == "local"
 
 
 def test_the_real_vllm_refuses_a_request_without_the_run_s_key_and_the_key_is_kept_nowhere(

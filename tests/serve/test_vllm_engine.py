@@ -204,3 +204,17 @@ def test_vllm_bench_runs_in_an_owned_group_that_a_stop_of_serve_ends(
         threading.Thread(target=stop_when_up, daemon=True).start()
         run = vllmbench.run_vllm_bench(args, tmp_path, timeout_s=120, name="point-1", api_key=None)
     assert up.exists() and run.returncode == -signal.SIGTERM and run.result is None
+
+
+def test_a_feature_adds_its_flags_to_a_vllm_command_and_is_refused_for_transformers_serve(tmp_path: Path) -> None:
+    """Issue 49: the flags go on the command and the recorded command, the options name the feature (serve.sh reads
+    it back); an engine that is not vLLM cannot take them: one line, no start."""
+    from pipeline.serve import with_features
+
+    spec = with_features(vllm_serve(tmp_path / "m", port=8000, model_id="acme/m", revision=REVISION),
+                         ("prefix_caching",))  # fmt: skip
+    assert spec.argv[-3:] == spec.command[-3:] == ("--enable-prefix-caching", "--block-size", "32")
+    assert spec.options["prefix_caching"] is True and spec.command[:3] == ("vllm", "serve", "acme/m")
+    with pytest.raises(ConfigError, match="--feature needs a vLLM engine"):
+        with_features(transformers_serve(tmp_path / "m", port=8000), ("prefix_caching",))
+    assert with_features(transformers_serve(tmp_path / "m", port=8000), ()).engine == "transformers-serve"

@@ -42,7 +42,8 @@ for case in json.load(sys.stdin):
         verdicts.append({"ok": True, "model": args.model_tag or args.model,
                          "tensor_parallel": args.tensor_parallel_size, "data_parallel": args.data_parallel_size,
                          "max_num_seqs": args.max_num_seqs, "max_model_len": args.max_model_len,
-                         "limit_mm_per_prompt": args.limit_mm_per_prompt, "api_key": args.api_key})
+                         "limit_mm_per_prompt": args.limit_mm_per_prompt, "api_key": args.api_key,
+                         "prefix_caching": args.enable_prefix_caching, "block_size": args.block_size})
 print("TRNCAT-VERDICTS " + json.dumps(verdicts, default=str))
 """
 
@@ -115,6 +116,9 @@ def test_vllm_reads_each_option_as_trncat_records_it(parsed: dict[str, Any]) -> 
         assert (got["max_num_seqs"], got["max_model_len"]) == limits, name
         images = options.get("limit_mm_per_prompt_image")
         assert (got["limit_mm_per_prompt"] or {}).get("image") == images, name
+        # prefix caching (issue 49): stated with vLLM Neuron's block size where the record says so, else vLLM's default
+        cache = (True, 32) if options.get("prefix_caching") else (None, None)
+        assert (got["prefix_caching"], got["block_size"]) == cache, name
 
 
 def test_the_commands_cover_every_layout_the_planner_and_queue_can_emit() -> None:

@@ -19,9 +19,9 @@ from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
 from pipeline.plan.memory import Sizing
 from pipeline.prices import load_prices
 from pipeline.queue.serving import serving_jobs
-from pipeline.serve import WORKLOADS, EngineSpec, engine_for, vllm_serve
+from pipeline.serve import WORKLOADS, EngineSpec, engine_for, vllm_serve, with_features
 from pipeline.serve.cache import warm_environment
-from pipeline.types import LNCS
+from pipeline.types import FLAG_FEATURES, LNCS
 from pipeline.workload import Workload
 from tests import ROOT
 
@@ -107,6 +107,9 @@ def every_vllm_command() -> dict[str, EngineSpec]:
             MODEL, port=8000, neuron=neuron, tensor_parallel=tp, data_parallel=2, lnc=lnc
         )
     base = engine_for("neuron", MODEL, port=8000, chips=1, dtype="bfloat16", lnc=None, max_model_len=2112)
+    for device in ("neuron", "cuda", "cpu"):  # the matrix's flag-only features (pipeline.serve.FEATURE_FLAGS)
+        plain = engine_for(device, MODEL, port=8000, chips=1, dtype="bfloat16", lnc=None, max_model_len=2112)
+        specs[f"{device} with every flag-only feature"] = with_features(plain, FLAG_FEATURES)
     for strict in (False, True):
         env = {**base.env, **warm_environment(CACHE_ROOT, strict=strict)}
         specs[f"neuron warm start{' (a miss is fatal)' if strict else ''}"] = dataclasses.replace(base, env=env)

@@ -61,6 +61,18 @@ matrix file fetched before it is scrolled to, then its first 100 rows drawn in 2
 and first chunk, gzip); a rebuild 7.3 and 7.5 s CPU against 4.0 and 3.5 s, peak 652 and 650 MB against 206 and 196 MB
 (the 330,000 matrix rows as Python dicts, read whole: the page's own part is about 40 MB); 84 MB stored in all against
 38.5 MB (the matrix's data files 45 MB, 0.57 MB gzip).
+
+Measured 2026-12-06 afternoon (issue 51's regression hunt) on the same 2-core machine under a load of 4 to 10, each
+figure beside ac28bfd (2026-12-04, the budgets held) in the same session. What costs is making every row's and every
+details' HTML in Python (b76ecca, "each cell made once"): the rebuild at ``--rows 20000`` 3.0 s CPU at its parent
+(ac28bfd) against 5.0 and 5.3 s at b76ecca; at 100,000 rows (the rebuild alone, alternated, load 4 to 7) 29.3 and 27.6 s
+after d491fe4's cheaper cells against 16.0 and 14.9 s at ac28bfd; data files 344 MB against 87 MB. The stage matrix
+(not seeded without ``--matrix``) and the serving-interval columns (two more columns read) cost nothing measurable.
+In Chromium the two pages are alike within this load's noise (five alternated loads of each kept site: first render
+median 264 ms against 300 ms, a search typed at once 225 ms against 239 ms); ``--rows 100000 --runs 1 --no-pandas``
+at d491fe4, load 5 to 9: first render 292 ms, 0.14 MB transferred, search typed at once 217 ms, cold 290 ms, warm
+worst 139 ms, 20/20 ids found, a rebuild 26.3 s CPU (ac28bfd's run under a load of 7: 416 ms, 178, 296 and 241 ms,
+15.8 s). The search and rebuild goals are not met under this load by either build.
 """
 
 from __future__ import annotations

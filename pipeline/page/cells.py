@@ -9,7 +9,6 @@ sorts, filters and pages, and places these texts as they are) show the same HTML
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,13 +30,12 @@ STATUS_LABELS = {"pass": "runs", "fail": "fails", "error": "infra error", "unmea
 NOT_COMPILED = "\u2014, not compiled on CPU"
 
 
-_SPECIAL = re.compile("[&<>\"']").search
-
-
 def escaped(value: Any) -> str:
     """``value`` as HTML text (most need no escaping: a 100,000-row page escapes some 4 million texts)."""
     text = value if type(value) is str else str(value)
-    return text if _SPECIAL(text) is None else str(escape(text))
+    if "&" in text or "<" in text or ">" in text or '"' in text or "'" in text:
+        return str(escape(text))
+    return text
 
 
 _e = escaped
@@ -125,17 +123,24 @@ def metric_text(entry: Mapping[str, Any], metric: Metric | Any) -> str:
     return number_text(value)
 
 
-def toolchain(entry: Mapping[str, Any], library: str | None = None) -> list[str]:
-    lines = [f"neuronx-cc {entry['cc']}"] if entry.get("cc") else []
-    if entry.get("tnx"):
-        lines.append(f"torch-neuronx {entry['tnx']}")
-    if not lines and entry.get("device"):
-        lines.append(str(entry["device"]))
-    if entry.get("tf"):
-        lines.append(f"transformers {entry['tf']}")
-    if library and entry.get("lib"):
-        lines.append(f"{library} {entry['lib']}")
-    return lines
+def toolchain(entry: Mapping[str, Any], library: str | None = None) -> tuple[str, ...]:
+    """A row's toolchain, a line per part (as HTML text)."""
+    get = entry.get
+    return _toolchain(get("cc"), get("tnx"), get("device"), get("tf"), library and get("lib"), library)
+
+
+@functools.lru_cache(maxsize=4096)  # a catalog has few toolchains: 100,000 rows ask for the same few lines
+def _toolchain(cc: Any, tnx: Any, device: Any, tf: Any, lib: Any, library: str | None) -> tuple[str, ...]:
+    lines = [f"neuronx-cc {cc}"] if cc else []
+    if tnx:
+        lines.append(f"torch-neuronx {tnx}")
+    if not lines and device:
+        lines.append(str(device))
+    if tf:
+        lines.append(f"transformers {tf}")
+    if lib:
+        lines.append(f"{library} {lib}")
+    return tuple(map(escaped, lines))
 
 
 def _badge(cls: str, text: str, title: str | None = None) -> str:
@@ -234,7 +239,7 @@ def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
     else:
         cores = f"{e['pc']} (plan)" if e.get("pc") is not None else e.get("cores")
     view = task_view(e["task"])
-    tools = "".join(f"<span>{_e(line)}</span>" for line in toolchain(e, view.library[0] if view.library else None))
+    tools = "".join(f"<span>{line}</span>" for line in toolchain(e, view.library[0] if view.library else None))
     return "".join(
         (
             f'<tr data-i="{no}"', ' class="regressed">' if e.get("reg") else ">",

@@ -180,15 +180,15 @@ def _runs(listing: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: int) -> tuple[list[str], dict[str, Any]]:
-    """The default view's first page of rows (each row's HTML, which the script reads too) and what the script
-    needs to show it before any file is fetched: its items, entries, and the counts its pager says."""
+    """The default view's first page of rows (each row's HTML: the script reads them back from the table, not from
+    the inline JSON) and what the script needs to show it before any file is fetched: its items and the counts its
+    pager says."""
     default = data["default"]
     listing = data["lists"][f"{default['task']}/{default['view']}"]
     rows: list[str] = []
     items: list[list[Any]] = []
     shown = hidden = 0
     device = AT["device"]
-    cells: dict[str, str] = {}
     for position, rank in listing["items"]:
         values = data["entries"][position]
         if not device_shown({"device": values[device]}, default["device"]):
@@ -197,12 +197,10 @@ def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: i
         shown += 1
         if len(rows) < page_size:
             no = numbers[position]
-            cells[str(no)] = row_html(entry_fields(values), no, rank)
-            rows.append(cells[str(no)])
+            rows.append(row_html(entry_fields(values), no, rank))
             items.append([no, rank])
     first = {
         "items": items,
-        "entries": cells,
         "shown": shown,
         "hidden": hidden,
         "total": len(listing["items"]),

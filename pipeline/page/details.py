@@ -40,12 +40,17 @@ def command(entry: Mapping[str, Any]) -> str:
     return f"{FRESH_VENV} && {run}"
 
 
-def dlami_command(entry: Mapping[str, Any]) -> str | None:
-    """The same command in the Neuron DLAMI's own environment (a Trainium2 row with a known torch-neuronx)."""
-    venv = dlami_venv(entry.get("tnx"))
-    if entry.get("device") != "neuron" or venv is None:
-        return None
-    return command(entry).replace(FRESH_VENV, f"source {venv}/bin/activate && pip install -r requirements.txt")
+@functools.lru_cache(maxsize=1024)  # a catalog has few: 100,000 details ask for the same few blocks
+def _commands(cores: Any, device: Any, tnx: Any) -> str:
+    """The details' command blocks: the command, and on a Trainium2 row with a known torch-neuronx the same command
+    in the Neuron DLAMI's own environment."""
+    text = command({"cores": cores, "device": device})
+    out = "<p>Run it: put run.py and requirements.txt in a folder, then</p>" + _command_block(text)
+    venv = dlami_venv(tnx)
+    if device == "neuron" and venv is not None:
+        dlami = text.replace(FRESH_VENV, f"source {venv}/bin/activate && pip install -r requirements.txt")
+        out += "<p>or, on the Neuron DLAMI, in its own environment:</p>" + _command_block(dlami)
+    return out
 
 
 def _grade_text(e: Mapping[str, Any], measure: str, compared: str) -> str:
@@ -134,7 +139,7 @@ def _history(e: Mapping[str, Any]) -> str:
         out.append(
             f"<tr{REGRESSION if h.get('reg') else ''}><td>{_e(h['date'])}</td><td>{_e(hardware)}</td>"
             f'<td class="num">{h.get("cores")}</td><td>{_e(status)}{reg}</td>'
-            f'<td>{_e(" · ".join(toolchain(h)))}</td><td class="num">{compile_text(h)}</td>{speed_cell}</tr>'
+            f'<td>{" · ".join(toolchain(h))}</td><td class="num">{compile_text(h)}</td>{speed_cell}</tr>'
         )
     return "".join(out) + "</tbody></table>"
 
@@ -143,8 +148,9 @@ REGRESSION = ' class="regression"'
 
 
 @functools.cache
-def _term(metric: Metric) -> str:
-    return f'<dt title="{_e(metric.title)}">{_e(metric.label)}</dt>'
+def _terms(task: str) -> tuple[tuple[Metric, str], ...]:
+    """A task's metrics, each with its term in the details' list."""
+    return tuple((m, f'<dt title="{_e(m.title)}">{_e(m.label)}</dt>') for m in task_view(task).metrics)
 
 
 def detail_html(e: Mapping[str, Any]) -> str:
@@ -166,9 +172,9 @@ def detail_html(e: Mapping[str, Any]) -> str:
             out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
     elif status == "pass":
         out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
-    shown = [m for m in task_view(e["task"]).metrics if e.get(m.key) is not None]
+    shown = [(m, term) for m, term in _terms(e["task"]) if e.get(m.key) is not None]
     if shown:
-        cells = (f"{_term(m)}<dd>{metric_text(e, m)}</dd>" for m in shown)
+        cells = (f"{term}<dd>{metric_text(e, m)}</dd>" for m, term in shown)
         out.append('<dl class="metrics">' + "".join(cells) + "</dl>")
     out += (f'<p class="{cls}">{_e(text)}</p>' if cls else f"<p>{_e(text)}</p>" for cls, text in _notes(e))
     if e.get("reg"):
@@ -190,11 +196,7 @@ def detail_html(e: Mapping[str, Any]) -> str:
                if e.get("ek") else "Not yet measured: no script yet.")  # fmt: skip
         out.append(f"<p>{why}</p>")
         return '<div class="detail-box">' + "".join(out) + "</div>"
-    out.append("<p>Run it: put run.py and requirements.txt in a folder, then</p>")
-    out.append(_command_block(command(e)))
-    dlami = dlami_command(e)
-    if dlami:
-        out.append("<p>or, on the Neuron DLAMI, in its own environment:</p>" + _command_block(dlami))
+    out.append(_commands(e.get("cores") or e.get("pc"), e.get("device"), e.get("tnx")))
     out.append(f'<div class="files" data-id="{_e(e["id"])}"{" data-sc" if e.get("sc") else ""}></div>')
     if e["hist"]:
         out.append("<h4>History across toolchains</h4>" + _history(e))

@@ -87,7 +87,8 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     changed = dict(data, latest=[dict(data["latest"][0], status="fail"), *data["latest"][1:]])
     assert [p for p, _ in render_site(**changed, inline_entries=100, chunk=50).files] != names
     inline = json.loads(site.html.split('id="trncat-data">', 1)[1].split("</script>", 1)[0])
-    assert not inline["store"]["inline"] and len(inline["first"]["entries"]) <= PAGE_SIZE
+    assert not inline["store"]["inline"] and len(inline["first"]["items"]) <= PAGE_SIZE
+    assert "entries" not in inline["first"]  # its rows are the table's, read back by the script
     # Every entry of a task is in exactly one of its files (its row's and its details' HTML), in model-id order.
     first_task = inline["store"]["tasks"]["text-generation"]
     files = dict(site.files)

@@ -31,8 +31,10 @@ var TRNCAT_STORE = function (D) {
       setIndex(t, cols, t.meta.lists);
     }
   });
-  if (D.first) {
-    Object.keys(D.first.entries).forEach(function (no) { T[D.default.task].entries[+no] = D.first.entries[no]; });
+  if (D.first) {  // the first view's rows: the server's, in the table already (not repeated in the inline JSON)
+    document.querySelectorAll("#rows tr[data-i]").forEach(function (tr) {
+      T[D.default.task].entries[+tr.dataset.i] = tr.outerHTML;
+    });
   }
   function get(path) {
     return fetch(path, {credentials: "same-origin"}).then(function (r) {

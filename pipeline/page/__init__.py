@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from pipeline.page.chunks import CHUNK_ENTRIES, DATA_DIR, INLINE_ENTRIES, index_columns
     from pipeline.page.html import LATEST_READ, Site, render_page, render_site, script_json
     from pipeline.page.matrix import DEVICE_CLASSES, documented_fails, fails_title
-    from pipeline.page.releases import counted_apart
+    from pipeline.page.releases import counted_apart, release_title
     from pipeline.page.task_columns import Metric, TaskView, table_metrics, task_view
 
 

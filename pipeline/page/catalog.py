@@ -182,6 +182,10 @@ def _entry(
     view = task_view(task)
     status = get("status", "unmeasured")
     need = get("cores") if status == "pass" else (get("plan_cores") or get("cores"))
+    # issue 28: the serving sweep of this model on this row's hardware, at the service level (null: none ran), of
+    # its own source only
+    slo_key = (model_id.casefold(), str(get("hardware") or ""), str(get("source")))
+    cells = slo.get(slo_key) if task == "text-generation" else None
     out = _BLANK_ENTRY.copy()  # every key in place at once: no resizing as 71 keys go in, 100,000 times a page
     out.update({"id": model_id, "task": task, "st": status, "need": need})
     # map(get, ...) reads the columns in one C loop, not one Python call each (a page builds 100,000 entries).
@@ -212,23 +216,14 @@ def _entry(
         "sig": _num(r.get("agreement_sigma_ratio"), 4),
         "bc": _num(r.get("agreement_bc"), 4),
         "tk": _topk(r.get("agreement_topk")),
-        # issue 28: the serving sweep of this model on this row's hardware, at the service level (null: none ran)
-        **_slo_cells(slo, model_id, task, r),
+        "slo": _num(cells.get("slo"), 4) if cells else None,
+        "slou": _num(cells.get("slou"), 6) if cells else None,
+        "slop": cells.get("slop") if cells else None,
         # issue 32: its bundle's second-machine warm check (pipeline/page/warm.py: "verified" only on a real machine)
         "wv": warm_state(r, warm) if r else None,
         "dbf": fails,  # issue 49: documented as supported, failed (the title of its badge: pipeline/page/matrix.py)
     })  # fmt: skip
     return _array(out)  # type: ignore[no-any-return]
-
-
-def _slo_cells(
-    slo: Mapping[tuple[str, str, str], Mapping[str, Any]], model_id: str, task: str, row: Mapping[str, Any]
-) -> dict[str, Any]:
-    key = (model_id.casefold(), str(row.get("hardware") or ""), str(row.get("source")))  # its own source's only
-    cells = slo.get(key) if task == "text-generation" else None
-    if not cells:
-        return {"slo": None, "slou": None, "slop": None}
-    return {"slo": _num(cells.get("slo"), 4), "slou": _num(cells.get("slou"), 6), "slop": cells.get("slop")}
 
 
 def _topk(groups: Any) -> list[list[Any]] | None:

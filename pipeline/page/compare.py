@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pipeline.page import plots
-from pipeline.page.cells import DEVICE_LABELS, price_text, usd_text
+from pipeline.page.cells import DEVICE_LABELS, bytes_text, price_text, rate_text, usd_text
 from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import device_of, ratio_interval, representative
@@ -48,9 +48,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
     if value is None or speed is None:
         speed_text = "\u2014"
     else:
-        speed_text = (
-            plots.fmt_seconds(value) if speed.fmt == "secs" else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
-        )
+        speed_text = plots.fmt_seconds(value) if speed.fmt == "secs" else rate_text(value)
     device = str(device_of(row))
     entry = {key: row.get(f"price_{column}") for key, column in _PRICE_KEYS}
     entry.update(st=row.get("status"), device=device)
@@ -64,7 +62,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
         "cores": row.get("cores"),
         "st": row.get("status"),
         "speed": speed_text,
-        "mem": "\u2014" if figures["mem"] is None else plots.fmt_bytes(figures["mem"]),
+        "mem": bytes_text(figures["mem"]),
         "cost": usd_text(figures["cost"]),
         "price": price_text(entry),
     }
@@ -90,7 +88,8 @@ def _pair(model_id: str, task: str, sides: list[dict[str, Any]], other: str, rat
     }
 
 
-def _ratio(trn: float | None, gpu: float | None) -> str:
+def ratio_text(trn: float | None, gpu: float | None) -> str:
+    """``×1.52``: ``trn`` ÷ ``gpu``, a dash unless both are positive figures."""
     return "\u2014" if trn is None or gpu is None or trn <= 0 or gpu <= 0 else f"\u00d7{trn / gpu:.2f}"
 
 
@@ -134,7 +133,7 @@ def compare_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         for other in others:
             both = trn.get("status") == other.get("status") == "pass" and trn.get("source") == other.get("source")
             a, b = _figures(task, trn), _figures(task, other)
-            ratios = {k: _ratio(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")}
+            ratios = {k: ratio_text(a[k], b[k]) if both else "\u2014" for k in ("speed", "mem", "cost")}
             ratios["speed"] = speed_ratio(trn, other, ratios["speed"])  # issue 50
             sides = [_side(task, trn), _side(task, other)]
             pairs.append(_pair(model_id, task, sides, OTHER[str(device_of(other))], ratios))
@@ -160,6 +159,6 @@ def demo_pairs(latest: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         task = str(row["task"])
         figures = _figures(task, row)
         sides = [_side(task, row) | {"demo": text, "demo_title": title} for text, title in DEMO_PLACES]
-        ratios = {k: _ratio(figures[k], figures[k]) for k in ("speed", "mem", "cost")}
+        ratios = {k: ratio_text(figures[k], figures[k]) for k in ("speed", "mem", "cost")}
         pairs.append(_pair(str(row["model_id"]), task, sides, "GPU", ratios))
     return pairs

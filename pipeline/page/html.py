@@ -24,8 +24,7 @@ import gc
 import hashlib
 import json
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
@@ -158,37 +157,24 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while a page is built, as it was after.
+def _paused(build: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``build`` with Python's cyclic garbage collector off while it runs, as it was after.
 
     The build makes millions of small containers (an entry, its arrays, their JSON) and no reference cycle of note;
     each collection the allocations trigger walks all of them again, which at 100,000 rows was half the build's CPU.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
-
-def _paused(build: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(build)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with _collector_paused():
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
             return build(*args, **kwargs)
+        finally:
+            if enabled:
+                gc.enable()
 
     return wrapper
-
-
-def _task_plots(tasks: Sequence[str], gathered: Gathered, history: History) -> dict[str, list[Markup]]:
-    """Each task's plots (:func:`pipeline.page.plots.catalog_plots`), one task's rows as dicts at a time."""
-    return {
-        task: plots.catalog_plots(task=task, latest=gathered.plot_rows(task), history=history.of_task(task))
-        for task in tasks
-    }
 
 
 def render_page(**kwargs: Any) -> str:
@@ -287,7 +273,10 @@ def render_site(
     families = grouped_family_table(gathered.family_groups())
     # The plots before the data files, and what made them let go: at 100,000 models the build then never holds the
     # packed history and the gathered rows beside the data files' 70 MB of JSON.
-    task_plots = _task_plots(data["tasks"], gathered, runs)
+    task_plots = {
+        task: plots.catalog_plots(task=task, latest=gathered.plot_rows(task), history=runs.of_task(task))
+        for task in data["tasks"]
+    }
     compare = compare_pairs(gathered.paired) + demo_pairs(gathered.demo)
     del gathered, runs
     inline = inline_entries is None or len(data["entries"]) <= inline_entries

@@ -82,18 +82,34 @@ def fmt_seconds(value: float) -> str:
     return f"{value / 60:.0f} min"
 
 
-def _text(x: float, y: float, text: str, *, anchor: str = "middle", cls: str = "", extra: str = "") -> str:
+def svg_text(x: float, y: float, text: str, *, anchor: str = "middle", cls: str = "", extra: str = "") -> str:
     klass = f' class="{escape(cls)}"' if cls else ""
     return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}"{klass}{extra}>{escape(text)}</text>'
 
 
-def _open(title: str, height: int = HEIGHT) -> list[str]:
+def svg_open(title: str, height: int = HEIGHT, cls: str = "plot") -> list[str]:
+    """A plot's ``<svg>`` start tag, its title element and its title drawn above it."""
     return [
-        f'<svg class="plot" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+        f'<svg class="{cls}" viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
         f'aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
         f"<title>{escape(title)}</title>",
-        _text(WIDTH / 2, 20, title, cls="plot-title"),
+        svg_text(WIDTH / 2, 20, title, cls="plot-title"),
     ]
+
+
+def axis_labels(x_label: str, y_label: str) -> str:
+    """The x axis' label under a plot's frame and the y axis' turned along its left side."""
+    middle = TOP + (HEIGHT - TOP - BOTTOM) / 2
+    return svg_text(LEFT + (WIDTH - LEFT - RIGHT) / 2, HEIGHT - 8, x_label, cls="plot-axis") + svg_text(
+        14, middle, y_label, cls="plot-axis", extra=f' transform="rotate(-90 14 {middle:.1f})"'
+    )
+
+
+def legend_key(x: int, color: str, label: str) -> str:
+    """A legend's key at ``x`` above a plot's frame: a dot of ``color`` and its label."""
+    return f'<circle cx="{x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>' + svg_text(
+        x + 12, TOP - 4, label, anchor="start", cls="plot-legend"
+    )
 
 
 def _ticks(low: int, high: int) -> list[float]:
@@ -152,11 +168,11 @@ def scatter(
         step = len(kept) / MAX_POINTS
         kept = [kept[int(i * step)] for i in range(MAX_POINTS)]
         note = f"{note} · sample of {MAX_POINTS}".strip(" ·")
-    parts = _open(title)
+    parts = svg_open(title)
     if note:
-        parts.append(_text(WIDTH / 2, 34, note, cls="plot-note"))
+        parts.append(svg_text(WIDTH / 2, 34, note, cls="plot-note"))
     if not kept:
-        parts.append(_text(WIDTH / 2, HEIGHT / 2, empty, cls="plot-empty"))
+        parts.append(svg_text(WIDTH / 2, HEIGHT / 2, empty, cls="plot-empty"))
         return Markup("".join(parts) + "</svg>")
     x0, x1 = _decades([p.x for p in kept])
     y0, y1 = _decades([p.y for p in kept])
@@ -172,17 +188,12 @@ def scatter(
     for tick in _ticks(x0, x1):
         x = sx(tick)
         parts.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{TOP + plot_h}" class="plot-grid"/>')
-        parts.append(_text(x, TOP + plot_h + 16, x_fmt(tick), cls="plot-tick"))
+        parts.append(svg_text(x, TOP + plot_h + 16, x_fmt(tick), cls="plot-tick"))
     for tick in _ticks(y0, y1):
         y = sy(tick)
         parts.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot_w}" y2="{y:.1f}" class="plot-grid"/>')
-        parts.append(_text(LEFT - 6, y + 4, y_fmt(tick), anchor="end", cls="plot-tick"))
-    parts.append(_text(LEFT + plot_w / 2, HEIGHT - 8, x_label, cls="plot-axis"))
-    parts.append(
-        _text(
-            14, TOP + plot_h / 2, y_label, cls="plot-axis", extra=f' transform="rotate(-90 14 {TOP + plot_h / 2:.1f})"'
-        )
-    )
+        parts.append(svg_text(LEFT - 6, y + 4, y_fmt(tick), anchor="end", cls="plot-tick"))
+    parts.append(axis_labels(x_label, y_label))
     for p in kept:
         color = TASK_COLORS.get(p.task, OTHER_COLOR)
         tip = f"{p.label}: {x_fmt(p.x)}, {y_fmt(p.y)}"
@@ -193,8 +204,7 @@ def scatter(
     legend_x = LEFT
     for task in sorted({p.task for p in kept}):
         color = TASK_COLORS.get(task, OTHER_COLOR)
-        parts.append(f'<circle cx="{legend_x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>')
-        parts.append(_text(legend_x + 12, TOP - 4, task, anchor="start", cls="plot-legend"))
+        parts.append(legend_key(legend_x, color, task))
         legend_x += 24 + 7 * len(task)
     return Markup("".join(parts) + "</svg>")
 
@@ -212,9 +222,9 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str =
     rates = [r for r in rates if r[2] > 0][:MAX_TOOLCHAINS]
     band, top = 34, 36
     height = max(HEIGHT, top + band * len(rates) + 16)
-    parts = _open(title, height)
+    parts = svg_open(title, height)
     if not rates:
-        parts.append(_text(WIDTH / 2, height / 2, empty, cls="plot-empty"))
+        parts.append(svg_text(WIDTH / 2, height / 2, empty, cls="plot-empty"))
         return Markup("".join(parts) + "</svg>")
     bar_w = WIDTH - 24 - 110
     for index, (label, passed, measured) in enumerate(rates):
@@ -227,7 +237,7 @@ def pass_rate(*, title: str, rates: Sequence[tuple[str, int, int]], empty: str =
         parts.append(f'<rect x="12" y="{y + 15}" width="{bar_w}" height="12" class="plot-track"/>')
         parts.append(f'<rect x="12" y="{y + 15}" width="{bar_w * share:.1f}" height="12" class="plot-bar"/>')
         parts.append(
-            _text(12 + bar_w + 8, y + 25, f"{share:.0%} ({passed}/{measured})", anchor="start", cls="plot-tick")
+            svg_text(12 + bar_w + 8, y + 25, f"{share:.0%} ({passed}/{measured})", anchor="start", cls="plot-tick")
         )
     return Markup("".join(parts) + "</svg>")
 

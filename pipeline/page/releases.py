@@ -61,7 +61,8 @@ def _day(value: Any) -> str:
     return "—" if value is None else value.date().isoformat() if hasattr(value, "date") else str(value)[:10]
 
 
-def _title(old: str, new: str) -> str:
+def release_title(old: str, new: str) -> str:
+    """'Neuron 2.25 → 2.26' (or, where either is no version number, 'OLD → NEW')."""
     both = _VERSION.fullmatch(old) and _VERSION.fullmatch(new)
     return f"Neuron {old} → {new}" if both else f"{old} → {new}"
 
@@ -133,7 +134,7 @@ def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             mid = len(values) // 2
             median = None if not values else values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
             medians[name] = f"{delta_text(name, median)} ({verdict_counts(entries, name)})"
-        title = _title(str(diff["old"]), str(diff["new"]))
+        title = release_title(str(diff["old"]), str(diff["new"]))
         sections.append({
             "title": title, "old": diff["old"], "new": diff["new"], "rows": rows, "total": len(entries),
             "counts": [(kind, label, counts[kind]) for kind, label in KIND_LABELS if counts[kind]],

@@ -17,9 +17,9 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from pipeline.page.cells import DEVICE_LABELS, usd_text
-from pipeline.page.compare import speed_ratio
-from pipeline.page.plots import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH
+from pipeline.page.cells import DEVICE_LABELS, rate_text, usd_text
+from pipeline.page.compare import ratio_text, speed_ratio
+from pipeline.page.plots import BOTTOM, HEIGHT, LEFT, RIGHT, TOP, WIDTH, axis_labels, legend_key, svg_open, svg_text
 
 #: One colour per device line (Trainium2 first, as the Compare view shows it).
 DEVICE_COLORS = {"neuron": "#ea580c", "cuda": "#16a34a", "cpu": "#6b7280"}
@@ -28,10 +28,6 @@ DEVICE_COLORS = {"neuron": "#ea580c", "cuda": "#16a34a", "cpu": "#6b7280"}
 def _num(value: Any) -> float | None:
     ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
     return float(value) if ok else None
-
-
-def _rate(value: float | None) -> str:
-    return "\u2014" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
 
 
 def source_of(record: Mapping[str, Any]) -> str:
@@ -88,8 +84,8 @@ def serving_entries(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
                 "points": points,
                 "at_slo": _num(best.get("tok_s_per_chip")),
                 "usd_at_slo": _num(best.get("usd_per_million_tokens")),
-                "at_slo_text": _rate(_num(best.get("tok_s_per_chip")))
-                + (f" ({_rate(low / chips)}\u2013{_rate(high / chips)})" if low is not None and high else ""),
+                "at_slo_text": rate_text(_num(best.get("tok_s_per_chip")))
+                + (f" ({rate_text(low / chips)}\u2013{rate_text(high / chips)})" if low is not None and high else ""),
                 "usd_text": usd_text(_num(best.get("usd_per_million_tokens"))),
                 "slo": f"TTFT {slo.get('percentile', 'p99')} \u2264 {slo.get('ttft_s')} s, "
                 f"\u2265 {slo.get('tok_s_per_user')} tok/s per user",
@@ -153,22 +149,13 @@ def _scale(values: Sequence[float]) -> tuple[float, float]:
     return (max(0.0, low - pad), high + pad)
 
 
-def _t(x: float, y: float, text: str, cls: str, anchor: str = "middle", extra: str = "") -> str:
-    return f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{anchor}" class="{cls}"{extra}>{escape(text)}</text>'
-
-
 def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup:
     """One model's throughput-latency curve: x tok/s per user, y tok/s per chip, one line per serving row."""
     title = f"{model_id}: served throughput against interactivity"
     lines = [e for e in entries if e["id"] == model_id and e["points"]]
-    parts = [
-        f'<svg class="plot serving-curve" viewBox="0 0 {WIDTH} {HEIGHT}" width="{WIDTH}" height="{HEIGHT}" '
-        f'role="img" aria-label="{escape(title)}" xmlns="http://www.w3.org/2000/svg">',
-        f"<title>{escape(title)}</title>",
-        _t(WIDTH / 2, 20, title, "plot-title"),
-    ]
+    parts = svg_open(title, cls="plot serving-curve")
     if not lines:
-        parts.append(_t(WIDTH / 2, HEIGHT / 2, "no serving point", "plot-empty"))
+        parts.append(svg_text(WIDTH / 2, HEIGHT / 2, "no serving point", cls="plot-empty"))
         return Markup("".join(parts) + "</svg>")
     xs = [p[0] for e in lines for p in e["points"]]
     ys = [p[1] for e in lines for p in e["points"]]
@@ -184,18 +171,9 @@ def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup
     parts.append(f'<rect x="{LEFT}" y="{TOP}" width="{w}" height="{h}" class="plot-frame"/>')
     for i in range(5):
         xv, yv = x0 + (x1 - x0) * i / 4, y0 + (y1 - y0) * i / 4
-        parts.append(_t(sx(xv), TOP + h + 16, _rate(xv), "plot-tick"))
-        parts.append(_t(LEFT - 6, sy(yv) + 4, _rate(yv), "plot-tick", anchor="end"))
-    parts.append(_t(LEFT + w / 2, HEIGHT - 8, "tok/s per user (1 / median TPOT)", "plot-axis"))
-    parts.append(
-        _t(
-            14,
-            TOP + h / 2,
-            "output tok/s per chip",
-            "plot-axis",
-            extra=f' transform="rotate(-90 14 {TOP + h / 2:.1f})"',
-        )
-    )
+        parts.append(svg_text(sx(xv), TOP + h + 16, rate_text(xv), cls="plot-tick"))
+        parts.append(svg_text(LEFT - 6, sy(yv) + 4, rate_text(yv), anchor="end", cls="plot-tick"))
+    parts.append(axis_labels("tok/s per user (1 / median TPOT)", "output tok/s per chip"))
     legend_x = LEFT
     for entry in lines:
         color = DEVICE_COLORS.get(entry["device"], "#2563eb")
@@ -206,19 +184,14 @@ def serving_curve(model_id: str, entries: Sequence[Mapping[str, Any]]) -> Markup
             f'class="serving-line" data-device="{escape(entry["device"])}"><title>{escape(label)}</title></polyline>'
         )
         for x, y, concurrency in entry["points"]:
-            tip = f"{label}: concurrency {concurrency}, {_rate(x)} tok/s per user, {_rate(y)} tok/s per chip"
+            tip = f"{label}: concurrency {concurrency}, {rate_text(x)} tok/s per user, {rate_text(y)} tok/s per chip"
             parts.append(
                 f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3.5" fill="{color}">'
                 f"<title>{escape(tip)}</title></circle>"
             )
-        parts.append(f'<circle cx="{legend_x + 4}" cy="{TOP - 8}" r="4" fill="{color}"/>')
-        parts.append(_t(legend_x + 12, TOP - 4, label, "plot-legend", anchor="start"))
+        parts.append(legend_key(legend_x, color, label))
         legend_x += 24 + 7 * len(label)
     return Markup("".join(parts) + "</svg>")
-
-
-def _ratio(trn: float | None, gpu: float | None) -> str:
-    return "\u2014" if trn is None or gpu is None or trn <= 0 or gpu <= 0 else f"\u00d7{trn / gpu:.2f}"
 
 
 def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -243,8 +216,8 @@ def serving_pairs(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                     "id": model_id,
                     "sides": [trn, gpu],
                     "ratios": {
-                        "at_slo": speed_ratio(trn, gpu, _ratio(trn["at_slo"], gpu["at_slo"]) if both else "\u2014"),
-                        "usd": _ratio(trn["usd_at_slo"], gpu["usd_at_slo"]) if both else "\u2014",
+                        "at_slo": speed_ratio(trn, gpu, ratio_text(trn["at_slo"], gpu["at_slo"]) if both else "\u2014"),
+                        "usd": ratio_text(trn["usd_at_slo"], gpu["usd_at_slo"]) if both else "\u2014",
                     },
                 }
             )

@@ -14,6 +14,7 @@ import datetime as dt
 import re
 import shutil
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,7 @@ from pipeline.page import (
     counted_apart,
     documented_fails,
     fails_title,
+    release_title,
     render_site,
 )
 
@@ -124,11 +126,8 @@ def entry_summary(row: dict[str, Any]) -> str:
 def release_entry(diff: dict[str, Any]) -> dict[str, Any]:
     """A release diff's one feed entry: its title, summary, time (its newest row's) and the page's section."""
     entries = diff["entries"]
-    count = {
-        kind: sum(e["kind"] == kind and not counted_apart(e) for e in entries) for kind in {e["kind"] for e in entries}
-    }
-    both = all(re.fullmatch(r"\d+\.\d+(\.\d+)*", str(n)) for n in (diff["old"], diff["new"]))
-    title = f"{'Neuron ' if both else ''}{diff['old']} → {diff['new']}"
+    count = Counter(e["kind"] for e in entries if not counted_apart(e))
+    title = release_title(str(diff["old"]), str(diff["new"]))
     parts = [
         f"{count.get('newly_failing', 0)} newly failing",
         f"{count.get('code_changed', 0)} failing with another code",

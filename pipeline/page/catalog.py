@@ -243,7 +243,7 @@ def _fallback(ops: Any) -> list[list[Any]] | None:
 def catalog(
     *,
     latest: Sequence[dict[str, Any]] | RowBatches,
-    history: Sequence[dict[str, Any]] | History | None,
+    history: Sequence[dict[str, Any]] | History,
     rankings: Sequence[dict[str, Any]],
     exclusions: Sequence[dict[str, Any]],
     slo: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
@@ -258,7 +258,7 @@ def catalog(
         latest: latest rows (flat, :data:`pipeline.records.COLUMNS`), or batches of them
             (:class:`pipeline.page.rows.RowBatches`, read once); an emulated row is left out (no Trainium2 result).
         history: result rows across toolchains (at least :data:`HISTORY_READ`), or them packed
-            (:class:`pipeline.page.rows.History`); None uses ``latest`` (a sequence).
+            (:class:`pipeline.page.rows.History`).
         rankings: rows ``date, task, view, rank, model_id`` of every snapshot (the latest per task and view counts).
         exclusions: rows ``model_id, task (None: every task), reason, kind``.
         slo: the at-SLO cells of serving sweeps by (model id casefolded, hardware, source)
@@ -274,10 +274,6 @@ def catalog(
         rows left out.
     """
     batches = row_batches(latest)
-    if history is None:
-        if not isinstance(latest, Sequence):
-            raise TypeError("catalog: history=None needs the latest rows as a sequence")
-        history = latest
     runs = history if isinstance(history, History) else History(history)
     excluded: dict[tuple[str, str | None], dict[str, Any]] = {}
     for row in exclusions:

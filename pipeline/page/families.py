@@ -10,23 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pipeline.records import FamilyStat, family_order, family_row, family_stats
-
-
-def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per family the latest rows hold, most measured on Trainium2 first."""
-    return [_entry(s) for s in family_stats(family_row(row, row.get("history") or ()) for row in latest)]
+from pipeline.records import FamilyStat, family_order, family_stats
 
 
 def grouped_family_table(groups: Iterable[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
-    """:func:`family_table` of family rows already grouped by family (one group's rows at a time: a page build
-    keeps 100,000 family rows as tuples, :meth:`pipeline.page.rows.Gathered.family_groups`)."""
+    """One entry per family, most measured on Trainium2 first, of family rows grouped by family (one group's rows at
+    a time: a page build keeps 100,000 family rows as tuples, :meth:`pipeline.page.rows.Gathered.family_groups`)."""
     # Each family's stat becomes its table entry at once: a stat holds its counted rows, which are let go with it.
-    table = [(family_order(stat), _entry(stat)) for group in groups for stat in family_stats(group)]
+    table = [(family_order(stat), family_entry(stat)) for group in groups for stat in family_stats(group)]
     return [entry for _, entry in sorted(table, key=lambda item: item[0])]
 
 
-def _entry(s: FamilyStat) -> dict[str, Any]:
+def family_entry(s: FamilyStat) -> dict[str, Any]:
+    """A family's entry of the table (short keys: the page's script reads them)."""
     return {
         "arch": s.architecture,
         "mt": s.model_type,

@@ -126,7 +126,7 @@ def data_of(html: str) -> dict[str, Any]:
     args = _RENDERED[html]
     data = page.catalog(
         latest=args["latest"],
-        history=args.get("history"),
+        history=args["latest"] if args.get("history") is None else args["history"],
         rankings=args["rankings"],
         exclusions=args["exclusions"],
         slo=slo_cells(args.get("serving") or []),
@@ -505,7 +505,7 @@ def test_every_row_says_its_source() -> None:
     """Issue 11.11: a community result must never read as one of the project's own runs."""
     community = sample_community(model_id="acme/community")
     rows = [flatten(sample_record(model_id="acme/ci")), flatten(community)]
-    data = page.catalog(latest=rows, history=None, rankings=[], exclusions=[])
+    data = page.catalog(latest=rows, history=rows, rankings=[], exclusions=[])
     sources = {e["id"]: e["src"] for e in map(entry_fields, data["entries"])}
     assert sources == {"acme/ci": "ci", "acme/community": "community"}
     html = render(latest=rows)

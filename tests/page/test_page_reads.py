@@ -12,11 +12,12 @@ import pytest
 from pipeline.dataset import LatestBatches, build, iter_results, read_latest, read_latest_columns
 from pipeline.page import HISTORY_READ, LATEST_READ, render_site
 from pipeline.page.catalog import AT, catalog
-from pipeline.page.families import family_table, grouped_family_table
+from pipeline.page.families import grouped_family_table
 from pipeline.page.rows import Gathered
 from pipeline.records import COLUMN_NAMES, flatten
 from tests.page.test_page import at, fixture_row
 from tests.support.catalog_rows import catalog_rows
+from tests.support.families import family_table
 from tests.support.records import sample_failure, sample_record, sample_speech_record
 from tests.warm_rows import with_bundle
 

@@ -20,7 +20,7 @@ def trn3_row(model_id: str, **overrides: Any) -> dict[str, Any]:
 
 def test_a_trainium3_row_is_its_own_device_on_the_page() -> None:
     latest = [row("acme/llama-1b", **at(1)), trn3_row("acme/qwen-1b", **at(2))]
-    data = page.catalog(latest=latest, rankings=[], exclusions=[], history=None)
+    data = page.catalog(latest=latest, rankings=[], exclusions=[], history=latest)
     devices = {e["id"]: e["device"] for e in map(entry_fields, data["entries"])}
     assert devices == {"acme/llama-1b": "neuron", "acme/qwen-1b": "trainium3"}
     assert data["default"]["device"] == "neuron"
@@ -37,7 +37,7 @@ def test_a_trainium3_row_is_its_own_device_on_the_page() -> None:
 def test_a_trainium3_row_never_takes_a_trainium2_row_s_place() -> None:
     trn2, trn3 = row("acme/llama-1b", **at(1)), trn3_row("acme/llama-1b", **at(9))
     assert representative([trn3, trn2])["hardware"] == "trn2.48xlarge"  # the newer Trainium3 pass comes second
-    data = page.catalog(latest=[trn3, trn2], rankings=[], exclusions=[], history=None)
+    data = page.catalog(latest=[trn3, trn2], rankings=[], exclusions=[], history=[trn3, trn2])
     (entry,) = map(entry_fields, data["entries"])
     assert entry["device"] == "neuron" and all(line[2] == "neuron" for line in entry["hist"])
 

@@ -10,7 +10,8 @@ from typing import Any
 from pipeline.dataset import HISTORY_COLUMN
 from pipeline.dataset.layout import read_rows
 from pipeline.dataset.shards import family_files
-from pipeline.records import family_row
+from pipeline.page.families import family_entry
+from pipeline.records import family_row, family_stats
 
 
 def family_rows(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -22,3 +23,9 @@ def family_rows(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def read_families(root: Path) -> list[dict[str, Any]]:
     """The rows of the folder's family index (every shard of it, in path order); none when it has none."""
     return [row for path in family_files(root) for row in read_rows(path)]
+
+
+def family_table(latest: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The page's table by architecture counted from the latest rows at once, most measured on Trainium2 first (the
+    reference :func:`pipeline.page.families.grouped_family_table` is compared with)."""
+    return [family_entry(s) for s in family_stats(family_row(row, row.get("history") or ()) for row in latest)]

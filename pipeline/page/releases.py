@@ -12,6 +12,7 @@ demo's diffs are of CPU rows, never Trainium2.
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -130,9 +131,8 @@ def release_sections(diffs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
             })  # fmt: skip
         medians = {}
         for name in _DELTAS:
-            values = sorted(float(e[name]) for e in entries if verdict_of(e, name) == "changed")
-            mid = len(values) // 2
-            median = None if not values else values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+            values = [float(e[name]) for e in entries if verdict_of(e, name) == "changed"]
+            median = statistics.median(values) if values else None
             medians[name] = f"{delta_text(name, median)} ({verdict_counts(entries, name)})"
         title = release_title(str(diff["old"]), str(diff["new"]))
         sections.append({

@@ -205,34 +205,32 @@ def feed_xml(
     sub(feed, "link", rel="related", href=f"https://huggingface.co/datasets/{names.dataset_repo}")
     author = sub(feed, "author")
     sub(author, "name", "trncat")
-    for diff in releases:
-        info = release_entry(diff)
-        entry = sub(feed, "entry")
-        sub(entry, "title", info["title"])
-        sub(entry, "id", info["id"])
-        sub(entry, "updated", _iso(info["updated"]))
-        sub(entry, "link", rel="alternate", type="text/html", href=f"{names.page_url}#{info['anchor']}")
-        sub(entry, "category", term="release_diff", label="Release diff")
-        sub(entry, "summary", info["summary"])
+
+    def entry(title: str, id_: str, updated: Any, href: str) -> ET.Element:
+        node = sub(feed, "entry")
+        sub(node, "title", title)
+        sub(node, "id", id_)
+        sub(node, "updated", _iso(updated))
+        sub(node, "link", rel="alternate", type="text/html", href=href)
+        return node
+
+    for info in map(release_entry, releases):
+        node = entry(info["title"], info["id"], info["updated"], f"{names.page_url}#{info['anchor']}")
+        sub(node, "category", term="release_diff", label="Release diff")
+        sub(node, "summary", info["summary"])
     for found in fails:
-        entry = sub(feed, "entry")
         device = DEVICE_CLASSES.get(found["device_class"], found["device_class"])
-        sub(entry, "title", f"Documented but fails: {found['model_id']} ({found['task']}, {device})")
+        title = f"Documented but fails: {found['model_id']} ({found['task']}, {device})"
         records = ",".join(sorted(str(r.get("record_id")) for r in found["rows"]))
-        sub(entry, "id", f"urn:trncat:documented-fails:{found['model_id']}:{found['task']}:{found['device_class']}")
-        entry[-1].text = f"{entry[-1].text}:{xml_text(records)}"
-        sub(entry, "updated", _iso(found["updated"] or newest))
-        sub(entry, "link", rel="alternate", type="text/html", href=details_link(names.page_url, found))
-        sub(entry, "category", term="documented_but_fails", label="Documented but fails")
-        sub(entry, "summary", fails_title([found]) + ".")
+        id_ = f"urn:trncat:documented-fails:{found['model_id']}:{found['task']}:{found['device_class']}:{records}"
+        node = entry(title, id_, found["updated"] or newest, details_link(names.page_url, found))
+        sub(node, "category", term="documented_but_fails", label="Documented but fails")
+        sub(node, "summary", fails_title([found]) + ".")
     for row in rows:
-        entry = sub(feed, "entry")
-        sub(entry, "title", entry_title(row))
-        sub(entry, "id", f"urn:trncat:change:{row['record_id']}:{row['kind']}")
-        sub(entry, "updated", _iso(row["finished_at"]))
-        sub(entry, "link", rel="alternate", type="text/html", href=details_link(names.page_url, row))
-        sub(entry, "category", term=row["kind"], label=_KIND_TITLES[row["kind"]])
-        sub(entry, "summary", entry_summary(row))
+        id_ = f"urn:trncat:change:{row['record_id']}:{row['kind']}"
+        node = entry(entry_title(row), id_, row["finished_at"], details_link(names.page_url, row))
+        sub(node, "category", term=row["kind"], label=_KIND_TITLES[row["kind"]])
+        sub(node, "summary", entry_summary(row))
     ET.indent(feed)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(feed, encoding="unicode") + "\n"
 

@@ -38,7 +38,6 @@ from pipeline.backends import group_members, owned_group
 from pipeline.errors import BenchError
 from pipeline.serve.vllmenv import VLLM_SERVER_MODULE, vllm_environment
 
-ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
 #: How much of the engine's log an error record keeps.
 LOG_TAIL_CHARS = 2000
 #: vLLM's ``--api-key`` by environment (vLLM 0.32 reads it when the flag is absent: docs/neuron-facts.md), so the

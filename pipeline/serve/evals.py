@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.backends import package_version
-from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec, console_script
 from pipeline.serve.loadgen import run_client
 
 TOOL = "lm-eval"
@@ -94,11 +94,8 @@ def eval_task(name: str, *, floor: float | None = None) -> EvalTask:
 
 
 def _lm_eval() -> list[str]:
-    beside = Path(sys.executable).with_name("lm-eval")
-    if beside.is_file():
-        return [str(beside)]
-    found = shutil.which("lm-eval")
-    return [found] if found else [sys.executable, "-m", "lm_eval"]
+    script = console_script("lm-eval")
+    return [script] if script != "lm-eval" else [sys.executable, "-m", "lm_eval"]
 
 
 def lm_eval_argv(spec: EngineSpec, task: EvalTask, *, tokenizer: Path, out: Path) -> list[str]:

@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.backends import owned_group
+from pipeline.backends import owned_group, package_version
 from pipeline.records import point_spread
-from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import OFFLINE_ENV, EngineSpec, console_script
 from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
 
 if TYPE_CHECKING:
@@ -39,15 +36,11 @@ CLIENT_ENV = {**OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
 
 
 def tool_version() -> str | None:
-    try:
-        return metadata.version(TOOL)
-    except metadata.PackageNotFoundError:
-        return None
+    return package_version(TOOL)
 
 
 def guidellm_command() -> list[str]:
-    beside = Path(sys.executable).with_name(TOOL)
-    return [str(beside)] if beside.is_file() else [shutil.which(TOOL) or TOOL]
+    return [console_script(TOOL)]
 
 
 def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -178,7 +178,8 @@ def _sweep(
             points.append(point)
             progress.where = f"after concurrency {point['concurrency']}"
             if point["success_rate"] < MIN_SUCCESS_RATE:
-                return _low_success(point), None
+                reason = f"success rate {point['success_rate']:.3f} at concurrency {point['concurrency']} is below "
+                return reason + f"{MIN_SUCCESS_RATE}: the engine cannot take more", None
         if not measured:
             reason = f"{tool} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
             return reason, "loadgen_failed"
@@ -206,13 +207,6 @@ def _measure(
     # the command by name, its scenario by file name: no path of this machine in the record
     command = ["guidellm", *(Path(a).name if a.startswith(str(folder)) else a for a in load.argv[1:])]
     return (points_of(load.report) if load.report else []), load, " ".join(command)
-
-
-def _low_success(point: dict[str, Any]) -> str:
-    return (
-        f"success rate {point['success_rate']:.3f} at concurrency {point['concurrency']} is below "
-        f"{MIN_SUCCESS_RATE}: the engine cannot take more"
-    )
 
 
 def serve_model(

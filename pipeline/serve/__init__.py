@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.backends import group_members
     from pipeline.serve.cost import headline
     from pipeline.serve.engine import (
         Engine,
@@ -78,7 +77,6 @@ __all__ = [
     "engine_for",
     "eval_task",
     "free_port",
-    "group_members",
     "headline",
     "image_workload",
     "points_of",

@@ -21,7 +21,7 @@ import json
 import shlex
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +88,6 @@ def eval_task(name: str, *, floor: float | None = None) -> EvalTask:
     task = EVAL_TASKS[name]
     if floor is None:
         return task
-    from dataclasses import replace
-
     return replace(task, floor=floor, floor_source="given for this model")
 
 

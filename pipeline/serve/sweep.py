@@ -229,7 +229,6 @@ def serve_model(
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
     share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
-    usd = price.usd if price else None
     status, failure = "pass", None
     progress = _Progress()
     points, commands = progress.points, progress.commands
@@ -303,7 +302,7 @@ def serve_model(
                 stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
         if (signum := stopped_by()) is not None:
             status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
-    cost_points(points, run.chips, usd_per_hour=usd, share=share)
+    cost_points(points, run.chips, usd_per_hour=price.usd if price else None, share=share)
     serving = Serving(
         tool={"name": tool, "version": version or "unknown", "commands": commands},
         engine={

@@ -36,36 +36,26 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.backends import group_members
-    from pipeline.serve.cost import headline, meets, usd_per_million
+    from pipeline.serve.cost import headline
     from pipeline.serve.engine import (
-        ENGINES,
         Engine,
         EngineSpec,
-        EngineStartError,
-        engine_reason,
-        first_completion,
         free_port,
-        port_in_use,
         transformers_serve,
         vllm_serve,
     )
-    from pipeline.serve.evals import EVAL_TASKS, EvalTask, eval_task, lm_eval_argv, lm_eval_version, run_eval
+    from pipeline.serve.evals import EVAL_TASKS, eval_task, run_eval
     from pipeline.serve.features import FEATURE_FLAGS, with_features
-    from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario, tool_version
+    from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario
     from pipeline.serve.local import ServeOptions, engine_for, resolve_served, serve_folder, serve_hub_model
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
     from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
-    from pipeline.serve.vllmbench import bench_args, run_vllm_bench
-    from pipeline.serve.vllmenv import VLLM_INSTALL, require_vllm, vllm_cpu_refusal, vllm_environment
+    from pipeline.serve.vllmenv import require_vllm
     from pipeline.serve.workload import (
         DEFAULT_SLO,
         FULL_CONCURRENCIES,
-        IMAGE_WORKLOADS,
-        MIN_SUCCESS_RATE,
         WORKLOADS,
-        ServiceLevel,
         ServingWorkload,
         image_workload,
         serving_workload,
@@ -74,41 +64,25 @@ if TYPE_CHECKING:
 __all__ = [
     "ServeOptions",
     "DEFAULT_SLO",
-    "ENGINES",
     "FEATURE_FLAGS",
     "with_features",
     "LOAD_GENERATORS",
-    "VLLM_INSTALL",
     "EVAL_TASKS",
     "FULL_CONCURRENCIES",
-    "IMAGE_WORKLOADS",
-    "MIN_SUCCESS_RATE",
     "WORKLOADS",
     "Engine",
     "EngineSpec",
-    "EngineStartError",
-    "EvalTask",
-    "ServiceLevel",
     "ServingRun",
     "ServingWorkload",
-    "bench_args",
     "engine_for",
-    "engine_reason",
-    "first_completion",
     "eval_task",
     "free_port",
-    "group_members",
-    "lm_eval_argv",
-    "lm_eval_version",
     "headline",
     "image_workload",
-    "meets",
     "points_of",
-    "port_in_use",
     "run_eval",
     "read_report",
     "require_vllm",
-    "run_vllm_bench",
     "run_guidellm",
     "scenario",
     "resolve_served",
@@ -119,11 +93,7 @@ __all__ = [
     "serving_smoke",
     "serving_smoke_line",
     "serving_workload",
-    "tool_version",
     "transformers_serve",
-    "usd_per_million",
-    "vllm_cpu_refusal",
-    "vllm_environment",
     "vllm_serve",
 ]
 

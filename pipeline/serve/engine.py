@@ -38,7 +38,6 @@ from pipeline.backends import group_members, owned_group
 from pipeline.errors import BenchError
 from pipeline.serve.vllmenv import VLLM_SERVER_MODULE, vllm_environment
 
-ENGINES = ("transformers-serve", "vllm", "vllm-neuron")
 #: How much of the engine's log an error record keeps.
 LOG_TAIL_CHARS = 2000
 #: vLLM's ``--api-key`` by environment (vLLM 0.32 reads it when the flag is absent: docs/neuron-facts.md), so the
@@ -76,7 +75,8 @@ class EngineSpec:
         return " ".join(filter(None, [env, shlex.join(self.command or self.argv)]))
 
 
-def _console_script(name: str) -> str:
+def console_script(name: str) -> str:
+    """The console script ``name`` beside this interpreter, else on ``PATH``, else the bare name."""
     beside = Path(sys.executable).with_name(name)
     return str(beside) if beside.is_file() else (shutil.which(name) or name)
 
@@ -132,7 +132,7 @@ def transformers_serve(
         "info",
         *cache,
     )
-    argv = (_console_script("transformers"), "serve", str(model), *rest)
+    argv = (console_script("transformers"), "serve", str(model), *rest)
     named = f"{model_id}@{revision}" if model_id and revision else (model_id or Path(model).name)
     options: dict[str, Any] = {"continuous_batching": continuous_batching, "device": device, "dtype": dtype}
     options["trust_remote_code"] = False
@@ -212,7 +212,7 @@ def vllm_serve(
         argv = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model), *rest]
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
     else:
-        argv = [_console_script("vllm"), "serve", str(model), *rest]
+        argv = [console_script("vllm"), "serve", str(model), *rest]
     named = [model_id or Path(model).name, *(["--revision", revision] if model_id and revision else [])]
     options = {
         "max_num_seqs": max_num_seqs,

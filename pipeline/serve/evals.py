@@ -18,18 +18,16 @@ library run offline (the tiny task's JSONL is local; gsm8k on a runner is lm-eva
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
-from importlib import metadata
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import owned_group
-from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
+from pipeline.backends import package_version
+from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec, console_script
+from pipeline.serve.loadgen import run_client
 
 TOOL = "lm-eval"
 #: The tasks shipped with the repository (the tests' task), run from a copy of this folder.
@@ -90,24 +88,12 @@ def eval_task(name: str, *, floor: float | None = None) -> EvalTask:
     task = EVAL_TASKS[name]
     if floor is None:
         return task
-    from dataclasses import replace
-
     return replace(task, floor=floor, floor_source="given for this model")
 
 
-def lm_eval_version() -> str | None:
-    try:
-        return metadata.version("lm_eval")
-    except metadata.PackageNotFoundError:
-        return None
-
-
 def _lm_eval() -> list[str]:
-    beside = Path(sys.executable).with_name("lm-eval")
-    if beside.is_file():
-        return [str(beside)]
-    found = shutil.which("lm-eval")
-    return [found] if found else [sys.executable, "-m", "lm_eval"]
+    script = console_script("lm-eval")
+    return [script] if script != "lm-eval" else [sys.executable, "-m", "lm_eval"]
 
 
 def lm_eval_argv(spec: EngineSpec, task: EvalTask, *, tokenizer: Path, out: Path) -> list[str]:
@@ -180,23 +166,18 @@ def run_eval(
         cwd.mkdir(exist_ok=True)
     out = work / "lm-eval-results"
     argv = lm_eval_argv(spec, task, tokenizer=tokenizer, out=out)
-    env = {**os.environ, "HF_DATASETS_CACHE": str(work / "datasets-cache"), "HF_ALLOW_CODE_EVAL": "0"}
+    env = {"HF_DATASETS_CACHE": str(work / "datasets-cache"), "HF_ALLOW_CODE_EVAL": "0"}
     if spec.api_key:  # lm-eval's local-completions sends OPENAI_API_KEY as its bearer token
         env[CLIENT_KEY_ENV] = spec.api_key
     if task.local:  # the shipped task reads only its own JSONL
         env |= {**OFFLINE_ENV, "HF_DATASETS_OFFLINE": "1"}
     log = work / "lm-eval.log"
-    with owned_group(argv, log=log, env=env, cwd=cwd) as process:  # its own group, registered for `trncat reap`
-        try:
-            code: int | None = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            code = None
-    tail = log.read_bytes()[-1500:].decode("utf-8", errors="replace")
+    code, tail = run_client(argv, log, env=env, timeout_s=timeout_s, tail_chars=1500, cwd=cwd, grace_s=10.0)
     if code is None:
         tail = f"lm-eval ran past {timeout_s:g} s: {tail[-1200:]}"
     score, stderr = _score(out, task)
     return {
-        "tool": {"name": TOOL, "version": lm_eval_version() or "unknown"},
+        "tool": {"name": TOOL, "version": package_version("lm_eval") or "unknown"},
         "task": task.name,
         "subset": task.subset,
         "metric": task.metric,

@@ -5,23 +5,24 @@ request: every figure of a point is guidellm's.
 One guidellm run sweeps several concurrencies (guidellm's sub-benchmarks), each with its own request budget and
 warm-ups (twice the concurrency, see :func:`scenario`). The sweep (:mod:`pipeline.serve.sweep`) runs one group of
 points at a time and stops early.
+
+:func:`run_client` runs each client of the engine (guidellm, ``vllm bench serve``, lm-eval) in a process group of its
+own.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.backends import owned_group
+from pipeline.backends import owned_group, package_version
 from pipeline.records import point_spread
-from pipeline.serve.engine import OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import OFFLINE_ENV, EngineSpec, console_script
 from pipeline.serve.workload import IMAGE_CONTENT, IMAGE_FORMAT, ServingWorkload
 
 if TYPE_CHECKING:
@@ -30,18 +31,16 @@ if TYPE_CHECKING:
 
 TOOL = "guidellm"
 PERCENTILES = ("p50", "p90", "p99")
+#: The load generators' environment (:func:`run_client` adds it to this process's): offline, one tokenizer thread.
+CLIENT_ENV = {**OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
 
 
 def tool_version() -> str | None:
-    try:
-        return metadata.version(TOOL)
-    except metadata.PackageNotFoundError:
-        return None
+    return package_version(TOOL)
 
 
 def guidellm_command() -> list[str]:
-    beside = Path(sys.executable).with_name(TOOL)
-    return [str(beside)] if beside.is_file() else [shutil.which(TOOL) or TOOL]
+    return [console_script(TOOL)]
 
 
 def _request_shape(spec: EngineSpec, workload: ServingWorkload) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -126,6 +125,22 @@ def scenario(
     }
 
 
+def run_client(
+    argv: Sequence[str], log: Path, *, env: dict[str, str], timeout_s: float, tail_chars: int, **group: Any
+) -> tuple[int | None, str]:
+    """Run one of the engine's clients (a load generator, lm-eval) to its end in a process group of its own
+    (:func:`pipeline.backends.owned_group`: registered for ``trncat reap``, ended by serve's signal handler and
+    whenever this returns: its workers too), its output in ``log``, ``env`` added to this process's environment;
+    ``group``: ``owned_group``'s ``cwd`` and ``grace_s`` (default 5 s). Returns its exit status (None: it ran past
+    ``timeout_s``) and the last ``tail_chars`` bytes of its log."""
+    with owned_group(argv, log=log, env={**os.environ, **env}, **{"grace_s": 5.0, **group}) as process:
+        try:
+            code: int | None = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            code = None
+    return code, log.read_bytes()[-tail_chars:].decode("utf-8", errors="replace")
+
+
 @dataclass(frozen=True)
 class LoadRun:
     """What one guidellm run left: its report (None when it wrote none, or one its report model refuses), exit
@@ -150,18 +165,11 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
     report_path = Path(scenario_doc["spec"]["outputs"][0]["path"])
     report_path.unlink(missing_ok=True)
     argv = (*guidellm_command(), "run", "--scenario", str(scenario_path), "--disable-console-interactive")
-    env = {**os.environ, **OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
-    log_path = folder / f"{name}.guidellm.log"
-    # its own process group, registered for `trncat reap`: leaving the block ends guidellm's workers too
-    with owned_group(argv, log=log_path, env=env, grace_s=5.0) as process:
-        try:
-            returncode = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            returncode = 124
+    log = folder / f"{name}.guidellm.log"
+    code, tail = run_client(argv, log, env=CLIENT_ENV, timeout_s=timeout_s, tail_chars=4000)
     if key:  # the scenario kept is the run's without the key
         _write_private(scenario_path, _without_key(scenario_doc))
-    tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
-    return LoadRun(read_report(report_path), returncode, tail, argv)
+    return LoadRun(read_report(report_path), 124 if code is None else code, tail, argv)
 
 
 def _without_key(doc: dict[str, Any]) -> dict[str, Any]:

@@ -82,33 +82,21 @@ def engine_for(
                                   revision=revision)  # fmt: skip
         spec.options["vllm_refused"] = refused
         return spec
-    if device == "cuda":
-        return vllm_serve(
-            folder,
-            port=port,
-            neuron=False,
-            tensor_parallel=chips,
-            dtype=dtype,
-            max_model_len=max_model_len,
-            images_per_prompt=images_per_prompt,
-            model_id=model_id,
-            revision=revision,
-        )
-    if device == "neuron":
-        trn2 = get_instance(DEFAULT_INSTANCE, lnc=lnc)  # vllm-neuron serves on Trainium2
-        return vllm_serve(
-            folder,
-            port=port,
-            neuron=True,
-            tensor_parallel=chips * trn2.cores_per_chip,
-            dtype=dtype,
-            lnc=trn2.lnc,
-            max_model_len=max_model_len,
-            images_per_prompt=images_per_prompt,
-            model_id=model_id,
-            revision=revision,
-        )
-    raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
+    if device not in ("cuda", "neuron"):
+        raise ConfigError(f"no serving engine for device {device!r} (cpu, cuda, neuron)")
+    trn2 = get_instance(DEFAULT_INSTANCE, lnc=lnc) if device == "neuron" else None  # vllm-neuron serves on Trainium2
+    return vllm_serve(
+        folder,
+        port=port,
+        neuron=trn2 is not None,
+        tensor_parallel=chips * (trn2.cores_per_chip if trn2 else 1),  # a GPU a chip; on Trainium2, its cores
+        dtype=dtype,
+        lnc=trn2.lnc if trn2 else None,
+        max_model_len=max_model_len,
+        images_per_prompt=images_per_prompt,
+        model_id=model_id,
+        revision=revision,
+    )
 
 
 def kv_cache_gib(folder: Path, tokens: int, dtype: str) -> int:

@@ -178,7 +178,8 @@ def _sweep(
             points.append(point)
             progress.where = f"after concurrency {point['concurrency']}"
             if point["success_rate"] < MIN_SUCCESS_RATE:
-                return _low_success(point), None
+                reason = f"success rate {point['success_rate']:.3f} at concurrency {point['concurrency']} is below "
+                return reason + f"{MIN_SUCCESS_RATE}: the engine cannot take more", None
         if not measured:
             reason = f"{tool} exited with {load.returncode} and measured nothing: {load.output_tail[-600:]}"
             return reason, "loadgen_failed"
@@ -208,13 +209,6 @@ def _measure(
     return (points_of(load.report) if load.report else []), load, " ".join(command)
 
 
-def _low_success(point: dict[str, Any]) -> str:
-    return (
-        f"success rate {point['success_rate']:.3f} at concurrency {point['concurrency']} is below "
-        f"{MIN_SUCCESS_RATE}: the engine cannot take more"
-    )
-
-
 def serve_model(
     spec: EngineSpec,
     workload: ServingWorkload,
@@ -235,7 +229,6 @@ def serve_model(
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
     share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
-    usd = price.usd if price else None
     status, failure = "pass", None
     progress = _Progress()
     points, commands = progress.points, progress.commands
@@ -309,7 +302,7 @@ def serve_model(
                 stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
         if (signum := stopped_by()) is not None:
             status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
-    cost_points(points, run.chips, usd_per_hour=usd, share=share)
+    cost_points(points, run.chips, usd_per_hour=price.usd if price else None, share=share)
     serving = Serving(
         tool={"name": tool, "version": version or "unknown", "commands": commands},
         engine={

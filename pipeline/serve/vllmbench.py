@@ -19,17 +19,15 @@ run calls what ``vllm bench serve`` calls, in the vLLM environment: vLLM's own p
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import owned_group
 from pipeline.errors import ConfigError
 from pipeline.records import point_spread
-from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec
+from pipeline.serve.engine import CLIENT_KEY_ENV, EngineSpec
+from pipeline.serve.loadgen import CLIENT_ENV, run_client
 from pipeline.serve.vllmenv import require_vllm, vllm_environment
 from pipeline.serve.workload import ServingWorkload
 
@@ -125,21 +123,10 @@ def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str
     result_path = Path(args[args.index("--result-dir") + 1]) / args[args.index("--result-filename") + 1]
     result_path.unlink(missing_ok=True)
     argv = (require_vllm().python, "-c", BENCH_ENTRY, *args)
-    env = {
-        **os.environ,
-        **OFFLINE_ENV,
-        "TOKENIZERS_PARALLELISM": "false",
-        **({CLIENT_KEY_ENV: api_key} if api_key else {}),
-    }
-    log_path = folder / f"{name}.vllm-bench.log"
-    # its own group, registered for `trncat reap`, ended by serve's signal handler and whenever the block is left
-    with owned_group(list(argv), log=log_path, env=env, grace_s=5.0) as process:
-        try:
-            returncode = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            returncode = 124
-    tail = log_path.read_bytes()[-4000:].decode("utf-8", errors="replace")
-    return BenchRun(read_result(result_path), returncode, tail, argv)
+    env = {**CLIENT_ENV, **({CLIENT_KEY_ENV: api_key} if api_key else {})}
+    log = folder / f"{name}.vllm-bench.log"
+    code, tail = run_client(argv, log, env=env, timeout_s=timeout_s, tail_chars=4000)
+    return BenchRun(read_result(result_path), 124 if code is None else code, tail, argv)
 
 
 def read_result(path: Path) -> dict[str, Any] | None:

@@ -116,13 +116,6 @@ class ServingWorkload:
         """The shortest prompt the range ratio allows."""
         return max(1, int(self.input_tokens * (1 - self.range_ratio)))
 
-    def requests_at(self, concurrency: int) -> int:
-        """Requests sent at one point: warm-ups plus measured."""
-        return (self.warmup_per_stream + self.measured_per_stream) * concurrency
-
-    def warmups_at(self, concurrency: int) -> int:
-        return self.warmup_per_stream * concurrency
-
     def to_record(self) -> dict[str, Any]:
         out = asdict(self)
         out["concurrencies"] = list(self.concurrencies)

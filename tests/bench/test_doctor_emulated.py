@@ -82,6 +82,20 @@ def test_doctor_passes_on_the_emulators_neuron_2_34_tools_profile(tmp_path: Path
 
 
 @pytest.mark.e2e
+def test_doctor_judges_the_emulated_machines_disk_not_the_hosts(tmp_path: Path) -> None:
+    """The stop-54 CI host had 45 GiB free in /tmp, under doctor's 50 GiB, and every emulated doctor said "not
+    ready". The emulated machine's disk is the machine's (Machine.disk_free): short of space, both checks warn with
+    its figure and the runner is not ready; the default machine has room whatever the host has."""
+    root = build(tmp_path / "trn2", Machine.of("trn2.3xlarge", disk_free=8 * 1024**3))
+    code, report = doctor(root)
+    checks = {c["name"]: c for c in report["checks"]}
+    assert code == 1 and not report["ok"]
+    assert checks["disk"]["status"] == "warn" and checks["disk"]["detail"].endswith(": 8.0 GiB free")
+    assert checks["neff-cache"]["status"] == "warn" and checks["neff-cache"]["fix"] == "free at least 10 GiB"
+    assert [c["name"] for c in report["checks"] if c["status"] != "ok"] == ["neff-cache", "disk"]
+
+
+@pytest.mark.e2e
 def test_doctor_names_each_package_an_emulated_runner_has_at_another_version(tmp_path: Path) -> None:
     """A runner left on 2.32's nki (0.6.0) while the pins are 2.33's (0.7.0): its line and the toolchain line."""
     import yaml

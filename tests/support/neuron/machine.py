@@ -9,7 +9,8 @@
 - ``bin/neuron-ls`` (2.33 or 2.34 flags) and ``bin/dpkg-query`` (the Neuron Debian packages), on ``PATH``;
 - ``site/``: an emulated ``torch_neuronx`` package with dist-info (its version, and the ``torch.backends``
   entry point that makes ``import torch`` load it, as TorchNeuron does), and the metadata of ``neuronx-cc`` and
-  ``nki``, on ``PYTHONPATH``;
+  ``nki``, on ``PYTHONPATH``, and a ``sitecustomize`` that makes ``shutil.disk_usage`` report the machine's disk
+  (:attr:`Machine.disk_free`), so a check of free space judges the emulated machine, not the host the tests run on;
 - ``run/``: the runtime's per-core reservation locks; ``tmp/``: the emulated ``/tmp`` (NEFF cache default,
   compile locks, out-of-memory tables);
 - ``toolchain.yaml``: ``runners/toolchain.yaml`` with the Neuron 2.33 build for this machine's torch (2.13), which
@@ -75,6 +76,7 @@ class Machine:
         fallback_ops: aten ops the emulated TorchNeuron does not implement (they run on the CPU, counted).
         failing_ops: aten ops that fail on the emulated device (then the fallback rule decides).
         compile_seconds: How long an emulated neuronx-cc compile of one graph takes.
+        disk_free: Free bytes every file system of the machine reports (``shutil.disk_usage`` in its processes).
     """
 
     instance_type: str = "trn2.3xlarge"
@@ -90,6 +92,7 @@ class Machine:
     fallback_ops: tuple[str, ...] = ()
     failing_ops: tuple[str, ...] = ()
     compile_seconds: float = 0.05
+    disk_free: int = 500 * GiB
 
     def __post_init__(self) -> None:
         moved = _version(self.driver) >= (2, 31)
@@ -249,7 +252,26 @@ def build(root: Path, machine: Machine | None = None) -> Path:
     (site / "nki").mkdir()
     (site / "nki" / "__init__.py").write_text(_NKI)
     _dist_info(site, "nki", machine.packages["nki"], top_level="nki", entry_points=None)
+    (site / "sitecustomize.py").write_text(_DISK.format(free=machine.disk_free))
     return root
+
+
+#: The emulated machine's disks: every path reports the machine's free bytes (and a total of at least that much).
+_DISK = """\
+\"\"\"trncat Neuron emulator: the emulated machine's disks (not the host's).\"\"\"
+import shutil
+
+_host_disk_usage = shutil.disk_usage
+
+
+def _disk_usage(path):
+    host = _host_disk_usage(path)
+    total = max(host.total, {free})
+    return type(host)(total, total - {free}, {free})
+
+
+shutil.disk_usage = _disk_usage
+"""
 
 
 def environment(root: Path, base: dict[str, str] | None = None) -> dict[str, str]:

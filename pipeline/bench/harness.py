@@ -24,8 +24,8 @@ from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
 from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
 from pipeline.bench.spec import BenchOptions, BenchSpec
-from pipeline.errors import BenchError, RemoteCodeRefused
-from pipeline.models import ResolvedModel, check_pipeline_classes, check_remote_code, check_sentence_modules
+from pipeline.errors import BenchError
+from pipeline.models import ResolvedModel, refusal
 from pipeline.records import (
     OPTIONAL_METRICS,
     SCHEMA_VERSION,
@@ -205,17 +205,6 @@ def runner_memory_share(*, total: int, cores: int, cores_available: int | None) 
     return total * max(1, cores) // cores_available
 
 
-def _remote_code_refused(folder: Path) -> str | None:
-    """Why the model's own files ask for code trncat never runs (:mod:`pipeline.models.gates`), or None."""
-    try:
-        check_remote_code(folder)
-        check_pipeline_classes(folder)
-        check_sentence_modules(folder)
-    except RemoteCodeRefused as exc:
-        return str(exc)
-    return None
-
-
 def bench_once(
     spec: BenchSpec,
     model: ResolvedModel,
@@ -286,7 +275,7 @@ def bench_once(
         status, failure = _classified(
             summarize_message(model.error), exc_type="HubError", message=model.error, stage_hint="load"
         )
-    elif refused := _remote_code_refused(model.path):
+    elif refused := refusal(model.path):
         status, failure = _classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
     else:
         with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:

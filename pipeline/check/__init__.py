@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT, Answer
-    from pipeline.check.catalog import Catalog, from_folder
+    from pipeline.check.answer import JSON_KEYS, NOT_FOUND_EXIT
     from pipeline.check.neuron_cache import CACHE_REPO, LOOKUP_COMMAND, registry_entry
     from pipeline.check.rules import VERDICTS, Base, decide
     from pipeline.check.run import check_model

@@ -22,12 +22,10 @@ from pipeline.models import (
     FAMILY_FILES,
     MAX_FILE_BYTES,
     Family,
-    check_model_index,
-    check_remote_code,
-    check_sentence_modules,
     folder_family,
     read_model_index,
     read_small_json,
+    refusal,
     transformer_config_path,
 )
 
@@ -106,19 +104,6 @@ def _extra_files(folder: Path, files: set[str]) -> list[str]:
     return extra
 
 
-def _judge(folder: Path) -> str | None:
-    """The gates' verdict on the fetched files (what the bench refuses before loading), or None."""
-    try:
-        check_remote_code(folder)
-        check_sentence_modules(folder)
-        index = read_model_index(folder)
-        if index is not None:
-            check_model_index(index)
-    except RemoteCodeRefused as exc:
-        return str(exc)
-    return None
-
-
 def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: bool = True) -> ModelFacts:
     """A model's listing and (``files``) its small files at ``revision`` (default: main's head).
 
@@ -158,7 +143,7 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     facts.folder = folder
     if folder is None:
         return facts
-    if (refused := _judge(folder)) is not None:
+    if (refused := refusal(folder)) is not None:
         facts.refusal = ("remote_code", refused)
         return facts
     read = folder_family(folder)

@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from pipeline.dataset.family_index import FamilyIndex, folder_family_index
     from pipeline.dataset.front import CardNames, page_html, read_summary, write_front_files
     from pipeline.dataset.layout import (
-        DATA_DIR,
         EXCLUSIONS_FILE,
         FAMILIES_DIR,
         FAMILIES_FILE,

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         Discovery,
         check_task_view,
         gated_reason,
-        judge,
     )
     from pipeline.discover.rankings import discover, discover_all, exclusion_rows, snapshot_rows, write_outputs
     from pipeline.discover.selection import (

@@ -40,9 +40,9 @@ if TYPE_CHECKING:
         check_model_index,
         check_pipeline_classes,
         check_remote_code,
-        check_sentence_modules,
         read_config,
         read_model_index,
+        refusal,
     )
     from pipeline.models.safetensors import safetensors_bytes, safetensors_param_count
 

@@ -185,3 +185,15 @@ def check_sentence_modules(folder: Path) -> None:
                 f"modules.json names the module {str(kind)[:80]!r}, not one of sentence-transformers' own: "
                 "sentence-transformers would import it from the repo; trncat never runs remote code"
             )
+
+
+def refusal(folder: Path) -> str | None:
+    """Why a model folder's own files ask for code trncat never runs (each gate above: config.json, model_index.json,
+    modules.json), or None: the verdict the bench and ``trncat check`` act on before anything of it is loaded."""
+    try:
+        check_remote_code(folder)
+        check_pipeline_classes(folder)
+        check_sentence_modules(folder)
+    except RemoteCodeRefused as exc:
+        return str(exc)
+    return None

@@ -5,6 +5,7 @@ expected, a folder that exists, an output path that can be written)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import re
@@ -91,24 +92,19 @@ def number(low: float = 0.0, high: float = math.inf, *, above: bool = True) -> C
     return parse
 
 
-def in_file(text: str) -> Path:
-    """A file that exists."""
-    path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: a folder, not a file")
-    if not path.is_file():
-        raise argparse.ArgumentTypeError(f"{text}: no such file")
+def _existing(text: str, *, folder: bool) -> Path:
+    """``text`` as a folder (``folder=True``) or a file that exists."""
+    path, kind, other = Path(text), "folder" if folder else "file", "file" if folder else "folder"
+    if path.exists() and path.is_dir() != folder:
+        raise argparse.ArgumentTypeError(f"{text}: a {other}, not a {kind}")
+    if not (path.is_dir() if folder else path.is_file()):
+        raise argparse.ArgumentTypeError(f"{text}: no such {kind}")
     return path
 
 
-def in_folder(text: str) -> Path:
-    """A folder that exists."""
-    path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: a file, not a folder")
-    if not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: no such folder")
-    return path
+#: A file that exists, and a folder that exists.
+in_file = functools.partial(_existing, folder=False)
+in_folder = functools.partial(_existing, folder=True)
 
 
 def in_path(text: str) -> Path:
@@ -137,14 +133,10 @@ def _writable(text: str, *, folder: bool) -> Path:
     return path
 
 
-def out_file(text: str) -> Path:
-    """A path a file can be written at (checked before the work that makes it, never after)."""
-    return _writable(text, folder=False)
-
-
-def out_folder(text: str) -> Path:
-    """A path a folder can be made or written in."""
-    return _writable(text, folder=True)
+#: A path a file can be written at (checked before the work that makes it, never after), and one a folder can be made
+#: or written in.
+out_file = functools.partial(_writable, folder=False)
+out_folder = functools.partial(_writable, folder=True)
 
 
 def dataset_folder(text: str) -> Path:

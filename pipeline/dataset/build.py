@@ -24,7 +24,6 @@ from pipeline.dataset.front import (
     read_summary,
     summarize,
     write_front_files,
-    write_summary,
 )
 from pipeline.dataset.layout import (
     CHANGES_DIR,
@@ -172,9 +171,7 @@ def refresh_card(root: Path, *, names: CardNames | None = None) -> None:
     summary = read_summary(root)
     if summary is None:
         summary = summarize(read_latest(root), shards=folder_shards(root))
-    write_front_files(root, page=False, counts=summary, known=summary["configs"], names=names)
-    summary["configs"] = [name for name, _ in card_configs(root, known=summary["configs"])]
-    write_summary(root, summary)
+    write_front_files(root, page=False, summary=summary, names=names)
 
 
 def refresh_new_views(root: Path, *, names: CardNames | None = None) -> None:
@@ -321,16 +318,6 @@ def build(
                     written = True
             if written:
                 summary.scripts.append(folder)
-        write_front_files(
-            stage,
-            latest=latest,
-            page=page,
-            counts=summary_file,
-            known=summary_file["configs"],
-            names=names,
-            held=held,
-        )
-        summary_file["configs"] = [name for name, _ in card_configs(stage, known=summary_file["configs"])]
-        write_summary(stage, summary_file)
+        write_front_files(stage, latest=latest, page=page, summary=summary_file, names=names, held=held)
     logger.info("added %d rows to %s (%s)", summary.added, out, summary.results_file)
     return summary

@@ -99,30 +99,33 @@ def write_front_files(
     *,
     latest: list[dict[str, Any]] | None = None,
     page: bool = True,
-    counts: dict[str, Any] | None = None,
-    known: Iterable[str] = (),
+    summary: dict[str, Any] | None = None,
     names: CardNames | None = None,
     held: Callable[[str, bytes], bool] | None = None,
 ) -> None:
     """(Re)write README.md (the card) and index.html (a preview of the catalog page, for the PR's reviewer; the
     public page is the Space's, built from main) from the folder's current content.
 
-    ``counts`` (the summary file's, :func:`read_summary`) and ``known`` views make the same
-    card on a partial mirror; the page needs the whole latest view. On such a mirror, a card the repo
-    already holds byte for byte (``held``, see :func:`pipeline.dataset.build.build`) is not written.
+    ``summary`` (the summary file's, :func:`read_summary`: its counts and the views it knows) makes the same card on
+    a partial mirror, and is then written with the views the card names; the page needs the whole latest view. On
+    such a mirror, a card the repo already holds byte for byte (``held``, see :func:`pipeline.dataset.build.build`)
+    is not written.
     """
-    configs = card_configs(root, known=known)
+    configs = card_configs(root, known=summary["configs"] if summary is not None else ())
     repo, space = (names.repo, names.space) if names else (None, None)
-    if counts is not None and not page:
-        text = render.dataset_card(counts=counts, configs=configs, repo=repo, space=space).encode("utf-8")
+    if summary is not None and not page:
+        text = render.dataset_card(counts=summary, configs=configs, repo=repo, space=space).encode("utf-8")
         if held is None or not held(CARD_FILE, text):
             fsatomic.write_bytes(root / CARD_FILE, text)
-        return
-    latest = read_latest(root) if latest is None else latest
-    card = render.dataset_card(rows=latest, counts=counts, configs=configs, repo=repo, space=space)
-    fsatomic.write_text(root / CARD_FILE, card)
-    if page:
-        fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))
+    else:
+        latest = read_latest(root) if latest is None else latest
+        card = render.dataset_card(rows=latest, counts=summary, configs=configs, repo=repo, space=space)
+        fsatomic.write_text(root / CARD_FILE, card)
+        if page:
+            fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))
+    if summary is not None:  # after the card: a summary that names a view is one whose card does too
+        summary["configs"] = [name for name, _ in configs]
+        write_summary(root, summary)
 
 
 #: The summary's shape (the counts per task, device and status; the views; the latest view's shard names).

@@ -316,7 +316,6 @@ for _module in filter(None, (m.strip() for m in constants.TRNCAT_TASK_MODULES.sp
     register(importlib.import_module(_module).SPEC)
 
 TASK_SOURCES: dict[str, TaskSource] = {name: spec.source for name, spec in REGISTRY.items()}
-DEFAULT_WORKLOADS: dict[str, Workload] = {name: spec.workload for name, spec in REGISTRY.items()}
 
 
 def check_task(task: object) -> None:

@@ -8,7 +8,6 @@ from pipeline.backends import REGISTRY as BACKENDS
 from pipeline.backends import get_backend
 from pipeline.bench.tasks import get_task
 from pipeline.records import load_schema
-from pipeline.taskspec import DEFAULT_WORKLOADS
 from pipeline.taskspec import REGISTRY as TASK_REGISTRY
 from pipeline.types import DEVICES, DTYPES, FLAG_FEATURES, MATRIX_FEATURES, SOURCES, STAGES, STATUSES, TASKS
 
@@ -16,7 +15,7 @@ from pipeline.types import DEVICES, DTYPES, FLAG_FEATURES, MATRIX_FEATURES, SOUR
 def test_registries_match_the_types() -> None:
     assert tuple(BACKENDS) == DEVICES
     assert tuple(TASK_REGISTRY) == TASKS
-    assert tuple(DEFAULT_WORKLOADS) == TASKS
+    assert all(name == spec.name for name, spec in TASK_REGISTRY.items())
 
 
 def test_schema_enums_match_the_types() -> None:
@@ -81,10 +80,10 @@ def test_the_new_tasks_have_their_workloads_and_hub_sources() -> None:
 
 def test_a_bench_spec_round_trips_the_workloads_of_every_task() -> None:
     from pipeline.bench.spec import BenchSpec
-    from pipeline.taskspec import DEFAULT_WORKLOADS
     from pipeline.workload import Workload
 
-    workloads = [*DEFAULT_WORKLOADS.items(), ("text-to-image", Workload(steps=4, guidance_scale=0.0, image_size=64))]
+    defaults = [(name, spec.workload) for name, spec in TASK_REGISTRY.items()]
+    workloads = [*defaults, ("text-to-image", Workload(steps=4, guidance_scale=0.0, image_size=64))]
     for task, workload in workloads:
         spec = BenchSpec(path="/m", task=task, device="cpu", dtype="float32", workload=workload)
         assert BenchSpec.from_json(spec.to_json()) == spec

@@ -95,7 +95,6 @@ def add_serving(root: Path, records: Iterable[dict[str, Any]]) -> int:
         if len(current) > MAX_SERVING:
             raise DatasetError(f"{SERVING_FILE}: more than {MAX_SERVING} serving entries")
         ordered = [current[k] for k in sorted(current)]
-        (root / SERVING_FILE).parent.mkdir(parents=True, exist_ok=True)
         fsatomic.write_text(root / SERVING_FILE, json.dumps(ordered, indent=1, sort_keys=True) + "\n")
         write_serving_views(root, ordered)
     return changed

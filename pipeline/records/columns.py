@@ -2,7 +2,8 @@
 
 Users filter the Parquet files with pandas without unnesting JSON: every field of the record is a column
 (``failure.stage`` -> ``failure_stage``, ``metrics.latency_s.p50`` -> ``latency_p50_s``, ...). The order of
-:data:`COLUMNS` is the column order of every results and latest file.
+:data:`COLUMNS` is the column order of every results and latest file. A record's times are ISO 8601 with a
+timezone, within the years a record may fall in (:func:`parse_time`), and UTC datetimes in a row.
 """
 
 from __future__ import annotations
@@ -13,9 +14,27 @@ import hashlib
 import json
 from typing import Any
 
-from pipeline.records.times import EARLIEST_YEAR, LATEST_YEAR, parse_time  # noqa: F401 (the years: validate's)
 from pipeline.taskspec import COST_COLUMNS
 from pipeline.taskspec import REGISTRY as TASK_SPECS
+
+#: The years a record's time may fall in: from long before any accelerator this catalog measures existed, to the
+#: last year whose stamps convert to UTC with any offset (a stamp of 9999 at -05:00 is past datetime's range).
+EARLIEST_YEAR, LATEST_YEAR = 2000, 9998
+
+
+def parse_time(text: str) -> dt.datetime | None:
+    """An ISO 8601 time with a timezone (``Z`` allowed) between :data:`EARLIEST_YEAR` and :data:`LATEST_YEAR`,
+    in UTC, or None when it is not one (a stamp that would not convert to UTC is none: it crashed every build)."""
+    try:
+        value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if value.tzinfo is None or not EARLIEST_YEAR <= value.year <= LATEST_YEAR:
+        return None
+    try:
+        return value.astimezone(dt.UTC)
+    except OverflowError:
+        return None
 
 
 def record_id(record: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipeline.ids import model_id_problem
-from pipeline.records.times import parse_time
+from pipeline.records.columns import parse_time
 from pipeline.records.types import WarmCheck
 from pipeline.records.validate import MAX_FUTURE, Problem, schema_validator
 

@@ -3,8 +3,8 @@
 - :mod:`~pipeline.records.validate`: the schema (``schemas/result.schema.json``), JSON-Schema plus semantic
   validation, strict parsing and dumping, the files of a folder checked one by one;
 - :mod:`~pipeline.records.task_checks`: the checks that depend on a record's task (metric sets, answer check);
-- :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns), with
-  :mod:`~pipeline.records.arrow` the columns' Arrow types;
+- :mod:`~pipeline.records.columns`: the record's flat Arrow form (one row per record, snake_case columns, each
+  kind's Arrow type);
 - :mod:`~pipeline.records.rows`: the representative row of a model, a row's toolchain label;
 - :mod:`~pipeline.records.collect`: which downloaded benchmark artifacts a publish may trust (a record, and its
   compiled-cache bundle beside it);
@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING
 from pipeline.registry import lazy_face
 
 if TYPE_CHECKING:
-    from pipeline.records.arrow import arrow_schema, arrow_type
     from pipeline.records.bundles import bundle_folder, bundle_path, workload_key
     from pipeline.records.collect import collect_records
     from pipeline.records.columns import (
@@ -39,6 +38,8 @@ if TYPE_CHECKING:
         COLUMNS,
         LAYOUT_VERSION,
         OPTIONAL_COLUMNS,
+        arrow_schema,
+        arrow_type,
         column_value,
         flatten,
         parse_time,

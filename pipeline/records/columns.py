@@ -3,7 +3,8 @@
 Users filter the Parquet files with pandas without unnesting JSON: every field of the record is a column
 (``failure.stage`` -> ``failure_stage``, ``metrics.latency_s.p50`` -> ``latency_p50_s``, ...). The order of
 :data:`COLUMNS` is the column order of every results and latest file. A record's times are ISO 8601 with a
-timezone, within the years a record may fall in (:func:`parse_time`), and UTC datetimes in a row.
+timezone, within the years a record may fall in (:func:`parse_time`), and UTC datetimes in a row. Each column's
+kind has its Arrow type (:func:`arrow_type`): the fixed schema of every results and latest file (:func:`arrow_schema`).
 """
 
 from __future__ import annotations
@@ -206,6 +207,40 @@ OPTIONAL_COLUMNS: frozenset[str] = frozenset(
         *_SINCE_1_4,
     }
 )
+
+
+@functools.cache
+def arrow_schema() -> Any:
+    """The fixed Arrow schema of the results and latest Parquet files."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, arrow_type(kind), nullable=True) for name, _, kind in COLUMNS])
+
+
+def arrow_type(kind: str) -> Any:
+    """The Arrow type of a column kind (``string``, ``int64``, ``float64``, ``bool``, ``timestamp``, ...)."""
+    import pyarrow as pa
+
+    if kind == _ATTEMPTS:
+        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in ATTEMPT_FIELDS]))
+    if kind == _TOPK:
+        return pa.list_(pa.struct([pa.field(name, arrow_type(k)) for name, k in _TOPK_FIELDS]))
+    return {
+        _STR: pa.string(),
+        _INT: pa.int64(),
+        _LAYOUT: pa.int32(),
+        _FLOAT: pa.float64(),
+        _BOOL: pa.bool_(),
+        _TIME: pa.timestamp("us", tz="UTC"),
+        _OPS: pa.list_(pa.struct([pa.field("op", pa.string()), pa.field("count", pa.int64())])),
+        _STRS: pa.list_(pa.string()),
+        _INTS: pa.list_(pa.int64()),
+        _BATCH_LATENCY: pa.list_(
+            pa.struct(
+                [pa.field("batch_size", pa.int64()), pa.field("p50", pa.float64()), pa.field("p90", pa.float64())]
+            )
+        ),
+    }[kind]
 
 
 _PATHS: dict[str, tuple[str, ...]] = {name: path for name, path, _ in COLUMNS}

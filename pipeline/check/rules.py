@@ -57,7 +57,7 @@ class Base:
 class Decision:
     """A verdict, the sentence that explains it, and the evidence (``{kind, model_id, status, cores, toolchain,
     failure_code}`` each). ``rows`` are the evidence's family rows (the first names the toolchain run.py uses; a
-    lazy sequence when the family index counted the architecture: :mod:`pipeline.dataset.family_arrow`)."""
+    lazy sequence when the family index counted the architecture: :mod:`pipeline.dataset.family_index`)."""
 
     verdict: Verdict
     reason: str

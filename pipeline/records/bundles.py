@@ -13,8 +13,6 @@ from typing import Any
 
 from pipeline.backends.neuron import BUNDLE_SUFFIX
 
-__all__ = ["bundle_folder", "bundle_path", "compiled_cache_problems", "workload_key"]
-
 
 def workload_key(record: dict[str, Any]) -> str:
     """The folder name of a run's workload: what decides the graphs it compiles (task, dtype, cores, the core

@@ -9,8 +9,6 @@ from typing import Any
 
 from pipeline.hardware import row_device
 
-__all__ = ["device_of", "representative", "toolchain_label"]
-
 
 def representative(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """The one row that stands for a model (on the page, in its scripts): a Trainium2 result before any other, a

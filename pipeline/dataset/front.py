@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ from pipeline.dataset.read import (
 from pipeline.dataset.releases import read_release_diffs
 from pipeline.dataset.warm import read_warm_checks
 from pipeline.page import HISTORY_READ, LATEST_READ, render_page
+from pipeline.records import schema_validator
 
 logger = logging.getLogger(__name__)
 
@@ -128,12 +128,15 @@ def write_front_files(
         write_summary(root, summary)
 
 
-#: The summary's shape (the counts per task, device and status; the views; the latest view's shard names).
+#: The summary's shape (``schemas/summary.schema.json``: the counts per task, device and status; the views; the latest
+#: view's shard names).
 SUMMARY_VERSION = 1
 
 
 def read_summary(root: Path) -> dict[str, Any] | None:
-    """The folder's summary, or None when it has none or it is unreadable (then the caller rebuilds it)."""
+    """The folder's summary, or None when it has none, it is unreadable or it does not match
+    ``schemas/summary.schema.json`` (a value of the wrong type would stop the build with a traceback): then the caller
+    rebuilds it."""
     path = root / SUMMARY_FILE
     if not path.is_file():
         return None
@@ -142,41 +145,12 @@ def read_summary(root: Path) -> dict[str, Any] | None:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         logger.warning("%s is unreadable (%s): it is rebuilt from the latest view", path, exc)
         return None
-    keys = {"version", "total", "counts", "toolchains", "shards", "configs", "hardware"}
-    if not isinstance(data, dict) or data.get("version") != SUMMARY_VERSION or not keys <= set(data):
-        logger.warning("%s has an unknown shape: it is rebuilt from the latest view", path)
+    error = next(iter(schema_validator("summary").iter_errors(data)), None)
+    if error is not None:
+        where = ".".join(map(str, error.instance_path)) or "its top level"
+        logger.warning("%s: %s: %s: it is rebuilt from the latest view", path, where, error.message)
         return None
-    if problem := _type_problem(data):  # a value of the wrong type would stop the build with a traceback
-        logger.warning("%s: %s: it is rebuilt from the latest view", path, problem)
-        return None
-    return data
-
-
-_SHARD = re.compile(r"all|[0-9a-f]{1,8}")
-
-
-def _count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _type_problem(data: dict[str, Any]) -> str | None:
-    """What in a summary of the right keys has the wrong type (the first such field), or None."""
-    if not _count(data["total"]):
-        return "total is not a count"
-    for name in ("counts", "toolchains"):
-        rows = data[name]
-        if not isinstance(rows, list) or not all(
-            isinstance(r, list) and len(r) == 4 and all(isinstance(v, str) for v in r[:3]) and _count(r[3])
-            for r in rows
-        ):
-            return f"{name} is not a list of [text, text, text, count]"
-    shards = data["shards"]
-    if not isinstance(shards, list) or not all(isinstance(n, str) and _SHARD.fullmatch(n) for n in shards):
-        return "shards is not a list of shard names (hex digits, or all)"
-    for name in ("configs", "hardware"):
-        if not isinstance(data[name], list) or not all(isinstance(v, str) for v in data[name]):
-            return f"{name} is not a list of text"
-    return None
+    return dict(data)
 
 
 def summarize(rows: Iterable[dict[str, Any]], *, shards: Iterable[str]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ id rules, duplicates). A bad file raises one :class:`~pipeline.errors.ConfigErro
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import re
@@ -16,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema_rs
 import yaml
 
 from pipeline.constants import REPO_ROOT
 from pipeline.errors import ConfigError
 from pipeline.ids import model_id_problem
-from pipeline.records import load_schema
+from pipeline.records import schema_validator
 from pipeline.types import TASKS
 
 logger = logging.getLogger(__name__)
@@ -55,11 +53,6 @@ class Exclusion:
     task: str | None = None
 
 
-@functools.cache
-def _validator(schema: str) -> Any:
-    return jsonschema_rs.Draft202012Validator(load_schema(schema))
-
-
 def _entry_label(doc: Any, key: str, index: int) -> str:
     entry = doc[key][index] if isinstance(doc, dict) and isinstance(doc.get(key), list) else None
     model = entry.get("model_id") if isinstance(entry, dict) else None
@@ -80,7 +73,7 @@ def _load(path: Path, schema: str, key: str) -> list[dict[str, Any]]:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         raise ConfigError(f"{path}: not valid YAML{line}: {getattr(exc, 'problem', None) or exc}") from None
-    errors = list(_validator(schema).iter_errors(doc))
+    errors = list(schema_validator(schema).iter_errors(doc))
     if errors:
         first = errors[0]
         parts = list(first.instance_path)

@@ -94,6 +94,7 @@ if TYPE_CHECKING:
         load_schema,
         parse_record,
         printable,
+        schema_validator,
         validate_paths,
         validate_record,
     )

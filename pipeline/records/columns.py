@@ -277,12 +277,12 @@ _TO_COLUMN: dict[str, Any] = {
 
 @functools.cache
 def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
-    """Each column of :func:`flatten` as (name, first key, second key, third key, conversion); a special column
-    (``record_id``, ``layout_version``, ``attempts``) has an empty first key. Paths are at most three deep."""
+    """Each column of :func:`flatten` read from a record's path, as (name, first key, second key, third key,
+    conversion); the special columns (``record_id``, ``layout_version``, ``attempts``) and the build columns (no
+    path) are not among them. Paths are at most three deep."""
     plan: list[tuple[str, str, str | None, str | None, Any]] = []
     for name, path, kind in COLUMNS:
-        if name in ("record_id", "layout_version", "attempts") or not path:
-            plan.append((name, "", None, None, None))
+        if name == "attempts" or not path:
             continue
         assert 1 <= len(path) <= 3, path
         second, third = (path[1] if len(path) > 1 else None), (path[2] if len(path) > 2 else None)
@@ -293,18 +293,8 @@ def _flatten_plan() -> tuple[tuple[str, str, str | None, str | None, Any], ...]:
 def flatten(record: dict[str, Any]) -> dict[str, Any]:
     """A valid record as one flat row (``COLUMNS`` order); times become aware datetimes; the build columns
     (the price and cost: the columns without a record path) are null until the dataset build fills them."""
-    row: dict[str, Any] = {}
+    row: dict[str, Any] = dict.fromkeys(COLUMN_NAMES)
     for name, first, second, third, convert in _flatten_plan():
-        if not first:
-            if name == "record_id":
-                row[name] = record_id(record)
-            elif name == "layout_version":
-                row[name] = LAYOUT_VERSION
-            elif name != "attempts":  # a build column: the dataset build prices the row
-                row[name] = None
-            else:
-                row[name] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
-            continue
         # (as column_value: a missing or non-object step gives None)
         value = record.get(first)
         if second is not None:
@@ -314,6 +304,9 @@ def flatten(record: dict[str, Any]) -> dict[str, Any]:
         if value is not None and convert is not None:
             value = convert(value)
         row[name] = value
+    row["record_id"] = record_id(record)
+    row["layout_version"] = LAYOUT_VERSION
+    row["attempts"] = [{key: a.get(key) for key, _ in ATTEMPT_FIELDS} for a in record.get("attempts") or []]
     return row
 
 
@@ -331,12 +324,12 @@ _TO_RECORD: dict[str, Any] = {
 
 @functools.cache
 def _unflatten_plan() -> tuple[tuple[str, tuple[str, ...], str, Any, bool, bool], ...]:
-    """Each record field of :func:`unflatten` as (column, parent keys, key, conversion, carried by one task only,
-    optional in the record)."""
+    """Each record field of :func:`unflatten` but ``attempts`` as (column, parent keys, key, conversion, carried by
+    one task only, optional in the record)."""
     return tuple(
         (name, path[:-1], path[-1], _TO_RECORD.get(kind), name in _ALL_TASK_ONLY, name in OPTIONAL_COLUMNS)
         for name, path, kind in COLUMNS
-        if path
+        if path and name != "attempts"
     )  # fmt: skip
 
 
@@ -348,9 +341,6 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
         if task_only and name not in task_columns:
             continue
         value = row.get(name)
-        if name == "attempts":
-            record["attempts"] = [dict(a) for a in value or []]
-            continue
         if value is None:
             if optional:
                 continue  # optional in the record: threads, guidance_scale and the optional metrics
@@ -367,4 +357,5 @@ def unflatten(row: dict[str, Any]) -> dict[str, Any]:
             record[section] = None
     if record.get("notes") is None:
         record["notes"] = []
+    record["attempts"] = [dict(a) for a in row.get("attempts") or []]
     return record

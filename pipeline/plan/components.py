@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pipeline.errors import ConfigError, PlanError, PlanLimitError, RemoteCodeRefused, RepoNotFoundError
 from pipeline.ids import validate_model_id
@@ -243,18 +243,15 @@ def read_pipeline(files: PipelineFiles, model: str) -> tuple[dict[str, Any], dic
     return index, configs, counted
 
 
-class PipelineFiles:
+class PipelineFiles(Protocol):
     """Where a model's files come from: a local folder or a Hub repo at a revision."""
 
-    def json(self, path: str) -> dict[str, Any]:
-        raise NotImplementedError
+    def json(self, path: str) -> dict[str, Any]: ...
 
-    def weights(self, folder: str) -> int | None:
-        raise NotImplementedError
+    def weights(self, folder: str) -> int | None: ...
 
     def params(self) -> int | None:
         """The parameters of the whole model, from its safetensors headers (None when it has none)."""
-        raise NotImplementedError
 
 
 class LocalFiles(PipelineFiles):

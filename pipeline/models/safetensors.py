@@ -37,8 +37,9 @@ def _safetensors_headers(folder: Path, files: Iterable[Path] | None = None) -> l
     return headers
 
 
-def _tensors(header: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    return (entry for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
+def _tensors(header: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, entry) of each tensor of a header (its ``__metadata__`` is none)."""
+    return ((name, entry) for name, entry in header.items() if name != "__metadata__" and isinstance(entry, dict))
 
 
 def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None, *, active: bool = False) -> int | None:
@@ -55,8 +56,7 @@ def safetensors_param_count(folder: Path, files: Iterable[Path] | None = None, *
         The element count of every tensor, or None when the folder has no readable safetensors file.
     """
     headers = _safetensors_headers(folder, files)
-    sizes = [(n, math.prod(e.get("shape", []))) for h in headers for n, e in h.items() if
-             n != "__metadata__" and isinstance(e, dict)]  # fmt: skip
+    sizes = [(name, math.prod(entry.get("shape", []))) for header in headers for name, entry in _tensors(header)]
     try:
         config = json.loads((folder / "config.json").read_text(encoding="utf-8")) if active else {}
         config = config.get("text_config") or config
@@ -80,7 +80,7 @@ def safetensors_bytes(folder: Path) -> int | None:
         The sum of every tensor's data span, or None when the folder has no readable safetensors file.
     """
     headers = _safetensors_headers(folder)
-    spans = [entry.get("data_offsets") for header in headers for entry in _tensors(header)]
+    spans = [entry.get("data_offsets") for header in headers for _, entry in _tensors(header)]
     valid = [
         span for span in spans if isinstance(span, list) and len(span) == 2 and all(isinstance(o, int) for o in span)
     ]

@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 import pipeline
 from pipeline.errors import ConfigError
+from pipeline.registry import load_entry
 
 
 def package_version(name: str) -> str | None:
@@ -365,3 +366,33 @@ class Backend:
             return None
         grown = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
         return [{"op": op, "count": n} for op, n in sorted(grown.items())]
+
+
+#: name -> "module:Class". Adding a backend = one module + one line here + tests.
+REGISTRY: dict[str, str] = {
+    "cpu": "pipeline.backends.cpu:CpuBackend",
+    "cuda": "pipeline.backends.cuda:CudaBackend",
+    "neuron": "pipeline.backends.neuron:NeuronBackend",
+}
+
+
+@functools.cache
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements);
+    looked up once per name (a check labels every family row's toolchain with it: thousands of rows at 100k
+    models).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    cls: type[Backend] = load_entry(REGISTRY, name, what="device")
+    return cls
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend called ``name`` (importing nothing device-specific yet).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    return backend_class(name)()

@@ -33,14 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.bench.tolerances import (
-    BC_BINS,
-    BC_MIN,
-    BFLOAT16_MANTISSA_BITS,
-    DIVERGENCE_DIFFERENCE_TOL,
-    SIGMA_RATIO_MAX,
-    TOPK_GROUPS,
-)
+from pipeline.bench.tolerances import TOLERANCES, TOPK_GROUPS
 
 
 def finite(value: float | None, digits: int = 6) -> float | None:
@@ -61,10 +54,11 @@ def _three_way(device_errors: Any, noise_errors: Any) -> tuple[float, float | No
     (each step, or each batch row), and whether either says bfloat16 noise."""
     ratio = sigma_ratio(device_errors, noise_errors)
     bc = min((bhattacharyya(device_errors[i], noise_errors[i]) for i in range(device_errors.shape[0])), default=None)
-    return ratio, bc, ratio <= SIGMA_RATIO_MAX or (bc is not None and bc >= BC_MIN)
+    rescued = ratio <= TOLERANCES["sigma_ratio_max"].value or (bc is not None and bc >= TOLERANCES["bc_min"].value)
+    return ratio, bc, rescued
 
 
-def bhattacharyya(a: Any, b: Any, *, bins: int = BC_BINS) -> float:
+def bhattacharyya(a: Any, b: Any, *, bins: int = int(TOLERANCES["bc_bins"].value)) -> float:
     """The Bhattacharyya coefficient of two samples' histograms over their common range (1: the same
     distribution, 0: no overlap). Two samples of one and the same value are the same distribution."""
     import torch
@@ -98,7 +92,7 @@ def _ulp(value: Any) -> Any:
     import torch
 
     magnitude = value.abs().clamp_min(1e-30)
-    return torch.pow(2.0, torch.floor(torch.log2(magnitude)) - BFLOAT16_MANTISSA_BITS)
+    return torch.pow(2.0, torch.floor(torch.log2(magnitude)) - TOLERANCES["bfloat16_mantissa_bits"].value)
 
 
 def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str, Any]:
@@ -145,7 +139,7 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         )
     # NxD Inference's divergence difference: how far apart the device's own logits of its token and the reference's.
     gap = dev.gather(-1, dev_token[..., None])[..., 0] - dev.gather(-1, ref_token[..., None])[..., 0]
-    swapped = ~match & ~(gap <= DIVERGENCE_DIFFERENCE_TOL)
+    swapped = ~match & ~(gap <= TOLERANCES["divergence_difference_tol"].value)
     step_fails |= swapped.any(-1)
     margin = ref.gather(-1, ref_token[..., None])[..., 0] - ref.gather(-1, dev_token[..., None])[..., 0]
     within_precision = margin <= _ulp(ref.gather(-1, ref_token[..., None])[..., 0])

@@ -7,7 +7,6 @@ failure; only a record that cannot be written at all is an error of the harness 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import signal
 import tempfile
 import time
@@ -39,8 +38,6 @@ from pipeline.records import (
 )
 from pipeline.taskspec import REGISTRY, task_source, task_spec
 from pipeline.types import HOST_MEMORY_SHORT, STAGES
-
-logger = logging.getLogger(__name__)
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
@@ -343,9 +340,17 @@ def bench_once(
         # what the bundle beside the record is keyed by
         compiled_cache_key=None if skipped else observed.get("cache_key") or None,
     ).to_dict()
-    # An emulated record is valid as an emulated run's: `trncat validate` and publish refuse it, the harness writes it.
-    problems = validate_record(record, allow_emulated=True)
-    if problems:
+    return checked(record, built_by="the harness")
+
+
+def checked(record: dict[str, Any], *, built_by: str) -> dict[str, Any]:
+    """``record`` when it is valid, as an emulated run's too (`trncat validate` and publish refuse an emulated
+    record; the harness writes it).
+
+    Raises:
+        BenchError: it is not: a bug of ``built_by``, and nothing is written.
+    """
+    if problems := validate_record(record, allow_emulated=True):
         details = "; ".join(f"{field}: {message}" for field, message in problems)
-        raise BenchError(f"the harness built an invalid record for {model.model_id}: {details}")
+        raise BenchError(f"{built_by} built an invalid record for {record['model_id']}: {details}")
     return record

@@ -20,6 +20,7 @@ from pipeline.backends.base import (
     FRESH_VENV,
     REGISTRY,
     Backend,
+    CompiledRun,
     backend_class,
     get_backend,
     package_version,

@@ -14,6 +14,7 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -123,6 +124,17 @@ def hardware_record(**known: Any) -> dict[str, Any]:
     return {**dict.fromkeys(HARDWARE_FIELDS), **known}
 
 
+@dataclass(frozen=True)
+class CompiledRun:
+    """What a pass's compile cache was compiled for, as its bundle's key manifest names it."""
+
+    model_dir: Path
+    task: str
+    dtype: str
+    workload: dict[str, Any]
+    cores: int
+
+
 #: Installing a record's requirements into a new virtual environment (system pips refuse: PEP 668).
 FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
 
@@ -202,18 +214,10 @@ class Backend:
         return set()
 
     def bundle_compile_cache(
-        self,
-        cache_dir: Path,
-        out: Path,
-        *,
-        model_dir: Path,
-        task: str,
-        dtype: str,
-        workload: dict[str, Any],
-        cores: int,
+        self, cache_dir: Path, out: Path, run: CompiledRun
     ) -> tuple[str | None, dict[str, Any] | None]:
-        """Pack a pass's compile cache into the bundle ``out`` with its key manifest inside: (why there is no
-        bundle, or None; the key manifest when there is one)."""
+        """Pack the compile cache of the pass ``run`` into the bundle ``out`` with its key manifest inside: (why
+        there is no bundle, or None; the key manifest when there is one)."""
         return f"the {self.name} backend ships no compiled cache", None
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:

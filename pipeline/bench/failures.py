@@ -51,16 +51,6 @@ from typing import Literal
 
 from pipeline.types import STAGES, STATUSES
 
-__all__ = [
-    "HOST_OOM_HINT",
-    "INTERRUPTED",
-    "RULES",
-    "Classification",
-    "MatchContext",
-    "Rule",
-    "classify",
-]
-
 #: The failure code of a run stopped by a signal to ``trncat bench`` or ``trncat serve`` (status ``error``:
 #: retried, never published): set by the caller, which knows it asked for the stop, before any rule is tried.
 INTERRUPTED = "interrupted"

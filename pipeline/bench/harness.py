@@ -17,7 +17,7 @@ from typing import Any
 import psutil
 
 from pipeline import constants
-from pipeline.backends import Backend, package_version, this_machine
+from pipeline.backends import Backend, CompiledRun, package_version, this_machine
 from pipeline.bench import agreement, verify
 from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
@@ -298,9 +298,10 @@ def bench_once(
                 children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes, backend, cache),
             )
             if status == "pass" and bundle_out is not None and cache is not None:
+                compiled = CompiledRun(model.path, spec.task, spec.dtype, spec.workload.to_dict(), spec.cores)
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
-                    cache, bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
-                    workload=spec.workload.to_dict(), cores=spec.cores)  # fmt: skip
+                    cache, bundle_out, compiled
+                )
     finished = now_iso()
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])

@@ -25,10 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants, hardware
-from pipeline.backends.base import (
-    Backend,
-    package_version,
-)
+from pipeline.backends.base import Backend, CompiledRun, package_version
 from pipeline.backends.neuron import bundle as neuron_bundle
 from pipeline.backends.neuron import cachekey as neuron_cachekey
 from pipeline.backends.neuron import launch as neuron_launch
@@ -301,28 +298,20 @@ class NeuronBackend(NeuronChildSide, Backend):
         return neuron_launch.compile_cache_hit(cache_dir, before)
 
     def bundle_compile_cache(
-        self,
-        cache_dir: Path,
-        out: Path,
-        *,
-        model_dir: Path,
-        task: str,
-        dtype: str,
-        workload: dict[str, Any],
-        cores: int,
+        self, cache_dir: Path, out: Path, run: CompiledRun
     ) -> tuple[str | None, dict[str, Any] | None]:
         versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
         key = neuron_cachekey.build_key(
             cache_dir=cache_dir,
-            config=neuron_cachekey.read_config(model_dir, task),
-            task=task,
-            dtype=dtype,
-            workload=workload,
+            config=neuron_cachekey.read_config(run.model_dir, run.task),
+            task=run.task,
+            dtype=run.dtype,
+            workload=run.workload,
             versions=versions,
             compiler_args=constants.NEURON_CC_FLAGS,
             target=self.instance.family,
             lnc=self.lnc,
-            cores=cores,
+            cores=run.cores,
         )
         skipped = self.pack_compile_cache(cache_dir, out, key=key)
         return skipped, (key if skipped is None else None)

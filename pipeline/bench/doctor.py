@@ -206,11 +206,6 @@ def _packages(backend: NeuronBackend, toolchain: Mapping[str, str]) -> list[Chec
     return out
 
 
-def apt_matches(installed: str, pin: str) -> bool:
-    """Whether an installed upstream version is what apt's ``NAME=PIN`` selects (a trailing ``*`` is a prefix)."""
-    return installed.startswith(pin[:-1]) if pin.endswith("*") else installed == pin
-
-
 def _apt(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Check]:
     """One check per Debian package pinned in the toolchain file's ``apt:`` (docs/neuron-facts.md, "runtime
     package"): installed at its pin, another version, or missing."""
@@ -220,7 +215,7 @@ def _apt(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Chec
         fix = f"apt-get install {package}={pin} (runners/setup-runner.sh --neuron-apt installs every pin)"
         if have is None:
             out.append(Check(package, "fail", f"not installed; runners/toolchain.yaml pins {pin}", fix))
-        elif not apt_matches(have, pin):
+        elif not (have.startswith(pin[:-1]) if pin.endswith("*") else have == pin):  # apt's NAME=PIN: * a prefix
             out.append(Check(package, "fail", f"{have}, but runners/toolchain.yaml pins {pin}", fix))
         else:
             out.append(Check(package, "ok", have))

@@ -250,13 +250,8 @@ class Backend:
             "python": platform.python_version(),
             "torch": package_version("torch") or "unknown",
             "transformers": package_version("transformers") or "unknown",
-            "torch_neuronx": None,
-            "neuronx_cc": None,
-            "runtime": None,
-            "driver": None,
-            "sdk": None,
-            "container_image": None,
-            "cuda": None,
+            # what a device's own backend fills in
+            **dict.fromkeys(("torch_neuronx", "neuronx_cc", "runtime", "driver", "sdk", "container_image", "cuda")),
             "torchvision": package_version("torchvision"),
         }
 

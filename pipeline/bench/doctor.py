@@ -106,19 +106,18 @@ def python_allowed(requires: str, python: tuple[int, int]) -> bool:
 
 
 def _os_python(os_release: Path, python: tuple[int, int], requires: str | None = None) -> list[Check]:
-    version = python
-    py = f"Python {version[0]}.{version[1]}"
+    py = f"Python {python[0]}.{python[1]}"
     if requires:  # the installed torch-neuronx says which Pythons it supports: that decides, not a table
         python_check = (
             Check("python", "ok", f"{py} (the installed torch-neuronx requires {requires})")
-            if python_allowed(requires, version)
+            if python_allowed(requires, python)
             else Check("python", "fail", f"{py}: the installed torch-neuronx requires Python {requires}",
                        "use the Neuron DLAMI's environment or a virtual environment of a supported Python")
         )  # fmt: skip
     else:
         python_check = (
             Check("python", "ok", py)
-            if version in TORCHNEURON_PYTHONS
+            if python in TORCHNEURON_PYTHONS
             else Check("python", "fail", f"{py}: TorchNeuron 2.33 is built for Python 3.12-3.14",
                        "use the Neuron DLAMI's environment or a Python 3.12+ virtual environment")
         )  # fmt: skip

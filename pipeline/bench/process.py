@@ -1,4 +1,5 @@
-"""Running the benchmark child: a process group under a timeout and a host-memory watchdog, with progress.
+"""Running the benchmark child: a process group under a timeout and a host-memory watchdog, with progress, and what
+its outcome says (:meth:`ChildOutcome.failure`: the one reading of a child that did not finish).
 
 The child (:mod:`pipeline.bench.child`) reports through a JSON file it rewrites atomically at each stage; the
 parent reads it while waiting (to show progress) and once the child is gone (to build the record).
@@ -17,6 +18,7 @@ import datetime as dt
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,10 @@ from typing import Any
 import psutil
 
 from pipeline.backends import Stopped, owned_group, stopped_by
+from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
+from pipeline.bench.messages import summarize_message
 from pipeline.bench.spec import BenchSpec, blank_report
+from pipeline.types import STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +57,45 @@ class ChildOutcome:
     log_tail: str
     #: The signal that stopped the bench (its child's group was ended), or None.
     stopped_by: int | None = None
+
+    def failure(self, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
+        """The status and failure of a child that did not finish (classified by the failure rules), or None."""
+        report = self.report
+        stage = report.get("stage") or "load"
+        if self.stopped_by is not None:
+            return "error", interrupted(self.stopped_by, stage)
+        if self.timed_out:
+            return classified(
+                f"no result after {timeout_s:g} s (was at stage {stage})", timed_out=True, stage_hint=stage
+            )
+        if self.over_memory:
+            message = f"{HOST_OOM_HINT}: killed at stage {stage}"
+            return classified(message, signal=signal.SIGKILL, message=message, stage_hint=stage)
+        if error := report.get("error"):
+            text = error.get("message", "")
+            return classified(summarize_message(text), exc_type=error.get("type"), message=text, stage_hint=stage)
+        if self.returncode != 0 or not report.get("done"):
+            code = self.returncode
+            sig = -code if code is not None and code < 0 else None
+            what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+            message = f"child {what} at stage {stage}. {summarize_message(self.log_tail, limit=1500)}".strip()
+            return classified(
+                message, signal=sig, exit_code=None if sig else code, message=self.log_tail, stage_hint=stage
+            )
+        return None
+
+
+def interrupted(signum: int, stage: str) -> dict[str, str]:
+    """The failure of a bench stopped by ``signum`` at ``stage`` (its child's process group ended)."""
+    name = signal.Signals(signum).name
+    message = f"trncat bench was stopped by {name} at stage {stage}: its child's process group was ended"
+    return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
+
+
+def classified(shown: str, /, **evidence: Any) -> tuple[str, dict[str, str]]:
+    """The status and failure the rules give ``evidence`` (:func:`classify`), with the message ``shown``."""
+    c = classify(**evidence)
+    return c.status, {"stage": c.stage, "code": c.code, "message": shown}
 
 
 def _tree_rss(process: psutil.Process) -> int:

@@ -71,17 +71,10 @@ class Children:
         )
 
 
-def _outcome_problem(outcome: ChildOutcome) -> str | None:
-    if outcome.timed_out:
-        return "timed out"
-    if outcome.over_memory:
-        return "went over the host memory limit"
-    error = outcome.report.get("error")
-    if error:
-        return summarize_message(f"{error.get('type')}: {error.get('message', '')}", limit=300)
-    if outcome.returncode != 0 or not outcome.report.get("done"):
-        return f"exited with code {outcome.returncode}"
-    return None
+def _outcome_problem(outcome: ChildOutcome, children: Children) -> str | None:
+    """What went wrong in a child run after the benchmark (its failure's message, short), or None."""
+    found = outcome.failure(timeout_s=children.timeout_s)
+    return summarize_message(found[1]["message"], limit=300) if found else None
 
 
 def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str | None]:
@@ -100,7 +93,7 @@ def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str
         return unknown, f"the compile cache {cache_dir.name} stayed empty: no warm start to measure"
     again = dataclasses.replace(spec, phase="warm_start", capture=None, warmup=0, iterations=1)
     outcome = children.on_device(again)
-    problem = _outcome_problem(outcome)
+    problem = _outcome_problem(outcome, children)
     if problem is not None:
         return unknown, f"warm start failed: {problem}"
     reported = outcome.report.get("metrics", {})
@@ -127,7 +120,7 @@ def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: Path | Non
     cpu = dataclasses.replace(
         spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made), teacher=teacher_text
     )
-    problem = _outcome_problem(children.on_cpu(cpu))
+    problem = _outcome_problem(children.on_cpu(cpu), children)
     if problem is None and not made.is_file():
         problem = "it saved nothing"
     return problem
@@ -208,7 +201,7 @@ def _forced_capture(spec: BenchSpec, device_capture: Path, reference: Path, chil
     again = dataclasses.replace(
         spec, phase="capture", capture=str(forced), teacher=str(reference), warmup=0, iterations=1
     )
-    problem = _outcome_problem(children.on_device(again))
+    problem = _outcome_problem(children.on_device(again), children)
     if problem is not None or not forced.is_file():
         logger.warning("the teacher-forced capture failed: %s", problem or "it saved nothing")
         return device_capture

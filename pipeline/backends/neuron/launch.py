@@ -87,10 +87,7 @@ def choose_cores(
     if cores < 1:
         raise ConfigError(f"cores must be at least 1, got {cores}")
     known = sorted(set(core_ids)) if core_ids else None
-    if inherited:
-        allowed = parse_visible_cores(inherited)
-    else:
-        allowed = known if known else list(range(total_cores or cores))
+    allowed = parse_visible_cores(inherited) if inherited else known or list(range(total_cores or cores))
     if total_cores is not None and allowed and allowed[-1] >= total_cores:
         raise ConfigError(f"NEURON_RT_VISIBLE_CORES={inherited} names cores past the instance's {total_cores}")
     if known and inherited and not set(allowed) <= set(known):

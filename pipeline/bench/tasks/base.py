@@ -70,7 +70,6 @@ class Measured:
 class TaskRunner:
     """One Hub task (``text-generation``, ``sentence-embeddings``, ...) run with its own library."""
 
-    name: ClassVar[str] = ""
     #: transformers auto class that loads the model (transformers tasks).
     auto_model: ClassVar[str] = ""
     #: How a compiling run runs the prompt of a task that generates: ``chunked`` (through the compiled forward,

@@ -26,7 +26,6 @@ def synthetic_image(size: int) -> Any:
 
 
 class ImageTextToText(GenerationTask):
-    name: ClassVar[str] = "image-text-to-text"
     auto_model: ClassVar[str] = "AutoModelForImageTextToText"
 
     def load_processor(self, path: Path) -> Any:

@@ -10,7 +10,6 @@ from pipeline.workload import Workload
 
 
 class TextGeneration(GenerationTask):
-    name: ClassVar[str] = "text-generation"
     auto_model: ClassVar[str] = "AutoModelForCausalLM"
     # The whole prompt is one chunk: generate() runs it through the compiled forward, as AWS's tutorial does.
     prefill: ClassVar[str | None] = "chunked"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.backends import REGISTRY as BACKENDS
 from pipeline.backends import get_backend
+from pipeline.backends.base import REGISTRY as BACKENDS
 from pipeline.bench.tasks import TaskRunner, get_task
 from pipeline.records import load_schema
 from pipeline.taskspec import DEFAULT_WORKLOADS

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from pipeline.backends.base import (
     FRESH_VENV,
-    REGISTRY,
     Backend,
     CompiledRun,
     backend_class,
@@ -27,14 +26,5 @@ from pipeline.backends.base import (
     world_of,
 )
 from pipeline.backends.cuda import gpu_bandwidth
-from pipeline.backends.groups import (
-    Stopped,
-    group_members,
-    owned_group,
-    reap_orphans,
-    registered,
-    stop_group,
-    stopped_by,
-    stopping_on_signals,
-)
+from pipeline.backends.groups import Stopped, group_members, owned_group, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.machine import machine_identity, this_machine

@@ -51,11 +51,10 @@ class Children:
 
     def on_device(self, spec: BenchSpec) -> ChildOutcome:
         """Run ``spec`` on the backend's device, on the benchmark's compile cache."""
-        backend = self.backend
         return self.run(
             spec,
-            backend.environment(cores=spec.cores, compile_cache=self.cache_dir),
-            lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
+            self.backend.environment(cores=spec.cores, compile_cache=self.cache_dir),
+            lambda module_args: self.backend.launcher(cores=spec.cores, module_args=module_args),
         )
 
     def on_cpu(self, spec: BenchSpec) -> ChildOutcome:

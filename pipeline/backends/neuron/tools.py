@@ -340,12 +340,7 @@ def peak_delta(before: Mapping[int, CoreMemory], after: Mapping[int, CoreMemory]
     Returns:
         Bytes, never negative.
     """
-    total = 0
-    for index, end in after.items():
-        start = before.get(index)
-        baseline = start.current if start is not None else 0
-        total += max(end.peak - baseline, 0)
-    return total
+    return sum(max(end.peak - (before[i].current if i in before else 0), 0) for i, end in after.items())
 
 
 def reset_peaks(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> bool:

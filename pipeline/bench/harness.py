@@ -114,7 +114,7 @@ def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str],
     return "error", interrupted(signum, "run"), None
 
 
-def run_versions(backend: Backend, task: str, notes: list[str] | None = None) -> dict[str, str | None]:
+def run_versions(backend: Backend, task: str, notes: list[str]) -> dict[str, str | None]:
     """The record's ``versions``: the backend's, and the task's library when it is not transformers. A value that
     is no version string (a tool's odd output) is left out ("unknown" where one is required), noted in ``notes``."""
     versions = backend.versions()
@@ -124,8 +124,7 @@ def run_versions(backend: Backend, task: str, notes: list[str] | None = None) ->
     for name, value in versions.items():
         if value is not None and not VERSION_TEXT.fullmatch(value):
             versions[name] = "unknown" if name in {"pipeline", "python", "torch", "transformers"} else None
-            if notes is not None:
-                notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
+            notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
     return versions
 
 

@@ -111,18 +111,15 @@ def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str
     return figures | ({"warm_start_cached_graphs": cached} if counted else {}), note
 
 
-def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: Path | None, children: Children) -> str | None:
+def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: str | None, children: Children) -> str | None:
     """Run the CPU capture of ``spec`` in ``dtype`` into ``made`` (the reference, or the noise run fed ``teacher``'s
     tokens); the problem when it failed, else None."""
     made.parent.mkdir(parents=True, exist_ok=True)
-    teacher_text = str(teacher) if teacher else None
     cpu = dataclasses.replace(
-        spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made), teacher=teacher_text
+        spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made), teacher=teacher
     )
     problem = _outcome_problem(children.on_cpu(cpu), children)
-    if problem is None and not made.is_file():
-        problem = "it saved nothing"
-    return problem
+    return problem or (None if made.is_file() else "it saved nothing")
 
 
 def cached_capture(cache: Path, key: str, make: Callable[[Path], str | None]) -> tuple[Path | None, str | None]:
@@ -161,7 +158,7 @@ def answer_check(
 
     key = functools.partial(agreement.reference_key, model_id=model.model_id, revision=model.revision, task=spec.task)
 
-    def capture(dtype: str, teacher: Path | None) -> tuple[Path | None, str | None]:
+    def capture(dtype: str, teacher: str | None) -> tuple[Path | None, str | None]:
         make = functools.partial(_cpu_capture, spec, dtype=dtype, teacher=teacher, children=children)
         named = key(workload=spec.workload.to_dict(), dtype=dtype)
         return cached_capture(constants.TRNCAT_REFERENCE_CACHE, named, make)
@@ -173,7 +170,7 @@ def answer_check(
     noise_skipped = agreement.noise_skip_reason(dtype=spec.dtype)
     noise: Path | None = None
     if noise_skipped is None:
-        noise, problem = capture(agreement.NOISE_DTYPE, reference if generates else None)
+        noise, problem = capture(agreement.NOISE_DTYPE, str(reference) if generates else None)
         noise_skipped = None if noise is not None else f"the CPU bfloat16 run failed: {problem}"
     if generates:
         device_capture = _forced_capture(spec, device_capture, reference, children)

@@ -166,13 +166,10 @@ def build_tiny_llava(folder: Path) -> Path:
     from transformers.models.llava.processing_llava import LlavaProcessor
 
     tokenizer = build_tokenizer()
-    image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    text_config = _text_config(tokenizer)
-    vision_config = CLIPVisionConfig(**_SMALL, image_size=32, patch_size=8, projection_dim=32)
     config = LlavaConfig(
-        vision_config=vision_config,
-        text_config=text_config,
-        image_token_index=image_token_id,
+        vision_config=CLIPVisionConfig(**_SMALL, image_size=32, patch_size=8, projection_dim=32),
+        text_config=_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
     )
@@ -355,8 +352,7 @@ def build_tiny_whisper(folder: Path) -> Path:
         no_timestamps_token_id=ids["<|notimestamps|>"],
     )
     model.save_pretrained(folder)
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
-        folder
-    )
+    processor = WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer)
+    processor.save_pretrained(folder)
     logger.debug("built tiny whisper in %s", folder)
     return folder

@@ -101,8 +101,7 @@ class NeuronInventory:
     @property
     def runtime_version(self) -> str | None:
         """Neuron runtime version of the processes on the devices, if any was running."""
-        versions = sorted({v for d in self.devices for v in d.runtime_versions if v and v != "NA"})
-        return versions[-1] if versions else None
+        return max((v for d in self.devices for v in d.runtime_versions if v and v != "NA"), default=None)
 
 
 def _int(value: Any, what: str) -> int:

@@ -1,4 +1,4 @@
-"""The interface every backend implements, with the defaults most of them share.
+"""The interface every backend implements, with the defaults most of them share, and the registry of backends.
 
 A backend is the only thing that differs between a CPU, a CUDA and a Neuron run: the device string, how
 to synchronize, whether and how ``generate()`` is compiled, peak device memory, memory per core, versions,

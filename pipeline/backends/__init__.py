@@ -1,4 +1,4 @@
-"""The backend registry: one module per backend, one line here.
+"""The backends: one module per backend, one line in the registry (:data:`~pipeline.backends.base.REGISTRY`).
 
 A backend knows its device: the device string, how to synchronize, whether and how to compile, its peak
 memory, its memory per core, its versions and the environment for N cores. Everything else in the harness
@@ -16,70 +16,15 @@ requirements), :mod:`pipeline.page` (the install line shown) and the CLI.
 
 from __future__ import annotations
 
-import functools
-
-from pipeline.backends.base import FRESH_VENV, Backend, package_version, world_of
-from pipeline.backends.cuda import gpu_bandwidth
-from pipeline.backends.groups import (
-    Stopped,
-    group_members,
-    owned_group,
-    reap_orphans,
-    registered,
-    stop_group,
-    stopped_by,
-    stopping_on_signals,
+from pipeline.backends.base import (
+    FRESH_VENV,
+    Backend,
+    CompiledRun,
+    backend_class,
+    get_backend,
+    package_version,
+    world_of,
 )
+from pipeline.backends.cuda import gpu_bandwidth
+from pipeline.backends.groups import Stopped, group_members, owned_group, reap_orphans, stopped_by, stopping_on_signals
 from pipeline.backends.machine import machine_identity, this_machine
-from pipeline.registry import load_entry
-
-#: name -> "module:Class". Adding a backend = one module + one line here + tests.
-REGISTRY: dict[str, str] = {
-    "cpu": "pipeline.backends.cpu:CpuBackend",
-    "cuda": "pipeline.backends.cuda:CudaBackend",
-    "neuron": "pipeline.backends.neuron:NeuronBackend",
-}
-
-
-@functools.cache
-def backend_class(name: str) -> type[Backend]:
-    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements);
-    looked up once per name (a check labels every family row's toolchain with it: thousands of rows at 100k
-    models).
-
-    Raises:
-        ConfigError: no such backend.
-    """
-    cls: type[Backend] = load_entry(REGISTRY, name, what="device")
-    return cls
-
-
-def get_backend(name: str) -> Backend:
-    """Instantiate the backend called ``name`` (importing nothing device-specific yet).
-
-    Raises:
-        ConfigError: no such backend.
-    """
-    return backend_class(name)()
-
-
-__all__ = [
-    "FRESH_VENV",
-    "REGISTRY",
-    "Backend",
-    "backend_class",
-    "get_backend",
-    "gpu_bandwidth",
-    "Stopped",
-    "group_members",
-    "owned_group",
-    "machine_identity",
-    "package_version",
-    "reap_orphans",
-    "registered",
-    "stop_group",
-    "stopped_by",
-    "stopping_on_signals",
-    "this_machine",
-    "world_of",
-]

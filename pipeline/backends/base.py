@@ -1,4 +1,4 @@
-"""The interface every backend implements, with the defaults most of them share.
+"""The interface every backend implements, with the defaults most of them share, and the registry of backends.
 
 A backend is the only thing that differs between a CPU, a CUDA and a Neuron run: the device string, how
 to synchronize, whether and how ``generate()`` is compiled, peak device memory, memory per core, versions,
@@ -14,11 +14,13 @@ import os
 import platform
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pipeline
 from pipeline.errors import ConfigError
+from pipeline.registry import load_entry
 
 
 def package_version(name: str) -> str | None:
@@ -122,6 +124,17 @@ def hardware_record(**known: Any) -> dict[str, Any]:
     return {**dict.fromkeys(HARDWARE_FIELDS), **known}
 
 
+@dataclass(frozen=True)
+class CompiledRun:
+    """What a pass's compile cache was compiled for, as its bundle's key manifest names it."""
+
+    model_dir: Path
+    task: str
+    dtype: str
+    workload: dict[str, Any]
+    cores: int
+
+
 #: Installing a record's requirements into a new virtual environment (system pips refuse: PEP 668).
 FRESH_VENV = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt"
 
@@ -201,18 +214,10 @@ class Backend:
         return set()
 
     def bundle_compile_cache(
-        self,
-        cache_dir: Path,
-        out: Path,
-        *,
-        model_dir: Path,
-        task: str,
-        dtype: str,
-        workload: dict[str, Any],
-        cores: int,
+        self, cache_dir: Path, out: Path, run: CompiledRun
     ) -> tuple[str | None, dict[str, Any] | None]:
-        """Pack a pass's compile cache into the bundle ``out`` with its key manifest inside: (why there is no
-        bundle, or None; the key manifest when there is one)."""
+        """Pack the compile cache of the pass ``run`` into the bundle ``out`` with its key manifest inside: (why
+        there is no bundle, or None; the key manifest when there is one)."""
         return f"the {self.name} backend ships no compiled cache", None
 
     def launcher(self, *, cores: int, module_args: Sequence[str]) -> list[str]:
@@ -245,13 +250,8 @@ class Backend:
             "python": platform.python_version(),
             "torch": package_version("torch") or "unknown",
             "transformers": package_version("transformers") or "unknown",
-            "torch_neuronx": None,
-            "neuronx_cc": None,
-            "runtime": None,
-            "driver": None,
-            "sdk": None,
-            "container_image": None,
-            "cuda": None,
+            # what a device's own backend fills in
+            **dict.fromkeys(("torch_neuronx", "neuronx_cc", "runtime", "driver", "sdk", "container_image", "cuda")),
             "torchvision": package_version("torchvision"),
         }
 
@@ -365,3 +365,33 @@ class Backend:
             return None
         grown = {op: n - before.get(op, 0) for op, n in after.items() if n > before.get(op, 0)}
         return [{"op": op, "count": n} for op, n in sorted(grown.items())]
+
+
+#: name -> "module:Class". Adding a backend = one module + one line here + tests.
+REGISTRY: dict[str, str] = {
+    "cpu": "pipeline.backends.cpu:CpuBackend",
+    "cuda": "pipeline.backends.cuda:CudaBackend",
+    "neuron": "pipeline.backends.neuron:NeuronBackend",
+}
+
+
+@functools.cache
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name``, for what it knows without an instance (dtype, requirements);
+    looked up once per name (a check labels every family row's toolchain with it: thousands of rows at 100k
+    models).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    cls: type[Backend] = load_entry(REGISTRY, name, what="device")
+    return cls
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend called ``name`` (importing nothing device-specific yet).
+
+    Raises:
+        ConfigError: no such backend.
+    """
+    return backend_class(name)()

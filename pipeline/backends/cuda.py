@@ -81,7 +81,6 @@ def gpu_bandwidth(device_name: str) -> float | None:
 class CudaBackend(Backend):
     name: ClassVar[str] = "cuda"
     compile_backend: ClassVar[str | None] = "inductor"
-    compile_by_default: ClassVar[bool] = False
     shards_over_cores: ClassVar[bool] = True
 
     def __init__(self, *, probe: Callable[[], dict[str, Any]] = probe_gpus) -> None:

@@ -82,8 +82,8 @@ class Stopped(Exception):  # noqa: N818 - a stop asked for, not an error
 def stopping_on_signals() -> Iterator[None]:
     """Within the block, SIGTERM, SIGINT and SIGHUP do not end the process: they send SIGTERM to every group
     :func:`owned_group` started here, no other group starts, and :func:`stopped_by` names the signal, so that the
-    caller still writes a record (the benchmark's parent polls for it and ends its child itself). Outside the
-    main thread (no handler can be set there) it does nothing."""
+    caller still writes a record (the benchmark's parent also polls for it and kills its child's group). Outside
+    the main thread (no handler can be set there) it does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -109,12 +109,13 @@ def stopping_on_signals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def owned_group(
-    argv: Sequence[str], *, log: Path, env: dict[str, str], cwd: Path | None = None, grace_s: float = 10.0
+    argv: Sequence[str], *, log: Path, env: dict[str, str], cwd: Path | None = None, grace_s: float | None = 10.0
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Start ``argv`` (a tool: an engine, a load generator, an evaluator) in a session of its own, its output to
-    ``log``, and own its whole process group while the block runs: registered for :func:`reap_orphans` (``trncat
-    reap`` ends it after a SIGKILL of this process), sent SIGTERM by :func:`stopping_on_signals`'s handler, and
-    ended by :func:`stop_group` when the block is left, however it is left.
+    """Start ``argv`` (a tool: an engine, a load generator, an evaluator, the benchmark child) in a session of its
+    own, its output to ``log``, and own its whole process group while the block runs: registered for
+    :func:`reap_orphans` (``trncat reap`` ends it after a SIGKILL of this process), sent SIGTERM by
+    :func:`stopping_on_signals`'s handler, and ended by :func:`stop_group` when the block is left, however it is
+    left: asked first and given ``grace_s``, or with ``grace_s=None`` killed at once (the leader waited for).
 
     Raises:
         Stopped: a stop was asked for already: the tool is ended at once.
@@ -133,7 +134,7 @@ def owned_group(
             yield process
         finally:
             _owned.pop(process.pid, None)
-            stop_group(process, grace_s=grace_s)
+            stop_group(process, grace_s=grace_s, ask_first=grace_s is not None)
 
 
 # -- groups a killed parent left behind -----------------------------------------------------------------

@@ -21,7 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from pipeline.backends import get_backend, world_of
+from pipeline.backends import Backend, get_backend, world_of
 from pipeline.bench.spec import BenchSpec, blank_report
 from pipeline.bench.tasks import get_task
 from pipeline.bench.tasks.base import Run
@@ -107,13 +107,12 @@ def _perturbs(spec: BenchSpec) -> bool:
     return bool(spec.fault and spec.fault.startswith("perturb"))
 
 
-def run(spec: BenchSpec, progress: Progress, backend: Any = None) -> None:
+def run(spec: BenchSpec, progress: Progress, backend: Backend) -> None:
     """Load, compile, run and measure ``spec``; everything measured goes to ``progress``."""
     _inject(spec.fault)
     import torch
 
     wall_start = time.perf_counter()
-    backend = backend or get_backend(spec.device)
     task = get_task(spec.task)
     compiles = backend.will_compile(requested=spec.compile)
     torch.set_grad_enabled(False)

@@ -106,19 +106,18 @@ def python_allowed(requires: str, python: tuple[int, int]) -> bool:
 
 
 def _os_python(os_release: Path, python: tuple[int, int], requires: str | None = None) -> list[Check]:
-    version = python
-    py = f"Python {version[0]}.{version[1]}"
+    py = f"Python {python[0]}.{python[1]}"
     if requires:  # the installed torch-neuronx says which Pythons it supports: that decides, not a table
         python_check = (
             Check("python", "ok", f"{py} (the installed torch-neuronx requires {requires})")
-            if python_allowed(requires, version)
+            if python_allowed(requires, python)
             else Check("python", "fail", f"{py}: the installed torch-neuronx requires Python {requires}",
                        "use the Neuron DLAMI's environment or a virtual environment of a supported Python")
         )  # fmt: skip
     else:
         python_check = (
             Check("python", "ok", py)
-            if version in TORCHNEURON_PYTHONS
+            if python in TORCHNEURON_PYTHONS
             else Check("python", "fail", f"{py}: TorchNeuron 2.33 is built for Python 3.12-3.14",
                        "use the Neuron DLAMI's environment or a Python 3.12+ virtual environment")
         )  # fmt: skip
@@ -206,11 +205,6 @@ def _packages(backend: NeuronBackend, toolchain: Mapping[str, str]) -> list[Chec
     return out
 
 
-def apt_matches(installed: str, pin: str) -> bool:
-    """Whether an installed upstream version is what apt's ``NAME=PIN`` selects (a trailing ``*`` is a prefix)."""
-    return installed.startswith(pin[:-1]) if pin.endswith("*") else installed == pin
-
-
 def _apt(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Check]:
     """One check per Debian package pinned in the toolchain file's ``apt:`` (docs/neuron-facts.md, "runtime
     package"): installed at its pin, another version, or missing."""
@@ -220,7 +214,7 @@ def _apt(apt: Mapping[str, str], dpkg: Callable[[str], str | None]) -> list[Chec
         fix = f"apt-get install {package}={pin} (runners/setup-runner.sh --neuron-apt installs every pin)"
         if have is None:
             out.append(Check(package, "fail", f"not installed; runners/toolchain.yaml pins {pin}", fix))
-        elif not apt_matches(have, pin):
+        elif not (have.startswith(pin[:-1]) if pin.endswith("*") else have == pin):  # apt's NAME=PIN: * a prefix
             out.append(Check(package, "fail", f"{have}, but runners/toolchain.yaml pins {pin}", fix))
         else:
             out.append(Check(package, "ok", have))

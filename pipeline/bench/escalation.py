@@ -14,9 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from pipeline.backends import Backend
+from pipeline.bench.harness import checked
 from pipeline.bench.spec import BenchSpec
-from pipeline.errors import BenchError
-from pipeline.records import validate_record
 from pipeline.taskspec import task_source
 
 logger = logging.getLogger(__name__)
@@ -103,8 +102,4 @@ def run_with_escalation(
         current = dataclasses.replace(current, cores=following)
     record["attempts"] = earlier
     record["run"]["started_at"] = started_at
-    problems = validate_record(record, allow_emulated=True)  # the harness's own check (see bench_once)
-    if problems:
-        details = "; ".join(f"{field}: {message}" for field, message in problems)
-        raise BenchError(f"escalation built an invalid record for {model_id}: {details}")
-    return record
+    return checked(record, built_by="escalation")  # the harness's own check (see bench_once)

@@ -51,16 +51,6 @@ from typing import Literal
 
 from pipeline.types import STAGES, STATUSES
 
-__all__ = [
-    "HOST_OOM_HINT",
-    "INTERRUPTED",
-    "RULES",
-    "Classification",
-    "MatchContext",
-    "Rule",
-    "classify",
-]
-
 #: The failure code of a run stopped by a signal to ``trncat bench`` or ``trncat serve`` (status ``error``:
 #: retried, never published): set by the caller, which knows it asked for the stop, before any rule is tried.
 INTERRUPTED = "interrupted"
@@ -176,27 +166,11 @@ def _snake(name: str) -> str:
     return re.sub(r"[^0-9a-zA-Z]+", "_", name).strip("_").lower() or "unknown"
 
 
-def _ncc_code(_ctx: MatchContext, found: re.Match[str] | None) -> str:
-    return f"ncc_{found.group(1).lower()}" if found else "compiler_error"
-
-
 def _signal_code(ctx: MatchContext, _found: re.Match[str] | None) -> str:
     try:
         return f"signal_{signal_module.Signals(ctx.signal or 0).name.lower()}"
     except ValueError:
         return f"signal_{ctx.signal}"
-
-
-def _killed_code(ctx: MatchContext, found: re.Match[str] | None) -> str:
-    return "killed_" + _signal_code(ctx, found).removeprefix("signal_")
-
-
-def _exception_code(ctx: MatchContext, _found: re.Match[str] | None) -> str:
-    return f"exception_{_snake(ctx.exc_name or 'unknown')}"
-
-
-def _exit_code(ctx: MatchContext, _found: re.Match[str] | None) -> str:
-    return f"exit_{ctx.exit_code}"
 
 
 def _any(*patterns: str) -> re.Pattern[str]:
@@ -276,7 +250,8 @@ RULES: tuple[Rule, ...] = (
                       r"is not currently implemented for the \w+ (?:device|backend)",
                       r"operators? (?:is|are) not implemented", r"\bLoweringException\b",
                       r"No lowering (?:found )?for")),
-    Rule("ncc_error", "fail", "compile", _ncc_code, pattern=_NCC),
+    Rule("ncc_error", "fail", "compile",
+         lambda _, found: f"ncc_{found.group(1).lower()}" if found else "compiler_error", pattern=_NCC),
     Rule("compiler_error", "fail", "compile", "compiler_error",
          pattern=_any(r"An Internal Compiler Error has occurred",
                       r"neuronx-cc (?:failed with|terminated abnormally)", r"RunNeuronCCImpl: error condition",
@@ -293,7 +268,8 @@ RULES: tuple[Rule, ...] = (
                       r"oom[-_ ]kill", r"\bOOMKilled\b", r"exceeded (?:the )?memory")),
     # A signal only another process sends (a person, the runner's cancel, the kernel): the run was stopped, it did
     # not fail. Retried, never published as an incompatibility (a model's own crash is SIGSEGV, SIGABRT, ...).
-    Rule("killed", "error", "crash", _killed_code, signals=_OUTSIDE_SIGNALS, stage_from_hint=True),
+    Rule("killed", "error", "crash", lambda ctx, found: "killed_" + _signal_code(ctx, found).removeprefix("signal_"),
+         signals=_OUTSIDE_SIGNALS, stage_from_hint=True),
     # --- load ---
     Rule("unknown_architecture", "fail", "load", "unknown_architecture",
          pattern=_any(r"does not recognize this architecture",
@@ -324,9 +300,9 @@ RULES: tuple[Rule, ...] = (
          pattern=_any(r"has no tensor parallelism: its models are benchmarked on one core")),
     # --- process death and the generic fallbacks ---
     Rule("signal", "fail", "crash", _signal_code, signals=_CRASH_SIGNALS),
-    Rule("exception", "fail", "crash", _exception_code, needs_exception=True, needs_stage_hint=True,
-         stage_from_hint=True),
-    Rule("exit_code", "fail", "crash", _exit_code, nonzero_exit=True),
+    Rule("exception", "fail", "crash", lambda ctx, _: f"exception_{_snake(ctx.exc_name or 'unknown')}",
+         needs_exception=True, needs_stage_hint=True, stage_from_hint=True),
+    Rule("exit_code", "fail", "crash", lambda ctx, _: f"exit_{ctx.exit_code}", nonzero_exit=True),
 )
 # fmt: on
 

@@ -33,14 +33,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pipeline.bench.tolerances import (
-    BC_BINS,
-    BC_MIN,
-    BFLOAT16_MANTISSA_BITS,
-    DIVERGENCE_DIFFERENCE_TOL,
-    SIGMA_RATIO_MAX,
-    TOPK_GROUPS,
-)
+from pipeline.bench.tolerances import TOLERANCES, TOPK_GROUPS
 
 
 def finite(value: float | None, digits: int = 6) -> float | None:
@@ -61,10 +54,11 @@ def _three_way(device_errors: Any, noise_errors: Any) -> tuple[float, float | No
     (each step, or each batch row), and whether either says bfloat16 noise."""
     ratio = sigma_ratio(device_errors, noise_errors)
     bc = min((bhattacharyya(device_errors[i], noise_errors[i]) for i in range(device_errors.shape[0])), default=None)
-    return ratio, bc, ratio <= SIGMA_RATIO_MAX or (bc is not None and bc >= BC_MIN)
+    rescued = ratio <= TOLERANCES["sigma_ratio_max"].value or (bc is not None and bc >= TOLERANCES["bc_min"].value)
+    return ratio, bc, rescued
 
 
-def bhattacharyya(a: Any, b: Any, *, bins: int = BC_BINS) -> float:
+def bhattacharyya(a: Any, b: Any, *, bins: int = int(TOLERANCES["bc_bins"].value)) -> float:
     """The Bhattacharyya coefficient of two samples' histograms over their common range (1: the same
     distribution, 0: no overlap). Two samples of one and the same value are the same distribution."""
     import torch
@@ -91,14 +85,6 @@ def sigma_ratio(device_errors: Any, noise_errors: Any) -> float:
     if noise_rms == 0:
         return 0.0 if device_rms == 0 else math.inf
     return device_rms / noise_rms
-
-
-def _ulp(value: Any) -> Any:
-    """One bfloat16 unit in the last place at each ``|value|``."""
-    import torch
-
-    magnitude = value.abs().clamp_min(1e-30)
-    return torch.pow(2.0, torch.floor(torch.log2(magnitude)) - BFLOAT16_MANTISSA_BITS)
 
 
 def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str, Any]:
@@ -145,10 +131,13 @@ def grade_generation(reference: Any, device: Any, noise: Any | None) -> dict[str
         )
     # NxD Inference's divergence difference: how far apart the device's own logits of its token and the reference's.
     gap = dev.gather(-1, dev_token[..., None])[..., 0] - dev.gather(-1, ref_token[..., None])[..., 0]
-    swapped = ~match & ~(gap <= DIVERGENCE_DIFFERENCE_TOL)
+    swapped = ~match & ~(gap <= TOLERANCES["divergence_difference_tol"].value)
     step_fails |= swapped.any(-1)
-    margin = ref.gather(-1, ref_token[..., None])[..., 0] - ref.gather(-1, dev_token[..., None])[..., 0]
-    within_precision = margin <= _ulp(ref.gather(-1, ref_token[..., None])[..., 0])
+    top = ref.gather(-1, ref_token[..., None])[..., 0]
+    margin = top - ref.gather(-1, dev_token[..., None])[..., 0]
+    # Within one bfloat16 unit in the last place of the reference's top logit.
+    exponent = torch.floor(torch.log2(top.abs().clamp_min(1e-30)))
+    within_precision = margin <= torch.pow(2.0, exponent - TOLERANCES["bfloat16_mantissa_bits"].value)
     ratio = bc = None
     noise_ok = False
     if noise is not None:

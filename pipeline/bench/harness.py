@@ -7,8 +7,6 @@ failure; only a record that cannot be written at all is an error of the harness 
 from __future__ import annotations
 
 import dataclasses
-import logging
-import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -18,11 +16,10 @@ from typing import Any
 import psutil
 
 from pipeline import constants
-from pipeline.backends import Backend, package_version, this_machine
+from pipeline.backends import Backend, CompiledRun, package_version, stopped_by, this_machine
 from pipeline.bench import agreement, verify
-from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
 from pipeline.bench.messages import summarize_message
-from pipeline.bench.process import ChildOutcome, address_space_short, now_iso, run_child, stopped_by
+from pipeline.bench.process import ChildOutcome, address_space_short, classified, interrupted, now_iso, run_child
 from pipeline.bench.spec import BenchOptions, BenchSpec
 from pipeline.errors import BenchError
 from pipeline.models import ResolvedModel, refusal
@@ -38,9 +35,7 @@ from pipeline.records import (
     validate_record,
 )
 from pipeline.taskspec import REGISTRY, task_source, task_spec
-from pipeline.types import HOST_MEMORY_SHORT, STAGES
-
-logger = logging.getLogger(__name__)
+from pipeline.types import HOST_MEMORY_SHORT
 
 #: The record's metrics, from the schema (the child reports more, e.g. raw latencies, that stay out).
 METRIC_FIELDS: tuple[str, ...] = tuple(load_schema()["properties"]["metrics"]["properties"])
@@ -59,43 +54,6 @@ def metric_fields(task: str) -> tuple[str, ...]:
     :data:`~pipeline.records.OPTIONAL_METRICS` are added when measured)."""
     own = set(task_spec(task).metric_fields)
     return tuple(m for m in METRIC_FIELDS if (m not in _TASK_ONLY or m in own) and m not in OPTIONAL_METRICS)
-
-
-def interrupted(signum: int, stage: str) -> dict[str, str]:
-    """The failure of a bench stopped by ``signum`` at ``stage`` (its child's process group ended)."""
-    name = signal.Signals(signum).name
-    message = f"trncat bench was stopped by {name} at stage {stage}: its child's process group was ended"
-    return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
-
-
-def _classified(shown: str, /, **evidence: Any) -> tuple[str, dict[str, str]]:
-    """The status and failure the rules give ``evidence`` (:func:`classify`), with the message ``shown``."""
-    c = classify(**evidence)
-    return c.status, {"stage": c.stage, "code": c.code, "message": shown}
-
-
-def _failure_from(outcome: ChildOutcome, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
-    report = outcome.report
-    stage = report.get("stage") or "load"
-    if outcome.stopped_by is not None:
-        return "error", interrupted(outcome.stopped_by, stage)
-    if outcome.timed_out:
-        return _classified(f"no result after {timeout_s:g} s (was at stage {stage})", timed_out=True, stage_hint=stage)
-    if outcome.over_memory:
-        message = f"{HOST_OOM_HINT}: killed at stage {stage}"
-        return _classified(message, signal=signal.SIGKILL, message=message, stage_hint=stage)
-    if error := report.get("error"):
-        text = error.get("message", "")
-        return _classified(summarize_message(text), exc_type=error.get("type"), message=text, stage_hint=stage)
-    if outcome.returncode != 0 or not report.get("done"):
-        code = outcome.returncode
-        sig = -code if code is not None and code < 0 else None
-        what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
-        message = f"child {what} at stage {stage}. {summarize_message(outcome.log_tail, limit=1500)}".strip()
-        return _classified(
-            message, signal=sig, exit_code=None if sig else code, message=outcome.log_tail, stage_hint=stage
-        )
-    return None
 
 
 def _run_and_verify(
@@ -122,7 +80,7 @@ def _run_and_verify(
         metrics["spread"] = spread
     observed["threads"] = extra.get("threads")
     notes.extend(str(n) for n in outcome.report.get("notes") or [])
-    if (found := _failure_from(outcome, timeout_s=children.timeout_s)) is not None:
+    if (found := outcome.failure(timeout_s=children.timeout_s)) is not None:
         status, failure = found
         error = outcome.report.get("error") or {}
         if failure["code"] == "device_oom" and error.get("type"):
@@ -156,7 +114,7 @@ def _stopped(metrics: dict[str, Any], signum: int) -> tuple[str, dict[str, str],
     return "error", interrupted(signum, "run"), None
 
 
-def run_versions(backend: Backend, task: str, notes: list[str] | None = None) -> dict[str, str | None]:
+def run_versions(backend: Backend, task: str, notes: list[str]) -> dict[str, str | None]:
     """The record's ``versions``: the backend's, and the task's library when it is not transformers. A value that
     is no version string (a tool's odd output) is left out ("unknown" where one is required), noted in ``notes``."""
     versions = backend.versions()
@@ -166,8 +124,7 @@ def run_versions(backend: Backend, task: str, notes: list[str] | None = None) ->
     for name, value in versions.items():
         if value is not None and not VERSION_TEXT.fullmatch(value):
             versions[name] = "unknown" if name in {"pipeline", "python", "torch", "transformers"} else None
-            if notes is not None:
-                notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
+            notes.append(f"versions.{name}: {printable(repr(value))[:200]} is not a version string; left out")
     return versions
 
 
@@ -272,11 +229,11 @@ def bench_once(
         )
         status, failure = "error", {"stage": "load", "code": HOST_MEMORY_SHORT, "message": message}
     elif model.error is not None:  # the files could not be fetched: the revision is known, so it is a record
-        status, failure = _classified(
+        status, failure = classified(
             summarize_message(model.error), exc_type="HubError", message=model.error, stage_hint="load"
         )
     elif refused := refusal(model.path):
-        status, failure = _classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
+        status, failure = classified(refused, exc_type="RemoteCodeRefused", message=refused, stage_hint="load")
     else:
         with tempfile.TemporaryDirectory(prefix="trncat-run-") as tmp:
             cache = Path(tmp) / "compile-cache" if backend.has_compile_cache else None
@@ -290,9 +247,10 @@ def bench_once(
                 children=verify.Children(child_runner, o.timeout_s, o.memory_limit_bytes, backend, cache),
             )
             if status == "pass" and bundle_out is not None and cache is not None:
+                compiled = CompiledRun(model.path, spec.task, spec.dtype, spec.workload.to_dict(), spec.cores)
                 observed["bundle_skipped"], observed["cache_key"] = backend.bundle_compile_cache(
-                    cache, bundle_out, model_dir=model.path, task=spec.task, dtype=spec.dtype,
-                    workload=spec.workload.to_dict(), cores=spec.cores)  # fmt: skip
+                    cache, bundle_out, compiled
+                )
     finished = now_iso()
     if failure is not None:  # a log's text: what XML and the catalog cannot show is dropped
         failure["message"] = printable(failure["message"])
@@ -332,9 +290,17 @@ def bench_once(
         # what the bundle beside the record is keyed by
         compiled_cache_key=None if skipped else observed.get("cache_key") or None,
     ).to_dict()
-    # An emulated record is valid as an emulated run's: `trncat validate` and publish refuse it, the harness writes it.
-    problems = validate_record(record, allow_emulated=True)
-    if problems:
+    return checked(record, built_by="the harness")
+
+
+def checked(record: dict[str, Any], *, built_by: str) -> dict[str, Any]:
+    """``record`` when it is valid, as an emulated run's too (`trncat validate` and publish refuse an emulated
+    record; the harness writes it).
+
+    Raises:
+        BenchError: it is not: a bug of ``built_by``, and nothing is written.
+    """
+    if problems := validate_record(record, allow_emulated=True):
         details = "; ".join(f"{field}: {message}" for field, message in problems)
-        raise BenchError(f"the harness built an invalid record for {model.model_id}: {details}")
+        raise BenchError(f"{built_by} built an invalid record for {record['model_id']}: {details}")
     return record

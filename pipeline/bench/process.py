@@ -1,10 +1,11 @@
-"""Running the benchmark child: a process group under a timeout and a host-memory watchdog, with progress.
+"""Running the benchmark child: a process group under a timeout and a host-memory watchdog, with progress, and what
+its outcome says (:meth:`ChildOutcome.failure`: the one reading of a child that did not finish).
 
 The child (:mod:`pipeline.bench.child`) reports through a JSON file it rewrites atomically at each stage; the
 parent reads it while waiting (to show progress) and once the child is gone (to build the record).
 
 The child runs in its own session, so nothing aimed at the parent reaches it. Inside :func:`stopping_on_signals`
-a SIGTERM, SIGINT or SIGHUP to the parent ends the running child's process group, starts no other child, and
+a SIGTERM, SIGINT or SIGHUP to the parent ends the running child's process group, runs no other child, and
 the caller writes an ``error`` record (:func:`stopped_by` says which signal). A parent killed outright (SIGKILL)
 cannot: each child is registered while it runs, and :func:`reap_orphans` (run before every bench, and by ``trncat
 reap`` in the benchmark job's cleanup) ends the group of every registered child whose parent is gone. The signal
@@ -13,11 +14,11 @@ handler and the register are :mod:`pipeline.backends.groups`'s, which ``trncat s
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,8 +30,11 @@ from typing import Any
 
 import psutil
 
-from pipeline.backends import registered, stop_group, stopped_by
+from pipeline.backends import Stopped, owned_group, stopped_by
+from pipeline.bench.failures import HOST_OOM_HINT, INTERRUPTED, classify
+from pipeline.bench.messages import summarize_message
 from pipeline.bench.spec import BenchSpec, blank_report
+from pipeline.types import STAGES
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +57,45 @@ class ChildOutcome:
     log_tail: str
     #: The signal that stopped the bench (its child's group was ended), or None.
     stopped_by: int | None = None
+
+    def failure(self, *, timeout_s: float) -> tuple[str, dict[str, str]] | None:
+        """The status and failure of a child that did not finish (classified by the failure rules), or None."""
+        report = self.report
+        stage = report.get("stage") or "load"
+        if self.stopped_by is not None:
+            return "error", interrupted(self.stopped_by, stage)
+        if self.timed_out:
+            return classified(
+                f"no result after {timeout_s:g} s (was at stage {stage})", timed_out=True, stage_hint=stage
+            )
+        if self.over_memory:
+            message = f"{HOST_OOM_HINT}: killed at stage {stage}"
+            return classified(message, signal=signal.SIGKILL, message=message, stage_hint=stage)
+        if error := report.get("error"):
+            text = error.get("message", "")
+            return classified(summarize_message(text), exc_type=error.get("type"), message=text, stage_hint=stage)
+        if self.returncode != 0 or not report.get("done"):
+            code = self.returncode
+            sig = -code if code is not None and code < 0 else None
+            what = f"killed by {signal.Signals(sig).name}" if sig else f"exited with code {code}"
+            message = f"child {what} at stage {stage}. {summarize_message(self.log_tail, limit=1500)}".strip()
+            return classified(
+                message, signal=sig, exit_code=None if sig else code, message=self.log_tail, stage_hint=stage
+            )
+        return None
+
+
+def interrupted(signum: int, stage: str) -> dict[str, str]:
+    """The failure of a bench stopped by ``signum`` at ``stage`` (its child's process group ended)."""
+    name = signal.Signals(signum).name
+    message = f"trncat bench was stopped by {name} at stage {stage}: its child's process group was ended"
+    return {"stage": stage if stage in STAGES else "load", "code": INTERRUPTED, "message": message}
+
+
+def classified(shown: str, /, **evidence: Any) -> tuple[str, dict[str, str]]:
+    """The status and failure the rules give ``evidence`` (:func:`classify`), with the message ``shown``."""
+    c = classify(**evidence)
+    return c.status, {"stage": c.stage, "code": c.code, "message": shown}
 
 
 def _tree_rss(process: psutil.Process) -> int:
@@ -106,50 +149,40 @@ def run_child(
         command = launcher(module_args) if launcher else [sys.executable, "-m", *module_args]
         child_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
         timed_out = over_memory = False
-        stopped: int | None = None
-        if (stop := stopped_by()) is not None:  # asked to stop before this child started: none starts
-            return ChildOutcome(blank_report(), None, False, False, "", stopped_by=stop)
-        with log_file.open("wb") as log, contextlib.ExitStack() as stack:
-            # A new session makes the child a process group leader, so a kill reaches its helpers too.
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=child_env,
-                start_new_session=True,
-            )
-            stack.enter_context(registered(proc.pid))
-            watched = psutil.Process(proc.pid)
-            started = time.monotonic()
-            deadline = started + timeout_s
-            stage = None
-            while True:
-                try:
-                    proc.wait(timeout=_POLL_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    pass
-                now_at = _stage_of(report_file)
-                if now_at and now_at != stage:  # progress: a Neuron compile can take many minutes
-                    stage = now_at
-                    logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
-                if (stopped := stopped_by()) is not None:
-                    break
-                if time.monotonic() > deadline:
-                    timed_out = True
-                    break
-                if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
-                    over_memory = True
-                    break
-            if proc.returncode is None:  # stopped, or past a limit: its whole group ends at once, the child reaped
-                stop_group(proc, grace_s=None, ask_first=False)
+        try:
+            # A group of its own, so a kill reaches the child's helpers too; past a limit or stopped, the whole group
+            # is killed at once.
+            with owned_group(command, log=log_file, env=child_env, grace_s=None) as proc:
+                watched = psutil.Process(proc.pid)
+                started = time.monotonic()
+                deadline = started + timeout_s
+                stage = None
+                while True:
+                    try:
+                        proc.wait(timeout=_POLL_S)
+                        break
+                    except subprocess.TimeoutExpired:
+                        pass
+                    now_at = _stage_of(report_file)
+                    if now_at and now_at != stage:  # progress: a Neuron compile can take many minutes
+                        stage = now_at
+                        logger.info("  %s (%.0f s)", _STAGE_WORDS.get(stage, stage), time.monotonic() - started)
+                    if stopped_by() is not None:
+                        break
+                    if time.monotonic() > deadline:
+                        timed_out = True
+                        break
+                    if memory_limit_bytes is not None and _tree_rss(watched) > memory_limit_bytes:
+                        over_memory = True
+                        break
+        except Stopped:  # asked to stop before the child could run: it was ended as it started
+            return ChildOutcome(blank_report(), None, False, False, "", stopped_by=stopped_by())
         try:
             report = json.loads(report_file.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             report = blank_report()
         log_tail = log_file.read_bytes()[-20000:].decode("utf-8", errors="replace")
-    return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail, stopped_by=stopped)
+    return ChildOutcome(report, proc.returncode, timed_out, over_memory, log_tail, stopped_by=stopped_by())
 
 
 #: The address space (``RLIMIT_AS``, ``ulimit -v``) below which a benchmark cannot even start: the bench's own

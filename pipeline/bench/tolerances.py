@@ -58,8 +58,3 @@ TOPK_GROUPS: tuple[tuple[str, float, float], ...] = tuple(
     (group, TOLERANCES["topk_atol"].value, TOLERANCES[f"top{group}_rtol" if group != "all" else "all_rtol"].value)
     for group in ("5", "50", "1000", "all")
 )
-SIGMA_RATIO_MAX = TOLERANCES["sigma_ratio_max"].value
-BC_MIN = TOLERANCES["bc_min"].value
-BC_BINS = int(TOLERANCES["bc_bins"].value)
-DIVERGENCE_DIFFERENCE_TOL = TOLERANCES["divergence_difference_tol"].value
-BFLOAT16_MANTISSA_BITS = int(TOLERANCES["bfloat16_mantissa_bits"].value)

@@ -51,11 +51,10 @@ class Children:
 
     def on_device(self, spec: BenchSpec) -> ChildOutcome:
         """Run ``spec`` on the backend's device, on the benchmark's compile cache."""
-        backend = self.backend
         return self.run(
             spec,
-            backend.environment(cores=spec.cores, compile_cache=self.cache_dir),
-            lambda module_args: backend.launcher(cores=spec.cores, module_args=module_args),
+            self.backend.environment(cores=spec.cores, compile_cache=self.cache_dir),
+            lambda module_args: self.backend.launcher(cores=spec.cores, module_args=module_args),
         )
 
     def on_cpu(self, spec: BenchSpec) -> ChildOutcome:
@@ -71,17 +70,10 @@ class Children:
         )
 
 
-def _outcome_problem(outcome: ChildOutcome) -> str | None:
-    if outcome.timed_out:
-        return "timed out"
-    if outcome.over_memory:
-        return "went over the host memory limit"
-    error = outcome.report.get("error")
-    if error:
-        return summarize_message(f"{error.get('type')}: {error.get('message', '')}", limit=300)
-    if outcome.returncode != 0 or not outcome.report.get("done"):
-        return f"exited with code {outcome.returncode}"
-    return None
+def _outcome_problem(outcome: ChildOutcome, children: Children) -> str | None:
+    """What went wrong in a child run after the benchmark (its failure's message, short), or None."""
+    found = outcome.failure(timeout_s=children.timeout_s)
+    return summarize_message(found[1]["message"], limit=300) if found else None
 
 
 def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str | None]:
@@ -100,7 +92,7 @@ def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str
         return unknown, f"the compile cache {cache_dir.name} stayed empty: no warm start to measure"
     again = dataclasses.replace(spec, phase="warm_start", capture=None, warmup=0, iterations=1)
     outcome = children.on_device(again)
-    problem = _outcome_problem(outcome)
+    problem = _outcome_problem(outcome, children)
     if problem is not None:
         return unknown, f"warm start failed: {problem}"
     reported = outcome.report.get("metrics", {})
@@ -119,18 +111,15 @@ def warm_start(spec: BenchSpec, children: Children) -> tuple[dict[str, Any], str
     return figures | ({"warm_start_cached_graphs": cached} if counted else {}), note
 
 
-def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: Path | None, children: Children) -> str | None:
+def _cpu_capture(spec: BenchSpec, made: Path, *, dtype: str, teacher: str | None, children: Children) -> str | None:
     """Run the CPU capture of ``spec`` in ``dtype`` into ``made`` (the reference, or the noise run fed ``teacher``'s
     tokens); the problem when it failed, else None."""
     made.parent.mkdir(parents=True, exist_ok=True)
-    teacher_text = str(teacher) if teacher else None
     cpu = dataclasses.replace(
-        spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made), teacher=teacher_text
+        spec, device="cpu", dtype=dtype, cores=1, phase="reference", capture=str(made), teacher=teacher
     )
-    problem = _outcome_problem(children.on_cpu(cpu))
-    if problem is None and not made.is_file():
-        problem = "it saved nothing"
-    return problem
+    problem = _outcome_problem(children.on_cpu(cpu), children)
+    return problem or (None if made.is_file() else "it saved nothing")
 
 
 def cached_capture(cache: Path, key: str, make: Callable[[Path], str | None]) -> tuple[Path | None, str | None]:
@@ -169,7 +158,7 @@ def answer_check(
 
     key = functools.partial(agreement.reference_key, model_id=model.model_id, revision=model.revision, task=spec.task)
 
-    def capture(dtype: str, teacher: Path | None) -> tuple[Path | None, str | None]:
+    def capture(dtype: str, teacher: str | None) -> tuple[Path | None, str | None]:
         make = functools.partial(_cpu_capture, spec, dtype=dtype, teacher=teacher, children=children)
         named = key(workload=spec.workload.to_dict(), dtype=dtype)
         return cached_capture(constants.TRNCAT_REFERENCE_CACHE, named, make)
@@ -181,7 +170,7 @@ def answer_check(
     noise_skipped = agreement.noise_skip_reason(dtype=spec.dtype)
     noise: Path | None = None
     if noise_skipped is None:
-        noise, problem = capture(agreement.NOISE_DTYPE, reference if generates else None)
+        noise, problem = capture(agreement.NOISE_DTYPE, str(reference) if generates else None)
         noise_skipped = None if noise is not None else f"the CPU bfloat16 run failed: {problem}"
     if generates:
         device_capture = _forced_capture(spec, device_capture, reference, children)
@@ -208,7 +197,7 @@ def _forced_capture(spec: BenchSpec, device_capture: Path, reference: Path, chil
     again = dataclasses.replace(
         spec, phase="capture", capture=str(forced), teacher=str(reference), warmup=0, iterations=1
     )
-    problem = _outcome_problem(children.on_device(again))
+    problem = _outcome_problem(children.on_device(again), children)
     if problem is not None or not forced.is_file():
         logger.warning("the teacher-forced capture failed: %s", problem or "it saved nothing")
         return device_capture

@@ -131,7 +131,7 @@ CONFIG_ONLY_MODELS: tuple[tuple[str, dict[str, object]], ...] = (
 VLLM_HIDDEN_SIZE = 256
 
 
-def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int = 64, seed: int = 0) -> Path:
+def build_tiny_llama(folder: Path, *, kv_heads: int = 2, hidden_size: int = 64, seed: int = 0) -> Path:
     """Save a 2-layer Llama causal LM (about 100k parameters) with its tokenizer into ``folder``.
 
     Args:
@@ -146,7 +146,6 @@ def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int 
     import torch
     from transformers import LlamaForCausalLM
 
-    folder = Path(folder)
     tokenizer = build_tokenizer()
     config = _text_config(tokenizer, kv_heads=kv_heads, hidden_size=hidden_size)
     config.architectures = ["LlamaForCausalLM"]
@@ -159,22 +158,18 @@ def build_tiny_llama(folder: Path | str, *, kv_heads: int = 2, hidden_size: int 
     return folder
 
 
-def build_tiny_llava(folder: Path | str) -> Path:
+def build_tiny_llava(folder: Path) -> Path:
     """Save a tiny LLaVA (CLIP vision tower + Llama text model) with a PIL image processor into ``folder``."""
     import torch
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.llava.processing_llava import LlavaProcessor
 
-    folder = Path(folder)
     tokenizer = build_tokenizer()
-    image_token_id = tokenizer.convert_tokens_to_ids(IMAGE_TOKEN)
-    text_config = _text_config(tokenizer)
-    vision_config = CLIPVisionConfig(**_SMALL, image_size=32, patch_size=8, projection_dim=32)
     config = LlavaConfig(
-        vision_config=vision_config,
-        text_config=text_config,
-        image_token_index=image_token_id,
+        vision_config=CLIPVisionConfig(**_SMALL, image_size=32, patch_size=8, projection_dim=32),
+        text_config=_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_TOKEN),
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,
     )
@@ -199,7 +194,7 @@ def build_tiny_llava(folder: Path | str) -> Path:
     return folder
 
 
-def build_tiny_sentence_bert(folder: Path | str) -> Path:
+def build_tiny_sentence_bert(folder: Path) -> Path:
     """Save a 2-layer BERT wrapped as a sentence-transformers model (Transformer + mean Pooling) into ``folder``.
 
     Returns:
@@ -210,7 +205,6 @@ def build_tiny_sentence_bert(folder: Path | str) -> Path:
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import BertConfig, BertModel
 
-    folder = Path(folder)
     tokenizer = build_tokenizer()
     config = BertConfig(
         **_SMALL, vocab_size=len(tokenizer), max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id
@@ -226,7 +220,7 @@ def build_tiny_sentence_bert(folder: Path | str) -> Path:
     return folder
 
 
-def build_tiny_stable_diffusion(folder: Path | str) -> Path:
+def build_tiny_stable_diffusion(folder: Path) -> Path:
     """Save a Stable-Diffusion-shaped pipeline (UNet, VAE, CLIP text encoder, tokenizer, Euler scheduler) of about
     1.5M parameters into ``folder``: 32 x 32 images (UNet sample size 16 x VAE scale factor 2).
 
@@ -238,7 +232,6 @@ def build_tiny_stable_diffusion(folder: Path | str) -> Path:
     from diffusers.utils import logging as diffusers_logging
     from transformers import CLIPTextConfig, CLIPTextModel
 
-    folder = Path(folder)
     diffusers_logging.set_verbosity_error()
     tokenizer = build_tokenizer()
     tokenizer.model_max_length = 32
@@ -312,7 +305,7 @@ def _whisper_tokenizer(vocab_size: int) -> Any:
     return tokenizer
 
 
-def build_tiny_whisper(folder: Path | str) -> Path:
+def build_tiny_whisper(folder: Path) -> Path:
     """Save a tiny random Whisper (``WhisperForConditionalGeneration``) with its processor into ``folder``.
 
     Returns:
@@ -327,7 +320,6 @@ def build_tiny_whisper(folder: Path | str) -> Path:
         WhisperProcessor,
     )
 
-    folder = Path(folder)
     tokenizer = _whisper_tokenizer(320)
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in _WHISPER}
     end, start = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
@@ -360,8 +352,7 @@ def build_tiny_whisper(folder: Path | str) -> Path:
         no_timestamps_token_id=ids["<|notimestamps|>"],
     )
     model.save_pretrained(folder)
-    WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer).save_pretrained(
-        folder
-    )
+    processor = WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer)
+    processor.save_pretrained(folder)
     logger.debug("built tiny whisper in %s", folder)
     return folder

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pipeline import constants
-from pipeline.backends.base import Backend, world_of
+from pipeline.backends.base import Backend, CompiledRun, world_of
 from pipeline.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
 from pipeline.backends.neuron import NeuronBackend, choose_peak, count_ops
 from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
@@ -176,7 +176,7 @@ def test_an_offset_runner_stays_in_its_cores(machine: Path, monkeypatch: pytest.
     with pytest.raises(ConfigError, match="owns only 2"):
         backend.environment(cores=4)
     # In the child, NEURON_RT_VISIBLE_CORES is the run's own set: at LNC=2 that is physical cores 4-7 in sysfs.
-    assert backend._used_sysfs_cores() == [4, 5, 6, 7]
+    assert backend._sysfs_cores_or_none() == [4, 5, 6, 7]
 
 
 def test_neuron_compile_cache_hit_is_observed(machine: Path) -> None:
@@ -459,7 +459,11 @@ def test_a_neuron_run_that_fails_packs_no_bundle(machine: Path, tiny_models: dic
         spec, resolve_local(tiny_models["text-generation"]), backend=backend, child_runner=crashed, bundle_out=bundle
     )
     assert record["status"] != "pass" and not bundle.exists() and "compiled_cache_skipped" not in record
-    assert backend.pack_compile_cache(machine / "nothing", bundle) is not None  # an empty cache: a reason
+    nothing = CompiledRun(machine / "nothing", "text-generation", "bfloat16", {}, 1)
+    assert backend.bundle_compile_cache(machine / "nothing", bundle, nothing) == (
+        f"the NEFF cache {machine / 'nothing'} holds no file: no bundle",
+        None,
+    )  # an empty cache: a reason
 
 
 def test_a_percentile_interpolates_linearly_between_the_sorted_values() -> None:

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from pipeline.backends import group_members, stop_group
+from pipeline.backends import group_members
+from pipeline.backends.groups import stop_group
 
 #: A leader that ignores SIGTERM and starts a worker that ignores it too (as an engine's executor may).
 STUBBORN = r"""

@@ -40,7 +40,6 @@ SPEC = TaskSpec(
 
 
 class TextClassification(TaskRunner):
-    name: ClassVar[str] = NAME
     auto_model: ClassVar[str] = "AutoModelForSequenceClassification"
 
     def load_processor(self, path: Path) -> Any:

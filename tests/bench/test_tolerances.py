@@ -44,9 +44,8 @@ def test_the_three_way_and_divergence_rows_are_the_published_values() -> None:
     for name, value in (("sigma_ratio_max", 1.0), ("bc_min", 0.99)):
         row = t.TOLERANCES[name]
         assert row.quote in VLLM_NEURON_ROUTES and row.value == value == _number(row.quote.split("`")[1])
-    assert (t.SIGMA_RATIO_MAX, t.BC_MIN) == (1.0, 0.99)
     row = t.TOLERANCES["divergence_difference_tol"]
-    assert row.quote in NXDI_SIGNATURE and row.value == 0.001 == _number(row.quote) == t.DIVERGENCE_DIFFERENCE_TOL
+    assert row.quote in NXDI_SIGNATURE and row.value == 0.001 == _number(row.quote)
     assert row.source == t.NXDI
     floor = t.TOLERANCES["gsm8k_floor"]
     assert floor.quote in INFERENCEX and floor.value == 0.90 and not floor.used  # the task score: not applied yet

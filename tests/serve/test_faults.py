@@ -91,11 +91,10 @@ def test_an_engine_that_never_becomes_ready_is_an_infra_error_with_its_log_tail(
 
 def _as_bench_records_it(log: str, returncode: int, stage: str) -> tuple[str, str, str]:
     """What ``trncat bench`` records for a child that printed ``log`` at ``stage`` and exited with ``returncode``."""
-    from pipeline.bench.harness import _failure_from
     from pipeline.bench.process import ChildOutcome
 
     outcome = ChildOutcome({"stage": stage, "metrics": {}, "done": False}, returncode, False, False, log)
-    found = _failure_from(outcome, timeout_s=60)
+    found = outcome.failure(timeout_s=60)
     assert found is not None
     return found[0], found[1]["stage"], found[1]["code"]
 

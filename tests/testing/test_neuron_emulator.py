@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.backends.neuron import parse_neuron_ls
+from pipeline.backends.neuron.tools import parse_neuron_ls
 from tests import ROOT
 from tests.support.neuron import EMULATOR, RULES, Machine, build, environment
 

@@ -41,17 +41,6 @@ from pipeline.backends.neuron.bundle import (
     unpack_bundle,
 )
 from pipeline.backends.neuron.cachekey import KEY_FILE, build_key, config_shapes, key_differences, key_rule, read_config
-from pipeline.backends.neuron.launch import (
-    DEFAULT_NEFF_CACHE_DIR,
-    NEFF_CACHE_VARIABLE,
-    choose_cores,
-    format_visible_cores,
-    parse_visible_cores,
-)
-from pipeline.backends.neuron.measure import choose_peak, compile_figures, count_ops
-from pipeline.backends.neuron.tools import (
-    driver_version,
-    parse_neuron_ls,
-    sysfs_memory_layout,
-    visible_devices,
-)
+from pipeline.backends.neuron.launch import DEFAULT_NEFF_CACHE_DIR, format_visible_cores
+from pipeline.backends.neuron.measure import choose_peak, count_ops
+from pipeline.backends.neuron.tools import driver_version, sysfs_memory_layout, visible_devices

@@ -25,10 +25,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline import constants, hardware
-from pipeline.backends.base import (
-    Backend,
-    package_version,
-)
+from pipeline.backends.base import Backend, CompiledRun, package_version
 from pipeline.backends.neuron import bundle as neuron_bundle
 from pipeline.backends.neuron import cachekey as neuron_cachekey
 from pipeline.backends.neuron import launch as neuron_launch
@@ -301,48 +298,34 @@ class NeuronBackend(NeuronChildSide, Backend):
         return neuron_launch.compile_cache_hit(cache_dir, before)
 
     def bundle_compile_cache(
-        self,
-        cache_dir: Path,
-        out: Path,
-        *,
-        model_dir: Path,
-        task: str,
-        dtype: str,
-        workload: dict[str, Any],
-        cores: int,
+        self, cache_dir: Path, out: Path, run: CompiledRun
     ) -> tuple[str | None, dict[str, Any] | None]:
         versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
         key = neuron_cachekey.build_key(
             cache_dir=cache_dir,
-            config=neuron_cachekey.read_config(model_dir, task),
-            task=task,
-            dtype=dtype,
-            workload=workload,
+            config=neuron_cachekey.read_config(run.model_dir, run.task),
+            task=run.task,
+            dtype=run.dtype,
+            workload=run.workload,
             versions=versions,
             compiler_args=constants.NEURON_CC_FLAGS,
             target=self.instance.family,
             lnc=self.lnc,
-            cores=cores,
+            cores=run.cores,
         )
-        skipped = self.pack_compile_cache(cache_dir, out, key=key)
-        return skipped, (key if skipped is None else None)
-
-    def pack_compile_cache(self, cache_dir: Path, out: Path, *, key: dict[str, Any] | None = None) -> str | None:
-        """Pack a passing run's compile cache into the bundle ``out`` (with its key manifest ``key`` inside); the
-        reason when there is none, else None."""
         try:
-            if key is not None and cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):
+            if cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):
                 # The manifest travels inside the bundle (data, like the cache's own JSON): run.py reads it there.
                 (cache_dir / neuron_cachekey.KEY_FILE).write_text(json.dumps(key, sort_keys=True), encoding="utf-8")
             info = neuron_bundle.pack_cache(cache_dir, out)
         except BundleError as exc:
             logger.warning("%s", exc)
-            return str(exc)[:500]
+            return str(exc)[:500], None
         except OSError as exc:  # a full disk: the record stands, without a bundle
             logger.warning("could not write the bundle %s: %s", out, exc)
-            return f"the bundle could not be written: {exc.strerror or exc}"[:500]
+            return f"the bundle could not be written: {exc.strerror or exc}"[:500], None
         logger.info("compiled cache: %s, %d file(s), %d bytes, sha256 %s", out, info.files, info.bytes, info.sha256)
-        return None
+        return None, key
 
     def failure_notes(self, *, code: str, since: float) -> list[str]:
         if code != "device_oom":

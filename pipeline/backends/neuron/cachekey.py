@@ -115,11 +115,6 @@ def read_config(folder: Path, task: str) -> dict[str, Any]:
     return {}
 
 
-def graph_entries(cache_dir: Path) -> list[str]:
-    """The cache's entry names: each NEFF's file name without ``.neff``, sorted (the cache's own keys)."""
-    return sorted(p.name.removesuffix(".neff") for p in cache_dir.rglob("*.neff") if p.is_file())
-
-
 def build_key(
     *,
     cache_dir: Path,
@@ -141,7 +136,7 @@ def build_key(
     """
     return {
         "key_version": KEY_VERSION,
-        "graphs": graph_entries(cache_dir),
+        "graphs": sorted(p.name.removesuffix(".neff") for p in cache_dir.rglob("*.neff") if p.is_file()),
         "architecture": architecture(config),
         "config_shapes": config_shapes(config),
         "dtype": dtype,

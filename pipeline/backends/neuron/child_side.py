@@ -124,21 +124,18 @@ class NeuronChildSide:
         get = self._after_sync("get_dynamo_metrics")
         return {} if get is None else measure.compile_figures(get())
 
-    def _used_sysfs_cores(self) -> list[int]:
-        # The run's whole set (under torchrun a rank's NEURON_RT_VISIBLE_CORES names its own core only).
-        run_cores = constants.TRNCAT_NEURON_CORES or constants.NEURON_RT_VISIBLE_CORES or "0"
-        return neuron_launch.sysfs_core_indices(
-            neuron_launch.parse_visible_cores(run_cores),
-            lnc=self.lnc,
-            device_cores=neuron_tools.device_core_counts(self.sysfs_root),
-            visible_devices=neuron_tools.visible_devices(self.dev_root),
-        )
-
     def _sysfs_cores_or_none(self) -> list[int] | None:
-        # sysfs only cross-checks the allocator: a layout trncat cannot map (driver 2.31 moved the tree) costs the
-        # cross-check, never the run.
+        """The sysfs cores of the run's whole set (under torchrun a rank's NEURON_RT_VISIBLE_CORES names its own core
+        only), or None: sysfs only cross-checks the allocator, so a layout trncat cannot map (driver 2.31 moved the
+        tree) costs the cross-check, never the run."""
+        run_cores = constants.TRNCAT_NEURON_CORES or constants.NEURON_RT_VISIBLE_CORES or "0"
         try:
-            return self._used_sysfs_cores()
+            return neuron_launch.sysfs_core_indices(
+                neuron_launch.parse_visible_cores(run_cores),
+                lnc=self.lnc,
+                device_cores=neuron_tools.device_core_counts(self.sysfs_root),
+                visible_devices=neuron_tools.visible_devices(self.dev_root),
+            )
         except ConfigError as exc:
             note = f"sysfs device memory not used: {exc} (the allocator's figure is recorded)"
             if note not in self._notes:

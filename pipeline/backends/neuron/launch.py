@@ -87,10 +87,7 @@ def choose_cores(
     if cores < 1:
         raise ConfigError(f"cores must be at least 1, got {cores}")
     known = sorted(set(core_ids)) if core_ids else None
-    if inherited:
-        allowed = parse_visible_cores(inherited)
-    else:
-        allowed = known if known else list(range(total_cores or cores))
+    allowed = parse_visible_cores(inherited) if inherited else known or list(range(total_cores or cores))
     if total_cores is not None and allowed and allowed[-1] >= total_cores:
         raise ConfigError(f"NEURON_RT_VISIBLE_CORES={inherited} names cores past the instance's {total_cores}")
     if known and inherited and not set(allowed) <= set(known):
@@ -164,17 +161,15 @@ def rank_core(run_cores: str, local_rank: int) -> str:
     return str(cores[local_rank])
 
 
-def neuron_env(
-    *, cores: Sequence[int], lnc: int | None, cache_dir: Path | None, lock_dir: Path | None = None
-) -> dict[str, str]:
+def neuron_env(*, cores: Sequence[int], lnc: int | None, cache_dir: Path | None) -> dict[str, str]:
     """Environment variables that reserve cores for one benchmark child.
 
     Args:
         cores: The NeuronCores to reserve (:func:`choose_cores`; their count is the torchrun world size).
         lnc: Logical NeuronCore config to set, or None to leave the runtime's default (2 on trn2).
-        cache_dir: The run's NEFF cache directory, or None for TorchNeuron's default.
-        lock_dir: The run's compile-lock directory (``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``); None: next to
-            ``cache_dir`` when there is one (never TorchNeuron's /tmp/local_cache, which every runner shares).
+        cache_dir: The run's NEFF cache directory, or None for TorchNeuron's default; its compile locks
+            (``TORCH_NEURONX_NEFF_LOCAL_CACHE_DIR``) go next to it (never TorchNeuron's /tmp/local_cache, which every
+            runner shares).
 
     Returns:
         ``NEURON_RT_VISIBLE_CORES`` and ``TRNCAT_NEURON_CORES`` (the run's cores; a torchrun rank narrows the
@@ -194,9 +189,7 @@ def neuron_env(
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
     if cache_dir is not None:
         env[NEFF_CACHE_VARIABLE] = str(cache_dir)
-        lock_dir = lock_dir or cache_dir.with_name(cache_dir.name + "-locks")
-    if lock_dir is not None:
-        env[NEFF_LOCK_VARIABLE] = str(lock_dir)
+        env[NEFF_LOCK_VARIABLE] = str(cache_dir.with_name(cache_dir.name + "-locks"))
     return env
 
 

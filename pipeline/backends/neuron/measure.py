@@ -104,5 +104,4 @@ def memory_table_tail(tmp: Path, *, since: float, limit: int = 1200) -> tuple[st
     if newest is None:
         return None
     lines = [line.rstrip() for line in text.splitlines() if line.strip()]
-    tail = " | ".join(lines)[-limit:]
-    return newest.name, tail
+    return newest.name, " | ".join(lines)[-limit:]

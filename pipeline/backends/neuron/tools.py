@@ -101,8 +101,7 @@ class NeuronInventory:
     @property
     def runtime_version(self) -> str | None:
         """Neuron runtime version of the processes on the devices, if any was running."""
-        versions = sorted({v for d in self.devices for v in d.runtime_versions if v and v != "NA"})
-        return versions[-1] if versions else None
+        return max((v for d in self.devices for v in d.runtime_versions if v and v != "NA"), default=None)
 
 
 def _int(value: Any, what: str) -> int:
@@ -340,12 +339,7 @@ def peak_delta(before: Mapping[int, CoreMemory], after: Mapping[int, CoreMemory]
     Returns:
         Bytes, never negative.
     """
-    total = 0
-    for index, end in after.items():
-        start = before.get(index)
-        baseline = start.current if start is not None else 0
-        total += max(end.peak - baseline, 0)
-    return total
+    return sum(max(end.peak - (before[i].current if i in before else 0), 0) for i, end in after.items())
 
 
 def reset_peaks(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> bool:

@@ -70,9 +70,10 @@ class Measured:
 class TaskRunner:
     """One Hub task (``text-generation``, ``sentence-embeddings``, ...) run with its own library."""
 
-    name: ClassVar[str] = ""
     #: transformers auto class that loads the model (transformers tasks).
     auto_model: ClassVar[str] = ""
+    #: transformers auto class that loads its tokenizer or processor (transformers tasks).
+    auto_processor: ClassVar[str] = "AutoTokenizer"
     #: How a compiling run runs the prompt of a task that generates: ``chunked`` (through the compiled forward,
     #: transformers' chunked prefill), ``eager``; None for a task that does not generate.
     prefill: ClassVar[str | None] = None
@@ -95,7 +96,10 @@ class TaskRunner:
         return self.load_model(path, dtype=dtype, **sharded)
 
     def load_processor(self, path: Path) -> Any:
-        raise NotImplementedError
+        """The task's tokenizer or processor, by :attr:`auto_processor` (transformers' own code, never remote code)."""
+        import transformers
+
+        return getattr(transformers, self.auto_processor).from_pretrained(path, trust_remote_code=False)
 
     def modules(self, model: Any) -> list[Any]:
         """The ``torch.nn.Module`` objects that hold the model's weights (a pipeline has several)."""

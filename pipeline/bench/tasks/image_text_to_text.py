@@ -6,7 +6,6 @@ The image is a deterministic gradient of ``image_size`` pixels square; the text 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.bench.tasks.generation import GenerationTask
@@ -26,13 +25,9 @@ def synthetic_image(size: int) -> Any:
 
 
 class ImageTextToText(GenerationTask):
-    name: ClassVar[str] = "image-text-to-text"
     auto_model: ClassVar[str] = "AutoModelForImageTextToText"
 
-    def load_processor(self, path: Path) -> Any:
-        from transformers import AutoProcessor
-
-        return AutoProcessor.from_pretrained(path, trust_remote_code=False)
+    auto_processor: ClassVar[str] = "AutoProcessor"
 
     def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
         tokenizer = getattr(processor, "tokenizer", processor)

@@ -36,7 +36,6 @@ def sentences(tokenizer: Any, *, count: int, n_tokens: int) -> list[str]:
 
 
 class SentenceEmbeddings(OneCoreTask):
-    name: ClassVar[str] = "sentence-embeddings"
     library: ClassVar[str] = "sentence-transformers"
 
     def load_pipeline(self, path: Path, *, dtype: Any) -> Any:

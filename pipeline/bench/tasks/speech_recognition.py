@@ -30,7 +30,6 @@ from pipeline.workload import CLIP_RATE, speech_clips
 
 
 class SpeechRecognition(OneCoreTask):
-    name: ClassVar[str] = "automatic-speech-recognition"
     library: ClassVar[str] = "the automatic-speech-recognition pipeline"
 
     def load_pipeline(self, path: Path, *, dtype: Any) -> Any:

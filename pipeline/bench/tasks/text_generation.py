@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, ClassVar
 
 from pipeline.bench.tasks.generation import GenerationTask
@@ -10,15 +9,9 @@ from pipeline.workload import Workload
 
 
 class TextGeneration(GenerationTask):
-    name: ClassVar[str] = "text-generation"
     auto_model: ClassVar[str] = "AutoModelForCausalLM"
     # The whole prompt is one chunk: generate() runs it through the compiled forward, as AWS's tutorial does.
     prefill: ClassVar[str | None] = "chunked"
-
-    def load_processor(self, path: Path) -> Any:
-        from transformers import AutoTokenizer
-
-        return AutoTokenizer.from_pretrained(path, trust_remote_code=False)
 
     def make_inputs(self, processor: Any, workload: Workload) -> dict[str, Any]:
         import torch

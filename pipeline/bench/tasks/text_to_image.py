@@ -43,7 +43,6 @@ def denoiser(pipe: Any) -> tuple[str, Any]:
 
 
 class TextToImage(OneCoreTask):
-    name: ClassVar[str] = "text-to-image"
     library: ClassVar[str] = "diffusers"
 
     def load_pipeline(self, path: Path, *, dtype: Any) -> Any:

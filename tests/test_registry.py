@@ -38,7 +38,9 @@ def test_the_flag_only_features_are_matrix_features_each_with_its_flags() -> Non
 
 def test_every_registered_task_loads_and_every_backend_with_its_name() -> None:
     for name in TASKS:
-        assert isinstance(get_task(name), TaskRunner)
+        runner = get_task(name)  # the class its spec names, not another task's
+        assert isinstance(runner, TaskRunner)
+        assert f"{type(runner).__module__}:{type(runner).__name__}" == TASK_REGISTRY[name].runner
     for name in DEVICES:
         assert get_backend(name).name == name
 

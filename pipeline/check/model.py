@@ -130,13 +130,14 @@ def read_model(hub: Hub, model_id: str, *, revision: str | None = None, files: b
     try:
         # Sizes before anything is downloaded: a small file over the bound every reader of them keeps is not.
         sizes: dict[str, int] = {}
-        _sizes(hub, model_id, listing, revision, wanted, sizes)
-        folder = _download(hub, model_id, listing.sha or revision, _bounded(wanted, sizes, facts))
-        if folder is not None:
-            extra = _extra_files(folder, set(listing.files or ()))
-            _sizes(hub, model_id, listing, revision, extra, sizes)
-            extra = _bounded(extra, sizes, facts)
-            folder = _download(hub, model_id, listing.sha or revision, extra) or folder
+
+        def fetch(names: list[str]) -> Path | None:
+            _sizes(hub, model_id, listing, revision, names, sizes)
+            return _download(hub, model_id, listing.sha or revision, _bounded(names, sizes, facts))
+
+        folder = fetch(wanted)
+        if folder is not None:  # then the files those point at
+            folder = fetch(_extra_files(folder, listed)) or folder
     except GatedRepoError:
         facts.refusal = ("gated", f"{gated_reason(listing)}; nor can this token read its files")
         return facts

@@ -233,17 +233,12 @@ def exclusion_rows(exclusions: Iterable[Exclusion], discoveries: Iterable[Discov
     Returns:
         Rows (model_id, task, reason, kind), unique per (model_id, task, kind), sorted.
     """
+    kept_out = [c for d in discoveries for c in d.ineligible if c.kind in DISCOVERED_KINDS]
+    found: list[Exclusion | Candidate] = [*exclusions, *(c for c in kept_out if model_id_problem(c.model_id) is None)]
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
-    for entry in exclusions:
-        key: tuple[str, str, str] = (entry.model_id, entry.task or "", entry.kind)
-        rows.setdefault(
-            key, {"model_id": entry.model_id, "task": entry.task, "reason": entry.reason, "kind": entry.kind}
-        )
-    for discovery in discoveries:
-        for c in discovery.ineligible:
-            if c.kind in DISCOVERED_KINDS and model_id_problem(c.model_id) is None:
-                key = (c.model_id, c.task, str(c.kind))
-                rows.setdefault(key, {"model_id": c.model_id, "task": c.task, "reason": c.reason, "kind": c.kind})
+    for e in found:
+        row = {"model_id": e.model_id, "task": e.task, "reason": e.reason, "kind": e.kind}
+        rows.setdefault((e.model_id, e.task or "", str(e.kind)), row)
     return [rows[key] for key in sorted(rows)]
 
 

@@ -16,9 +16,8 @@ def front_matter(text: str) -> dict[str, Any]:
     lines = text.lstrip("\ufeff").splitlines()
     if not lines or lines[0].strip() != "---":
         return {}
-    try:
-        end = next(i for i, line in enumerate(lines[1:], 1) if line.strip() == "---")
-    except StopIteration:
+    end = next((i for i, line in enumerate(lines[1:], 1) if line.strip() == "---"), None)
+    if end is None:
         return {}
     try:
         data = yaml.safe_load("\n".join(lines[1:end]))

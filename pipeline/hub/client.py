@@ -23,7 +23,7 @@ from pipeline import constants
 from pipeline.errors import HubDeadlineError, HubError, ParentMovedError
 from pipeline.hub import transport
 from pipeline.hub.files import RepoFiles
-from pipeline.hub.listing import LISTING_EXPAND, CommitResult, HubSort, ModelListing, RepoType
+from pipeline.hub.listing import LISTING_EXPAND, ONLY_SHA, CommitResult, HubSort, ModelListing, RepoType
 from pipeline.hub.operations import git_blob_id
 from pipeline.hub.prs import PullRequests, new_marker, with_marker
 from pipeline.hub.retry import Budget, time_left
@@ -172,12 +172,9 @@ class Hub(RepoFiles, PullRequests):
 
     def head_sha(self, repo_id: str, *, repo_type: RepoType = "dataset", revision: str = "main") -> str:
         """Commit sha a branch (or refs/pr/N) points to."""
-        # Only the sha: the whole info lists every file of the repo (thousands of scripts in the dataset's).
-        # (huggingface_hub types ``expand`` as one property; its *_info methods take a list, as the Hub does.)
-        only_sha: Any = ["sha"]
         info = self._call(
             f"reading {repo_id}@{revision}",
-            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision, expand=only_sha),
+            lambda: self._api.repo_info(repo_id, repo_type=repo_type, revision=revision, expand=ONLY_SHA),
         )
         if not info.sha:
             raise HubError(f"reading {repo_id}@{revision}: the Hub returned no commit sha")
@@ -275,8 +272,7 @@ class Hub(RepoFiles, PullRequests):
         from huggingface_hub import CommitOperationAdd
         from huggingface_hub.hf_api import RepoFile
 
-        only_sha: Any = ["sha"]
-        head = self._api.repo_info(repo_id, repo_type=repo_type, revision=branch, expand=only_sha).sha
+        head = self._api.repo_info(repo_id, repo_type=repo_type, revision=branch, expand=ONLY_SHA).sha
         added = {op.path_in_repo: op for op in sent if isinstance(op, CommitOperationAdd)}
         if not head or head == parent or not added or len(added) != len(sent):
             return None

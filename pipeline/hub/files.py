@@ -33,6 +33,10 @@ class RepoFiles:
     def _call(self, what: str, fn: Callable[[], T]) -> T:
         raise NotImplementedError
 
+    def _where(self) -> dict[str, Any]:
+        """Where huggingface_hub's download functions go and what they send: this client's endpoint, token, cache."""
+        return {"endpoint": self.endpoint, "token": self.token, "cache_dir": self.cache_dir}
+
     def download(
         self, repo_id: str, filename: str, *, revision: str | None = None, repo_type: RepoType = "model"
     ) -> Path:
@@ -46,15 +50,7 @@ class RepoFiles:
         return Path(
             self._call(
                 f"downloading {filename} from {repo_id}",
-                lambda: hf_hub_download(
-                    repo_id,
-                    filename,
-                    revision=revision,
-                    repo_type=repo_type,
-                    endpoint=self.endpoint,
-                    token=self.token,
-                    cache_dir=self.cache_dir,
-                ),
+                lambda: hf_hub_download(repo_id, filename, revision=revision, repo_type=repo_type, **self._where()),
             )
         )
 
@@ -106,9 +102,7 @@ class RepoFiles:
                     repo_type=repo_type,
                     local_dir=local_dir,
                     allow_patterns=allow_patterns,
-                    endpoint=self.endpoint,
-                    token=self.token,
-                    cache_dir=self.cache_dir,
+                    **self._where(),
                 ),
             )
         )

@@ -30,6 +30,11 @@ LISTING_EXPAND: list[ExpandModelProperty_T] = [
     "cardData",
 ]
 
+#: What a read of a repo's info that wants its commit sha alone expands: the whole info lists every file of the repo
+#: (thousands of scripts in the dataset's). (huggingface_hub types ``expand`` as one property; its *_info methods
+#: take a list, as the Hub does.)
+ONLY_SHA: Any = ["sha"]
+
 
 @dataclass(frozen=True)
 class ModelListing:

@@ -18,7 +18,7 @@ from huggingface_hub import HfApi
 from huggingface_hub.community import DiscussionComment, DiscussionCommit
 
 from pipeline.errors import HubError
-from pipeline.hub.listing import CommitResult, RepoType
+from pipeline.hub.listing import ONLY_SHA, CommitResult, RepoType
 
 T = TypeVar("T")
 
@@ -87,8 +87,7 @@ class PullRequests:
             details = self._api.get_discussion_details(repo_id, d.num, repo_type=repo_type)
             first = details.events[0] if details.events else None
             if isinstance(first, DiscussionComment) and marker in first.content:
-                only_sha: Any = ["sha"]
-                info = self._api.repo_info(repo_id, repo_type=repo_type, revision=f"refs/pr/{d.num}", expand=only_sha)
+                info = self._api.repo_info(repo_id, repo_type=repo_type, revision=f"refs/pr/{d.num}", expand=ONLY_SHA)
                 if info.sha:
                     return CommitResult(sha=info.sha, pr_num=d.num, pr_url=details.url)
         return None

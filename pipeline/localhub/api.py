@@ -27,6 +27,8 @@ PAGE_MAX = 1000
 _TYPES = {"models": "model", "datasets": "dataset", "spaces": "space"}
 _SORT_KEYS = {"trendingScore", "downloads", "likes", "lastModified", "createdAt"}
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)\Z")
+#: What a listing gives of each repo when it asks for no ``expand``, as the Hub does.
+LISTING_FIELDS = "modelId likes downloads trendingScore private tags pipeline_tag library_name createdAt".split()
 
 
 def dispatch(store: LocalHubStore, req: Request) -> Response:
@@ -194,10 +196,7 @@ def _listing(store: LocalHubStore, req: Request, repo_type: str) -> Response:
         repos = sorted(repos, key=lambda r: r.repo_id)
         repos.sort(key=lambda r: r.meta.get(sort) or 0, reverse=descending)
     page, headers = _page(req, repos)
-    expand = req.args("expand") or None
-    if expand is None:
-        expand = ["modelId", "likes", "downloads", "trendingScore", "private", "tags", "pipeline_tag"]
-        expand += ["library_name", "createdAt"]
+    expand = req.args("expand") or LISTING_FIELDS
     return ok([repo_json(store, r, r.refs["main"], expand=expand) for r in page], headers=headers)
 
 
@@ -270,14 +269,11 @@ def _resolve(store: LocalHubStore, req: Request, repo: Repo, rev: str, path: str
     start, length, status = 0, size, 200
     if (wanted := req.headers.get("range")) is not None:
         match = _RANGE.match(wanted.strip())
-        if match is None or match.groups() == ("", ""):
-            return Response(416, headers={**headers, "Content-Range": f"bytes */{size}"})
-        first, last = match.groups()
-        if first == "":
-            start = max(0, size - int(last))
-            end = size - 1
-        else:
+        first, last = match.groups() if match else ("", "")
+        if first:
             start, end = int(first), min(int(last), size - 1) if last else size - 1
+        else:  # the last ``last`` bytes; neither bound given (or no range at all) is unsatisfiable
+            start, end = max(0, size - int(last)) if last else size, size - 1
         if start >= size or end < start:
             return Response(416, headers={**headers, "Content-Range": f"bytes */{size}"})
         length, status = end - start + 1, 206

@@ -122,7 +122,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             length = int(self.headers.get("Content-Length") or 0)
         except ValueError:
-            return error(400, "Malformed Content-Length")
+            length = -1
         if length < 0:
             return error(400, "Malformed Content-Length")
         if length > cap:

@@ -97,38 +97,30 @@ class Tree(Mapping[str, Entry]):
         the changes fall in are rebuilt, every other one is shared."""
         if not changes:
             return self
-        keys, values = list(self._keys) or [()], list(self._values) or [()]
         touched: dict[int, dict[str, Entry | None]] = {}
         for path, entry in changes.items():
             touched.setdefault(max(0, bisect.bisect_right(self._firsts, path) - 1), {})[path] = entry
-        size = self._len
-        rebuilt: dict[int, list[list[tuple[str, Entry]]]] = {}
-        for i, edits in touched.items():
-            rows = dict(zip(keys[i], values[i], strict=True))
-            size -= len(rows)
-            for path, entry in edits.items():
+        keys: list[tuple[str, ...]] = []
+        values: list[tuple[Entry, ...]] = []
+        for i, (k, v) in enumerate(zip(self._keys or ((),), self._values or ((),), strict=True)):
+            if i not in touched:
+                keys.append(k)
+                values.append(v)
+                continue
+            rows = dict(zip(k, v, strict=True))
+            for path, entry in touched[i].items():
                 if entry is None:
                     rows.pop(path, None)
                 else:
                     rows[path] = entry
-            size += len(rows)
             ordered = sorted(rows.items())
             # A chunk that grew past twice the size is split, so that every chunk stays small.
-            split = len(ordered) > 2 * CHUNK
-            rebuilt[i] = [ordered[n : n + CHUNK] for n in range(0, len(ordered), CHUNK)] if split else [ordered]
-        new_keys: list[tuple[str, ...]] = []
-        new_values: list[tuple[Entry, ...]] = []
-        for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-            if i not in rebuilt:
-                new_keys.append(k)
-                new_values.append(v)
-                continue
-            for part in rebuilt[i]:
-                if part:
-                    new_keys.append(tuple(p for p, _ in part))
-                    new_values.append(tuple(e for _, e in part))
+            step = CHUNK if len(ordered) > 2 * CHUNK else len(ordered) or 1
+            for n in range(0, len(ordered), step):
+                keys.append(tuple(p for p, _ in ordered[n : n + step]))
+                values.append(tuple(e for _, e in ordered[n : n + step]))
         out = Tree.__new__(Tree)
-        out._set(new_keys, new_values, size)
+        out._set(keys, values, sum(map(len, keys)))
         return out
 
     # -- the listing ---------------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from pipeline.localhub.repo import Repo
 from pipeline.localhub.storage import LocalHubStore, check_sha256, is_lfs_path
 
 DISCUSSIONS_PAGE = 50
+#: The discussion statuses a listing's ``status=open`` and ``status=closed`` take in (``all``: every one).
+STATUS_FILTERS = {"open": {"open", "draft"}, "closed": {"closed", "merged"}}
 
 
 # -- uploads and commits ------------------------------------------------------------------------------
@@ -134,15 +136,13 @@ def discussions(store: LocalHubStore, req: Request, repo: Repo, rest: list[str])
         kind, status, author = req.arg("type", "all"), req.arg("status", "all"), req.arg("author")
         if kind != "all":
             items = [d for d in items if d["isPullRequest"] == (kind == "pull_request")]
-        if status == "open":
-            items = [d for d in items if d["status"] in {"open", "draft"}]
-        elif status == "closed":
-            items = [d for d in items if d["status"] in {"closed", "merged"}]
+        if status in STATUS_FILTERS:
+            items = [d for d in items if d["status"] in STATUS_FILTERS[status]]
         if author:
             items = [d for d in items if d["author"]["name"] == author]
         start = int(req.arg("p", "0") or 0) * DISCUSSIONS_PAGE
         page = [_discussion_json(repo, d) for d in items[start : start + DISCUSSIONS_PAGE]]
-        closed = sum(d["status"] in {"closed", "merged"} for d in repo.discussions)
+        closed = sum(d["status"] in STATUS_FILTERS["closed"] for d in repo.discussions)
         return ok({"discussions": page, "count": len(items), "start": start, "numClosedDiscussions": closed})
     num = int(rest[0])
     if len(rest) == 1 and req.method == "GET":

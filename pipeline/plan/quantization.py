@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from pipeline.plan.shapes import config_int
 from pipeline.types import QuantSupport
 
 #: Bytes per parameter of a checkpoint's unquantized tensors, by the config's ``torch_dtype``; 2 (bf16 /
@@ -153,21 +154,17 @@ def bits_per_weight(config: Mapping[str, Any]) -> tuple[int | None, float]:
             return 8, 8.0
         return 4, 4 + (8 / 64 + 32 / (64 * 256) if config.get("bnb_4bit_use_double_quant") else 32 / 64)
     if method in ("gptq", "awq"):
-        bits = _positive(config.get("bits"), 4)
-        group = _positive(config.get("group_size"), 0)
+        bits = config_int(config, "bits") or 4
+        group = config_int(config, "group_size") or 0
         return bits, bits + ((16 + bits) / group if group else 0)
     if method == "compressed-tensors":
         scheme = _first_weight_scheme(config)
-        bits = _positive(scheme.get("num_bits"), 8)
-        group = _positive(scheme.get("group_size"), 0)
+        bits = config_int(scheme, "num_bits") or 8
+        group = config_int(scheme, "group_size") or 0
         if mx_format(config) is not None:
             return bits, bits + 8 / (group or 32)
         return bits, bits + (16 / group if group else 0)
     return None, UNQUANTIZED_BYTES * 8
-
-
-def _positive(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def _first_weight_scheme(config: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -32,7 +32,7 @@ from pipeline.plan.components import (
 from pipeline.plan.diffusion_shapes import StageActivations, default_resolution, estimate_activations
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, HEADROOM_FRACTION, MAX_DEGREE, RUNTIME_RESERVE_BYTES, Need
 from pipeline.plan.quantization import describe_quantization, download_bytes
-from pipeline.plan.result import ParamSource, Plan, count_text, layout_fields, normalize_dtype
+from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.taskspec import default_workload
 from pipeline.workload import Workload
 
@@ -148,9 +148,12 @@ def plan_pipeline(
         advice = f"cannot load its {quantization.method} checkpoint on Neuron ({quantization.reason}); {advice}"
     source: ParamSource = "meta-device" if all(s.reason is None for s in shapes) else "safetensors"
     return Plan(
-        **layout_fields(inst, dtype, chosen, shown),
         architecture=str(index.get("_class_name")),
         source=source,
+        dtype=dtype,
+        instance=inst.name,
+        lnc=inst.lnc,
+        memory_per_core_bytes=inst.memory_per_core_bytes,
         params=params,
         active_params=params,
         active_params_without_embedding=params,
@@ -159,7 +162,12 @@ def plan_pipeline(
         weights_bytes=weights,
         replicated_weights_bytes=(params - split) * width if shown.degree > 1 else weights,
         overhead_bytes=shown.total - weights,
+        total_bytes=shown.total,
+        per_core_bytes=shown.per_core,
+        cores=shown.degree,
+        tp_degree=chosen.degree if chosen else None,
         num_attention_heads=sizing.heads,
+        fits=chosen is not None,
         advice=advice,
         workload=replace(workload, image_size=resolution).to_dict(),
         components=[_component_dict(s, width, s is denoiser and split > 0) for s in shapes],

@@ -22,7 +22,7 @@ from pipeline.plan.diffusion import format_pipeline_plan, plan_pipeline
 from pipeline.plan.memory import COMPUTE_BYTES, DTYPE_BYTES, MAX_DEGREE, Sizing
 from pipeline.plan.params import describe
 from pipeline.plan.quantization import bits_per_weight, describe_quantization, download_bytes
-from pipeline.plan.result import ParamSource, Plan, count_text, layout_fields, normalize_dtype
+from pipeline.plan.result import ParamSource, Plan, count_text, normalize_dtype
 from pipeline.taskspec import default_workload, task_source
 from pipeline.workload import Workload
 
@@ -124,10 +124,13 @@ def plan_config(
         where = f"a {inst.name}" if quantization.mx_format else "Neuron"
         advice = f"cannot load its {quantization.method} checkpoint on {where} ({quantization.reason}); {advice}"
     return Plan(
-        **layout_fields(inst, dtype, chosen, shown),
         architecture=info.architecture,
         model_type=info.model_type,
         source=source,
+        dtype=dtype,
+        instance=inst.name,
+        lnc=inst.lnc,
+        memory_per_core_bytes=inst.memory_per_core_bytes,
         params=params,
         active_params=active,
         active_params_without_embedding=without_embedding,
@@ -137,10 +140,15 @@ def plan_config(
         replicated_weights_bytes=(sizing.params - split) * DTYPE_BYTES[dtype] if shown.degree > 1 else weights,
         kv_cache_bytes=kv,
         overhead_bytes=shown.total - weights - kv,
+        total_bytes=shown.total,
+        per_core_bytes=shown.per_core,
+        cores=shown.degree,
+        tp_degree=chosen.degree if chosen else None,
         ep_degree=chosen.degree if chosen and chosen.expert_parallel else None,
         kv_replication=shown.kv_replication,
         num_attention_heads=info.attention.num_attention_heads if info.attention else None,
         num_key_value_heads=info.attention.num_key_value_heads if info.attention else None,
+        fits=chosen is not None,
         advice=advice,
         workload=workload.to_dict(),
     )

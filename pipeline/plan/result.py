@@ -10,9 +10,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from pipeline.errors import ConfigError
-from pipeline.hardware import Instance
 from pipeline.plan.advice import cores_text, size_text
-from pipeline.plan.memory import DTYPE_BYTES, Need
+from pipeline.plan.memory import DTYPE_BYTES
 from pipeline.types import DTYPES
 
 ParamSource = Literal["meta-device", "safetensors"]
@@ -84,22 +83,6 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict of every field (what ``trncat plan --json`` prints)."""
         return asdict(self)
-
-
-def layout_fields(inst: Instance, dtype: str, chosen: Need | None, shown: Need) -> dict[str, Any]:
-    """The fields of a :class:`Plan` its instance and layout give: ``chosen`` is the layout that fits (None when
-    none does), ``shown`` the one whose cores and bytes the plan states (``chosen``, else one on more cores)."""
-    return {
-        "dtype": dtype,
-        "instance": inst.name,
-        "lnc": inst.lnc,
-        "memory_per_core_bytes": inst.memory_per_core_bytes,
-        "total_bytes": shown.total,
-        "per_core_bytes": shown.per_core,
-        "cores": shown.degree,
-        "tp_degree": chosen.degree if chosen else None,
-        "fits": chosen is not None,
-    }
 
 
 def normalize_dtype(dtype: str) -> str:

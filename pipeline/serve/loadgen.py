@@ -18,7 +18,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline.backends import owned_group, package_version
 from pipeline.records import point_spread
@@ -33,6 +33,7 @@ TOOL = "guidellm"
 PERCENTILES = ("p50", "p90", "p99")
 #: The load generators' environment (:func:`run_client` adds it to this process's): offline, one tokenizer thread.
 CLIENT_ENV = {**OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+Report = TypeVar("Report")
 
 
 def tool_version() -> str | None:
@@ -142,17 +143,19 @@ def run_client(
 
 
 @dataclass(frozen=True)
-class LoadRun:
-    """What one guidellm run left: its report (None when it wrote none, or one its report model refuses), exit
-    status and output tail."""
+class LoadRun(Generic[Report]):
+    """What one run of a load generator left: its report as read (guidellm's through its report model, ``vllm bench
+    serve``'s result JSON; None: none was written, or one its reader refuses), exit status and output tail."""
 
-    report: GenerativeBenchmarksReport | None
+    report: Report | None
     returncode: int
     output_tail: str
     argv: tuple[str, ...]
 
 
-def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+def run_guidellm(
+    scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str
+) -> LoadRun[GenerativeBenchmarksReport]:
     """Run guidellm on one scenario (written to ``folder``) in a process group of its own, and read its JSON report.
 
     Raises:

@@ -203,7 +203,7 @@ def test_vllm_bench_runs_in_an_owned_group_that_a_stop_of_serve_ends(
     with stopping_on_signals():
         threading.Thread(target=stop_when_up, daemon=True).start()
         run = vllmbench.run_vllm_bench(args, tmp_path, timeout_s=120, name="point-1", api_key=None)
-    assert up.exists() and run.returncode == -signal.SIGTERM and run.result is None
+    assert up.exists() and run.returncode == -signal.SIGTERM and run.report is None
 
 
 def test_a_feature_adds_its_flags_to_a_vllm_command_and_is_refused_for_transformers_serve(tmp_path: Path) -> None:

@@ -171,13 +171,9 @@ def run_guidellm(
     log = folder / f"{name}.guidellm.log"
     code, tail = run_client(argv, log, env=CLIENT_ENV, timeout_s=timeout_s, tail_chars=4000)
     if key:  # the scenario kept is the run's without the key
-        _write_private(scenario_path, _without_key(scenario_doc))
+        backend = {**scenario_doc["spec"]["backend"], "api_key": "(the engine's per-start key, not kept)"}
+        _write_private(scenario_path, {**scenario_doc, "spec": {**scenario_doc["spec"], "backend": backend}})
     return LoadRun(read_report(report_path), 124 if code is None else code, tail, argv)
-
-
-def _without_key(doc: dict[str, Any]) -> dict[str, Any]:
-    backend = {**doc["spec"]["backend"], "api_key": "(the engine's per-start key, not kept)"}
-    return {**doc, "spec": {**doc["spec"], "backend": backend}}
 
 
 def _write_private(path: Path, doc: dict[str, Any]) -> None:

@@ -78,7 +78,6 @@ class ServingRun:
     #: The parameters one token reads (a mixture of experts' top-k): they bound the points (issue 47.1).
     active_params: int | None = None
     weight_dtype: str = "bfloat16"
-    kv_dtype: str | None = None
     slo: ServiceLevel = DEFAULT_SLO
     pricing: Pricing | None = None
     group: int = 1
@@ -311,7 +310,7 @@ def serve_model(
         workload=workload.to_record() | (vllmbench.WORKLOAD if tool == vllmbench.TOOL else {}),
         chips=run.chips,
         weight_dtype=run.weight_dtype,
-        kv_dtype=run.kv_dtype or run.weight_dtype,
+        kv_dtype=run.weight_dtype,  # the engine's KV cache is in the weights' dtype (no run sets another)
         versions={"guidellm" if tool == GUIDELLM else "vllm_bench": version, **run.engine_versions},
         points=points,
         stopped=stopped,

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -140,6 +141,19 @@ def run_client(
         except subprocess.TimeoutExpired:
             code = None
     return code, log.read_bytes()[-tail_chars:].decode("utf-8", errors="replace")
+
+
+def recorded(program: str, args: Sequence[str], local: Mapping[str, str]) -> str:
+    """A client's command as the record keeps it: ``program`` by name, then ``args`` with this machine's paths
+    replaced (``local``: path -> what names it anywhere, e.g. the model's folder -> its Hub id), where a path stands
+    alone or as a ``key=path,`` argument (lm-eval's model arguments)."""
+    words = []
+    for word in args:
+        word = local.get(word, word)
+        for path, name in local.items():
+            word = word.replace(f"={path},", f"={name},")
+        words.append(word)
+    return shlex.join([*program.split(), *words])
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
 from pipeline.serve.evals import EvalTask, run_eval
 from pipeline.serve.features import exercise
 from pipeline.serve.loadgen import TOOL as GUIDELLM
-from pipeline.serve.loadgen import LoadRun, points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.loadgen import LoadRun, points_of, recorded, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
 
 logger = logging.getLogger(__name__)
@@ -194,12 +194,12 @@ def _measure(
                                          api_key=spec.api_key)  # fmt: skip
         local = {str(run.tokenizer): run.model_id, spec.model_name: run.model_id, str(folder): "."}
         measured = [vllmbench.point_of(bench.report)] if bench.report else []
-        return measured, bench, vllmbench.recorded(args, local=local)
+        return measured, bench, recorded(vllmbench.TOOL, args, local)
     doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
     load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
     # the command by name, its scenario by file name: no path of this machine in the record
-    command = ["guidellm", *(Path(a).name if a.startswith(str(folder)) else a for a in load.argv[1:])]
-    return (points_of(load.report) if load.report else []), load, " ".join(command)
+    local = {a: Path(a).name for a in load.argv if a.startswith(str(folder))}
+    return (points_of(load.report) if load.report else []), load, recorded(GUIDELLM, load.argv[1:], local)
 
 
 def serve_model(

@@ -19,7 +19,6 @@ run calls what ``vllm bench serve`` calls, in the vLLM environment: vLLM's own p
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -94,13 +93,6 @@ def bench_args(
         "--result-dir", str(result.parent),
         "--result-filename", result.name,
     ]  # fmt: skip
-
-
-def recorded(args: list[str], *, local: dict[str, str]) -> str:
-    """The command as the record keeps it: ``vllm bench serve`` by name, this machine's paths (``local``: path ->
-    what names it anywhere, e.g. the model's folder -> its Hub id) replaced."""
-    words = [local.get(word, word) for word in args]
-    return shlex.join(["vllm", "bench", "serve", *words])
 
 
 def run_vllm_bench(

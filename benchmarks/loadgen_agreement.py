@@ -86,10 +86,10 @@ def vllm_bench_points(spec: Any, workload: ServingWorkload, model: Path, folder:
         result = folder / f"vllm-bench-{level}.json"
         args = vllmbench.bench_args(spec, workload, level, tokenizer=model, result=result)
         bench = vllmbench.run_vllm_bench(args, folder, timeout_s=1800, name=f"point-{level}", api_key=spec.api_key)
-        if bench.result is None:
+        if bench.report is None:
             say(f"  vllm bench serve exited with {bench.returncode} at concurrency {level}: {bench.output_tail[-400:]}")
             return points
-        points.append(vllmbench.point_of(bench.result))
+        points.append(vllmbench.point_of(bench.report))
     return points
 
 

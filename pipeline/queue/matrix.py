@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.dataset import iter_results, read_latest, read_serving, results_paths
 from pipeline.discover import Candidate, Discovery
@@ -38,10 +38,13 @@ from pipeline.prices import Accelerators
 from pipeline.queue.durations import DurationModel
 from pipeline.queue.gpu import gpu_label, gpus_needed
 from pipeline.queue.planners import HubPlanner
-from pipeline.queue.serving import Contract, serving_jobs
+from pipeline.queue.serving import serving_jobs
 from pipeline.queue.toolchain import as_pinned, check_toolchain, public_version, version_column
 from pipeline.taskspec import default_workload, key_mask, task_source
 from pipeline.types import HOST_MEMORY_SHORT
+
+if TYPE_CHECKING:
+    from pipeline.serve import ServingWorkload
 
 logger = logging.getLogger(__name__)
 
@@ -195,8 +198,8 @@ def build_queue(
     instance: str = DEFAULT_INSTANCE,
     accelerators: Accelerators | None = None,
     only: Collection[tuple[str, str]] | None = None,
-    serving: Contract | None = None,
-    serving_images: Contract | None = None,
+    serving: ServingWorkload | None = None,
+    serving_images: ServingWorkload | None = None,
 ) -> Queue:
     """The benchmark matrices for ``candidates`` (a model and task listed twice runs once), largest and
     longest jobs first.

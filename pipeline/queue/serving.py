@@ -21,12 +21,15 @@ The estimate counts these jobs with the others (``trncat queue --serving 1k/1k -
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pipeline
 from pipeline.errors import ConfigError
 from pipeline.hardware import DEFAULT_INSTANCE, INSTANCE_NAMES, get_instance
 from pipeline.types import FLAG_FEATURES
+
+if TYPE_CHECKING:  # typing only: the queue reads a serving workload's contract, and never imports serve
+    from pipeline.serve import ServingWorkload
 
 #: The prior: seconds an engine takes to be ready (vLLM Neuron compiles its buckets at start), and per token.
 PRIOR_START_S = {"neuron": 1800.0, "cuda": 300.0, "cpu": 60.0}
@@ -41,22 +44,7 @@ PRIOR_FEATURE_S = 60.0
 VLLM_NEURON_IMAGE_ARCHITECTURES: frozenset[str] = frozenset({"Qwen3VLForConditionalGeneration"})
 
 
-class Contract(Protocol):
-    """What the queue reads of a serving workload (:class:`pipeline.serve.ServingWorkload`)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def output_tokens(self) -> int: ...
-    @property
-    def concurrencies(self) -> tuple[int, ...]: ...
-    @property
-    def warmup_per_stream(self) -> int: ...
-    @property
-    def measured_per_stream(self) -> int: ...
-
-
-def serving_seconds(workload: Contract, *, device: str) -> float:
+def serving_seconds(workload: ServingWorkload, *, device: str) -> float:
     """The prior's seconds of one serving job."""
     per_point = (workload.warmup_per_stream + workload.measured_per_stream) * workload.output_tokens * PRIOR_TPOT_S
     probes = PRIOR_FEATURE_S * len(FLAG_FEATURES)
@@ -99,10 +87,10 @@ def serving_jobs(
     serving: Iterable[Mapping[str, Any]],
     *,
     device: str,
-    workload: Contract,
+    workload: ServingWorkload,
     instance: str,
     family: str = "trn2",
-    image_workload: Contract | None = None,
+    image_workload: ServingWorkload | None = None,
 ) -> list[dict[str, Any]]:
     """The serving jobs of the queue's device: one per passing text-generation row without its serving row, and
     (with ``image_workload``) one per passing image-text-to-text row that :func:`servable` admits.

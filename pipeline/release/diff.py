@@ -118,12 +118,10 @@ def _kind(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None) -> str:
 
 @dataclass
 class ReleaseDiff:
-    """A release diff: its two toolchains' names and pins, one entry per model and task, the summary."""
+    """A release diff: its two toolchains' names, one entry per model and task, the summary."""
 
     old: str
     new: str
-    old_pins: dict[str, str] = field(default_factory=dict)
-    new_pins: dict[str, str] = field(default_factory=dict)
     entries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
@@ -190,8 +188,6 @@ def release_diff(
     *,
     old: str,
     new: str,
-    old_pins: Mapping[str, str] | None = None,
-    new_pins: Mapping[str, str] | None = None,
 ) -> ReleaseDiff:
     """The diff of the rows measured on toolchain ``old`` against those measured on ``new``.
 
@@ -200,13 +196,12 @@ def release_diff(
             (:func:`rows_at` picks them from a dataset's results).
         new_rows: the same, on the new toolchain.
         old: the old toolchain's name (``2.33.0``); new: the new one's.
-        old_pins: the old toolchain's pins (kept with the diff, for the record); new_pins: the new one's.
 
     Returns:
         The diff, its entries ordered regressions first, then by model id and task.
     """
     before, after = _newest(old_rows), _newest(new_rows)
-    diff = ReleaseDiff(old=old, new=new, old_pins=dict(old_pins or {}), new_pins=dict(new_pins or {}))
+    diff = ReleaseDiff(old=old, new=new)
     for key in sorted(set(before) | set(after)):
         diff.entries.append(_entry(key, before.get(key), after.get(key)))
     diff.entries.sort(key=lambda e: (_ORDER[e["kind"]], e["model_id"].casefold(), e["task"]))
@@ -240,9 +235,7 @@ def diff_dataset(
         raise ConfigError(f"{old} and {new} pin the same versions: a release diff compares two toolchains")
     versions = sorted({version_column(k) for k in (*old_pins, *new_pins)})
     rows = list(iter_results(root, [*READ_COLUMNS, "speed_low", "speed_high", *versions]))
-    return release_diff(
-        rows_at(rows, old_pins), rows_at(rows, new_pins), old=old, new=new, old_pins=old_pins, new_pins=new_pins
-    )
+    return release_diff(rows_at(rows, old_pins), rows_at(rows, new_pins), old=old, new=new)
 
 
 def diff_text(diff: ReleaseDiff) -> str:

@@ -14,24 +14,16 @@ from pipeline.prices import Price, cost_per_output
 from pipeline.serve.workload import ServiceLevel
 
 
-def per_chip(point: dict[str, Any], chips: int) -> float | None:
-    speed = point.get("output_tok_s")
-    return speed / chips if speed is not None and chips >= 1 else None
-
-
-def usd_per_million(point: dict[str, Any], *, usd_per_hour: float | None, share: float | None) -> float | None:
-    """``point``'s dollars per million output tokens; None when the price, the share or the speed is unknown."""
-    speed = point.get("output_tok_s")
-    if usd_per_hour is None or share is None or not speed or speed <= 0:
-        return None
-    return cost_per_output(usd_per_hour=usd_per_hour, share=share, speed=speed, per=1e6, seconds_each=False)
-
-
 def cost_points(points: list[dict[str, Any]], chips: int, *, usd_per_hour: float | None, share: float | None) -> None:
-    """Each point's tok/s per chip and $/1M output tokens, set in place."""
+    """Each point's tok/s per chip and $/1M output tokens, set in place; None where the price, the share or the
+    speed is unknown."""
     for point in points:
-        point["tok_s_per_chip"] = per_chip(point, chips)
-        point["usd_per_million_tokens"] = usd_per_million(point, usd_per_hour=usd_per_hour, share=share)
+        speed = point.get("output_tok_s")
+        point["tok_s_per_chip"] = speed / chips if speed is not None and chips >= 1 else None
+        point["usd_per_million_tokens"] = None
+        if usd_per_hour is not None and share is not None and speed and speed > 0:
+            cost = cost_per_output(usd_per_hour=usd_per_hour, share=share, speed=speed, per=1e6, seconds_each=False)
+            point["usd_per_million_tokens"] = cost
 
 
 def meets(point: dict[str, Any], slo: ServiceLevel) -> bool:

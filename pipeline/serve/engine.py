@@ -27,7 +27,6 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,10 +155,8 @@ def vllm_serve(
     max_model_len: int = 2048 + 1024,
     dtype: str = "bfloat16",
     lnc: int | None = None,
-    cache_root: Path | None = None,
     images_per_prompt: int = 0,
     kv_cache_gib: int = 1,
-    enforce_eager: bool | None = None,
     model_id: str | None = None,
     revision: str | None = None,
 ) -> EngineSpec:
@@ -176,8 +173,8 @@ def vllm_serve(
       (:data:`VLLM_SERVER_MODULE`: the package's ``vllm`` console script stops), where cuda runs ``vllm serve MODEL``;
     - ``VLLM_CPU_KVCACHE_SPACE=kv_cache_gib``: the KV cache in GiB of host memory (the CPU's stand-in for
       ``--gpu-memory-utilization``; left unset it takes a share of the host's memory);
-    - ``--enforce-eager`` (``enforce_eager``, default: on the CPU only): no torch.compile warm-up; on two busy
-      cores it took the engine's init from 46.5 s to 1.3 s (the tiny Llama, docs/neuron-facts.md);
+    - ``--enforce-eager``: no torch.compile warm-up; on two busy cores it took the engine's init from 46.5 s to
+      1.3 s (the tiny Llama, docs/neuron-facts.md);
     - ``--max-num-seqs``: the sweep's highest concurrency (the caller's, see :func:`pipeline.serve.engine_for`).
 
     The record's command (:attr:`EngineSpec.command`) is ``vllm serve MODEL_ID --revision R ...`` for every device.
@@ -200,14 +197,11 @@ def vllm_serve(
         rest += ["--data-parallel-size", str(data_parallel)]
     if images_per_prompt:
         rest += ["--limit-mm-per-prompt", json.dumps({"image": images_per_prompt})]
-    if cpu if enforce_eager is None else enforce_eager:
-        rest += ["--enforce-eager"]
     env = dict(OFFLINE_ENV)
     if neuron and lnc is not None:
         env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
-    if cache_root is not None:
-        env["VLLM_CACHE_ROOT"] = str(cache_root)
     if cpu:
+        rest += ["--enforce-eager"]
         found = vllm_environment()  # none: the caller says how to install it before any start (require_vllm)
         argv = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model), *rest]
         env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
@@ -307,9 +301,7 @@ class Engine:
             return ""
         return text[-chars:]
 
-    def wait_ready(
-        self, *, timeout_s: float, poll_s: float = 0.5, clock: Callable[[], float] = time.monotonic
-    ) -> float:
+    def wait_ready(self, *, timeout_s: float) -> float:
         """Seconds from the start until the engine is ready: ``/health`` answers 200 and then a first completion
         (:data:`FIRST_COMPLETION_TOKENS` tokens) comes back. ``/health`` alone is no readiness: vLLM on the CPU
         answers it for a model its attention cannot run, then dies on the first request.
@@ -318,7 +310,7 @@ class Engine:
             EngineStartError: it exited first (why, from its log), never answered in ``timeout_s``, or answered
                 ``/health`` and failed its first completion (``dead_after_health``, the engine's own reason).
         """
-        deadline = clock() + timeout_s
+        deadline = time.monotonic() + timeout_s
         while True:
             if not self.alive():
                 assert self.process is not None
@@ -333,7 +325,7 @@ class Engine:
                     message = (f"port {self.spec.port} answers on loopback, but no process of the engine's group "
                                "listens on it: another server took it after the check")  # fmt: skip
                     raise EngineStartError("port_in_use", message, self.log_tail())
-                problem = first_completion(self.spec, timeout_s=max(60.0, deadline - clock()))
+                problem = first_completion(self.spec, timeout_s=max(60.0, deadline - time.monotonic()))
                 if problem is None:
                     self.ready_s = time.monotonic() - self._started
                     return self.ready_s
@@ -341,10 +333,10 @@ class Engine:
                 reason = engine_reason(self.log_tail(REASON_SEARCH_CHARS)) or problem
                 message = f"{self.spec.engine} answered /health, then failed its first completion: {reason}"
                 raise EngineStartError("dead_after_health", message[:1000], self.log_tail())
-            if clock() > deadline:
+            if time.monotonic() > deadline:
                 message = f"{self.spec.engine} was not ready after {timeout_s:g} s"
                 raise EngineStartError("not_ready", message, self.log_tail())
-            time.sleep(poll_s)
+            time.sleep(0.5)
 
     def stop(self) -> None:
         """Stop the engine's whole process group: SIGTERM, then SIGKILL to whatever is left after 10 s (the workers

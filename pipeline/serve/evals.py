@@ -18,7 +18,6 @@ library run offline (the tiny task's JSONL is local; gsm8k on a runner is lm-eva
 from __future__ import annotations
 
 import json
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, replace
@@ -27,7 +26,7 @@ from typing import Any
 
 from pipeline.backends import package_version
 from pipeline.serve.engine import CLIENT_KEY_ENV, OFFLINE_ENV, EngineSpec, console_script
-from pipeline.serve.loadgen import run_client
+from pipeline.serve.loadgen import recorded, run_client
 
 TOOL = "lm-eval"
 #: The tasks shipped with the repository (the tests' task), run from a copy of this folder.
@@ -118,19 +117,6 @@ def lm_eval_argv(spec: EngineSpec, task: EvalTask, *, tokenizer: Path, out: Path
     return argv
 
 
-def _recorded(argv: list[str], local: dict[str, str]) -> list[str]:
-    """``argv`` as the record keeps it: ``lm-eval`` by name, each of ``local``'s paths replaced where it stands
-    alone or as a ``key=path`` model argument."""
-    start = 3 if argv[1:3] == ["-m", "lm_eval"] else 1
-    words = []
-    for word in argv[start:]:
-        word = local.get(word, word)
-        for path, name in local.items():
-            word = word.replace(f"={path},", f"={name},")
-        words.append(word)
-    return ["lm-eval", *words]
-
-
 def _score(results_dir: Path, task: EvalTask) -> tuple[float | None, float | None]:
     """The metric and its standard error from lm-eval's newest results file under ``results_dir``."""
     files = sorted(results_dir.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
@@ -176,6 +162,7 @@ def run_eval(
     if code is None:
         tail = f"lm-eval ran past {timeout_s:g} s: {tail[-1200:]}"
     score, stderr = _score(out, task)
+    args = argv[3:] if argv[1:3] == ["-m", "lm_eval"] else argv[1:]  # after the program, however it was run
     return {
         "tool": {"name": TOOL, "version": package_version("lm_eval") or "unknown"},
         "task": task.name,
@@ -186,6 +173,6 @@ def run_eval(
         "floor": task.floor,
         "floor_source": task.floor_source,
         "passed": None if score is None else score >= task.floor,
-        "command": shlex.join(_recorded(argv, {str(tokenizer): model_id or str(tokenizer), str(out): out.name}))[:2000],
+        "command": recorded(TOOL, args, {str(tokenizer): model_id or str(tokenizer), str(out): out.name})[:2000],
         "output_tail": None if score is not None else f"exit {code}: {tail}"[-2000:],
     }

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pipeline.backends import owned_group, package_version
 from pipeline.records import point_spread
@@ -33,6 +34,7 @@ TOOL = "guidellm"
 PERCENTILES = ("p50", "p90", "p99")
 #: The load generators' environment (:func:`run_client` adds it to this process's): offline, one tokenizer thread.
 CLIENT_ENV = {**OFFLINE_ENV, "TOKENIZERS_PARALLELISM": "false"}
+Report = TypeVar("Report")
 
 
 def tool_version() -> str | None:
@@ -141,18 +143,33 @@ def run_client(
     return code, log.read_bytes()[-tail_chars:].decode("utf-8", errors="replace")
 
 
-@dataclass(frozen=True)
-class LoadRun:
-    """What one guidellm run left: its report (None when it wrote none, or one its report model refuses), exit
-    status and output tail."""
+def recorded(program: str, args: Sequence[str], local: Mapping[str, str]) -> str:
+    """A client's command as the record keeps it: ``program`` by name, then ``args`` with this machine's paths
+    replaced (``local``: path -> what names it anywhere, e.g. the model's folder -> its Hub id), where a path stands
+    alone or as a ``key=path,`` argument (lm-eval's model arguments)."""
+    words = []
+    for word in args:
+        word = local.get(word, word)
+        for path, name in local.items():
+            word = word.replace(f"={path},", f"={name},")
+        words.append(word)
+    return shlex.join([*program.split(), *words])
 
-    report: GenerativeBenchmarksReport | None
+
+@dataclass(frozen=True)
+class LoadRun(Generic[Report]):
+    """What one run of a load generator left: its report as read (guidellm's through its report model, ``vllm bench
+    serve``'s result JSON; None: none was written, or one its reader refuses), exit status and output tail."""
+
+    report: Report | None
     returncode: int
     output_tail: str
     argv: tuple[str, ...]
 
 
-def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str) -> LoadRun:
+def run_guidellm(
+    scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float, name: str
+) -> LoadRun[GenerativeBenchmarksReport]:
     """Run guidellm on one scenario (written to ``folder``) in a process group of its own, and read its JSON report.
 
     Raises:
@@ -168,13 +185,9 @@ def run_guidellm(scenario_doc: dict[str, Any], folder: Path, *, timeout_s: float
     log = folder / f"{name}.guidellm.log"
     code, tail = run_client(argv, log, env=CLIENT_ENV, timeout_s=timeout_s, tail_chars=4000)
     if key:  # the scenario kept is the run's without the key
-        _write_private(scenario_path, _without_key(scenario_doc))
+        backend = {**scenario_doc["spec"]["backend"], "api_key": "(the engine's per-start key, not kept)"}
+        _write_private(scenario_path, {**scenario_doc, "spec": {**scenario_doc["spec"], "backend": backend}})
     return LoadRun(read_report(report_path), 124 if code is None else code, tail, argv)
-
-
-def _without_key(doc: dict[str, Any]) -> dict[str, Any]:
-    backend = {**doc["spec"]["backend"], "api_key": "(the engine's per-start key, not kept)"}
-    return {**doc, "spec": {**doc["spec"], "backend": backend}}
 
 
 def _write_private(path: Path, doc: dict[str, Any]) -> None:

@@ -32,7 +32,7 @@ from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
 from pipeline.serve.evals import EvalTask, run_eval
 from pipeline.serve.features import exercise
 from pipeline.serve.loadgen import TOOL as GUIDELLM
-from pipeline.serve.loadgen import points_of, run_guidellm, scenario, tool_version
+from pipeline.serve.loadgen import LoadRun, points_of, recorded, run_guidellm, scenario, tool_version
 from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
 
 logger = logging.getLogger(__name__)
@@ -78,7 +78,6 @@ class ServingRun:
     #: The parameters one token reads (a mixture of experts' top-k): they bound the points (issue 47.1).
     active_params: int | None = None
     weight_dtype: str = "bfloat16"
-    kv_dtype: str | None = None
     slo: ServiceLevel = DEFAULT_SLO
     pricing: Pricing | None = None
     group: int = 1
@@ -100,15 +99,9 @@ class ServingRun:
     features: tuple[str, ...] = ()  # matrix features the engine runs with, probed after the sweep (features.py)
 
 
-#: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it.
-LOAD_GENERATORS = {"guidellm": GUIDELLM, "vllm-bench": vllmbench.TOOL}
-
-
-def _tool(run: ServingRun) -> tuple[str, str | None]:
-    """The run's load generator as the record names it, and its version."""
-    if run.load_generator == "vllm-bench":
-        return vllmbench.TOOL, vllmbench.tool_version()
-    return GUIDELLM, tool_version()
+#: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it, and
+#: how its version is read.
+LOAD_GENERATORS = {"guidellm": (GUIDELLM, tool_version), "vllm-bench": (vllmbench.TOOL, vllmbench.tool_version)}
 
 
 def _now() -> str:
@@ -151,7 +144,7 @@ def _sweep(
     levels = list(workload.concurrencies)
     progress.stage = "run"
     size = 1 if run.load_generator == "vllm-bench" else max(1, run.group)  # vllm bench serve: a run per point
-    tool = _tool(run)[0]
+    tool = LOAD_GENERATORS[run.load_generator][0]
     for start in range(0, len(levels), size):
         group = levels[start : start + size]
         progress.where = f"at concurrency {group[0]}, before it was measured"
@@ -191,7 +184,7 @@ def _sweep(
 
 def _measure(
     spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path, group: list[int]
-) -> tuple[list[dict[str, Any]], Any, str]:
+) -> tuple[list[dict[str, Any]], LoadRun[Any], str]:
     """One run of the load generator over ``group``: the points it measured, the run (its ``returncode`` and
     ``output_tail``) and its command as the record keeps it."""
     if run.load_generator == "vllm-bench":
@@ -200,13 +193,13 @@ def _measure(
         bench = vllmbench.run_vllm_bench(args, folder, timeout_s=run.point_timeout_s, name=f"point-{group[0]}",
                                          api_key=spec.api_key)  # fmt: skip
         local = {str(run.tokenizer): run.model_id, spec.model_name: run.model_id, str(folder): "."}
-        measured = [vllmbench.point_of(bench.result)] if bench.result else []
-        return measured, bench, vllmbench.recorded(args, local=local)
+        measured = [vllmbench.point_of(bench.report)] if bench.report else []
+        return measured, bench, recorded(vllmbench.TOOL, args, local)
     doc = scenario(spec, workload, group, tokenizer=run.tokenizer, report=folder / f"report-{group[0]}.json")
     load = run_guidellm(doc, folder, timeout_s=run.point_timeout_s * len(group), name=f"points-{group[0]}")
     # the command by name, its scenario by file name: no path of this machine in the record
-    command = ["guidellm", *(Path(a).name if a.startswith(str(folder)) else a for a in load.argv[1:])]
-    return (points_of(load.report) if load.report else []), load, " ".join(command)
+    local = {a: Path(a).name for a in load.argv if a.startswith(str(folder))}
+    return (points_of(load.report) if load.report else []), load, recorded(GUIDELLM, load.argv[1:], local)
 
 
 def serve_model(
@@ -225,7 +218,8 @@ def serve_model(
     model was refused or not fetched) is recorded as it is, and no engine starts. ``running``: sweep an engine the
     caller started and made ready (several load generators against one server), and leave it running."""
     started, wall0 = _now(), time.monotonic()
-    tool, version = _tool(run)
+    tool, version_of = LOAD_GENERATORS[run.load_generator]
+    version = version_of()
     instance = run.hardware.get("instance_type")
     price = run.pricing.price(instance) if run.pricing else None
     share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
@@ -316,7 +310,7 @@ def serve_model(
         workload=workload.to_record() | (vllmbench.WORKLOAD if tool == vllmbench.TOOL else {}),
         chips=run.chips,
         weight_dtype=run.weight_dtype,
-        kv_dtype=run.kv_dtype or run.weight_dtype,
+        kv_dtype=run.weight_dtype,  # the engine's KV cache is in the weights' dtype (no run sets another)
         versions={"guidellm" if tool == GUIDELLM else "vllm_bench": version, **run.engine_versions},
         points=points,
         stopped=stopped,
@@ -327,23 +321,22 @@ def serve_model(
         active_params=run.active_params,
         features=probed,
     )
-    return _record(run, spec, workload, status, failure, serving, started, time.monotonic() - wall0, ready_s)
+    return _record(run, workload, status, failure, serving, started, time.monotonic() - wall0)
 
 
 def _record(
     run: ServingRun,
-    spec: EngineSpec,
     workload: ServingWorkload,
     status: str,
     failure: dict[str, str] | None,
     serving: Serving,
     started: str,
     wall: float,
-    ready_s: float | None,
 ) -> dict[str, Any]:
     first = next((p for p in serving.points if p["success_rate"] >= MIN_SUCCESS_RATE), None)
     tool = serving.tool["name"]
-    notes = [f"serving: {spec.engine} driven by {tool}, {workload.name} workload"]
+    ready_s = serving.engine["ready_s"]
+    notes = [f"serving: {serving.engine['name']} driven by {tool}, {workload.name} workload"]
     if workload.images_per_request:
         notes.append(
             f"{workload.images_per_request} synthetic {workload.image_width} x {workload.image_height} image(s) per "

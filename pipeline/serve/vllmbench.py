@@ -19,15 +19,13 @@ run calls what ``vllm bench serve`` calls, in the vLLM environment: vLLM's own p
 from __future__ import annotations
 
 import json
-import shlex
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import ConfigError
 from pipeline.records import point_spread
 from pipeline.serve.engine import CLIENT_KEY_ENV, EngineSpec
-from pipeline.serve.loadgen import CLIENT_ENV, run_client
+from pipeline.serve.loadgen import CLIENT_ENV, LoadRun, run_client
 from pipeline.serve.vllmenv import require_vllm, vllm_environment
 from pipeline.serve.workload import ServingWorkload
 
@@ -97,24 +95,9 @@ def bench_args(
     ]  # fmt: skip
 
 
-def recorded(args: list[str], *, local: dict[str, str]) -> str:
-    """The command as the record keeps it: ``vllm bench serve`` by name, this machine's paths (``local``: path ->
-    what names it anywhere, e.g. the model's folder -> its Hub id) replaced."""
-    words = [local.get(word, word) for word in args]
-    return shlex.join(["vllm", "bench", "serve", *words])
-
-
-@dataclass(frozen=True)
-class BenchRun:
-    """What one ``vllm bench serve`` run left: its result JSON (None: none was written), exit status, output."""
-
-    result: dict[str, Any] | None
-    returncode: int
-    output_tail: str
-    argv: tuple[str, ...]
-
-
-def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str, api_key: str | None) -> BenchRun:
+def run_vllm_bench(
+    args: list[str], folder: Path, *, timeout_s: float, name: str, api_key: str | None
+) -> LoadRun[dict[str, Any]]:
     """Run ``vllm bench serve`` with ``args`` in the vLLM environment, in a process group of its own (stopped whole
     on a timeout), its output in ``folder/<name>.vllm-bench.log``; read its result JSON. ``api_key``: the engine's
     (``EngineSpec.api_key``; required: without it a keyed engine answers 401), by ``OPENAI_API_KEY`` (vLLM 0.32's
@@ -126,7 +109,7 @@ def run_vllm_bench(args: list[str], folder: Path, *, timeout_s: float, name: str
     env = {**CLIENT_ENV, **({CLIENT_KEY_ENV: api_key} if api_key else {})}
     log = folder / f"{name}.vllm-bench.log"
     code, tail = run_client(argv, log, env=env, timeout_s=timeout_s, tail_chars=4000)
-    return BenchRun(read_result(result_path), 124 if code is None else code, tail, argv)
+    return LoadRun(read_result(result_path), 124 if code is None else code, tail, argv)
 
 
 def read_result(path: Path) -> dict[str, Any] | None:

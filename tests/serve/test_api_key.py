@@ -112,7 +112,7 @@ def test_vllm_bench_and_lm_eval_get_the_key_by_environment_never_by_argv(
     assert len(calls) == 1
     argv, env = calls[0]
     assert env["OPENAI_API_KEY"] == spec.api_key and spec.api_key not in " ".join(argv)
-    assert spec.api_key not in vllmbench.recorded(args, local={})
+    assert spec.api_key not in loadgen.recorded(vllmbench.TOOL, args, {})
 
     section = evals.run_eval(spec, evals.eval_task("trncat-tiny-arith"), tmp_path / "eval", tokenizer=tmp_path,
                              timeout_s=5)  # fmt: skip

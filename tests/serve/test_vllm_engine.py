@@ -20,6 +20,7 @@ from pipeline.serve import (
     EngineSpec,
     engine_for,
     free_port,
+    loadgen,
     serving_workload,
     transformers_serve,
     vllm_serve,
@@ -166,7 +167,7 @@ def test_vllm_bench_takes_inferencexs_flags_and_refuses_what_it_cannot_drive(tmp
     assert flags["--max-concurrency"] == "4" and flags["--request-rate"] == "inf" and "--ignore-eos" in args
     assert flags["--percentile-metrics"] == "ttft,tpot,itl,e2el" and flags["--metric-percentiles"] == "50,90,99"
     assert json.loads(flags["--random-range-ratio"]) == {"input": 0.25, "output": 0.0}
-    recorded = vllmbench.recorded(args, local={str(tmp_path / "m"): "acme/m", str(tmp_path): "."})
+    recorded = loadgen.recorded(vllmbench.TOOL, args, {str(tmp_path / "m"): "acme/m", str(tmp_path): "."})
     assert recorded.startswith("vllm bench serve --backend vllm") and str(tmp_path) not in recorded
     with pytest.raises(ConfigError, match="needs guidellm"):
         vllmbench.bench_args(EngineSpec("transformers-serve", (), 8000, "m"), serving_workload("cpu-tiny"), 1,
@@ -203,7 +204,7 @@ def test_vllm_bench_runs_in_an_owned_group_that_a_stop_of_serve_ends(
     with stopping_on_signals():
         threading.Thread(target=stop_when_up, daemon=True).start()
         run = vllmbench.run_vllm_bench(args, tmp_path, timeout_s=120, name="point-1", api_key=None)
-    assert up.exists() and run.returncode == -signal.SIGTERM and run.result is None
+    assert up.exists() and run.returncode == -signal.SIGTERM and run.report is None
 
 
 def test_a_feature_adds_its_flags_to_a_vllm_command_and_is_refused_for_transformers_serve(tmp_path: Path) -> None:

@@ -6,11 +6,6 @@ import os
 from pathlib import Path
 
 
-def _bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    return default if value is None else value.strip().lower() in {"1", "true", "yes", "on"}
-
-
 def _seconds(name: str, default: float) -> float:
     """A positive number of seconds from the environment; the default when unset, unreadable or not positive."""
     try:
@@ -36,7 +31,7 @@ TRNCAT_PUBLISH_DEADLINE_S: float = _seconds("TRNCAT_PUBLISH_DEADLINE_S", 1200.0)
 #: :mod:`pipeline.taskspec`); a test's task, seen by the benchmark's child process too.
 TRNCAT_TASK_MODULES: str = os.environ.get("TRNCAT_TASK_MODULES", "")
 #: True on CI (GitHub Actions sets CI=true): progress bars stay quiet.
-IS_CI: bool = _bool("CI")
+IS_CI: bool = os.environ.get("CI", "").strip().lower() in {"1", "true", "yes", "on"}
 #: GitHub Actions provenance, recorded in each result.
 GITHUB_RUN_ID: str | None = os.environ.get("GITHUB_RUN_ID") or None
 GITHUB_SHA: str | None = os.environ.get("GITHUB_SHA") or None

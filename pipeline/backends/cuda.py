@@ -71,11 +71,7 @@ def hardware_name(device_name: str) -> str:
 
 def gpu_bandwidth(device_name: str) -> float | None:
     """Peak memory bandwidth of one GPU in bytes/s from :data:`BANDWIDTH_TABLE`, or None when unknown."""
-    lowered = device_name.lower()
-    for pattern, bandwidth in BANDWIDTH_TABLE:
-        if re.search(pattern, lowered):
-            return bandwidth
-    return None
+    return next((bandwidth for pattern, bandwidth in BANDWIDTH_TABLE if re.search(pattern, device_name.lower())), None)
 
 
 class CudaBackend(Backend):

@@ -62,10 +62,8 @@ def peak_host_memory_bytes() -> int:
 
 
 def _inject(fault: str | None) -> None:
-    if fault == "segfault":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif fault == "sigkill":
-        os.kill(os.getpid(), signal.SIGKILL)
+    if fault in ("segfault", "sigkill"):
+        os.kill(os.getpid(), signal.SIGSEGV if fault == "segfault" else signal.SIGKILL)
     elif fault == "hang":
         while True:  # a model that never returns; the parent's timeout ends it
             time.sleep(3600)

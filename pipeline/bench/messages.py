@@ -45,21 +45,20 @@ def summarize_message(text: str, *, limit: int = 2000) -> str:
             if short not in key:
                 key.append(short)
     # Error lines may fill at most half the budget; the newest ones matter most.
-    head: list[str] = []
-    used = 0
-    for line in reversed(key):
-        if used + len(line) + 1 > limit // 2:
-            break
-        head.insert(0, line)
-        used += len(line) + 1
-    budget = limit - used - len(_MARK) - 2
-    tail: list[str] = []
-    for line in reversed(lines):
-        piece = line[:line_cap]
-        if len(piece) + 1 > budget:
-            break
-        tail.insert(0, piece)
-        budget -= len(piece) + 1
+    head = _newest(key, limit // 2)
+    used = sum(len(line) + 1 for line in head)
+    tail = _newest([line[:line_cap] for line in lines], limit - used - len(_MARK) - 2)
     head = [line for line in head if line not in {t.strip() for t in tail}]
     out = "\n".join([*head, _MARK, *tail]) if head else "\n".join([_MARK, *tail])
     return out[-limit:]
+
+
+def _newest(lines: list[str], budget: int) -> list[str]:
+    """The last of ``lines`` that fit in ``budget`` characters together, each with its newline, in their order."""
+    kept: list[str] = []
+    for line in reversed(lines):
+        budget -= len(line) + 1
+        if budget < 0:
+            break
+        kept.insert(0, line)
+    return kept

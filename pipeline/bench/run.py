@@ -47,15 +47,21 @@ def resolve(
     if hub is None:
         raise ConfigError(f"{model} is not a folder, and there is no Hub client to download it with")
     # The plan's checkpoint bytes, from the config alone, bound the download (pipeline.models.select).
+    plan = _plan(model, task=task, missing="checkpoint size", revision=revision, hub=hub)
+    expected = plan.download_bytes if plan is not None else None
+    return resolve_hub(model, revision=revision, hub=hub, task=task, expected_bytes=expected)
+
+
+def _plan(model: str | Path, *, task: str | None, missing: str, **options: Any) -> Any:
+    """The planner's plan of ``model`` for ``task``'s fixed workload, or None when it cannot be planned (logged as
+    no ``missing``)."""
     from pipeline.plan import plan_model
 
     try:
-        workload = default_workload(task) if task else None
-        expected = plan_model(model, revision=revision, hub=hub, task=task, workload=workload).download_bytes
+        return plan_model(model, task=task, workload=default_workload(task) if task else None, **options)
     except (PlanError, HubError) as exc:
-        logger.info("no checkpoint size for %s: %s", model, exc)
-        expected = None
-    return resolve_hub(model, revision=revision, hub=hub, task=task, expected_bytes=expected)
+        logger.info("no %s for %s: %s", missing, model, exc)
+        return None
 
 
 def family_of(resolved: ResolvedModel) -> Family:
@@ -74,18 +80,10 @@ def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.4
 
     None when the model cannot be planned: the benchmark itself is what tells then.
     """
-    from pipeline.plan import plan_model
-
-    try:
-        plan = plan_model(
-            folder,
-            dtype=dtype if dtype != "float32" else "bfloat16",
-            instance=instance,
-            workload=default_workload(task),
-            task=task,
-        )
-    except PlanError as exc:
-        logger.info("no plan for %s: %s", folder, exc)
+    plan = _plan(
+        folder, task=task, missing="plan", dtype=dtype if dtype != "float32" else "bfloat16", instance=instance
+    )
+    if plan is None:
         return None
     return {name: getattr(plan, name) for name in ("cores", "fits", "advice", "instance", "tp_degree", "total_bytes")}
 

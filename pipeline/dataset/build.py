@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import fsatomic, render
-from pipeline.dataset.changes import Change, change_rows, changes_table
+from pipeline.dataset.changes import Change, changes_table
 from pipeline.dataset.front import (
     CardNames,
     apply_changes,
@@ -84,10 +84,6 @@ class BuildSummary:
     @property
     def changed(self) -> bool:
         return self.added > 0 or self.serving > 0
-
-
-def _table(rows: Sequence[dict[str, Any]], schema: pa.Schema | None = None) -> pa.Table:
-    return pa.Table.from_pylist(list(rows), schema=schema or arrow_schema())
 
 
 def published_ids(root: Path, *, since: dt.datetime | None) -> set[str]:
@@ -265,16 +261,16 @@ def build(
     with fsatomic.staged_folder(out) as stage:
         name = fresh_run_name(stage, new_rows)  # never a name another publish's file already has
         results_path = f"{RESULTS_DIR}/{name}.parquet"
-        fsatomic.write_bytes(stage / results_path, parquet_bytes(_table(new_rows)))
+        fsatomic.write_bytes(stage / results_path, parquet_bytes(pa.Table.from_pylist(new_rows, schema=arrow_schema())))
         summary.results_file = results_path
         summary.added = len(new_rows)
         summary.bundles = [
             (r["model_id"], r["compiled_cache_repo_id"], r["compiled_cache_revision"], r["compiled_cache_path"],
              r["compiled_cache_sha256"]) for r in new_rows if r.get("compiled_cache_path")
         ]  # fmt: skip
-        change_list = change_rows(summary.changes, results_file=results_path)
-        if change_list:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
-            fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changes_table(change_list)))
+        changed = changes_table(summary.changes, results_file=results_path)
+        if changed.num_rows:  # a publish that changed no key's kind writes none (a 0-row file breaks `datasets`)
+            fsatomic.write_bytes(stage / CHANGES_DIR / f"{name}.parquet", parquet_bytes(changed))
         split: set[str] = set()
         for shard, (rest, current) in sorted(touched.items()):
             files, removed = write_shard(stage, shard, shard_table(rest, current))

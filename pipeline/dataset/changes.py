@@ -73,8 +73,8 @@ def change_kinds(change: Change) -> list[str]:
     return kinds
 
 
-def change_rows(changes: Iterable[Change], *, results_file: str) -> list[dict[str, Any]]:
-    """The rows of a changes file for a build's changes."""
+def changes_table(changes: Iterable[Change], *, results_file: str) -> pa.Table:
+    """The changes file of a build's changes, a row per kind of each change."""
     rows = []
     for change in changes:
         after = change.after
@@ -90,10 +90,6 @@ def change_rows(changes: Iterable[Change], *, results_file: str) -> list[dict[st
                     "results_file": results_file,
                 }
             )
-    return rows
-
-
-def changes_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=CHANGES_SCHEMA)
 
 

@@ -64,8 +64,7 @@ class TextClassification(TaskRunner):
         self._forward(run)
 
     def measure(self, run: Run) -> Measured:
-        times = timed_calls(lambda: self._forward(run), backend=run.backend, iterations=run.spec.iterations,
-                            clock=run.clock)  # fmt: skip
+        times = timed_calls(lambda: self._forward(run), run)
         p50, labels = percentile(times, 50), int(self._forward(run).shape[-1])
         return Measured(
             metrics={"latency_s": {"p50": p50, "p90": percentile(times, 90)},

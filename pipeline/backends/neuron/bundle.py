@@ -165,16 +165,31 @@ def _cache_files(cache_dir: Path) -> list[tuple[str, Path]]:
     return out
 
 
-class _DigestingWriter:
-    """The bundle file as it is written: its sha256 and size kept on the way (no second read)."""
+class _Digesting:
+    """The bundle file as it is written (its sha256 and size kept on the way: no second read) or as tarfile reads
+    it (hashed on the way, so one read both checks its digest and unpacks it; past ``limit`` bytes, refused)."""
 
-    def __init__(self, raw: IO[bytes]) -> None:
-        self.raw, self.digest, self.size = raw, hashlib.sha256(), 0
+    def __init__(self, raw: IO[bytes], limit: int) -> None:
+        self.raw, self.digest, self.size, self.limit = raw, hashlib.sha256(), 0, limit
 
     def write(self, data: bytes) -> int:
         self.digest.update(data)
         self.size += len(data)
         return self.raw.write(data)
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.raw.read(CHUNK_BYTES if size < 0 else size)
+        self.digest.update(data)
+        self.size += len(data)
+        if self.size > self.limit:
+            raise BundleError(f"the bundle grew over {self.limit} bytes while it was read")
+        return data
+
+    def finish(self) -> str:
+        """Hash the rest of the file (what follows the archive's end) and return the digest."""
+        while self.read(CHUNK_BYTES):
+            pass
+        return self.digest.hexdigest()
 
 
 def _add(tar: tarfile.TarFile, cache_dir: Path, name: str, path: Path) -> None:
@@ -213,7 +228,7 @@ def pack_cache(
     partial = Path(name)
     try:
         with open(handle, "wb") as raw:
-            written = _DigestingWriter(raw)
+            written = _Digesting(raw, max_bytes)
             with GzipWriter(written, threads=threads, level=level) as zipped:  # type: ignore[arg-type]
                 with tarfile.open(fileobj=zipped, mode="w", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
                     tar.copybufsize = CHUNK_BYTES
@@ -228,32 +243,11 @@ def pack_cache(
         partial.unlink(missing_ok=True)
 
 
-class _DigestingReader:
-    """The bundle file as tarfile reads it: hashed on the way, so one read both checks its digest and unpacks it."""
-
-    def __init__(self, raw: IO[bytes], limit: int) -> None:
-        self.raw, self.digest, self.size, self.limit = raw, hashlib.sha256(), 0, limit
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.raw.read(CHUNK_BYTES if size < 0 else size)
-        self.digest.update(data)
-        self.size += len(data)
-        if self.size > self.limit:
-            raise BundleError(f"the bundle grew over {self.limit} bytes while it was read")
-        return data
-
-    def finish(self) -> str:
-        """Hash the rest of the file (what follows the archive's end) and return the digest."""
-        while self.read(CHUNK_BYTES):
-            pass
-        return self.digest.hexdigest()
-
-
 #: Opens the file a member goes to (by its name in the bundle), or None: check only.
 Sink = Callable[[str], IO[bytes]]
 
 
-def _members(reader: _DigestingReader, label: str, sink: Sink | None) -> int:
+def _members(reader: _Digesting, label: str, sink: Sink | None) -> int:
     """Check (and with ``sink``, write) every member in one pass; the number of files. Raises BundleError."""
     count, total, seen = 0, 0, set()
     with tarfile.open(fileobj=reader, mode="r|gz", bufsize=CHUNK_BYTES, tarinfo=_BoundedInfo) as tar:  # type: ignore[call-overload]
@@ -308,7 +302,7 @@ def check_bundle(
             size = os.fstat(raw.fileno()).st_size
             if size > max_bytes:
                 raise BundleError(f"{path.name} is {size} bytes, over the {max_bytes}-byte cap")
-            reader = _DigestingReader(raw, max_bytes)
+            reader = _Digesting(raw, max_bytes)
             count = _members(reader, path.name, sink)
             digest = reader.finish()
     except (tarfile.TarError, OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:

@@ -180,14 +180,15 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def timed_calls(fn: Callable[[], Any], *, backend: Any, iterations: int, clock: Callable[[], float]) -> list[float]:
-    """``iterations`` synchronized calls of ``fn``; their wall times in seconds."""
+def timed_calls(fn: Callable[[], Any], run: Run) -> list[float]:
+    """``run.spec.iterations`` calls of ``fn``, each synchronized on ``run``'s backend; their wall times in seconds
+    by ``run``'s clock."""
     times: list[float] = []
-    for _ in range(iterations):
-        start = clock()
+    for _ in range(run.spec.iterations):
+        start = run.clock()
         fn()
-        backend.synchronize()
-        times.append(clock() - start)
+        run.backend.synchronize()
+        times.append(run.clock() - start)
     return times
 
 

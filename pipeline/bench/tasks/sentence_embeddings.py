@@ -66,12 +66,7 @@ class SentenceEmbeddings(OneCoreTask):
         by_batch: list[dict[str, Any]] = []
         raw: dict[str, list[float]] = {}
         for size in run.state["batches"]:
-            times = timed_calls(
-                functools.partial(self._encode, run, size),
-                backend=run.backend,
-                iterations=spec.iterations,
-                clock=run.clock,
-            )
+            times = timed_calls(functools.partial(self._encode, run, size), run)
             raw[str(size)] = times
             by_batch.append({"batch_size": size, **quantiles(times)})
         main = next(item for item in by_batch if item["batch_size"] == spec.workload.batch_size)

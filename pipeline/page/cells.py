@@ -1,4 +1,4 @@
-"""What each cell of the catalog says, and its markup, made here only: a row of the table (:func:`row_html`) and a
+"""What each cell of the catalog says, and its markup, made here only: a row of the table (:func:`row_parts`) and a
 task's header (:func:`head_html`); a model's details are :mod:`pipeline.page.details`.
 
 The first view (the template, read without JavaScript too) and every other view (the page's script, which only
@@ -221,41 +221,44 @@ def _table_metrics(task: str) -> tuple[Metric, ...]:
     return tuple(table_metrics(task))
 
 
-def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
-    """An entry's row of the table: ``no`` its number within its task, ``rank`` its rank in the view shown (the
-    page's script writes it into the first cell of a row it places)."""
-    model_id = _e(e["id"])
+REGRESSED = ' class="regressed">'
+
+
+def row_parts(e: Mapping[str, Any], no: int, rank: Any = None) -> list[str]:
+    """An entry's row of the table, as its cells (the data files write each distinct cell once): ``no`` its number
+    within its task, ``rank`` its rank in the view shown (the page's script writes it into the first cell of a row it
+    places)."""
+    model_id = _e(e["id"])  # a part of its own (three times in the row, written once)
+    model: tuple[str, ...]
     if e.get("link"):
-        model = f'<a class="hub" href="https://huggingface.co/{model_id}" rel="noopener">{model_id}</a>'
+        model = ('<a class="hub" href="https://huggingface.co/', model_id, '" rel="noopener">', model_id, "</a>")
     else:
-        model = f'<span class="hub">{model_id}</span>'
-    more = (
-        f'<a class="more" href="scripts/{model_id}/run.py">details</a>'
-        if e.get("sc")
-        else '<a class="more js-only" href="#">details</a>'
-    )
+        model = ('<span class="hub">', model_id, "</span>")
+    if e.get("sc"):
+        more: tuple[str, ...] = ('<a class="more" href="scripts/', model_id, '/run.py">details</a></td>')
+    else:
+        more = ('<a class="more js-only" href="#">details</a></td>',)
     if e["st"] == "pass":
         cores = e.get("cores")
     else:
         cores = f"{e['pc']} (plan)" if e.get("pc") is not None else e.get("cores")
     view = task_view(e["task"])
     tools = "".join(f"<span>{line}</span>" for line in toolchain(e, view.library[0] if view.library else None))
-    return "".join(
-        (
-            f'<tr data-i="{no}"', ' class="regressed">' if e.get("reg") else ">",
-            f'<td class="rank">{"" if rank is None else rank}</td>',
-            f'<td class="model">{model}{more}</td>',
-            _status_cell(e),
-            f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
-            f'<td class="num">{DASH if cores is None else _e(cores)}</td>',
-            _compile_cell(e),
-            *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
-            f'<td class="num">{bytes_text(e.get("mem"))}</td>',
-            f'<td class="num">{params_text(e.get("params"))}</td>',
-            f'<td class="date">{_e(e.get("date") or DASH)}</td>',
-            f'<td class="toolchain">{tools}</td></tr>',
-        )
-    )  # fmt: skip
+    return [
+        f'<tr data-i="{no}"{REGRESSED if e.get("reg") else ">"}<td class="rank">{"" if rank is None else rank}</td>'
+        '<td class="model">',
+        *model,
+        *more,
+        _status_cell(e),
+        f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
+        f'<td class="num">{DASH if cores is None else _e(cores)}</td>',
+        _compile_cell(e),
+        *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
+        f'<td class="num">{bytes_text(e.get("mem"))}</td>',
+        f'<td class="num">{params_text(e.get("params"))}</td>',
+        f'<td class="date">{_e(e.get("date") or DASH)}</td>',
+        f'<td class="toolchain">{tools}</td></tr>',
+    ]
 
 
 #: The columns every task's table has, around its own (header label, sort field or None, class, title).

@@ -143,6 +143,7 @@ def _toolchain(cc: Any, tnx: Any, device: Any, tf: Any, lib: Any, library: str |
     return tuple(map(escaped, lines))
 
 
+@functools.lru_cache(maxsize=4096)  # a catalog's badges are a few: 100,000 rows ask for the same texts
 def _badge(cls: str, text: str, title: str | None = None) -> str:
     return f'<span class="badge {cls}"' + (f' title="{_e(title)}"' if title else "") + f">{_e(text)}</span>"
 
@@ -203,8 +204,8 @@ def _compile_cell(e: Mapping[str, Any]) -> str:
         size = plots.fmt_bytes(e["ccb"])
         titles.append(f"run.py starts warm from the project's compiled cache ({size})")
         spans += f'<span class="warm">compiled cache {size}</span>'
-    title = f' title="{_e("; ".join(titles))}"' if titles else ""
-    return f'<td class="num compile"{title}>{_e(compile_text(e))}{spans}</td>'
+    title = f' title="{"; ".join(titles)}"' if titles else ""  # figures only: nothing to escape
+    return f'<td class="num compile"{title}>{compile_text(e)}{spans}</td>'
 
 
 def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
@@ -212,13 +213,28 @@ def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
         title = e.get(m.cell_title)  # where the figure comes from
     else:
         title = price_text(e) if m.fmt == "usd" else None
-    title_attr = f' title="{_e(title)}"' if title else ""
-    return f'<td class="num"{title_attr}>{metric_text(e, m)}</td>'
+    return f'<td class="num"{_title(title)}>{metric_text(e, m)}</td>'
+
+
+@functools.lru_cache(maxsize=4096)  # a price's or a serving sweep's title, asked for by many rows
+def _title(title: str | None) -> str:
+    return f' title="{_e(title)}"' if title else ""
 
 
 @functools.cache
 def _table_metrics(task: str) -> tuple[Metric, ...]:
     return tuple(table_metrics(task))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cell(cls: str, text: Any) -> str:
+    """A cell of one value of few (a device, a core count, a date)."""
+    return f'<td class="{cls}">{_e(text)}</td>'
+
+
+@functools.lru_cache(maxsize=1024)
+def _tools_cell(lines: tuple[str, ...]) -> str:
+    return '<td class="toolchain">' + "".join(f"<span>{line}</span>" for line in lines) + "</td></tr>"
 
 
 REGRESSED = ' class="regressed">'
@@ -243,21 +259,20 @@ def row_parts(e: Mapping[str, Any], no: int, rank: Any = None) -> list[str]:
     else:
         cores = f"{e['pc']} (plan)" if e.get("pc") is not None else e.get("cores")
     view = task_view(e["task"])
-    tools = "".join(f"<span>{line}</span>" for line in toolchain(e, view.library[0] if view.library else None))
     return [
         f'<tr data-i="{no}"{REGRESSED if e.get("reg") else ">"}<td class="rank">{"" if rank is None else rank}</td>'
         '<td class="model">',
         *model,
         *more,
         _status_cell(e),
-        f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
-        f'<td class="num">{DASH if cores is None else _e(cores)}</td>',
+        _cell("device", DEVICE_LABELS.get(e.get("device"), DASH)),  # type: ignore[arg-type]
+        _cell("num", DASH if cores is None else cores),
         _compile_cell(e),
         *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
         f'<td class="num">{bytes_text(e.get("mem"))}</td>',
         f'<td class="num">{params_text(e.get("params"))}</td>',
-        f'<td class="date">{_e(e.get("date") or DASH)}</td>',
-        f'<td class="toolchain">{tools}</td></tr>',
+        _cell("date", e.get("date") or DASH),
+        _tools_cell(toolchain(e, view.library[0] if view.library else None)),
     ]
 
 

@@ -162,27 +162,33 @@ def _terms(task: str) -> tuple[tuple[Metric, str], ...]:
     return tuple((m, f'<dt title="{_e(m.title)}">{_e(m.label)}</dt>') for m in task_view(task).metrics)
 
 
-def detail_parts(e: Mapping[str, Any]) -> list[str]:
-    """An entry's details, shown under its row when opened, as their parts (the data files write each distinct part
-    once): the failure, the task's metrics, the notes, the plan, the command and the files (their boxes filled by
-    the script: ``.files``), the history."""
-    model_id = _e(e["id"])  # a part of its own (twice in the details, written once)
-    out = ['<div class="detail-box"><h3>', model_id, f" \u00b7 {_e(e['task'])}</h3>"]
-    status, hardware = e["st"], e.get("hw")
+@functools.lru_cache(maxsize=4096)  # 100,000 details share a few: a task, a verdict, hardware and cores
+def _verdict(task: str, status: str, stage: Any, code: Any, hardware: Any, device: Any, cores: Any) -> str:
+    """The heading's task and the verdict's line: where it failed, or where it runs."""
+    out = f" \u00b7 {_e(task)}</h3>"
     if status in ("fail", "error"):
         lead = (
             "Fails at stage "
             if status == "fail"
             else "Infrastructure error (retried, not an incompatibility) at stage "
         )
-        code = f" ({e['code']})" if e.get("code") else ""
-        out.append(
-            f"<p>{_e(lead)}{_e(e.get('stage') or '?')}{_e(code)}{_e(f' on {hardware}' if hardware else '')}:</p>"
-        )
-        if e.get("msg"):
-            out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
-    elif status == "pass":
-        out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
+        code = f" ({code})" if code else ""
+        return out + f"<p>{_e(lead)}{_e(stage or '?')}{_e(code)}{_e(f' on {hardware}' if hardware else '')}:</p>"
+    if status == "pass":
+        return out + f"<p>Runs unmodified on {_e(hardware or device)} over {_e(cores)} core(s).</p>"
+    return out
+
+
+def detail_parts(e: Mapping[str, Any]) -> list[str]:
+    """An entry's details, shown under its row when opened, as their parts (the data files write each distinct part
+    once): the failure, the task's metrics, the notes, the plan, the command and the files (their boxes filled by
+    the script: ``.files``), the history."""
+    model_id = _e(e["id"])  # a part of its own (twice in the details, written once)
+    status = e["st"]
+    verdict = _verdict(e["task"], status, e.get("stage"), e.get("code"), e.get("hw"), e.get("device"), e.get("cores"))
+    out = ['<div class="detail-box"><h3>', model_id, verdict]
+    if status in ("fail", "error") and e.get("msg"):
+        out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
     shown = [(m, term) for m, term in _terms(e["task"]) if e.get(m.key) is not None]
     if shown:
         out.append('<dl class="metrics">')

@@ -68,10 +68,6 @@ def bytes_text(value: float | None) -> str:
     return DASH if value is None else plots.fmt_bytes(value)
 
 
-def params_text(value: float | None) -> str:
-    return DASH if value is None else plots.fmt_params(value)
-
-
 def rate_text(value: float | None) -> str:
     return DASH if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
 
@@ -245,15 +241,14 @@ def row_parts(e: Mapping[str, Any], no: int, rank: Any = None) -> list[str]:
     within its task, ``rank`` its rank in the view shown (the page's script writes it into the first cell of a row it
     places)."""
     model_id = _e(e["id"])  # a part of its own (three times in the row, written once)
-    model: tuple[str, ...]
     if e.get("link"):
-        model = ('<a class="hub" href="https://huggingface.co/', model_id, '" rel="noopener">', model_id, "</a>")
+        model = ['<a class="hub" href="https://huggingface.co/', model_id, '" rel="noopener">', model_id, "</a>"]
     else:
-        model = ('<span class="hub">', model_id, "</span>")
+        model = ['<span class="hub">', model_id, "</span>"]
     if e.get("sc"):
-        more: tuple[str, ...] = ('<a class="more" href="scripts/', model_id, '/run.py">details</a></td>')
+        model += ('<a class="more" href="scripts/', model_id, '/run.py">details</a></td>')
     else:
-        more = ('<a class="more js-only" href="#">details</a></td>',)
+        model.append('<a class="more js-only" href="#">details</a></td>')
     if e["st"] == "pass":
         cores = e.get("cores")
     else:
@@ -263,14 +258,13 @@ def row_parts(e: Mapping[str, Any], no: int, rank: Any = None) -> list[str]:
         f'<tr data-i="{no}"{REGRESSED if e.get("reg") else ">"}<td class="rank">{"" if rank is None else rank}</td>'
         '<td class="model">',
         *model,
-        *more,
         _status_cell(e),
         _cell("device", DEVICE_LABELS.get(e.get("device"), DASH)),  # type: ignore[arg-type]
         _cell("num", DASH if cores is None else cores),
         _compile_cell(e),
         *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
         f'<td class="num">{bytes_text(e.get("mem"))}</td>',
-        f'<td class="num">{params_text(e.get("params"))}</td>',
+        f'<td class="num">{DASH if e.get("params") is None else plots.fmt_params(e["params"])}</td>',
         _cell("date", e.get("date") or DASH),
         _tools_cell(toolchain(e, view.library[0] if view.library else None)),
     ]

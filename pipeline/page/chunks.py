@@ -26,6 +26,7 @@ page's own origin (``connect-src 'self'``); the script places the rows and detai
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,9 +78,10 @@ def texts(made: Iterable[Sequence[str]]) -> dict[str, list[Any]]:
     """Texts made of parts (rows of their cells, details of their blocks) as a data file carries them: each distinct
     part once (``"s"``), each text as its parts' places there (``"e"``); the script only joins them. A row's empty
     cells, a price's title, a command or a history's head would otherwise be written 100,000 times."""
-    places: dict[str, int] = {}
-    at = [[places.setdefault(part, len(places)) for part in parts] for parts in made]
-    return {"s": list(places), "e": at}
+    made = list(made)
+    distinct = dict.fromkeys(itertools.chain.from_iterable(made))  # in order, each once (in C: 4 million parts)
+    places = dict(zip(distinct, itertools.count()))
+    return {"s": list(distinct), "e": [list(map(places.__getitem__, parts)) for parts in made]}
 
 
 def _entries(entries: Sequence[tuple[Any, ...]], start: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -292,6 +292,7 @@ def render_site(
         env = _environment()
         template = env.get_template("index.html.j2")
         html = template.render(
+            **payload,  # the template reads the script's tasks, views, labels, devices, default view and matrix too
             app_js=Markup(
                 "".join(
                     _asset(env, name)
@@ -302,18 +303,13 @@ def render_site(
             data_json=script_json(payload),
             # A page with data files leaves the scripts beside it too (the details fetch them; scripts/ is in the tree).
             scripts_json=script_json(_inline_scripts(data["entries"] if inline else [], scripts)),
-            tasks=data["tasks"],
             task_labels=labels,
             head=Markup(head_html(data["default"]["task"], field_name)),
             ncols=head_count(data["default"]["task"]),
-            views=PAGE_VIEWS,
-            view_labels=VIEW_LABELS,
-            default=data["default"],
             default_list=data["lists"][f"{data['default']['task']}/{data['default']['view']}"],
             rows=[Markup(r) for r in rows],
             shown_total=first["shown"],
             device_filters=DEVICE_FILTERS,
-            device_labels=DEVICE_LABELS,
             note=note,
             feed=feed,
             dataset_repo=dataset_repo,
@@ -328,7 +324,6 @@ def render_site(
                 for task, svgs in task_plots.items()
             },
             plot_paths=plot_paths,
-            matrix=matrix,
             matrix_head=Markup(MATRIX_HEAD),
         )
         return Site(html=html, files=store.files)

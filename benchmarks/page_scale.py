@@ -73,6 +73,17 @@ median 264 ms against 300 ms, a search typed at once 225 ms against 239 ms); ``-
 at d491fe4, load 5 to 9: first render 292 ms, 0.14 MB transferred, search typed at once 217 ms, cold 290 ms, warm
 worst 139 ms, 20/20 ids found, a rebuild 26.3 s CPU (ac28bfd's run under a load of 7: 416 ms, 178, 296 and 241 ms,
 15.8 s). The search and rebuild goals are not met under this load by either build.
+
+Measured 2026-12-06 evening (issue 51) after each row and details became parts written once per file
+(``chunks.texts``: a row's cells, the model id once for its three places, the details' blocks, a history line's first
+cells), the repeated cells made once per value (lru caches) and the parts' places found in C, the same HTML: the
+rebuild alone (``write_site`` with the listing, as :func:`rebuild`) alternated with ac28bfd, 100,000 rows, under a load
+of about 7, 22.2 and 20.5 s CPU against 13.3 and 14.7 s (24.7 s before these changes, beside 12.8 s, at a load of 4),
+data files 132 MB against 76 MB (334 MB before); at 20,000 rows 4.4 s against 2.7 to 3.5 s, 27 MB against 18 MB (70 MB
+before). ``--rows 100000 --runs 1 --no-pandas`` at a load of 6 to 7: a new Space's first build 26.8 s CPU, 454 MB,
+142.5 MB stored in all; a rebuild 19.7 s CPU, 468 MB; first render 276 ms, 0.14 MB transferred (then 0.52 MB of index
+while idle); search typed at once 240 ms, cold 275 ms, warm worst 213 ms; 20/20 ids found. What still costs is making
+some 40 parts of HTML per entry in Python (about 45 us an entry, 4.5 s at 100,000): not back to ac28bfd's yet.
 """
 
 from __future__ import annotations

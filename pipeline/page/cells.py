@@ -1,4 +1,4 @@
-"""What each cell of the catalog says, and its markup, made here only: a row of the table (:func:`row_html`) and a
+"""What each cell of the catalog says, and its markup, made here only: a row of the table (:func:`row_parts`) and a
 task's header (:func:`head_html`); a model's details are :mod:`pipeline.page.details`.
 
 The first view (the template, read without JavaScript too) and every other view (the page's script, which only
@@ -66,10 +66,6 @@ def seconds_text(value: float | None) -> str:
 
 def bytes_text(value: float | None) -> str:
     return DASH if value is None else plots.fmt_bytes(value)
-
-
-def params_text(value: float | None) -> str:
-    return DASH if value is None else plots.fmt_params(value)
 
 
 def rate_text(value: float | None) -> str:
@@ -143,6 +139,7 @@ def _toolchain(cc: Any, tnx: Any, device: Any, tf: Any, lib: Any, library: str |
     return tuple(map(escaped, lines))
 
 
+@functools.lru_cache(maxsize=4096)  # a catalog's badges are a few: 100,000 rows ask for the same texts
 def _badge(cls: str, text: str, title: str | None = None) -> str:
     return f'<span class="badge {cls}"' + (f' title="{_e(title)}"' if title else "") + f">{_e(text)}</span>"
 
@@ -203,8 +200,8 @@ def _compile_cell(e: Mapping[str, Any]) -> str:
         size = plots.fmt_bytes(e["ccb"])
         titles.append(f"run.py starts warm from the project's compiled cache ({size})")
         spans += f'<span class="warm">compiled cache {size}</span>'
-    title = f' title="{_e("; ".join(titles))}"' if titles else ""
-    return f'<td class="num compile"{title}>{_e(compile_text(e))}{spans}</td>'
+    title = f' title="{"; ".join(titles)}"' if titles else ""  # figures only: nothing to escape
+    return f'<td class="num compile"{title}>{compile_text(e)}{spans}</td>'
 
 
 def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
@@ -212,8 +209,12 @@ def _metric_cell(e: Mapping[str, Any], m: Metric) -> str:
         title = e.get(m.cell_title)  # where the figure comes from
     else:
         title = price_text(e) if m.fmt == "usd" else None
-    title_attr = f' title="{_e(title)}"' if title else ""
-    return f'<td class="num"{title_attr}>{metric_text(e, m)}</td>'
+    return f'<td class="num"{_title(title)}>{metric_text(e, m)}</td>'
+
+
+@functools.lru_cache(maxsize=4096)  # a price's or a serving sweep's title, asked for by many rows
+def _title(title: str | None) -> str:
+    return f' title="{_e(title)}"' if title else ""
 
 
 @functools.cache
@@ -221,41 +222,52 @@ def _table_metrics(task: str) -> tuple[Metric, ...]:
     return tuple(table_metrics(task))
 
 
-def row_html(e: Mapping[str, Any], no: int, rank: Any = None) -> str:
-    """An entry's row of the table: ``no`` its number within its task, ``rank`` its rank in the view shown (the
-    page's script writes it into the first cell of a row it places)."""
-    model_id = _e(e["id"])
+@functools.lru_cache(maxsize=4096)
+def _cell(cls: str, text: Any) -> str:
+    """A cell of one value of few (a device, a core count, a date)."""
+    return f'<td class="{cls}">{_e(text)}</td>'
+
+
+@functools.lru_cache(maxsize=1024)
+def _tools_cell(lines: tuple[str, ...]) -> str:
+    return '<td class="toolchain">' + "".join(f"<span>{line}</span>" for line in lines) + "</td></tr>"
+
+
+REGRESSED = ' class="regressed">'
+
+
+def row_parts(e: Mapping[str, Any], no: int, rank: Any = None) -> list[str]:
+    """An entry's row of the table, as its cells (the data files write each distinct cell once): ``no`` its number
+    within its task, ``rank`` its rank in the view shown (the page's script writes it into the first cell of a row it
+    places)."""
+    model_id = _e(e["id"])  # a part of its own (three times in the row, written once)
     if e.get("link"):
-        model = f'<a class="hub" href="https://huggingface.co/{model_id}" rel="noopener">{model_id}</a>'
+        model = ['<a class="hub" href="https://huggingface.co/', model_id, '" rel="noopener">', model_id, "</a>"]
     else:
-        model = f'<span class="hub">{model_id}</span>'
-    more = (
-        f'<a class="more" href="scripts/{model_id}/run.py">details</a>'
-        if e.get("sc")
-        else '<a class="more js-only" href="#">details</a>'
-    )
+        model = ['<span class="hub">', model_id, "</span>"]
+    if e.get("sc"):
+        model += ('<a class="more" href="scripts/', model_id, '/run.py">details</a></td>')
+    else:
+        model.append('<a class="more js-only" href="#">details</a></td>')
     if e["st"] == "pass":
         cores = e.get("cores")
     else:
         cores = f"{e['pc']} (plan)" if e.get("pc") is not None else e.get("cores")
     view = task_view(e["task"])
-    tools = "".join(f"<span>{line}</span>" for line in toolchain(e, view.library[0] if view.library else None))
-    return "".join(
-        (
-            f'<tr data-i="{no}"', ' class="regressed">' if e.get("reg") else ">",
-            f'<td class="rank">{"" if rank is None else rank}</td>',
-            f'<td class="model">{model}{more}</td>',
-            _status_cell(e),
-            f'<td class="device">{_e(DEVICE_LABELS.get(e.get("device"), DASH))}</td>',  # type: ignore[arg-type]
-            f'<td class="num">{DASH if cores is None else _e(cores)}</td>',
-            _compile_cell(e),
-            *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
-            f'<td class="num">{bytes_text(e.get("mem"))}</td>',
-            f'<td class="num">{params_text(e.get("params"))}</td>',
-            f'<td class="date">{_e(e.get("date") or DASH)}</td>',
-            f'<td class="toolchain">{tools}</td></tr>',
-        )
-    )  # fmt: skip
+    return [
+        f'<tr data-i="{no}"{REGRESSED if e.get("reg") else ">"}<td class="rank">{"" if rank is None else rank}</td>'
+        '<td class="model">',
+        *model,
+        _status_cell(e),
+        _cell("device", DEVICE_LABELS.get(e.get("device"), DASH)),  # type: ignore[arg-type]
+        _cell("num", DASH if cores is None else cores),
+        _compile_cell(e),
+        *(_metric_cell(e, m) for m in _table_metrics(e["task"])),
+        f'<td class="num">{bytes_text(e.get("mem"))}</td>',
+        f'<td class="num">{DASH if e.get("params") is None else plots.fmt_params(e["params"])}</td>',
+        _cell("date", e.get("date") or DASH),
+        _tools_cell(toolchain(e, view.library[0] if view.library else None)),
+    ]
 
 
 #: The columns every task's table has, around its own (header label, sort field or None, class, title).

@@ -14,7 +14,8 @@ and view's first page) and writes, per task, under :data:`DATA_DIR`:
   :mod:`pipeline.page.task_columns` is sortable without more), fetched when a table is first sorted by one;
 - the entries themselves, :data:`CHUNK_ENTRIES` to a file: their rows' HTML, fetched when a page of rows needs
   them, and beside it their details' HTML, fetched when a model's details are opened (:mod:`pipeline.page.cells`
-  and :mod:`pipeline.page.details` make both, the only place either is made);
+  and :mod:`pipeline.page.details` make both, the only place either is made), each as its parts, every distinct
+  part written once per file (:func:`texts`);
 - its plots (:func:`plot_files`), fetched when they are shown and scrolled near.
 
 Each file is named by a hash of its content: a browser that cached an older index never pairs it with newer
@@ -25,16 +26,17 @@ page's own origin (``connect-src 'self'``); the script places the rows and detai
 from __future__ import annotations
 
 import hashlib
+import itertools
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from pipeline.page.catalog import AT, ENTRY_COLUMNS, FIELD_NAMES, PAGE_VIEWS, device_shown, entry_fields
-from pipeline.page.cells import row_html
-from pipeline.page.details import detail_html
+from pipeline.page.cells import row_parts
+from pipeline.page.details import detail_parts
 from pipeline.page.task_columns import table_metrics
 
 #: Data files: (path relative to the page, JSON text).
@@ -72,10 +74,21 @@ def index_columns(task: str) -> list[str]:
     return [field_name(key) for key in _index_keys(task)]
 
 
-def entry_cells(values: tuple[Any, ...], no: int, rank: Any = None) -> list[str]:
-    """An entry as the page's script reads it: its row's HTML and its details' HTML."""
-    entry = entry_fields(values)
-    return [row_html(entry, no, rank), detail_html(entry)]
+def texts(made: Iterable[Sequence[str]]) -> dict[str, list[Any]]:
+    """Texts made of parts (rows of their cells, details of their blocks) as a data file carries them: each distinct
+    part once (``"s"``), each text as its parts' places there (``"e"``); the script only joins them. A row's empty
+    cells, a price's title, a command or a history's head would otherwise be written 100,000 times."""
+    made = list(made)
+    distinct = dict.fromkeys(itertools.chain.from_iterable(made))  # in order, each once (in C: 4 million parts)
+    places = dict(zip(distinct, itertools.count()))
+    return {"s": list(distinct), "e": [list(map(places.__getitem__, parts)) for parts in made]}
+
+
+def _entries(entries: Sequence[tuple[Any, ...]], start: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Entries numbered from ``start``: their rows' and their details' :func:`texts`."""
+    fields = [entry_fields(values) for values in entries]
+    rows = texts(row_parts(entry, no) for no, entry in enumerate(fields, start))
+    return rows, texts(map(detail_parts, fields))
 
 
 def _columns(task: str, entries: list[tuple[Any, ...]]) -> dict[str, Any]:
@@ -197,7 +210,7 @@ def first_page(data: Mapping[str, Any], numbers: Mapping[int, int], page_size: i
         shown += 1
         if len(rows) < page_size:
             no = numbers[position]
-            rows.append(row_html(entry_fields(values), no, rank))
+            rows.append("".join(row_parts(entry_fields(values), no, rank)))
             items.append([no, rank])
     first = {
         "items": items,
@@ -236,10 +249,8 @@ def page_store(
         lists = _lists(data, task, numbers)
         columns = _columns(task, [entries[p] for p in positions])
         if inline:
-            tasks[task] = {
-                "n": len(positions), "lists": lists, "cols": columns,
-                "entries": [entry_cells(entries[p], no) for no, p in enumerate(positions)],
-            }  # fmt: skip
+            rows, details = _entries([entries[p] for p in positions])
+            tasks[task] = {"n": len(positions), "lists": lists, "cols": columns, "rows": rows, "details": details}
             continue
         search = {name: columns.pop(name) for name in map(field_name, SEARCH_FIELDS)}
         index = json_text(
@@ -252,9 +263,9 @@ def page_store(
         chunk_paths: list[str] = []
         detail_paths: list[str] = []
         for start in range(0, len(positions), chunk):
-            made = [entry_cells(entries[p], no) for no, p in enumerate(positions[start : start + chunk], start)]
-            for paths, kind, text in ((chunk_paths, "e", json_text([r for r, _ in made])),
-                                      (detail_paths, "d", json_text([d for _, d in made]))):  # fmt: skip
+            made = _entries([entries[p] for p in positions[start : start + chunk]], start)
+            for paths, kind, part in zip((chunk_paths, detail_paths), "ed", made, strict=True):
+                text = json_text(part)
                 paths.append(data_name(task_no, f"{kind}{start // chunk}", text))
                 store.add(paths[-1], text)
         summary = {

@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pipeline.page import plots
-from pipeline.page.cells import DEVICE_LABELS, bytes_text, price_text, rate_text, usd_text
+from pipeline.page.cells import DASH, DEVICE_LABELS, bytes_text, metric_text, price_text, usd_text
 from pipeline.page.task_columns import task_view
 from pipeline.prices import DEMO_INSTANCE, TASK_COSTS
 from pipeline.records import device_of, ratio_interval, representative
@@ -44,11 +43,6 @@ def _figures(task: str, row: Mapping[str, Any]) -> dict[str, float | None]:
 def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
     speed = task_view(task).speed
     figures = _figures(task, row)
-    value = figures["speed"]
-    if value is None or speed is None:
-        speed_text = "\u2014"
-    else:
-        speed_text = plots.fmt_seconds(value) if speed.fmt == "secs" else rate_text(value)
     device = str(device_of(row))
     entry = {key: row.get(f"price_{column}") for key, column in _PRICE_KEYS}
     entry.update(st=row.get("status"), device=device)
@@ -61,7 +55,7 @@ def _side(task: str, row: Mapping[str, Any]) -> dict[str, Any]:
         "instance": row.get("instance_type"),
         "cores": row.get("cores"),
         "st": row.get("status"),
-        "speed": speed_text,
+        "speed": metric_text({speed.key: figures["speed"]}, speed) if speed else DASH,
         "mem": bytes_text(figures["mem"]),
         "cost": usd_text(figures["cost"]),
         "price": price_text(entry),

@@ -125,23 +125,32 @@ def _history_head(task: str) -> tuple[str, Metric | None]:
     return head, Metric("speed", "", "", speed.fmt) if speed else None
 
 
-def _history(e: Mapping[str, Any]) -> str:
+def _history(e: Mapping[str, Any]) -> list[str]:
+    """The history's table: its head (one per task) and each line as its first cells (:func:`_history_line`) and
+    its figures."""
     head, speed = _history_head(e["task"])
-    out = [head]
+    out = ["<h4>History across toolchains</h4>" + head]
     for line in e["hist"]:
         h = dict(zip(HISTORY_COLUMNS, line, strict=True))
-        status = STATUS_LABELS.get(h["st"], h["st"])
-        if h.get("code"):
-            status += " \u00b7 " + " \u00b7 ".join(str(p) for p in (h.get("stage"), h["code"]) if p)
-        reg = '<span class="badge b-reg">passed here, fails now</span>' if h.get("reg") else ""
-        hardware = f"{h['hw']}" + (f" ({h['device']})" if h.get("device") else "")
         speed_cell = f'<td class="num">{metric_text(h, speed)}</td>' if speed else ""
-        out.append(
-            f"<tr{REGRESSION if h.get('reg') else ''}><td>{_e(h['date'])}</td><td>{_e(hardware)}</td>"
-            f'<td class="num">{h.get("cores")}</td><td>{_e(status)}{reg}</td>'
-            f'<td>{" · ".join(toolchain(h))}</td><td class="num">{compile_text(h)}</td>{speed_cell}</tr>'
-        )
-    return "".join(out) + "</tbody></table>"
+        out += (_history_line(*line[:10], h["reg"]), f'<td class="num">{compile_text(h)}</td>{speed_cell}</tr>')
+    return out
+
+
+@functools.lru_cache(maxsize=4096)  # 100,000 models' history lines share a few: a date, hardware, verdict, toolchain
+def _history_line(date: Any, hw: Any, device: Any, cores: Any, st: Any, stage: Any, code: Any, cc: Any, tnx: Any,
+                  tf: Any, reg: Any) -> str:  # fmt: skip
+    """A history line's cells up to its figures."""
+    status = STATUS_LABELS.get(st, st)
+    if code:
+        status += " \u00b7 " + " \u00b7 ".join(str(p) for p in (stage, code) if p)
+    badge = '<span class="badge b-reg">passed here, fails now</span>' if reg else ""
+    hardware = f"{hw}" + (f" ({device})" if device else "")
+    tools = " · ".join(toolchain({"cc": cc, "tnx": tnx, "device": device, "tf": tf}))
+    return (
+        f"<tr{REGRESSION if reg else ''}><td>{_e(date)}</td><td>{_e(hardware)}</td>"
+        f'<td class="num">{cores}</td><td>{_e(status)}{badge}</td><td>{tools}</td>'
+    )
 
 
 REGRESSION = ' class="regression"'
@@ -153,29 +162,39 @@ def _terms(task: str) -> tuple[tuple[Metric, str], ...]:
     return tuple((m, f'<dt title="{_e(m.title)}">{_e(m.label)}</dt>') for m in task_view(task).metrics)
 
 
-def detail_html(e: Mapping[str, Any]) -> str:
-    """An entry's details, shown under its row when opened: the failure, the task's metrics, the notes, the plan,
-    the command and the files (their boxes filled by the script: ``.files``), the history."""
-    out = [f"<h3>{_e(e['id'])} \u00b7 {_e(e['task'])}</h3>"]
-    status, hardware = e["st"], e.get("hw")
+@functools.lru_cache(maxsize=4096)  # 100,000 details share a few: a task, a verdict, hardware and cores
+def _verdict(task: str, status: str, stage: Any, code: Any, hardware: Any, device: Any, cores: Any) -> str:
+    """The heading's task and the verdict's line: where it failed, or where it runs."""
+    out = f" \u00b7 {_e(task)}</h3>"
     if status in ("fail", "error"):
         lead = (
             "Fails at stage "
             if status == "fail"
             else "Infrastructure error (retried, not an incompatibility) at stage "
         )
-        code = f" ({e['code']})" if e.get("code") else ""
-        out.append(
-            f"<p>{_e(lead)}{_e(e.get('stage') or '?')}{_e(code)}{_e(f' on {hardware}' if hardware else '')}:</p>"
-        )
-        if e.get("msg"):
-            out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
-    elif status == "pass":
-        out.append(f"<p>Runs unmodified on {_e(hardware or e.get('device'))} over {_e(e.get('cores'))} core(s).</p>")
+        code = f" ({code})" if code else ""
+        return out + f"<p>{_e(lead)}{_e(stage or '?')}{_e(code)}{_e(f' on {hardware}' if hardware else '')}:</p>"
+    if status == "pass":
+        return out + f"<p>Runs unmodified on {_e(hardware or device)} over {_e(cores)} core(s).</p>"
+    return out
+
+
+def detail_parts(e: Mapping[str, Any]) -> list[str]:
+    """An entry's details, shown under its row when opened, as their parts (the data files write each distinct part
+    once): the failure, the task's metrics, the notes, the plan, the command and the files (their boxes filled by
+    the script: ``.files``), the history."""
+    model_id = _e(e["id"])  # a part of its own (twice in the details, written once)
+    status = e["st"]
+    verdict = _verdict(e["task"], status, e.get("stage"), e.get("code"), e.get("hw"), e.get("device"), e.get("cores"))
+    out = ['<div class="detail-box"><h3>', model_id, verdict]
+    if status in ("fail", "error") and e.get("msg"):
+        out.append(f'<pre class="message">{_e(e["msg"])}</pre>')
     shown = [(m, term) for m, term in _terms(e["task"]) if e.get(m.key) is not None]
     if shown:
-        cells = (f"{term}<dd>{metric_text(e, m)}</dd>" for m, term in shown)
-        out.append('<dl class="metrics">' + "".join(cells) + "</dl>")
+        out.append('<dl class="metrics">')
+        for m, term in shown:
+            out += (term, f"<dd>{metric_text(e, m)}</dd>")
+        out.append("</dl>")
     out += (f'<p class="{cls}">{_e(text)}</p>' if cls else f"<p>{_e(text)}</p>" for cls, text in _notes(e))
     if e.get("reg"):
         out.append('<p class="regression-note">Regression: it passed with an older toolchain and fails with the '
@@ -194,10 +213,9 @@ def detail_html(e: Mapping[str, Any]) -> str:
     if status == "unmeasured":
         why = ("It is kept out of the benchmark for that reason, so it has no measurement and no script."
                if e.get("ek") else "Not yet measured: no script yet.")  # fmt: skip
-        out.append(f"<p>{why}</p>")
-        return '<div class="detail-box">' + "".join(out) + "</div>"
+        return [*out, f"<p>{why}</p></div>"]
     out.append(_commands(e.get("cores") or e.get("pc"), e.get("device"), e.get("tnx")))
-    out.append(f'<div class="files" data-id="{_e(e["id"])}"{" data-sc" if e.get("sc") else ""}></div>')
+    out += ('<div class="files" data-id="', model_id, '" data-sc></div>' if e.get("sc") else '"></div>')
     if e["hist"]:
-        out.append("<h4>History across toolchains</h4>" + _history(e))
-    return '<div class="detail-box">' + "".join(out) + "</div>"
+        out += _history(e)
+    return [*out, "</tbody></table></div>" if e["hist"] else "</div>"]

@@ -26,7 +26,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
 import jinja2
 from markupsafe import Markup
@@ -153,37 +153,12 @@ class Site:
     files: list[tuple[str, str]] = field(default_factory=list)
 
 
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-
-
-def _paused(build: Callable[_P, _R]) -> Callable[_P, _R]:
-    """``build`` with Python's cyclic garbage collector off while it runs, as it was after.
-
-    The build makes millions of small containers (an entry, its arrays, their JSON) and no reference cycle of note;
-    each collection the allocations trigger walks all of them again, which at 100,000 rows was half the build's CPU.
-    """
-
-    @functools.wraps(build)
-    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return build(*args, **kwargs)
-        finally:
-            if enabled:
-                gc.enable()
-
-    return wrapper
-
-
 def render_page(**kwargs: Any) -> str:
     """The catalog page as one self-contained HTML document, every entry inline (the dataset PR's preview, a page
     opened from disk). Takes :func:`render_site`'s arguments but ``inline_entries``."""
     return render_site(**kwargs, inline_entries=None).html
 
 
-@_paused
 def render_site(
     *,
     latest: Sequence[dict[str, Any]] | RowBatches,
@@ -231,123 +206,127 @@ def render_site(
     Returns:
         The HTML text and the data files to write beside it (relative paths; none where ``emit`` took them).
     """
-    # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
-    # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
-    if history is None:
-        if not isinstance(latest, Sequence):
-            raise TypeError("render_site: history=None needs the latest rows as a sequence")
-        history = latest
-    runs = History(history)  # packed, emulated rows left out
-    warm = warm_index(warm_checks or [])
-    gathered = Gathered()
-    fails: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for found in documented_fails(matrix_rows):
-        fails.setdefault((found["model_id"], found["task"]), []).append(found)
-    data = catalog(
-        latest=latest,
-        history=runs,
-        rankings=rankings,
-        exclusions=exclusions,
-        slo=slo_cells(serving or []),
-        warm=warm,
-        scripts=scripts,  # `in`: a lazy mapping reads no text for this
-        gathered=gathered,
-        fails={key: fails_title(found) for key, found in fails.items()},
-    )
-    if data["emulated"]:
-        logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", data["emulated"])
-    st, device, date = AT["st"], AT["device"], AT["date"]
-    measured = [e for e in data["entries"] if e[st] != "unmeasured"]
-    trainium = [e for e in measured if e[device] == "neuron"]
-    elsewhere = [e for e in measured if e[device] != "neuron"]
-    summary = {
-        "models": len(trainium),
-        "runs": sum(e[st] == "pass" for e in trainium),
-        "fails": sum(e[st] == "fail" for e in trainium),
-        "elsewhere": len(elsewhere),
-        "devices": " and ".join(sorted({DEVICE_LABELS.get(e[device], str(e[device])) for e in elsewhere})),
-        "updated": max((e[date] for e in measured if e[date]), default=None),
-        "warm": warm_summary(gathered.bundles, warm),
-    }
-    del measured, trainium, elsewhere
-    families = grouped_family_table(gathered.family_groups())
-    # The plots before the data files, and what made them let go: at 100,000 models the build then never holds the
-    # packed history and the gathered rows beside the data files' 70 MB of JSON.
-    task_plots = {
-        task: plots.catalog_plots(task=task, latest=gathered.plot_rows(task), history=runs.of_task(task))
-        for task in data["tasks"]
-    }
-    compare = compare_pairs(gathered.paired) + demo_pairs(gathered.demo)
-    del gathered, runs
-    inline = inline_entries is None or len(data["entries"]) <= inline_entries
-    store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
-    rows, first = first_page(data, store.numbers, PAGE_SIZE)
-    matrix = matrix_store(matrix_rows, inline=inline, chunk=chunk or CHUNK_ENTRIES, add=store.add)
-    labels = {task: task_view(task).label for task in data["tasks"]}
-    payload = {
-        "tasks": data["tasks"],
-        "taskViews": {
-            task: {"label": labels[task], "head": head_html(task, field_name), "ncols": head_count(task)}
+    # Python's cyclic garbage collector is off while the page is built: the build makes millions of small containers
+    # (an entry, its arrays, their JSON) and no reference cycle of note; each collection the allocations trigger walks
+    # all of them again, which at 100,000 rows was half the build's CPU.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # An emulated row (the Neuron emulator's; validation keeps it out of a dataset) never stands for a model: not
+        # in the header's Trainium2 counts, an entry, a plot, the table by architecture or Compare.
+        if history is None:
+            if not isinstance(latest, Sequence):
+                raise TypeError("render_site: history=None needs the latest rows as a sequence")
+            history = latest
+        runs = History(history)  # packed, emulated rows left out
+        warm = warm_index(warm_checks or [])
+        gathered = Gathered()
+        fails: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for found in documented_fails(matrix_rows):
+            fails.setdefault((found["model_id"], found["task"]), []).append(found)
+        data = catalog(
+            latest=latest,
+            history=runs,
+            rankings=rankings,
+            exclusions=exclusions,
+            slo=slo_cells(serving or []),
+            warm=warm,
+            scripts=scripts,  # `in`: a lazy mapping reads no text for this
+            gathered=gathered,
+            fails={key: fails_title(found) for key, found in fails.items()},
+        )
+        if data["emulated"]:
+            logger.warning("left %d emulated row(s) off the page: they are no Trainium2 results", data["emulated"])
+        st, device, date = AT["st"], AT["device"], AT["date"]
+        measured = [e for e in data["entries"] if e[st] != "unmeasured"]
+        trainium = [e for e in measured if e[device] == "neuron"]
+        elsewhere = [e for e in measured if e[device] != "neuron"]
+        summary = {
+            "models": len(trainium),
+            "runs": sum(e[st] == "pass" for e in trainium),
+            "fails": sum(e[st] == "fail" for e in trainium),
+            "elsewhere": len(elsewhere),
+            "devices": " and ".join(sorted({DEVICE_LABELS.get(e[device], str(e[device])) for e in elsewhere})),
+            "updated": max((e[date] for e in measured if e[date]), default=None),
+            "warm": warm_summary(gathered.bundles, warm),
+        }
+        del measured, trainium, elsewhere
+        families = grouped_family_table(gathered.family_groups())
+        # The plots before the data files, and what made them let go: at 100,000 models the build then never holds the
+        # packed history and the gathered rows beside the data files' 70 MB of JSON.
+        task_plots = {
+            task: plots.catalog_plots(task=task, latest=gathered.plot_rows(task), history=runs.of_task(task))
             for task in data["tasks"]
-        },
-        "views": PAGE_VIEWS,
-        "labels": VIEW_LABELS,
-        "devices": DEVICE_LABELS,
-        "default": data["default"],
-        "pageSize": PAGE_SIZE,
-        "store": store.meta,
-        "first": None if inline else first,
-        # the search box's guesses for a model with no row: each family's model type, architecture and line
-        "matrix": matrix,
-        "fam": [[f["mt"], f["arch"], family_line(f, labels.get(f["task"], f["task"]))] for f in families],
-    }
-    # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
-    # are in the page too, for a reader without JavaScript.
-    plot_paths: dict[str, str] = {}
-    if not inline:
-        plot_paths, plot_data = plot_files(task_plots, data["tasks"])
-        for path, text in plot_data:
-            store.add(path, text)
-    env = _environment()
-    template = env.get_template("index.html.j2")
-    html = template.render(
-        app_js=Markup(
-            "".join(
-                _asset(env, name)
-                for name in ("store.js", "families.js", "files.js", "plots.js", "matrix.js", "index.js")
-            )
-        ),
-        app_css=_asset(env, "index.css"),
-        data_json=script_json(payload),
-        # A page with data files leaves the scripts beside it too (the details fetch them; scripts/ is in the tree).
-        scripts_json=script_json(_inline_scripts(data["entries"] if inline else [], scripts)),
-        tasks=data["tasks"],
-        task_labels=labels,
-        head=Markup(head_html(data["default"]["task"], field_name)),
-        ncols=head_count(data["default"]["task"]),
-        views=PAGE_VIEWS,
-        view_labels=VIEW_LABELS,
-        default=data["default"],
-        default_list=data["lists"][f"{data['default']['task']}/{data['default']['view']}"],
-        rows=[Markup(r) for r in rows],
-        shown_total=first["shown"],
-        device_filters=DEVICE_FILTERS,
-        device_labels=DEVICE_LABELS,
-        note=note,
-        feed=feed,
-        dataset_repo=dataset_repo,
-        total=first["total"],
-        summary=summary,
-        compare=compare,
-        releases=release_sections(releases or []),
-        serving=serving_section(serving or []),
-        families=families,
-        plots={
-            task: [] if task in plot_paths and task != data["default"]["task"] else svgs
-            for task, svgs in task_plots.items()
-        },
-        plot_paths=plot_paths,
-        matrix=matrix,
-        matrix_head=Markup(MATRIX_HEAD),
-    )
-    return Site(html=html, files=store.files)
+        }
+        compare = compare_pairs(gathered.paired) + demo_pairs(gathered.demo)
+        del gathered, runs
+        inline = inline_entries is None or len(data["entries"]) <= inline_entries
+        store = page_store(data, inline=inline, emit=emit, **({} if chunk is None else {"chunk": chunk}))
+        rows, first = first_page(data, store.numbers, PAGE_SIZE)
+        matrix = matrix_store(matrix_rows, inline=inline, chunk=chunk or CHUNK_ENTRIES, add=store.add)
+        labels = {task: task_view(task).label for task in data["tasks"]}
+        payload = {
+            "tasks": data["tasks"],
+            "taskViews": {
+                task: {"label": labels[task], "head": head_html(task, field_name), "ncols": head_count(task)}
+                for task in data["tasks"]
+            },
+            "views": PAGE_VIEWS,
+            "labels": VIEW_LABELS,
+            "devices": DEVICE_LABELS,
+            "default": data["default"],
+            "pageSize": PAGE_SIZE,
+            "store": store.meta,
+            "first": None if inline else first,
+            # the search box's guesses for a model with no row: each family's model type, architecture and line
+            "matrix": matrix,
+            "fam": [[f["mt"], f["arch"], family_line(f, labels.get(f["task"], f["task"]))] for f in families],
+        }
+        # A page with data files fetches its plots when they are shown and scrolled near; only the first view's task's
+        # are in the page too, for a reader without JavaScript.
+        plot_paths: dict[str, str] = {}
+        if not inline:
+            plot_paths, plot_data = plot_files(task_plots, data["tasks"])
+            for path, text in plot_data:
+                store.add(path, text)
+        env = _environment()
+        template = env.get_template("index.html.j2")
+        html = template.render(
+            **payload,  # the template reads the script's tasks, views, labels, devices, default view and matrix too
+            app_js=Markup(
+                "".join(
+                    _asset(env, name)
+                    for name in ("store.js", "families.js", "files.js", "plots.js", "matrix.js", "index.js")
+                )
+            ),
+            app_css=_asset(env, "index.css"),
+            data_json=script_json(payload),
+            # A page with data files leaves the scripts beside it too (the details fetch them; scripts/ is in the tree).
+            scripts_json=script_json(_inline_scripts(data["entries"] if inline else [], scripts)),
+            task_labels=labels,
+            head=Markup(head_html(data["default"]["task"], field_name)),
+            ncols=head_count(data["default"]["task"]),
+            default_list=data["lists"][f"{data['default']['task']}/{data['default']['view']}"],
+            rows=[Markup(r) for r in rows],
+            shown_total=first["shown"],
+            device_filters=DEVICE_FILTERS,
+            note=note,
+            feed=feed,
+            dataset_repo=dataset_repo,
+            total=first["total"],
+            summary=summary,
+            compare=compare,
+            releases=release_sections(releases or []),
+            serving=serving_section(serving or []),
+            families=families,
+            plots={
+                task: [] if task in plot_paths and task != data["default"]["task"] else svgs
+                for task, svgs in task_plots.items()
+            },
+            plot_paths=plot_paths,
+            matrix_head=Markup(MATRIX_HEAD),
+        )
+        return Site(html=html, files=store.files)
+    finally:
+        if enabled:
+            gc.enable()

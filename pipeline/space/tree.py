@@ -107,11 +107,6 @@ def details_link(page_url: str, row: dict[str, Any]) -> str:
     return f"{page_url}#{query}"
 
 
-def entry_title(row: dict[str, Any]) -> str:
-    """'Regression: org/model (text-generation)'."""
-    return f"{_KIND_TITLES[row['kind']]}: {row['model_id']} ({row['task']})"
-
-
 def entry_summary(row: dict[str, Any]) -> str:
     text = f"{_KIND_TITLES[row['kind']]} on {row['hardware']} ({row['device']}) with {row['toolchain']}"
     if row["status"] != "pass":
@@ -228,7 +223,8 @@ def feed_xml(
         sub(node, "summary", fails_title([found]) + ".")
     for row in rows:
         id_ = f"urn:trncat:change:{row['record_id']}:{row['kind']}"
-        node = entry(entry_title(row), id_, row["finished_at"], details_link(names.page_url, row))
+        title = f"{_KIND_TITLES[row['kind']]}: {row['model_id']} ({row['task']})"  # Regression: org/model (task)
+        node = entry(title, id_, row["finished_at"], details_link(names.page_url, row))
         sub(node, "category", term=row["kind"], label=_KIND_TITLES[row["kind"]])
         sub(node, "summary", entry_summary(row))
     ET.indent(feed)

@@ -25,6 +25,7 @@ from pipeline.page.warm import warm_index
 from pipeline.records import flatten
 from pipeline.types import TASKS
 from tests import FIXTURES as TEST_FIXTURES
+from tests.page import joined
 from tests.support.records import sample_community, sample_failure, sample_record
 
 PAYLOADS = (
@@ -153,8 +154,8 @@ def inline_of(html: str) -> dict[str, list[dict[str, Any]]]:
     for task, part in blob["store"]["tasks"].items():
         columns = {name: _decoded(c, part["n"]) for name, c in part["cols"].items()}
         out[task] = [
-            {**{name: values[no] for name, values in columns.items()}, "row": cells[0], "detail": cells[1]}
-            for no, cells in enumerate(part["entries"])
+            {**{name: values[no] for name, values in columns.items()}, "row": row, "detail": detail}
+            for no, (row, detail) in enumerate(zip(joined(part["rows"]), joined(part["details"]), strict=True))
         ]
     return out
 

@@ -14,6 +14,7 @@ from pipeline.page.matrix import cell_html
 from pipeline.records import flatten
 from pipeline.space import SiteNames
 from pipeline.space.tree import ATOM, feed_xml
+from tests.page import joined
 from tests.support.catalog_rows import catalog_rows
 from tests.support.matrix_rows import matrix_row, model_rows, scale_rows
 from tests.support.records import sample_failure, sample_record
@@ -53,8 +54,8 @@ def test_a_documented_model_whose_run_failed_is_badged_in_its_catalog_row_the_ma
     assert "NCC_EVRF009" in flagged[0] and 'class="mx mx-failing"' in flagged[0]
     # The docs' page and release, once per model, in its model cell's title; the word beside each cell.
     assert flagged[0].count("https://docs.vllm.ai/") == 1 and flagged[0].count("documented: supported") == 10
-    catalog = payload["store"]["tasks"]["text-generation"]["entries"]
-    badged = [row for row, _ in catalog if "b-dbf" in row]
+    catalog = joined(payload["store"]["tasks"]["text-generation"]["rows"])
+    badged = [row for row in catalog if "b-dbf" in row]
     assert len(badged) == 1 and "acme/documented-fails" in badged[0]
     assert "documented as supported on Trainium2" in badged[0] and "Compile (NCC_EVRF009)" in badged[0]
     # The feed: one entry per model, task and device class, escaped, its id naming the failing record.

@@ -19,6 +19,7 @@ import pytest
 
 from pipeline.page import DATA_DIR, PAGE_SIZE, index_columns, render_site
 from pipeline.page.chunks import SEARCH_FIELDS
+from tests.page import joined
 from tests.page import test_page_browser as browser
 from tests.support.catalog_rows import catalog_rows
 
@@ -94,7 +95,7 @@ def test_a_small_catalog_stays_one_file_and_a_large_one_writes_data_files() -> N
     files = dict(site.files)
     rows_and_details = (first_task["chunks"], first_task["details"])
     entries = [pair for files_of in zip(*rows_and_details, strict=True)
-               for pair in zip(*(json.loads(files[path]) for path in files_of), strict=True)]  # fmt: skip
+               for pair in zip(*(joined(json.loads(files[path])) for path in files_of), strict=True)]  # fmt: skip
     assert [int(re.search(r'^<tr data-i="(\d+)"', row)[1]) for row, _ in entries] == list(range(first_task["n"]))
     ids = [re.search(r'class="hub"[^>]*>([^<]*)<', row)[1] for row, _ in entries]  # type: ignore[index]
     assert len(ids) == first_task["n"] and ids == sorted(ids)

@@ -41,7 +41,7 @@
     return D.views.every(function (v) { return !STORE.count(task, v); });
   }
   function rows(page) {
-    // the page's rows as the server made them (pipeline/page/cells.py row_html), each with its rank in this view
+    // the page's rows as the server made them (pipeline/page/cells.py row_parts), each with its rank in this view
     var box = document.createElement("tbody");
     box.innerHTML = page.map(function (item) { return STORE.entry(state.task, item[0]); }).join("");
     var frag = document.createDocumentFragment();

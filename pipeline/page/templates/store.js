@@ -4,8 +4,9 @@
 // sort or a page of rows needs them (index.js asks for the shown task's index early too, once the first view is painted
 // and the browser is idle).
 // Entries are numbered per task in model-id order; each is its row's HTML and its details' HTML (in a large catalog,
-// files of their own, fetched when details are opened), made on the server (pipeline/page/cells.py, details.py); the
-// index's columns are named in full. The plots are files too (plots.js). index.js follows.
+// files of their own, fetched when details are opened), made on the server (pipeline/page/cells.py, details.py) and
+// carried as parts, each distinct part once (chunks.py texts), which joined() puts together; the index's columns are
+// named in full. The plots are files too (plots.js). index.js follows.
 var TRNCAT_STORE = function (D) {
   "use strict";
   var S = D.store, T = {};
@@ -14,6 +15,10 @@ var TRNCAT_STORE = function (D) {
     var lid = cols.model_id.map(function (id) { return String(id).toLowerCase(); });
     t.index = {cols: cols, lid: lid, lists: lists};
     t.ids = new Set(lid);
+  }
+  function joined(f) {
+    // the texts of a chunks.py texts(): each the parts at its places, joined
+    return f.e.map(function (at) { return at.map(function (k) { return f.s[k]; }).join(""); });
   }
   function column(c, n) {
     // a column of a fetched index (chunks.py _column): its values; null when all are; or codes into its few values
@@ -24,8 +29,8 @@ var TRNCAT_STORE = function (D) {
     var t = T[task] = {meta: S.tasks[task], index: null, ids: null, entries: [], details: [], pending: {}, loading: null,
                        sorting: null, sorted: !!S.inline};
     if (S.inline) {
-      t.entries = t.meta.entries.map(function (e) { return e[0]; });
-      t.details = t.meta.entries.map(function (e) { return e[1]; });
+      t.entries = joined(t.meta.rows);
+      t.details = joined(t.meta.details);
       var cols = {};
       Object.keys(t.meta.cols).forEach(function (c) { cols[c] = column(t.meta.cols[c], t.meta.n); });
       setIndex(t, cols, t.meta.lists);
@@ -88,8 +93,8 @@ var TRNCAT_STORE = function (D) {
     if (!chunks.length) return null;
     return Promise.all(chunks.map(function (k) {
       if (!t.pending[k]) {
-        t.pending[k] = get(t.meta.chunks[k]).then(function (list) {
-          list.forEach(function (a, j) { t.entries[k * S.chunk + j] = a; });
+        t.pending[k] = get(t.meta.chunks[k]).then(function (f) {
+          joined(f).forEach(function (a, j) { t.entries[k * S.chunk + j] = a; });
         }, function (err) { delete t.pending[k]; throw err; });
       }
       return t.pending[k];
@@ -100,8 +105,8 @@ var TRNCAT_STORE = function (D) {
     var t = T[task], k = Math.floor(no / S.chunk);
     if (t.details[no] !== undefined) return null;
     if (!t.pending["d" + k]) {
-      t.pending["d" + k] = get(t.meta.details[k]).then(function (list) {
-        list.forEach(function (d, j) { t.details[k * S.chunk + j] = d; });
+      t.pending["d" + k] = get(t.meta.details[k]).then(function (f) {
+        joined(f).forEach(function (d, j) { t.details[k * S.chunk + j] = d; });
       }, function (err) { delete t.pending["d" + k]; throw err; });
     }
     return t.pending["d" + k];

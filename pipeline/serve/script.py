@@ -54,7 +54,8 @@ def _pins(record: dict[str, Any]) -> list[str]:
 #: Each engine's program by name (the schema's enum): serve.sh never runs the program a record's
 #: ``engine.command`` names, nor any word of it (issue 47.7); its line is rebuilt from the engine's options.
 _PROGRAMS = {"transformers-serve": "transformers", "vllm": "vllm", "vllm-neuron": "vllm"}
-#: The words of an engine line that are the script's own shell (every other word is quoted).
+#: The words of an engine line that are the script's own shell (every other word is quoted; no option's value can
+#: be one of them: the flag builders give numbers and plain words).
 _SHELL_WORDS = ('"$MODEL"', '"$PORT"', '"$CACHE_ROOT"')
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,63}")
 

@@ -34,7 +34,7 @@ from typing import Any
 import psutil
 
 from pipeline.backends import group_members, owned_group
-from pipeline.errors import BenchError
+from pipeline.errors import BenchError, RecordError
 from pipeline.serve.vllmenv import VLLM_SERVER_MODULE, vllm_environment
 
 #: How much of the engine's log an error record keeps.
@@ -82,12 +82,60 @@ def console_script(name: str) -> str:
 
 #: Tokens per KV cache block of ``transformers serve``'s continuous batching (given, so the block count is exact).
 CB_BLOCK_TOKENS = 32
-
-
 #: Why an image-text-to-text model is served without continuous batching: transformers 5.24's server batches an LLM
 #: only (``cli/serving/utils.py``, ``use_continuous_batching``: ``modality == Modality.LLM``; for a VLM it logs
 #: "does not support continuous batching. Falling back to sequential generation").
 NO_CB_FOR_IMAGES = "transformers serve batches text-only models only: an image model runs sequential generate()"
+#: The option -> vLLM's flag, for the options that are numbers.
+_VLLM_NUMBERS = (("tensor_parallel", "--tensor-parallel-size"), ("max_num_seqs", "--max-num-seqs"),
+                 ("max_model_len", "--max-model-len"))  # fmt: skip
+_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _word(value: Any) -> str:
+    """A text option (a dtype, a device) as one plain word, else :class:`RecordError`: never a line of shell."""
+    if not isinstance(value, str) or not _WORD.fullmatch(value):
+        raise RecordError(f"serve.sh: the engine option {str(value)[:40]!r} is not a plain word")
+    return value
+
+
+def _number(options: dict[str, Any], key: str) -> int | None:
+    value = options.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def vllm_flags(options: dict[str, Any], *, neuron: bool) -> tuple[list[str], dict[str, str]]:
+    """vLLM's flags after ``--port`` and its environment, from an engine's options: what :func:`vllm_serve` starts,
+    and serve.sh rebuilds from an untrusted record's (a bad number left out, a text no plain word refused)."""
+    flags, env = [], dict(OFFLINE_ENV)
+    for key, flag in _VLLM_NUMBERS:
+        if (value := _number(options, key)) is not None:
+            flags += [flag, str(value)]
+    if options.get("dtype") is not None:
+        flags += ["--dtype", _word(options["dtype"])]
+    if (parallel := _number(options, "data_parallel")) and parallel > 1:
+        flags += ["--data-parallel-size", str(parallel)]
+    if images := _number(options, "limit_mm_per_prompt_image"):
+        flags += ["--limit-mm-per-prompt", json.dumps({"image": images})]
+    if options.get("enforce_eager") is True:
+        flags.append("--enforce-eager")
+    if neuron and (lnc := _number(options, "lnc")) is not None:
+        env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
+    if options.get("device") == "cpu" and (space := _number(options, "cpu_kvcache_space_gib")) is not None:
+        env["VLLM_CPU_KVCACHE_SPACE"] = str(space)
+    return flags, env
+
+
+def transformers_flags(options: dict[str, Any], port: str) -> list[str]:
+    """``transformers serve``'s flags after the model, from an engine's options (:func:`vllm_flags`' twin)."""
+    batching = options.get("continuous_batching") is True
+    flags = ["--continuous-batching"] if batching else []
+    flags += ["--device", _word(options.get("device") or "cpu"), "--dtype", _word(options.get("dtype") or "auto")]
+    flags += ["--host", "127.0.0.1", "--port", port, "--log-level", "info"]
+    if batching and (blocks := _number(options, "cb_num_blocks")):
+        flags += ["--cb-block-size", str(_number(options, "cb_block_size") or CB_BLOCK_TOKENS)]
+        flags += ["--cb-num-blocks", str(blocks)]
+    return flags
 
 
 def transformers_serve(
@@ -113,32 +161,15 @@ def transformers_serve(
     CPU is the host's: a tiny model's engine took 7 to 14.6 GB of a shared 23 GB machine and the kernel's OOM
     killer ended it mid-sweep (docs/methodology.md, "Serving rows").
     """
-    cache: tuple[str, ...] = ()
-    if kv_tokens is not None and continuous_batching:
-        blocks = max(1, -(-kv_tokens // CB_BLOCK_TOKENS))
-        cache = ("--cb-block-size", str(CB_BLOCK_TOKENS), "--cb-num-blocks", str(blocks))
-    rest = (
-        *(("--continuous-batching",) if continuous_batching else ()),
-        "--device",
-        device,
-        "--dtype",
-        dtype,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "info",
-        *cache,
-    )
-    argv = (console_script("transformers"), "serve", str(model), *rest)
-    named = f"{model_id}@{revision}" if model_id and revision else (model_id or Path(model).name)
     options: dict[str, Any] = {"continuous_batching": continuous_batching, "device": device, "dtype": dtype}
     options["trust_remote_code"] = False
     if not continuous_batching:
         options["continuous_batching_off"] = NO_CB_FOR_IMAGES
-    if cache:
-        options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": int(cache[-1])}
+    if kv_tokens is not None and continuous_batching:
+        options |= {"cb_block_size": CB_BLOCK_TOKENS, "cb_num_blocks": max(1, -(-kv_tokens // CB_BLOCK_TOKENS))}
+    rest = transformers_flags(options, str(port))
+    argv = (console_script("transformers"), "serve", str(model), *rest)
+    named = f"{model_id}@{revision}" if model_id and revision else (model_id or Path(model).name)
     command = ("transformers", "serve", named, *rest)
     return EngineSpec("transformers-serve", argv, port, str(model), dict(OFFLINE_ENV), options, command)
 
@@ -179,36 +210,7 @@ def vllm_serve(
 
     The record's command (:attr:`EngineSpec.command`) is ``vllm serve MODEL_ID --revision R ...`` for every device.
     """
-    rest = [
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--tensor-parallel-size",
-        str(tensor_parallel),
-        "--max-num-seqs",
-        str(max_num_seqs),
-        "--max-model-len",
-        str(max_model_len),
-        "--dtype",
-        dtype,
-    ]
-    if data_parallel > 1:
-        rest += ["--data-parallel-size", str(data_parallel)]
-    if images_per_prompt:
-        rest += ["--limit-mm-per-prompt", json.dumps({"image": images_per_prompt})]
-    env = dict(OFFLINE_ENV)
-    if neuron and lnc is not None:
-        env["NEURON_LOGICAL_NC_CONFIG"] = str(lnc)
-    if cpu:
-        rest += ["--enforce-eager"]
-        found = vllm_environment()  # none: the caller says how to install it before any start (require_vllm)
-        argv = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model), *rest]
-        env["VLLM_CPU_KVCACHE_SPACE"] = str(kv_cache_gib)
-    else:
-        argv = [console_script("vllm"), "serve", str(model), *rest]
-    named = [model_id or Path(model).name, *(["--revision", revision] if model_id and revision else [])]
-    options = {
+    options: dict[str, Any] = {
         "max_num_seqs": max_num_seqs,
         "max_model_len": max_model_len,
         "tensor_parallel": tensor_parallel,
@@ -219,13 +221,18 @@ def vllm_serve(
     }
     if images_per_prompt:
         options["limit_mm_per_prompt_image"] = images_per_prompt
+    launcher = [console_script("vllm"), "serve", str(model)]
     if cpu:
         options |= {"device": "cpu", "launcher": VLLM_SERVER_MODULE, "cpu_kvcache_space_gib": kv_cache_gib}
-    if "--enforce-eager" in rest:
         options["enforce_eager"] = True
+        found = vllm_environment()  # none: the caller says how to install it before any start (require_vllm)
+        launcher = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model)]
+    flags, env = vllm_flags(options, neuron=neuron)
+    rest = ["--host", "127.0.0.1", "--port", str(port), *flags]
+    named = [model_id or Path(model).name, *(["--revision", revision] if model_id and revision else [])]
     options["api_key"] = f"a fresh random key per start, by {API_KEY_ENV} (never recorded)"
     engine, command = "vllm-neuron" if neuron else "vllm", ("vllm", "serve", *named, *rest)
-    return EngineSpec(engine, tuple(argv), port, str(model), env, options, command, secrets.token_urlsafe(32))
+    return EngineSpec(engine, (*launcher, *rest), port, str(model), env, options, command, secrets.token_urlsafe(32))
 
 
 def port_in_use(port: int) -> bool:

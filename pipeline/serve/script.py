@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from pipeline.errors import RecordError
+from pipeline.serve.engine import OFFLINE_ENV, EngineSpec, transformers_flags, vllm_flags
 from pipeline.serve.features import FEATURE_FLAGS
 from pipeline.serve.vllmbench import BENCH_ENTRY
 from pipeline.serve.vllmenv import VLLM_SERVER_MODULE
@@ -51,16 +51,13 @@ def _pins(record: dict[str, Any]) -> list[str]:
     return out
 
 
-#: Each engine's program and subcommand by name (the schema's enum): serve.sh never runs the program a record's
+#: Each engine's program by name (the schema's enum): serve.sh never runs the program a record's
 #: ``engine.command`` names, nor any word of it (issue 47.7); its line is rebuilt from the engine's options.
-_PROGRAMS = {"transformers-serve": "transformers serve", "vllm": "vllm serve", "vllm-neuron": "vllm serve"}
-#: The environment every engine line starts with: nothing reaches the Hub, nothing phones home.
-_OFFLINE = "HF_HUB_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1 TRANSFORMERS_OFFLINE=1"
-_WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_PROGRAMS = {"transformers-serve": "transformers", "vllm": "vllm", "vllm-neuron": "vllm"}
+#: The words of an engine line that are the script's own shell (every other word is quoted; no option's value can
+#: be one of them: the flag builders give numbers and plain words).
+_SHELL_WORDS = ('"$MODEL"', '"$PORT"', '"$CACHE_ROOT"')
 _VERSION = re.compile(r"[0-9][0-9A-Za-z.+!-]{0,63}")
-#: The record's option -> the engine's flag, for the options that are numbers (vLLM's, then transformers serve's).
-_VLLM_FLAGS = (("tensor_parallel", "--tensor-parallel-size"), ("max_num_seqs", "--max-num-seqs"),
-               ("max_model_len", "--max-model-len"))  # fmt: skip
 
 
 def _text(value: Any) -> str:
@@ -98,61 +95,30 @@ def serve_script(record: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _word(value: Any) -> str:
-    """A text option (a dtype, a device) as one plain word, else :class:`RecordError`: never a line of shell."""
-    if not isinstance(value, str) or not _WORD.fullmatch(value):
-        raise RecordError(f"serve.sh: the engine option {str(value)[:40]!r} is not a plain word")
-    return value
-
-
-def _number(options: dict[str, Any], key: str) -> int | None:
-    value = options.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
 def _engine_line(name: str, options: dict[str, Any]) -> str:
-    """The engine's command from its name (:data:`_PROGRAMS`) and the record's options, each value quoted: the
-    model as ``$MODEL``, the port as ``$PORT``, loopback only; never ``--trust-remote-code``."""
+    """The engine's command from its name (:data:`_PROGRAMS`) and the record's options, as the engine builds it
+    (:func:`~pipeline.serve.engine.vllm_flags`), each value quoted: the model as ``$MODEL``, the port as ``$PORT``,
+    loopback only; every engine line starts offline (nothing reaches the Hub); never ``--trust-remote-code``."""
     if name not in _PROGRAMS:
         raise ValueError(f"serve.sh: no engine {name[:40]!r}")
-    env, words = [_OFFLINE], [_PROGRAMS[name], '"$MODEL"']
-    if name == "vllm" and options.get("launcher") == VLLM_SERVER_MODULE:  # the CPU's: no console script
-        words = ["python", "-m", VLLM_SERVER_MODULE, "--model", '"$MODEL"']
-
-    def flag(option: str, value: Any) -> None:
-        words.extend((option, shlex.quote(str(value))))
-
     if name == "transformers-serve":
-        batching = options.get("continuous_batching") is True
-        words += ["--continuous-batching"] if batching else []
-        flag("--device", _word(options.get("device") or "cpu"))
-        flag("--dtype", _word(options.get("dtype") or "auto"))
-        words += ["--host", "127.0.0.1", "--port", '"$PORT"', "--log-level", "info"]
-        if batching and (blocks := _number(options, "cb_num_blocks")):
-            flag("--cb-block-size", _number(options, "cb_block_size") or 32)
-            flag("--cb-num-blocks", blocks)
-        return " ".join([*env, *words])
-    words += ["--host", "127.0.0.1", "--port", '"$PORT"']
-    for key, option in _VLLM_FLAGS:
-        if (value := _number(options, key)) is not None:
-            flag(option, value)
-    if options.get("dtype") is not None:
-        flag("--dtype", _word(options["dtype"]))
-    if (parallel := _number(options, "data_parallel")) and parallel > 1:
-        flag("--data-parallel-size", parallel)
-    if images := _number(options, "limit_mm_per_prompt_image"):
-        flag("--limit-mm-per-prompt", json.dumps({"image": images}))
-    if options.get("enforce_eager") is True:
-        words.append("--enforce-eager")
-    for feature, flags in FEATURE_FLAGS.items():  # the matrix features the run served with (their own flags)
-        words += flags if options.get(feature) is True else ()
-    if name == "vllm-neuron":
-        if (lnc := _number(options, "lnc")) is not None:
-            env.append(f"NEURON_LOGICAL_NC_CONFIG={lnc}")
-        env.append('VLLM_CACHE_ROOT="$CACHE_ROOT"')  # set above: the row's bundle, or this machine's cache
-    if options.get("device") == "cpu" and (space := _number(options, "cpu_kvcache_space_gib")) is not None:
-        env.append(f"VLLM_CPU_KVCACHE_SPACE={space}")
-    return " ".join([*env, *words])
+        env, words = dict(OFFLINE_ENV), [_PROGRAMS[name], "serve", '"$MODEL"', *transformers_flags(options, '"$PORT"')]
+    else:
+        flags, env = vllm_flags(options, neuron=name == "vllm-neuron")
+        words = [_PROGRAMS[name], "serve", '"$MODEL"']
+        if name == "vllm" and options.get("launcher") == VLLM_SERVER_MODULE:  # the CPU's: no console script
+            words = ["python", "-m", VLLM_SERVER_MODULE, "--model", '"$MODEL"']
+        words += ["--host", "127.0.0.1", "--port", '"$PORT"', *flags]
+        for feature, named in FEATURE_FLAGS.items():  # the matrix features the run served with (their own flags)
+            words += named if options.get(feature) is True else ()
+        if name == "vllm-neuron":
+            env["VLLM_CACHE_ROOT"] = '"$CACHE_ROOT"'  # set above: the row's bundle, or this machine's cache
+    assignments = [f"{key}={_quoted(value)}" for key, value in env.items()]
+    return " ".join([*assignments, *map(_quoted, words)])
+
+
+def _quoted(word: str) -> str:
+    return word if word in _SHELL_WORDS else shlex.quote(word)
 
 
 def _load_lines(tool: str, engine: str, contract: ServingWorkload, *, cpu: bool = False) -> list[str]:
@@ -189,7 +155,6 @@ def _load_lines(tool: str, engine: str, contract: ServingWorkload, *, cpu: bool 
 def _scenario_template(engine: str, workload: ServingWorkload) -> dict[str, Any]:
     from pathlib import Path
 
-    from pipeline.serve.engine import EngineSpec
     from pipeline.serve.loadgen import scenario
 
     spec = EngineSpec(str(engine), (), 0, "@MODEL@")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 
 from pipeline.errors import RecordError
 from pipeline.records import validate_record
-from pipeline.serve import serve_script
+from pipeline.serve import serve_script, transformers_serve
 from pipeline.serve.cache import pack_serving_cache
 from tests.serve.test_serving_cache import _block, _neuron_serving, unpacked, vllm_cache
 from tests.support.records import sample_serving
@@ -138,3 +139,20 @@ def test_serve_sh_of_a_cpu_vllm_row_runs_what_vllm_cpu_can_start(tool: str) -> N
     if tool == "vllm bench serve":
         assert "python -c 'import sys" in text and "from vllm.benchmarks.serve import add_cli_args, main" in text
         assert "\nvllm bench serve" not in text
+
+
+def test_serve_sh_starts_each_engine_with_the_flags_and_environment_the_run_started_it_with() -> None:
+    """serve.sh's engine line, rebuilt from a record's options, has the flags and environment of the command the run
+    started (issue 51: one builder per engine), for every vLLM command trncat builds and transformers serve's."""
+    from tests.serve.vllm_commands import every_vllm_command
+
+    specs = {name: spec for name, spec in every_vllm_command().items() if "warm start" not in name}
+    specs["transformers serve"] = transformers_serve(Path("/m"), port=8000, kv_tokens=4096)
+    for name, spec in specs.items():
+        record = sample_serving(device="cpu" if spec.options.get("device") == "cpu" else "neuron")
+        record["serving"]["engine"] |= {"name": spec.engine, "options": spec.options}
+        (line,) = [line for line in serve_script(record).splitlines() if line.endswith(" &")]
+        words = shlex.split(line.removesuffix(" &"))
+        start = words.index("--model" if "--model" in words else "serve")
+        assert words[words.index("--port") + 2 :] == list(spec.argv[spec.argv.index("--port") + 2 :]), name
+        assert dict(w.split("=", 1) for w in words[:start] if "=" in w).items() >= spec.env.items(), name

@@ -156,21 +156,15 @@ def instance_for_devices(family: str, devices: int) -> str | None:
     return next((name for name, known in _INSTANCES.items() if known == (family, devices)), None)
 
 
-def chip_memory_bytes(family: str) -> int:
-    """HBM of one chip of ``family`` (96 GiB on trn2, 144 GiB on trn3, 32 GiB on trn1)."""
-    cores, per_core = _CHIP[(family, _DEFAULT_LNC[family])]
-    return cores * per_core
-
-
 def family_for_device_memory(memory_bytes: int) -> str | None:
     """The family whose chip has ``memory_bytes`` of HBM (within 5 %: a tool may report a little less), or None.
 
     What tells a Trainium3 host from a Trainium2 one when neither neuron-ls nor the environment names the
     instance: both have 8 physical cores per chip, only their HBM differs (144 GiB against 96 GiB).
     """
-    for family in _DEFAULT_LNC:
-        expected = chip_memory_bytes(family)
-        if abs(memory_bytes - expected) <= 0.05 * expected:
+    for family, lnc in _DEFAULT_LNC.items():
+        cores, per_core = _CHIP[(family, lnc)]  # a chip's HBM: 96 GiB on trn2, 144 GiB on trn3, 32 GiB on trn1
+        if abs(memory_bytes - cores * per_core) <= 0.05 * cores * per_core:
             return family
     return None
 

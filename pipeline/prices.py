@@ -281,11 +281,6 @@ def load_pricing(path: Path | None = None, *, option: str = DEFAULT_OPTION) -> P
     return Pricing(table=load_prices(path), option=option, path=default_prices() if path is None else Path(path))
 
 
-def _lnc(core_config: Any) -> int | None:
-    match = re.fullmatch(r"lnc=(\d)", str(core_config or ""))
-    return int(match[1]) if match else None
-
-
 def run_share(row: Mapping[str, Any], instance: InstancePrices) -> float | None:
     """The share of its instance a row's run held: its cores over the instance's (None when either is unknown).
 
@@ -293,7 +288,8 @@ def run_share(row: Mapping[str, Any], instance: InstancePrices) -> float | None:
     ``cores_available`` may be that slice), then the row's ``cores_available``.
     """
     cores = row.get("cores")
-    total = instance.cores(lnc=_lnc(row.get("core_config"))) or row.get("cores_available")
+    lnc = re.fullmatch(r"lnc=(\d)", str(row.get("core_config") or ""))  # the row's core_config, "lnc=2"
+    total = instance.cores(lnc=int(lnc[1]) if lnc else None) or row.get("cores_available")
     if isinstance(cores, bool) or not isinstance(cores, int) or not isinstance(total, int) or not 1 <= cores <= total:
         return None
     return cores / total

@@ -1,14 +1,14 @@
 """``trncat check``: the catalog's answer on a model it may not have measured (a fine-tune, a quantization, an
 adapter, last week's release), from the model itself, its base models and its architecture.
 
-- :mod:`~pipeline.check.run`: the entry, :func:`check_model`;
+- :mod:`~pipeline.check.run`: the entry, :func:`check_model`, and the run.py to try (from the catalog's templates);
 - :mod:`~pipeline.check.model`: the model's listing and small files (never weights, never code), its family,
   its base models and whether trncat would run it;
 - :mod:`~pipeline.check.catalog`: the dataset's family index, from its merged main (a few requests, beside the
   model's) or a folder, asked only for the rows a verdict reads;
 - :mod:`~pipeline.check.rules`: the verdict, in order (measured, base model, architecture, unknown);
 - :mod:`~pipeline.check.neuron_cache`: optimum-neuron's precompiled configurations, when the answer is not "runs";
-- :mod:`~pipeline.check.answer`: the JSON and the lines it prints, and the run.py to try;
+- :mod:`~pipeline.check.answer`: the JSON and the lines it prints;
 - :mod:`~pipeline.check.warm`: a fine-tune's run.py starts warm from its base's compiled-cache bundle when the
   two share the cache's key (architecture, config shapes, dtype, workload, cores, toolchain), and says so.
 

@@ -5,13 +5,10 @@ on request."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.check.neuron_cache import CachedConfig
-from pipeline.check.warm import WarmBundle
-from pipeline.render import run_script
 
 #: The exit code of ``trncat check`` when the Hub has no such model, or no such revision of it.
 NOT_FOUND_EXIT = 3
@@ -97,34 +94,3 @@ class Answer:
     @property
     def _cores(self) -> int:
         return int(self.plan["cores"]) if self.plan else 1
-
-
-def render_run_py(
-    *,
-    model_id: str,
-    revision: str | None,
-    task: str,
-    cores: int,
-    workload: dict[str, Any],
-    versions: Mapping[str, Any],
-    warm: WarmBundle | None = None,
-) -> str:
-    """The run.py of the catalog's templates for a model trncat has not measured, on Trainium (``neuron``); with
-    ``warm`` that hands a bundle over, its base model's bundle (and the dtype the base's run had)."""
-    record = {
-        "model_id": model_id,
-        "revision": revision,
-        "task": task,
-        "dtype": "bfloat16",
-        "cores": cores,
-        "threads": None,
-        "workload": workload,
-        "device": "neuron",
-        "status": "pass",
-        "versions": dict(versions),
-        "compiled_cache": None,
-        "compiled_cache_of": None,
-    }
-    if warm is not None and warm.compiled_cache:
-        record.update(compiled_cache=warm.compiled_cache, compiled_cache_of=warm.base, dtype=warm.dtype or "bfloat16")
-    return run_script(record, checked=True)

@@ -78,12 +78,6 @@ def _elsewhere(rows: Sequence[Mapping[str, Any]], task: str) -> list[Mapping[str
     return [r for r in rows if r.get("task") == task and device_of(r) != TRAINIUM and r.get("status") in MEASURED]
 
 
-def _trainium3_note(rows: Sequence[Mapping[str, Any]], task: str) -> str:
-    """The model's own Trainium3 results, set beside its Trainium2 ones and never counted as them."""
-    trn3 = evidence_order(trainium3_rows(rows, task=task))
-    return f"; on Trainium3 (kept apart): {'; '.join(row_text(r) for r in trn3)}" if trn3 else ""
-
-
 #: How a family is counted: (architecture, model_type, task) -> its :class:`~pipeline.records.FamilyStat`.
 FamilyStats = Callable[[str, str | None, str], FamilyStat]
 
@@ -126,7 +120,8 @@ def decide(
         if revision and revision not in revisions:
             note = f"; measured at another revision than the one checked ({revision[:7]})"
         reason = "measured on Trainium2: " + "; ".join(row_text(r) for r in measured) + note
-        reason += _trainium3_note(own, task)
+        trn3 = evidence_order(trainium3_rows(own, task=task))  # set beside them, never counted as them
+        reason += f"; on Trainium3 (kept apart): {'; '.join(row_text(r) for r in trn3)}" if trn3 else ""
         return Decision(verdict, reason, [evidence("model", r) for r in measured], tuple(measured))
     cpu_note = _cpu_note(model_id, _elsewhere(own, task))
     if missing:

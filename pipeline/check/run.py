@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.check.answer import Answer, render_run_py
+from pipeline.check.answer import Answer
 from pipeline.check.catalog import Catalog, from_folder, from_repo
 from pipeline.check.model import ModelFacts, infer_task, read_model
 from pipeline.check.neuron_cache import CACHE_REPO, cached_configs, routes_text
@@ -30,6 +30,7 @@ from pipeline.ids import is_revision, validate_model_id
 from pipeline.models import MAX_FILE_BYTES, Family, read_small_json, transformer_config_path
 from pipeline.plan import Plan, plan_config, plan_model, resolve_workload
 from pipeline.records import trainium_rows
+from pipeline.render import run_script
 from pipeline.taskspec import check_task, task_source
 
 if TYPE_CHECKING:
@@ -247,17 +248,30 @@ def _blocker(plan: Plan | None) -> str | None:
 
 
 def _run_py(
-    decision: Decision, planned: ModelFacts | None, plan: Plan | None, *, task: str, warm: WarmBundle | None = None
+    decision: Decision, planned: ModelFacts | None, plan: Plan | None, *, task: str, warm: WarmBundle | None
 ) -> str | None:
-    """The run.py to try: the planned model on the plan's cores, with the toolchain of the first evidence row."""
+    """The run.py to try, from the catalog's templates, on Trainium (``neuron``): the planned model on the plan's
+    cores, with the toolchain of the first evidence row; with ``warm`` that hands a bundle over, its base model's
+    bundle (and the dtype the base's run had)."""
     if planned is None or plan is None:
         return None
     row = decision.rows[0] if decision.rows else {}
-    versions = {
-        key: row.get(f"{key}_version") for key in ("torch_neuronx", "neuronx_cc", "torch", "transformers", "nki")
+    record: dict[str, Any] = {
+        "model_id": planned.model_id,
+        "revision": planned.revision,
+        "task": task,
+        "dtype": "bfloat16",
+        "cores": plan.cores,
+        "threads": None,
+        "workload": resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict(),
+        "device": "neuron",
+        "status": "pass",
+        "versions": {
+            key: row.get(f"{key}_version") for key in ("torch_neuronx", "neuronx_cc", "torch", "transformers", "nki")
+        },
+        "compiled_cache": None,
+        "compiled_cache_of": None,
     }
-    workload = resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict()
-    return render_run_py(
-        model_id=planned.model_id, revision=planned.revision, task=task, cores=plan.cores, workload=workload,
-        versions=versions, warm=warm,
-    )  # fmt: skip
+    if warm is not None and warm.compiled_cache:
+        record.update(compiled_cache=warm.compiled_cache, compiled_cache_of=warm.base, dtype=warm.dtype or "bfloat16")
+    return run_script(record, checked=True)

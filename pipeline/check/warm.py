@@ -39,7 +39,10 @@ class WarmBundle:
     note: str
 
 
-def _bundle(row: Mapping[str, Any]) -> dict[str, Any] | None:
+def _offered(row: Mapping[str, Any] | None, model_id: str) -> dict[str, Any] | None:
+    """The bundle of the evidence ``row`` (a family row), when it is another model's pass that ships one."""
+    if row is None or row.get("model_id") == model_id or row.get("status") != "pass":
+        return None
     cache = {field: row.get(column) for column, field in BUNDLE_COLUMNS.items()}
     return cache if all(value is not None for value in cache.values()) else None
 
@@ -59,11 +62,9 @@ def base_bundle(
 
     Returns None when there is nothing to say: no row, the model's own row, or a row without a bundle.
     """
-    if row is None or row.get("model_id") == model_id or row.get("status") != "pass":
+    if row is None or (cache := _offered(row, model_id)) is None:
         return None
-    cache, base = _bundle(row), str(row.get("model_id"))
-    if cache is None:
-        return None
+    base = str(row.get("model_id"))
     differ = []
     if base_config is None:
         differ.append("its config could not be read")
@@ -103,9 +104,7 @@ def warm_start(
 ) -> WarmBundle | None:
     """:func:`base_bundle` for the model ``planned`` (the one run.py runs) and the evidence ``row``, reading the
     base's small files at the row's revision (only when the row ships a bundle: a few requests)."""
-    if planned is None or cores is None or row is None or _bundle(row) is None or row.get("status") != "pass":
-        return None
-    if str(row.get("model_id")) == planned.model_id:
+    if planned is None or cores is None or row is None or _offered(row, planned.model_id) is None:
         return None
     base = read_model(hub, str(row["model_id"]), revision=row.get("revision"))
     workload = resolve_workload(task, folder=planned.folder, model_id=planned.model_id).to_dict()

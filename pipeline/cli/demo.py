@@ -77,6 +77,8 @@ FINE_TUNE = "trncat-demo/tiny-llama-finetune"
 #: The release diff the demo rehearses: these tiny models measured twice on this machine's CPU, the sides named so.
 REHEARSAL_MODELS = ("trncat-demo/tiny-llama", "trncat-demo/tiny-sentence-bert")
 REHEARSAL_SIDES = ("cpu-first-run", "cpu-second-run")
+#: The libraries whose installed versions the demo's queue takes as its toolchain pins (the CPU rows' stack).
+CPU_LIBRARIES = ("torch", "transformers", "sentence-transformers", "diffusers")
 KEPT_OUT: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("trncat-demo/needs-remote-code", "text-generation", {"tags": ["custom_code"], "downloads": 9000}),
     ("trncat-demo/gated-model", "text-generation", {"gated": "manual", "downloads": 8000}),
@@ -184,11 +186,6 @@ def _name_the_demo_machine(results: Path) -> None:
             fsatomic.write_bytes(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
 
 
-def _cpu_toolchain() -> dict[str, str]:
-    libraries = ("torch", "transformers", "sentence-transformers", "diffusers")
-    return {name.replace("-", "_"): importlib.metadata.version(name) for name in libraries}
-
-
 def _files(folder: Path) -> dict[str, Path]:
     return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file()} if folder.is_dir() else {}
 
@@ -258,7 +255,7 @@ def run_demo(*, out: Path, work: Path | None = None, echo: Callable[[str], None]
         queue = build_queue(
             candidates=candidates,
             dataset_root=dataset_root,
-            toolchain=_cpu_toolchain(),
+            toolchain={name.replace("-", "_"): importlib.metadata.version(name) for name in CPU_LIBRARIES},
             hub=hub,
             device="cpu",
             dtype="float32",

@@ -7,6 +7,8 @@ with the load generator, write its serving record and serve.sh.
 from __future__ import annotations
 
 import argparse
+import shutil
+import sys
 from pathlib import Path
 
 from pipeline.cli.registry import (
@@ -39,14 +41,6 @@ from pipeline.types import (
 MAX_CONCURRENCY = 65536
 #: The most chips (Trainium chips, GPUs) one engine may hold: the largest instance's (16 on a trn2.48xlarge).
 MAX_CHIPS = max(get_instance(name).chips for name in INSTANCE_NAMES)
-
-
-def _vllm_installed() -> bool:
-    """Whether the ``vllm`` command the engine runs is there (beside this Python, else on PATH)."""
-    import shutil
-    import sys
-
-    return Path(sys.executable).with_name("vllm").is_file() or shutil.which("vllm") is not None
 
 
 def concurrencies(text: str) -> tuple[int, ...]:
@@ -173,7 +167,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--chips {args.chips} is more than the instance's --instance-chips {args.instance_chips}")
     if args.revision is not None and not is_revision(args.revision):
         raise ConfigError(f"--revision {args.revision[:60]!r}: a revision is a 40-hex commit")
-    if args.device != "cpu" and not _vllm_installed():
+    # the `vllm` command the engine runs: beside this Python, else on PATH
+    if args.device != "cpu" and not (Path(sys.executable).with_name("vllm").is_file() or shutil.which("vllm")):
         raise ConfigError(f"--device {args.device} serves with vLLM: no `vllm` command beside this Python or on PATH "
                           "(install vllm, and vllm-neuron on Trainium2)")  # fmt: skip
     workload = serving_workload(args.workload)

@@ -125,7 +125,13 @@ def write_front_files(
             fsatomic.write_text(root / PAGE_FILE, page_html(root, latest=latest))
     if summary is not None:  # after the card: a summary that names a view is one whose card does too
         summary["configs"] = [name for name, _ in configs]
-        write_summary(root, summary)
+        said = json.dumps(summary, indent=1, sort_keys=True) + "\n"
+        try:  # not written when it already says exactly this (a sweep often leaves the counts as they were)
+            if (root / SUMMARY_FILE).read_text(encoding="utf-8") == said:
+                return
+        except (OSError, UnicodeDecodeError):
+            pass
+        fsatomic.write_text(root / SUMMARY_FILE, said)
 
 
 #: The summary's shape (``schemas/summary.schema.json``: the counts per task, device and status; the views; the latest
@@ -180,14 +186,3 @@ def apply_changes(summary: dict[str, Any], changes: Iterable[tuple[dict[str, Any
     summary["total"] += sum(before is None for before, _ in changes)
     if changes:
         summary["hardware"] = sorted({*summary["hardware"], *(after["hardware"] for _, after in changes)})
-
-
-def write_summary(root: Path, summary: dict[str, Any]) -> None:
-    """Write the summary file, unless it already says exactly this (a sweep often leaves the counts as they were)."""
-    path, text = root / SUMMARY_FILE, json.dumps(summary, indent=1, sort_keys=True) + "\n"
-    try:
-        if path.read_text(encoding="utf-8") == text:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass
-    fsatomic.write_text(path, text)

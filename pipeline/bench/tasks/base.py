@@ -184,6 +184,14 @@ def timed_calls(fn: Callable[[], Any], run: Run) -> list[float]:
     return times
 
 
+def save_output(output: Any, path: Path, *, perturb: bool) -> None:
+    """Save a one-tensor answer, batch first (``torch.save``: ``{"output": output}``); with ``perturb`` (tests) rolled
+    by one along its last dimension, a wrong answer the check must catch."""
+    import torch
+
+    torch.save({"output": torch.roll(output, shifts=1, dims=-1) if perturb else output}, path)
+
+
 def cosine_rows(a: Any, b: Any) -> float:
     """The smallest cosine similarity between matching rows of two tensors (flattened per row), in float64."""
     import torch

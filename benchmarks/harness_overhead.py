@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     task, backend = get_task("text-generation"), CpuBackend()
     with tempfile.TemporaryDirectory() as tmp:
         folder = build_tiny_llama(Path(tmp) / "tiny-llama")
-        model = backend.prepare(task.load_model(folder, dtype=torch.float32))
+        model = backend.prepare(task.load(folder, dtype=torch.float32, world_size=1))
         processor = task.load_processor(folder)
     inputs = task.make_inputs(processor, workload)
     kwargs = task.generate_kwargs(processor, workload)

@@ -11,6 +11,7 @@ Every Neuron fact a check relies on is in docs/neuron-facts.md.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
@@ -97,6 +98,16 @@ class Report:
         return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "smoke": self.smoke, "facts": self.facts}
 
 
+def _fields(path: Path, separator: str) -> dict[str, str]:
+    """The ``KEY<separator>VALUE`` lines of a text file (/etc/os-release, /proc/self/status, /proc/meminfo), values
+    stripped, the last of a key kept; {} when it cannot be read."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return {}
+    return {key: value.strip() for key, _, value in (line.partition(separator) for line in lines)}
+
+
 def python_allowed(requires: str, python: tuple[int, int]) -> bool:
     """Whether ``python`` meets a ``Requires-Python`` (``>=3.12``, ``>=3.12,<3.15``, ...) of package metadata."""
     try:
@@ -121,13 +132,7 @@ def _os_python(os_release: Path, python: tuple[int, int], requires: str | None =
             else Check("python", "fail", f"{py}: TorchNeuron 2.33 is built for Python 3.12-3.14",
                        "use the Neuron DLAMI's environment or a Python 3.12+ virtual environment")
         )  # fmt: skip
-    fields: dict[str, str] = {}
-    try:
-        for line in os_release.read_text(encoding="utf-8").splitlines():
-            key, _, value = line.partition("=")
-            fields[key] = value.strip().strip('"')
-    except OSError:
-        pass
+    fields = {key: value.strip('"') for key, value in _fields(os_release, "=").items()}
     name = f"{fields.get('NAME', platform.system())} {fields.get('VERSION_ID', '')}".strip()
     supported = fields.get("ID") == "ubuntu" and fields.get("VERSION_ID") in UBUNTU_RELEASES
     osc = (
@@ -248,13 +253,9 @@ def _container(status: Path = Path("/proc/self/status")) -> tuple[Check, dict[st
     """The process's capabilities and memlock limit, as AWS's Trainium container examples grant them (SYS_ADMIN,
     IPC_LOCK, unlimited memlock): the docs do not say why the runtime needs them, so this informs, never fails."""
     caps: dict[str, bool | None] = dict.fromkeys(CAPABILITIES)
-    try:
-        for line in status.read_text(encoding="utf-8").splitlines():
-            if line.startswith("CapEff:"):
-                bits = int(line.split()[1], 16)
-                caps = {name: bool(bits >> bit & 1) for name, bit in CAPABILITIES.items()}
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(KeyError, ValueError):
+        bits = int(_fields(status, ":")["CapEff"], 16)
+        caps = {name: bool(bits >> bit & 1) for name, bit in CAPABILITIES.items()}
     soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     memlock = "unlimited" if soft == resource.RLIM_INFINITY else f"{soft} bytes"
     in_container = Path("/.dockerenv").exists() or bool(os.environ.get("container"))
@@ -300,12 +301,8 @@ def host_memory(meminfo: Path) -> int:
     """The host's memory in bytes: ``MemTotal`` of /proc/meminfo (under ``TRNCAT_SYSTEM_ROOT``), else psutil's."""
     import psutil
 
-    try:
-        for line in meminfo.read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) * 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(KeyError, ValueError, IndexError):
+        return int(_fields(meminfo, ":")["MemTotal"].split()[0]) * 1024  # kB
     return int(psutil.virtual_memory().total)
 
 

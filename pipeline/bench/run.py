@@ -67,12 +67,9 @@ def _plan(model: str | Path, *, task: str | None, missing: str, **options: Any) 
 def family_of(resolved: ResolvedModel) -> Family:
     """The record's family: from the fetched folder's files, and the base models the Hub's card
     metadata names when the folder holds no card (a Hub download fetches none)."""
-    if resolved.error is not None:  # nothing was fetched: the family is unknown, not the working directory's
-        return Family(base_model=resolved.base_model)
-    family = folder_family(resolved.path)
-    if not family.base_model and resolved.base_model:
-        family = Family(family.architecture, family.model_type, resolved.base_model)
-    return family
+    # Nothing fetched (an error): the family is unknown, not the working directory's.
+    family = folder_family(resolved.path) if resolved.error is None else Family()
+    return family if family.base_model else dataclasses.replace(family, base_model=resolved.base_model)
 
 
 def plan_summary(folder: Path, *, task: str, dtype: str, instance: str = "trn2.48xlarge") -> dict[str, Any] | None:

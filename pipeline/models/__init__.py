@@ -26,7 +26,6 @@ if TYPE_CHECKING:
         FAMILY_FILES,
         MAX_FILE_BYTES,
         Family,
-        adapter_base,
         folder_family,
         read_small_json,
         transformer_config_path,
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
     )
     from pipeline.models.gates import (
         check_model_index,
-        check_pipeline_classes,
         check_remote_code,
         read_config,
         read_model_index,

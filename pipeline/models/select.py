@@ -13,7 +13,7 @@ anything is downloaded (:func:`size_problem`).
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 #: Files beside the weights a benchmark needs, in each folder it fetches (code files, ``*.py``, never).
@@ -82,14 +82,11 @@ def module_folders(sizes: Mapping[str, int], read_json: Callable[[str], Any]) ->
 
 
 def choose(
-    sizes: Mapping[str, int], folders: Iterable[str], read_json: Callable[[str], Any]
+    sizes: Mapping[str, int], folders: Sequence[str], read_json: Callable[[str], Any]
 ) -> tuple[list[str], list[str]]:
     """(every file to fetch, the weights among them) from ``folders`` of the repo (``""`` is its root)."""
-    files: set[str] = set()
-    weights: set[str] = set()
-    for folder in folders:
-        weights.update(weight_files(sizes, folder, read_json))
-        files.update(side_files(sizes, folder))
+    weights = {path for folder in folders for path in weight_files(sizes, folder, read_json)}
+    files = {path for folder in folders for path in side_files(sizes, folder)}
     return sorted(files | weights), sorted(weights)
 
 

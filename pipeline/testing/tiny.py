@@ -108,6 +108,18 @@ def _generation_config(tokenizer: Any) -> Any:
     )
 
 
+def _save_model(model_class: Any, config: Any, folder: Path, *, generation: Any = None, seed: int = 0) -> None:
+    """Save a ``model_class`` of ``config`` with random weights drawn from ``seed`` (and ``generation`` as its
+    generation config, when given) into ``folder``."""
+    import torch
+
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    if generation is not None:
+        model.generation_config = generation
+    model.save_pretrained(folder)
+
+
 #: Text-generation models of config files only (no weights): the demo seeds them for discovery and the planner, never
 #: benchmarks them, so the stage matrix shows them predicted (documented by vLLM Neuron's docs or not listed).
 _TINY = {
@@ -143,16 +155,12 @@ def build_tiny_llama(folder: Path, *, kv_heads: int = 2, hidden_size: int = 64, 
     Returns:
         The folder, ready for ``AutoModelForCausalLM.from_pretrained``.
     """
-    import torch
     from transformers import LlamaForCausalLM
 
     tokenizer = build_tokenizer()
     config = _text_config(tokenizer, kv_heads=kv_heads, hidden_size=hidden_size)
     config.architectures = ["LlamaForCausalLM"]
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
-    model.generation_config = _generation_config(tokenizer)
-    model.save_pretrained(folder)
+    _save_model(LlamaForCausalLM, config, folder, generation=_generation_config(tokenizer), seed=seed)
     tokenizer.save_pretrained(folder)
     logger.debug("built tiny llama in %s", folder)
     return folder
@@ -160,7 +168,6 @@ def build_tiny_llama(folder: Path, *, kv_heads: int = 2, hidden_size: int = 64, 
 
 def build_tiny_llava(folder: Path) -> Path:
     """Save a tiny LLaVA (CLIP vision tower + Llama text model) with a PIL image processor into ``folder``."""
-    import torch
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
     from transformers.models.llava.processing_llava import LlavaProcessor
@@ -174,10 +181,7 @@ def build_tiny_llava(folder: Path) -> Path:
         vision_feature_layer=-1,
     )
     config.architectures = ["LlavaForConditionalGeneration"]
-    torch.manual_seed(0)
-    model = LlavaForConditionalGeneration(config).eval()
-    model.generation_config = _generation_config(tokenizer)
-    model.save_pretrained(folder)
+    _save_model(LlavaForConditionalGeneration, config, folder, generation=_generation_config(tokenizer))
     image_processor = CLIPImageProcessorPil(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}, do_convert_rgb=True
     )
@@ -200,7 +204,6 @@ def build_tiny_sentence_bert(folder: Path) -> Path:
     Returns:
         The folder, ready for ``SentenceTransformer(folder)``.
     """
-    import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
     from transformers import BertConfig, BertModel
@@ -210,8 +213,7 @@ def build_tiny_sentence_bert(folder: Path) -> Path:
         **_SMALL, vocab_size=len(tokenizer), max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id
     )
     config.architectures = ["BertModel"]
-    torch.manual_seed(0)
-    BertModel(config).eval().save_pretrained(folder)
+    _save_model(BertModel, config, folder)
     tokenizer.save_pretrained(folder)
     word = Transformer(str(folder), max_seq_length=128)
     pooling = Pooling(word.get_embedding_dimension(), "mean")
@@ -311,7 +313,6 @@ def build_tiny_whisper(folder: Path) -> Path:
     Returns:
         The folder, ready for ``transformers.pipeline("automatic-speech-recognition", model=folder)``.
     """
-    import torch
     from transformers import (
         GenerationConfig,
         WhisperConfig,
@@ -342,16 +343,14 @@ def build_tiny_whisper(folder: Path) -> Path:
         suppress_tokens=None,
         begin_suppress_tokens=None,
     )
-    torch.manual_seed(0)
-    model = WhisperForConditionalGeneration(config).eval()
-    model.generation_config = GenerationConfig(
+    generation = GenerationConfig(
         decoder_start_token_id=start,
         bos_token_id=end,
         eos_token_id=end,
         pad_token_id=end,
         no_timestamps_token_id=ids["<|notimestamps|>"],
     )
-    model.save_pretrained(folder)
+    _save_model(WhisperForConditionalGeneration, config, folder, generation=generation)
     processor = WhisperProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=80), tokenizer=tokenizer)
     processor.save_pretrained(folder)
     logger.debug("built tiny whisper in %s", folder)

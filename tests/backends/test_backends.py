@@ -17,8 +17,9 @@ import pytest
 from pipeline import constants
 from pipeline.backends.base import Backend, CompiledRun, world_of
 from pipeline.backends.cuda import CudaBackend, gpu_bandwidth, hardware_name
-from pipeline.backends.neuron import NeuronBackend, choose_peak, count_ops
+from pipeline.backends.neuron import NeuronBackend
 from pipeline.backends.neuron.launch import NEFF_CACHE_VARIABLE
+from pipeline.backends.neuron.measure import choose_peak, count_ops
 from pipeline.bench import child, harness
 from pipeline.bench.spec import BenchSpec
 from pipeline.bench.tasks import generation

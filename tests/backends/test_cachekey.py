@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends.base import CompiledRun
 from pipeline.backends.neuron import KEY_FILE, build_key, config_shapes, key_differences, read_config
 from pipeline.records import validate_record
 from pipeline.render import run_script
@@ -32,10 +33,12 @@ def _key(tmp_path: Path, config: dict[str, Any], **changes: Any) -> dict[str, An
     cache = tmp_path / "cache"
     (cache / "ab" / "cd").mkdir(parents=True, exist_ok=True)
     (cache / "ab" / "cd" / "abcd1234.neff").write_bytes(b"neff")
-    args: dict[str, Any] = dict(cache_dir=cache, config=config, task="text-generation", dtype="bfloat16",
-                                workload=WORKLOAD, versions=VERSIONS, compiler_args="", target="trn2", lnc=2,
-                                cores=1)  # fmt: skip
-    return build_key(**{**args, **changes})
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(config))
+    run = CompiledRun(model, "text-generation", "bfloat16", changes.pop("workload", WORKLOAD), changes.pop("cores", 1))
+    args: dict[str, Any] = dict(cache_dir=cache, versions=VERSIONS, compiler_args="", target="trn2", lnc=2)
+    return build_key(run, **{**args, **changes})
 
 
 def test_config_shapes_take_integer_fields_top_level_and_nested() -> None:

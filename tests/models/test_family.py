@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.models import Family, adapter_base, folder_family, transformer_config_path
+from pipeline.models import Family, folder_family, transformer_config_path
+from pipeline.models.family import adapter_base
 
 
 def _write(folder: Path, files: dict[str, object]) -> Path:

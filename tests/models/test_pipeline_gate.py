@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.errors import RemoteCodeRefused
-from pipeline.models import check_pipeline_classes
+from pipeline.models.gates import check_pipeline_classes
 from pipeline.testing import tiny
 from tests import FIXTURES
 from tests.support import hostile
@@ -98,7 +98,7 @@ def test_the_gate_refuses_before_any_import(tmp_path: Path) -> None:
         "import sys\n"
         f"sys.path.insert(0, {str(folder)!r})\n"
         "from pathlib import Path\n"
-        "from pipeline.models import check_pipeline_classes\n"
+        "from pipeline.models.gates import check_pipeline_classes\n"
         "from pipeline.errors import RemoteCodeRefused\n"
         "try:\n"
         f"    check_pipeline_classes(Path({str(folder)!r}))\n"

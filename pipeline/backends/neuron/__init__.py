@@ -42,5 +42,4 @@ from pipeline.backends.neuron.bundle import (
 )
 from pipeline.backends.neuron.cachekey import KEY_FILE, build_key, config_shapes, key_differences, key_rule, read_config
 from pipeline.backends.neuron.launch import DEFAULT_NEFF_CACHE_DIR, format_visible_cores
-from pipeline.backends.neuron.measure import choose_peak, count_ops
 from pipeline.backends.neuron.tools import driver_version, sysfs_memory_layout, visible_devices

@@ -125,7 +125,8 @@ class NeuronBackend(NeuronChildSide, Backend):
         self.sysfs_root = sysfs_root or constants.TRNCAT_SYSTEM_ROOT / "sys"
         self._neuron_ls = neuron_ls
         self._find_spec = find_spec
-        self._packages = packages
+        #: Installed version of a distribution (``torch-neuronx``), from package metadata (a test's recorded ones).
+        self.package_version = packages
         self._before: dict[int, neuron_tools.CoreMemory] = {}
         self._cleared = False
         self._notes: list[str] = []
@@ -153,13 +154,9 @@ class NeuronBackend(NeuronChildSide, Backend):
         return commands
 
     # -- parent side --------------------------------------------------------------------------------
-    def package_version(self, dist: str) -> str | None:
-        """Installed version of a distribution (``torch-neuronx``), from package metadata."""
-        return self._packages(dist)
-
     def requires_python(self, dist: str) -> str | None:
         """The ``Requires-Python`` an installed distribution declares, or None (not installed, or none declared)."""
-        if self._packages is not package_version:
+        if self.package_version is not package_version:
             return None  # a test's recorded packages carry no metadata
         try:
             return importlib.metadata.metadata(dist)["Requires-Python"] or None
@@ -177,7 +174,7 @@ class NeuronBackend(NeuronChildSide, Backend):
                 "the neuron backend needs torch-neuronx (TorchNeuron), which is not installed here; "
                 "install it from the Neuron pip repository on a Trainium instance"
             )
-        if self._packages("neuronx-cc") is None:
+        if self.package_version("neuronx-cc") is None:
             raise BackendUnavailableError("the neuron backend needs the Neuron compiler (neuronx-cc), not installed")
         if not any(self.dev_root.glob("neuron[0-9]*")):
             raise BackendUnavailableError(f"no Neuron device ({self.dev_root}/neuron*) on this machine")
@@ -258,11 +255,11 @@ class NeuronBackend(NeuronChildSide, Backend):
         versions = super().versions()
         inventory = self.inventory
         versions.update(
-            torch_neuronx=self._packages("torch-neuronx"),
-            neuronx_cc=self._packages("neuronx-cc"),
-            nki=self._packages("nki"),
+            torch_neuronx=self.package_version("torch-neuronx"),
+            neuronx_cc=self.package_version("neuronx-cc"),
+            nki=self.package_version("nki"),
             # The library this process loads; neuron-ls's process list may show another runner's process.
-            runtime=self._packages("aws-neuronx-runtime-lib")
+            runtime=self.package_version("aws-neuronx-runtime-lib")
             or dpkg_version("aws-neuronx-runtime-lib")
             or (inventory.runtime_version if inventory else None),
             driver=neuron_tools.driver_version(self.sysfs_root),
@@ -291,27 +288,20 @@ class NeuronBackend(NeuronChildSide, Backend):
         # A chip's HBM bandwidth is shared by its cores; cores beyond one instance's count cannot occur.
         return hardware.bandwidth_for_cores(instance, min(cores, instance.cores))
 
-    def compile_cache_files(self, cache_dir: Path) -> set[str]:
-        return neuron_launch.snapshot_cache(cache_dir)
-
-    def compile_cache_hit(self, cache_dir: Path, before: set[str]) -> bool | None:
-        return neuron_launch.compile_cache_hit(cache_dir, before)
+    compile_cache_files = staticmethod(neuron_launch.snapshot_cache)
+    compile_cache_hit = staticmethod(neuron_launch.compile_cache_hit)
 
     def bundle_compile_cache(
         self, cache_dir: Path, out: Path, run: CompiledRun
     ) -> tuple[str | None, dict[str, Any] | None]:
-        versions = {name: self._packages(name.replace("_", "-")) for name in ("torch_neuronx", "neuronx_cc", "nki")}
+        versions = {d.replace("-", "_"): self.package_version(d) for d in ("torch-neuronx", "neuronx-cc", "nki")}
         key = neuron_cachekey.build_key(
+            run,
             cache_dir=cache_dir,
-            config=neuron_cachekey.read_config(run.model_dir, run.task),
-            task=run.task,
-            dtype=run.dtype,
-            workload=run.workload,
             versions=versions,
             compiler_args=constants.NEURON_CC_FLAGS,
             target=self.instance.family,
             lnc=self.lnc,
-            cores=run.cores,
         )
         try:
             if cache_dir.is_dir() and any(cache_dir.rglob("*.neff")):

@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pipeline.backends.base import CompiledRun
+
 #: The manifest's file inside the bundle (at its root, beside the cache's ``ab/`` folders): JSON, data only.
 KEY_FILE = "trncat-cache-key.json"
 #: The manifest's own layout version.
@@ -116,40 +118,32 @@ def read_config(folder: Path, task: str) -> dict[str, Any]:
 
 
 def build_key(
-    *,
-    cache_dir: Path,
-    config: dict[str, Any],
-    task: str,
-    dtype: str,
-    workload: dict[str, Any],
-    versions: dict[str, Any],
-    compiler_args: str,
-    target: str,
-    lnc: int,
-    cores: int,
+    run: CompiledRun, *, cache_dir: Path, versions: dict[str, Any], compiler_args: str, target: str, lnc: int
 ) -> dict[str, Any]:
-    """The key manifest of the bundle packed from ``cache_dir`` (see the module's docstring).
+    """The key manifest of the bundle packed from ``cache_dir``, the compile cache of ``run`` (see the module's
+    docstring; the config is the one :func:`read_config` finds in the run's model folder).
 
     ``target`` is the instance family (vLLM Neuron's example of the part: ``trn2``). ``replica_groups`` is the one
-    group of the run's ranks (tensor parallelism over ``cores`` processes), or empty for one core: trncat runs no
+    group of the run's ranks (tensor parallelism over its ``cores`` processes), or empty for one core: trncat runs no
     other process-group layout.
     """
+    config = read_config(run.model_dir, run.task)
     return {
         "key_version": KEY_VERSION,
         "graphs": sorted(p.name.removesuffix(".neff") for p in cache_dir.rglob("*.neff") if p.is_file()),
         "architecture": architecture(config),
         "config_shapes": config_shapes(config),
-        "dtype": dtype,
-        "task": task,
-        "workload": dict(sorted(workload.items())),
+        "dtype": run.dtype,
+        "task": run.task,
+        "workload": dict(sorted(run.workload.items())),
         "torch_neuronx": versions.get("torch_neuronx"),
         "neuronx_cc": versions.get("neuronx_cc"),
         "nki": versions.get("nki"),
         "compiler_args": " ".join(compiler_args.split()),
         "target": target,
         "lnc": lnc,
-        "cores": cores,
-        "replica_groups": [list(range(cores))] if cores > 1 else [],
+        "cores": run.cores,
+        "replica_groups": [list(range(run.cores))] if run.cores > 1 else [],
     }
 
 

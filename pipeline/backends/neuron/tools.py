@@ -230,11 +230,12 @@ def _read_int(path: Path) -> int | None:
         return None
 
 
-def _numbered(parent: Path, prefix: str) -> list[tuple[int, Path]]:
+def _numbered(parent: Path, prefix: str, *, folders: bool = True) -> list[tuple[int, Path]]:
+    """(N, path) of ``parent``'s ``<prefix>N`` entries (folders only, unless ``folders`` is False), by N."""
     found = []
     for child in parent.glob(f"{prefix}*"):
         suffix = child.name[len(prefix) :]
-        if suffix.isdigit() and child.is_dir():
+        if suffix.isdigit() and (child.is_dir() or not folders):
             found.append((int(suffix), child))
     return sorted(found)
 
@@ -291,8 +292,7 @@ def sysfs_memory_layout(sysfs_root: Path) -> dict[str, Any]:
 def visible_devices(dev_root: Path) -> list[int]:
     """Device numbers of the ``/dev/neuron<N>`` nodes this process can see (all of them on a host; the mapped
     ones in a container)."""
-    found = [int(p.name[len("neuron") :]) for p in dev_root.glob("neuron*") if p.name[len("neuron") :].isdigit()]
-    return sorted(found)
+    return [device for device, _ in _numbered(dev_root, "neuron", folders=False)]
 
 
 def read_device_memory(sysfs_root: Path, *, cores: Sequence[int] | None = None) -> dict[int, CoreMemory]:

@@ -78,22 +78,14 @@ class TaskRunner:
     #: transformers' chunked prefill), ``eager``; None for a task that does not generate.
     prefill: ClassVar[str | None] = None
 
-    def load_model(self, path: Path, *, dtype: Any, **kwargs: Any) -> Any:
-        """Load the model from a local folder with transformers' own code (never remote code).
-
-        Extra ``kwargs`` go to ``from_pretrained`` (e.g. ``tp_plan="auto"`` under torchrun).
-        """
+    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
+        """Load the model from a local folder with transformers' own code (never remote code), as the child runs it:
+        sharded by tensor parallelism under torchrun (transformers's ``tp_plan="auto"``)."""
         import transformers
 
-        kwargs["trust_remote_code"] = False
-        auto = getattr(transformers, self.auto_model)
-        return auto.from_pretrained(path, dtype=dtype, **kwargs).eval()
-
-    def load(self, path: Path, *, dtype: Any, world_size: int) -> Any:
-        """Load the model as the child runs it: sharded by tensor parallelism under torchrun (transformers's
-        ``tp_plan="auto"``)."""
         sharded = {"tp_plan": "auto"} if world_size > 1 else {}
-        return self.load_model(path, dtype=dtype, **sharded)
+        auto = getattr(transformers, self.auto_model)
+        return auto.from_pretrained(path, dtype=dtype, trust_remote_code=False, **sharded).eval()
 
     def load_processor(self, path: Path) -> Any:
         """The task's tokenizer or processor, by :attr:`auto_processor` (transformers' own code, never remote code)."""
@@ -190,6 +182,14 @@ def timed_calls(fn: Callable[[], Any], run: Run) -> list[float]:
         run.backend.synchronize()
         times.append(run.clock() - start)
     return times
+
+
+def save_output(output: Any, path: Path, *, perturb: bool) -> None:
+    """Save a one-tensor answer, batch first (``torch.save``: ``{"output": output}``); with ``perturb`` (tests) rolled
+    by one along its last dimension, a wrong answer the check must catch."""
+    import torch
+
+    torch.save({"output": torch.roll(output, shifts=1, dims=-1) if perturb else output}, path)
 
 
 def cosine_rows(a: Any, b: Any) -> float:

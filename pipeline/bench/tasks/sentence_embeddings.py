@@ -18,7 +18,7 @@ import functools
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, OneCoreTask, Run, quantiles, timed_calls
+from pipeline.bench.tasks.base import PROMPT_TEXT, Measured, OneCoreTask, Run, quantiles, save_output, timed_calls
 
 
 def sentences(tokenizer: Any, *, count: int, n_tokens: int) -> list[str]:
@@ -84,9 +84,5 @@ class SentenceEmbeddings(OneCoreTask):
 
     def capture(self, run: Run, path: Path, *, perturb: bool = False) -> None:
         """Save the embeddings of the workload's batch (``torch.save``: ``{"output": [batch, dim]}``)."""
-        import torch
-
         embeddings = self._encode(run, run.spec.workload.batch_size).detach().float().cpu()
-        if perturb:
-            embeddings = torch.roll(embeddings, shifts=1, dims=-1)
-        torch.save({"output": embeddings}, path)
+        save_output(embeddings, path, perturb=perturb)

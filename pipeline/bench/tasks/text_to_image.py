@@ -2,7 +2,7 @@
 
 Run as its users run it: ``DiffusionPipeline.from_pretrained(folder, dtype=..., trust_remote_code=False)`` then
 ``.to(device)`` and a call with the prompt. The harness has already refused a ``model_index.json`` naming a class
-outside diffusers and transformers (:func:`pipeline.models.check_pipeline_classes`). On a compiling backend
+outside diffusers and transformers (:func:`pipeline.models.gates.check_pipeline_classes`). On a compiling backend
 the denoiser (``unet`` or ``transformer``) is compiled in place with ``torch.compile`` over fixed shapes, as the
 diffusers docs show for torch.compile; the VAE and text encoders run as they are.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pipeline.bench.tasks.base import Measured, OneCoreTask, Run, percentile, quantiles
+from pipeline.bench.tasks.base import Measured, OneCoreTask, Run, percentile, quantiles, save_output
 
 #: The prompt every text-to-image run draws.
 PROMPT = "A photograph of a red fox in a snowy forest at dawn, soft light, highly detailed"
@@ -131,8 +131,6 @@ class TextToImage(OneCoreTask):
 
         The call stops after two steps (diffusers' ``interrupt``) and returns latents, not an image.
         """
-        import torch
-
         seen: list[Any] = []
 
         def keep(pipe: Any, step: int, timestep: Any, callback_kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -147,7 +145,4 @@ class TextToImage(OneCoreTask):
             run.model._interrupt = False
         if len(seen) < 2:
             raise RuntimeError(f"the pipeline ran {len(seen)} denoising step(s); the answer check needs 2")
-        update = seen[1] - seen[0]
-        if perturb:
-            update = torch.roll(update, shifts=1, dims=-1)
-        torch.save({"output": update}, path)
+        save_output(seen[1] - seen[0], path, perturb=perturb)

@@ -221,12 +221,13 @@ def vllm_serve(
     }
     if images_per_prompt:
         options["limit_mm_per_prompt_image"] = images_per_prompt
-    launcher = [console_script("vllm"), "serve", str(model)]
     if cpu:
         options |= {"device": "cpu", "launcher": VLLM_SERVER_MODULE, "cpu_kvcache_space_gib": kv_cache_gib}
         options["enforce_eager"] = True
         found = vllm_environment()  # none: the caller says how to install it before any start (require_vllm)
         launcher = [found.python if found else "python", "-m", VLLM_SERVER_MODULE, "--model", str(model)]
+    else:
+        launcher = [console_script("vllm"), "serve", str(model)]
     flags, env = vllm_flags(options, neuron=neuron)
     rest = ["--host", "127.0.0.1", "--port", str(port), *flags]
     named = [model_id or Path(model).name, *(["--revision", revision] if model_id and revision else [])]
